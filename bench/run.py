@@ -1,0 +1,583 @@
+#!/usr/bin/env python3
+"""Benchmark pyunwind's py-bt and CLI against libpython.py's py-bt and pystack, on core files.
+
+For each depth N a Debian /usr/bin/python3.11 runs bench/deep.py N (N frames of `recurse`,
+then a blocking read), is dumped with gcore and killed. Every tool then reads the same core:
+
+  baseline   gdb -q -batch -nx python3.11 CORE          (start-up + loading the core)
+  libpython  gdb ... -ex 'source python3.11-gdb.py' -ex py-bt
+  ours-gdb   gdb ... -x gdb-scripts/pyunwind-gdb.py -ex py-bt
+  pystack    pystack core CORE /usr/bin/python3.11      (from bench/setup.sh's venv)
+  ours-cli   target/release/pyunwind core CORE          (and once with --json)
+
+All gdb runs get the same `-iex` settings: debuginfod off, and auto-loading of Python scripts
+off (Debian's python3.11-dbg installs python3.11-gdb.py where gdb would otherwise auto-load it
+into every run, baseline included, where its py-bt would clash with ours). Debug info under
+/usr/lib/debug is found the same way in every gdb run. Each time is the median of K runs; every
+run's output is checked for exactly N `recurse` frames, so a failing command is never timed as
+if it worked.
+
+Exit status: 0 when every tool produced the expected frames (targets missed or not), 1 when a
+tool failed, printed its stderr or timed out (ours only: an anchor timing out is a result, shown
+as such), 2 for a usage or set-up problem (missing tool or build). Stdlib only.
+"""
+
+import argparse
+import json
+import os
+import re
+import resource
+import select
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCH_DIR)
+DEEP_PY = os.path.join(BENCH_DIR, "deep.py")
+GDB_SCRIPT = os.path.join(REPO, "gdb-scripts", "pyunwind-gdb.py")
+CLI = os.path.join(REPO, "target", "release", "pyunwind")
+LIBPYTHON_GDB = "/usr/share/gdb/auto-load/usr/bin/python3.11-gdb.py"
+PYTHON = "/usr/bin/python3.11"
+FUNC = "recurse"
+
+DEPTHS = (100, 1000, 5000)
+QUICK_DEPTHS = (1000,)
+TARGET_BEYOND_STARTUP_S = 0.2
+TARGET_SPEEDUP = 20.0
+READY_TIMEOUT_S = 60.0
+STDERR_TAIL_LINES = 15
+# pystack 1.7.2 builds each frame's parent recursively (FrameObject's constructor), about ten
+# C++ frames per Python frame, and overflows the default 8 MiB stack between 3000 and 5000
+# Python frames (SIGSEGV). A tool that crashes that way is noted, then timed again with this
+# stack limit, so the table still compares working commands.
+BIG_STACK_BYTES = 1 << 30
+# Below this a "time beyond start-up" is noise; ratios use it as the floor.
+MIN_MEASURABLE_S = 0.001
+
+TOOLS = ("baseline", "libpython", "ours-gdb", "pystack", "ours-cli")
+OURS = ("ours-gdb", "ours-cli")
+
+GDB_COMMON = [
+    "gdb", "-q", "-batch", "-nx",
+    "-iex", "set debuginfod enabled off",
+    "-iex", "set auto-load python-scripts off",
+]
+
+# libpython / our gdb py-bt:  '  File "/x/deep.py", line 16, in recurse'
+TRACEBACK_FRAME = re.compile(r'^\s*File "[^"]*", line \d+, in ' + FUNC + r"\s*$")
+# pystack:  '    (Python) File "/x/deep.py", line 16, in recurse'
+PYSTACK_FRAME = re.compile(r'^\s*\(Python\) File "[^"]*", line \d+, in ' + FUNC + r"\s*$")
+# our CLI text: the function named on a frame line, whatever the exact format; a printed
+# source line ("return recurse(n - 1)") is a call, not a frame, and is not counted.
+CLI_FRAME = re.compile(r"(?<![\w.])" + FUNC + r"(?![\w(])")
+
+
+class Failure(Exception):
+    """A tool ran but did not produce what it must; message says why."""
+
+
+class Timeout(Exception):
+    pass
+
+
+def tail(text, lines=STDERR_TAIL_LINES):
+    kept = text.rstrip("\n").splitlines()[-lines:]
+    return "\n".join("    | " + line for line in kept) if kept else "    | (empty)"
+
+
+def child_env():
+    env = dict(os.environ)
+    env.pop("DEBUGINFOD_URLS", None)  # identical, offline debug-info lookup for every run
+    return env
+
+
+def raise_stack_limit():
+    """preexec_fn: give the child a BIG_STACK_BYTES stack (or the hard limit if lower)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    soft = BIG_STACK_BYTES if hard == resource.RLIM_INFINITY else min(BIG_STACK_BYTES, hard)
+    resource.setrlimit(resource.RLIMIT_STACK, (soft, hard))
+
+
+def run_timed(argv, timeout, big_stack=False):
+    """Run argv; return (seconds, returncode, stdout, stderr). Raises Timeout."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=child_env(), start_new_session=True, cwd=REPO,
+        preexec_fn=raise_stack_limit if big_stack else None,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        raise Timeout(f"no answer after {timeout:.0f} s")
+    elapsed = time.perf_counter() - start
+    return (elapsed, proc.returncode,
+            out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+
+# ---- output checks: each returns the frame count or raises Failure -------------------------
+
+def count_lines(pattern, text):
+    return sum(1 for line in text.splitlines() if pattern.search(line))
+
+
+def check_baseline(out, err, depth):
+    if "Core was generated by" not in out + err:
+        raise Failure("gdb did not load the core (no 'Core was generated by' line)")
+    return None
+
+
+def check_traceback(out, err, depth):
+    if "Traceback (most recent call first):" not in out:
+        raise Failure("no 'Traceback (most recent call first):' line in the output")
+    return count_lines(TRACEBACK_FRAME, out)
+
+
+def check_pystack(out, err, depth):
+    return count_lines(PYSTACK_FRAME, out)
+
+
+def check_cli_text(out, err, depth):
+    return count_lines(CLI_FRAME, out)
+
+
+def check_cli_json(out, err, depth):
+    try:
+        report = json.loads(out)
+    except ValueError as exc:
+        raise Failure(f"output is not one JSON object: {exc}")
+    version = str((report.get("python") or {}).get("version", ""))
+    if not version.startswith("3.11"):
+        raise Failure(f"python.version is {version!r}, expected 3.11.x")
+    count = 0
+    for thread in report.get("threads") or []:
+        for frame in thread.get("frames") or []:
+            if frame.get("kind") == "python" and frame.get("function") == FUNC:
+                count += 1
+    return count
+
+
+class Tool:
+    def __init__(self, name, label, argv_for, check, fatal_timeout, retry_big_stack=False):
+        self.retry_big_stack = retry_big_stack
+        self.name = name
+        self.label = label
+        self.argv_for = argv_for
+        self.check = check
+        self.fatal_timeout = fatal_timeout
+
+
+def make_tools(pystack):
+    return {
+        "baseline": Tool(
+            "baseline", "gdb start-up (baseline)",
+            lambda core: GDB_COMMON + [PYTHON, core], check_baseline, True),
+        "libpython": Tool(
+            "libpython", "libpython.py py-bt",
+            lambda core: GDB_COMMON + ["-ex", f"source {LIBPYTHON_GDB}", "-ex", "py-bt",
+                                       PYTHON, core],
+            check_traceback, False),
+        "ours-gdb": Tool(
+            "ours-gdb", "ours py-bt (gdb)",
+            lambda core: GDB_COMMON + ["-x", GDB_SCRIPT, "-ex", "py-bt", PYTHON, core],
+            check_traceback, True),
+        "pystack": Tool(
+            "pystack", "pystack core",
+            lambda core: [pystack, "core", core, PYTHON], check_pystack, False,
+            retry_big_stack=True),
+        "ours-cli": Tool(
+            "ours-cli", "ours CLI (text)",
+            lambda core: [CLI, "core", core], check_cli_text, True),
+        "ours-cli-json": Tool(
+            "ours-cli-json", "ours CLI --json (1 run)",
+            lambda core: [CLI, "core", core, "--json"], check_cli_json, True),
+    }
+
+
+class Result:
+    """Outcome of one tool at one depth: median seconds, or a timeout, or a failure."""
+
+    def __init__(self):
+        self.times = []
+        self.frames = None
+        self.timeout = None
+        self.failure = None
+        self.crash_note = None  # crashed with the default stack, timed with a big one
+
+    @property
+    def median(self):
+        return statistics.median(self.times) if self.times and not self.failure else None
+
+
+def measure(tool, core, depth, repeat, timeout):
+    result = Result()
+    big_stack = False
+    runs = 0
+    while runs < repeat:
+        argv = tool.argv_for(core)
+        try:
+            elapsed, rc, out, err = run_timed(argv, timeout, big_stack)
+        except Timeout as exc:
+            result.timeout = timeout
+            if tool.fatal_timeout:
+                result.failure = f"{exc}\n    command: {shlex.join(argv)}"
+            return result
+        if rc == -signal.SIGSEGV and tool.retry_big_stack and not big_stack:
+            soft, _ = resource.getrlimit(resource.RLIMIT_STACK)
+            limit = "unlimited" if soft == resource.RLIM_INFINITY else f"{soft >> 20} MiB"
+            result.crash_note = (
+                f"crashed (SIGSEGV) with the default stack limit ({limit}); "
+                f"timed again with a {BIG_STACK_BYTES >> 20} MiB stack")
+            big_stack = True
+            continue
+        runs += 1
+        try:
+            if rc != 0:
+                raise Failure(f"exit status {rc}" + (
+                    f" ({signal.Signals(-rc).name})" if rc < 0 else "")
+                    + (f"; first {result.crash_note}" if result.crash_note else ""))
+            frames = tool.check(out, err, depth)
+            if frames is not None and frames != depth:
+                raise Failure(f"{frames} frames of {FUNC}() in the output, expected {depth}")
+        except Failure as exc:
+            result.failure = (f"{exc}\n    command: {shlex.join(argv)}\n"
+                              f"    stderr tail:\n{tail(err)}\n"
+                              f"    stdout tail:\n{tail(out, 5)}")
+            return result
+        result.frames = frames
+        result.times.append(elapsed)
+    return result
+
+
+# ---- cores --------------------------------------------------------------------------------
+
+def make_core(depth, directory):
+    """Run deep.py DEPTH, gcore it once it is ready, kill it; return the core's path."""
+    child = subprocess.Popen(
+        [PYTHON, DEEP_PY, str(depth)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, env=child_env(), start_new_session=True,
+    )
+    try:
+        ready, _, _ = select.select([child.stdout], [], [], READY_TIMEOUT_S)
+        line = child.stdout.readline().decode() if ready else ""
+        if not line.startswith("ready"):
+            child.kill()
+            _, err = child.communicate()
+            raise SystemExit(
+                f"bench: deep.py {depth} did not get ready (got {line!r}); stderr:\n"
+                f"{tail(err.decode('utf-8', 'replace'))}")
+        prefix = os.path.join(directory, f"core-{depth}")
+        gcore = subprocess.run(
+            ["gcore", "-o", prefix, str(child.pid)], stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(), timeout=600,
+        )
+        core = f"{prefix}.{child.pid}"
+        if gcore.returncode != 0 or not os.path.isfile(core):
+            raise SystemExit(
+                f"bench: gcore failed for deep.py {depth} (status {gcore.returncode}):\n"
+                f"{tail(gcore.stderr.decode('utf-8', 'replace'))}")
+        return core
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate()
+
+
+# ---- set-up checks ------------------------------------------------------------------------
+
+def version_of(argv):
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=60, env=child_env())
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    lines = proc.stdout.decode("utf-8", "replace").strip().splitlines()
+    return lines[0] if lines else "?"
+
+
+def check_setup(selected, pystack):
+    problems = []
+    if not os.access(PYTHON, os.X_OK):
+        problems.append(f"{PYTHON} is missing")
+    for prog in ("gdb", "gcore"):
+        if shutil.which(prog) is None:
+            problems.append(f"{prog} is not on PATH")
+    if "libpython" in selected and not os.path.isfile(LIBPYTHON_GDB):
+        problems.append(f"{LIBPYTHON_GDB} is missing (python3.11-dbg not installed)")
+    if "pystack" in selected and not os.access(pystack, os.X_OK):
+        problems.append(f"pystack not found at {pystack}")
+    if "ours-gdb" in selected and not os.path.isfile(GDB_SCRIPT):
+        problems.append(f"ours: not built ({os.path.relpath(GDB_SCRIPT, REPO)} is missing)")
+    if "ours-cli" in selected and not os.access(CLI, os.X_OK):
+        problems.append(f"ours: not built ({os.path.relpath(CLI, REPO)} is missing; "
+                        "cargo build --release)")
+    if problems:
+        print("bench: cannot run (bench/setup.sh installs gdb, python3.11-dbg and pystack;"
+              " --only skips tools):", file=sys.stderr)
+        for problem in problems:
+            print(f"  - {problem}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+# ---- report -------------------------------------------------------------------------------
+
+def fmt_time(result):
+    if result is None:
+        return "-"
+    if result.failure:
+        return "FAILED"
+    if result.timeout:
+        return f">{result.timeout:.0f} (timeout)"
+    return f"{result.median:.3f}" + (" (*)" if result.crash_note else "")
+
+
+def beyond(result, base):
+    """Median seconds beyond gdb start-up, or None."""
+    if result is None or base is None or result.median is None or base.median is None:
+        return None
+    return result.median - base.median
+
+
+def fmt_seconds(value):
+    if value is None:
+        return "-"
+    if value < MIN_MEASURABLE_S:
+        return f"<{MIN_MEASURABLE_S:.3f}"
+    return f"{value:.3f}"
+
+
+def ratio(slow, fast, slow_is_lower_bound=False):
+    """slow/fast as text; fast is floored at MIN_MEASURABLE_S (then the ratio is a bound)."""
+    if slow is None or fast is None:
+        return "-"
+    bound = slow_is_lower_bound
+    if fast < MIN_MEASURABLE_S:
+        fast, bound = MIN_MEASURABLE_S, True
+    value = slow / fast
+    return f"{'>' if bound else ''}{value:.1f}x"
+
+
+def lib_seconds(results, key, base=None):
+    """libpython's time (total or beyond start-up), and whether it is only a lower bound."""
+    lib = results.get("libpython")
+    if lib is None or lib.failure:
+        return None, False
+    if lib.timeout:
+        value = lib.timeout
+        bound = True
+    else:
+        value = lib.median
+        bound = False
+    if base is not None:
+        if base.median is None:
+            return None, False
+        value -= base.median
+    return value, bound
+
+
+def print_table(depths, all_results, core_sizes):
+    rows = []
+
+    def row(label, fn):
+        rows.append([label] + [fn(all_results[d], d) for d in depths])
+
+    def get(name):
+        return lambda res, d: fmt_time(res.get(name)) if name in res else "-"
+
+    row("core size (MB)", lambda res, d: f"{core_sizes[d] / 1e6:.1f}")
+    row("gdb start-up (baseline)", get("baseline"))
+    row("libpython.py py-bt", get("libpython"))
+    row("ours py-bt (gdb)", get("ours-gdb"))
+    row("pystack core", get("pystack"))
+    row("ours CLI (text)", get("ours-cli"))
+    row("ours CLI --json (1 run)", get("ours-cli-json"))
+    def lib_beyond(res, d):
+        value, bound = lib_seconds(res, "libpython", res.get("baseline"))
+        return (">" if bound and value is not None else "") + fmt_seconds(value)
+
+    row("libpython beyond start-up", lib_beyond)
+    row("ours beyond start-up", lambda res, d: fmt_seconds(
+        beyond(res.get("ours-gdb"), res.get("baseline"))))
+
+    def lib_over_ours(res, d, use_beyond):
+        base = res.get("baseline") if use_beyond else None
+        slow, bound = lib_seconds(res, "libpython", base)
+        ours = res.get("ours-gdb")
+        if ours is None or ours.median is None:
+            return "-"
+        fast = beyond(ours, base) if use_beyond else ours.median
+        return ratio(slow, fast, bound)
+
+    row("libpython/ours, beyond start-up", lambda res, d: lib_over_ours(res, d, True))
+    row("libpython/ours, total", lambda res, d: lib_over_ours(res, d, False))
+
+    def pystack_over_cli(res, d):
+        ps, cli = res.get("pystack"), res.get("ours-cli")
+        if ps is None or cli is None or cli.median is None:
+            return "-"
+        if ps.timeout and not ps.failure:
+            return ratio(ps.timeout, cli.median, True)
+        return ratio(ps.median, cli.median)
+
+    row("pystack/ours CLI", pystack_over_cli)
+
+    header = ["seconds, median of runs"] + [f"N={d}" for d in depths]
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    line = lambda cells: "  ".join(
+        c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(cells))
+    print(line(header))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print(line(r))
+
+
+def print_verdict(depths, all_results):
+    depth = max(depths)
+    res = all_results[depth]
+    ours, base = res.get("ours-gdb"), res.get("baseline")
+    extra = beyond(ours, base)
+    if extra is None:
+        print(f"py-bt at depth {depth}: not measured (target < {TARGET_BEYOND_STARTUP_S} s)")
+    else:
+        met = "met" if extra < TARGET_BEYOND_STARTUP_S else "MISSED"
+        print(f"py-bt at depth {depth}: {fmt_seconds(extra)} s beyond gdb start-up "
+              f"(target < {TARGET_BEYOND_STARTUP_S} s): {met}")
+    slow, bound = lib_seconds(res, "libpython", base)
+    if slow is None or extra is None:
+        print(f"speed-up vs libpython.py: not measured (target >= {TARGET_SPEEDUP:.0f}x)")
+        return
+    fast = max(extra, MIN_MEASURABLE_S)
+    speedup = slow / fast
+    bound = bound or extra < MIN_MEASURABLE_S
+    total_slow, total_bound = lib_seconds(res, "libpython")
+    total = ratio(total_slow, ours.median, total_bound)
+    met = "met" if speedup >= TARGET_SPEEDUP else "MISSED"
+    print(f"speed-up vs libpython.py: {'>' if bound else ''}{speedup:.1f}x beyond gdb start-up "
+          f"at depth {depth} ({total} on total time) (target >= {TARGET_SPEEDUP:.0f}x): {met}")
+
+
+# ---- main ---------------------------------------------------------------------------------
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: N=1000 only, one run per tool")
+    parser.add_argument("--repeat", type=int, default=None, metavar="K",
+                        help="runs per measurement, median reported (default 3, --quick 1)")
+    parser.add_argument("--depths", default=None, metavar="N,N,...",
+                        help="stack depths (default 100,1000,5000; --quick 1000)")
+    parser.add_argument("--only", default=None, metavar="TOOL,...",
+                        help="run only these of: " + ",".join(TOOLS)
+                        + " (the gdb start-up baseline always runs)")
+    parser.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                        help="per-command time limit in seconds (default 600)")
+    parser.add_argument("--keep-cores", action="store_true",
+                        help="keep the core directory and print its path")
+    args = parser.parse_args(argv)
+
+    if args.depths:
+        try:
+            args.depths = tuple(int(x) for x in args.depths.split(",") if x.strip())
+        except ValueError:
+            parser.error("--depths takes integers separated by commas")
+        if not args.depths or min(args.depths) < 1:
+            parser.error("--depths must be positive")
+    else:
+        args.depths = QUICK_DEPTHS if args.quick else DEPTHS
+    if args.repeat is None:
+        args.repeat = 1 if args.quick else 3
+    if args.repeat < 1:
+        parser.error("--repeat must be >= 1")
+    if args.only:
+        selected = [t.strip() for t in args.only.split(",") if t.strip()]
+        unknown = [t for t in selected if t not in TOOLS]
+        if unknown:
+            parser.error(f"unknown tool(s) {', '.join(unknown)}; choose from {', '.join(TOOLS)}")
+        args.selected = ["baseline"] + [t for t in TOOLS if t in selected and t != "baseline"]
+    else:
+        args.selected = list(TOOLS)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    cache = os.environ.get("PYUNWIND_CACHE") or os.path.expanduser("~/.cache/pyunwind")
+    pystack = os.path.join(cache, "bench-venv", "bin", "pystack")
+    check_setup(args.selected, pystack)
+    tools = make_tools(pystack)
+    order = list(args.selected)
+    if "ours-cli" in order:
+        order.insert(order.index("ours-cli") + 1, "ours-cli-json")
+
+    print(f"bench: {version_of(['gdb', '--version'])}; {version_of([PYTHON, '--version'])}"
+          + (f"; pystack {version_of([pystack, '--version'])}" if "pystack" in order else "")
+          + f"; {args.repeat} run(s) each, median; timeout {args.timeout:.0f} s", flush=True)
+    skipped = [t for t in TOOLS if t not in args.selected]
+    if skipped:
+        print(f"bench: not run (--only): {', '.join(skipped)}", flush=True)
+
+    os.makedirs(cache, exist_ok=True)
+    core_dir = tempfile.mkdtemp(prefix="bench-cores-", dir=cache)
+    all_results, core_sizes, failures, notes = {}, {}, [], []
+    try:
+        warmed = False
+        for depth in args.depths:
+            core = make_core(depth, core_dir)
+            core_sizes[depth] = os.path.getsize(core)
+            if not warmed:
+                # Untimed: brings gdb, the debug info and the tools into the page cache.
+                for name in ("baseline", "pystack", "ours-cli"):
+                    if name in order:
+                        try:
+                            run_timed(tools[name].argv_for(core), args.timeout)
+                        except Timeout:
+                            pass
+                warmed = True
+            results = {}
+            for name in order:
+                tool = tools[name]
+                repeat = 1 if name == "ours-cli-json" else args.repeat
+                print(f"bench: N={depth} {tool.label} ...", file=sys.stderr, flush=True)
+                result = measure(tool, core, depth, repeat, args.timeout)
+                results[name] = result
+                if result.crash_note:
+                    notes.append(f"(*) {tool.label}, N={depth}: {result.crash_note}")
+                if result.failure:
+                    failures.append(f"{tool.label}, N={depth}: {result.failure}")
+                elif result.timeout:
+                    notes.append(f"{tool.label}, N={depth}: timed out after "
+                                 f"{result.timeout:.0f} s (shown as a lower bound)")
+            all_results[depth] = results
+    finally:
+        if args.keep_cores:
+            print(f"bench: cores kept in {core_dir}")
+        else:
+            shutil.rmtree(core_dir, ignore_errors=True)
+
+    print()
+    print_table(args.depths, all_results, core_sizes)
+    print()
+    print_verdict(args.depths, all_results)
+    for note in notes:
+        print(f"note: {note}")
+    if failures:
+        print(file=sys.stderr)
+        for failure in failures:
+            print(f"bench: FAILED: {failure}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Prepare what `make bench` needs: gdb, Debian's python3.11 debug info (for libpython's
+# py-bt) and a venv with pystack. Idempotent; does nothing slow when already done.
+set -euo pipefail
+
+cache="${PYUNWIND_CACHE:-$HOME/.cache/pyunwind}"
+venv="$cache/bench-venv"
+gdb_helper=/usr/share/gdb/auto-load/usr/bin/python3.11-gdb.py
+
+need_apt=()
+command -v gdb >/dev/null 2>&1 || need_apt+=(gdb)
+[ -f "$gdb_helper" ] || need_apt+=(python3.11-dbg)
+[ -x /usr/bin/python3.11 ] || need_apt+=(python3.11)
+if [ "${#need_apt[@]}" -gt 0 ]; then
+    echo "setup: apt-get install ${need_apt[*]}" >&2
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    # python3.11-dbg pins libpython3.11 to its own version; let apt upgrade it.
+    $sudo apt-get install -y -qq "${need_apt[@]}"
+fi
+
+# The debug info must belong to the installed interpreter (same build id).
+build_id=$(readelf -n /usr/bin/python3.11 | awk '/Build ID/ {print $3}')
+debug_file="/usr/lib/debug/.build-id/${build_id:0:2}/${build_id:2}.debug"
+if [ ! -f "$debug_file" ]; then
+    echo "setup: no debug info for /usr/bin/python3.11 (build id $build_id) at $debug_file;" \
+         "python3.11 and python3.11-dbg versions differ? try: apt-get install -y python3.11-dbg" >&2
+    exit 1
+fi
+
+if [ ! -x "$venv/bin/pystack" ]; then
+    pyenv_python="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")/versions/3.11.7/bin/python3"
+    [ -x "$pyenv_python" ] || pyenv_python=/usr/bin/python3.11
+    echo "setup: creating $venv with pystack" >&2
+    mkdir -p "$cache"
+    "$pyenv_python" -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check pystack
+fi
+"$venv/bin/pystack" --help >/dev/null
+
+echo "setup: ok (gdb $(gdb --version | head -1 | awk '{print $NF}'), $("$venv/bin/pystack" --version 2>/dev/null || echo pystack), debug info $debug_file)" >&2

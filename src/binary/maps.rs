@@ -1,0 +1,63 @@
+//! `/proc/PID/maps` (and `info proc mappings`-like text handed over by a debugger).
+
+use super::FileMapping;
+use crate::error::{Error, Result};
+
+pub fn read_proc_maps(pid: i32) -> Result<Vec<FileMapping>> {
+    let path = format!("/proc/{pid}/maps");
+    let text = std::fs::read_to_string(&path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::Usage(format!("no process with pid {pid}")),
+        _ => Error::io(path, e),
+    })?;
+    Ok(parse_proc_maps(&text))
+}
+
+/// File-backed mappings of a `/proc/PID/maps` text: `start-end perms offset dev inode path`.
+pub fn parse_proc_maps(text: &str) -> Vec<FileMapping> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut f = line.split_ascii_whitespace();
+        let (Some(range), Some(_perms), Some(off), Some(_dev), Some(_inode)) =
+            (f.next(), f.next(), f.next(), f.next(), f.next())
+        else {
+            continue;
+        };
+        let path = f.collect::<Vec<_>>().join(" ");
+        if !path.starts_with('/') {
+            continue;
+        }
+        let Some((s, e)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(start), Ok(end), Ok(offset)) = (
+            u64::from_str_radix(s, 16),
+            u64::from_str_radix(e, 16),
+            u64::from_str_radix(off, 16),
+        ) else {
+            continue;
+        };
+        let path = path.strip_suffix(" (deleted)").unwrap_or(&path).to_string();
+        out.push(FileMapping {
+            start,
+            end,
+            offset,
+            path,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn parses_file_backed_lines_only() {
+        let t = "55d0c0000000-55d0c0001000 r--p 00000000 fe:01 123 /usr/bin/python3.11\n\
+                 7f0000000000-7f0000021000 rw-p 00000000 00:00 0 \n\
+                 7f0000100000-7f0000200000 r-xp 00002000 fe:01 456 /opt/my lib/libpython3.12.so.1.0\n";
+        let m = parse_proc_maps(t);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[1].path, "/opt/my lib/libpython3.12.so.1.0");
+        assert_eq!(m[1].offset, 0x2000);
+    }
+}

@@ -1,0 +1,57 @@
+//! The target's loaded modules and what their ELF files say (symbols, sections, segments).
+
+mod elf;
+mod maps;
+
+pub use self::elf::ElfInfo;
+pub use self::maps::{parse_proc_maps, read_proc_maps};
+pub use crate::memory::FileMapping;
+
+/// One loaded file: all its mappings, and the bias that turns its ELF addresses into target
+/// addresses.
+#[derive(Clone, Debug)]
+pub struct Module {
+    pub path: String,
+    pub start: u64,
+    pub end: u64,
+    /// Target address of the mapping at file offset 0.
+    pub base: u64,
+}
+
+impl Module {
+    /// Groups file mappings by path, in address order.
+    pub fn from_mappings(maps: &[FileMapping]) -> Vec<Module> {
+        let mut out: Vec<Module> = Vec::new();
+        for m in maps {
+            if let Some(x) = out.iter_mut().find(|x| x.path == m.path) {
+                x.start = x.start.min(m.start);
+                x.end = x.end.max(m.end);
+                if m.offset == 0 {
+                    x.base = x.base.min(m.start);
+                }
+            } else {
+                let base = if m.offset == 0 {
+                    m.start
+                } else {
+                    m.start.saturating_sub(m.offset)
+                };
+                out.push(Module {
+                    path: m.path.clone(),
+                    start: m.start,
+                    end: m.end,
+                    base,
+                });
+            }
+        }
+        out.sort_by_key(|m| m.start);
+        out
+    }
+
+    pub fn file_name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or(&self.path)
+    }
+
+    pub fn contains(&self, addr: u64) -> bool {
+        addr >= self.start && addr < self.end
+    }
+}

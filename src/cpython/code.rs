@@ -1,0 +1,261 @@
+//! Code objects: names, file, and the line table that maps an instruction to its line.
+
+use std::sync::Arc;
+
+use super::layout::{CodeLocals, LineTable};
+use super::snapshot::Snapshot;
+use crate::error::ReadError;
+
+/// Cap on a line table (bytes) and on the number of local names.
+const MAX_LINETABLE_BYTES: u64 = 1 << 20;
+const MAX_LOCALS: u64 = 1 << 16;
+
+#[derive(Clone, Debug)]
+pub struct Code {
+    pub addr: u64,
+    pub name: String,
+    /// `co_qualname` (3.11+), else `co_name`.
+    pub qualname: String,
+    pub filename: String,
+    pub firstlineno: u32,
+    linetable: Vec<u8>,
+    line_table: LineTable,
+    /// Address of the first code unit (3.11+), for `_PyInterpreterFrame_LASTI`.
+    pub code_start: u64,
+    pub argcount: u32,
+    pub flags: u32,
+    /// Local names in `localsplus` order, with their kind bits (3.11+) or a synthetic kind.
+    pub locals: Vec<(String, u8)>,
+}
+
+impl Snapshot {
+    pub fn code(&self, addr: u64) -> Result<Arc<Code>, ReadError> {
+        if let Some(c) = self
+            .codes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&addr)
+        {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(self.read_code(addr)?);
+        self.codes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(addr, c.clone());
+        Ok(c)
+    }
+
+    fn read_code(&self, addr: u64) -> Result<Code, ReadError> {
+        let co = &self.layout.code_object;
+        if addr == 0 {
+            return Err(ReadError::corrupt(addr, "NULL code object"));
+        }
+        let t = self.type_of(addr)?;
+        if t.name != "code" {
+            return Err(ReadError::corrupt(addr, "code object (wrong type)"));
+        }
+        let ptr = |off: u64| self.mem.read_ptr(addr + off);
+        let name = self.read_name(ptr(co.name)?)?;
+        let qualname = match co.qualname {
+            Some(off) => self.read_name(ptr(off)?)?,
+            None => name.clone(),
+        };
+        let filename = self.read_name(ptr(co.filename)?)?;
+        let firstlineno = self.mem.read_i32(addr + co.firstlineno)?.max(0) as u32;
+        let (linetable, _) = self.read_bytes(ptr(co.linetable)?, MAX_LINETABLE_BYTES)?;
+        let argcount = self.mem.read_i32(addr + co.argcount)?.max(0) as u32
+            + match co.kwonlyargcount {
+                Some(off) => self.mem.read_i32(addr + off)?.max(0) as u32,
+                None => 0,
+            };
+        let flags = self.mem.read_u32(addr + co.flags)?;
+        let mut locals = Vec::new();
+        match co.locals {
+            CodeLocals::LocalsPlus {
+                localsplusnames,
+                localspluskinds,
+            } => {
+                let (names, _) = self.read_seq(ptr(localsplusnames)?, false, MAX_LOCALS)?;
+                let (kinds, _) = self.read_bytes(ptr(localspluskinds)?, MAX_LOCALS)?;
+                for (i, n) in names.iter().enumerate() {
+                    locals.push((self.read_name(*n)?, kinds.get(i).copied().unwrap_or(0)));
+                }
+            }
+            CodeLocals::Tuples310 {
+                varnames,
+                cellvars,
+                freevars,
+                ..
+            } => {
+                use super::layout::localkind::{CELL, FREE, LOCAL};
+                for (off, kind) in [(varnames, LOCAL), (cellvars, CELL), (freevars, FREE)] {
+                    let (names, _) = self.read_seq(ptr(off)?, false, MAX_LOCALS)?;
+                    for n in names {
+                        locals.push((self.read_name(n)?, kind));
+                    }
+                }
+            }
+        }
+        Ok(Code {
+            addr,
+            name,
+            qualname,
+            filename,
+            firstlineno,
+            linetable,
+            line_table: co.line_table,
+            code_start: co.co_code_adaptive.map_or(0, |o| addr + o),
+            argcount,
+            flags,
+            locals,
+        })
+    }
+}
+
+impl Code {
+    /// The line of the instruction at `lasti` (in code units; negative before the first).
+    pub fn line_at(&self, lasti: i64) -> Option<u32> {
+        if lasti < 0 {
+            return Some(self.firstlineno);
+        }
+        match self.line_table {
+            LineTable::Pairs310 => line_310(&self.linetable, self.firstlineno, lasti as u64 * 2),
+            LineTable::Locations311 => line_311(&self.linetable, self.firstlineno, lasti as u64),
+        }
+    }
+
+    /// Number of arguments (positional and keyword-only, plus *args and **kwargs).
+    pub fn total_args(&self) -> usize {
+        use super::layout::coflags::{VARARGS, VARKEYWORDS};
+        self.argcount as usize
+            + (self.flags & VARARGS != 0) as usize
+            + (self.flags & VARKEYWORDS != 0) as usize
+    }
+}
+
+/// 3.10 `co_linetable` (Objects/lnotab_notes.txt): pairs (byte delta, signed line delta); a line
+/// delta of -128 means "no line"; `addr` is in bytes.
+fn line_310(t: &[u8], first: u32, addr: u64) -> Option<u32> {
+    let mut line = first as i64;
+    let mut end: u64 = 0;
+    for pair in t.chunks_exact(2) {
+        let start = end;
+        end += pair[0] as u64;
+        let ldelta = pair[1] as i8;
+        let this = if ldelta == -128 {
+            None
+        } else {
+            line += ldelta as i64;
+            Some(line)
+        };
+        if start <= addr && addr < end {
+            return this.and_then(|l| u32::try_from(l).ok());
+        }
+    }
+    None
+}
+
+/// 3.11+ location table (Objects/locations.md); `addr` is in code units.
+fn line_311(t: &[u8], first: u32, addr: u64) -> Option<u32> {
+    let mut i = 0usize;
+    let mut line = first as i64;
+    let mut start: u64 = 0;
+    let varint = |i: &mut usize| -> Option<u64> {
+        let mut v: u64 = 0;
+        let mut shift = 0;
+        loop {
+            let b = *t.get(*i)?;
+            *i += 1;
+            v |= ((b & 63) as u64) << shift;
+            shift += 6;
+            if b & 64 == 0 || shift > 60 {
+                return Some(v);
+            }
+        }
+    };
+    let svarint = |i: &mut usize| -> Option<i64> {
+        let v = varint(i)?;
+        Some(if v & 1 == 1 {
+            -((v >> 1) as i64)
+        } else {
+            (v >> 1) as i64
+        })
+    };
+    while i < t.len() {
+        let b = t[i];
+        if b & 0x80 == 0 {
+            return None; // not at an entry start: corrupt table
+        }
+        i += 1;
+        let code = (b >> 3) & 15;
+        let len = (b & 7) as u64 + 1;
+        let this = match code {
+            15 => None,
+            14 => {
+                line += svarint(&mut i)?;
+                varint(&mut i)?;
+                varint(&mut i)?;
+                varint(&mut i)?;
+                Some(line)
+            }
+            13 => {
+                line += svarint(&mut i)?;
+                Some(line)
+            }
+            10..=12 => {
+                line += (code - 10) as i64;
+                i += 2;
+                Some(line)
+            }
+            _ => {
+                i += 1;
+                Some(line)
+            }
+        };
+        if start <= addr && addr < start + len {
+            return this.and_then(|l| u32::try_from(l).ok());
+        }
+        start += len;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn location_table_forms() {
+        // 2 units one-line form (code 11: +1 line), 1 unit no-column (code 13, +3),
+        // 1 unit "no location" (15), 1 unit long form (14, -2).
+        let t = [
+            0x80 | (11 << 3) | 1,
+            5,
+            9,
+            0x80 | (13 << 3),
+            6,
+            0x80 | (15 << 3),
+            0x80 | (14 << 3),
+            5,
+            0,
+            1,
+            1,
+        ];
+        assert_eq!(line_311(&t, 10, 0), Some(11));
+        assert_eq!(line_311(&t, 10, 1), Some(11));
+        assert_eq!(line_311(&t, 10, 2), Some(14));
+        assert_eq!(line_311(&t, 10, 3), None);
+        assert_eq!(line_311(&t, 10, 4), Some(12));
+        assert_eq!(line_311(&t, 10, 5), None);
+    }
+    #[test]
+    fn pairs_310() {
+        // 4 bytes at +1, 0 bytes +2 (empty), 6 bytes +0, 2 bytes no line
+        let t = [4, 1, 0, 2, 6, 0, 2, 0x80];
+        assert_eq!(line_310(&t, 1, 0), Some(2));
+        assert_eq!(line_310(&t, 1, 3), Some(2));
+        assert_eq!(line_310(&t, 1, 4), Some(4));
+        assert_eq!(line_310(&t, 1, 9), Some(4));
+        assert_eq!(line_310(&t, 1, 10), None);
+    }
+}

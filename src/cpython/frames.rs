@@ -1,0 +1,223 @@
+//! Walking a thread's Python frames, innermost first.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::code::Code;
+use super::layout::{localkind, EntryMarker, FrameModel};
+use super::snapshot::Snapshot;
+use crate::error::{ReadError, ReadErrorKind};
+
+/// Deepest stack we walk; past it the walk stops with `truncated`.
+pub const MAX_FRAMES: usize = 100_000;
+
+/// One decoded Python frame.
+#[derive(Clone, Debug)]
+pub struct PyFrame {
+    /// The `_PyInterpreterFrame` (3.11+) or `PyFrameObject` (3.10).
+    pub addr: u64,
+    pub code: Arc<Code>,
+    pub line: Option<u32>,
+    /// The outermost frame of its eval-loop call: the frame an eval-loop native frame was
+    /// entered with.
+    pub entry: bool,
+}
+
+#[derive(Clone, Debug)]
+pub enum FrameItem {
+    Python(PyFrame),
+    Unreadable { addr: u64, error: ReadError },
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct FrameWalk {
+    pub items: Vec<FrameItem>,
+    /// The walk stopped at [`MAX_FRAMES`].
+    pub truncated: bool,
+}
+
+/// A local variable, already rendered.
+#[derive(Clone, Debug)]
+pub struct Local {
+    pub name: String,
+    pub repr: String,
+    pub is_arg: bool,
+}
+
+impl Snapshot {
+    /// Every Python frame from `first` outwards. Never fails as a whole: an unreadable frame
+    /// becomes an item, and the walk continues past it when its link is still readable.
+    pub fn walk_frames(&self, first: u64) -> FrameWalk {
+        let mut walk = FrameWalk::default();
+        let mut seen = HashSet::new();
+        let mut cur = first;
+        while cur != 0 {
+            if walk.items.len() >= MAX_FRAMES {
+                walk.truncated = true;
+                break;
+            }
+            if !seen.insert(cur) {
+                walk.items.push(FrameItem::Unreadable {
+                    addr: cur,
+                    error: ReadError::new(cur, 0, ReadErrorKind::Cycle),
+                });
+                break;
+            }
+            match self.layout.frame {
+                FrameModel::FrameObject {
+                    f_back,
+                    f_code,
+                    f_lasti,
+                    ..
+                } => {
+                    let next = self.mem.read_ptr(cur + f_back);
+                    let frame = self
+                        .mem
+                        .read_ptr(cur + f_code)
+                        .and_then(|c| self.code(c))
+                        .and_then(|code| {
+                            let lasti = self.mem.read_i32(cur + f_lasti)? as i64;
+                            Ok(PyFrame {
+                                addr: cur,
+                                line: code.line_at(lasti),
+                                code,
+                                entry: true,
+                            })
+                        });
+                    push(&mut walk, cur, frame);
+                    match next {
+                        Ok(n) => cur = n,
+                        Err(e) => {
+                            walk.items.push(FrameItem::Unreadable {
+                                addr: cur,
+                                error: e,
+                            });
+                            break;
+                        }
+                    }
+                }
+                FrameModel::Interpreter(f) => {
+                    let (owner, previous) = match (
+                        self.mem.read_u8(cur + f.owner),
+                        self.mem.read_ptr(cur + f.previous),
+                    ) {
+                        (Ok(o), Ok(p)) => (o, p),
+                        (Err(e), _) | (_, Err(e)) => {
+                            walk.items.push(FrameItem::Unreadable {
+                                addr: cur,
+                                error: e,
+                            });
+                            break;
+                        }
+                    };
+                    if let EntryMarker::ShimOwner(v) = f.entry {
+                        if owner == v {
+                            // The eval loop's own entry frame: marks a C-level call boundary.
+                            if let Some(FrameItem::Python(p)) = walk.items.last_mut() {
+                                p.entry = true;
+                            }
+                            cur = previous;
+                            continue;
+                        }
+                    }
+                    let frame = self
+                        .mem
+                        .read_ptr(cur + f.executable)
+                        .and_then(|c| self.code(c))
+                        .and_then(|code| {
+                            let instr = self.mem.read_ptr(cur + f.instr_ptr)?;
+                            // `_PyInterpreterFrame_LASTI`: code units from the start of the bytecode.
+                            let lasti = (instr as i64).wrapping_sub(code.code_start as i64) / 2;
+                            let entry = match f.entry {
+                                EntryMarker::IsEntry(off) => self.mem.read_u8(cur + off)? != 0,
+                                EntryMarker::ShimOwner(_) => previous == 0,
+                            };
+                            Ok(PyFrame {
+                                addr: cur,
+                                line: code.line_at(lasti),
+                                code,
+                                entry,
+                            })
+                        });
+                    push(&mut walk, cur, frame);
+                    cur = previous;
+                }
+            }
+        }
+        walk
+    }
+
+    /// The locals of a frame (arguments first), with bounded reprs. Unset locals are skipped.
+    pub fn frame_locals(&self, frame: &PyFrame) -> Result<Vec<Local>, ReadError> {
+        let base = match self.layout.frame {
+            FrameModel::FrameObject { f_localsplus, .. } => frame.addr + f_localsplus,
+            FrameModel::Interpreter(f) => frame.addr + f.localsplus,
+        };
+        let n = frame.code.locals.len() as u64;
+        let raw = self.mem.read_vec(base, n * 8, 1 << 20)?;
+        let nargs = frame.code.total_args();
+        let mut out = Vec::new();
+        for (i, (name, kind)) in frame.code.locals.iter().enumerate() {
+            let mut v = u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
+            if v == 0 || kind & localkind::HIDDEN != 0 {
+                continue;
+            }
+            if kind & (localkind::CELL | localkind::FREE) != 0 {
+                // A cell variable holds a cell once the frame has started (MAKE_CELL).
+                if self.type_of(v).map(|t| t.name == "cell").unwrap_or(false) {
+                    v = self.mem.read_ptr(v + self.layout.cell_ob_ref)?;
+                    if v == 0 {
+                        continue;
+                    }
+                }
+            }
+            out.push(Local {
+                name: name.clone(),
+                repr: self.repr(v),
+                is_arg: i < nargs,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Looks `name` up as libpython's `py-print` does: locals, then globals, then builtins.
+    /// Returns the scope and the repr.
+    pub fn lookup_name(
+        &self,
+        frame: &PyFrame,
+        name: &str,
+    ) -> Result<Option<(&'static str, String)>, ReadError> {
+        if let Some(l) = self
+            .frame_locals(frame)?
+            .into_iter()
+            .find(|l| l.name == name)
+        {
+            return Ok(Some(("local", l.repr)));
+        }
+        let (g, b) = match self.layout.frame {
+            FrameModel::FrameObject {
+                f_globals,
+                f_builtins,
+                ..
+            } => (f_globals, f_builtins),
+            FrameModel::Interpreter(f) => (f.f_globals, f.f_builtins),
+        };
+        for (scope, off) in [("global", g), ("builtin", b)] {
+            let d = self.mem.read_ptr(frame.addr + off)?;
+            if d == 0 {
+                continue;
+            }
+            if let Some(v) = self.dict_get(d, name)? {
+                return Ok(Some((scope, self.repr(v))));
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn push(walk: &mut FrameWalk, addr: u64, frame: Result<PyFrame, ReadError>) {
+    walk.items.push(match frame {
+        Ok(f) => FrameItem::Python(f),
+        Err(error) => FrameItem::Unreadable { addr, error },
+    });
+}

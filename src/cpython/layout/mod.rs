@@ -1,0 +1,314 @@
+//! Everything that differs between CPython versions, in one value.
+//!
+//! Group and field names follow `_Py_DebugOffsets` (Include/internal/pycore_debug_offsets.h,
+//! 3.13) so that the built-in tables and the tables read from a target have one shape, and a
+//! grep through CPython leads to our reader. Where an algorithm differs between versions (3.10
+//! frame objects vs 3.11+ interpreter frames, the two line-table formats, the int header) the
+//! layout names the strategy; decoders never test version numbers.
+
+mod v3_10;
+mod v3_11;
+mod v3_12;
+mod v3_13;
+
+use crate::cpython::version::Version;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub version: Version,
+    /// Where the layout came from: "built-in 3.12", "_Py_DebugOffsets".
+    pub source: String,
+    pub free_threaded: bool,
+    pub runtime_state: RuntimeState,
+    pub interpreter_state: InterpreterState,
+    pub thread_state: ThreadState,
+    pub gil: GilLocation,
+    pub frame: FrameModel,
+    pub code_object: CodeObject,
+    pub pyobject: PyObject,
+    pub type_object: TypeObject,
+    pub tuple_object: VarObject,
+    pub list_object: VarObject,
+    pub bytes_object: BytesObject,
+    pub unicode_object: UnicodeObject,
+    pub long_object: LongObject,
+    pub float_object: FloatObject,
+    pub dict_object: DictObject,
+    pub set_object: SetObject,
+    /// `PyCellObject.ob_ref`.
+    pub cell_ob_ref: u64,
+    /// `PyModuleObject.md_dict`.
+    pub module_md_dict: u64,
+    pub instance_dict: InstanceDict,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeState {
+    pub interpreters_head: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InterpreterState {
+    pub next: u64,
+    pub threads_head: u64,
+    /// `sys.modules` (`interp->modules` up to 3.11, `interp->imports.modules` from 3.12).
+    pub imports_modules: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadState {
+    pub prev: u64,
+    pub next: u64,
+    pub interp: u64,
+    pub current_frame: CurrentFrame,
+    pub thread_id: u64,
+    pub native_thread_id: Option<u64>,
+}
+
+/// How a thread state leads to its innermost frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CurrentFrame {
+    /// A pointer in the thread state (3.10 `frame`, 3.13 `current_frame`).
+    Direct(u64),
+    /// Through `_PyCFrame` (3.11, 3.12): `tstate->cframe->current_frame`.
+    ViaCFrame { cframe: u64, current_frame: u64 },
+}
+
+/// Who holds the GIL: `gil->locked` and `gil->last_holder` (a `PyThreadState *`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GilLocation {
+    /// In `_PyRuntime` itself (3.10, 3.11: `_PyRuntime.ceval.gil`), offsets from `_PyRuntime`.
+    Runtime { locked: u64, last_holder: u64 },
+    /// A pointer in the interpreter state to its `struct _gil_runtime_state` (3.12+).
+    Interpreter {
+        gil_ptr: u64,
+        locked: u64,
+        last_holder: u64,
+    },
+    /// Free-threaded builds have no single holder.
+    None,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameModel {
+    /// 3.10: a chain of `PyFrameObject`s; every frame is run by its own eval-loop call.
+    FrameObject {
+        f_back: u64,
+        f_code: u64,
+        f_lasti: u64,
+        f_localsplus: u64,
+        f_globals: u64,
+        f_builtins: u64,
+    },
+    /// 3.11+: `_PyInterpreterFrame`s on the thread's data stack.
+    Interpreter(InterpreterFrame),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InterpreterFrame {
+    pub previous: u64,
+    /// `f_code` (3.11, 3.12) or `f_executable` (3.13+).
+    pub executable: u64,
+    /// `prev_instr` (3.11, 3.12) or `instr_ptr` (3.13+): either way CPython's
+    /// `_PyInterpreterFrame_LASTI` is `(ptr - _PyCode_CODE(code))` in code units.
+    pub instr_ptr: u64,
+    pub localsplus: u64,
+    pub owner: u64,
+    pub entry: EntryMarker,
+    pub f_globals: u64,
+    pub f_builtins: u64,
+}
+
+/// How to tell where one C-level call of the eval loop begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryMarker {
+    /// 3.11: `_PyInterpreterFrame.is_entry` (a `bool` at this offset).
+    IsEntry(u64),
+    /// 3.12+: the eval loop pushes a shim frame whose `owner` is this value
+    /// (`FRAME_OWNED_BY_CSTACK`, Include/internal/pycore_frame.h).
+    ShimOwner(u8),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineTable {
+    /// 3.10 `co_linetable`: (byte delta, signed line delta) pairs, Objects/lnotab_notes.txt.
+    Pairs310,
+    /// 3.11+ location table, Objects/locations.md.
+    Locations311,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeObject {
+    pub filename: u64,
+    pub name: u64,
+    pub qualname: Option<u64>,
+    pub linetable: u64,
+    pub line_table: LineTable,
+    pub firstlineno: u64,
+    pub argcount: u64,
+    pub kwonlyargcount: Option<u64>,
+    pub flags: u64,
+    /// The bytecode: inline at this offset (3.11+ `co_code_adaptive`)...
+    pub co_code_adaptive: Option<u64>,
+    pub locals: CodeLocals,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CodeLocals {
+    /// 3.10: `co_varnames`, `co_cellvars`, `co_freevars` tuples, `co_nlocals`.
+    Tuples310 {
+        varnames: u64,
+        cellvars: u64,
+        freevars: u64,
+        nlocals: u64,
+    },
+    /// 3.11+: `co_localsplusnames` (tuple) and `co_localspluskinds` (bytes).
+    LocalsPlus {
+        localsplusnames: u64,
+        localspluskinds: u64,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PyObject {
+    pub ob_type: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TypeObject {
+    pub tp_name: u64,
+    pub tp_basicsize: u64,
+    pub tp_flags: u64,
+    pub tp_dictoffset: u64,
+    /// `PyHeapTypeObject.ht_cached_keys`.
+    pub ht_cached_keys: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VarObject {
+    pub ob_size: u64,
+    pub ob_item: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BytesObject {
+    pub ob_size: u64,
+    pub ob_sval: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnicodeObject {
+    pub state: u64,
+    pub length: u64,
+    /// `sizeof(PyASCIIObject)`: compact ASCII data follows it.
+    pub asciiobject_size: u64,
+    /// `sizeof(PyCompactUnicodeObject)`: other compact data follows it.
+    pub compact_size: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LongObject {
+    /// Up to 3.11: `ob_size` carries sign and digit count.
+    SignedSize { ob_size: u64, ob_digit: u64 },
+    /// 3.12+: `long_value.lv_tag` = ndigits << 3 | sign bits (0 positive, 1 zero, 2 negative).
+    Tagged { lv_tag: u64, ob_digit: u64 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FloatObject {
+    pub ob_fval: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DictObject {
+    pub ma_used: u64,
+    pub ma_keys: u64,
+    pub ma_values: u64,
+    pub keys: DictKeys,
+    /// Offset of the value array inside `PyDictValues` (8 in 3.13, which added a header).
+    pub values_array: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DictKeys {
+    /// 3.10: `dk_size`, `dk_nentries`, `dk_indices`; entries are (hash, key, value).
+    V310 {
+        dk_size: u64,
+        dk_nentries: u64,
+        dk_indices: u64,
+    },
+    /// 3.11+: log2 sizes and a kind; unicode-keyed tables have (key, value) entries.
+    V311 {
+        dk_log2_size: u64,
+        dk_log2_index_bytes: u64,
+        dk_kind: u64,
+        dk_nentries: u64,
+        dk_indices: u64,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetObject {
+    pub used: u64,
+    pub mask: u64,
+    pub table: u64,
+}
+
+/// Where an instance's `__dict__` (or its split values) lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstanceDict {
+    /// `tp_dictoffset` only (3.10).
+    DictOffset,
+    /// 3.11: `Py_TPFLAGS_MANAGED_DICT`; dict pointer at obj-24, values pointer at obj-32.
+    Managed311,
+    /// 3.12: a tagged `PyDictOrValues` at obj-24 (low bit set: values pointer + 1).
+    Managed312,
+    /// 3.13: dict pointer at obj-24, else inline values at `tp_basicsize`
+    /// (`Py_TPFLAGS_INLINE_VALUES`).
+    Managed313,
+}
+
+/// `PyTypeObject.tp_flags` bits (Include/object.h, 3.10 to 3.13).
+pub mod tpflags {
+    pub const INLINE_VALUES: u64 = 1 << 2;
+    pub const MANAGED_DICT: u64 = 1 << 4;
+    pub const HEAPTYPE: u64 = 1 << 9;
+    pub const LONG_SUBCLASS: u64 = 1 << 24;
+    pub const LIST_SUBCLASS: u64 = 1 << 25;
+    pub const TUPLE_SUBCLASS: u64 = 1 << 26;
+    pub const BYTES_SUBCLASS: u64 = 1 << 27;
+    pub const UNICODE_SUBCLASS: u64 = 1 << 28;
+    pub const DICT_SUBCLASS: u64 = 1 << 29;
+}
+
+/// `co_localspluskinds` bits (Include/internal/pycore_code.h, 3.11+).
+pub mod localkind {
+    pub const HIDDEN: u8 = 0x10;
+    pub const LOCAL: u8 = 0x20;
+    pub const CELL: u8 = 0x40;
+    pub const FREE: u8 = 0x80;
+}
+
+/// `co_flags` bits (Include/cpython/code.h).
+pub mod coflags {
+    pub const VARARGS: u32 = 0x4;
+    pub const VARKEYWORDS: u32 = 0x8;
+}
+
+impl Layout {
+    /// The built-in table for `version`, if we have one for its minor version.
+    pub fn builtin(version: Version) -> Option<Layout> {
+        let mut l = match (version.major, version.minor) {
+            (3, 10) => v3_10::layout(),
+            (3, 11) => v3_11::layout(),
+            (3, 12) => v3_12::layout(),
+            (3, 13) => v3_13::layout(),
+            _ => return None,
+        };
+        l.version = version;
+        Some(l)
+    }
+
+    /// Minor versions with a built-in table.
+    pub const BUILTIN_MINORS: [u8; 4] = [10, 11, 12, 13];
+}

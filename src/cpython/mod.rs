@@ -1,0 +1,18 @@
+//! CPython's data structures: version, layout, objects, code, frames, threads.
+
+pub mod code;
+pub mod debug_offsets;
+pub mod discovery;
+pub mod frames;
+pub mod layout;
+pub mod objects;
+pub mod snapshot;
+pub mod threads;
+pub mod version;
+
+pub use discovery::{find_python, Found};
+pub use frames::{FrameItem, FrameWalk, Local, PyFrame};
+pub use layout::Layout;
+pub use snapshot::Snapshot;
+pub use threads::ThreadInfo;
+pub use version::Version;

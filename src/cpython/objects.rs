@@ -1,0 +1,659 @@
+//! Readers for the built-in object types, and bounded reprs of any object.
+
+use std::sync::Arc;
+
+use super::layout::{tpflags, DictKeys, InstanceDict, LongObject};
+use super::snapshot::Snapshot;
+use crate::error::ReadError;
+
+/// Longest string (in characters) we decode; names and reprs never need more.
+pub const MAX_STR_CHARS: u64 = 1 << 20;
+/// Longest bytes object we read for a repr.
+const MAX_BYTES_READ: u64 = 4096;
+/// Most digits (30-bit) of an int we convert to decimal.
+const MAX_INT_DIGITS: u64 = 1000;
+/// Most entries of a dict we scan (lookups and reprs).
+pub const MAX_DICT_ENTRIES: u64 = 1 << 18;
+/// Most items shown by a container repr, its nesting, and the length of any one repr.
+const MAX_REPR_ITEMS: u64 = 16;
+const MAX_REPR_DEPTH: u32 = 3;
+pub const MAX_REPR_CHARS: usize = 256;
+/// Most entries of a set table we scan.
+const MAX_SET_SLOTS: u64 = 1 << 16;
+
+/// What we know of a type object.
+#[derive(Clone, Debug)]
+pub struct TypeInfo {
+    pub addr: u64,
+    pub name: String,
+    pub flags: u64,
+    pub basicsize: u64,
+    pub dictoffset: i64,
+}
+
+impl Snapshot {
+    pub fn type_of(&self, obj: u64) -> Result<Arc<TypeInfo>, ReadError> {
+        let tp = self.mem.read_ptr(obj + self.layout.pyobject.ob_type)?;
+        if tp == 0 {
+            return Err(ReadError::corrupt(obj, "object without a type"));
+        }
+        if let Some(t) = self
+            .types
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&tp)
+        {
+            return Ok(t.clone());
+        }
+        let to = &self.layout.type_object;
+        let name_ptr = self.mem.read_ptr(tp + to.tp_name)?;
+        let name = String::from_utf8_lossy(&self.mem.read_cstr(name_ptr, 200)?).into_owned();
+        let t = Arc::new(TypeInfo {
+            addr: tp,
+            name,
+            flags: self.mem.read_u64(tp + to.tp_flags)?,
+            basicsize: self.mem.read_u64(tp + to.tp_basicsize)?,
+            dictoffset: self.mem.read_i64(tp + to.tp_dictoffset)?,
+        });
+        self.types
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(tp, t.clone());
+        Ok(t)
+    }
+
+    /// A `str` object's text.
+    pub fn read_str(&self, obj: u64) -> Result<String, ReadError> {
+        let u = &self.layout.unicode_object;
+        let len = self.mem.read_i64(obj + u.length)?;
+        if len < 0 || len as u64 > MAX_STR_CHARS {
+            return Err(ReadError::too_large(obj, len as u64));
+        }
+        let state = self.mem.read_u32(obj + u.state)?;
+        // Include/cpython/unicodeobject.h: interned:2, kind:3, compact:1, ascii:1 (3.10-3.13).
+        let kind = (state >> 2) & 7;
+        let compact = (state >> 5) & 1 == 1;
+        let ascii = (state >> 6) & 1 == 1;
+        let data = if compact && ascii {
+            obj + u.asciiobject_size
+        } else if compact {
+            obj + u.compact_size
+        } else {
+            // Legacy (non-compact) strings keep a pointer right after the compact header.
+            self.mem.read_ptr(obj + u.compact_size)?
+        };
+        let n = len as u64;
+        match kind {
+            1 => {
+                let b = self.mem.read_vec(data, n, MAX_STR_CHARS)?;
+                Ok(if ascii {
+                    String::from_utf8_lossy(&b).into_owned()
+                } else {
+                    b.iter().map(|&c| c as char).collect()
+                })
+            }
+            2 => {
+                let b = self.mem.read_vec(data, n * 2, MAX_STR_CHARS * 2)?;
+                let units: Vec<u16> = b
+                    .chunks_exact(2)
+                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                    .collect();
+                Ok(String::from_utf16_lossy(&units))
+            }
+            4 => {
+                let b = self.mem.read_vec(data, n * 4, MAX_STR_CHARS * 4)?;
+                Ok(b.chunks_exact(4)
+                    .map(|c| {
+                        char::from_u32(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                            .unwrap_or('\u{FFFD}')
+                    })
+                    .collect())
+            }
+            _ => Err(ReadError::corrupt(obj, "str kind")),
+        }
+    }
+
+    /// A str object's text if `obj` is a str, for names (qualname, filename, local names).
+    pub fn read_name(&self, obj: u64) -> Result<String, ReadError> {
+        if obj == 0 {
+            return Err(ReadError::corrupt(obj, "NULL name"));
+        }
+        let t = self.type_of(obj)?;
+        if t.flags & tpflags::UNICODE_SUBCLASS == 0 {
+            return Err(ReadError::corrupt(obj, "name that is not a str"));
+        }
+        self.read_str(obj)
+    }
+
+    pub fn read_bytes(&self, obj: u64, max: u64) -> Result<(Vec<u8>, u64), ReadError> {
+        let b = &self.layout.bytes_object;
+        let len = self.mem.read_i64(obj + b.ob_size)?;
+        if len < 0 {
+            return Err(ReadError::corrupt(obj, "bytes size"));
+        }
+        let n = (len as u64).min(max);
+        Ok((self.mem.read_vec(obj + b.ob_sval, n, max)?, len as u64))
+    }
+
+    /// Items of a tuple or list (`max` at most) and the real length.
+    pub fn read_seq(&self, obj: u64, list: bool, max: u64) -> Result<(Vec<u64>, u64), ReadError> {
+        let v = if list {
+            &self.layout.list_object
+        } else {
+            &self.layout.tuple_object
+        };
+        let len = self.mem.read_i64(obj + v.ob_size)?;
+        if len < 0 {
+            return Err(ReadError::corrupt(obj, "sequence size"));
+        }
+        let n = (len as u64).min(max);
+        let items = if list {
+            self.mem.read_ptr(obj + v.ob_item)?
+        } else {
+            obj + v.ob_item
+        };
+        let raw = self.mem.read_vec(items, n * 8, max * 8)?;
+        Ok((
+            raw.chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+            len as u64,
+        ))
+    }
+
+    /// An int's decimal digits (with sign).
+    pub fn read_int(&self, obj: u64) -> Result<String, ReadError> {
+        let (negative, ndigits, digits_at) = match self.layout.long_object {
+            LongObject::SignedSize { ob_size, ob_digit } => {
+                let s = self.mem.read_i64(obj + ob_size)?;
+                (s < 0, s.unsigned_abs(), obj + ob_digit)
+            }
+            LongObject::Tagged { lv_tag, ob_digit } => {
+                let tag = self.mem.read_u64(obj + lv_tag)?;
+                (tag & 3 == 2, tag >> 3, obj + ob_digit)
+            }
+        };
+        if ndigits > MAX_INT_DIGITS {
+            return Err(ReadError::too_large(obj, ndigits));
+        }
+        let raw = self
+            .mem
+            .read_vec(digits_at, ndigits * 4, MAX_INT_DIGITS * 4)?;
+        let digits: Vec<u32> = raw
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        if digits.iter().any(|&d| d >= 1 << 30) {
+            return Err(ReadError::corrupt(obj, "int digit"));
+        }
+        let s = digits_to_decimal(&digits);
+        Ok(if negative && s != "0" {
+            format!("-{s}")
+        } else {
+            s
+        })
+    }
+
+    pub fn read_float(&self, obj: u64) -> Result<f64, ReadError> {
+        Ok(f64::from_bits(
+            self.mem.read_u64(obj + self.layout.float_object.ob_fval)?,
+        ))
+    }
+
+    /// (key, value) pairs of a dict, in entry order; `max` pairs at most.
+    pub fn dict_items(&self, dict: u64, max: u64) -> Result<Vec<(u64, u64)>, ReadError> {
+        let d = &self.layout.dict_object;
+        let keys = self.mem.read_ptr(dict + d.ma_keys)?;
+        let values = self.mem.read_ptr(dict + d.ma_values)?;
+        self.keys_items(keys, (values != 0).then_some(values + d.values_array), max)
+    }
+
+    /// Entries of a keys object; values from `values` (split tables) when given.
+    fn keys_items(
+        &self,
+        keys: u64,
+        values: Option<u64>,
+        max: u64,
+    ) -> Result<Vec<(u64, u64)>, ReadError> {
+        let (entries, nentries, entry_size, has_hash) = match self.layout.dict_object.keys {
+            DictKeys::V310 {
+                dk_size,
+                dk_nentries,
+                dk_indices,
+            } => {
+                let size = self.mem.read_i64(keys + dk_size)?;
+                if !(1..=(1 << 40)).contains(&size) || size & (size - 1) != 0 {
+                    return Err(ReadError::corrupt(keys, "dict size"));
+                }
+                let ix = if size <= 0xff {
+                    1
+                } else if size <= 0xffff {
+                    2
+                } else if size <= 0xffff_ffff {
+                    4
+                } else {
+                    8
+                };
+                let n = self.mem.read_i64(keys + dk_nentries)?;
+                (keys + dk_indices + size as u64 * ix, n, 24, true)
+            }
+            DictKeys::V311 {
+                dk_log2_size,
+                dk_log2_index_bytes,
+                dk_kind,
+                dk_nentries,
+                dk_indices,
+            } => {
+                let log2 = self.mem.read_u8(keys + dk_log2_size)?;
+                let log2ix = self.mem.read_u8(keys + dk_log2_index_bytes)?;
+                let kind = self.mem.read_u8(keys + dk_kind)?;
+                if log2 > 40 || log2ix > 43 || kind > 2 {
+                    return Err(ReadError::corrupt(keys, "dict keys"));
+                }
+                let n = self.mem.read_i64(keys + dk_nentries)?;
+                // DICT_KEYS_GENERAL (0) entries are (hash, key, value); UNICODE and SPLIT are
+                // (key, value) (Include/internal/pycore_dict.h).
+                let general = kind == 0;
+                (
+                    keys + dk_indices + (1u64 << log2ix),
+                    n,
+                    if general { 24 } else { 16 },
+                    general,
+                )
+            }
+        };
+        if nentries < 0 {
+            return Err(ReadError::corrupt(keys, "dict entry count"));
+        }
+        let n = (nentries as u64).min(max).min(MAX_DICT_ENTRIES);
+        let raw = self
+            .mem
+            .read_vec(entries, n * entry_size, MAX_DICT_ENTRIES * 24)?;
+        let vals = match values {
+            Some(v) => Some(self.mem.read_vec(v, n * 8, MAX_DICT_ENTRIES * 8)?),
+            None => None,
+        };
+        let word = |b: &[u8], i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+        let mut out = Vec::new();
+        for i in 0..n as usize {
+            let e = &raw[i * entry_size as usize..(i + 1) * entry_size as usize];
+            let base = if has_hash { 1 } else { 0 };
+            let key = word(e, base);
+            let value = match &vals {
+                Some(v) => word(v, i),
+                None => word(e, base + 1),
+            };
+            if key != 0 && value != 0 {
+                out.push((key, value));
+            }
+        }
+        Ok(out)
+    }
+
+    /// `dict[name]` for a str key.
+    pub fn dict_get(&self, dict: u64, name: &str) -> Result<Option<u64>, ReadError> {
+        for (k, v) in self.dict_items(dict, MAX_DICT_ENTRIES)? {
+            if self.read_name(k).ok().as_deref() == Some(name) {
+                return Ok(Some(v));
+            }
+        }
+        Ok(None)
+    }
+
+    /// An attribute from an instance's `__dict__` (or its split/inline values).
+    pub fn instance_attr(&self, obj: u64, name: &str) -> Result<Option<u64>, ReadError> {
+        let t = self.type_of(obj)?;
+        let managed = t.flags & tpflags::MANAGED_DICT != 0;
+        let cached_keys = || {
+            self.mem
+                .read_ptr(t.addr + self.layout.type_object.ht_cached_keys)
+        };
+        let lookup_values = |values: u64| -> Result<Option<u64>, ReadError> {
+            let keys = cached_keys()?;
+            for (k, v) in self.keys_items(keys, Some(values), MAX_DICT_ENTRIES)? {
+                if self.read_name(k).ok().as_deref() == Some(name) {
+                    return Ok(Some(v));
+                }
+            }
+            Ok(None)
+        };
+        let dict = match self.layout.instance_dict {
+            InstanceDict::DictOffset => {
+                if t.dictoffset <= 0 {
+                    return Ok(None);
+                }
+                self.mem.read_ptr(obj + t.dictoffset as u64)?
+            }
+            InstanceDict::Managed311 if managed => {
+                let d = self.mem.read_ptr(obj.wrapping_sub(24))?;
+                if d == 0 {
+                    let values = self.mem.read_ptr(obj.wrapping_sub(32))?;
+                    return if values == 0 {
+                        Ok(None)
+                    } else {
+                        lookup_values(values)
+                    };
+                }
+                d
+            }
+            InstanceDict::Managed312 if managed => {
+                let v = self.mem.read_ptr(obj.wrapping_sub(24))?;
+                if v & 1 == 1 {
+                    return lookup_values(v + 1);
+                }
+                v
+            }
+            InstanceDict::Managed313 if managed => {
+                let d = self.mem.read_ptr(obj.wrapping_sub(24))?;
+                if d == 0 && t.flags & tpflags::INLINE_VALUES != 0 {
+                    return lookup_values(obj + t.basicsize + self.layout.dict_object.values_array);
+                }
+                d
+            }
+            _ => {
+                if t.dictoffset <= 0 {
+                    return Ok(None);
+                }
+                self.mem.read_ptr(obj + t.dictoffset as u64)?
+            }
+        };
+        if dict == 0 {
+            return Ok(None);
+        }
+        self.dict_get(dict, name)
+    }
+
+    /// A short, bounded repr of any object, in Python's style where we know the type.
+    pub fn repr(&self, obj: u64) -> String {
+        let mut s = self.repr_at(obj, 0);
+        if s.chars().count() > MAX_REPR_CHARS {
+            s = s.chars().take(MAX_REPR_CHARS).collect::<String>() + "...";
+        }
+        s
+    }
+
+    fn repr_at(&self, obj: u64, depth: u32) -> String {
+        if obj == 0 {
+            return "<NULL>".into();
+        }
+        match self.try_repr(obj, depth) {
+            Ok(s) => s,
+            Err(e) => format!("<unreadable object at {obj:#x}: {}>", e.kind),
+        }
+    }
+
+    fn try_repr(&self, obj: u64, depth: u32) -> Result<String, ReadError> {
+        let t = self.type_of(obj)?;
+        let deep = depth >= MAX_REPR_DEPTH;
+        let items = |s: &Self, list: bool| -> Result<(Vec<String>, bool), ReadError> {
+            let (items, len) = s.read_seq(obj, list, MAX_REPR_ITEMS)?;
+            Ok((
+                items.iter().map(|&i| s.repr_at(i, depth + 1)).collect(),
+                len > MAX_REPR_ITEMS,
+            ))
+        };
+        Ok(match t.name.as_str() {
+            "NoneType" => "None".into(),
+            "bool" => (if self.read_int(obj)? == "0" {
+                "False"
+            } else {
+                "True"
+            })
+            .into(),
+            "int" => self.read_int(obj)?,
+            "float" => float_repr(self.read_float(obj)?),
+            "str" => str_repr(&self.read_str(obj)?),
+            "bytes" => {
+                let (b, len) = self.read_bytes(obj, MAX_BYTES_READ)?;
+                let mut s = bytes_repr(&b);
+                if len > b.len() as u64 {
+                    s.push_str("...");
+                }
+                s
+            }
+            "tuple" if deep => "(...)".into(),
+            "tuple" => {
+                let (v, more) = items(self, false)?;
+                let mut s = format!("({}", v.join(", "));
+                if more {
+                    s.push_str(", ...");
+                }
+                s + if v.len() == 1 && !more { ",)" } else { ")" }
+            }
+            "list" if deep => "[...]".into(),
+            "list" => {
+                let (v, more) = items(self, true)?;
+                format!("[{}{}]", v.join(", "), if more { ", ..." } else { "" })
+            }
+            "dict" if deep => "{...}".into(),
+            "dict" => {
+                let all = self.dict_items(obj, MAX_REPR_ITEMS + 1)?;
+                let mut parts: Vec<String> = all
+                    .iter()
+                    .take(MAX_REPR_ITEMS as usize)
+                    .map(|&(k, v)| {
+                        format!(
+                            "{}: {}",
+                            self.repr_at(k, depth + 1),
+                            self.repr_at(v, depth + 1)
+                        )
+                    })
+                    .collect();
+                if all.len() as u64 > MAX_REPR_ITEMS {
+                    parts.push("...".into());
+                }
+                format!("{{{}}}", parts.join(", "))
+            }
+            "set" | "frozenset" if deep => format!("{}(...)", t.name),
+            "set" | "frozenset" => {
+                let keys = self.set_items(obj)?;
+                let mut parts: Vec<String> = keys
+                    .iter()
+                    .take(MAX_REPR_ITEMS as usize)
+                    .map(|&k| self.repr_at(k, depth + 1))
+                    .collect();
+                if keys.len() as u64 > MAX_REPR_ITEMS {
+                    parts.push("...".into());
+                }
+                match (t.name.as_str(), parts.is_empty()) {
+                    ("set", true) => "set()".into(),
+                    ("set", false) => format!("{{{}}}", parts.join(", ")),
+                    (_, true) => "frozenset()".into(),
+                    (_, false) => format!("frozenset({{{}}})", parts.join(", ")),
+                }
+            }
+            _ => format!("<{} object at {obj:#x}>", t.name),
+        })
+    }
+
+    /// Keys of a set (dummy and empty slots skipped), up to [`MAX_REPR_ITEMS`] + 1.
+    fn set_items(&self, obj: u64) -> Result<Vec<u64>, ReadError> {
+        let s = &self.layout.set_object;
+        let mask = self.mem.read_i64(obj + s.mask)?;
+        if mask < 0 || mask as u64 >= MAX_SET_SLOTS {
+            return Err(ReadError::too_large(obj, mask as u64));
+        }
+        let table = self.mem.read_ptr(obj + s.table)?;
+        let slots = mask as u64 + 1;
+        let raw = self.mem.read_vec(table, slots * 16, MAX_SET_SLOTS * 16)?;
+        let mut out = Vec::new();
+        for e in raw.chunks_exact(16) {
+            let key = u64::from_le_bytes(e[..8].try_into().unwrap());
+            let hash = i64::from_le_bytes(e[8..].try_into().unwrap());
+            // Objects/setobject.c: a deleted slot holds the dummy key with hash -1.
+            if key != 0 && hash != -1 {
+                out.push(key);
+                if out.len() as u64 > MAX_REPR_ITEMS {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Base-2^30 digits (least significant first) to decimal.
+fn digits_to_decimal(digits: &[u32]) -> String {
+    let mut n: Vec<u32> = digits.to_vec();
+    while n.last() == Some(&0) {
+        n.pop();
+    }
+    if n.is_empty() {
+        return "0".into();
+    }
+    let mut chunks = Vec::new();
+    while !n.is_empty() {
+        let mut rem: u64 = 0;
+        for d in n.iter_mut().rev() {
+            let cur = (rem << 30) | *d as u64;
+            *d = (cur / 1_000_000_000) as u32;
+            rem = cur % 1_000_000_000;
+        }
+        chunks.push(rem as u32);
+        while n.last() == Some(&0) {
+            n.pop();
+        }
+    }
+    let mut s = chunks.pop().unwrap().to_string();
+    for c in chunks.iter().rev() {
+        s.push_str(&format!("{c:09}"));
+    }
+    s
+}
+
+/// Python's `repr(float)`: shortest round-trip digits, fixed notation for 1e-4 <= |x| < 1e16.
+pub fn float_repr(x: f64) -> String {
+    if x.is_nan() {
+        return "nan".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    let e = format!("{x:e}");
+    let (mant, exp) = e.split_once('e').unwrap();
+    let exp: i32 = exp.parse().unwrap();
+    let neg = mant.starts_with('-');
+    let digits: String = mant.chars().filter(|c| c.is_ascii_digit()).collect();
+    let sign = if neg { "-" } else { "" };
+    if (-4..16).contains(&exp) {
+        let point = exp + 1;
+        let s = if point <= 0 {
+            format!("0.{}{}", "0".repeat((-point) as usize), digits)
+        } else if point as usize >= digits.len() {
+            format!("{}{}.0", digits, "0".repeat(point as usize - digits.len()))
+        } else {
+            format!(
+                "{}.{}",
+                &digits[..point as usize],
+                &digits[point as usize..]
+            )
+        };
+        format!("{sign}{s}")
+    } else {
+        let m = if digits.len() > 1 {
+            format!("{}.{}", &digits[..1], &digits[1..])
+        } else {
+            digits
+        };
+        format!(
+            "{sign}{m}e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.abs()
+        )
+    }
+}
+
+/// Python's `repr(str)`.
+pub fn str_repr(s: &str) -> String {
+    let q = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(q);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == q => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if c.is_control() => {
+                let v = c as u32;
+                if v <= 0xff {
+                    out.push_str(&format!("\\x{v:02x}"))
+                } else if v <= 0xffff {
+                    out.push_str(&format!("\\u{v:04x}"))
+                } else {
+                    out.push_str(&format!("\\U{v:08x}"))
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(q);
+    out
+}
+
+/// Python's `repr(bytes)`.
+pub fn bytes_repr(b: &[u8]) -> String {
+    let q = if b.contains(&b'\'') && !b.contains(&b'"') {
+        b'"'
+    } else {
+        b'\''
+    };
+    let mut out = String::from("b");
+    out.push(q as char);
+    for &c in b {
+        match c {
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            c if c == q => {
+                out.push('\\');
+                out.push(c as char);
+            }
+            0x20..=0x7e => out.push(c as char),
+            c => out.push_str(&format!("\\x{c:02x}")),
+        }
+    }
+    out.push(q as char);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn python_reprs() {
+        assert_eq!(float_repr(1.5), "1.5");
+        assert_eq!(float_repr(1.0), "1.0");
+        assert_eq!(float_repr(-0.0001), "-0.0001");
+        assert_eq!(float_repr(1e16), "1e+16");
+        assert_eq!(float_repr(1.25e-5), "1.25e-05");
+        assert_eq!(float_repr(123456789.125), "123456789.125");
+        assert_eq!(str_repr("it's"), "\"it's\"");
+        assert_eq!(str_repr("a\nb'\""), "'a\\nb\\'\"'");
+        assert_eq!(str_repr("café 日本 𝄞"), "'café 日本 𝄞'");
+        assert_eq!(bytes_repr(b"ab\x00'"), "b\"ab\\x00'\"");
+    }
+    #[test]
+    fn big_ints() {
+        // 2**100 = digits (30-bit): 2**100 = 2**(30*3) * 2**10
+        assert_eq!(
+            digits_to_decimal(&[0, 0, 0, 1 << 10]),
+            "1267650600228229401496703205376"
+        );
+        assert_eq!(digits_to_decimal(&[5]), "5");
+        assert_eq!(digits_to_decimal(&[0]), "0");
+        assert_eq!(digits_to_decimal(&[0, 1]), "1073741824");
+    }
+}

@@ -1,0 +1,33 @@
+//! One stop of the target: memory, layout and the caches that die with the stop.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::code::Code;
+use super::discovery::Found;
+use super::layout::Layout;
+use super::objects::TypeInfo;
+use crate::memory::Memory;
+
+pub struct Snapshot {
+    pub mem: Arc<dyn Memory>,
+    pub layout: Layout,
+    /// Address of `_PyRuntime`.
+    pub runtime: u64,
+    pub found_by: String,
+    pub(crate) codes: Mutex<HashMap<u64, Arc<Code>>>,
+    pub(crate) types: Mutex<HashMap<u64, Arc<TypeInfo>>>,
+}
+
+impl Snapshot {
+    pub fn new(mem: Arc<dyn Memory>, found: &Found) -> Snapshot {
+        Snapshot {
+            mem,
+            layout: found.layout.clone(),
+            runtime: found.runtime,
+            found_by: found.found_by.clone(),
+            codes: Mutex::new(HashMap::new()),
+            types: Mutex::new(HashMap::new()),
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Interpreters and their threads.
+
+use std::collections::{HashMap, HashSet};
+
+use super::layout::{CurrentFrame, GilLocation};
+use super::snapshot::Snapshot;
+use crate::error::{ReadError, ReadErrorKind};
+
+const MAX_INTERPRETERS: usize = 256;
+const MAX_THREADS: usize = 4096;
+
+#[derive(Clone, Debug)]
+pub struct ThreadInfo {
+    /// The `PyThreadState`.
+    pub addr: u64,
+    pub interp: u64,
+    /// `PyThreadState.thread_id` (the pthread_t).
+    pub thread_id: u64,
+    /// The LWP (3.11+), or one a frontend or core matched through `thread_id`.
+    pub native_id: Option<u64>,
+    pub holds_gil: Option<bool>,
+    pub name: Option<String>,
+    /// The innermost frame (0 when the thread runs no Python code).
+    pub frame: u64,
+}
+
+impl Snapshot {
+    /// Interpreter states, main interpreter last as CPython links them (newest first).
+    pub fn interpreters(&self) -> Result<Vec<u64>, ReadError> {
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        let mut cur = self
+            .mem
+            .read_ptr(self.runtime + self.layout.runtime_state.interpreters_head)?;
+        while cur != 0 && out.len() < MAX_INTERPRETERS {
+            if !seen.insert(cur) {
+                return Err(ReadError::new(cur, 0, ReadErrorKind::Cycle));
+            }
+            out.push(cur);
+            cur = self
+                .mem
+                .read_ptr(cur + self.layout.interpreter_state.next)?;
+        }
+        Ok(out)
+    }
+
+    /// Every thread state of `interp`, with whatever of each could be read; a thread whose
+    /// state is unreadable is an error entry, and the others are still listed.
+    pub fn threads(&self, interp: u64, errors: &mut Vec<ReadError>) -> Vec<ThreadInfo> {
+        let ts = &self.layout.thread_state;
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        let mut cur = match self
+            .mem
+            .read_ptr(interp + self.layout.interpreter_state.threads_head)
+        {
+            Ok(c) => c,
+            Err(e) => {
+                errors.push(e);
+                return out;
+            }
+        };
+        let gil = self.gil_holder(interp);
+        let names = self.thread_names(interp);
+        while cur != 0 && out.len() < MAX_THREADS {
+            if !seen.insert(cur) {
+                errors.push(ReadError::new(cur, 0, ReadErrorKind::Cycle));
+                break;
+            }
+            let read = || -> Result<ThreadInfo, ReadError> {
+                let thread_id = self.mem.read_u64(cur + ts.thread_id)?;
+                let native_id = match ts.native_thread_id {
+                    Some(off) => Some(self.mem.read_u64(cur + off)?),
+                    None => None,
+                };
+                let frame = match ts.current_frame {
+                    CurrentFrame::Direct(off) => self.mem.read_ptr(cur + off)?,
+                    CurrentFrame::ViaCFrame {
+                        cframe,
+                        current_frame,
+                    } => {
+                        let cf = self.mem.read_ptr(cur + cframe)?;
+                        if cf == 0 {
+                            0
+                        } else {
+                            self.mem.read_ptr(cf + current_frame)?
+                        }
+                    }
+                };
+                Ok(ThreadInfo {
+                    addr: cur,
+                    interp,
+                    thread_id,
+                    native_id,
+                    holds_gil: gil.map(|g| g == Some(cur)),
+                    name: names.get(&thread_id).cloned(),
+                    frame,
+                })
+            };
+            match read() {
+                Ok(t) => out.push(t),
+                Err(e) => errors.push(e),
+            }
+            match self.mem.read_ptr(cur + ts.next) {
+                Ok(n) => cur = n,
+                Err(e) => {
+                    errors.push(e);
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    /// `Some(holder)` where holder is the thread state holding the GIL (None if unlocked);
+    /// `None` when unknown.
+    fn gil_holder(&self, interp: u64) -> Option<Option<u64>> {
+        let (locked, holder) = match self.layout.gil {
+            GilLocation::Runtime {
+                locked,
+                last_holder,
+            } => (self.runtime + locked, self.runtime + last_holder),
+            GilLocation::Interpreter {
+                gil_ptr,
+                locked,
+                last_holder,
+            } => {
+                let g = self.mem.read_ptr(interp + gil_ptr).ok()?;
+                if g == 0 {
+                    return None;
+                }
+                (g + locked, g + last_holder)
+            }
+            GilLocation::None => return None,
+        };
+        let is_locked = self.mem.read_i32(locked).ok()? != 0;
+        let h = self.mem.read_ptr(holder).ok()?;
+        Some(is_locked.then_some(h))
+    }
+
+    /// `threading._active`: thread ident -> `Thread._name`, where readable.
+    fn thread_names(&self, interp: u64) -> HashMap<u64, String> {
+        let mut out = HashMap::new();
+        let _ = (|| -> Result<(), ReadError> {
+            let Some(off) = self.layout.interpreter_state.imports_modules else {
+                return Ok(());
+            };
+            let modules = self.mem.read_ptr(interp + off)?;
+            if modules == 0 {
+                return Ok(());
+            }
+            let Some(threading) = self.dict_get(modules, "threading")? else {
+                return Ok(());
+            };
+            let md = self.mem.read_ptr(threading + self.layout.module_md_dict)?;
+            let Some(active) = self.dict_get(md, "_active")? else {
+                return Ok(());
+            };
+            for (k, thread) in self.dict_items(active, MAX_THREADS as u64)? {
+                let Ok(ident) = self.read_int(k) else {
+                    continue;
+                };
+                let Ok(ident) = ident.parse::<u64>() else {
+                    continue;
+                };
+                if let Ok(Some(n)) = self.instance_attr(thread, "_name") {
+                    if let Ok(name) = self.read_name(n) {
+                        out.insert(ident, name);
+                    }
+                }
+            }
+            Ok(())
+        })();
+        out
+    }
+}

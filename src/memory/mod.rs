@@ -1,0 +1,156 @@
+//! Reading the target's memory.
+//!
+//! Every source implements one primitive, [`Memory::read_into`]; typed reads are provided on top
+//! of it. Sources:
+//!
+//! | source | where the bytes come from | used when |
+//! | --- | --- | --- |
+//! | [`LiveMemory`] | `process_vm_readv(2)` on a local process | `pyunwind pid`, gdb on a local live process |
+//! | [`CoreMemory`] | PT_LOAD segments of an ELF core, then the files of its NT_FILE note | `pyunwind core`, gdb on a core file |
+//! | [`CallbackMemory`] | a function of the debugger's (`gdb.Inferior.read_memory`) | remote targets |
+//!
+//! [`PageCache`] sits in front of a source for the life of one stop.
+//!
+//! ```no_run
+//! use pyunwind::memory::{Memory, LiveMemory, PageCache};
+//! let mem = PageCache::new(LiveMemory::new(1234));
+//! let word = mem.read_u64(0x7f00_0000_0000);
+//! ```
+
+mod cache;
+mod callback;
+mod core;
+mod live;
+
+pub use self::cache::PageCache;
+pub use self::callback::CallbackMemory;
+pub use self::core::{CoreFile, CoreMemory, CoreThread, FileMapping};
+pub use self::live::LiveMemory;
+
+use crate::error::{ReadError, ReadErrorKind};
+
+/// The largest single object we will copy out of the target (a code object's line table, a
+/// string's characters...). Anything larger is refused before allocation.
+pub const MAX_READ_BYTES: u64 = 64 << 20;
+
+/// A readable address space.
+pub trait Memory: Send + Sync {
+    /// Fill `buf` with the bytes at `addr`, all of them or fail.
+    fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError>;
+
+    fn read_u8(&self, addr: u64) -> Result<u8, ReadError> {
+        let mut b = [0u8; 1];
+        self.read_into(addr, &mut b)?;
+        Ok(b[0])
+    }
+    fn read_u16(&self, addr: u64) -> Result<u16, ReadError> {
+        let mut b = [0u8; 2];
+        self.read_into(addr, &mut b)?;
+        Ok(u16::from_le_bytes(b))
+    }
+    fn read_u32(&self, addr: u64) -> Result<u32, ReadError> {
+        let mut b = [0u8; 4];
+        self.read_into(addr, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+    fn read_i32(&self, addr: u64) -> Result<i32, ReadError> {
+        Ok(self.read_u32(addr)? as i32)
+    }
+    fn read_u64(&self, addr: u64) -> Result<u64, ReadError> {
+        let mut b = [0u8; 8];
+        self.read_into(addr, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+    fn read_i64(&self, addr: u64) -> Result<i64, ReadError> {
+        Ok(self.read_u64(addr)? as i64)
+    }
+    /// A pointer-sized value (all supported targets are 64-bit little-endian).
+    fn read_ptr(&self, addr: u64) -> Result<u64, ReadError> {
+        self.read_u64(addr)
+    }
+    /// `len` bytes at `addr`, refused when `len` is over `max` (which is itself capped by
+    /// [`MAX_READ_BYTES`]).
+    fn read_vec(&self, addr: u64, len: u64, max: u64) -> Result<Vec<u8>, ReadError> {
+        if len > max.min(MAX_READ_BYTES) {
+            return Err(ReadError::too_large(addr, len));
+        }
+        if addr.checked_add(len).is_none() {
+            return Err(ReadError::new(addr, len, ReadErrorKind::Unmapped));
+        }
+        let mut v = vec![0u8; len as usize];
+        self.read_into(addr, &mut v)?;
+        Ok(v)
+    }
+    /// A NUL-terminated C string of at most `max` bytes (read in small steps, since it may end
+    /// just before an unmapped page).
+    fn read_cstr(&self, addr: u64, max: usize) -> Result<Vec<u8>, ReadError> {
+        let mut out = Vec::new();
+        let mut a = addr;
+        while out.len() < max {
+            let step = (64 - (a % 64)) as usize;
+            let mut b = vec![0u8; step];
+            self.read_into(a, &mut b)?;
+            if let Some(p) = b.iter().position(|&c| c == 0) {
+                out.extend_from_slice(&b[..p]);
+                return Ok(out);
+            }
+            out.extend_from_slice(&b);
+            a += step as u64;
+        }
+        out.truncate(max);
+        Ok(out)
+    }
+}
+
+impl<M: Memory + ?Sized> Memory for &M {
+    fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        (**self).read_into(addr, buf)
+    }
+}
+
+impl<M: Memory + ?Sized> Memory for Box<M> {
+    fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        (**self).read_into(addr, buf)
+    }
+}
+
+impl<M: Memory + ?Sized> Memory for std::sync::Arc<M> {
+    fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        (**self).read_into(addr, buf)
+    }
+}
+
+/// Memory made of byte blocks at fixed addresses: for unit tests of decoders.
+#[derive(Default, Clone)]
+pub struct FakeMemory {
+    blocks: Vec<(u64, Vec<u8>)>,
+}
+
+impl FakeMemory {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Place `bytes` at `addr`.
+    pub fn put(&mut self, addr: u64, bytes: &[u8]) -> &mut Self {
+        self.blocks.push((addr, bytes.to_vec()));
+        self
+    }
+    pub fn put_u64(&mut self, addr: u64, v: u64) -> &mut Self {
+        self.put(addr, &v.to_le_bytes())
+    }
+}
+
+impl Memory for FakeMemory {
+    fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        // Later blocks win, byte by byte, so a test can overwrite one field of a structure.
+        for (i, out) in buf.iter_mut().enumerate() {
+            let a = addr + i as u64;
+            let hit = self.blocks.iter().rev().find_map(|(start, bytes)| {
+                let off = a.checked_sub(*start)?;
+                bytes.get(off as usize).copied()
+            });
+            *out = hit.ok_or(ReadError::new(a, 1, ReadErrorKind::Unmapped))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,201 @@
+//! The `_pyunwind` extension module loaded by the gdb and lldb scripts. Thin: it builds a
+//! [`Session`] from what the debugger knows and returns text or JSON; all decoding is in the
+//! core. Errors become `_pyunwind.Error` with the core's one-line message.
+
+use std::sync::Arc;
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+use crate::binary::parse_proc_maps;
+use crate::memory::{CallbackMemory, PageCache};
+use crate::report::text::{self, Sources};
+use crate::session::{Session, ThreadKey};
+use crate::target::Target;
+
+create_exception!(_pyunwind, Error, PyException);
+
+fn err(e: impl std::fmt::Display) -> PyErr {
+    Error::new_err(e.to_string())
+}
+
+fn json<T: serde::Serialize>(v: &T) -> PyResult<String> {
+    serde_json::to_string(v).map_err(err)
+}
+
+/// One stop of one target. Drop it when the target resumes.
+#[pyclass(name = "Session", module = "_pyunwind", frozen)]
+struct PySession {
+    inner: Session,
+}
+
+/// `thread_ids`: (LWP, thread pointer) pairs the debugger knows, so that threads of versions
+/// that record no LWP (3.10) can still be matched.
+fn open(target: Target, thread_ids: Option<Vec<(u64, u64)>>) -> PyResult<PySession> {
+    let mut inner = Session::open(target).map_err(err)?;
+    if let Some(ids) = thread_ids {
+        inner.set_thread_ids(ids);
+    }
+    Ok(PySession { inner })
+}
+
+fn key(lwp: Option<u64>, tp: Option<u64>) -> ThreadKey {
+    ThreadKey {
+        lwp,
+        thread_pointer: tp,
+    }
+}
+
+#[pymethods]
+impl PySession {
+    /// A live local process, read with process_vm_readv.
+    #[staticmethod]
+    #[pyo3(signature = (pid, thread_ids=None))]
+    fn live(pid: i32, thread_ids: Option<Vec<(u64, u64)>>) -> PyResult<Self> {
+        open(Target::live(pid).map_err(err)?, thread_ids)
+    }
+
+    /// A core file; `exe` replaces the executable the core names.
+    #[staticmethod]
+    #[pyo3(signature = (path, exe=None, thread_ids=None))]
+    fn core(path: &str, exe: Option<&str>, thread_ids: Option<Vec<(u64, u64)>>) -> PyResult<Self> {
+        open(Target::core(path, exe).map_err(err)?, thread_ids)
+    }
+
+    /// Memory through `read(addr, size) -> bytes` (raising on failure); `maps` is the text of
+    /// /proc/PID/maps (or the debugger's equivalent).
+    #[staticmethod]
+    #[pyo3(signature = (read, maps, pid=None, thread_ids=None))]
+    fn debugger(
+        read: Py<PyAny>,
+        maps: &str,
+        pid: Option<u32>,
+        thread_ids: Option<Vec<(u64, u64)>>,
+    ) -> PyResult<Self> {
+        let mem = CallbackMemory::new(move |addr: u64, len: usize| {
+            Python::attach(|py| {
+                read.call1(py, (addr, len))
+                    .ok()?
+                    .extract::<Vec<u8>>(py)
+                    .ok()
+            })
+        });
+        let target = Target::with_memory(Arc::new(PageCache::new(mem)), parse_proc_maps(maps), pid);
+        open(target, thread_ids)
+    }
+
+    /// The `python` object of the report, as JSON.
+    fn python(&self) -> PyResult<String> {
+        json(&self.inner.python_report())
+    }
+
+    /// The JSON report of one thread (by LWP or thread pointer) or of all (`all_threads`).
+    #[pyo3(signature = (lwp=None, tp=None, all_threads=false, locals=false))]
+    fn report(
+        &self,
+        py: Python<'_>,
+        lwp: Option<u64>,
+        tp: Option<u64>,
+        all_threads: bool,
+        locals: bool,
+    ) -> PyResult<String> {
+        let k = (!all_threads).then(|| key(lwp, tp));
+        let r = py.detach(|| self.inner.report(k, locals)).map_err(err)?;
+        json(&r)
+    }
+
+    /// `py-bt` / `py-bt-full` text.
+    #[pyo3(signature = (lwp=None, tp=None, all_threads=false, full=false))]
+    fn render_bt(
+        &self,
+        lwp: Option<u64>,
+        tp: Option<u64>,
+        all_threads: bool,
+        full: bool,
+    ) -> PyResult<String> {
+        let k = (!all_threads).then(|| key(lwp, tp));
+        self.inner.render_bt(k, full).map_err(err)
+    }
+
+    /// How to show each native frame: JSON list of {"action": "python"|"hide"|"keep", ...}.
+    #[pyo3(signature = (names, lwp=None, tp=None, hide_internal=true))]
+    fn splice(
+        &self,
+        names: Vec<Option<String>>,
+        lwp: Option<u64>,
+        tp: Option<u64>,
+        hide_internal: bool,
+    ) -> PyResult<String> {
+        json(&self.inner.splice(key(lwp, tp), &names, hide_internal))
+    }
+
+    /// Locals of frame `index` (0 = innermost, counting every frame of the report) as JSON.
+    #[pyo3(signature = (index, lwp=None, tp=None))]
+    fn locals(&self, index: usize, lwp: Option<u64>, tp: Option<u64>) -> PyResult<String> {
+        let t = self.inner.thread(key(lwp, tp)).map_err(err)?;
+        let f = self.inner.frame_at(t, index).map_err(err)?;
+        json(&self.inner.locals(f).map_err(err)?)
+    }
+
+    /// `py-locals` text for frame `index`.
+    #[pyo3(signature = (index, lwp=None, tp=None))]
+    fn render_locals(&self, index: usize, lwp: Option<u64>, tp: Option<u64>) -> PyResult<String> {
+        let t = self.inner.thread(key(lwp, tp)).map_err(err)?;
+        let f = self.inner.frame_at(t, index).map_err(err)?;
+        Ok(text::locals(&self.inner.locals(f).map_err(err)?))
+    }
+
+    /// `py-print NAME` in frame `index`: (scope, repr) or None.
+    #[pyo3(signature = (index, name, lwp=None, tp=None))]
+    fn lookup(
+        &self,
+        index: usize,
+        name: &str,
+        lwp: Option<u64>,
+        tp: Option<u64>,
+    ) -> PyResult<Option<(String, String)>> {
+        let t = self.inner.thread(key(lwp, tp)).map_err(err)?;
+        let f = self.inner.frame_at(t, index).map_err(err)?;
+        Ok(self
+            .inner
+            .snap
+            .lookup_name(f, name)
+            .map_err(err)?
+            .map(|(s, r)| (s.to_string(), r)))
+    }
+
+    /// One libpython-style frame line (`#N Frame 0x…, for file …, line …, in …`) and its source
+    /// line, for `py-up` / `py-down`.
+    #[pyo3(signature = (index, lwp=None, tp=None))]
+    fn render_frame(&self, index: usize, lwp: Option<u64>, tp: Option<u64>) -> PyResult<String> {
+        let t = self.inner.thread(key(lwp, tp)).map_err(err)?;
+        let r = self.inner.thread_report(t, false);
+        let f = r
+            .frames
+            .get(index)
+            .ok_or_else(|| err(format!("no Python frame #{index}")))?;
+        let mut out = text::frame_line(index, f, None) + "\n";
+        if let (Some(file), Some(line)) = (&f.file, f.line) {
+            if let Some(code) = Sources::default().line(file, line) {
+                out.push_str(&format!("    {}\n", code.trim()));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// `py-list` text: lines `start..=end` of `file`, `current` marked.
+#[pyfunction]
+fn render_list(file: &str, current: u32, start: u32, end: u32) -> PyResult<String> {
+    text::listing(&mut Sources::default(), file, current, start, end).map_err(err)
+}
+
+#[pymodule]
+fn _pyunwind(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PySession>()?;
+    m.add_function(wrap_pyfunction!(render_list, m)?)?;
+    m.add("Error", m.py().get_type::<Error>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

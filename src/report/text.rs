@@ -1,0 +1,213 @@
+//! Text rendering, in the style of CPython's libpython.py where it has one.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use super::{FrameKind, FrameReport, LocalReport, Report, ThreadReport};
+
+/// Source files larger than this are not read for display.
+const MAX_SOURCE_BYTES: u64 = 16 << 20;
+
+/// Reads source lines from the local file system, once per file.
+#[derive(Default)]
+pub struct Sources {
+    files: HashMap<String, Option<Vec<String>>>,
+}
+
+impl Sources {
+    pub fn line(&mut self, file: &str, line: u32) -> Option<&str> {
+        let lines = self
+            .files
+            .entry(file.to_string())
+            .or_insert_with(|| read_lines(file))
+            .as_ref()?;
+        lines
+            .get((line as usize).checked_sub(1)?)
+            .map(|s| s.as_str())
+    }
+    pub fn lines(&mut self, file: &str) -> Option<&[String]> {
+        self.files
+            .entry(file.to_string())
+            .or_insert_with(|| read_lines(file))
+            .as_deref()
+    }
+}
+
+fn read_lines(file: &str) -> Option<Vec<String>> {
+    let meta = std::fs::metadata(file).ok()?;
+    if !meta.is_file() || meta.len() > MAX_SOURCE_BYTES {
+        return None;
+    }
+    let bytes = std::fs::read(file).ok()?;
+    Some(
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .map(|l| l.to_string())
+            .collect(),
+    )
+}
+
+/// `Thread 4242 "worker-1" (holds the GIL):`
+pub fn thread_header(t: &ThreadReport) -> String {
+    let mut s = String::from("Thread ");
+    match t.native_id {
+        Some(n) => write!(s, "{n}").unwrap(),
+        None => write!(s, "{:#x}", t.thread_id).unwrap(),
+    }
+    if let Some(name) = &t.name {
+        write!(s, " \"{name}\"").unwrap();
+    }
+    match t.holds_gil {
+        Some(true) => s.push_str(" (holds the GIL)"),
+        Some(false) => {}
+        None => {}
+    }
+    s.push(':');
+    s
+}
+
+/// libpython's `py-bt`: `Traceback (most recent call first):` and one `File` line per frame.
+pub fn traceback(t: &ThreadReport, src: &mut Sources, out: &mut String) {
+    if t.frames.is_empty() {
+        out.push_str("(no Python frames)\n");
+        return;
+    }
+    out.push_str("Traceback (most recent call first):\n");
+    for f in &t.frames {
+        match f.kind {
+            FrameKind::Python | FrameKind::Jit => {
+                let file = f.file.as_deref().unwrap_or("???");
+                let func = f.function.as_deref().unwrap_or("???");
+                match f.line {
+                    Some(l) => writeln!(out, "  File \"{file}\", line {l}, in {func}").unwrap(),
+                    None => writeln!(out, "  File \"{file}\", line ?, in {func}").unwrap(),
+                }
+                if let Some(code) = f.line.and_then(|l| src.line(file, l)) {
+                    writeln!(out, "    {}", code.trim()).unwrap();
+                }
+                if let Some(locals) = &f.locals {
+                    for l in locals {
+                        writeln!(out, "      {} = {}", l.name, l.repr).unwrap();
+                    }
+                }
+            }
+            FrameKind::Native => {
+                writeln!(out, "  <native {}>", f.function.as_deref().unwrap_or("??")).unwrap();
+            }
+            FrameKind::Unreadable => {
+                writeln!(
+                    out,
+                    "  (unreadable frame at {:#x}: {})",
+                    f.address.unwrap_or(0),
+                    f.reason.as_deref().unwrap_or("unknown")
+                )
+                .unwrap();
+            }
+        }
+    }
+    if t.truncated {
+        out.push_str("  (more frames not shown: stack deeper than the walk limit)\n");
+    }
+}
+
+/// Every thread, each with a header, then the errors.
+pub fn all_threads(r: &Report, src: &mut Sources) -> String {
+    let mut out = String::new();
+    for (i, t) in r.threads.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        writeln!(out, "{}", thread_header(t)).unwrap();
+        traceback(t, src, &mut out);
+    }
+    errors(r, &mut out);
+    out
+}
+
+pub fn errors(r: &Report, out: &mut String) {
+    for e in &r.errors {
+        writeln!(out, "error: {} (at {:#x})", e.what, e.address).unwrap();
+    }
+}
+
+/// libpython's `py-bt-full` line: `#3 Frame 0x7f.., for file f.py, line 3, in fn (a=1, b=2)`.
+pub fn frame_line(index: usize, f: &FrameReport, locals: Option<&[LocalReport]>) -> String {
+    let mut s = format!(
+        "#{index} Frame {:#x}, for file {}, line {}, in {}",
+        f.address.unwrap_or(0),
+        f.file.as_deref().unwrap_or("???"),
+        f.line.map_or("?".to_string(), |l| l.to_string()),
+        f.function.as_deref().unwrap_or("???")
+    );
+    if let Some(ls) = locals {
+        let parts: Vec<String> = ls
+            .iter()
+            .map(|l| format!("{}={}", l.name, l.repr))
+            .collect();
+        write!(s, " ({})", parts.join(", ")).unwrap();
+    }
+    s
+}
+
+/// `py-bt-full`: every frame with its locals.
+pub fn full(t: &ThreadReport, src: &mut Sources) -> String {
+    let mut out = String::new();
+    for (i, f) in t.frames.iter().enumerate() {
+        match f.kind {
+            FrameKind::Python | FrameKind::Jit => {
+                writeln!(out, "{}", frame_line(i, f, f.locals.as_deref())).unwrap();
+                if let (Some(file), Some(l)) = (&f.file, f.line) {
+                    if let Some(code) = src.line(file, l) {
+                        writeln!(out, "    {}", code.trim()).unwrap();
+                    }
+                }
+            }
+            _ => {
+                writeln!(
+                    out,
+                    "#{i} (unreadable frame at {:#x}: {})",
+                    f.address.unwrap_or(0),
+                    f.reason.as_deref().unwrap_or("unknown")
+                )
+                .unwrap();
+            }
+        }
+    }
+    if t.frames.is_empty() {
+        out.push_str("(no Python frames)\n");
+    }
+    out
+}
+
+/// `py-locals`: one `name = repr` line per local.
+pub fn locals(ls: &[LocalReport]) -> String {
+    let mut out = String::new();
+    for l in ls {
+        writeln!(out, "{} = {}", l.name, l.repr).unwrap();
+    }
+    out
+}
+
+/// `py-list`: lines `start..=end` of `file`, the current line marked with `>`.
+pub fn listing(
+    src: &mut Sources,
+    file: &str,
+    current: u32,
+    start: u32,
+    end: u32,
+) -> Result<String, String> {
+    let lines = src
+        .lines(file)
+        .ok_or_else(|| format!("Unable to open {file}"))?;
+    let mut out = String::new();
+    let start = start.max(1);
+    for n in start..=end.min(lines.len() as u32) {
+        let mark = if n == current {
+            format!(">{n}")
+        } else {
+            n.to_string()
+        };
+        writeln!(out, "{mark:>5}    {}", lines[(n - 1) as usize]).unwrap();
+    }
+    Ok(out)
+}

@@ -1,0 +1,275 @@
+//! One stop of one target, as the frontends use it: threads and their Python frames decoded
+//! once, reports and renderings on top.
+
+use std::sync::OnceLock;
+
+use crate::cpython::{find_python, FrameItem, FrameWalk, PyFrame, Snapshot, ThreadInfo};
+use crate::error::{Error, ReadError, Result};
+use crate::native::{splice, Splice};
+use crate::report::text::{self, Sources};
+use crate::report::{
+    ErrorReport, FrameKind, FrameReport, LocalReport, PythonReport, Report, ThreadReport,
+};
+use crate::target::{SourceKind, Target};
+
+pub struct DecodedThread {
+    pub info: ThreadInfo,
+    pub walk: FrameWalk,
+}
+
+/// Which threads a report covers.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadKey {
+    /// The LWP, as the debugger knows it.
+    pub lwp: Option<u64>,
+    /// The thread pointer (`$fs_base`), which equals `pthread_self()`.
+    pub thread_pointer: Option<u64>,
+}
+
+pub struct Session {
+    pub target: Target,
+    pub snap: Snapshot,
+    decoded: OnceLock<(Vec<DecodedThread>, Vec<ReadError>)>,
+    /// (lwp, thread pointer) pairs the frontend or core knows, to name threads on 3.10.
+    thread_ids: Vec<(u64, u64)>,
+}
+
+impl Session {
+    pub fn open(target: Target) -> Result<Session> {
+        let found = find_python(&target)?;
+        let snap = Snapshot::new(target.mem.clone(), &found);
+        let thread_ids = target
+            .core_threads
+            .iter()
+            .map(|t| (t.lwp as u64, t.fs_base))
+            .collect();
+        Ok(Session {
+            target,
+            snap,
+            decoded: OnceLock::new(),
+            thread_ids,
+        })
+    }
+
+    /// Tell the session which LWP has which thread pointer (gdb knows; the core says).
+    pub fn set_thread_ids(&mut self, ids: Vec<(u64, u64)>) {
+        self.thread_ids = ids;
+        self.decoded = OnceLock::new();
+    }
+
+    fn decoded(&self) -> &(Vec<DecodedThread>, Vec<ReadError>) {
+        self.decoded.get_or_init(|| {
+            let mut errors = Vec::new();
+            let mut out = Vec::new();
+            let interps = match self.snap.interpreters() {
+                Ok(i) => i,
+                Err(e) => {
+                    errors.push(e);
+                    Vec::new()
+                }
+            };
+            // CPython links interpreters newest first; show the main one first.
+            for interp in interps.iter().rev() {
+                // Threads are linked newest first too: main thread first, then by age.
+                let mut threads = self.snap.threads(*interp, &mut errors);
+                threads.reverse();
+                for mut info in threads {
+                    if info.native_id.is_none() {
+                        info.native_id = self
+                            .thread_ids
+                            .iter()
+                            .find(|(_, tp)| *tp == info.thread_id)
+                            .map(|(l, _)| *l);
+                    }
+                    let walk = self.snap.walk_frames(info.frame);
+                    out.push(DecodedThread { info, walk });
+                }
+            }
+            (out, errors)
+        })
+    }
+
+    pub fn threads(&self) -> &[DecodedThread] {
+        &self.decoded().0
+    }
+
+    /// The thread with this LWP or thread pointer.
+    pub fn find_thread(&self, key: ThreadKey) -> Option<&DecodedThread> {
+        self.threads().iter().find(|t| {
+            (key.lwp.is_some() && t.info.native_id == key.lwp)
+                || (key.thread_pointer.is_some() && Some(t.info.thread_id) == key.thread_pointer)
+        })
+    }
+
+    /// The thread for `key`, or a usage error that says which threads exist.
+    pub fn thread(&self, key: ThreadKey) -> Result<&DecodedThread> {
+        self.find_thread(key).ok_or_else(|| {
+            Error::Usage(match key.lwp {
+                Some(l) => format!("thread {l} has no Python thread state"),
+                None => "no such Python thread".to_string(),
+            })
+        })
+    }
+
+    pub fn python_report(&self) -> PythonReport {
+        PythonReport {
+            version: self.snap.layout.version.to_string(),
+            free_threaded: self.snap.layout.free_threaded,
+            jit: false,
+            found_by: self.snap.found_by.clone(),
+            source: match self.target.kind {
+                SourceKind::Live => "live",
+                SourceKind::Core => "core",
+                SourceKind::Debugger => "debugger",
+            },
+            pid: self.target.pid,
+        }
+    }
+
+    /// Frame `index` of the thread's walk (as in the report), if it is a readable Python frame.
+    pub fn frame_at<'a>(&self, t: &'a DecodedThread, index: usize) -> Result<&'a PyFrame> {
+        match t.walk.items.get(index) {
+            Some(FrameItem::Python(p)) => Ok(p),
+            Some(FrameItem::Unreadable { error, .. }) => Err(Error::Usage(format!(
+                "frame #{index} is unreadable: {error}"
+            ))),
+            None => Err(Error::Usage(format!("no Python frame #{index}"))),
+        }
+    }
+
+    pub fn locals(&self, frame: &PyFrame) -> Result<Vec<LocalReport>, ReadError> {
+        Ok(self
+            .snap
+            .frame_locals(frame)?
+            .into_iter()
+            .map(|l| LocalReport {
+                name: l.name,
+                repr: l.repr,
+                is_arg: l.is_arg,
+            })
+            .collect())
+    }
+
+    fn frame_report(&self, item: &FrameItem, with_locals: bool) -> FrameReport {
+        match item {
+            FrameItem::Python(p) => FrameReport {
+                kind: FrameKind::Python,
+                function: Some(p.code.qualname.clone()),
+                file: Some(p.code.filename.clone()),
+                line: p.line,
+                entry: Some(p.entry),
+                address: Some(p.addr),
+                reason: None,
+                locals: with_locals.then(|| {
+                    self.locals(p).unwrap_or_else(|e| {
+                        vec![LocalReport {
+                            name: "<error>".into(),
+                            repr: e.to_string(),
+                            is_arg: false,
+                        }]
+                    })
+                }),
+            },
+            FrameItem::Unreadable { addr, error } => {
+                FrameReport::unreadable(*addr, error.to_string())
+            }
+        }
+    }
+
+    pub fn thread_report(&self, t: &DecodedThread, with_locals: bool) -> ThreadReport {
+        ThreadReport {
+            native_id: t.info.native_id,
+            thread_id: t.info.thread_id,
+            name: t.info.name.clone(),
+            holds_gil: t.info.holds_gil,
+            interpreter: t.info.interp,
+            thread_state: t.info.addr,
+            frames: t
+                .walk
+                .items
+                .iter()
+                .map(|i| self.frame_report(i, with_locals))
+                .collect(),
+            truncated: t.walk.truncated,
+        }
+    }
+
+    /// The report for every thread (`key` = None) or one.
+    pub fn report(&self, key: Option<ThreadKey>, with_locals: bool) -> Result<Report> {
+        let threads: Vec<&DecodedThread> = match key {
+            None => self.threads().iter().collect(),
+            Some(k) => vec![self.thread(k)?],
+        };
+        let mut errors: Vec<ErrorReport> = self
+            .decoded()
+            .1
+            .iter()
+            .map(|e| ErrorReport {
+                address: e.addr,
+                what: e.to_string(),
+            })
+            .collect();
+        let threads: Vec<ThreadReport> = threads
+            .iter()
+            .map(|t| self.thread_report(t, with_locals))
+            .collect();
+        for t in &threads {
+            for f in t.frames.iter().filter(|f| f.kind == FrameKind::Unreadable) {
+                errors.push(ErrorReport {
+                    address: f.address.unwrap_or(0),
+                    what: format!(
+                        "thread {}: frame: {}",
+                        t.native_id.unwrap_or(t.thread_id),
+                        f.reason.clone().unwrap_or_default()
+                    ),
+                });
+            }
+        }
+        Ok(Report {
+            python: self.python_report(),
+            threads,
+            errors,
+        })
+    }
+
+    /// `py-bt` text: one thread's traceback, or every thread's with headers.
+    pub fn render_bt(&self, key: Option<ThreadKey>, full: bool) -> Result<String> {
+        let r = self.report(key, full)?;
+        let mut src = Sources::default();
+        Ok(match key {
+            None => text::all_threads(&r, &mut src),
+            Some(_) => {
+                let mut out = String::new();
+                if full {
+                    out = text::full(&r.threads[0], &mut src);
+                } else {
+                    text::traceback(&r.threads[0], &mut src, &mut out);
+                }
+                text::errors(&r, &mut out);
+                out
+            }
+        })
+    }
+
+    /// How to show each native frame of a thread's stack (see [`crate::native::splice`]).
+    pub fn splice(
+        &self,
+        key: ThreadKey,
+        names: &[Option<String>],
+        hide_internal: bool,
+    ) -> Vec<Splice> {
+        let entries: Vec<bool> = match self.find_thread(key) {
+            Some(t) => t
+                .walk
+                .items
+                .iter()
+                .map(|i| match i {
+                    FrameItem::Python(p) => p.entry,
+                    FrameItem::Unreadable { .. } => false,
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        splice(names, &entries, hide_internal)
+    }
+}

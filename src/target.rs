@@ -1,0 +1,135 @@
+//! A target: one memory source (behind a page cache) and the files mapped into it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::binary::{read_proc_maps, ElfInfo, FileMapping, Module};
+use crate::error::{Error, Result};
+use crate::memory::{CoreMemory, CoreThread, LiveMemory, Memory, PageCache};
+
+/// Where the bytes come from (reported, and used by frontends to choose a source).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceKind {
+    Live,
+    Core,
+    Debugger,
+}
+
+pub struct Target {
+    pub mem: Arc<dyn Memory>,
+    pub kind: SourceKind,
+    pub mappings: Vec<FileMapping>,
+    pub pid: Option<u32>,
+    /// Threads of a core file (LWP and registers); empty for other sources.
+    pub core_threads: Vec<CoreThread>,
+    /// Path named by the target -> file to read instead (`--exe`).
+    pub replace: HashMap<String, String>,
+}
+
+impl Target {
+    /// A live local process.
+    pub fn live(pid: i32) -> Result<Target> {
+        if pid <= 0 {
+            return Err(Error::Usage(format!("invalid pid {pid}")));
+        }
+        let mappings = read_proc_maps(pid)?;
+        let mem = LiveMemory::new(pid);
+        // Probe once so that a permission problem is one clear error, not a stack of them.
+        if let Some(m) = mappings.first() {
+            if let Err(e) = mem.read_u8(m.start) {
+                if let crate::error::ReadErrorKind::Os(errno) = e.kind {
+                    return Err(Error::Usage(format!(
+                        "cannot read the memory of process {pid}: {} (run as the same user or root, and check /proc/sys/kernel/yama/ptrace_scope)",
+                        std::io::Error::from_raw_os_error(errno)
+                    )));
+                }
+            }
+        }
+        Ok(Target {
+            mem: Arc::new(PageCache::new(mem)),
+            kind: SourceKind::Live,
+            mappings,
+            pid: Some(pid as u32),
+            core_threads: Vec::new(),
+            replace: HashMap::new(),
+        })
+    }
+
+    /// A core file; `exe` replaces the executable the core names (checked to match).
+    pub fn core(path: &str, exe: Option<&str>) -> Result<Target> {
+        let mut mem = CoreMemory::open(path)?;
+        let info = mem.info().clone();
+        if info.mappings.is_empty() {
+            return Err(Error::bad_file(
+                path,
+                "core file has no NT_FILE note (mapped files unknown)",
+            ));
+        }
+        let mut replace = HashMap::new();
+        if let Some(exe) = exe {
+            let named = info.exe_path().unwrap_or_default().to_string();
+            check_exe_matches(&mem, &info.mappings, &named, exe)?;
+            mem.replace_file(&named, exe);
+            replace.insert(named, exe.to_string());
+        }
+        Ok(Target {
+            mem: Arc::new(PageCache::new(mem)),
+            kind: SourceKind::Core,
+            mappings: info.mappings,
+            pid: info.pid,
+            core_threads: info.threads,
+            replace,
+        })
+    }
+
+    /// Any other memory (a debugger's read function), with mappings the frontend found.
+    pub fn with_memory(
+        mem: Arc<dyn Memory>,
+        mappings: Vec<FileMapping>,
+        pid: Option<u32>,
+    ) -> Target {
+        Target {
+            mem,
+            kind: SourceKind::Debugger,
+            mappings,
+            pid,
+            core_threads: Vec::new(),
+            replace: HashMap::new(),
+        }
+    }
+
+    pub fn modules(&self) -> Vec<Module> {
+        Module::from_mappings(&self.mappings)
+    }
+
+    /// The file to open for a path named by the target.
+    pub fn real_path<'a>(&'a self, path: &'a str) -> &'a str {
+        self.replace.get(path).map(|s| s.as_str()).unwrap_or(path)
+    }
+}
+
+/// The executable given with `--exe` must be the one the core mapped: same ELF header and
+/// program headers as the core's copy of its first page when the core has it, else the same
+/// build id, else at least an ELF executable whose first segment fits the mapping.
+fn check_exe_matches(mem: &CoreMemory, maps: &[FileMapping], named: &str, exe: &str) -> Result<()> {
+    let info = ElfInfo::load(exe, &[])?;
+    if info.is_core {
+        return Err(Error::bad_file(exe, "is a core file, not an executable"));
+    }
+    let Some(first) = maps.iter().find(|m| m.path == named && m.offset == 0) else {
+        return Ok(());
+    };
+    if mem.info().has_bytes(first.start, 64) {
+        let mut in_core = [0u8; 64];
+        if mem.read_into(first.start, &mut in_core).is_ok() {
+            let on_disk = std::fs::read(exe).map_err(|e| Error::io(exe, e))?;
+            if on_disk.get(..64) != Some(&in_core[..]) {
+                return Err(Error::bad_file(
+                    exe,
+                    format!("does not match the executable of this core ({named})"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}

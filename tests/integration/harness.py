@@ -1,0 +1,501 @@
+"""Launch scenario programs under every test interpreter, and make core files of them.
+
+Standard library only; no pytest in here (conftest.py adds the pytest glue).
+
+    for interp in harness.interpreters():
+        with harness.Scenario(interp, "threads") as s:
+            s.pid, s.truth, s.exe
+            core = s.make_core()          # gcore; one core per scenario, reused
+
+Environment:
+    PYUNWIND_CACHE  cache directory (default ~/.cache/pyunwind): stripped libpython copies
+    PYUNWIND_CLI    the command-line tool to test (default target/release/pyunwind)
+    PYUNWIND_KEEP=1 keep each scenario's temp dir (truth, logs, core) and print where it is
+
+Run ``python tests/integration/harness.py`` to start every scenario under every interpreter,
+check its truth, make a core and print a table with the timings.
+"""
+
+import dataclasses
+import functools
+import json
+import os
+import pathlib
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+READY_TIMEOUT_SECONDS = 30.0
+GCORE_TIMEOUT_SECONDS = 120.0
+KILL_WAIT_SECONDS = 10.0
+
+# pyenv builds in the matrix: minor -> exact version directory under $(pyenv root)/versions.
+PYENV_VERSIONS = {10: "3.10.13", 11: "3.11.7", 12: "3.12.1", 13: "3.13.0"}
+# pyenv builds that are also run with a `strip --strip-all` copy of their libpython.
+STRIPPED_MINORS = (10, 12)
+DEBIAN_PYTHON311 = "/usr/bin/python3.11"
+
+# Environment variables that would change which interpreter, library or modules a child uses.
+SCRUBBED_ENV = ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONSAFEPATH",
+                "PYTHONINSPECT", "PYTHONEXECUTABLE", "PYTHONBREAKPOINT", "LD_LIBRARY_PATH",
+                "LD_PRELOAD")
+
+
+class HarnessError(Exception):
+    """The test setup itself is broken: missing interpreter, scenario died, gcore failed..."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Interp:
+    id: str  # readable test id: "pyenv-3.12", "pyenv-3.12-stripped", "debian-3.11"
+    exe: str  # interpreter to run
+    env: dict  # extra environment for it (LD_LIBRARY_PATH for stripped copies)
+    minor: int  # 3.<minor>
+    stripped: bool  # libpython (or the executable holding it) has no .symtab / DWARF
+    # the libpython .so the process must map; None when libpython is linked into `exe`
+    libpython: str = None
+
+    def __hash__(self):
+        return hash(self.id)
+
+
+def repo_root():
+    return pathlib.Path(__file__).resolve().parents[2]
+
+
+def scenarios_dir():
+    return repo_root() / "tests" / "scenarios"
+
+
+def scenario_names():
+    """Every scenario program (tests/scenarios/*.py that is not a helper)."""
+    return sorted(p.stem for p in scenarios_dir().glob("*.py") if _is_scenario(p))
+
+
+def _is_scenario(path):
+    with open(path, encoding="utf-8") as f:
+        return 'if __name__ == "__main__":' in f.read()
+
+
+def cache_dir():
+    default = pathlib.Path.home() / ".cache" / "pyunwind"
+    path = pathlib.Path(os.environ.get("PYUNWIND_CACHE") or default)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cli_path():
+    """The release build of the command-line tool ($PYUNWIND_CLI overrides)."""
+    override = os.environ.get("PYUNWIND_CLI")
+    return pathlib.Path(override) if override else repo_root() / "target" / "release" / "pyunwind"
+
+
+def pyenv_root():
+    try:
+        rc, out, err = run(["pyenv", "root"], timeout=30)
+    except FileNotFoundError:
+        rc, out = 1, ""
+    if rc == 0 and out.strip():
+        return pathlib.Path(out.strip())
+    return pathlib.Path(os.environ.get("PYENV_ROOT") or pathlib.Path.home() / ".pyenv")
+
+
+def keep_files():
+    return os.environ.get("PYUNWIND_KEEP") == "1"
+
+
+def child_env(extra=None):
+    """os.environ without the variables in SCRUBBED_ENV, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # One malloc arena: otherwise gcore writes each thread's 64 MiB PROT_NONE arena
+    # reservation into the core as zeros (a 3-thread core grows from ~30 to ~220 MiB).
+    env["MALLOC_ARENA_MAX"] = "1"
+    env.update(extra or {})
+    return env
+
+
+# --- interpreters ---------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def interpreters():
+    """The test matrix. Raises HarnessError when any interpreter is missing: never skip one."""
+    root = pyenv_root()
+    found, missing = [], []
+    for minor, version in PYENV_VERSIONS.items():
+        exe = root / "versions" / version / "bin" / "python3"
+        if not os.access(exe, os.X_OK):
+            missing.append(str(exe))
+            continue
+        lib = root / "versions" / version / "lib" / ("libpython3.%d.so.1.0" % minor)
+        found.append(Interp("pyenv-3.%d" % minor, str(exe), {}, minor, False, str(lib)))
+    if os.access(DEBIAN_PYTHON311, os.X_OK):
+        found.append(Interp("debian-3.11", DEBIAN_PYTHON311, {}, 11, True, None))
+    else:
+        missing.append(DEBIAN_PYTHON311)
+    if missing:
+        raise HarnessError(
+            "missing test interpreters (run tools/test-env.sh; pyenv builds come from "
+            "`pyenv install`): " + ", ".join(missing)
+        )
+    by_id = {i.id: i for i in found}
+    for minor in STRIPPED_MINORS:
+        base = by_id["pyenv-3.%d" % minor]
+        lib = stripped_libpython(pathlib.Path(base.libpython), "3.%d" % minor)
+        found.append(Interp(base.id + "-stripped", base.exe, {"LD_LIBRARY_PATH": str(lib.parent)},
+                            minor, True, str(lib)))
+    return tuple(found)
+
+
+def stripped_libpython(source, version):
+    """A `strip --strip-all` copy of ``source`` in <cache>/stripped/<version>/, made when
+    missing or older than ``source``. Returns its path."""
+    dest_dir = cache_dir() / "stripped" / version
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    dest = dest_dir / source.name
+    if not source.is_file():
+        raise HarnessError("libpython to strip is missing: %s" % source)
+    if dest.exists() and dest.stat().st_mtime >= source.stat().st_mtime and not _has_symtab(dest):
+        return dest
+    tmp = dest_dir / (".%s.%d.tmp" % (source.name, os.getpid()))
+    try:
+        shutil.copyfile(source, tmp)
+        rc, out, err = run(["strip", "--strip-all", str(tmp)], timeout=120)
+        if rc != 0:
+            raise HarnessError("strip --strip-all %s failed (%d): %s" % (tmp, rc, err))
+        if _has_symtab(tmp):
+            raise HarnessError("%s still has .symtab or DWARF after strip" % tmp)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, dest)  # atomic: parallel test runs see the old copy or the new one
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return dest
+
+
+def elf_sections(path):
+    """{name: (file offset, size)} of the sections of a 64-bit little-endian ELF file."""
+    with open(path, "rb") as f:
+        ident = f.read(64)
+        if ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
+            raise HarnessError("%s is not a 64-bit little-endian ELF file" % path)
+        shoff, = struct.unpack_from("<Q", ident, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", ident, 0x3A)
+        f.seek(shoff)
+        table = f.read(shentsize * shnum)
+        headers = [struct.unpack_from("<IIQQQQ", table, i * shentsize) for i in range(shnum)]
+        _, _, _, _, str_off, str_size = headers[shstrndx]
+        f.seek(str_off)
+        strtab = f.read(str_size)
+    return {strtab[h[0]:strtab.index(b"\0", h[0])].decode(): (h[4], h[5]) for h in headers}
+
+
+def elf_section_names(path):
+    return list(elf_sections(path))
+
+
+def build_id(path):
+    """The GNU build id of an ELF file as hex, or None."""
+    where = elf_sections(path).get(".note.gnu.build-id")
+    if where is None:
+        return None
+    with open(path, "rb") as f:
+        f.seek(where[0])
+        note = f.read(where[1])
+    namesz, descsz, _ = struct.unpack_from("<III", note)
+    start = 12 + (namesz + 3) // 4 * 4
+    return note[start:start + descsz].hex()
+
+
+def separate_debug_file(path):
+    """The /usr/lib/debug/.build-id file gdb would load for ``path``, or None if absent.
+    (On Debian, python3.11-dbg provides one for /usr/bin/python3.11 only when its version
+    matches python3.11's exactly.)"""
+    bid = build_id(path)
+    if not bid:
+        return None
+    debug = pathlib.Path("/usr/lib/debug/.build-id") / bid[:2] / (bid[2:] + ".debug")
+    return str(debug) if debug.exists() else None
+
+
+def _has_symtab(path):
+    return any(n == ".symtab" or n.startswith(".debug_") for n in elf_section_names(path))
+
+
+def mapped_files(pid):
+    """Paths of the files mapped into process ``pid`` (from /proc/PID/maps)."""
+    paths = set()
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and fields[5].startswith("/"):
+                paths.add(fields[5].rstrip("\n"))
+    return paths
+
+
+def check_libpython_mapping(interp, pid):
+    """Raise unless process ``pid`` mapped exactly the libpython ``interp`` says it uses."""
+    libs = {p for p in mapped_files(pid) if "libpython" in os.path.basename(p)}
+    want = {os.path.realpath(interp.libpython)} if interp.libpython else set()
+    if {os.path.realpath(p) for p in libs} != want:
+        raise HarnessError(
+            "%s: pid %d maps libpython %s, expected %s (env %r)"
+            % (interp.id, pid, sorted(libs) or "none", sorted(want) or "none", interp.env)
+        )
+
+
+# --- processes ------------------------------------------------------------------------------
+
+
+def run(cmd, timeout, *, env=None, cwd=None, input=None, text=True):
+    """Run ``cmd``; return (rc, stdout, stderr). On timeout kill its whole process group and
+    raise HarnessError with what it printed."""
+    proc = subprocess.Popen(
+        [str(c) for c in cmd], stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd, start_new_session=True,
+    )
+    data = input.encode() if text and isinstance(input, str) else input
+    try:
+        out, err = proc.communicate(data, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+        out, err = proc.communicate()
+        raise HarnessError(
+            "timed out after %.0f s: %s\n--- stdout\n%s\n--- stderr\n%s"
+            % (timeout, " ".join(map(str, cmd)), _text(out), _text(err))
+        ) from None
+    finally:
+        if proc.returncode is None:
+            _kill_group(proc.pid)
+            proc.wait()
+    if text:
+        return proc.returncode, _text(out), _text(err)
+    return proc.returncode, out, err
+
+
+def _text(data):
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else (data or "")
+
+
+def _kill_group(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class Scenario:
+    """One scenario program, running and stopped at its known point.
+
+    Starts at construction and waits until the program says ready; use it as a context
+    manager so the process (group) is killed and the temp dir removed at the end.
+
+    Attributes: interp, name, exe, pid, truth (the parsed truth JSON), tmpdir, script,
+    start_seconds (launch to ready).
+    """
+
+    def __init__(self, interp, name, timeout=READY_TIMEOUT_SECONDS):
+        self.interp = interp
+        self.name = name
+        self.exe = interp.exe
+        self.script = scenarios_dir() / (name + ".py")
+        if not self.script.is_file():
+            raise HarnessError("no scenario %s" % self.script)
+        self.tmpdir = pathlib.Path(tempfile.mkdtemp(prefix="pyunwind-%s-%s-" % (name, interp.id)))
+        self._proc = None
+        self._reaped = False
+        self._closed = False
+        self._core = None
+        self.core_seconds = None
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, timeout):
+        fifo = self.tmpdir / "ready.fifo"
+        truth_path = self.tmpdir / "truth.json"
+        os.mkfifo(fifo)
+        # Our own reader and writer: the child's open() never blocks, and our read never
+        # sees end-of-file before the child has written.
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        writer = os.open(fifo, os.O_WRONLY)
+        try:
+            started = time.monotonic()
+            with open(self.tmpdir / "stdout.log", "wb") as out, \
+                    open(self.tmpdir / "stderr.log", "wb") as err:
+                self._proc = subprocess.Popen(
+                    [self.exe, str(self.script), str(truth_path), str(fifo)],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                    env=child_env(self.interp.env), cwd=self.tmpdir, start_new_session=True,
+                )
+            self.pid = self._proc.pid
+            self._wait_ready(reader, started + timeout, timeout)
+            self.start_seconds = time.monotonic() - started
+        finally:
+            os.close(reader)
+            os.close(writer)
+        with open(truth_path, encoding="utf-8") as f:
+            self.truth = json.load(f)
+        if self.truth.get("pid") != self.pid:
+            raise HarnessError("%s: truth pid %r is not the child's %d"
+                               % (self, self.truth.get("pid"), self.pid))
+        check_libpython_mapping(self.interp, self.pid)
+
+    def _wait_ready(self, reader, deadline, timeout):
+        got = b""
+        while b"ready\n" not in got:
+            if self._exited():
+                raise HarnessError("%s exited before ready:\n%s" % (self, self.stderr_text()))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise HarnessError("%s not ready after %.0f s:\n%s"
+                                   % (self, timeout, self.stderr_text()))
+            if select.select([reader], [], [], min(left, 0.05))[0]:
+                got += os.read(reader, 64)
+
+    def _exited(self):
+        # WNOWAIT leaves the zombie in place, so its pid (= process group id) stays ours
+        # until close() has killed the group.
+        info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        return info is not None and info.si_pid == self.pid
+
+    def stderr_text(self):
+        try:
+            return (self.tmpdir / "stderr.log").read_text("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def make_core(self):
+        """A gcore core file of the process (``<tmpdir>/core.<pid>``), made once."""
+        if self._core is None:
+            started = time.monotonic()
+            prefix = self.tmpdir / "core"
+            # No debuginfod: with no network, lookups would only add delays.
+            env = {k: v for k, v in os.environ.items() if k != "DEBUGINFOD_URLS"}
+            rc, out, err = run(["gcore", "-o", prefix, self.pid], timeout=GCORE_TIMEOUT_SECONDS,
+                               env=env)
+            path = self.tmpdir / ("core.%d" % self.pid)
+            if rc != 0 or not path.is_file():
+                raise HarnessError("gcore of %s failed (rc %d):\n%s\n%s" % (self, rc, out, err))
+            self.core_seconds = time.monotonic() - started
+            self._core = path
+        return str(self._core)
+
+    def close(self):
+        """Kill the process group and remove the temp dir (unless PYUNWIND_KEEP=1)."""
+        if getattr(self, "_closed", True):
+            return
+        proc = getattr(self, "_proc", None)
+        if proc is not None and not self._reaped:
+            _kill_group(proc.pid)
+            try:
+                proc.wait(KILL_WAIT_SECONDS)
+            except subprocess.TimeoutExpired:
+                raise HarnessError("%s survived SIGKILL" % self)
+            self._reaped = True
+        tmpdir = getattr(self, "tmpdir", None)
+        if tmpdir is not None and tmpdir.exists():
+            if keep_files():
+                sys.stderr.write("PYUNWIND_KEEP: %s kept in %s\n" % (self, tmpdir))
+            else:
+                shutil.rmtree(tmpdir, ignore_errors=True)
+        self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __str__(self):
+        return "scenario %s on %s (pid %s)" % (self.name, self.interp.id, getattr(self, "pid", "?"))
+
+
+# --- self-check -----------------------------------------------------------------------------
+
+
+def check_truth(name, truth):
+    """Problems with a scenario's truth, as a list of strings (empty when it looks sane)."""
+    problems = []
+    threads = truth.get("threads", [])
+    if not threads or not threads[0]["frames"]:
+        return ["no main thread frames"]
+    main = threads[0]
+    if main["name"] != "MainThread":
+        problems.append("first thread is %r" % main["name"])
+    functions = [f["function"] for f in main["frames"]]
+    if functions[-1] != "<module>":
+        problems.append("outermost frame is %r" % functions[-1])
+    expect_innermost = {"recursion": "descend", "shapes": "leaf", "unicode_names": "𠀋",
+                        "multiline": "wait_here", "locals": "inspect_me", "busy": "spin",
+                        "threads": "wait_for_workers"}
+    want = expect_innermost.get(name)
+    if want and functions[0] != want:
+        problems.append("innermost frame is %r, expected %r" % (functions[0], want))
+    if name == "recursion" and len(functions) < 2 * truth["levels"]:
+        problems.append("only %d frames for %d levels" % (len(functions), truth["levels"]))
+    if name == "threads":
+        names = sorted(t["name"] for t in threads)
+        if names != ["MainThread", "worker-a", "worker-b", "worker-c"]:
+            problems.append("threads %r" % names)
+        innermost = {t["frames"][0]["function"] for t in threads}
+        if len(innermost) != 4:
+            problems.append("threads stop in %r, not 4 different functions" % innermost)
+    if name == "locals":
+        local_names = set(main["frames"][0].get("locals", {}))
+        if not {"big", "ucs4_text", "thing", "counter", "bump"} <= local_names:
+            problems.append("locals %r" % sorted(local_names))
+    if name == "multiline":
+        line = main["frames"][1]["line"]
+        if _version(truth) >= (3, 11) and line != truth["middle_line"]:
+            problems.append("compose at line %d, not %d" % (line, truth["middle_line"]))
+    return problems
+
+
+def _version(truth):
+    return tuple(int(part) for part in truth["python"].split(".")[:2])
+
+
+def _self_check():
+    rows = []
+    failed = False
+    for interp in interpreters():
+        for name in scenario_names():
+            try:
+                with Scenario(interp, name) as s:
+                    problems = check_truth(name, s.truth)
+                    core = s.make_core()
+                    size = os.path.getsize(core)
+                    frames = sum(len(t["frames"]) for t in s.truth["threads"])
+                    rows.append((interp.id, name, "%.2f" % s.start_seconds,
+                                 "%.2f" % s.core_seconds, "%d" % (size >> 20),
+                                 "%d" % len(s.truth["threads"]), "%d" % frames,
+                                 "; ".join(problems) or "ok"))
+                    failed |= bool(problems)
+            except HarnessError as e:
+                rows.append((interp.id, name, "-", "-", "-", "-", "-", str(e).splitlines()[0]))
+                failed = True
+    header = ("interpreter", "scenario", "ready s", "gcore s", "core MiB", "threads", "frames",
+              "check")
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    for row in [header] + rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(_self_check())

@@ -1,0 +1,159 @@
+"""Ground truth recording shared by every scenario program.
+
+A scenario is run as ``python SCENARIO.py TRUTH_JSON READY_FIFO``. It builds its state and then,
+on ONE line, records the truth and blocks in a C call::
+
+    _truth.ready(); _truth.HELD.acquire()
+
+``ready()`` walks the caller's stack (its own frame is left out), samples every other thread
+until their stacks are stable, writes the truth JSON and then writes ``ready`` into the FIFO.
+Because both calls sit on the same line, the caller's ``f_lineno`` at the moment of recording
+is the line a debugger sees while the thread waits in ``HELD.acquire()``. ``HELD`` is a lock
+acquired at import and never released, so the call never returns, and it is a C method, so no
+extra Python frame sits on top.
+
+Worker threads use the same trick: ``started.set(); _truth.HELD.acquire()``.
+
+Everything here comes from the interpreter itself; nothing about frames is hand-typed.
+Runs on CPython 3.10 to 3.13.
+"""
+
+import json
+import os
+import platform
+import sys
+import threading
+import time
+
+HELD = threading.Lock()
+HELD.acquire()
+
+# How long ready() waits for other threads to stop moving, and how far apart two samples of
+# their stacks are taken.
+MAX_SETTLE_SECONDS = 10.0
+SAMPLE_GAP_SECONDS = 0.1
+
+
+def code_name(code):
+    """The name a debugger should show: co_qualname where the version has it (3.11+)."""
+    return getattr(code, "co_qualname", code.co_name)
+
+
+def frames_from(frame):
+    """Frames from ``frame`` outwards (innermost first, like gdb's ``bt``)."""
+    frames = []
+    while frame is not None:
+        code = frame.f_code
+        frames.append(
+            {"function": code_name(code), "file": code.co_filename, "line": frame.f_lineno}
+        )
+        frame = frame.f_back
+    return frames
+
+
+def _other_thread_stacks():
+    """{ident: frames} for every thread but the calling one, as sys._current_frames() sees it."""
+    me = threading.get_ident()
+    return {
+        ident: frames_from(frame)
+        for ident, frame in sys._current_frames().items()
+        if ident != me
+    }
+
+
+def settled_thread_stacks():
+    """Stacks of all other threads, once two samples SAMPLE_GAP_SECONDS apart agree.
+
+    Exits the process with a message if they have not settled within MAX_SETTLE_SECONDS.
+    """
+    deadline = time.monotonic() + MAX_SETTLE_SECONDS
+    previous = _other_thread_stacks()
+    while True:
+        time.sleep(SAMPLE_GAP_SECONDS)
+        current = _other_thread_stacks()
+        if current == previous:
+            return current
+        if time.monotonic() > deadline:
+            fail(
+                "other threads did not settle within %.1f s; last two samples differ:\n%r\n%r"
+                % (MAX_SETTLE_SECONDS, previous, current)
+            )
+        previous = current
+
+
+def _thread_by_ident():
+    return {t.ident: t for t in threading.enumerate()}
+
+
+def _thread_entry(thread, frames):
+    return {
+        "native_id": thread.native_id,
+        "thread_id": thread.ident,
+        "name": thread.name,
+        "frames": frames,
+    }
+
+
+def collect(caller, with_locals=False):
+    """The truth dict: the calling thread (from ``caller``) first, then the others by name.
+
+    ``with_locals``: the innermost frame of the calling thread gets
+    ``"locals": {name: repr(value)}`` for every entry of ``caller.f_locals``.
+    """
+    threads_by_ident = _thread_by_ident()
+    me = threading.current_thread()
+    mine = frames_from(caller)
+    if with_locals:
+        mine[0]["locals"] = {name: repr(value) for name, value in caller.f_locals.items()}
+    entries = [_thread_entry(me, mine)]
+    others = []
+    for ident, frames in settled_thread_stacks().items():
+        thread = threads_by_ident.get(ident)
+        if thread is None:
+            fail("thread %d has a frame but is not known to threading" % ident)
+        others.append(_thread_entry(thread, frames))
+    others.sort(key=lambda entry: entry["name"])
+    return {
+        "scenario": os.path.splitext(os.path.basename(sys.argv[0]))[0],
+        "python": platform.python_version(),
+        "pid": os.getpid(),
+        "executable": sys.executable,
+        "threads": entries + others,
+    }
+
+
+def write_truth(truth):
+    """Write the truth file, then signal the harness through the FIFO."""
+    truth_path, fifo_path = sys.argv[1], sys.argv[2]
+    tmp = truth_path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(truth, f, ensure_ascii=False, indent=1)
+    os.replace(tmp, truth_path)
+    with open(fifo_path, "w", encoding="ascii") as fifo:
+        fifo.write("ready\n")
+
+
+def ready(with_locals=False, **extra):
+    """Record the caller's stack and every other thread's, write the truth, signal ready.
+
+    ``with_locals``: add the caller frame's locals (name -> repr) to its frame in the truth.
+    ``extra``: more top-level keys for the truth JSON.
+    """
+    truth = collect(sys._getframe(1), with_locals)
+    truth.update(extra)
+    write_truth(truth)
+
+
+def fail(message):
+    sys.stderr.write("scenario %s: %s\n" % (sys.argv[0], message))
+    sys.stderr.flush()
+    os._exit(3)
+
+
+def source_line_of(marker, path):
+    """1-based line number of the only line in ``path`` containing ``marker``."""
+    with open(path, encoding="utf-8") as f:
+        hits = [n for n, text in enumerate(f, 1) if marker in text]
+    if len(hits) != 1:
+        fail("marker %r found on lines %r of %s, expected exactly one" % (marker, hits, path))
+    return hits[0]

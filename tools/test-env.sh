@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Prepare what the integration tests need; safe to run again and again.
+#
+# - Debian packages: gdb (gdb, gcore), patchelf, binutils (strip), python3.11 (the stripped
+#   distribution interpreter of the matrix); apt-get runs only when one is missing.
+# - The pyenv interpreters of the matrix must already exist (exit 1 otherwise).
+# - A venv with pytest, made with pyenv's 3.11.7, at ${PYUNWIND_CACHE:-~/.cache/pyunwind}/venv.
+#
+# Everything is logged to stderr; the last (and only) line on stdout is the venv's python.
+set -euo pipefail
+
+PYENV_VERSIONS=(3.10.13 3.11.7 3.12.1 3.13.0)
+VENV_VERSION=3.11.7
+CACHE="${PYUNWIND_CACHE:-$HOME/.cache/pyunwind}"
+VENV="$CACHE/venv"
+
+log() { printf 'test-env: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# --- Debian packages ------------------------------------------------------------------------
+missing=()
+command -v gdb >/dev/null 2>&1 || missing+=(gdb)
+command -v gcore >/dev/null 2>&1 || missing+=(gdb)
+command -v patchelf >/dev/null 2>&1 || missing+=(patchelf)
+command -v strip >/dev/null 2>&1 || missing+=(binutils)
+[ -x /usr/bin/python3.11 ] || missing+=(python3.11)
+if [ "${#missing[@]}" -gt 0 ]; then
+    mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+    sudo=()
+    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+    log "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -qq >&2
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+# --- pyenv interpreters ---------------------------------------------------------------------
+if command -v pyenv >/dev/null 2>&1; then
+    PYENV_ROOT_DIR="$(pyenv root)"
+else
+    PYENV_ROOT_DIR="${PYENV_ROOT:-$HOME/.pyenv}"
+fi
+absent=()
+for v in "${PYENV_VERSIONS[@]}"; do
+    exe="$PYENV_ROOT_DIR/versions/$v/bin/python3"
+    [ -x "$exe" ] || absent+=("$exe")
+done
+if [ "${#absent[@]}" -gt 0 ]; then
+    die "missing pyenv interpreters (build them with: pyenv install <version>): ${absent[*]}"
+fi
+
+# --- venv with pytest -----------------------------------------------------------------------
+base="$PYENV_ROOT_DIR/versions/$VENV_VERSION/bin/python3"
+if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
+    log "creating $VENV with $base"
+    rm -rf "$VENV"
+    mkdir -p "$CACHE"
+    "$base" -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c 'import pytest' >/dev/null 2>&1; then
+    log "installing pytest into $VENV"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest >&2
+fi
+
+echo "$VENV/bin/python"
