@@ -1,0 +1,161 @@
+"""Read and patch ELF core files by virtual address, for the corrupt-core tests.
+
+Standard library only. A core's PT_LOAD program headers map virtual addresses to file offsets
+(p_vaddr, p_offset, p_filesz); a patch writes bytes at the file offset that holds a virtual
+address, in a copy of the core.
+
+    core = CoreFile(path)
+    core.read_u64(addr)                 # bytes the core holds for addr
+    patched = core.patched_copy(dest, {addr: struct.pack("<Q", value)})
+"""
+
+import os
+import shutil
+import struct
+
+PT_LOAD = 1
+
+
+class CoreFileError(Exception):
+    """The file is not a 64-bit little-endian ELF core, or an address is not in it."""
+
+
+class CoreFile:
+    def __init__(self, path):
+        self.path = str(path)
+        self.size = os.path.getsize(self.path)
+        with open(self.path, "rb") as f:
+            header = f.read(64)
+            if len(header) < 64 or header[:4] != b"\x7fELF" or header[4] != 2 or header[5] != 1:
+                raise CoreFileError("%s is not a 64-bit little-endian ELF file" % self.path)
+            e_type, = struct.unpack_from("<H", header, 16)
+            if e_type != 4:  # ET_CORE
+                raise CoreFileError("%s is not a core file (e_type %d)" % (self.path, e_type))
+            phoff, = struct.unpack_from("<Q", header, 0x20)
+            phentsize, phnum = struct.unpack_from("<HH", header, 0x36)
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+        # (vaddr, offset, filesz, memsz) of every PT_LOAD with bytes in the file.
+        self.loads = []
+        for i in range(phnum):
+            p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, _align = \
+                struct.unpack_from("<IIQQQQQQ", table, i * phentsize)
+            if p_type == PT_LOAD and p_filesz:
+                self.loads.append((p_vaddr, p_offset, p_filesz, p_memsz))
+
+    def offset_of(self, addr, size=1):
+        """The file offset of the ``size`` bytes at virtual address ``addr``."""
+        for vaddr, offset, filesz, _ in self.loads:
+            if vaddr <= addr and addr + size <= vaddr + filesz:
+                return offset + (addr - vaddr)
+        raise CoreFileError("%#x (+%d) is not in %s" % (addr, size, self.path))
+
+    def has(self, addr, size=1):
+        try:
+            self.offset_of(addr, size)
+        except CoreFileError:
+            return False
+        return True
+
+    def read(self, addr, size):
+        with open(self.path, "rb") as f:
+            f.seek(self.offset_of(addr, size))
+            data = f.read(size)
+        if len(data) != size:
+            raise CoreFileError("%#x (+%d) is past the end of %s" % (addr, size, self.path))
+        return data
+
+    def read_u64(self, addr):
+        return struct.unpack("<Q", self.read(addr, 8))[0]
+
+    def read_i64(self, addr):
+        return struct.unpack("<q", self.read(addr, 8))[0]
+
+    def patched_copy(self, dest, patches):
+        """Copy the core to ``dest`` and write ``patches`` ({addr: bytes}) into the copy.
+        Returns ``dest`` as a string."""
+        dest = str(dest)
+        shutil.copyfile(self.path, dest)
+        with open(dest, "r+b") as f:
+            for addr, data in sorted(patches.items()):
+                f.seek(self.offset_of(addr, len(data)))
+                f.write(data)
+        return dest
+
+    def notes_first_copy(self, dest, align=4096):
+        """Rewrite the core into ``dest`` in the kernel's layout: program headers, then the
+        PT_NOTE data, then the PT_LOAD data in address order (each load ``align``-aligned).
+        gcore writes its notes at the END of the file, so cutting a gcore core always loses
+        the notes; cutting this copy loses memory (the top of the address space) and keeps the
+        notes, as a kernel core cut short by a full disk or a core size limit does.
+        Returns a CoreFile for ``dest``."""
+        dest = str(dest)
+        with open(self.path, "rb") as f:
+            header = bytearray(f.read(64))
+            phoff, = struct.unpack_from("<Q", header, 0x20)
+            phentsize, phnum = struct.unpack_from("<HH", header, 0x36)
+            f.seek(phoff)
+            table = bytearray(f.read(phentsize * phnum))
+            phdrs = [list(struct.unpack_from("<IIQQQQQQ", table, i * phentsize))
+                     for i in range(phnum)]
+            # Non-load segments with file data first (notes), then loads by address; a
+            # segment listed twice (gcore repeats its PT_NOTE header) is written once.
+            order = sorted(range(phnum), key=lambda i: (phdrs[i][0] == PT_LOAD, phdrs[i][3]))
+            new_phoff = 64
+            pos = new_phoff + phentsize * phnum
+            placed = {}  # (old offset, filesz) -> new offset
+            with open(dest, "wb") as out:
+                out.write(b"\0" * pos)
+                for i in order:
+                    p_type, _, p_offset, _, _, p_filesz, _, _ = phdrs[i]
+                    if not p_filesz:
+                        phdrs[i][2] = 0
+                        continue
+                    key = (p_offset, p_filesz)
+                    if key not in placed:
+                        if p_type == PT_LOAD and pos % align:
+                            out.write(b"\0" * (align - pos % align))
+                            pos += align - pos % align
+                        placed[key] = pos
+                        f.seek(p_offset)
+                        left = p_filesz
+                        while left:
+                            chunk = f.read(min(left, 1 << 20))
+                            if not chunk:
+                                raise CoreFileError("%s is shorter than its headers say"
+                                                    % self.path)
+                            out.write(chunk)
+                            left -= len(chunk)
+                        pos += p_filesz
+                    phdrs[i][2] = placed[key]
+                for i, p in enumerate(phdrs):
+                    struct.pack_into("<IIQQQQQQ", table, i * phentsize, *p)
+                struct.pack_into("<Q", header, 0x20, new_phoff)
+                # No section headers (gcore's describe its layout, not ours; the kernel
+                # writes none either): e_shoff, e_shnum, e_shstrndx = 0.
+                struct.pack_into("<Q", header, 0x28, 0)
+                struct.pack_into("<H", header, 0x3C, 0)
+                struct.pack_into("<H", header, 0x3E, 0)
+                out.seek(0)
+                out.write(header)
+                out.seek(new_phoff)
+                out.write(table)
+        return CoreFile(dest)
+
+    def truncated_copy(self, dest, size):
+        """The first ``size`` bytes of the core in ``dest``. Returns ``dest`` as a string."""
+        dest = str(dest)
+        with open(self.path, "rb") as src, open(dest, "wb") as out:
+            left = size
+            while left > 0:
+                chunk = src.read(min(left, 1 << 20))
+                if not chunk:
+                    break
+                out.write(chunk)
+                left -= len(chunk)
+        return dest
+
+
+def u64(value):
+    """``value`` as 8 little-endian bytes (for patches)."""
+    return struct.pack("<Q", value & 0xFFFFFFFFFFFFFFFF)

@@ -1,0 +1,210 @@
+"""Exact stacks from real processes and their gcore cores: the CLI's JSON, gdb's `py-bt`
+(JSON and text), gdb's `bt` with the frame filter, and the py-* commands, against the truth
+each scenario program records about itself."""
+
+import json
+import re
+
+import pytest
+
+import harness
+
+STACK_SCENARIOS = ["recursion", "shapes", "unicode_names", "threads", "multiline", "locals"]
+INTERPS = harness.interpreters()
+GDB_TIMEOUT = 120
+
+
+def gdb_cmd(interp, *commands, core=None, pid=None, extra_iex=()):
+    cmd = ["gdb", "-q", "-batch", "-nx",
+           "-iex", "set auto-load off",
+           # Debian's python3.11-dbg may be installed on this machine (make bench): hide it, as a
+           # user without the -dbg package has none.
+           "-iex", "set debug-file-directory /nonexistent",
+           "-iex", "set debuginfod enabled off"]
+    for i in extra_iex:
+        cmd += ["-iex", i]
+    cmd += ["-x", str(harness.repo_root() / "gdb-scripts" / "pyunwind-gdb.py")]
+    for c in commands:
+        cmd += ["-ex", c]
+    if core:
+        cmd += [interp.exe, core]
+    else:
+        cmd += ["-p", str(pid)]
+    return cmd
+
+
+def run_gdb(interp, *commands, core=None, pid=None, env=None):
+    rc, out, err = harness.run(gdb_cmd(interp, *commands, core=core, pid=pid), GDB_TIMEOUT,
+                               env=env or harness.child_env(interp.env))
+    assert rc == 0, "gdb failed (%d):\n%s\n%s" % (rc, out, err)
+    assert "Traceback (most recent call last)" not in err + out, "a Python error in our gdb script:\n" + err + out
+    return out, err
+
+
+def expected(frames):
+    return [(f["function"], f["file"], f["line"]) for f in frames]
+
+
+def got(frames):
+    return [(f.get("function"), f.get("file"), f.get("line")) for f in frames]
+
+
+def check_report(report, truth, live_cli=False):
+    assert report["python"]["version"] == truth["python"]
+    by_id = {t["thread_id"]: t for t in report["threads"]}
+    for tt in truth["threads"]:
+        t = by_id.get(tt["thread_id"])
+        assert t is not None, "thread %s (%s) missing from %r" % (tt["thread_id"], tt["name"], list(by_id))
+        assert t["name"] == tt["name"]
+        if t["native_id"] is not None or not live_cli:
+            assert t["native_id"] == tt["native_id"], tt["name"]
+        assert got(t["frames"]) == expected(tt["frames"]), "thread %s" % tt["name"]
+        assert all(f["kind"] == "python" for f in t["frames"])
+    assert report["errors"] == []
+
+
+def json_from(out):
+    start = out.index("{")
+    return json.loads(out[start:out.rindex("}") + 1])
+
+
+FILE_LINE = re.compile(r'^  File "(.*)", line (\d+), in (.*)$')
+
+
+def traceback_frames(text):
+    return [(m.group(3), m.group(1), int(m.group(2))) for m in map(FILE_LINE.match, text.splitlines()) if m]
+
+
+@pytest.mark.parametrize("name", STACK_SCENARIOS)
+@pytest.mark.parametrize("interp", INTERPS, ids=lambda i: i.id)
+def test_cli_core_and_live(interp, name):
+    with harness.Scenario(interp, name) as sc:
+        rc, out, err = harness.run([str(harness.cli_path()), "pid", str(sc.pid), "--json"], 60)
+        assert rc == 0, err
+        check_report(json.loads(out), sc.truth, live_cli=True)
+        core = sc.make_core()
+        rc, out, err = harness.run([str(harness.cli_path()), "core", core, "--json"], 60)
+        assert rc == 0, err
+        check_report(json.loads(out), sc.truth)
+        # --exe with the right executable is accepted; text output has every frame.
+        rc, out, err = harness.run([str(harness.cli_path()), "core", core, "--exe", sc.exe], 60)
+        assert rc == 0, err
+        assert len(traceback_frames(out)) == sum(len(t["frames"]) for t in sc.truth["threads"])
+
+
+@pytest.mark.parametrize("name", STACK_SCENARIOS)
+@pytest.mark.parametrize("interp", INTERPS, ids=lambda i: i.id)
+@pytest.mark.parametrize("source", ["live", "core"])
+def test_gdb_py_bt(interp, name, source):
+    with harness.Scenario(interp, name) as sc:
+        where = {"core": sc.make_core()} if source == "core" else {"pid": sc.pid}
+        out, err = run_gdb(interp, "py-bt -a --json", "echo @@TEXT@@\\n", "py-bt", **where)
+        json_part, text_part = out.split("@@TEXT@@")
+        check_report(json_from(json_part), sc.truth)
+        # Plain py-bt shows the selected thread (the main thread) in libpython's format.
+        main = sc.truth["threads"][0]
+        assert "Traceback (most recent call first):" in text_part
+        assert traceback_frames(text_part) == expected(main["frames"])
+
+
+BT_PY = re.compile(r"^(?:#\d+\s+)?(?!0x)(\S.*?) \(\) at (.+\.py):(\d+)$")
+
+
+@pytest.mark.parametrize("name", ["recursion", "shapes", "threads"])
+@pytest.mark.parametrize("interp", INTERPS, ids=lambda i: i.id)
+@pytest.mark.parametrize("source", ["live", "core"])
+def test_gdb_bt_filter(interp, name, source):
+    with harness.Scenario(interp, name) as sc:
+        where = {"core": sc.make_core()} if source == "core" else {"pid": sc.pid}
+        out, _ = run_gdb(interp, "bt", "echo @@RAW@@\\n", "bt -no-filters", "echo @@ALL@@\\n",
+                         "thread apply all bt", **where)
+        filtered, rest = out.split("@@RAW@@")
+        raw, every = rest.split("@@ALL@@")
+        pyframes = [(m.group(1), m.group(2), int(m.group(3))) for m in map(BT_PY.match, filtered.splitlines()) if m]
+        assert pyframes == expected(sc.truth["threads"][0]["frames"])
+        assert "_PyEval_EvalFrameDefault" not in filtered
+        assert "_PyEval_EvalFrameDefault" in raw
+        assert "main" in filtered.splitlines()[-1] or "_start" in filtered.splitlines()[-1]
+        # thread apply all bt: every thread's Python frames appear.
+        every_py = [(m.group(1), m.group(2), int(m.group(3))) for m in map(BT_PY.match, every.splitlines()) if m]
+        want = [f for t in sc.truth["threads"] for f in expected(t["frames"])]
+        assert sorted(every_py) == sorted(want)
+
+
+@pytest.mark.parametrize("interp", INTERPS, ids=lambda i: i.id)
+def test_gdb_locals_print_list_up_down(interp):
+    with harness.Scenario(interp, "locals") as sc:
+        core = sc.make_core()
+        out, _ = run_gdb(interp, "py-locals", "echo @@PRINT@@\\n", "py-print big", "py-print ucs4_text",
+                         "py-print Thing", "py-print len", "py-print nosuchname", "echo @@LIST@@\\n", "py-list",
+                         "echo @@UP@@\\n", "py-up", "py-list", "echo @@DOWN@@\\n", "py-down",
+                         "echo @@FULL@@\\n", "py-bt-full", core=core)
+        locals_part, rest = out.split("@@PRINT@@")
+        print_part, rest = rest.split("@@LIST@@")
+        list_part, rest = rest.split("@@UP@@")
+        up_part, rest = rest.split("@@DOWN@@")
+        down_part, full_part = rest.split("@@FULL@@")
+        truth_frame = sc.truth["threads"][0]["frames"][0]
+        shown = dict(line.split(" = ", 1) for line in locals_part.strip().splitlines())
+        for name, want in truth_frame["locals"].items():
+            if want.startswith("<"):
+                # Python prints `<module.Type object at 0x..>`; we print the type's tp_name.
+                assert re.match(r"^<\w+ object at 0x[0-9a-f]+>$", shown[name]), (name, shown[name])
+            else:
+                assert shown[name] == want, name
+        assert "local 'big' = 1267650600228229401496703205376" in print_part
+        assert "local 'ucs4_text' = '𝄞x'" in print_part
+        assert "global 'Thing' = <type object at" in print_part
+        assert "builtin 'len' = <builtin_function_or_method object at" in print_part
+        assert "'nosuchname' not found" in print_part
+        line = truth_frame["line"]
+        assert (">%d" % line) in list_part
+        caller = sc.truth["threads"][0]["frames"][1]
+        assert ("#1 Frame 0x" in up_part) and ("line %d, in %s" % (caller["line"], caller["function"])) in up_part
+        assert (">%d" % caller["line"]) in up_part
+        assert "#0 Frame 0x" in down_part and ("in %s" % truth_frame["function"]) in down_part
+        assert "#0 Frame 0x" in full_part and "big=1267650600228229401496703205376" in full_part
+
+
+@pytest.mark.parametrize("interp", [i for i in INTERPS if i.id in ("pyenv-3.12", "debian-3.11")], ids=lambda i: i.id)
+def test_gdb_mi_stack_list_frames(interp):
+    with harness.Scenario(interp, "shapes") as sc:
+        core = sc.make_core()
+        cmd = gdb_cmd(interp, core=core)
+        cmd = [c for c in cmd if c != "-batch"]
+        cmd[1:1] = ["--interpreter=mi"]
+        rc, out, err = harness.run(cmd, GDB_TIMEOUT, input="-enable-frame-filters\n-stack-list-frames\n-gdb-exit\n")
+        assert rc == 0, err
+        frames = re.findall(r'frame=\{level="\d+",(?:addr="[^"]*",)?func="([^"]*)",file="([^"]*)",(?:fullname="[^"]*",)?line="(\d+)"', out)
+        py = [(f, p, int(l)) for f, p, l in frames if p.endswith(".py")]
+        assert py == expected(sc.truth["threads"][0]["frames"]), out[-3000:]
+
+
+@pytest.mark.parametrize("interp", [i for i in INTERPS if i.id == "pyenv-3.12"], ids=lambda i: i.id)
+def test_gdb_hide_internal_parameter_and_debugger_memory(interp):
+    with harness.Scenario(interp, "shapes") as sc:
+        out, _ = run_gdb(interp, "bt", "echo @@OFF@@\\n", "set pyunwind-hide-internal off", "bt",
+                         "echo @@DBG@@\\n", "set pyunwind-memory debugger", "py-bt -a --json", pid=sc.pid)
+        hidden, rest = out.split("@@OFF@@")
+        shown, dbg = rest.split("@@DBG@@")
+        assert "_PyFunction_Vectorcall" not in hidden and "_PyFunction_Vectorcall" in shown
+        check_report(json_from(dbg), sc.truth)
+        assert json_from(dbg)["python"]["source"] == "debugger"
+
+
+def test_gdb_coexists_with_libpython():
+    """A distribution's python3.X-gdb.py loaded before or after ours: our py-* answer."""
+    interp = [i for i in INTERPS if i.id == "pyenv-3.12"][0]
+    libpython = harness.pyenv_root() / "versions" / "3.12.1" / "bin" / "python3.12-gdb.py"
+    with harness.Scenario(interp, "shapes") as sc:
+        core = sc.make_core()
+        for order in ("before", "after"):
+            ours = str(harness.repo_root() / "gdb-scripts" / "pyunwind-gdb.py")
+            cmds = ["source " + str(libpython), "source " + ours] if order == "before" else ["source " + ours, "source " + str(libpython)]
+            cmd = ["gdb", "-q", "-batch", "-nx", "-iex", "set auto-load off"]
+            for c in cmds + ["py-bt --json"]:
+                cmd += ["-ex", c]
+            cmd += [interp.exe, core]
+            rc, out, err = harness.run(cmd, GDB_TIMEOUT)
+            assert rc == 0, err
+            check_report(json_from(out), {**sc.truth, "threads": sc.truth["threads"][:1]})
