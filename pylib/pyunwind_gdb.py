@@ -236,13 +236,20 @@ class PythonFrameFilter:
         return _spliced(decorators, actions, frames)
 
 
+class _UnnamedFrameDecorator(FrameDecorator):
+    """A native frame gdb has no symbol for: `??` as gdb itself shows it."""
+
+    def function(self):
+        return "??"
+
+
 def _spliced(decorators, actions, frames):
     for d, a in zip(decorators, actions):
         if a["action"] == "python":
             for i in a["frames"]:
                 yield PythonFrameDecorator(d, frames[i], i)
         elif a["action"] == "keep":
-            yield d
+            yield d if d.inferior_frame().name() else _UnnamedFrameDecorator(d)
 
 
 # --- commands ---------------------------------------------------------------------------------
@@ -438,10 +445,23 @@ def _register_commands():
         c()
 
 
+_reclaim = False
+
+
 def _on_new_objfile(_event):
-    # A distribution's python3.X-gdb.py (libpython) may be auto-loaded with this objfile and
-    # take the py-* names; take them back once it has run.
-    gdb.post_event(_register_commands)
+    # A distribution's python3.X-gdb.py (libpython) is auto-loaded with its objfile and takes
+    # the py-* names. gdb may run that script after this event, so take the names back now and
+    # again before the next command is read.
+    global _reclaim
+    _register_commands()
+    _reclaim = True
+
+
+def _before_prompt():
+    global _reclaim
+    if _reclaim:
+        _reclaim = False
+        _register_commands()
 
 
 _registered = False
@@ -460,3 +480,4 @@ def register():
     gdb.events.exited.connect(_state.drop)
     gdb.events.new_objfile.connect(_on_new_objfile)
     gdb.events.new_objfile.connect(_state.drop)
+    gdb.events.before_prompt.connect(_before_prompt)

@@ -1,0 +1,714 @@
+//! Checks every offset of the built-in CPython layouts (src/cpython/layout) against the DWARF of
+//! the pyenv builds (`$PYENV_ROOT/versions/3.X.Y/lib/libpython3.X.so.1.0`). A missing library is a
+//! failure, not a skip. Each library is parsed once (all four in parallel) and shared by the tests.
+
+#![allow(non_upper_case_globals)]
+
+use gimli::{constants::*, AttributeValue, DwTag, EndianSlice, RunTimeEndian};
+use object::{Object, ObjectSection, ObjectSymbol};
+use pyunwind::cpython::debug_offsets::DebugOffsets;
+use pyunwind::cpython::layout::*;
+use pyunwind::cpython::{Layout, Version};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+const BUILDS: [(u8, &str); 4] = [
+    (10, "3.10.13"),
+    (11, "3.11.7"),
+    (12, "3.12.1"),
+    (13, "3.13.0"),
+];
+/// `sizeof(_Py_DebugOffsets)` in 3.13.0.
+const DEBUG_OFFSETS_SIZE: usize = 584;
+
+/// Every numeric field of the built-in layout, for the minors `lo..=hi`, and where it comes from:
+/// `offsetof(root, path)` (dotted through nested members); `sizeof(root)` when `path` is
+/// "sizeof"; "!root" means the table has `None` and DWARF must lack the member too; "=" means
+/// the literal value `path`.
+#[rustfmt::skip]
+const MAP: &[(u8, u8, &str, &str, &str)] = &[
+    (10, 13, "runtime_state.interpreters_head", "_PyRuntimeState", "interpreters.head"),
+    (10, 13, "interpreter_state.next", "PyInterpreterState", "next"),
+    (10, 10, "interpreter_state.threads_head", "PyInterpreterState", "tstate_head"),
+    (11, 13, "interpreter_state.threads_head", "PyInterpreterState", "threads.head"),
+    (10, 11, "interpreter_state.imports_modules", "PyInterpreterState", "modules"),
+    (12, 13, "interpreter_state.imports_modules", "PyInterpreterState", "imports.modules"),
+    (10, 13, "thread_state.prev", "PyThreadState", "prev"),
+    (10, 13, "thread_state.next", "PyThreadState", "next"),
+    (10, 13, "thread_state.interp", "PyThreadState", "interp"),
+    (10, 13, "thread_state.thread_id", "PyThreadState", "thread_id"),
+    (10, 10, "thread_state.native_thread_id", "!PyThreadState", "native_thread_id"),
+    (11, 13, "thread_state.native_thread_id", "PyThreadState", "native_thread_id"),
+    (10, 10, "thread_state.current_frame", "PyThreadState", "frame"),
+    (11, 12, "thread_state.cframe", "PyThreadState", "cframe"),
+    (11, 12, "thread_state.cframe.current_frame", "_PyCFrame", "current_frame"),
+    (13, 13, "thread_state.current_frame", "PyThreadState", "current_frame"),
+    (10, 11, "gil.runtime.locked", "_PyRuntimeState", "ceval.gil.locked"),
+    (10, 11, "gil.runtime.last_holder", "_PyRuntimeState", "ceval.gil.last_holder"),
+    (12, 13, "gil.interpreter.gil_ptr", "PyInterpreterState", "ceval.gil"),
+    (12, 13, "gil.interpreter.locked", "struct _gil_runtime_state", "locked"),
+    (12, 13, "gil.interpreter.last_holder", "struct _gil_runtime_state", "last_holder"),
+    (10, 10, "frame.f_back", "struct _frame", "f_back"),
+    (10, 10, "frame.f_code", "struct _frame", "f_code"),
+    (10, 10, "frame.f_lasti", "struct _frame", "f_lasti"),
+    (10, 10, "frame.f_localsplus", "struct _frame", "f_localsplus"),
+    (10, 10, "frame.f_globals", "struct _frame", "f_globals"),
+    (10, 10, "frame.f_builtins", "struct _frame", "f_builtins"),
+    (11, 13, "frame.previous", "struct _PyInterpreterFrame", "previous"),
+    (11, 12, "frame.executable", "struct _PyInterpreterFrame", "f_code"),
+    (13, 13, "frame.executable", "struct _PyInterpreterFrame", "f_executable"),
+    (11, 12, "frame.instr_ptr", "struct _PyInterpreterFrame", "prev_instr"),
+    (13, 13, "frame.instr_ptr", "struct _PyInterpreterFrame", "instr_ptr"),
+    (11, 13, "frame.localsplus", "struct _PyInterpreterFrame", "localsplus"),
+    (11, 13, "frame.owner", "struct _PyInterpreterFrame", "owner"),
+    (11, 13, "frame.f_globals", "struct _PyInterpreterFrame", "f_globals"),
+    (11, 13, "frame.f_builtins", "struct _PyInterpreterFrame", "f_builtins"),
+    (11, 11, "frame.entry.is_entry", "struct _PyInterpreterFrame", "is_entry"),
+    (10, 13, "code_object.filename", "PyCodeObject", "co_filename"),
+    (10, 13, "code_object.name", "PyCodeObject", "co_name"),
+    (10, 10, "code_object.qualname", "!PyCodeObject", "co_qualname"),
+    (11, 13, "code_object.qualname", "PyCodeObject", "co_qualname"),
+    (10, 13, "code_object.linetable", "PyCodeObject", "co_linetable"),
+    (10, 13, "code_object.firstlineno", "PyCodeObject", "co_firstlineno"),
+    (10, 13, "code_object.argcount", "PyCodeObject", "co_argcount"),
+    (10, 13, "code_object.kwonlyargcount", "PyCodeObject", "co_kwonlyargcount"),
+    (10, 13, "code_object.flags", "PyCodeObject", "co_flags"),
+    (10, 10, "code_object.co_code_adaptive", "!PyCodeObject", "co_code_adaptive"),
+    (11, 13, "code_object.co_code_adaptive", "PyCodeObject", "co_code_adaptive"),
+    (10, 10, "code_object.varnames", "PyCodeObject", "co_varnames"),
+    (10, 10, "code_object.cellvars", "PyCodeObject", "co_cellvars"),
+    (10, 10, "code_object.freevars", "PyCodeObject", "co_freevars"),
+    (10, 10, "code_object.nlocals", "PyCodeObject", "co_nlocals"),
+    (11, 13, "code_object.localsplusnames", "PyCodeObject", "co_localsplusnames"),
+    (11, 13, "code_object.localspluskinds", "PyCodeObject", "co_localspluskinds"),
+    (10, 13, "pyobject.ob_type", "PyObject", "ob_type"),
+    (10, 13, "type_object.tp_name", "PyTypeObject", "tp_name"),
+    (10, 13, "type_object.tp_basicsize", "PyTypeObject", "tp_basicsize"),
+    (10, 13, "type_object.tp_flags", "PyTypeObject", "tp_flags"),
+    (10, 13, "type_object.tp_dictoffset", "PyTypeObject", "tp_dictoffset"),
+    (10, 13, "type_object.ht_cached_keys", "PyHeapTypeObject", "ht_cached_keys"),
+    (10, 13, "tuple_object.ob_size", "PyTupleObject", "ob_base.ob_size"),
+    (10, 13, "tuple_object.ob_item", "PyTupleObject", "ob_item"),
+    (10, 13, "list_object.ob_size", "PyListObject", "ob_base.ob_size"),
+    (10, 13, "list_object.ob_item", "PyListObject", "ob_item"),
+    (10, 13, "bytes_object.ob_size", "PyBytesObject", "ob_base.ob_size"),
+    (10, 13, "bytes_object.ob_sval", "PyBytesObject", "ob_sval"),
+    (10, 13, "unicode_object.state", "PyASCIIObject", "state"),
+    (10, 13, "unicode_object.length", "PyASCIIObject", "length"),
+    (10, 13, "unicode_object.asciiobject_size", "PyASCIIObject", "sizeof"),
+    (10, 13, "unicode_object.compact_size", "PyCompactUnicodeObject", "sizeof"),
+    (10, 11, "long_object.signed_size.ob_size", "PyLongObject", "ob_base.ob_size"),
+    (10, 11, "long_object.signed_size.ob_digit", "PyLongObject", "ob_digit"),
+    (12, 13, "long_object.tagged.lv_tag", "PyLongObject", "long_value.lv_tag"),
+    (12, 13, "long_object.tagged.ob_digit", "PyLongObject", "long_value.ob_digit"),
+    (10, 13, "float_object.ob_fval", "PyFloatObject", "ob_fval"),
+    (10, 13, "dict_object.ma_used", "PyDictObject", "ma_used"),
+    (10, 13, "dict_object.ma_keys", "PyDictObject", "ma_keys"),
+    (10, 13, "dict_object.ma_values", "PyDictObject", "ma_values"),
+    (10, 10, "dict_object.keys.dk_size", "struct _dictkeysobject", "dk_size"),
+    (11, 13, "dict_object.keys.dk_log2_size", "struct _dictkeysobject", "dk_log2_size"),
+    (11, 13, "dict_object.keys.dk_log2_index_bytes", "struct _dictkeysobject", "dk_log2_index_bytes"),
+    (11, 13, "dict_object.keys.dk_kind", "struct _dictkeysobject", "dk_kind"),
+    (10, 13, "dict_object.keys.dk_nentries", "struct _dictkeysobject", "dk_nentries"),
+    (10, 13, "dict_object.keys.dk_indices", "struct _dictkeysobject", "dk_indices"),
+    // 3.10's `ma_values` is a bare `PyObject **`: the array starts at the pointer.
+    (10, 10, "dict_object.values_array", "=", "0"),
+    (11, 13, "dict_object.values_array", "struct _dictvalues", "values"),
+    (10, 13, "set_object.used", "PySetObject", "used"),
+    (10, 13, "set_object.mask", "PySetObject", "mask"),
+    (10, 13, "set_object.table", "PySetObject", "table"),
+    (10, 13, "cell_ob_ref", "PyCellObject", "ob_ref"),
+    (10, 13, "module_md_dict", "PyModuleObject", "md_dict"),
+];
+
+/// The built-in layout as (field, value) pairs, one per numeric field; enum variants name
+/// their fields, so a variant the table does not expect shows up as unmapped fields.
+fn flatten(l: &Layout) -> Vec<(&'static str, Option<u64>)> {
+    let (is, ts, co, tp) = (
+        &l.interpreter_state,
+        &l.thread_state,
+        &l.code_object,
+        &l.type_object,
+    );
+    let (u, d, s) = (&l.unicode_object, &l.dict_object, &l.set_object);
+    let mut v = vec![
+        (
+            "runtime_state.interpreters_head",
+            Some(l.runtime_state.interpreters_head),
+        ),
+        ("interpreter_state.next", Some(is.next)),
+        ("interpreter_state.threads_head", Some(is.threads_head)),
+        ("interpreter_state.imports_modules", is.imports_modules),
+        ("thread_state.prev", Some(ts.prev)),
+        ("thread_state.next", Some(ts.next)),
+        ("thread_state.interp", Some(ts.interp)),
+        ("thread_state.thread_id", Some(ts.thread_id)),
+        ("thread_state.native_thread_id", ts.native_thread_id),
+        ("code_object.filename", Some(co.filename)),
+        ("code_object.name", Some(co.name)),
+        ("code_object.qualname", co.qualname),
+        ("code_object.linetable", Some(co.linetable)),
+        ("code_object.firstlineno", Some(co.firstlineno)),
+        ("code_object.argcount", Some(co.argcount)),
+        ("code_object.kwonlyargcount", co.kwonlyargcount),
+        ("code_object.flags", Some(co.flags)),
+        ("code_object.co_code_adaptive", co.co_code_adaptive),
+        ("pyobject.ob_type", Some(l.pyobject.ob_type)),
+        ("type_object.tp_name", Some(tp.tp_name)),
+        ("type_object.tp_basicsize", Some(tp.tp_basicsize)),
+        ("type_object.tp_flags", Some(tp.tp_flags)),
+        ("type_object.tp_dictoffset", Some(tp.tp_dictoffset)),
+        ("type_object.ht_cached_keys", Some(tp.ht_cached_keys)),
+        ("tuple_object.ob_size", Some(l.tuple_object.ob_size)),
+        ("tuple_object.ob_item", Some(l.tuple_object.ob_item)),
+        ("list_object.ob_size", Some(l.list_object.ob_size)),
+        ("list_object.ob_item", Some(l.list_object.ob_item)),
+        ("bytes_object.ob_size", Some(l.bytes_object.ob_size)),
+        ("bytes_object.ob_sval", Some(l.bytes_object.ob_sval)),
+        ("unicode_object.state", Some(u.state)),
+        ("unicode_object.length", Some(u.length)),
+        ("unicode_object.asciiobject_size", Some(u.asciiobject_size)),
+        ("unicode_object.compact_size", Some(u.compact_size)),
+        ("float_object.ob_fval", Some(l.float_object.ob_fval)),
+        ("dict_object.ma_used", Some(d.ma_used)),
+        ("dict_object.ma_keys", Some(d.ma_keys)),
+        ("dict_object.ma_values", Some(d.ma_values)),
+        ("dict_object.values_array", Some(d.values_array)),
+        ("set_object.used", Some(s.used)),
+        ("set_object.mask", Some(s.mask)),
+        ("set_object.table", Some(s.table)),
+        ("cell_ob_ref", Some(l.cell_ob_ref)),
+        ("module_md_dict", Some(l.module_md_dict)),
+    ];
+    let mut put =
+        |fields: &[(&'static str, u64)]| v.extend(fields.iter().map(|&(f, o)| (f, Some(o))));
+    match ts.current_frame {
+        CurrentFrame::Direct(o) => put(&[("thread_state.current_frame", o)]),
+        CurrentFrame::ViaCFrame {
+            cframe,
+            current_frame: cf,
+        } => put(&[
+            ("thread_state.cframe", cframe),
+            ("thread_state.cframe.current_frame", cf),
+        ]),
+    }
+    match l.gil {
+        GilLocation::Runtime {
+            locked,
+            last_holder,
+        } => put(&[
+            ("gil.runtime.locked", locked),
+            ("gil.runtime.last_holder", last_holder),
+        ]),
+        GilLocation::Interpreter {
+            gil_ptr,
+            locked,
+            last_holder,
+        } => put(&[
+            ("gil.interpreter.gil_ptr", gil_ptr),
+            ("gil.interpreter.locked", locked),
+            ("gil.interpreter.last_holder", last_holder),
+        ]),
+        GilLocation::None => {}
+    }
+    match l.frame {
+        FrameModel::FrameObject {
+            f_back,
+            f_code,
+            f_lasti,
+            f_localsplus,
+            f_globals,
+            f_builtins,
+        } => put(&[
+            ("frame.f_back", f_back),
+            ("frame.f_code", f_code),
+            ("frame.f_lasti", f_lasti),
+            ("frame.f_localsplus", f_localsplus),
+            ("frame.f_globals", f_globals),
+            ("frame.f_builtins", f_builtins),
+        ]),
+        FrameModel::Interpreter(f) => {
+            put(&[
+                ("frame.previous", f.previous),
+                ("frame.executable", f.executable),
+                ("frame.instr_ptr", f.instr_ptr),
+                ("frame.localsplus", f.localsplus),
+                ("frame.owner", f.owner),
+                ("frame.f_globals", f.f_globals),
+                ("frame.f_builtins", f.f_builtins),
+            ]);
+            // `ShimOwner`'s value is a constant, checked by `frame_owner_constants`.
+            if let EntryMarker::IsEntry(o) = f.entry {
+                put(&[("frame.entry.is_entry", o)]);
+            }
+        }
+    }
+    match co.locals {
+        CodeLocals::Tuples310 {
+            varnames,
+            cellvars,
+            freevars,
+            nlocals,
+        } => put(&[
+            ("code_object.varnames", varnames),
+            ("code_object.cellvars", cellvars),
+            ("code_object.freevars", freevars),
+            ("code_object.nlocals", nlocals),
+        ]),
+        CodeLocals::LocalsPlus {
+            localsplusnames,
+            localspluskinds,
+        } => put(&[
+            ("code_object.localsplusnames", localsplusnames),
+            ("code_object.localspluskinds", localspluskinds),
+        ]),
+    }
+    match l.long_object {
+        LongObject::SignedSize { ob_size, ob_digit } => put(&[
+            ("long_object.signed_size.ob_size", ob_size),
+            ("long_object.signed_size.ob_digit", ob_digit),
+        ]),
+        LongObject::Tagged { lv_tag, ob_digit } => put(&[
+            ("long_object.tagged.lv_tag", lv_tag),
+            ("long_object.tagged.ob_digit", ob_digit),
+        ]),
+    }
+    match d.keys {
+        DictKeys::V310 {
+            dk_size,
+            dk_nentries,
+            dk_indices,
+        } => put(&[
+            ("dict_object.keys.dk_size", dk_size),
+            ("dict_object.keys.dk_nentries", dk_nentries),
+            ("dict_object.keys.dk_indices", dk_indices),
+        ]),
+        DictKeys::V311 {
+            dk_log2_size,
+            dk_log2_index_bytes,
+            dk_kind,
+            dk_nentries,
+            dk_indices,
+        } => put(&[
+            ("dict_object.keys.dk_log2_size", dk_log2_size),
+            ("dict_object.keys.dk_log2_index_bytes", dk_log2_index_bytes),
+            ("dict_object.keys.dk_kind", dk_kind),
+            ("dict_object.keys.dk_nentries", dk_nentries),
+            ("dict_object.keys.dk_indices", dk_indices),
+        ]),
+    }
+    v
+}
+
+type Name = &'static [u8];
+
+/// A type DIE: struct, union, enum, typedef, qualifier, pointer, array or base type.
+struct Ty {
+    tag: DwTag,
+    name: Option<Name>,
+    size: Option<u64>,
+    ty: Option<u64>,
+    decl: bool,
+    /// (name, offset, type) of a struct's or union's members; (name, value, _) of enumerators.
+    members: Vec<(Option<Name>, u64, Option<u64>)>,
+}
+
+/// The type DIEs of one library by .debug_info offset, and its named complete definitions.
+#[derive(Default)]
+struct Dw {
+    types: HashMap<u64, Ty>,
+    names: HashMap<(u16, Name), u64>,
+    /// The start of `_PyRuntime`'s initializer (3.13: CPython's own `_Py_DebugOffsets`).
+    runtime_init: Option<&'static [u8]>,
+}
+
+const TYPE_TAGS: [DwTag; 10] = [
+    DW_TAG_structure_type,
+    DW_TAG_union_type,
+    DW_TAG_enumeration_type,
+    DW_TAG_typedef,
+    DW_TAG_pointer_type,
+    DW_TAG_const_type,
+    DW_TAG_volatile_type,
+    DW_TAG_atomic_type,
+    DW_TAG_base_type,
+    DW_TAG_array_type,
+];
+
+fn load(full: &str, minor: u8) -> Result<Dw, String> {
+    let root = std::env::var("PYENV_ROOT")
+        .unwrap_or_else(|_| format!("{}/.pyenv", std::env::var("HOME").unwrap_or_default()));
+    let path = format!("{root}/versions/{full}/lib/libpython3.{minor}.so.1.0");
+    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let data: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+    let file = object::File::parse(data).map_err(|e| format!("{path}: {e}"))?;
+    let endian = [RunTimeEndian::Big, RunTimeEndian::Little][file.is_little_endian() as usize];
+    let dwarf = gimli::Dwarf::load(|id| {
+        let s = file.section_by_name(id.name()).and_then(|s| s.data().ok());
+        Ok::<_, gimli::Error>(EndianSlice::new(s.unwrap_or(&[]), endian))
+    })
+    .map_err(|e| format!("{path}: {e}"))?;
+    let mut dw = Dw::default();
+    index(&dwarf, &mut dw).map_err(|e| format!("{path}: DWARF: {e}"))?;
+    if dw.types.is_empty() {
+        return Err(format!("{path} has no DWARF types (stripped?)"));
+    }
+    let mut syms = file.dynamic_symbols().chain(file.symbols());
+    if let Some(sym) = syms.find(|s| s.name() == Ok("_PyRuntime")) {
+        if let Some(sec) = sym
+            .section_index()
+            .and_then(|i| file.section_by_index(i).ok())
+        {
+            let at = (sym.address() - sec.address()) as usize;
+            dw.runtime_init = sec
+                .data()
+                .ok()
+                .and_then(|d| d.get(at..at + DEBUG_OFFSETS_SIZE));
+        }
+    }
+    Ok(dw)
+}
+
+fn index(
+    dwarf: &gimli::Dwarf<EndianSlice<'static, RunTimeEndian>>,
+    dw: &mut Dw,
+) -> gimli::Result<()> {
+    let mut units = dwarf.units();
+    while let Some(header) = units.next()? {
+        let unit = dwarf.unit(header)?;
+        let base = unit.header.offset().0 as u64;
+        // The enclosing struct/union/enum DIEs: (depth, offset).
+        let mut stack: Vec<(isize, u64)> = Vec::new();
+        let mut cursor = unit.entries();
+        while let Some(e) = cursor.next_dfs()? {
+            let (depth, tag) = (e.depth(), e.tag());
+            while stack.last().is_some_and(|s| s.0 >= depth) {
+                stack.pop();
+            }
+            let name = e
+                .attr_value(DW_AT_name)
+                .and_then(|v| dwarf.attr_string(&unit, v).ok());
+            let name = name.map(|s| s.slice());
+            let ty = match e.attr_value(DW_AT_type) {
+                Some(AttributeValue::UnitRef(o)) => Some(base + o.0 as u64),
+                Some(AttributeValue::DebugInfoRef(o)) => Some(o.0 as u64),
+                _ => None,
+            };
+            let udata = |at| e.attr(at).and_then(|a| a.udata_value());
+            if tag == DW_TAG_member || tag == DW_TAG_enumerator {
+                let Some(&(_, parent)) = stack.last().filter(|s| s.0 == depth - 1) else {
+                    continue;
+                };
+                let value = if tag == DW_TAG_enumerator {
+                    let a = e.attr(DW_AT_const_value);
+                    a.and_then(|a| a.sdata_value().map(|v| v as u64).or(a.udata_value()))
+                } else {
+                    let bits = udata(DW_AT_data_bit_offset).map(|b| b / 8);
+                    udata(DW_AT_data_member_location).or(bits)
+                };
+                let t = dw.types.get_mut(&parent).unwrap();
+                t.members.push((name, value.unwrap_or(0), ty));
+            } else if TYPE_TAGS.contains(&tag) {
+                let goff = base + e.offset().0 as u64;
+                let decl = e.has_attr(DW_AT_declaration);
+                if let (Some(n), false) = (name, decl) {
+                    dw.names.entry((tag.0, n)).or_insert(goff);
+                }
+                if e.has_children() && tag != DW_TAG_array_type {
+                    stack.push((depth, goff));
+                }
+                let (size, members) = (udata(DW_AT_byte_size), Vec::new());
+                dw.types.insert(
+                    goff,
+                    Ty {
+                        tag,
+                        name,
+                        size,
+                        ty,
+                        decl,
+                        members,
+                    },
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Dw {
+    /// "struct X", "union X", "enum X", or a typedef name.
+    fn lookup(&self, name: &str) -> Result<u64, String> {
+        let (tag, n) = match name.split_once(' ') {
+            Some(("struct", n)) => (DW_TAG_structure_type, n),
+            Some(("union", n)) => (DW_TAG_union_type, n),
+            Some(("enum", n)) => (DW_TAG_enumeration_type, n),
+            _ => (DW_TAG_typedef, name),
+        };
+        let names: &HashMap<(u16, &[u8]), u64> = &self.names; // covariant in the key
+        let t = names.get(&(tag.0, n.as_bytes())).copied();
+        t.ok_or_else(|| format!("no type `{name}` in DWARF"))
+    }
+
+    /// Follows typedefs and qualifiers (and declarations to definitions) to the real type.
+    fn peel(&self, mut t: u64) -> Result<&Ty, String> {
+        for _ in 0..64 {
+            let ty = self
+                .types
+                .get(&t)
+                .ok_or_else(|| format!("no type DIE at {t:#x}"))?;
+            match ty.tag {
+                DW_TAG_typedef | DW_TAG_const_type | DW_TAG_volatile_type | DW_TAG_atomic_type => {
+                    t = ty.ty.ok_or("typedef of void")?;
+                }
+                DW_TAG_structure_type | DW_TAG_union_type | DW_TAG_enumeration_type if ty.decl => {
+                    let n = ty.name.ok_or("anonymous declaration")?;
+                    let def = self.names.get(&(ty.tag.0, n));
+                    t = *def.ok_or_else(|| {
+                        format!("no definition of {}", String::from_utf8_lossy(n))
+                    })?;
+                }
+                _ => return Ok(ty),
+            }
+        }
+        Err("typedef loop".into())
+    }
+
+    /// A member of `t`, also inside anonymous struct/union members: (offset, type).
+    fn member(&self, t: &Ty, name: &str) -> Option<(u64, Option<u64>)> {
+        if let Some(&(_, off, ty)) = t.members.iter().find(|m| m.0 == Some(name.as_bytes())) {
+            return Some((off, ty));
+        }
+        t.members
+            .iter()
+            .filter(|m| m.0.is_none())
+            .find_map(|&(_, off, ty)| {
+                let (o, ty) = self.member(self.peel(ty?).ok()?, name)?;
+                Some((off + o, ty))
+            })
+    }
+
+    /// offsetof(root, a.b.c) through nested members.
+    fn offset(&self, root: &str, path: &str) -> Result<u64, String> {
+        let (mut t, mut off) = (Some(self.lookup(root)?), 0);
+        for seg in path.split('.') {
+            let s = self.peel(t.ok_or_else(|| format!("`{root}.{path}`: untyped member"))?)?;
+            let (o, ty) = self
+                .member(s, seg)
+                .ok_or_else(|| format!("`{root}` has no `{path}`"))?;
+            (off, t) = (off + o, ty);
+        }
+        Ok(off)
+    }
+
+    fn sizeof(&self, root: &str) -> Result<u64, String> {
+        let t = self.peel(self.lookup(root)?)?;
+        t.size.ok_or_else(|| format!("`{root}` has no size"))
+    }
+
+    fn enumerator(&self, ty: &str, name: &str) -> Result<u64, String> {
+        let e = self.peel(self.lookup(ty)?)?;
+        let m = e.members.iter().find(|m| m.0 == Some(name.as_bytes()));
+        m.map(|m| m.1)
+            .ok_or_else(|| format!("`{ty}` has no `{name}`"))
+    }
+}
+
+/// Each library, parsed once per test binary (in parallel) on first use.
+fn libs() -> &'static [(u8, Result<Dw, String>)] {
+    static LIBS: OnceLock<Vec<(u8, Result<Dw, String>)>> = OnceLock::new();
+    LIBS.get_or_init(|| {
+        std::thread::scope(|s| {
+            let load = |&(m, full): &(u8, &'static str)| (m, s.spawn(move || load(full, m)));
+            let threads: Vec<_> = BUILDS.iter().map(load).collect();
+            threads
+                .into_iter()
+                .map(|(m, h)| (m, h.join().unwrap()))
+                .collect()
+        })
+    })
+}
+
+/// Runs `check(version, dwarf, layout, errors)` for every build; fails once, listing everything.
+fn run(check: impl Fn(&str, &Dw, &Layout, &mut Vec<String>)) {
+    let (t0, mut errs) = (std::time::Instant::now(), Vec::new());
+    for (minor, dw) in libs() {
+        let v = format!("3.{minor}");
+        match (dw, Layout::builtin(Version::new(3, *minor, 0))) {
+            (Err(e), _) => errs.push(format!("{v}: {e}")),
+            (_, None) => errs.push(format!("{v}: no built-in layout")),
+            (Ok(dw), Some(l)) => check(&v, dw, &l, &mut errs),
+        }
+    }
+    eprintln!("checked in {:?}", t0.elapsed());
+    assert!(
+        errs.is_empty(),
+        "{} mismatch(es) with DWARF:\n{}",
+        errs.len(),
+        errs.join("\n")
+    );
+}
+
+#[test]
+fn builtin_layouts_match_dwarf() {
+    run(|v, dw, l, errs| {
+        let minor = l.version.minor;
+        let ours = flatten(l);
+        let rows: Vec<_> = MAP
+            .iter()
+            .filter(|r| (r.0..=r.1).contains(&minor))
+            .collect();
+        for &(f, value) in &ours {
+            if rows.iter().filter(|r| r.2 == f).count() != 1 {
+                errs.push(format!(
+                    "{v}: {f} = {value:?} has no single DWARF path in MAP"
+                ));
+            }
+        }
+        for &&(_, _, field, root, path) in &rows {
+            let Some(&(_, value)) = ours.iter().find(|o| o.0 == field) else {
+                errs.push(format!(
+                    "{v}: {field} (DWARF {root}.{path}) is not in the layout"
+                ));
+                continue;
+            };
+            let (what, dwarf) = match (root.strip_prefix('!'), path) {
+                (Some(r), _) => match dw.offset(r, path) {
+                    Ok(o) => (format!("{r}.{path}"), Ok(Some(o))),
+                    Err(_) => (format!("{r}.{path}"), Ok(None)),
+                },
+                _ if root == "=" => ("(a constant)".into(), Ok(path.parse().ok())),
+                (_, "sizeof") => (format!("sizeof({root})"), dw.sizeof(root).map(Some)),
+                _ => (
+                    format!("offsetof({root}, {path})"),
+                    dw.offset(root, path).map(Some),
+                ),
+            };
+            match dwarf {
+                Ok(d) if d == value => {}
+                Ok(d) => errs.push(format!("{v}: {field} = {value:?}, DWARF {what} = {d:?}")),
+                Err(e) => errs.push(format!("{v}: {field} = {value:?}, DWARF {what}: {e}")),
+            }
+        }
+        if minor == 13 {
+            check_debug_offsets(v, dw, l, errs);
+        }
+    });
+}
+
+/// 3.13: the shape of `_Py_DebugOffsets` that `DebugOffsets::parse` assumes, and CPython's own
+/// table in `_PyRuntime`'s initializer laid over the built-in layout.
+fn check_debug_offsets(v: &str, dw: &Dw, l: &Layout, errs: &mut Vec<String>) {
+    const DO: &str = "struct _Py_DebugOffsets";
+    let expect = [
+        (
+            "runtime_state.interpreters_head",
+            dw.offset(DO, "runtime_state.interpreters_head"),
+            40,
+        ),
+        (
+            "thread_state.native_thread_id",
+            dw.offset(DO, "thread_state.native_thread_id"),
+            200,
+        ),
+        (
+            "unicode_object.asciiobject_size",
+            dw.offset(DO, "unicode_object.asciiobject_size"),
+            560,
+        ),
+        ("sizeof", dw.sizeof(DO), DEBUG_OFFSETS_SIZE as u64),
+    ];
+    for (f, d, want) in expect {
+        if d.as_ref() != Ok(&want) {
+            errs.push(format!(
+                "{v}: _Py_DebugOffsets {f}: expected {want}, DWARF {d:?}"
+            ));
+        }
+    }
+    // A buffer in which every field holds its own offset in the DWARF struct: `parse` must read
+    // each DWARF (group, field) from the offset DWARF gives it.
+    let Ok(root) = dw.lookup(DO).and_then(|t| dw.peel(t)) else {
+        return;
+    };
+    let mut buf = vec![0u8; DEBUG_OFFSETS_SIZE];
+    buf[..8].copy_from_slice(b"xdebugpy");
+    buf[8..16].copy_from_slice(&0x030d00f0u64.to_le_bytes());
+    let mut fields = Vec::new();
+    for &(g, goff, gty) in &root.members {
+        let Some(group) = gty.and_then(|t| dw.peel(t).ok()) else {
+            continue;
+        };
+        for &(f, foff, _) in group
+            .members
+            .iter()
+            .filter(|_| group.tag == DW_TAG_structure_type)
+        {
+            let (g, f) = (
+                String::from_utf8_lossy(g.unwrap()),
+                String::from_utf8_lossy(f.unwrap()),
+            );
+            let at = goff + foff;
+            let value = if f == "size" { 1 << 20 } else { at };
+            buf[at as usize..at as usize + 8].copy_from_slice(&value.to_le_bytes());
+            if f != "size" {
+                fields.push((g.into_owned(), f.into_owned(), at));
+            }
+        }
+    }
+    if fields.len() < 50 {
+        errs.push(format!(
+            "{v}: only {} _Py_DebugOffsets fields found in DWARF",
+            fields.len()
+        ));
+    }
+    match DebugOffsets::parse(&buf) {
+        Ok(parsed) => {
+            for (g, f, at) in fields
+                .into_iter()
+                .filter(|x| parsed.get(&x.0, &x.1) != Some(x.2))
+            {
+                let got = parsed.get(&g, &f);
+                errs.push(format!(
+                    "{v}: DebugOffsets reads {g}.{f} at {got:?}, DWARF has {at}"
+                ));
+            }
+        }
+        Err(e) => errs.push(format!(
+            "{v}: DebugOffsets::parse of the DWARF-shaped table: {e}"
+        )),
+    }
+    // CPython's own table, applied over the built-in layout, must change nothing.
+    let Some(init) = dw.runtime_init else {
+        return errs.push(format!("{v}: no `_PyRuntime` initializer in the library"));
+    };
+    let real = DebugOffsets::parse(init).map_err(String::from);
+    match real.and_then(|d| d.apply(l.clone()).map_err(|e| format!("{e:?}"))) {
+        Ok(mut real) => {
+            real.source = l.source.clone();
+            let (ours, real) = (format!("{l:#?}"), format!("{real:#?}"));
+            for (o, r) in ours.lines().zip(real.lines()).filter(|(o, r)| o != r) {
+                let (o, r) = (o.trim(), r.trim());
+                errs.push(format!(
+                    "{v}: built-in `{o}`, but _PyRuntime's _Py_DebugOffsets has `{r}`"
+                ));
+            }
+        }
+        Err(e) => errs.push(format!("{v}: _PyRuntime's _Py_DebugOffsets: {e}")),
+    }
+}
+
+#[test]
+fn frame_owner_constants() {
+    run(|v, dw, l, errs| {
+        let FrameModel::Interpreter(f) = l.frame else {
+            return;
+        };
+        let cstack = dw.enumerator("enum _frameowner", "FRAME_OWNED_BY_CSTACK");
+        match (l.version.minor, f.entry, cstack) {
+            (12.., EntryMarker::ShimOwner(o), Ok(d)) if o as u64 == d => {}
+            (11, EntryMarker::IsEntry(_), Err(_)) => {} // 3.11 has no shim frames
+            (_, e, d) => errs.push(format!(
+                "{v}: frame.entry = {e:?}, DWARF enum _frameowner FRAME_OWNED_BY_CSTACK = {d:?}"
+            )),
+        }
+    });
+}
