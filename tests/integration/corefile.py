@@ -51,11 +51,11 @@ class CoreFile:
         raise CoreFileError("%#x (+%d) is not in %s" % (addr, size, self.path))
 
     def has(self, addr, size=1):
+        """Whether the file holds the ``size`` bytes at ``addr`` (a cut file may not)."""
         try:
-            self.offset_of(addr, size)
+            return self.offset_of(addr, size) + size <= self.size
         except CoreFileError:
             return False
-        return True
 
     def read(self, addr, size):
         with open(self.path, "rb") as f:
