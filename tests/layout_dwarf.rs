@@ -126,13 +126,15 @@ const MAP: &[(u8, u8, &str, &str, &str)] = &[
 /// field can be left unchecked, named by its field path ("gil.locked"). A tuple variant adds its
 /// name ("thread_state.current_frame.Direct"); `Some` adds nothing and `None` is kept as `None`.
 fn flatten(l: &Layout) -> Vec<(String, Option<u64>)> {
+    // The full names of the enclosing values.
     let (mut path, mut out) = (Vec::<String>::new(), Vec::new());
     for line in format!("{l:#?}").lines().skip(1) {
         let line = line.trim().trim_end_matches(',');
         let (key, val) = line.split_once(": ").map_or(("", line), |(k, v)| (k, v));
         let name = |last: &str| {
-            let all = path.iter().map(String::as_str).chain([key, last]);
-            all.filter(|s| !s.is_empty()).collect::<Vec<_>>().join(".")
+            let parent = path.last().map_or("", String::as_str);
+            let parts = [parent, key, last].into_iter().filter(|s| !s.is_empty());
+            parts.collect::<Vec<_>>().join(".")
         };
         if let Some(variant) = val.strip_suffix('(') {
             path.push(name(if variant == "Some" { "" } else { variant }));
@@ -140,13 +142,8 @@ fn flatten(l: &Layout) -> Vec<(String, Option<u64>)> {
             path.push(name(""));
         } else if val == "}" || val == ")" {
             path.pop();
-        } else if let Some(n) = val
-            .parse::<i64>()
-            .ok()
-            .map(|n| n as u64)
-            .or(val.parse().ok())
-        {
-            out.push((name(""), Some(n)));
+        } else if let Ok(n) = val.parse::<i128>() {
+            out.push((name(""), Some(n as u64)));
         } else if val == "None" {
             out.push((name(""), None));
         }

@@ -221,3 +221,139 @@ fn push(walk: &mut FrameWalk, addr: u64, frame: Result<PyFrame, ReadError>) {
         Err(error) => FrameItem::Unreadable { addr, error },
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::binary::Module;
+    use crate::cpython::discovery::Found;
+    use crate::cpython::layout::{tpflags, Layout};
+    use crate::cpython::version::Version;
+    use crate::memory::FakeMemory;
+    use std::sync::Arc;
+
+    const STR_TYPE: u64 = 0x1000;
+    const CODE_TYPE: u64 = 0x2000;
+
+    /// A 3.12 target with one code object `f` in `/m.py`, and frames placed by the test.
+    fn target() -> (FakeMemory, Layout) {
+        let l = Layout::builtin(Version::new(3, 12, 1)).unwrap();
+        let mut m = FakeMemory::new();
+        // Type objects: tp_name pointers and flags.
+        for (tp, name, flags) in [
+            (STR_TYPE, 0x1800u64, tpflags::UNICODE_SUBCLASS),
+            (CODE_TYPE, 0x2800, 0),
+        ] {
+            m.put(tp, &[0u8; 400]);
+            m.put_u64(tp + l.type_object.tp_name, name);
+            m.put_u64(tp + l.type_object.tp_flags, flags);
+        }
+        m.put(0x1800, &[0u8; 64])
+            .put(0x1800, b"str")
+            .put(0x2800, &[0u8; 64])
+            .put(0x2800, b"code");
+        // Compact ASCII strs: ob_type, length, state (kind 1, compact, ascii), data.
+        let mut s = |addr: u64, text: &str| {
+            m.put(addr, &[0u8; 64]);
+            m.put_u64(addr + 8, STR_TYPE);
+            m.put_u64(addr + l.unicode_object.length, text.len() as u64);
+            m.put(
+                addr + l.unicode_object.state,
+                &((1u32 << 2) | (1 << 5) | (1 << 6)).to_le_bytes(),
+            );
+            m.put(addr + l.unicode_object.asciiobject_size, text.as_bytes());
+        };
+        s(0x3000, "f");
+        s(0x3100, "/m.py");
+        // An empty tuple (names) and empty bytes (kinds, line table) are all the code needs.
+        m.put(0x3200, &[0u8; 48]);
+        let co = 0x4000;
+        m.put(co, &[0u8; 256]);
+        m.put_u64(co + 8, CODE_TYPE);
+        let c = &l.code_object;
+        for off in [c.name, c.qualname.unwrap()] {
+            m.put_u64(co + off, 0x3000);
+        }
+        m.put_u64(co + c.filename, 0x3100);
+        m.put_u64(co + c.linetable, 0x3200);
+        m.put(co + c.firstlineno, &7i32.to_le_bytes());
+        if let crate::cpython::layout::CodeLocals::LocalsPlus {
+            localsplusnames,
+            localspluskinds,
+        } = c.locals
+        {
+            m.put_u64(co + localsplusnames, 0x3200);
+            m.put_u64(co + localspluskinds, 0x3200);
+        }
+        (m, l)
+    }
+
+    fn frame(m: &mut FakeMemory, l: &Layout, at: u64, previous: u64, code: u64) {
+        let FrameModel::Interpreter(f) = l.frame else {
+            unreachable!()
+        };
+        m.put(at, &[0u8; 80]);
+        m.put_u64(at + f.previous, previous);
+        m.put_u64(at + f.executable, code);
+    }
+
+    fn snapshot(m: FakeMemory, l: Layout) -> Snapshot {
+        let found = Found {
+            module: Module {
+                path: String::new(),
+                start: 0,
+                end: 0,
+                base: 0,
+            },
+            runtime: 0,
+            layout: l,
+            found_by: "test".into(),
+        };
+        Snapshot::new(Arc::new(m), &found)
+    }
+
+    #[test]
+    fn a_frame_pointing_to_itself_ends_the_walk_with_a_cycle() {
+        let (mut m, l) = target();
+        frame(&mut m, &l, 0x9000, 0x9100, 0x4000);
+        frame(&mut m, &l, 0x9100, 0x9100, 0x4000);
+        let walk = snapshot(m, l).walk_frames(0x9000);
+        assert_eq!(walk.items.len(), 3);
+        assert!(
+            matches!(&walk.items[0], FrameItem::Python(p) if p.code.qualname == "f" && p.code.filename == "/m.py")
+        );
+        assert!(
+            matches!(&walk.items[2], FrameItem::Unreadable { error, .. } if error.kind == ReadErrorKind::Cycle)
+        );
+    }
+
+    #[test]
+    fn a_bad_code_pointer_costs_one_frame() {
+        let (mut m, l) = target();
+        frame(&mut m, &l, 0x9000, 0x9100, 0x4000);
+        frame(&mut m, &l, 0x9100, 0x9200, 0x3000); // a str, not a code object
+        frame(&mut m, &l, 0x9200, 0, 0x4000);
+        let walk = snapshot(m, l).walk_frames(0x9000);
+        assert_eq!(walk.items.len(), 3);
+        assert!(matches!(
+            &walk.items[1],
+            FrameItem::Unreadable { addr: 0x9100, .. }
+        ));
+        assert!(matches!(&walk.items[2], FrameItem::Python(p) if p.entry));
+    }
+
+    #[test]
+    fn an_unmapped_link_is_reported_not_followed() {
+        let (mut m, l) = target();
+        frame(&mut m, &l, 0x9000, 0xdead_0000, 0x4000);
+        let walk = snapshot(m, l).walk_frames(0x9000);
+        assert_eq!(walk.items.len(), 2);
+        assert!(matches!(
+            &walk.items[1],
+            FrameItem::Unreadable {
+                addr: 0xdead_0000,
+                ..
+            }
+        ));
+    }
+}

@@ -57,6 +57,8 @@ STR_LENGTH = 16
 # ("cframe", offset of tstate->cframe, offset of _PyCFrame.current_frame).
 TSTATE_FRAME = {10: ("direct", 24), 11: ("cframe", 56, 8), 12: ("cframe", 56, 0),
                 13: ("direct", 72)}
+# Bytes of PyThreadState the thread walk reads (up to the end of thread_id / native_thread_id).
+TSTATE_READ_SIZE = {10: 184, 11: 168, 12: 152, 13: 168}
 
 HUGE_STR_LENGTH = 1 << 40
 UNMAPPED_ADDRESS = 0x10  # never mapped: reads of it fail
@@ -513,6 +515,7 @@ TRUNCATIONS = [
 
 
 def truncated_core(rc, w, layout, cut):
+    """A cut copy of the core (gcore's layout or the kernel's); returns a CoreFile."""
     core = rc.core if layout == "gcore" else rc.core.notes_first_copy(w.file("core.kernel"))
     if isinstance(cut, float):
         size = int(core.size * cut)
@@ -523,16 +526,30 @@ def truncated_core(rc, w, layout, cut):
     path = core.truncated_copy(w.file("core.cut"), size)
     if core is not rc.core:
         os.unlink(core.path)
-    return path
+    return CoreFile(path)  # its headers are intact: only segment data is cut off
 
 
-def check_truncated(rc, report):
+def check_truncated(rc, report, cut_core=None):
+    """What a report of a damaged core shows is right; whatever is missing has an error; and
+    (with ``cut_core``, the damaged core) a thread whose PyThreadState is still in the core
+    is listed when every thread state before it in the interpreter's list is there too."""
     assert_consistent(report, rc.truth)
     threads = report_threads(report)
     complete = [tt for tt in rc.truth["threads"] if tt["thread_id"] in threads
                 and stack(threads[tt["thread_id"]]) == truth_frames(tt)]
     if len(complete) < len(rc.truth["threads"]):
         assert report["errors"], "threads are missing or incomplete and no error says why"
+    if cut_core is None or not report["threads"]:
+        return
+    # The report lists threads oldest first; CPython links them newest first.
+    reachable = True
+    for t in reversed(rc.report["threads"]):
+        reachable = reachable and cut_core.has(t["thread_state"], TSTATE_READ_SIZE[rc.minor])
+        if reachable:
+            assert t["thread_id"] in threads, (
+                "thread %s (native id %s) is missing although its PyThreadState %#x and every "
+                "newer one are in the core; errors %r"
+                % (t["name"], t["native_id"], t["thread_state"], report["errors"]))
 
 
 @pytest.mark.parametrize("layout,cut", TRUNCATIONS,
@@ -540,22 +557,21 @@ def check_truncated(rc, report):
                               for l, c in TRUNCATIONS])
 def test_truncated_core(interp, layout, cut, real_core, workdir):
     rc = real_core(interp, "threads")
-    path = truncated_core(rc, workdir, layout, cut)
-    report = cli_report_or_clean_failure(path, "%s core cut at %s" % (layout, cut))
+    cut_core = truncated_core(rc, workdir, layout, cut)
+    report = cli_report_or_clean_failure(cut_core.path, "%s core cut at %s" % (layout, cut))
     if report is not None:
-        check_truncated(rc, report)
+        check_truncated(rc, report, cut_core)
 
 
 @pytest.mark.parametrize("fraction", [0.5, 0.05])
 def test_truncated_recursion_core(interp, fraction, real_core, workdir):
     """A deep stack in a cut kernel-layout core: bounded, and what is shown is right."""
     rc = real_core(interp, "recursion")
-    core = rc.core.notes_first_copy(workdir.file("core.kernel"))
-    path = core.truncated_copy(workdir.file("core.cut"), int(core.size * fraction))
-    os.unlink(core.path)
-    report = cli_report_or_clean_failure(path, "recursion core cut to %d%%" % (fraction * 100))
+    cut_core = truncated_core(rc, workdir, "kernel", fraction)
+    report = cli_report_or_clean_failure(cut_core.path,
+                                         "recursion core cut to %d%%" % (fraction * 100))
     if report is not None:
-        check_truncated(rc, report)
+        check_truncated(rc, report, cut_core)
 
 
 # --- broken ELF headers ---------------------------------------------------------------------
@@ -641,14 +657,29 @@ def _other_python(interp):
     raise harness.HarnessError("no second interpreter executable")
 
 
-@pytest.mark.parametrize("exe", ["bin-ls", "other-python", "nonexistent", "etc-passwd"])
+@pytest.mark.parametrize("exe", ["bin-ls", "nonexistent", "etc-passwd"])
 def test_wrong_exe(interp, exe, real_core, tmp_path):
     rc = real_core(interp, "threads")
-    path = {"bin-ls": "/bin/ls", "other-python": _other_python(interp),
-            "nonexistent": str(tmp_path / "nothing"), "etc-passwd": "/etc/passwd"}[exe]
+    path = {"bin-ls": "/bin/ls", "nonexistent": str(tmp_path / "nothing"),
+            "etc-passwd": "/etc/passwd"}[exe]
     for args in (["core", rc.core.path, "--exe", path],
                  ["core", rc.core.path, "--exe", path, "--json"]):
         r, out, err = cli(*args)
+        assert_clean_failure(r, out, err, " ".join(args))
+
+
+def test_other_python_as_exe(interp, real_core):
+    """`--exe` naming another interpreter's executable: refused, or (pyenv's `python3`
+    launchers of 3.10 and 3.11 are byte-identical up to their DT_NEEDED and build id, and all
+    the decoding uses libpython) a report that is still exactly right. Never a wrong one."""
+    rc = real_core(interp, "threads")
+    args = ["core", rc.core.path, "--exe", _other_python(interp), "--json"]
+    r, out, err = cli(*args)
+    if r == 0:
+        report = json.loads(out)
+        assert_intact(report, rc.truth)
+        assert report["errors"] == []
+    else:
         assert_clean_failure(r, out, err, " ".join(args))
 
 
@@ -688,9 +719,10 @@ def gdb_case(rc, w, case):
     if case == "thread-frame-unmapped":
         return thread_frame_pointer(rc, w, "frame-unmapped")
     if case == "kernel-cut-60%":
-        return truncated_core(rc, w, "kernel", 0.6), lambda report: check_truncated(rc, report)
+        cut_core = truncated_core(rc, w, "kernel", 0.6)
+        return cut_core.path, lambda report: check_truncated(rc, report, cut_core)
     if case == "gcore-cut-60%":
-        return truncated_core(rc, w, "gcore", 0.6), None
+        return truncated_core(rc, w, "gcore", 0.6).path, None
     raise ValueError(case)
 
 
