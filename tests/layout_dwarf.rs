@@ -1,6 +1,8 @@
 //! Checks every offset of the built-in CPython layouts (src/cpython/layout) against the DWARF of
 //! the pyenv builds (`$PYENV_ROOT/versions/3.X.Y/lib/libpython3.X.so.1.0`). A missing library is a
 //! failure, not a skip. Each library is parsed once (all four in parallel) and shared by the tests.
+//! `MAP` says where each field of the layout comes from; `flatten` lists the layout's fields from
+//! its `Debug` form, so a field added to `Layout` without a row in `MAP` fails the test.
 
 #![allow(non_upper_case_globals)]
 
@@ -12,12 +14,7 @@ use pyunwind::cpython::{Layout, Version};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-const BUILDS: [(u8, &str); 4] = [
-    (10, "3.10.13"),
-    (11, "3.11.7"),
-    (12, "3.12.1"),
-    (13, "3.13.0"),
-];
+const BUILDS: [&str; 4] = ["3.10.13", "3.11.7", "3.12.1", "3.13.0"];
 /// `sizeof(_Py_DebugOffsets)` in 3.13.0.
 const DEBUG_OFFSETS_SIZE: usize = 584;
 
@@ -174,22 +171,16 @@ struct Dw {
     runtime_init: Option<&'static [u8]>,
 }
 
+#[rustfmt::skip]
 const TYPE_TAGS: [DwTag; 10] = [
-    DW_TAG_structure_type,
-    DW_TAG_union_type,
-    DW_TAG_enumeration_type,
-    DW_TAG_typedef,
-    DW_TAG_pointer_type,
-    DW_TAG_const_type,
-    DW_TAG_volatile_type,
-    DW_TAG_atomic_type,
-    DW_TAG_base_type,
-    DW_TAG_array_type,
+    DW_TAG_structure_type, DW_TAG_union_type, DW_TAG_enumeration_type, DW_TAG_typedef,
+    DW_TAG_pointer_type, DW_TAG_const_type, DW_TAG_volatile_type, DW_TAG_atomic_type,
+    DW_TAG_base_type, DW_TAG_array_type,
 ];
 
 fn load(full: &str, minor: u8) -> Result<Dw, String> {
-    let root = std::env::var("PYENV_ROOT")
-        .unwrap_or_else(|_| format!("{}/.pyenv", std::env::var("HOME").unwrap_or_default()));
+    let home = std::env::var("HOME").unwrap_or_default();
+    let root = std::env::var("PYENV_ROOT").unwrap_or(format!("{home}/.pyenv"));
     let path = format!("{root}/versions/{full}/lib/libpython3.{minor}.so.1.0");
     let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
     let data: &'static [u8] = Box::leak(bytes.into_boxed_slice());
@@ -206,25 +197,23 @@ fn load(full: &str, minor: u8) -> Result<Dw, String> {
         return Err(format!("{path} has no DWARF types (stripped?)"));
     }
     let mut syms = file.dynamic_symbols().chain(file.symbols());
-    if let Some(sym) = syms.find(|s| s.name() == Ok("_PyRuntime")) {
-        if let Some(sec) = sym
-            .section_index()
-            .and_then(|i| file.section_by_index(i).ok())
-        {
-            let at = (sym.address() - sec.address()) as usize;
-            dw.runtime_init = sec
-                .data()
-                .ok()
-                .and_then(|d| d.get(at..at + DEBUG_OFFSETS_SIZE));
-        }
+    let sym = syms.find(|s| s.name() == Ok("_PyRuntime"));
+    let sec = sym
+        .as_ref()
+        .and_then(|s| file.section_by_index(s.section_index()?).ok());
+    if let (Some(sym), Some(sec)) = (sym, sec) {
+        let at = (sym.address() - sec.address()) as usize;
+        dw.runtime_init = sec
+            .data()
+            .ok()
+            .and_then(|d| d.get(at..at + DEBUG_OFFSETS_SIZE));
     }
     Ok(dw)
 }
 
-fn index(
-    dwarf: &gimli::Dwarf<EndianSlice<'static, RunTimeEndian>>,
-    dw: &mut Dw,
-) -> gimli::Result<()> {
+type Dwarf = gimli::Dwarf<EndianSlice<'static, RunTimeEndian>>;
+
+fn index(dwarf: &Dwarf, dw: &mut Dw) -> gimli::Result<()> {
     let mut units = dwarf.units();
     while let Some(header) = units.next()? {
         let unit = dwarf.unit(header)?;
@@ -239,8 +228,8 @@ fn index(
             }
             let name = e
                 .attr_value(DW_AT_name)
-                .and_then(|v| dwarf.attr_string(&unit, v).ok());
-            let name = name.map(|s| s.slice());
+                .map(|v| dwarf.attr_string(&unit, v));
+            let name = name.and_then(|s| Some(s.ok()?.slice()));
             let ty = match e.attr_value(DW_AT_type) {
                 Some(AttributeValue::UnitRef(o)) => Some(base + o.0 as u64),
                 Some(AttributeValue::DebugInfoRef(o)) => Some(o.0 as u64),
@@ -269,18 +258,10 @@ fn index(
                 if e.has_children() && tag != DW_TAG_array_type {
                     stack.push((depth, goff));
                 }
-                let (size, members) = (udata(DW_AT_byte_size), Vec::new());
-                dw.types.insert(
-                    goff,
-                    Ty {
-                        tag,
-                        name,
-                        size,
-                        ty,
-                        decl,
-                        members,
-                    },
-                );
+                let size = udata(DW_AT_byte_size);
+                #[rustfmt::skip]
+                let t = Ty { tag, name, size, ty, decl, members: Vec::new() };
+                dw.types.insert(goff, t);
             }
         }
     }
@@ -304,10 +285,7 @@ impl Dw {
     /// Follows typedefs and qualifiers (and declarations to definitions) to the real type.
     fn peel(&self, mut t: u64) -> Result<&Ty, String> {
         for _ in 0..64 {
-            let ty = self
-                .types
-                .get(&t)
-                .ok_or_else(|| format!("no type DIE at {t:#x}"))?;
+            let ty = self.types.get(&t).ok_or(format!("no type DIE at {t:#x}"))?;
             match ty.tag {
                 DW_TAG_typedef | DW_TAG_const_type | DW_TAG_volatile_type | DW_TAG_atomic_type => {
                     t = ty.ty.ok_or("typedef of void")?;
@@ -315,9 +293,7 @@ impl Dw {
                 DW_TAG_structure_type | DW_TAG_union_type | DW_TAG_enumeration_type if ty.decl => {
                     let n = ty.name.ok_or("anonymous declaration")?;
                     let def = self.names.get(&(ty.tag.0, n));
-                    t = *def.ok_or_else(|| {
-                        format!("no definition of {}", String::from_utf8_lossy(n))
-                    })?;
+                    t = *def.ok_or(format!("no definition of {}", text(Some(n))))?;
                 }
                 _ => return Ok(ty),
             }
@@ -352,6 +328,17 @@ impl Dw {
         Ok(off)
     }
 
+    /// The DWARF value of a MAP row.
+    fn eval(&self, root: &str, path: &str) -> Result<Option<u64>, String> {
+        match root.strip_prefix('!') {
+            Some(root) => Ok(self.offset(root, path).ok()),
+            None if root == "=" => Ok(path.parse().ok()),
+            None if root.starts_with("enum ") => self.enumerator(root, path).map(Some),
+            None if path == "sizeof" => self.sizeof(root).map(Some),
+            None => self.offset(root, path).map(Some),
+        }
+    }
+
     fn sizeof(&self, root: &str) -> Result<u64, String> {
         let t = self.peel(self.lookup(root)?)?;
         t.size.ok_or_else(|| format!("`{root}` has no size"))
@@ -370,8 +357,12 @@ fn libs() -> &'static [(u8, Result<Dw, String>)] {
     static LIBS: OnceLock<Vec<(u8, Result<Dw, String>)>> = OnceLock::new();
     LIBS.get_or_init(|| {
         std::thread::scope(|s| {
-            let load = |&(m, full): &(u8, &'static str)| (m, s.spawn(move || load(full, m)));
-            let threads: Vec<_> = BUILDS.iter().map(load).collect();
+            let threads: Vec<_> = BUILDS
+                .map(|full| {
+                    let minor = Version::parse(full).unwrap().minor;
+                    (minor, s.spawn(move || load(full, minor)))
+                })
+                .into();
             threads
                 .into_iter()
                 .map(|(m, h)| (m, h.join().unwrap()))
@@ -392,57 +383,42 @@ fn run(check: impl Fn(&str, &Dw, &Layout, &mut Vec<String>)) {
         }
     }
     eprintln!("checked in {:?}", t0.elapsed());
-    assert!(
-        errs.is_empty(),
-        "{} mismatch(es) with DWARF:\n{}",
-        errs.len(),
-        errs.join("\n")
-    );
+    let all = errs.join("\n");
+    assert!(errs.is_empty(), "{} DWARF mismatch(es):\n{all}", errs.len());
 }
 
 #[test]
 fn builtin_layouts_match_dwarf() {
     run(|v, dw, l, errs| {
-        let minor = l.version.minor;
         let ours = flatten(l);
+        let minor = l.version.minor;
         let rows: Vec<_> = MAP
             .iter()
             .filter(|r| (r.0..=r.1).contains(&minor))
             .collect();
-        for (f, value) in &ours {
-            if rows.iter().filter(|r| r.2 == f).count() != 1 {
-                errs.push(format!(
-                    "{v}: {f} = {value:?} has no single DWARF path in MAP"
-                ));
-            }
+        for (f, value) in ours
+            .iter()
+            .filter(|o| rows.iter().filter(|r| r.2 == o.0).count() != 1)
+        {
+            errs.push(format!(
+                "{v}: {f} = {value:?} has no single DWARF path in MAP"
+            ));
         }
         for &&(_, _, field, root, path) in &rows {
             let Some(&(_, value)) = ours.iter().find(|o| o.0 == field) else {
                 errs.push(format!(
-                    "{v}: {field} (DWARF {root}.{path}) is not in the layout"
+                    "{v}: {field} (DWARF {root} {path}) is not in the layout"
                 ));
                 continue;
             };
-            let (what, dwarf) = match (root.strip_prefix('!'), path) {
-                (Some(r), _) => match dw.offset(r, path) {
-                    Ok(o) => (format!("{r}.{path}"), Ok(Some(o))),
-                    Err(_) => (format!("{r}.{path}"), Ok(None)),
-                },
-                _ if root == "=" => ("(a constant)".into(), Ok(path.parse().ok())),
-                _ if root.starts_with("enum ") => (
-                    format!("{root} {path}"),
-                    dw.enumerator(root, path).map(Some),
-                ),
-                (_, "sizeof") => (format!("sizeof({root})"), dw.sizeof(root).map(Some)),
-                _ => (
-                    format!("offsetof({root}, {path})"),
-                    dw.offset(root, path).map(Some),
-                ),
-            };
-            match dwarf {
+            match dw.eval(root, path) {
                 Ok(d) if d == value => {}
-                Ok(d) => errs.push(format!("{v}: {field} = {value:?}, DWARF {what} = {d:?}")),
-                Err(e) => errs.push(format!("{v}: {field} = {value:?}, DWARF {what}: {e}")),
+                Ok(d) => errs.push(format!(
+                    "{v}: {field} = {value:?}, DWARF {root} {path} = {d:?}"
+                )),
+                Err(e) => errs.push(format!(
+                    "{v}: {field} = {value:?}, DWARF {root} {path}: {e}"
+                )),
             }
         }
         if minor == 13 {
@@ -455,77 +431,55 @@ fn builtin_layouts_match_dwarf() {
 /// table in `_PyRuntime`'s initializer laid over the built-in layout.
 fn check_debug_offsets(v: &str, dw: &Dw, l: &Layout, errs: &mut Vec<String>) {
     const DO: &str = "struct _Py_DebugOffsets";
-    let expect = [
-        (
-            "runtime_state.interpreters_head",
-            dw.offset(DO, "runtime_state.interpreters_head"),
-            40,
-        ),
-        (
-            "thread_state.native_thread_id",
-            dw.offset(DO, "thread_state.native_thread_id"),
-            200,
-        ),
-        (
-            "unicode_object.asciiobject_size",
-            dw.offset(DO, "unicode_object.asciiobject_size"),
-            560,
-        ),
-        ("sizeof", dw.sizeof(DO), DEBUG_OFFSETS_SIZE as u64),
-    ];
-    for (f, d, want) in expect {
-        if d.as_ref() != Ok(&want) {
+    for (path, want) in [
+        ("runtime_state.interpreters_head", 40),
+        ("thread_state.native_thread_id", 200),
+        ("unicode_object.asciiobject_size", 560),
+        ("sizeof", DEBUG_OFFSETS_SIZE as u64),
+    ] {
+        if dw.eval(DO, path) != Ok(Some(want)) {
             errs.push(format!(
-                "{v}: _Py_DebugOffsets {f}: expected {want}, DWARF {d:?}"
+                "{v}: {DO} {path}: want {want}, DWARF {:?}",
+                dw.eval(DO, path)
             ));
         }
     }
-    // A buffer in which every field holds its own offset in the DWARF struct: `parse` must read
-    // each DWARF (group, field) from the offset DWARF gives it.
+    // A table in which every field holds its own offset in the DWARF struct: `parse` must read
+    // each DWARF (group, field) from there.
     let Ok(root) = dw.lookup(DO).and_then(|t| dw.peel(t)) else {
         return;
     };
-    let mut buf = vec![0u8; DEBUG_OFFSETS_SIZE];
+    let mut buf = [0u8; DEBUG_OFFSETS_SIZE];
     buf[..8].copy_from_slice(b"xdebugpy");
     buf[8..16].copy_from_slice(&0x030d00f0u64.to_le_bytes());
     let mut fields = Vec::new();
-    for &(g, goff, gty) in &root.members {
+    for (g, goff, gty) in &root.members {
         let Some(group) = gty.and_then(|t| dw.peel(t).ok()) else {
             continue;
         };
-        for &(f, foff, _) in group
+        for (f, foff, _) in group
             .members
             .iter()
             .filter(|_| group.tag == DW_TAG_structure_type)
         {
-            let (g, f) = (
-                String::from_utf8_lossy(g.unwrap()),
-                String::from_utf8_lossy(f.unwrap()),
-            );
-            let at = goff + foff;
-            let value = if f == "size" { 1 << 20 } else { at };
+            let (g, f, at) = (text(*g), text(*f), goff + foff);
+            let value: u64 = if f == "size" { 1 << 20 } else { at };
             buf[at as usize..at as usize + 8].copy_from_slice(&value.to_le_bytes());
-            if f != "size" {
-                fields.push((g.into_owned(), f.into_owned(), at));
-            }
+            fields.extend((f != "size").then_some((g, f, at)));
         }
     }
     if fields.len() < 50 {
-        errs.push(format!(
-            "{v}: only {} _Py_DebugOffsets fields found in DWARF",
-            fields.len()
-        ));
+        errs.push(format!("{v}: only {} {DO} fields in DWARF", fields.len()));
     }
     match DebugOffsets::parse(&buf) {
         Ok(parsed) => {
-            for (g, f, at) in fields
-                .into_iter()
-                .filter(|x| parsed.get(&x.0, &x.1) != Some(x.2))
-            {
-                let got = parsed.get(&g, &f);
-                errs.push(format!(
-                    "{v}: DebugOffsets reads {g}.{f} at {got:?}, DWARF has {at}"
-                ));
+            for (g, f, at) in fields {
+                if parsed.get(&g, &f) != Some(at) {
+                    let got = parsed.get(&g, &f);
+                    errs.push(format!(
+                        "{v}: DebugOffsets reads {g}.{f} at {got:?}, DWARF {at}"
+                    ));
+                }
             }
         }
         Err(e) => errs.push(format!(
@@ -538,18 +492,25 @@ fn check_debug_offsets(v: &str, dw: &Dw, l: &Layout, errs: &mut Vec<String>) {
     };
     let real = DebugOffsets::parse(init).map_err(String::from);
     match real.and_then(|d| d.apply(l.clone()).map_err(|e| format!("{e:?}"))) {
-        Ok(mut real) => {
-            real.source = l.source.clone();
+        Ok(real) => {
+            let real = Layout {
+                source: l.source.clone(),
+                ..real
+            };
             let (ours, real) = (format!("{l:#?}"), format!("{real:#?}"));
             for (o, r) in ours.lines().zip(real.lines()).filter(|(o, r)| o != r) {
                 let (o, r) = (o.trim(), r.trim());
                 errs.push(format!(
-                    "{v}: built-in `{o}`, but _PyRuntime's _Py_DebugOffsets has `{r}`"
+                    "{v}: built-in `{o}`, _PyRuntime's _Py_DebugOffsets `{r}`"
                 ));
             }
         }
         Err(e) => errs.push(format!("{v}: _PyRuntime's _Py_DebugOffsets: {e}")),
     }
+}
+
+fn text(name: Option<Name>) -> String {
+    String::from_utf8_lossy(name.unwrap_or(b"?")).into_owned()
 }
 
 #[test]
@@ -563,7 +524,7 @@ fn frame_owner_constants() {
             (12.., EntryMarker::ShimOwner(o), Ok(d)) if o as u64 == d => {}
             (11, EntryMarker::IsEntry(_), Err(_)) => {} // 3.11 has no shim frames
             (_, e, d) => errs.push(format!(
-                "{v}: frame.entry = {e:?}, DWARF enum _frameowner FRAME_OWNED_BY_CSTACK = {d:?}"
+                "{v}: frame.entry = {e:?}, FRAME_OWNED_BY_CSTACK {d:?}"
             )),
         }
     });
