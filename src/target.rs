@@ -122,8 +122,10 @@ fn check_exe_matches(mem: &CoreMemory, maps: &[FileMapping], named: &str, exe: &
     if mem.info().has_bytes(first.start, 64) {
         let mut in_core = [0u8; 64];
         if mem.read_into(first.start, &mut in_core).is_ok() {
-            let on_disk = std::fs::read(exe).map_err(|e| Error::io(exe, e))?;
-            if on_disk.get(..64) != Some(&in_core[..]) {
+            let mut on_disk = [0u8; 64];
+            let read = std::fs::File::open(exe).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut on_disk));
+            read.map_err(|e| Error::io(exe, e))?;
+            if on_disk != in_core {
                 return Err(Error::bad_file(
                     exe,
                     format!("does not match the executable of this core ({named})"),
