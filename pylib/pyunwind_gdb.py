@@ -136,7 +136,10 @@ def _open_session():
     def read(addr, size):
         return bytes(inf.read_memory(addr, size))
 
-    maps = fe.info_proc_mappings_to_maps(gdb.execute("info proc mappings", to_string=True))
+    try:
+        maps = fe.info_proc_mappings_to_maps(gdb.execute("info proc mappings", to_string=True))
+    except gdb.error as e:
+        raise gdb.GdbError("pyunwind: %s" % e)
     return c.Session.debugger(read, maps, pid=inf.pid or None, thread_ids=ids)
 
 

@@ -81,7 +81,18 @@ impl Session {
                             .find(|(_, tp)| *tp == info.thread_id)
                             .map(|(l, _)| *l);
                     }
-                    let walk = self.snap.walk_frames(info.frame);
+                    let walk = match info.frame_error {
+                        // The thread state is readable but not the way to its frames (a
+                        // `_PyCFrame` on a stack page the core lost): list it, unreadable.
+                        Some(error) => FrameWalk {
+                            items: vec![FrameItem::Unreadable {
+                                addr: error.addr,
+                                error,
+                            }],
+                            truncated: false,
+                        },
+                        None => self.snap.walk_frames(info.frame),
+                    };
                     out.push(DecodedThread { info, walk });
                 }
             }

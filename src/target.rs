@@ -108,9 +108,8 @@ impl Target {
     }
 }
 
-/// The executable given with `--exe` must be the one the core mapped: same ELF header and
-/// program headers as the core's copy of its first page when the core has it, else the same
-/// build id, else at least an ELF executable whose first segment fits the mapping.
+/// The executable given with `--exe` must be the one the core mapped: an ELF file that is not a
+/// core, with the same ELF header as the core's copy of its first page when the core has it.
 fn check_exe_matches(mem: &CoreMemory, maps: &[FileMapping], named: &str, exe: &str) -> Result<()> {
     let info = ElfInfo::load(exe, &[])?;
     if info.is_core {
@@ -123,7 +122,8 @@ fn check_exe_matches(mem: &CoreMemory, maps: &[FileMapping], named: &str, exe: &
         let mut in_core = [0u8; 64];
         if mem.read_into(first.start, &mut in_core).is_ok() {
             let mut on_disk = [0u8; 64];
-            let read = std::fs::File::open(exe).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut on_disk));
+            let read = std::fs::File::open(exe)
+                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut on_disk));
             read.map_err(|e| Error::io(exe, e))?;
             if on_disk != in_core {
                 return Err(Error::bad_file(

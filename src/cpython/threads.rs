@@ -22,6 +22,8 @@ pub struct ThreadInfo {
     pub name: Option<String>,
     /// The innermost frame (0 when the thread runs no Python code).
     pub frame: u64,
+    /// Why the innermost frame could not be found (the thread is still listed).
+    pub frame_error: Option<ReadError>,
 }
 
 impl Snapshot {
@@ -74,18 +76,17 @@ impl Snapshot {
                     None => None,
                 };
                 let frame = match ts.current_frame {
-                    CurrentFrame::Direct(off) => self.mem.read_ptr(cur + off)?,
+                    CurrentFrame::Direct(off) => self.mem.read_ptr(cur + off),
                     CurrentFrame::ViaCFrame {
                         cframe,
                         current_frame,
-                    } => {
-                        let cf = self.mem.read_ptr(cur + cframe)?;
+                    } => self.mem.read_ptr(cur + cframe).and_then(|cf| {
                         if cf == 0 {
-                            0
+                            Ok(0)
                         } else {
-                            self.mem.read_ptr(cf + current_frame)?
+                            self.mem.read_ptr(cf + current_frame)
                         }
-                    }
+                    }),
                 };
                 Ok(ThreadInfo {
                     addr: cur,
@@ -94,7 +95,8 @@ impl Snapshot {
                     native_id,
                     holds_gil: gil.map(|g| g == Some(cur)),
                     name: names.get(&thread_id).cloned(),
-                    frame,
+                    frame: *frame.as_ref().unwrap_or(&0),
+                    frame_error: frame.err(),
                 })
             };
             match read() {

@@ -126,7 +126,7 @@ pub fn all_threads(r: &Report, src: &mut Sources) -> String {
 
 pub fn errors(r: &Report, out: &mut String) {
     for e in &r.errors {
-        writeln!(out, "error: {} (at {:#x})", e.what, e.address).unwrap();
+        writeln!(out, "error: {}", e.what).unwrap();
     }
 }
 

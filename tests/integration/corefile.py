@@ -50,6 +50,13 @@ class CoreFile:
                 return offset + (addr - vaddr)
         raise CoreFileError("%#x (+%d) is not in %s" % (addr, size, self.path))
 
+    def segment_of(self, addr):
+        """(vaddr, offset, filesz) of the PT_LOAD holding ``addr``."""
+        for vaddr, offset, filesz, _ in self.loads:
+            if vaddr <= addr < vaddr + filesz:
+                return vaddr, offset, filesz
+        raise CoreFileError("%#x is not in %s" % (addr, self.path))
+
     def has(self, addr, size=1):
         """Whether the file holds the ``size`` bytes at ``addr`` (a cut file may not)."""
         try:
