@@ -112,10 +112,18 @@ def _all_thread_ids(inf):
 
 
 def _open_session():
+    s = _open_session_with(None)
+    if s.needs_thread_ids():
+        # Threads that record no LWP are matched through their thread pointer, which costs a
+        # switch to every thread: only done when needed.
+        s = _open_session_with(_all_thread_ids(gdb.selected_inferior()))
+    return s
+
+
+def _open_session_with(ids):
     inf = gdb.selected_inferior()
     mode = _params["memory"].value if "memory" in _params else "auto"
     corefile = _core_file()
-    ids = _all_thread_ids(inf)
     c = core()
     if mode != "debugger":
         if corefile:

@@ -97,12 +97,10 @@ impl Snapshot {
                     }
                 }
                 FrameModel::Interpreter(f) => {
-                    let (owner, previous) = match (
-                        self.mem.read_u8(cur + f.owner),
-                        self.mem.read_ptr(cur + f.previous),
-                    ) {
-                        (Ok(o), Ok(p)) => (o, p),
-                        (Err(e), _) | (_, Err(e)) => {
+                    // One read per frame: every field we use lies before `localsplus`.
+                    let header = match self.mem.read_vec(cur, f.localsplus, f.localsplus) {
+                        Ok(h) => h,
+                        Err(e) => {
                             walk.items.push(FrameItem::Unreadable {
                                 addr: cur,
                                 error: e,
@@ -110,6 +108,12 @@ impl Snapshot {
                             break;
                         }
                     };
+                    let byte = |off: u64| header[off as usize];
+                    let word = |off: u64| {
+                        let o = off as usize;
+                        u64::from_le_bytes(header[o..o + 8].try_into().unwrap())
+                    };
+                    let (owner, previous) = (byte(f.owner), word(f.previous));
                     if let EntryMarker::ShimOwner(v) = f.entry {
                         if owner == v {
                             // The eval loop's own entry frame: marks a C-level call boundary.
@@ -120,25 +124,21 @@ impl Snapshot {
                             continue;
                         }
                     }
-                    let frame = self
-                        .mem
-                        .read_ptr(cur + f.executable)
-                        .and_then(|c| self.code(c))
-                        .and_then(|code| {
-                            let instr = self.mem.read_ptr(cur + f.instr_ptr)?;
-                            // `_PyInterpreterFrame_LASTI`: code units from the start of the bytecode.
-                            let lasti = (instr as i64).wrapping_sub(code.code_start as i64) / 2;
-                            let entry = match f.entry {
-                                EntryMarker::IsEntry(off) => self.mem.read_u8(cur + off)? != 0,
-                                EntryMarker::ShimOwner(_) => previous == 0,
-                            };
-                            Ok(PyFrame {
-                                addr: cur,
-                                line: code.line_at(lasti),
-                                code,
-                                entry,
-                            })
-                        });
+                    let frame = self.code(word(f.executable)).map(|code| {
+                        // `_PyInterpreterFrame_LASTI`: code units from the start of the bytecode.
+                        let lasti =
+                            (word(f.instr_ptr) as i64).wrapping_sub(code.code_start as i64) / 2;
+                        let entry = match f.entry {
+                            EntryMarker::IsEntry(off) => byte(off) != 0,
+                            EntryMarker::ShimOwner(_) => previous == 0,
+                        };
+                        PyFrame {
+                            addr: cur,
+                            line: code.line_at(lasti),
+                            code,
+                            entry,
+                        }
+                    });
                     push(&mut walk, cur, frame);
                     cur = previous;
                 }

@@ -318,12 +318,6 @@ impl Snapshot {
             Ok(None)
         };
         let dict = match self.layout.instance_dict {
-            InstanceDict::DictOffset => {
-                if t.dictoffset <= 0 {
-                    return Ok(None);
-                }
-                self.mem.read_ptr(obj + t.dictoffset as u64)?
-            }
             InstanceDict::Managed311 if managed => {
                 let d = self.mem.read_ptr(obj.wrapping_sub(24))?;
                 if d == 0 {
@@ -350,6 +344,7 @@ impl Snapshot {
                 }
                 d
             }
+            // `tp_dictoffset` (3.10, and types without a managed dict).
             _ => {
                 if t.dictoffset <= 0 {
                     return Ok(None);

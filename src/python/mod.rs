@@ -85,6 +85,15 @@ impl PySession {
         open(target, thread_ids)
     }
 
+    /// Whether some thread has no LWP of its own (3.10 records none): the frontend then opens
+    /// the session again with `thread_ids`.
+    fn needs_thread_ids(&self) -> bool {
+        self.inner
+            .threads()
+            .iter()
+            .any(|t| t.info.native_id.is_none())
+    }
+
     /// The `python` object of the report, as JSON.
     fn python(&self) -> PyResult<String> {
         json(&self.inner.python_report())
