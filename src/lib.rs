@@ -1,7 +1,8 @@
 //! pyunwind: CPython stacks from a process's memory or a core file, for gdb, lldb and the
 //! command line. Layers (each uses only those above it): [`memory`], [`binary`], [`target`],
-//! [`cpython`], [`native`], [`report`], then [`session`] and the frontends (`python`, the CLI).
+//! [`cpython`], [`asyncio`], [`native`], [`report`], then [`session`] and the frontends (`python`, the CLI).
 
+pub mod asyncio;
 pub mod binary;
 pub mod cpython;
 pub mod error;

@@ -3,12 +3,15 @@
 
 use std::sync::OnceLock;
 
+use crate::asyncio::{self, ThreadFrames};
 use crate::cpython::{find_python, FrameItem, FrameWalk, PyFrame, Snapshot, ThreadInfo};
 use crate::error::{Error, ReadError, Result};
 use crate::native::{splice, Splice};
+use crate::report::tasks;
 use crate::report::text::{self, Sources};
 use crate::report::{
-    ErrorReport, FrameKind, FrameReport, LocalReport, PythonReport, Report, ThreadReport,
+    AwaitingReport, ErrorReport, FrameKind, FrameReport, LocalReport, LoopReport, PythonReport,
+    Report, TaskReport, ThreadReport,
 };
 use crate::target::{SourceKind, Target};
 
@@ -239,8 +242,72 @@ impl Session {
         Ok(Report {
             python: self.python_report(),
             threads,
+            tasks: None,
+            cycles: None,
+            loops: None,
             errors,
         })
+    }
+
+    /// The report of every thread plus the asyncio tasks, loops and await cycles.
+    pub fn async_report(&self) -> Result<Report> {
+        let mut r = self.report(None, false)?;
+        let threads = self.threads();
+        let frames: Vec<ThreadFrames> = threads
+            .iter()
+            .map(|t| ThreadFrames {
+                native_id: t.info.native_id,
+                walk: &t.walk,
+            })
+            .collect();
+        let view = asyncio::analyze(&self.snap, &frames).map_err(Error::UnsupportedVersion)?;
+        let native_id = |ti: Option<usize>| ti.and_then(|i| threads[i].info.native_id);
+        let frame_reports = |items: &[FrameItem]| -> Vec<FrameReport> {
+            items.iter().map(|i| self.frame_report(i, false)).collect()
+        };
+        r.tasks = Some(
+            view.tasks
+                .iter()
+                .map(|t| TaskReport {
+                    id: t.raw.addr,
+                    name: t.raw.name.clone(),
+                    state: t.raw.state,
+                    on_cpu: t.on_cpu.is_some(),
+                    native_id: native_id(t.thread),
+                    type_name: t.raw.type_name.clone(),
+                    supported: t.supported,
+                    loop_: t.raw.loop_,
+                    frames: frame_reports(&t.frames),
+                    awaiting: t.awaiting.as_ref().map(|a| AwaitingReport {
+                        kind: a.kind,
+                        id: a.id,
+                        type_name: a.type_name.clone(),
+                        executor_native_id: native_id(a.executor_thread),
+                    }),
+                    awaited_by: t.awaited_by.clone(),
+                    owned_by: t.owned_by.clone(),
+                })
+                .collect(),
+        );
+        r.loops = Some(
+            view.loops
+                .iter()
+                .map(|l| LoopReport {
+                    id: l.addr,
+                    type_name: l.type_name.clone(),
+                    native_id: native_id(l.thread),
+                    running: l.thread.is_some(),
+                    frames: frame_reports(&l.upper),
+                })
+                .collect(),
+        );
+        r.cycles = Some(view.cycles);
+        r.errors.extend(
+            view.errors
+                .into_iter()
+                .map(|(address, what)| ErrorReport { address, what }),
+        );
+        Ok(r)
     }
 
     /// `py-bt` text: one thread's traceback, or every thread's with headers.
@@ -260,6 +327,24 @@ impl Session {
                 out
             }
         })
+    }
+
+    /// `py-bt-async` text.
+    pub fn render_async(&self) -> Result<String> {
+        let r = self.async_report()?;
+        Ok(tasks::async_bt(&r, &mut Sources::default()))
+    }
+
+    /// The task tree, then the task table.
+    pub fn render_tasks(&self) -> Result<String> {
+        let r = self.async_report()?;
+        let mut out = tasks::tree(&r);
+        out.push('\n');
+        out.push_str(&tasks::table(&r));
+        let mut errs = String::new();
+        text::errors(&r, &mut errs);
+        out.push_str(&errs);
+        Ok(out)
     }
 
     /// How to show each native frame of a thread's stack (see [`crate::native::splice`]).

@@ -83,6 +83,7 @@ const MAP: &[(u8, u8, &str, &str, &str)] = &[
     (10, 13, "type_object.tp_name", "PyTypeObject", "tp_name"),
     (10, 13, "type_object.tp_basicsize", "PyTypeObject", "tp_basicsize"),
     (10, 13, "type_object.tp_flags", "PyTypeObject", "tp_flags"),
+    (10, 13, "type_object.tp_base", "PyTypeObject", "tp_base"),
     (10, 13, "type_object.tp_dictoffset", "PyTypeObject", "tp_dictoffset"),
     (10, 13, "type_object.ht_cached_keys", "PyHeapTypeObject", "ht_cached_keys"),
     (10, 13, "tuple_object.ob_size", "PyTupleObject", "ob_base.ob_size"),

@@ -22,7 +22,15 @@ struct Output {
     /// Show each frame's local variables.
     #[arg(long)]
     locals: bool,
-    /// Print the JSON report instead of text.
+    /// asyncio: each task's async stack (its coroutines, the tasks awaiting it, the loop's
+    /// frames), grouped by the thread running its loop; threads without a loop as usual.
+    #[arg(long = "async")]
+    async_: bool,
+    /// asyncio: the task tree (like `python -m asyncio pstree`) and table (like `ps`).
+    #[arg(long)]
+    tasks: bool,
+    /// Print the JSON report instead of text (with --async or --tasks: with `tasks`, `loops`
+    /// and `cycles`).
     #[arg(long)]
     json: bool,
 }
@@ -52,8 +60,13 @@ fn run(cli: Cli) -> pyunwind::Result<String> {
         Cmd::Core { core, exe, out } => (Target::core(&core, exe.as_deref())?, out),
     };
     let session = Session::open(target)?;
+    let asyncio = out.async_ || out.tasks;
     if out.json {
-        let report = session.report(None, out.locals)?;
+        let report = if asyncio {
+            session.async_report()?
+        } else {
+            session.report(None, out.locals)?
+        };
         Ok(serde_json::to_string_pretty(&report).expect("report serializes") + "\n")
     } else {
         let py = session.python_report();
@@ -63,7 +76,18 @@ fn run(cli: Cli) -> pyunwind::Result<String> {
             py.source,
             py.pid.map_or(String::new(), |p| format!("pid {p}"))
         );
-        text.push_str(&session.render_bt(None, out.locals)?);
+        if out.async_ {
+            text.push_str(&session.render_async()?);
+        }
+        if out.tasks {
+            if out.async_ {
+                text.push('\n');
+            }
+            text.push_str(&session.render_tasks()?);
+        }
+        if !asyncio {
+            text.push_str(&session.render_bt(None, out.locals)?);
+        }
         Ok(text)
     }
 }

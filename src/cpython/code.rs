@@ -125,6 +125,12 @@ impl Code {
         }
     }
 
+    /// The line of the instruction `instr_ptr` points at (3.11+ `prev_instr`/`instr_ptr`):
+    /// `_PyInterpreterFrame_LASTI` counts code units from the start of the bytecode.
+    pub fn line_at_ptr(&self, instr_ptr: u64) -> Option<u32> {
+        self.line_at((instr_ptr as i64).wrapping_sub(self.code_start as i64) / 2)
+    }
+
     /// Number of arguments (positional and keyword-only, plus *args and **kwargs).
     pub fn total_args(&self) -> usize {
         use super::layout::coflags::{VARARGS, VARKEYWORDS};

@@ -125,16 +125,13 @@ impl Snapshot {
                         }
                     }
                     let frame = self.code(word(f.executable)).map(|code| {
-                        // `_PyInterpreterFrame_LASTI`: code units from the start of the bytecode.
-                        let lasti =
-                            (word(f.instr_ptr) as i64).wrapping_sub(code.code_start as i64) / 2;
                         let entry = match f.entry {
                             EntryMarker::IsEntry(off) => byte(off) != 0,
                             EntryMarker::ShimOwner(_) => previous == 0,
                         };
                         PyFrame {
                             addr: cur,
-                            line: code.line_at(lasti),
+                            line: code.line_at_ptr(word(f.instr_ptr)),
                             code,
                             entry,
                         }
@@ -145,6 +142,27 @@ impl Snapshot {
             }
         }
         walk
+    }
+
+    /// One `_PyInterpreterFrame` (3.11+) on its own, such as the frame a coroutine embeds, and
+    /// its header bytes (everything before `localsplus`) for callers that need more fields.
+    pub fn interp_frame(&self, addr: u64) -> Result<(PyFrame, Vec<u8>), ReadError> {
+        let FrameModel::Interpreter(f) = self.layout.frame else {
+            return Err(ReadError::corrupt(addr, "frame model (3.10)"));
+        };
+        let header = self.mem.read_vec(addr, f.localsplus, f.localsplus)?;
+        let word = |off: u64| {
+            let o = off as usize;
+            u64::from_le_bytes(header[o..o + 8].try_into().unwrap())
+        };
+        let code = self.code(word(f.executable))?;
+        let frame = PyFrame {
+            addr,
+            line: code.line_at_ptr(word(f.instr_ptr)),
+            code,
+            entry: false,
+        };
+        Ok((frame, header))
     }
 
     /// The locals of a frame (arguments first), with bounded reprs. Unset locals are skipped.

@@ -18,8 +18,9 @@ pub const MAX_DICT_ENTRIES: u64 = 1 << 18;
 const MAX_REPR_ITEMS: u64 = 16;
 const MAX_REPR_DEPTH: u32 = 3;
 pub const MAX_REPR_CHARS: usize = 256;
-/// Most entries of a set table we scan.
-const MAX_SET_SLOTS: u64 = 1 << 16;
+/// Most slots of a set table we scan (CPython's remote debugger uses the same bound,
+/// `MAX_SET_TABLE_SIZE` in Modules/_remote_debugging).
+pub const MAX_SET_SLOTS: u64 = 1 << 20;
 
 /// What we know of a type object.
 #[derive(Clone, Debug)]
@@ -29,6 +30,8 @@ pub struct TypeInfo {
     pub flags: u64,
     pub basicsize: u64,
     pub dictoffset: i64,
+    /// `tp_base` (0 for `object`).
+    pub base: u64,
 }
 
 impl Snapshot {
@@ -37,6 +40,11 @@ impl Snapshot {
         if tp == 0 {
             return Err(ReadError::corrupt(obj, "object without a type"));
         }
+        self.type_at(tp)
+    }
+
+    /// The type object at `tp`.
+    pub fn type_at(&self, tp: u64) -> Result<Arc<TypeInfo>, ReadError> {
         if let Some(t) = self
             .types
             .lock()
@@ -54,6 +62,7 @@ impl Snapshot {
             flags: self.mem.read_u64(tp + to.tp_flags)?,
             basicsize: self.mem.read_u64(tp + to.tp_basicsize)?,
             dictoffset: self.mem.read_i64(tp + to.tp_dictoffset)?,
+            base: self.mem.read_ptr(tp + to.tp_base)?,
         });
         self.types
             .lock()
@@ -463,6 +472,11 @@ impl Snapshot {
 
     /// Keys of a set (dummy and empty slots skipped), up to [`MAX_REPR_ITEMS`] + 1.
     fn set_items(&self, obj: u64) -> Result<Vec<u64>, ReadError> {
+        self.set_keys(obj, MAX_REPR_ITEMS + 1)
+    }
+
+    /// Keys of a set (dummy and empty slots skipped), `max` at most.
+    pub fn set_keys(&self, obj: u64, max: u64) -> Result<Vec<u64>, ReadError> {
         let s = &self.layout.set_object;
         let mask = self.mem.read_i64(obj + s.mask)?;
         if mask < 0 || mask as u64 >= MAX_SET_SLOTS {
@@ -478,7 +492,7 @@ impl Snapshot {
             // Objects/setobject.c: a deleted slot holds the dummy key with hash -1.
             if key != 0 && hash != -1 {
                 out.push(key);
-                if out.len() as u64 > MAX_REPR_ITEMS {
+                if out.len() as u64 >= max {
                     break;
                 }
             }

@@ -1,5 +1,6 @@
 //! The report model (`../shared/REPORT.md`), shared by every frontend, and its text rendering.
 
+pub mod tasks;
 pub mod text;
 
 use serde::Serialize;
@@ -8,7 +9,68 @@ use serde::Serialize;
 pub struct Report {
     pub python: PythonReport,
     pub threads: Vec<ThreadReport>,
+    /// asyncio tasks (when asked for): every pending task, placed and linked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<Vec<TaskReport>>,
+    /// Await cycles (deadlocks), each as task ids in await order, each once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycles: Option<Vec<Vec<u64>>>,
+    /// The event loops the tasks belong to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loops: Option<Vec<LoopReport>>,
     pub errors: Vec<ErrorReport>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskReport {
+    /// The task object's address.
+    pub id: u64,
+    pub name: String,
+    /// "pending" (finished and cancelled tasks are not listed).
+    pub state: &'static str,
+    /// Its coroutine frame is on a thread's stack right now.
+    pub on_cpu: bool,
+    /// The thread of its loop (or the one it runs on).
+    pub native_id: Option<u64>,
+    /// The task's class (`_asyncio.Task`, `Task` for the pure-Python one, or a subclass).
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// False for registered objects that are not `asyncio.Task`s: listed, not decoded.
+    pub supported: bool,
+    /// The event loop's address.
+    #[serde(rename = "loop")]
+    pub loop_: u64,
+    /// On-CPU: its live frames; else its coroutine chain. Innermost first.
+    pub frames: Vec<FrameReport>,
+    pub awaiting: Option<AwaitingReport>,
+    /// Tasks that await this one (fan-in keeps all).
+    pub awaited_by: Vec<u64>,
+    /// Tasks that own this one but are running, so do not await it (TaskGroup, gather).
+    pub owned_by: Vec<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct AwaitingReport {
+    /// "future", "task", "gather", "sleep" or "other".
+    pub kind: &'static str,
+    pub id: u64,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// For a future an executor job completes: the worker thread running the job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executor_native_id: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LoopReport {
+    pub id: u64,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// The thread running it; null when no thread is inside it.
+    pub native_id: Option<u64>,
+    pub running: bool,
+    /// The thread's frames from the loop outwards, innermost first.
+    pub frames: Vec<FrameReport>,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -73,40 +73,53 @@ pub fn traceback(t: &ThreadReport, src: &mut Sources, out: &mut String) {
         return;
     }
     out.push_str("Traceback (most recent call first):\n");
-    for f in &t.frames {
+    frames(&t.frames, "  ", src, out);
+    if t.truncated {
+        out.push_str("  (more frames not shown: stack deeper than the walk limit)\n");
+    }
+}
+
+/// One `File "...", line N, in f` entry (and its source line) per frame, each line prefixed
+/// with `indent`.
+pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut String) {
+    for f in frames {
         match f.kind {
             FrameKind::Python | FrameKind::Jit => {
                 let file = f.file.as_deref().unwrap_or("???");
                 let func = f.function.as_deref().unwrap_or("???");
                 match f.line {
-                    Some(l) => writeln!(out, "  File \"{file}\", line {l}, in {func}").unwrap(),
-                    None => writeln!(out, "  File \"{file}\", line ?, in {func}").unwrap(),
+                    Some(l) => {
+                        writeln!(out, "{indent}File \"{file}\", line {l}, in {func}").unwrap()
+                    }
+                    None => writeln!(out, "{indent}File \"{file}\", line ?, in {func}").unwrap(),
                 }
                 if let Some(code) = f.line.and_then(|l| src.line(file, l)) {
-                    writeln!(out, "    {}", code.trim()).unwrap();
+                    writeln!(out, "{indent}  {}", code.trim()).unwrap();
                 }
                 if let Some(locals) = &f.locals {
                     for l in locals {
-                        writeln!(out, "      {} = {}", l.name, l.repr).unwrap();
+                        writeln!(out, "{indent}    {} = {}", l.name, l.repr).unwrap();
                     }
                 }
             }
             FrameKind::Native => {
-                writeln!(out, "  <native {}>", f.function.as_deref().unwrap_or("??")).unwrap();
+                writeln!(
+                    out,
+                    "{indent}<native {}>",
+                    f.function.as_deref().unwrap_or("??")
+                )
+                .unwrap();
             }
             FrameKind::Unreadable => {
                 writeln!(
                     out,
-                    "  (unreadable frame at {:#x}: {})",
+                    "{indent}(unreadable frame at {:#x}: {})",
                     f.address.unwrap_or(0),
                     f.reason.as_deref().unwrap_or("unknown")
                 )
                 .unwrap();
             }
         }
-    }
-    if t.truncated {
-        out.push_str("  (more frames not shown: stack deeper than the walk limit)\n");
     }
 }
 

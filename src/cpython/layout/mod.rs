@@ -179,6 +179,7 @@ pub struct TypeObject {
     pub tp_name: u64,
     pub tp_basicsize: u64,
     pub tp_flags: u64,
+    pub tp_base: u64,
     pub tp_dictoffset: u64,
     /// `PyHeapTypeObject.ht_cached_keys`.
     pub ht_cached_keys: u64,

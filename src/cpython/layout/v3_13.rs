@@ -70,6 +70,7 @@ pub fn layout() -> Layout {
             tp_name: 24,
             tp_basicsize: 32,
             tp_flags: 168,
+            tp_base: 256,
             tp_dictoffset: 288,
             ht_cached_keys: 880,
         },

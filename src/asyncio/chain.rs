@@ -1,0 +1,191 @@
+//! A task's coroutine await chain, from its coroutine down to the object it waits on.
+
+use std::collections::HashSet;
+
+use super::layout::YieldFrom;
+use super::objects::{Class, Objects};
+use crate::cpython::layout::FrameModel;
+use crate::cpython::FrameItem;
+use crate::error::{ReadError, ReadErrorKind};
+
+/// Longest await chain we follow (CPython's remote debugger: `MAX_FRAME_CHAIN_DEPTH`).
+pub const MAX_CHAIN: usize = 1536;
+/// Deepest value stack we believe in.
+const MAX_STACKTOP: i32 = 1 << 16;
+
+/// What the innermost coroutine of a chain waits on.
+#[derive(Clone, Debug)]
+pub enum Leaf {
+    /// The chain's coroutine is running: it waits on nothing.
+    Running,
+    /// A Future or a Task (through `FutureIter`, or the pure-Python `Future.__await__`).
+    Awaits(u64),
+    /// A plain generator that yielded to the loop (`asyncio.sleep(0)`'s `__sleep0`).
+    Yield {
+        gen: u64,
+        function: String,
+    },
+    /// Anything else, by type name.
+    Other {
+        addr: u64,
+        type_name: String,
+    },
+    NotStarted,
+    /// The coroutine has finished (a task stopped mid-transition).
+    Done,
+    Error(ReadError),
+}
+
+#[derive(Clone, Debug)]
+pub struct Chain {
+    /// Innermost first.
+    pub frames: Vec<FrameItem>,
+    pub leaf: Leaf,
+}
+
+impl Objects<'_> {
+    /// Follows `coro` through `await`s, async generators and `yield from` to its leaf.
+    pub fn chain(&self, coro: u64) -> Chain {
+        let mut frames = Vec::new();
+        let mut seen = HashSet::new();
+        let mut obj = coro;
+        let leaf = loop {
+            if frames.len() >= MAX_CHAIN || !seen.insert(obj) {
+                break Leaf::Error(ReadError::new(obj, 0, ReadErrorKind::Cycle));
+            }
+            let class = match self.class(obj) {
+                Ok(c) => c,
+                Err(e) => break Leaf::Error(e),
+            };
+            match class {
+                Class::Coroutine | Class::AsyncGen | Class::Generator => {
+                    match self.step(obj, class, &mut frames) {
+                        Ok(next) => obj = next,
+                        Err(Stop::Leaf(l)) => break l,
+                        Err(Stop::Read(e)) => break Leaf::Error(e),
+                    }
+                }
+                Class::AsyncGenAwait => match self.ptr(obj + self.lay.asend_gen) {
+                    Ok(g) => obj = g,
+                    Err(e) => break Leaf::Error(e),
+                },
+                Class::FutureIter => match self.ptr(obj + self.lay.future_iter_future) {
+                    Ok(f) => break Leaf::Awaits(f),
+                    Err(e) => break Leaf::Error(e),
+                },
+                Class::Future { .. } | Class::Task { .. } => break Leaf::Awaits(obj),
+                _ => {
+                    break Leaf::Other {
+                        addr: obj,
+                        type_name: self.type_name(obj),
+                    }
+                }
+            }
+        };
+        frames.reverse();
+        Chain { frames, leaf }
+    }
+
+    /// One generator-like object: records its frame and returns what it awaits, or why the
+    /// chain ends here.
+    fn step(&self, obj: u64, class: Class, frames: &mut Vec<FrameItem>) -> Result<u64, Stop> {
+        let (g, st) = (&self.lay.gen, &self.lay.states);
+        let state = self.snap.mem.read_u8(obj + g.frame_state)? as i8;
+        if state >= st.first_done {
+            return Err(Stop::Leaf(Leaf::Done));
+        }
+        let faddr = obj + g.iframe;
+        let (frame, header) = match self.snap.interp_frame(faddr) {
+            Ok(f) => f,
+            Err(e) => {
+                frames.push(FrameItem::Unreadable {
+                    addr: faddr,
+                    error: e,
+                });
+                return Err(Stop::Read(e));
+            }
+        };
+        let function = frame.code.qualname.clone();
+        let is_future_await =
+            frame.code.name == "__await__" && function.ends_with("Future.__await__");
+        frames.push(FrameItem::Python(frame));
+        if state == st.executing {
+            return Err(Stop::Leaf(Leaf::Running));
+        }
+        if state == st.created {
+            return Err(Stop::Leaf(Leaf::NotStarted));
+        }
+        if let Some(yf) = self.yield_from(faddr, &header, state)? {
+            return Ok(yf);
+        }
+        // Suspended at a plain `yield`.
+        if class == Class::Generator {
+            if is_future_await {
+                // Lib/asyncio/futures.py `Future.__await__`: `yield self`; `self` is local 0.
+                return Err(Stop::Leaf(Leaf::Awaits(self.local0(faddr)?)));
+            }
+            return Err(Stop::Leaf(Leaf::Yield { gen: obj, function }));
+        }
+        Err(Stop::Leaf(Leaf::Other {
+            addr: obj,
+            type_name: self.type_name(obj),
+        }))
+    }
+
+    /// `_PyGen_yf`: the object a suspended generator frame delegates to, if any.
+    fn yield_from(&self, faddr: u64, header: &[u8], state: i8) -> Result<Option<u64>, ReadError> {
+        let FrameModel::Interpreter(f) = self.snap.layout.frame else {
+            return Ok(None);
+        };
+        let word = |off: u64| {
+            let o = off as usize;
+            u64::from_le_bytes(header[o..o + 8].try_into().unwrap())
+        };
+        let delegating = match self.lay.yield_from {
+            YieldFrom::NextResume { opcodes } => {
+                let next = self.snap.mem.read_u16(word(f.instr_ptr) + 2)?;
+                let (op, arg) = ((next & 0xff) as u8, next >> 8);
+                opcodes.contains(&op) && arg >= 2
+            }
+            YieldFrom::State => Some(state) == self.lay.states.suspended_yield_from,
+        };
+        if !delegating {
+            return Ok(None);
+        }
+        let o = self.lay.frame_stacktop as usize;
+        let top = i32::from_le_bytes(header[o..o + 4].try_into().unwrap());
+        if !(1..=MAX_STACKTOP).contains(&top) {
+            return Err(ReadError::corrupt(faddr, "frame stack depth"));
+        }
+        let yf = self.ptr(faddr + f.localsplus + (top as u64 - 1) * 8)?;
+        Ok((yf != 0).then_some(yf))
+    }
+
+    /// `localsplus[0]` of an interpreter frame (`self` of a method).
+    pub fn local0(&self, faddr: u64) -> Result<u64, ReadError> {
+        match self.snap.layout.frame {
+            FrameModel::Interpreter(f) => self.ptr(faddr + f.localsplus),
+            FrameModel::FrameObject { f_localsplus, .. } => self.ptr(faddr + f_localsplus),
+        }
+    }
+}
+
+enum Stop {
+    Leaf(Leaf),
+    Read(ReadError),
+}
+
+impl From<ReadError> for Stop {
+    fn from(e: ReadError) -> Self {
+        Stop::Read(e)
+    }
+}
+
+/// The frame a task's coroutine runs in, when the coroutine is a real coroutine.
+pub fn top_frame(objects: &Objects, coro: u64) -> Option<u64> {
+    matches!(
+        objects.class(coro),
+        Ok(Class::Coroutine | Class::AsyncGen | Class::Generator)
+    )
+    .then_some(coro + objects.lay.gen.iframe)
+}

@@ -1,0 +1,659 @@
+//! asyncio: the tasks of a stopped process, their await chains, who awaits whom, and where
+//! each task's frames are (`../shared/research/asyncio.md` §5).
+//!
+//! - Tasks come from asyncio's own registries (`_all_tasks` / `_scheduled_tasks` WeakSet and
+//!   `_eager_tasks`), read through `sys.modules`.
+//! - A task is on-CPU when its coroutine's frame (by address) is on a thread's frame chain; the
+//!   chain is cut at every such frame, so each frame belongs to exactly one task.
+//! - Edges: a task's `fut_waiter` that is a Task, and the done callbacks of tasks and futures
+//!   (task wakeups, gather, shield, `wait_for`, TaskGroup), which CPython up to 3.13 keeps
+//!   nowhere else.
+
+pub mod chain;
+pub mod layout;
+pub mod objects;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use chain::{top_frame, Leaf};
+use layout::AsyncioLayout;
+use objects::{Class, KnownTypes, Objects, RawTask};
+
+use crate::cpython::{FrameItem, FrameWalk, Snapshot};
+use crate::error::ReadError;
+
+/// Most tasks we list.
+pub const MAX_TASKS: u64 = 1 << 20;
+/// Deepest chain of futures we follow through callbacks.
+const MAX_CALLBACK_DEPTH: usize = 32;
+
+/// A thread's decoded Python frames, as the session has them.
+pub struct ThreadFrames<'a> {
+    pub native_id: Option<u64>,
+    pub walk: &'a FrameWalk,
+}
+
+#[derive(Clone, Debug)]
+pub struct TaskView {
+    pub raw: RawTask,
+    /// False for objects in asyncio's registry that are not `asyncio.Task`s.
+    pub supported: bool,
+    /// The thread whose stack holds this task's coroutine frame right now.
+    pub on_cpu: Option<usize>,
+    /// The thread that runs the task's loop (or that it is on).
+    pub thread: Option<usize>,
+    /// Innermost first: the live frames if on-CPU, else the coroutine chain.
+    pub frames: Vec<FrameItem>,
+    pub awaiting: Option<Awaiting>,
+    /// Tasks that await this one, and tasks that own it while they run (not awaiting).
+    pub awaited_by: Vec<u64>,
+    pub owned_by: Vec<u64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Awaiting {
+    /// "future", "task", "gather", "sleep", "other".
+    pub kind: &'static str,
+    pub id: u64,
+    pub type_name: String,
+    /// For a future an executor job completes: the worker thread running it.
+    pub executor_thread: Option<usize>,
+}
+
+#[derive(Clone, Debug)]
+pub struct LoopView {
+    pub addr: u64,
+    pub type_name: String,
+    pub thread: Option<usize>,
+    /// The thread's frames from the loop outwards (`_run_once`, `run_forever`, ... `<module>`),
+    /// innermost first.
+    pub upper: Vec<FrameItem>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct AsyncView {
+    pub tasks: Vec<TaskView>,
+    pub loops: Vec<LoopView>,
+    /// Await cycles, each as task ids in await order, each once.
+    pub cycles: Vec<Vec<u64>>,
+    pub errors: Vec<(u64, String)>,
+}
+
+impl AsyncView {
+    pub fn task(&self, id: u64) -> Option<&TaskView> {
+        self.tasks.iter().find(|t| t.raw.addr == id)
+    }
+}
+
+/// Every pending task of the process, placed and linked.
+pub fn analyze(snap: &Snapshot, threads: &[ThreadFrames]) -> Result<AsyncView, String> {
+    let lay = AsyncioLayout::builtin(snap.layout.version).ok_or_else(|| {
+        format!(
+            "asyncio tasks are not supported on CPython {} yet",
+            snap.layout.version
+        )
+    })?;
+    let mut view = AsyncView::default();
+    let mut err = |addr: u64, what: String| view_err(&mut view.errors, addr, what);
+    let interps = snap.interpreters().map_err(|e| e.to_string())?;
+    let mut found: Vec<(u64, KnownTypes)> = Vec::new();
+    let mut known_all = KnownTypes::default();
+    for interp in interps.iter().rev() {
+        match registries(snap, &lay, *interp) {
+            Ok(Some((k, objs))) => {
+                if known_all.c_task == 0 && known_all.py_task == 0 {
+                    known_all = k;
+                }
+                found.extend(objs.into_iter().map(|o| (o, k)));
+            }
+            Ok(None) => {}
+            Err(e) => err(e.addr, format!("asyncio registry: {e}")),
+        }
+    }
+    let objects = Objects::new(snap, lay, known_all);
+    let mut seen = HashSet::new();
+    let mut tasks: Vec<TaskView> = Vec::new();
+    for (obj, _) in found {
+        if !seen.insert(obj) {
+            continue;
+        }
+        match objects.class(obj) {
+            Ok(Class::Task { c }) => match objects.task(obj, c) {
+                Ok(raw) if raw.state == "pending" => tasks.push(TaskView::new(raw, true)),
+                Ok(_) => {}
+                Err(e) => err(obj, format!("task: {e}")),
+            },
+            Ok(Class::None) => {}
+            Ok(_) => {
+                // A task-like object that is not an asyncio.Task (registered by a third-party
+                // task factory): listed, not decoded.
+                let name_obj = objects.attr_or_zero(obj, "_name");
+                let name = snap
+                    .read_str(name_obj)
+                    .unwrap_or_else(|_| objects.type_name(obj));
+                let raw = RawTask {
+                    addr: obj,
+                    c: false,
+                    type_name: objects.type_name(obj),
+                    name,
+                    state: "pending",
+                    loop_: objects.attr_or_zero(obj, "_loop"),
+                    coro: 0,
+                    fut_waiter: 0,
+                };
+                tasks.push(TaskView::new(raw, false));
+            }
+            Err(e) => err(obj, format!("task: {e}")),
+        }
+    }
+    tasks.sort_by(|a, b| {
+        natural_key(&a.raw.name)
+            .cmp(&natural_key(&b.raw.name))
+            .then(a.raw.addr.cmp(&b.raw.addr))
+    });
+
+    // Frames by address, over every thread.
+    let mut frame_index: HashMap<u64, (usize, usize)> = HashMap::new();
+    for (ti, t) in threads.iter().enumerate() {
+        for (i, item) in t.walk.items.iter().enumerate() {
+            if let FrameItem::Python(p) = item {
+                frame_index.insert(p.addr, (ti, i));
+            }
+        }
+    }
+
+    // Chains and on-CPU positions.
+    let mut leaves: Vec<Option<Leaf>> = Vec::new();
+    let mut tops: Vec<Option<(usize, usize)>> = Vec::new();
+    for t in tasks.iter_mut() {
+        if !t.supported {
+            leaves.push(None);
+            tops.push(None);
+            continue;
+        }
+        let chain = objects.chain(t.raw.coro);
+        if let Leaf::Error(e) = &chain.leaf {
+            err(
+                t.raw.addr,
+                format!("task {:?}: await chain: {e}", t.raw.name),
+            );
+        }
+        let pos = top_frame(&objects, t.raw.coro).and_then(|f| frame_index.get(&f).copied());
+        t.frames = chain.frames;
+        t.on_cpu = pos.map(|(ti, _)| ti);
+        leaves.push(Some(chain.leaf));
+        tops.push(pos);
+    }
+    // Cut each thread's stack at every task top: a task's live frames run from just below the
+    // next newer task top down to its own top.
+    for (i, pos) in tops.iter().enumerate() {
+        let Some((ti, idx)) = *pos else { continue };
+        let newer = tops
+            .iter()
+            .filter_map(|p| *p)
+            .filter(|(t2, i2)| *t2 == ti && *i2 < idx)
+            .map(|(_, i2)| i2)
+            .max();
+        let start = newer.map_or(0, |n| n + 1);
+        tasks[i].frames = threads[ti].walk.items[start..=idx].to_vec();
+    }
+
+    // Loops and the threads that run them.
+    let mut loop_addrs: Vec<u64> = tasks
+        .iter()
+        .map(|t| t.raw.loop_)
+        .filter(|l| *l != 0)
+        .collect();
+    loop_addrs.sort_unstable();
+    loop_addrs.dedup();
+    for l in loop_addrs {
+        let mut lv = LoopView {
+            addr: l,
+            type_name: objects.type_name(l),
+            thread: None,
+            upper: Vec::new(),
+        };
+        'threads: for (ti, t) in threads.iter().enumerate() {
+            // The oldest on-CPU task top of this loop's tasks on the thread, if any.
+            let oldest_top = tasks
+                .iter()
+                .zip(&tops)
+                .filter(|(task, p)| task.raw.loop_ == l && p.map(|(t2, _)| t2) == Some(ti))
+                .filter_map(|(_, p)| p.map(|(_, i)| i))
+                .max();
+            if let Some(idx) = oldest_top {
+                lv.thread = Some(ti);
+                lv.upper = t.walk.items[idx + 1..].to_vec();
+                break 'threads;
+            }
+            // Idle loop: the newest frame whose `self` is the loop (`BaseEventLoop._run_once`).
+            for (i, item) in t.walk.items.iter().enumerate() {
+                if let FrameItem::Python(p) = item {
+                    if p.code.argcount >= 1 && objects.local0(p.addr).ok() == Some(l) {
+                        lv.thread = Some(ti);
+                        lv.upper = t.walk.items[i..].to_vec();
+                        break 'threads;
+                    }
+                }
+            }
+        }
+        view.loops.push(lv);
+    }
+    for t in tasks.iter_mut() {
+        t.thread = t.on_cpu.or_else(|| {
+            view.loops
+                .iter()
+                .find(|l| l.addr == t.raw.loop_)
+                .and_then(|l| l.thread)
+        });
+    }
+
+    // Edges: waiter -> tasks it awaits.
+    let ids: HashSet<u64> = tasks.iter().map(|t| t.raw.addr).collect();
+    let on_cpu: HashSet<u64> = tasks
+        .iter()
+        .filter(|t| t.on_cpu.is_some())
+        .map(|t| t.raw.addr)
+        .collect();
+    let mut resolver = Resolver {
+        o: &objects,
+        memo: HashMap::new(),
+        active: HashSet::new(),
+        errors: Vec::new(),
+    };
+    let mut edges: BTreeSet<(u64, u64)> = BTreeSet::new(); // (awaited, waiter)
+    for t in tasks.iter().filter(|t| t.supported) {
+        let fw = t.raw.fut_waiter;
+        if fw != 0 && ids.contains(&fw) && fw != t.raw.addr {
+            edges.insert((fw, t.raw.addr));
+        }
+        let c = t.raw.c;
+        for w in resolver.waiters(t.raw.addr, c, 0) {
+            if w != t.raw.addr && ids.contains(&w) {
+                edges.insert((t.raw.addr, w));
+            }
+        }
+    }
+    for (addr, what) in std::mem::take(&mut resolver.errors) {
+        err(addr, what);
+    }
+    for (awaited, waiter) in &edges {
+        if let Some(t) = tasks.iter_mut().find(|t| t.raw.addr == *awaited) {
+            if on_cpu.contains(waiter) {
+                t.owned_by.push(*waiter);
+            } else {
+                t.awaited_by.push(*waiter);
+            }
+        }
+    }
+
+    // Leaves.
+    let executor_workers = executor_jobs(&objects, threads);
+    for (t, leaf) in tasks.iter_mut().zip(leaves) {
+        let Some(leaf) = leaf else { continue };
+        if t.on_cpu.is_some() {
+            continue;
+        }
+        t.awaiting = awaiting(&objects, t, leaf, &executor_workers);
+    }
+
+    // Cycles over "awaits" edges (owned edges are not waits).
+    let mut awaits: HashMap<u64, Vec<u64>> = HashMap::new();
+    for t in &tasks {
+        for w in &t.awaited_by {
+            awaits.entry(*w).or_default().push(t.raw.addr);
+        }
+    }
+    view.cycles = find_cycles(
+        &tasks.iter().map(|t| t.raw.addr).collect::<Vec<_>>(),
+        &awaits,
+    );
+    view.tasks = tasks;
+    Ok(view)
+}
+
+fn view_err(errors: &mut Vec<(u64, String)>, addr: u64, what: String) {
+    if errors.len() < 1000 {
+        errors.push((addr, what));
+    }
+}
+
+impl TaskView {
+    fn new(raw: RawTask, supported: bool) -> Self {
+        TaskView {
+            raw,
+            supported,
+            on_cpu: None,
+            thread: None,
+            frames: Vec::new(),
+            awaiting: None,
+            awaited_by: Vec::new(),
+            owned_by: Vec::new(),
+        }
+    }
+}
+
+/// Sort key that puts "Task-2" before "Task-10".
+fn natural_key(s: &str) -> (String, u64, String) {
+    let digits = s.len() - s.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (head, tail) = s.split_at(s.len() - digits);
+    (head.to_string(), tail.parse().unwrap_or(0), s.to_string())
+}
+
+/// The interpreter's asyncio classes and the objects in its task registries, or None when
+/// asyncio is not imported.
+fn registries(
+    snap: &Snapshot,
+    lay: &AsyncioLayout,
+    interp: u64,
+) -> Result<Option<(KnownTypes, Vec<u64>)>, ReadError> {
+    let Some(off) = snap.layout.interpreter_state.imports_modules else {
+        return Ok(None);
+    };
+    let modules = snap.mem.read_ptr(interp + off)?;
+    if modules == 0 {
+        return Ok(None);
+    }
+    let module_dict = |name: &str| -> Result<Option<u64>, ReadError> {
+        match snap.dict_get(modules, name)? {
+            Some(m) => Ok(Some(snap.mem.read_ptr(m + snap.layout.module_md_dict)?)),
+            None => Ok(None),
+        }
+    };
+    let Some(tasks) = module_dict("asyncio.tasks")? else {
+        return Ok(None);
+    };
+    let get =
+        |d: u64, name: &str| -> Result<u64, ReadError> { Ok(snap.dict_get(d, name)?.unwrap_or(0)) };
+    let mut k = KnownTypes {
+        c_task: get(tasks, "_CTask")?,
+        py_task: get(tasks, "_PyTask")?,
+        gathering: get(tasks, "_GatheringFuture")?,
+        ..KnownTypes::default()
+    };
+    if let Some(f) = module_dict("asyncio.futures")? {
+        k.c_future = get(f, "_CFuture")?;
+        k.py_future = get(f, "_PyFuture")?;
+    }
+    if let Some(c) = module_dict("concurrent.futures._base")? {
+        k.concurrent_future = get(c, "Future")?;
+    }
+    let mut out = Vec::new();
+    // 3.12+: `_scheduled_tasks` (WeakSet) and `_eager_tasks` (set); 3.11: `_all_tasks`.
+    for name in ["_scheduled_tasks", "_all_tasks"] {
+        let ws = get(tasks, name)?;
+        if ws == 0 {
+            continue;
+        }
+        let Some(data) = snap.instance_attr(ws, "data")? else {
+            continue;
+        };
+        for r in snap.set_keys(data, MAX_TASKS)? {
+            let obj = snap.mem.read_ptr(r + lay.weakref_object)?;
+            if obj != 0 {
+                out.push(obj);
+            }
+        }
+    }
+    let eager = get(tasks, "_eager_tasks")?;
+    if eager != 0 {
+        out.extend(snap.set_keys(eager, MAX_TASKS)?);
+    }
+    Ok(Some((k, out)))
+}
+
+/// Finds which tasks wait on a future, through the future's done callbacks.
+struct Resolver<'o, 'a> {
+    o: &'o Objects<'a>,
+    memo: HashMap<u64, Vec<u64>>,
+    active: HashSet<u64>,
+    errors: Vec<(u64, String)>,
+}
+
+impl Resolver<'_, '_> {
+    /// Tasks woken (directly or through intermediate futures) when `fut` completes.
+    fn waiters(&mut self, fut: u64, c: bool, depth: usize) -> Vec<u64> {
+        if let Some(w) = self.memo.get(&fut) {
+            return w.clone();
+        }
+        if depth > MAX_CALLBACK_DEPTH || !self.active.insert(fut) {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        match self.o.callbacks(fut, c) {
+            Ok(cbs) => {
+                for cb in cbs {
+                    if let Err(e) = self.callback(cb, depth, &mut out) {
+                        self.errors.push((cb, format!("done callback: {e}")));
+                    }
+                }
+            }
+            Err(e) => self.errors.push((fut, format!("future callbacks: {e}"))),
+        }
+        out.sort_unstable();
+        out.dedup();
+        self.active.remove(&fut);
+        self.memo.insert(fut, out.clone());
+        out
+    }
+
+    fn callback(&mut self, cb: u64, depth: usize, out: &mut Vec<u64>) -> Result<(), ReadError> {
+        let o = self.o;
+        let follow = |this: &mut Self, v: u64, out: &mut Vec<u64>| -> Result<(), ReadError> {
+            if let Class::Future { c, .. } = o.class(v)? {
+                out.extend(this.waiters(v, c, depth + 1));
+            }
+            Ok(())
+        };
+        match o.class(cb)? {
+            // `task_wakeup` / `task_step` bound to the waiting task (C tasks).
+            Class::BuiltinMethod => {
+                let s = o.ptr(cb + o.lay.cfunction_self)?;
+                if o.class(s)?.is_task() {
+                    out.push(s);
+                }
+            }
+            // `Task.__wakeup` (pure-Python tasks), `TaskGroup._on_task_done`.
+            Class::Method => {
+                let s = o.ptr(cb + o.lay.method_self)?;
+                if o.class(s)?.is_task() {
+                    out.push(s);
+                } else if s != 0 {
+                    let parent = o.attr_or_zero(s, "_parent_task");
+                    if parent != 0 && o.class(parent)?.is_task() {
+                        out.push(parent);
+                    }
+                }
+            }
+            // gather's `_done_callback` and shield's `_inner_done_callback` (cell `outer`).
+            Class::Function => {
+                for v in o.closure_values(cb)? {
+                    follow(self, v, out)?;
+                }
+            }
+            // 3.11 `wait_for`: `partial(_release_waiter, waiter)`.
+            Class::Partial => {
+                for v in o.partial_args(cb)? {
+                    follow(self, v, out)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Worker threads running an executor job: the `concurrent.futures.Future` of the job, from
+/// `_WorkItem.run(self)`'s `self.future`, mapped to the thread index.
+fn executor_jobs(o: &Objects, threads: &[ThreadFrames]) -> HashMap<u64, usize> {
+    let mut out = HashMap::new();
+    for (ti, t) in threads.iter().enumerate() {
+        for item in &t.walk.items {
+            if let FrameItem::Python(p) = item {
+                if p.code.qualname == "_WorkItem.run" {
+                    if let Ok(item_obj) = o.local0(p.addr) {
+                        let fut = o.attr_or_zero(item_obj, "future");
+                        if fut != 0 {
+                            out.insert(fut, ti);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn awaiting(
+    o: &Objects,
+    t: &TaskView,
+    leaf: Leaf,
+    workers: &HashMap<u64, usize>,
+) -> Option<Awaiting> {
+    // The pure-Python Future's `__await__` generator sits below the coroutine that awaits.
+    let innermost = t.frames.iter().find_map(|f| match f {
+        FrameItem::Python(p) if p.code.qualname != "Future.__await__" => Some(p),
+        _ => None,
+    });
+    let in_sleep = innermost.is_some_and(|p| {
+        p.code.qualname == "sleep" && p.code.filename.ends_with("asyncio/tasks.py")
+    });
+    Some(match leaf {
+        Leaf::Awaits(f) => {
+            let class = o.class(f).unwrap_or(Class::Other);
+            let (kind, executor_thread) = match class {
+                Class::Task { .. } => ("task", None),
+                Class::Future {
+                    gathering: true, ..
+                } => ("gather", None),
+                Class::Future { c, .. } => {
+                    if in_sleep {
+                        ("sleep", None)
+                    } else {
+                        // `run_in_executor`: the asyncio future's callbacks hold a closure
+                        // (`_chain_future._call_check_cancel`) whose cell `source` is the job.
+                        let job = o
+                            .callbacks(f, c)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .filter(|cb| o.class(*cb).ok() == Some(Class::Function))
+                            .flat_map(|cb| o.closure_values(cb).unwrap_or_default())
+                            .find(|v| o.class(*v).ok() == Some(Class::ConcurrentFuture));
+                        ("future", job.and_then(|j| workers.get(&j).copied()))
+                    }
+                }
+                _ => ("other", None),
+            };
+            Awaiting {
+                kind,
+                id: f,
+                type_name: o.type_name(f),
+                executor_thread,
+            }
+        }
+        Leaf::Yield { gen, function } => Awaiting {
+            kind: if function == "__sleep0" {
+                "sleep"
+            } else {
+                "other"
+            },
+            id: gen,
+            type_name: "generator".into(),
+            executor_thread: None,
+        },
+        Leaf::Other { addr, type_name } => Awaiting {
+            kind: "other",
+            id: addr,
+            type_name,
+            executor_thread: None,
+        },
+        Leaf::Running | Leaf::NotStarted | Leaf::Done | Leaf::Error(_) => return None,
+    })
+}
+
+/// Every elementary cycle reachable by DFS (each reported once, rotated to start at its
+/// smallest id). Iterative, so deep graphs do not recurse.
+fn find_cycles(nodes: &[u64], awaits: &HashMap<u64, Vec<u64>>) -> Vec<Vec<u64>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Colour {
+        White,
+        Grey,
+        Black,
+    }
+    let mut colour: HashMap<u64, Colour> = nodes.iter().map(|n| (*n, Colour::White)).collect();
+    let mut found: BTreeSet<Vec<u64>> = BTreeSet::new();
+    let empty = Vec::new();
+    for &start in nodes {
+        if colour[&start] != Colour::White {
+            continue;
+        }
+        // (node, next child index); `path` mirrors the grey nodes.
+        let mut stack = vec![(start, 0usize)];
+        let mut path = vec![start];
+        colour.insert(start, Colour::Grey);
+        while let Some((node, i)) = stack.last().copied() {
+            let children = awaits.get(&node).unwrap_or(&empty);
+            if i < children.len() {
+                stack.last_mut().unwrap().1 += 1;
+                let child = children[i];
+                match colour.get(&child).copied() {
+                    Some(Colour::White) => {
+                        colour.insert(child, Colour::Grey);
+                        stack.push((child, 0));
+                        path.push(child);
+                    }
+                    Some(Colour::Grey) => {
+                        let at = path.iter().position(|n| *n == child).unwrap_or(0);
+                        let mut cycle = path[at..].to_vec();
+                        let min = cycle
+                            .iter()
+                            .enumerate()
+                            .min_by_key(|(_, v)| **v)
+                            .map_or(0, |(i, _)| i);
+                        cycle.rotate_left(min);
+                        found.insert(cycle);
+                    }
+                    _ => {}
+                }
+            } else {
+                colour.insert(node, Colour::Black);
+                stack.pop();
+                path.pop();
+            }
+        }
+    }
+    found.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cycles_found_once_and_rotated() {
+        let mut g = HashMap::new();
+        g.insert(3, vec![1]);
+        g.insert(1, vec![2]);
+        g.insert(2, vec![3]);
+        g.insert(5, vec![6]);
+        g.insert(6, vec![5]);
+        g.insert(7, vec![1]);
+        let c = find_cycles(&[7, 3, 1, 2, 5, 6], &g);
+        assert_eq!(c, vec![vec![1, 2, 3], vec![5, 6]]);
+    }
+
+    #[test]
+    fn no_cycle_in_a_fan_in() {
+        let mut g = HashMap::new();
+        g.insert(1, vec![3]);
+        g.insert(2, vec![3]);
+        assert!(find_cycles(&[1, 2, 3], &g).is_empty());
+    }
+
+    #[test]
+    fn natural_order() {
+        let mut v = vec!["Task-10", "Task-2", "main", "Task-1"];
+        v.sort_by_key(|s| natural_key(s));
+        assert_eq!(v, vec!["Task-1", "Task-2", "Task-10", "main"]);
+    }
+}

@@ -1,0 +1,321 @@
+//! asyncio's objects as the target holds them: which class an object is, and the fields of
+//! tasks and futures, for both the C (`_asyncio`) and the pure-Python classes.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::layout::AsyncioLayout;
+use crate::cpython::Snapshot;
+use crate::error::ReadError;
+
+/// Deepest `tp_base` chain we follow.
+const MAX_BASES: usize = 64;
+/// Most callbacks of one future we look at.
+pub const MAX_CALLBACKS: u64 = 1 << 16;
+
+/// What an object is, as far as the await graph cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// `asyncio.Task` or a subclass; `c` for `_asyncio.Task`.
+    Task {
+        c: bool,
+    },
+    /// `asyncio.Future` or a subclass; `gathering` for `tasks._GatheringFuture`.
+    Future {
+        c: bool,
+        gathering: bool,
+    },
+    /// `concurrent.futures.Future` (what an executor job completes).
+    ConcurrentFuture,
+    Coroutine,
+    AsyncGen,
+    Generator,
+    /// `async_generator_asend` / `async_generator_athrow`: they drive an async generator.
+    AsyncGenAwait,
+    FutureIter,
+    BuiltinMethod,
+    Method,
+    Function,
+    Partial,
+    WeakRef,
+    None,
+    Other,
+}
+
+impl Class {
+    pub fn is_task(self) -> bool {
+        matches!(self, Class::Task { .. })
+    }
+    pub fn is_future(self) -> bool {
+        matches!(self, Class::Future { .. })
+    }
+}
+
+/// The asyncio classes of this process, found in `sys.modules` (0 when absent).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KnownTypes {
+    pub c_task: u64,
+    pub py_task: u64,
+    pub c_future: u64,
+    pub py_future: u64,
+    pub gathering: u64,
+    pub concurrent_future: u64,
+}
+
+/// A task's fields, read once.
+#[derive(Clone, Debug)]
+pub struct RawTask {
+    pub addr: u64,
+    pub c: bool,
+    pub type_name: String,
+    pub name: String,
+    pub state: &'static str,
+    pub loop_: u64,
+    pub coro: u64,
+    pub fut_waiter: u64,
+}
+
+/// Reads asyncio objects of one snapshot, with a per-type class cache.
+pub struct Objects<'a> {
+    pub snap: &'a Snapshot,
+    pub lay: AsyncioLayout,
+    pub known: KnownTypes,
+    classes: Mutex<HashMap<u64, Class>>,
+}
+
+impl<'a> Objects<'a> {
+    pub fn new(snap: &'a Snapshot, lay: AsyncioLayout, known: KnownTypes) -> Self {
+        Objects {
+            snap,
+            lay,
+            known,
+            classes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn class(&self, obj: u64) -> Result<Class, ReadError> {
+        if obj == 0 {
+            return Ok(Class::None);
+        }
+        let t = self.snap.type_of(obj)?;
+        if let Some(c) = self
+            .classes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&t.addr)
+        {
+            return Ok(*c);
+        }
+        let c = self.classify_type(t.addr, &t.name)?;
+        self.classes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(t.addr, c);
+        Ok(c)
+    }
+
+    fn classify_type(&self, tp: u64, name: &str) -> Result<Class, ReadError> {
+        // Built-in types by name: they are static (or, in 3.12+, created from a spec whose
+        // `tp_name` is fixed), and a Python class cannot subclass most of them.
+        let by_name = match name {
+            "coroutine" => Some(Class::Coroutine),
+            "async_generator" => Some(Class::AsyncGen),
+            "generator" => Some(Class::Generator),
+            "async_generator_asend" | "async_generator_athrow" => Some(Class::AsyncGenAwait),
+            "_asyncio.FutureIter" | "FutureIter" => Some(Class::FutureIter),
+            "builtin_function_or_method" => Some(Class::BuiltinMethod),
+            "method" => Some(Class::Method),
+            "function" => Some(Class::Function),
+            "functools.partial" => Some(Class::Partial),
+            "weakref.ReferenceType" | "weakref" | "weakref.KeyedRef" | "KeyedRef" => {
+                Some(Class::WeakRef)
+            }
+            "NoneType" => Some(Class::None),
+            _ => None,
+        };
+        if let Some(c) = by_name {
+            return Ok(c);
+        }
+        // Tasks and futures (and their subclasses) by identity along `tp_base`.
+        let k = &self.known;
+        let mut gathering = false;
+        let mut cur = tp;
+        for _ in 0..MAX_BASES {
+            if cur == 0 {
+                break;
+            }
+            if cur == k.gathering {
+                gathering = true;
+            }
+            if cur == k.c_task || cur == k.py_task {
+                return Ok(Class::Task { c: cur == k.c_task });
+            }
+            if cur == k.c_future || cur == k.py_future {
+                return Ok(Class::Future {
+                    c: cur == k.c_future,
+                    gathering,
+                });
+            }
+            if cur == k.concurrent_future {
+                return Ok(Class::ConcurrentFuture);
+            }
+            cur = self.snap.type_at(cur)?.base;
+        }
+        Ok(Class::Other)
+    }
+
+    pub fn type_name(&self, obj: u64) -> String {
+        self.snap
+            .type_of(obj)
+            .map(|t| t.name.clone())
+            .unwrap_or_else(|_| "?".into())
+    }
+
+    fn attr(&self, obj: u64, name: &str) -> Result<u64, ReadError> {
+        Ok(self.snap.instance_attr(obj, name)?.unwrap_or(0))
+    }
+
+    /// Reads a task of class `c`.
+    pub fn task(&self, addr: u64, c: bool) -> Result<RawTask, ReadError> {
+        let snap = self.snap;
+        let (f, t) = (&self.lay.future, &self.lay.task);
+        let (state, loop_, coro, fut_waiter, name_obj) = if c {
+            let end = t.name.max(t.coro).max(t.fut_waiter).max(f.state) + 8;
+            let raw = snap.mem.read_vec(addr, end, end)?;
+            let word =
+                |o: u64| u64::from_le_bytes(raw[o as usize..o as usize + 8].try_into().unwrap());
+            let st = i32::from_le_bytes(
+                raw[f.state as usize..f.state as usize + 4]
+                    .try_into()
+                    .unwrap(),
+            );
+            let state = match st {
+                0 => "pending",
+                1 => "cancelled",
+                2 => "finished",
+                _ => return Err(ReadError::corrupt(addr, "task state")),
+            };
+            (
+                state,
+                word(f.loop_),
+                word(t.coro),
+                word(t.fut_waiter),
+                word(t.name),
+            )
+        } else {
+            // A pending future has no `_state` of its own: the class attribute
+            // `_state = _PENDING` (Lib/asyncio/futures.py) stands until the first change.
+            let st = self.attr(addr, "_state")?;
+            let text = if st == 0 {
+                "PENDING".into()
+            } else {
+                snap.read_str(st)?
+            };
+            let state = match text.as_str() {
+                "PENDING" => "pending",
+                "CANCELLED" => "cancelled",
+                "FINISHED" => "finished",
+                _ => return Err(ReadError::corrupt(addr, "task state")),
+            };
+            (
+                state,
+                self.attr(addr, "_loop")?,
+                self.attr(addr, "_coro")?,
+                self.attr(addr, "_fut_waiter")?,
+                self.attr(addr, "_name")?,
+            )
+        };
+        let fut_waiter = match self.class(fut_waiter) {
+            Ok(Class::None) => 0,
+            _ => fut_waiter,
+        };
+        Ok(RawTask {
+            addr,
+            c,
+            type_name: self.type_name(addr),
+            name: self.task_name(name_obj),
+            state,
+            loop_,
+            coro,
+            fut_waiter,
+        })
+    }
+
+    /// A task's name: a str, or (3.12+ C tasks, until `get_name()`) the int N of "Task-N".
+    fn task_name(&self, obj: u64) -> String {
+        if obj == 0 {
+            return "?".into();
+        }
+        match self.snap.type_of(obj) {
+            Ok(t) if t.name == "int" => match self.snap.read_int(obj) {
+                Ok(n) => format!("Task-{n}"),
+                Err(_) => "?".into(),
+            },
+            Ok(_) => self
+                .snap
+                .read_str(obj)
+                .unwrap_or_else(|_| self.snap.repr(obj)),
+            Err(_) => "?".into(),
+        }
+    }
+
+    /// A future's (or task's) done callbacks, in order.
+    pub fn callbacks(&self, fut: u64, c: bool) -> Result<Vec<u64>, ReadError> {
+        let mut out = Vec::new();
+        let list = if c {
+            let cb0 = self.snap.mem.read_ptr(fut + self.lay.future.callback0)?;
+            if cb0 != 0 {
+                out.push(cb0);
+            }
+            self.snap.mem.read_ptr(fut + self.lay.future.callbacks)?
+        } else {
+            self.attr(fut, "_callbacks")?
+        };
+        if list == 0 || self.class(list)? == Class::None {
+            return Ok(out);
+        }
+        let (items, _) = self.snap.read_seq(list, true, MAX_CALLBACKS)?;
+        for item in items {
+            // Each entry is a (callback, context) tuple.
+            let (pair, _) = self.snap.read_seq(item, false, 2)?;
+            if let Some(&cb) = pair.first() {
+                out.push(cb);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The contents of a function's closure cells.
+    pub fn closure_values(&self, func: u64) -> Result<Vec<u64>, ReadError> {
+        let closure = self.snap.mem.read_ptr(func + self.lay.function_closure)?;
+        if closure == 0 || self.class(closure)? == Class::None {
+            return Ok(Vec::new());
+        }
+        let (cells, _) = self.snap.read_seq(closure, false, 256)?;
+        let mut out = Vec::new();
+        for cell in cells {
+            let v = self
+                .snap
+                .mem
+                .read_ptr(cell + self.snap.layout.cell_ob_ref)?;
+            if v != 0 {
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The positional arguments bound by a `functools.partial`.
+    pub fn partial_args(&self, p: u64) -> Result<Vec<u64>, ReadError> {
+        let args = self.snap.mem.read_ptr(p + self.lay.partial_args)?;
+        Ok(self.snap.read_seq(args, false, 256)?.0)
+    }
+
+    pub fn ptr(&self, addr: u64) -> Result<u64, ReadError> {
+        self.snap.mem.read_ptr(addr)
+    }
+
+    pub fn attr_or_zero(&self, obj: u64, name: &str) -> u64 {
+        self.attr(obj, name).unwrap_or(0)
+    }
+}
