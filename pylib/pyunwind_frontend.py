@@ -65,6 +65,25 @@ def parse_bt_args(prog, arg):
     return p.parse_args(shlex.split(arg or ""))
 
 
+def parse_async_args(prog, arg):
+    p = _parser(prog)
+    p.add_argument("--json", action="store_true")
+    return p.parse_args(shlex.split(arg or ""))
+
+
+def parse_tasks_args(prog, arg):
+    p = _parser(prog)
+    p.add_argument("--json", action="store_true")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--tree", action="store_true")
+    which.add_argument("--table", action="store_true")
+    a = p.parse_args(shlex.split(arg or ""))
+    # Neither flag: both views.
+    a.show_tree = a.tree or not a.table
+    a.show_table = a.table or not a.tree
+    return a
+
+
 def parse_list_args(arg, current_line):
     """libpython's py-list: no argument lists around the current line; `START` lists 10 lines
     from START; `START, END` lists that range."""

@@ -316,6 +316,41 @@ Usage: py-bt-full [-a|--all] [--json]"""
             gdb.write(s.render_bt(lwp=_thread_key(), tp=_thread_pointer(), full=True))
 
 
+class PyBtAsync(_Command):
+    """Print every asyncio task's async stack, grouped by the thread running its event loop.
+Each task: its live frames if running, its coroutines (each at its await), what it awaits,
+then each task awaiting it up to the root task, then the loop thread's frames. Threads
+without a loop print their plain Python stack. Await cycles are listed at the end.
+Usage: py-bt-async [--json]
+  --json   the JSON report, with `tasks`, `loops` and `cycles`"""
+
+    def __init__(self):
+        super().__init__("py-bt-async")
+
+    def run(self, arg):
+        a = fe.parse_async_args("py-bt-async", arg)
+        s = session()
+        gdb.write(s.async_report() + "\n" if a.json else s.render_async())
+
+
+class PyTasks(_Command):
+    """Print the asyncio task graph: a tree (like `python -m asyncio pstree`: each task, its
+coroutine frames, and under them the tasks it awaits) and a table (like `python -m asyncio ps`).
+Tasks awaited by several keep every awaiter; await cycles are printed as `cycle: a -> b -> a`.
+Usage: py-tasks [--tree | --table] [--json]"""
+
+    def __init__(self):
+        super().__init__("py-tasks")
+
+    def run(self, arg):
+        a = fe.parse_tasks_args("py-tasks", arg)
+        s = session()
+        if a.json:
+            gdb.write(s.async_report() + "\n")
+        else:
+            gdb.write(s.render_tasks(tree=a.show_tree, table=a.show_table))
+
+
 def _selected_index(frames):
     """The selected Python frame: follows gdb's selected frame when it is an eval-loop frame,
     else what py-up/py-down chose (innermost by default)."""
@@ -448,7 +483,7 @@ Usage: py-print NAME"""
             gdb.write("%s %r = %s\n" % (found[0], name, found[1]))
 
 
-_COMMANDS = (PyBt, PyBtFull, PyUp, PyDown, PyList, PyLocals, PyPrint)
+_COMMANDS = (PyBt, PyBtFull, PyBtAsync, PyTasks, PyUp, PyDown, PyList, PyLocals, PyPrint)
 
 
 def _register_commands():

@@ -335,12 +335,19 @@ impl Session {
         Ok(tasks::async_bt(&r, &mut Sources::default()))
     }
 
-    /// The task tree, then the task table.
-    pub fn render_tasks(&self) -> Result<String> {
+    /// The task tree and/or the task table.
+    pub fn render_tasks(&self, tree: bool, table: bool) -> Result<String> {
         let r = self.async_report()?;
-        let mut out = tasks::tree(&r);
-        out.push('\n');
-        out.push_str(&tasks::table(&r));
+        let mut out = String::new();
+        if tree {
+            out.push_str(&tasks::tree(&r));
+        }
+        if table {
+            if tree {
+                out.push('\n');
+            }
+            out.push_str(&tasks::table(&r));
+        }
         let mut errs = String::new();
         text::errors(&r, &mut errs);
         out.push_str(&errs);

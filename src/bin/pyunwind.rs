@@ -83,7 +83,7 @@ fn run(cli: Cli) -> pyunwind::Result<String> {
             if out.async_ {
                 text.push('\n');
             }
-            text.push_str(&session.render_tasks()?);
+            text.push_str(&session.render_tasks(true, true)?);
         }
         if !asyncio {
             text.push_str(&session.render_bt(None, out.locals)?);

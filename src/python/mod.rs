@@ -114,6 +114,24 @@ impl PySession {
         json(&r)
     }
 
+    /// asyncio: the JSON report of every thread plus `tasks`, `loops` and `cycles`.
+    fn async_report(&self, py: Python<'_>) -> PyResult<String> {
+        let r = py.detach(|| self.inner.async_report()).map_err(err)?;
+        json(&r)
+    }
+
+    /// `py-bt-async` text: each loop's tasks with their async stacks, other threads' stacks.
+    fn render_async(&self, py: Python<'_>) -> PyResult<String> {
+        py.detach(|| self.inner.render_async()).map_err(err)
+    }
+
+    /// The task tree (like `python -m asyncio pstree`) and/or table (like `ps`).
+    #[pyo3(signature = (tree=true, table=true))]
+    fn render_tasks(&self, py: Python<'_>, tree: bool, table: bool) -> PyResult<String> {
+        py.detach(|| self.inner.render_tasks(tree, table))
+            .map_err(err)
+    }
+
     /// `py-bt` / `py-bt-full` text.
     #[pyo3(signature = (lwp=None, tp=None, all_threads=false, full=false))]
     fn render_bt(

@@ -300,11 +300,14 @@ class Scenario:
     start_seconds (launch to ready).
     """
 
-    def __init__(self, interp, name, timeout=READY_TIMEOUT_SECONDS):
+    def __init__(self, interp, name, timeout=READY_TIMEOUT_SECONDS, script=None, args=(),
+                 env=None):
         self.interp = interp
         self.name = name
         self.exe = interp.exe
-        self.script = scenarios_dir() / (name + ".py")
+        self.args = [str(a) for a in args]
+        self.env = dict(interp.env, **(env or {}))
+        self.script = pathlib.Path(script) if script else scenarios_dir() / (name + ".py")
         if not self.script.is_file():
             raise HarnessError("no scenario %s" % self.script)
         self.tmpdir = pathlib.Path(tempfile.mkdtemp(prefix="pyunwind-%s-%s-" % (name, interp.id)))
@@ -332,9 +335,9 @@ class Scenario:
             with open(self.tmpdir / "stdout.log", "wb") as out, \
                     open(self.tmpdir / "stderr.log", "wb") as err:
                 self._proc = subprocess.Popen(
-                    [self.exe, str(self.script), str(truth_path), str(fifo)],
+                    [self.exe, str(self.script), str(truth_path), str(fifo)] + self.args,
                     stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                    env=child_env(self.interp.env), cwd=self.tmpdir, start_new_session=True,
+                    env=child_env(self.env), cwd=self.tmpdir, start_new_session=True,
                 )
             self.pid = self._proc.pid
             self._wait_ready(reader, started + timeout, timeout)
