@@ -260,7 +260,7 @@ impl Session {
                 walk: &t.walk,
             })
             .collect();
-        let view = asyncio::analyze(&self.snap, &frames).map_err(Error::UnsupportedVersion)?;
+        let view = asyncio::analyze(&self.snap, &frames)?;
         let native_id = |ti: Option<usize>| ti.and_then(|i| threads[i].info.native_id);
         let frame_reports = |items: &[FrameItem]| -> Vec<FrameReport> {
             items.iter().map(|i| self.frame_report(i, false)).collect()

@@ -20,7 +20,7 @@ use layout::AsyncioLayout;
 use objects::{Class, KnownTypes, Objects, RawTask};
 
 use crate::cpython::{FrameItem, FrameWalk, Snapshot};
-use crate::error::ReadError;
+use crate::error::{Error, ReadError};
 
 /// Most tasks we list.
 pub const MAX_TASKS: u64 = 1 << 20;
@@ -86,16 +86,16 @@ impl AsyncView {
 }
 
 /// Every pending task of the process, placed and linked.
-pub fn analyze(snap: &Snapshot, threads: &[ThreadFrames]) -> Result<AsyncView, String> {
+pub fn analyze(snap: &Snapshot, threads: &[ThreadFrames]) -> Result<AsyncView, Error> {
     let lay = AsyncioLayout::builtin(snap.layout.version).ok_or_else(|| {
-        format!(
-            "asyncio tasks are not supported on CPython {} yet",
+        Error::UnsupportedVersion(format!(
+            "{} for asyncio tasks (3.11 to 3.13 are supported)",
             snap.layout.version
-        )
+        ))
     })?;
     let mut view = AsyncView::default();
     let mut err = |addr: u64, what: String| view_err(&mut view.errors, addr, what);
-    let interps = snap.interpreters().map_err(|e| e.to_string())?;
+    let interps = snap.interpreters()?;
     let mut found: Vec<(u64, KnownTypes)> = Vec::new();
     let mut known_all = KnownTypes::default();
     for interp in interps.iter().rev() {
