@@ -205,8 +205,11 @@ def task_truth_impl(ctx, stacks):
                 upper = frames[idx[0]:] if idx else []
         loops_out.append({"id": id(loop), "native_id": loop_thread,
                           "frames": [frame_entry(f) for f in upper]})
+    # The sets asyncio registers tasks in (for the corrupt-core tests).
+    registry = getattr(asyncio.tasks, "_scheduled_tasks", None) or asyncio.tasks._all_tasks
     return {"impl": IMPL, "case": CASE, "tasks": tasks_out, "loops": loops_out,
-            "cycles": ctx.cycles, "non_tasks": ctx.non_tasks}
+            "cycles": ctx.cycles, "non_tasks": ctx.non_tasks,
+            "registry_set": id(registry.data)}
 
 
 def write(truth):
