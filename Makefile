@@ -37,6 +37,7 @@ test: build lint unit integration
 bench: build
 	bash bench/setup.sh
 	python3 bench/run.py
+	python3 bench/asyncio_bench.py
 
 install: build
 	@touch $(GDBINIT)
