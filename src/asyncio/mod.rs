@@ -179,6 +179,17 @@ pub fn analyze(snap: &Snapshot, threads: &[ThreadFrames]) -> Result<AsyncView, E
             );
         }
         let pos = top_frame(&objects, t.raw.coro).and_then(|f| frame_index.get(&f).copied());
+        if matches!(chain.leaf, Leaf::Running) && pos.is_none() {
+            // `_enter_task` done but the step not started, or a step ending: its chain is
+            // shown as it is (asyncio.md §5.3).
+            err(
+                t.raw.addr,
+                format!(
+                    "task {:?}: its coroutine is running but on no thread's stack (stopped between steps)",
+                    t.raw.name
+                ),
+            );
+        }
         t.frames = chain.frames;
         t.on_cpu = pos.map(|(ti, _)| ti);
         leaves.push(Some(chain.leaf));
