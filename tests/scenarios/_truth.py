@@ -122,15 +122,41 @@ def collect(caller, with_locals=False):
     }
 
 
-def write_truth(truth):
-    """Write the truth file, then signal the harness through the FIFO."""
-    truth_path, fifo_path = sys.argv[1], sys.argv[2]
+def write_truth(truth, signal=True):
+    """Write the truth file, then (unless ``signal`` is false) signal the harness through the
+    FIFO."""
+    truth_path = sys.argv[1]
     tmp = truth_path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(truth, f, ensure_ascii=False, indent=1)
     os.replace(tmp, truth_path)
-    with open(fifo_path, "w", encoding="ascii") as fifo:
+    if signal:
+        signal_ready()
+
+
+def signal_ready():
+    with open(sys.argv[2], "w", encoding="ascii") as fifo:
         fifo.write("ready\n")
+
+
+def signal_when_blocked(thread_ident, code):
+    """Signal ready once thread ``thread_ident``'s innermost Python frame runs ``code``: the
+    caller records, returns to its blocking line, and only then may the harness look (a
+    signal sent from the recording thread itself races with its way back to that line)."""
+    def watch():
+        deadline = time.monotonic() + MAX_SETTLE_SECONDS
+        while True:
+            frame = sys._current_frames().get(thread_ident)
+            if frame is not None and frame.f_code is code:
+                break
+            if time.monotonic() > deadline:
+                fail("thread %d never reached its blocking line" % thread_ident)
+            time.sleep(0.005)
+        # Block rather than exit: a thread exiting while the harness reads the live process
+        # would change the thread list under the reader.
+        signal_ready(); HELD.acquire()  # noqa: E702
+
+    threading.Thread(target=watch, name="ready-signal", daemon=True).start()
 
 
 def ready(with_locals=False, **extra):

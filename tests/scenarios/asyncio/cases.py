@@ -129,10 +129,11 @@ class Ctx:
         loop = asyncio.get_running_loop()
         if loop not in self.loops:
             self.loops.append(loop)
-        truth = _truth.collect(sys._getframe(1))
-        truth.update(self.task_truth(thread_frames(threading.current_thread(),
-                                                   sys._getframe(1))))
+        caller = sys._getframe(1)
+        truth = _truth.collect(caller)
+        truth.update(self.task_truth(thread_frames(threading.current_thread(), caller)))
         write(truth)
+        _truth.signal_when_blocked(threading.get_ident(), caller.f_code)
 
 
 def thread_frames(thread, frame):
@@ -213,7 +214,7 @@ def task_truth_impl(ctx, stacks):
 
 
 def write(truth):
-    _truth.write_truth(truth)
+    _truth.write_truth(truth, signal=False)
 
 
 Ctx.task_truth = task_truth_impl
@@ -236,7 +237,8 @@ def recorder():
     """Waits for the loop to be idle, records everything, then blocks (on the same line, so
     the line recorded is the line it waits on)."""
     CTX.settled.wait()
-    write(record_all()); _truth.HELD.acquire()  # noqa: E702
+    me, code = threading.get_ident(), sys._getframe(0).f_code
+    write(record_all()); _truth.signal_when_blocked(me, code); _truth.HELD.acquire()  # noqa: E702,E501
 
 
 # --- the cases ----------------------------------------------------------------------------
