@@ -10,10 +10,12 @@ native frame: lldb's unwinder may stop before the interpreter loop (stripped bui
 Python stack read from the thread state is the one thing always there.
 """
 
+import contextlib
 import json
 import os
 import sys
 import threading
+import time
 
 import lldb
 
@@ -30,6 +32,8 @@ PROVIDER_CLASS = __name__ + ".PythonFrameProvider"
 MAX_NATIVE_FRAMES = 100000
 # Frames whose registers are tried for the thread pointer (fs_base): synthetic frames have none.
 MAX_REGISTER_FRAMES = 8
+# How long a frame provider on lldb's event-handler thread waits for the target's API lock.
+API_LOCK_WAIT_SECONDS = 0.25
 
 _core = None
 _state = fe.StopState()
@@ -39,6 +43,9 @@ _settings = {"memory": "auto", "hide-internal": "on", "frame-provider": "on"}
 _CHOICES = {"memory": fe.MEMORY_MODES, "hide-internal": ("on", "off"), "frame-provider": ("on", "off")}
 # target -> id of our frame provider registered on it.
 _providers = {}
+# Set while a command asks lldb for frames: frame providers then hand out lldb's own frames
+# and plan later (see PythonFrameProvider.get_frame_at_index).
+_deferring = False
 
 
 def core():
@@ -86,6 +93,16 @@ def _maps(target):
     return fe.maps_text(rows)
 
 
+@contextlib.contextmanager
+def _deferred():
+    global _deferring
+    old, _deferring = _deferring, True
+    try:
+        yield
+    finally:
+        _deferring = old
+
+
 class LldbHost(fe.Host):
     """The target, process and thread one command (or one frame provider) works on."""
 
@@ -127,12 +144,24 @@ class LldbHost(fe.Host):
         return _maps(self.target)
 
     def thread_ids(self):
-        return [(t.GetThreadID(), tp) for t in self.process if (tp := _thread_pointer(t)) is not None]
+        ids = []
+        with _deferred():
+            for t in self.process:
+                tp = _thread_pointer(t)
+                if tp is not None:
+                    _state.thread_pointers[t.GetThreadID()] = tp
+                    ids.append((t.GetThreadID(), tp))
+        return ids
 
     def thread(self):
         if self.thread_ is None or not self.thread_.IsValid():
             raise fe.FrontendError("pyunwind: no thread selected (is a program running or a core loaded?)")
-        return self.thread_.GetThreadID(), _thread_pointer(self.frames)
+        lwp = self.thread_.GetThreadID()
+        with _deferred():
+            tp = _thread_pointer(self.frames)
+        if tp is not None:
+            _state.thread_pointers[lwp] = tp
+        return lwp, tp
 
     def write(self, text):
         self.result.Print(text)
@@ -260,7 +289,10 @@ if _has_provider_api:
         read from the thread state, and its name says so."""
 
         def __init__(self, thread, index, frame, tail):
-            super().__init__(thread, lldb.SBStructuredData())
+            # The base class asks lldb for the process, target and registers: SB calls that
+            # take the target's API lock, which this must not do off the main thread (see
+            # PythonFrameProvider.get_frame_at_index). A Python frame has no registers.
+            self.thread = thread
             self.index = index
             if frame["kind"] == "python":
                 self.name = frame["function"]
@@ -291,6 +323,9 @@ if _has_provider_api:
         def get_symbol_context(self):
             return self.sym_ctx
 
+        def get_register_info(self):
+            return None
+
         def get_register_context(self):
             return None
 
@@ -305,42 +340,110 @@ if _has_provider_api:
             return "pyunwind: Python frames in place of CPython's eval-loop frames"
 
         def __init__(self, input_frames, args):
-            super().__init__(input_frames, args)
+            # Not the base class's __init__: it asks lldb for the thread's process and target,
+            # SB calls that take the target's API lock (see _read_input).
+            self.input_frames = input_frames
+            self.args = args
             self.rows = None
+            # Leading rows already handed out as lldb's own frames (see get_frame_at_index).
+            self.committed = 0
+            self.size = input_frames.GetSize()
+            self.names, self.tp = [], None
+            self._read_input()
+
+        def _read_input(self):
+            """Native frame names and the thread pointer, read here and only here: lldb 22.1
+            aborts ("Resource deadlock avoided") when get_frame_at_index touches an input
+            SBFrame, or even dumps the SBFrameList, since lldb then holds the thread's
+            frame-list lock.
+
+            On lldb's event-handler thread (printing a stop) a command on the main thread may
+            hold the target's API lock, which every SBFrame method takes, while it waits for
+            this thread's frames: a deadlock. There the lock is only tried; when it is taken
+            the frames are not read, and the plan puts every Python frame after lldb's frames."""
+            mutex = None
+            if threading.current_thread() is not threading.main_thread():
+                mutex = _api_mutex()
+                if mutex is None or not _try_lock(mutex):
+                    return
+            try:
+                self.names = [self.input_frames.GetFrameAtIndex(i).GetFunctionName()
+                              for i in range(min(self.size, MAX_NATIVE_FRAMES))]
+                self.tp = _thread_pointer(self.input_frames)
+            except Exception:
+                pass
+            finally:
+                if mutex is not None:
+                    mutex.unlock()
 
         def _plan(self):
-            n = self.input_frames.GetSize()
-            passthrough = list(range(n))
+            passthrough = list(range(self.size))
             try:
+                self.thread = self.input_frames.GetThread()
+                self.process = self.thread.GetProcess()
+                self.target = self.process.GetTarget()
                 host = LldbHost(self.target, self.process, self.thread, frames=self.input_frames)
                 s = session(host, with_ids=False)
-                lwp, tp = host.thread()
+                lwp = self.thread.GetThreadID()
+                tp = self.tp or _state.thread_pointers.get(lwp)
                 frames = fe.thread_frames(s, lwp, tp)
+                actions = json.loads(s.splice(self.names, lwp=lwp, tp=tp,
+                                              hide_internal=_settings["hide-internal"] == "on"))
             except Exception:
+                # No Python in this thread, or nothing readable: lldb's frames as they are.
                 return passthrough
-            names = []
-            for i in range(min(n, MAX_NATIVE_FRAMES)):
-                names.append(self.input_frames.GetFrameAtIndex(i).GetFunctionName())
-            actions = json.loads(s.splice(names, lwp=lwp, tp=tp,
-                                             hide_internal=_settings["hide-internal"] == "on"))
-            rows = []
+            head = list(range(self.committed))
+            early, rest = [], []
             for row in fe.spliced_rows(actions, len(frames)):
                 if row[0] == "native":
-                    rows.append(row[1])
-                else:
-                    rows.append((frames[row[-1]], row[-1], row[0] == "tail"))
-            return rows
+                    if row[1] >= self.committed:
+                        rest.append(row[1])
+                    continue
+                item = (frames[row[-1]], row[0] == "tail")
+                # Python frames of an eval-loop frame already shown as itself go right after it.
+                (early if row[0] == "python" and row[1] < self.committed else rest).append(item)
+            # Native frames past the names read (a stack deeper than MAX_NATIVE_FRAMES) stay.
+            rest += range(max(len(self.names), self.committed), self.size)
+            return head + early + rest
 
         def get_frame_at_index(self, index):
             if self.rows is None:
+                if _deferring or threading.current_thread() is not threading.main_thread():
+                    # lldb's event-handler thread, printing a stop: any SB call that takes the
+                    # target's API lock (the stop id, memory) would deadlock against a command
+                    # on the main thread that holds that lock and waits for this thread's
+                    # frames. Or a py-* command reading registers, which the plan wants to
+                    # know first. Hand out lldb's own frame; the plan is made around it later.
+                    if index >= self.size:
+                        return None
+                    self.committed = max(self.committed, index + 1)
+                    return index
                 self.rows = self._plan()
             if index >= len(self.rows):
                 return None
             row = self.rows[index]
             if isinstance(row, int):
                 return row
-            frame, py_index, tail = row
-            return PythonFrame(self.thread, index, frame, tail)
+            return PythonFrame(self.thread, index, *row)
+
+
+def _api_mutex():
+    """The API lock of the selected target (lldb runs one target at a time in practice)."""
+    if _debugger is None:
+        return None
+    target = _debugger.GetSelectedTarget()
+    return target.GetAPIMutex() if target.IsValid() and hasattr(target, "GetAPIMutex") else None
+
+
+def _try_lock(mutex):
+    """Take `mutex` if that happens within API_LOCK_WAIT_SECONDS: a command holding it briefly
+    lets go, one that waits for the caller's frames never does."""
+    deadline = time.monotonic() + API_LOCK_WAIT_SECONDS
+    while not mutex.try_lock():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _sync_provider(target):
@@ -384,10 +487,12 @@ def _watch_new_targets(debugger):
 
 
 _registered = False
+_debugger = None
 
 
 def __lldb_init_module(debugger, internal_dict):
-    global _registered
+    global _registered, _debugger
+    _debugger = debugger
     _register_commands(debugger)
     if _registered or not _has_provider_api:
         return

@@ -220,6 +220,7 @@ class StopState:
             self.key = key
             self.selected = {}
             self.with_ids = False
+            self.thread_pointers = {}
         return self.session
 
     def with_thread_ids(self, key, make, thread_ids):
@@ -237,6 +238,9 @@ class StopState:
         self.key = None
         self.selected = {}
         self.with_ids = False
+        # LWP -> thread pointer, for a frontend that cannot read registers everywhere (lldb's
+        # frame provider): filled where it can, read where it cannot.
+        self.thread_pointers = {}
 
 
 def thread_frames(session, lwp, tp):
