@@ -137,6 +137,14 @@ class LldbHost(fe.Host):
         err = lldb.SBError()
         data = self.process.ReadMemory(addr, size, err)
         if err.Fail() or data is None:
+            # A core leaves out file-backed pages that were never written; the target reads
+            # them from the loaded files, as gdb does.
+            # (It may return the bytes and still report the core's failure.)
+            err = lldb.SBError()
+            data = self.target.ReadMemory(lldb.SBAddress(addr, self.target), size, err)
+            if data is not None and len(data) == size:
+                return bytes(data)
+        if err.Fail() or data is None:
             raise OSError("cannot read %d bytes at %#x: %s" % (size, addr, err.GetCString()))
         return bytes(data)
 
