@@ -36,6 +36,12 @@ def mark(name):
     return "script print('@@' + '%s@@')" % name
 
 
+def failing(command):
+    """Run `command` so that its failure does not end lldb's batch run, and print its error."""
+    return ("script r = lldb.SBCommandReturnObject(); "
+            "lldb.debugger.GetCommandInterpreter().HandleCommand(%r, r); print(r.GetError())" % command)
+
+
 def run_lldb(interp, *commands, core=None, pid=None):
     cmd = [lldb_path(), "-b", "--no-lldbinit",
            # Debian's python3.11-dbg may be installed here (make bench): hide it, as a user
@@ -154,8 +160,8 @@ def test_lldb_py_up_down_ends_and_usage():
     interp = [i for i in INTERPS if i.id == "pyenv-3.12"][0]
     with harness.Scenario(interp, "shapes") as sc:
         core = sc.make_core()
-        out = run_lldb(interp, mark("DOWN"), "py-down", mark("USAGE"), "py-print", "py-bt --bogus",
-                       mark("SHOW"), "pyunwind show", core=core)
+        out = run_lldb(interp, mark("DOWN"), failing("py-down"), mark("USAGE"), failing("py-print"),
+                       failing("py-bt --bogus"), mark("SHOW"), "pyunwind show", core=core)
         got = split(out, ["DOWN", "USAGE", "SHOW"])
         assert "Unable to find a newer python frame" in got["DOWN"]
         assert "usage: py-print NAME" in got["USAGE"]
