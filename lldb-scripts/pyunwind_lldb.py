@@ -34,6 +34,8 @@ MAX_NATIVE_FRAMES = 100000
 MAX_REGISTER_FRAMES = 8
 # How long a frame provider on lldb's event-handler thread waits for the target's API lock.
 API_LOCK_WAIT_SECONDS = 0.25
+# How often the new-target watcher looks for lldb's events.
+TARGET_POLL_SECONDS = 0.05
 
 _core = None
 _state = fe.StopState()
@@ -217,6 +219,9 @@ class _Command:
         try:
             if _commands is None:
                 _commands = fe.Commands(core(), _state, session)
+            # The provider, if lldb created the target before importing us and the watcher
+            # missed it: from the next stop on at least.
+            _sync_provider(exe_ctx.GetTarget())
             host = LldbHost(exe_ctx.GetTarget(), exe_ctx.GetProcess(), exe_ctx.GetThread(), result)
             _commands.run(self.name, host, command)
             result.SetStatus(lldb.eReturnStatusSuccessFinishResult)
@@ -478,16 +483,23 @@ def _sync_provider(target):
 
 def _watch_new_targets(debugger):
     """Register the provider on targets created after this script was imported (from
-    ~/.lldbinit, before `lldb EXE -c CORE` creates its target)."""
+    ~/.lldbinit, before `lldb EXE -c CORE` creates its target). lldb 22.1 sends class listeners
+    no eBroadcastBitNewTargetCreated, but a new target loads its modules at once, and a
+    provider registered on the dummy target is not copied to new ones."""
     listener = lldb.SBListener("pyunwind-targets")
-    listener.StartListeningForEventClass(debugger, lldb.SBTarget.GetBroadcasterClassName(),
-                                         lldb.SBTarget.eBroadcastBitNewTargetCreated)
+    listener.StartListeningForEventClass(
+        debugger, lldb.SBTarget.GetBroadcasterClassName(),
+        lldb.SBTarget.eBroadcastBitNewTargetCreated | lldb.SBTarget.eBroadcastBitModulesLoaded)
 
     def loop():
         event = lldb.SBEvent()
         while True:
-            if listener.WaitForEvent(1, event) and lldb.SBTarget.EventIsTargetEvent(event):
-                target = lldb.SBTarget.GetCreatedTargetFromEvent(event)
+            # Never a blocking wait: lldb's SB calls keep the GIL, which would starve lldb's
+            # own Python (commands, the frame provider) for as long as the wait lasts.
+            if not listener.GetNextEvent(event):
+                time.sleep(TARGET_POLL_SECONDS)
+            elif lldb.SBTarget.EventIsTargetEvent(event):
+                target = lldb.SBTarget.GetTargetFromEvent(event)
                 if target.IsValid():
                     _sync_provider(target)
 
@@ -507,5 +519,4 @@ def __lldb_init_module(debugger, internal_dict):
     _registered = True
     for i in range(debugger.GetNumTargets()):
         _sync_provider(debugger.GetTargetAtIndex(i))
-    if hasattr(lldb.SBTarget, "GetCreatedTargetFromEvent"):
-        _watch_new_targets(debugger)
+    _watch_new_targets(debugger)
