@@ -5,9 +5,13 @@ PYUNWIND_CACHE ?= $(HOME)/.cache/pyunwind
 export PYUNWIND_CACHE
 GDBINIT ?= $(HOME)/.gdbinit
 GDB_LINE := source $(CURDIR)/gdb-scripts/pyunwind-gdb.py
+LLDBINIT ?= $(HOME)/.lldbinit
+LLDB_LINE := command script import $(CURDIR)/lldb-scripts/pyunwind_lldb.py
+# lldb versions the tests drive, one after the other (their Python packages conflict).
+LLDB_VERSIONS ?= 19 22
 DEMO_PYTHON ?= /usr/bin/python3.11
 
-.PHONY: build demo test unit integration lint bench install uninstall clean
+.PHONY: build demo test unit integration integration-lldb lint bench install uninstall clean
 
 # The CLI is built without the `python` feature (it must not need libpython symbols); the
 # extension module with it. Both builds write target/release/libpyunwind.so, so the module is
@@ -30,7 +34,18 @@ unit:
 
 integration: build
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
-	  "$$py" -m pytest -q -p no:cacheprovider tests/integration
+	  "$$py" -m pytest -q -p no:cacheprovider tests/integration --ignore=tests/integration/test_lldb.py
+	$(MAKE) integration-lldb
+
+# tools/lldb-env.sh installs each lldb in turn (removing the other's Python package) and fails
+# the run when one cannot be installed.
+integration-lldb: build
+	@py=$$(bash tools/test-env.sh | tail -n 1) && \
+	  for v in $(LLDB_VERSIONS); do \
+	    lldb=$$(bash tools/lldb-env.sh $$v) || exit 1; \
+	    echo "== lldb $$v: $$lldb"; \
+	    PYUNWIND_LLDB=$$lldb "$$py" -m pytest -q -p no:cacheprovider tests/integration/test_lldb.py || exit 1; \
+	  done
 
 test: build lint unit integration
 
@@ -40,13 +55,15 @@ bench: build
 	python3 bench/asyncio_bench.py
 
 install: build
-	@touch $(GDBINIT)
+	@touch $(GDBINIT) $(LLDBINIT)
 	@grep -qxF '$(GDB_LINE)' $(GDBINIT) || echo '$(GDB_LINE)' >> $(GDBINIT)
-	@echo "pyunwind: gdb loads it from $(GDBINIT)"
+	@grep -qxF '$(LLDB_LINE)' $(LLDBINIT) || echo '$(LLDB_LINE)' >> $(LLDBINIT)
+	@echo "pyunwind: gdb loads it from $(GDBINIT), lldb from $(LLDBINIT)"
 
 uninstall:
 	@if [ -f $(GDBINIT) ]; then grep -vxF '$(GDB_LINE)' $(GDBINIT) > $(GDBINIT).tmp || true; mv $(GDBINIT).tmp $(GDBINIT); fi
-	@echo "pyunwind: removed from $(GDBINIT)"
+	@if [ -f $(LLDBINIT) ]; then grep -vxF '$(LLDB_LINE)' $(LLDBINIT) > $(LLDBINIT).tmp || true; mv $(LLDBINIT).tmp $(LLDBINIT); fi
+	@echo "pyunwind: removed from $(GDBINIT) and $(LLDBINIT)"
 
 clean:
 	$(CARGO) clean

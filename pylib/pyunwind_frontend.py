@@ -1,5 +1,7 @@
-"""What the gdb and lldb frontends share: loading the `_pyunwind` module, parsing the `py-*`
-command arguments, the per-stop session cache and the selected Python frame.
+"""What the gdb and lldb frontends share: loading the `_pyunwind` module, the py-* commands
+themselves (argument parsing, help, output), opening the session for a stop, the per-stop cache
+with the selected Python frame, and how Python frames are spliced into a native backtrace. Each
+frontend supplies a `Host` that answers what only its debugger knows.
 
 No decoding happens here; that is all in the Rust core.
 """
@@ -107,10 +109,25 @@ def parse_name_arg(prog, arg):
     return name
 
 
+
+# --- memory maps --------------------------------------------------------------------------------
+
+
+def maps_text(rows):
+    """/proc/PID/maps lines for (start, end, file offset, path) rows; rows without an absolute
+    path are left out (the core only needs file-backed mappings)."""
+    out = [
+        "%x-%x r--p %x 00:00 0 %s" % (start, end, offset, path)
+        for start, end, offset, path in rows
+        if path and path.startswith("/")
+    ]
+    return "\n".join(out) + "\n"
+
+
 def info_proc_mappings_to_maps(text):
-    """Turn a debugger's `info proc mappings` table into /proc/PID/maps lines (file-backed
-    mappings only), so that the core parses one format."""
-    out = []
+    """Turn gdb's `info proc mappings` table into /proc/PID/maps lines, so that the core parses
+    one format."""
+    rows = []
     for line in text.splitlines():
         parts = line.split()
         if len(parts) < 5 or not parts[0].startswith("0x"):
@@ -121,36 +138,128 @@ def info_proc_mappings_to_maps(text):
         except ValueError:
             continue
         rest = parts[4:]
-        perms = "r--p"
         if rest and re.match(r"^[r-][w-][x-][ps-]$", rest[0]):
-            perms = rest[0]
             rest = rest[1:]
-        path = " ".join(rest)
-        if path.startswith("/"):
-            out.append("%x-%x %s %x 00:00 0 %s" % (start, end, perms, offset, path))
-    return "\n".join(out) + "\n"
+        rows.append((start, end, offset, " ".join(rest)))
+    return maps_text(rows)
+
+
+# --- the session for one stop -------------------------------------------------------------------
+
+MEMORY_MODES = ("auto", "direct", "debugger")
+
+
+class FrontendError(Exception):
+    """A message for the user; each frontend turns it into its debugger's error."""
+
+
+class Host:
+    """What a debugger frontend tells the shared code. gdb and lldb each subclass it; the
+    defaults are what a frontend without that knowledge answers."""
+
+    def memory_mode(self):
+        """One of MEMORY_MODES."""
+        return "auto"
+
+    def core_file(self):
+        """Path of the core file being debugged, or None for a process."""
+        return None
+
+    def executable(self):
+        return None
+
+    def pid(self):
+        return None
+
+    def is_local(self):
+        """Whether pid() is a process on this machine that process_vm_readv can read."""
+        return False
+
+    def read_memory(self, addr, size):
+        """bytes, or an exception when unreadable."""
+        raise NotImplementedError
+
+    def maps(self):
+        """/proc/PID/maps-like text of the target's file mappings (see maps_text)."""
+        raise NotImplementedError
+
+    def thread_ids(self):
+        """(LWP, thread pointer) of every thread: versions that record no LWP (3.10) need them."""
+        return []
+
+    def thread(self):
+        """(LWP, thread pointer or None) of the selected thread."""
+        raise NotImplementedError
+
+    def write(self, text):
+        raise NotImplementedError
+
+    def selected_python_frame(self, session, frames):
+        """The Python frame index the user selected through the debugger, or None."""
+        return None
+
+    def python_frame_selected(self, session, index):
+        """py-up / py-down chose Python frame `index`: follow it in the debugger if it can."""
+
+
+def open_session(core, host, thread_ids=None):
+    """A `_pyunwind.Session` for the host's target: a core file or a local process read
+    directly unless the memory mode says otherwise, else memory through the debugger."""
+    mode = host.memory_mode()
+    if mode != "debugger":
+        corefile = host.core_file()
+        if corefile:
+            exe = host.executable()
+            try:
+                return core.Session.core(corefile, exe=exe, thread_ids=thread_ids)
+            except core.Error:
+                # The executable the debugger loaded may not be the one the core names.
+                if mode == "direct" or not exe:
+                    raise
+                return core.Session.core(corefile, thread_ids=thread_ids)
+        pid = host.pid()
+        if pid and host.is_local():
+            return core.Session.live(pid, thread_ids=thread_ids)
+        if mode == "direct":
+            raise FrontendError("pyunwind: no direct memory source for this target")
+    return core.Session.debugger(host.read_memory, host.maps(), pid=host.pid() or None,
+                                 thread_ids=thread_ids)
 
 
 class StopState:
     """The session for the current stop and the selected Python frame per thread. Frontends
-    call `drop()` when the target resumes or changes."""
+    call `drop()` when the target resumes or changes, or give a new key."""
 
     def __init__(self):
-        self.session = None
-        self.key = None
-        self.selected = {}
+        self.drop()
 
     def get(self, key, make):
         if self.session is None or self.key != key:
             self.session = make()
             self.key = key
             self.selected = {}
+            self.with_ids = False
+            self.thread_pointers = {}
+        return self.session
+
+    def with_thread_ids(self, key, make, thread_ids):
+        """The session, opened again with every thread's ids when some thread records no LWP
+        (3.10). Separate from get() so that gathering the ids, which may make the debugger
+        unwind (and so call back into get()), finds a session already cached."""
+        s = self.get(key, lambda: make(None))
+        if not self.with_ids and s.needs_thread_ids():
+            self.session = make(thread_ids())
+            self.with_ids = True
         return self.session
 
     def drop(self, *_args):
         self.session = None
         self.key = None
         self.selected = {}
+        self.with_ids = False
+        # LWP -> thread pointer, for a frontend that cannot read registers everywhere (lldb's
+        # frame provider): filled where it can, read where it cannot.
+        self.thread_pointers = {}
 
 
 def thread_frames(session, lwp, tp):
@@ -168,3 +277,156 @@ def step_frame(frames, index, direction):
             return i
         i += direction
     return None
+
+
+def spliced_rows(actions, frame_count):
+    """What a backtrace shows, from the core's splice actions (one per native frame):
+    ("native", n) keeps native frame n; ("python", n, i) shows Python frame i in place of native
+    frame n; ("tail", i) is Python frame i that no unwound eval-loop frame runs (the native
+    unwind stopped before reaching it), to be shown after the native frames."""
+    shown = set()
+    for n, a in enumerate(actions):
+        if a["action"] == "python":
+            for i in a["frames"]:
+                shown.add(i)
+                yield ("python", n, i)
+        elif a["action"] == "keep":
+            yield ("native", n)
+    for i in range(frame_count):
+        if i not in shown:
+            yield ("tail", i)
+
+
+# --- the py-* commands --------------------------------------------------------------------------
+
+
+class Commands:
+    """The py-* commands over a Host, identical in every debugger. `state` is the frontend's
+    StopState, `session` a function returning the session for the current stop."""
+
+    HELP = {
+        "py-bt": """Print the Python stack of the selected thread (most recent call first).
+Usage: py-bt [-a|--all] [--json]
+  -a, --all   every thread, each with its native id, name and GIL state
+  --json      the JSON report instead of text""",
+        "py-bt-full": """Print the Python stack of the selected thread with each frame's local variables.
+Usage: py-bt-full [-a|--all] [--json]""",
+        "py-bt-async": """Print every asyncio task's async stack, grouped by the thread running its event loop.
+Each task: its live frames if running, its coroutines (each at its await), what it awaits,
+then each task awaiting it up to the root task, then the loop thread's frames. Threads
+without a loop print their plain Python stack. Await cycles are listed at the end.
+Usage: py-bt-async [--json]
+  --json   the JSON report, with `tasks`, `loops` and `cycles`""",
+        "py-tasks": """Print the asyncio task graph: a tree (like `python -m asyncio pstree`: each task, its
+coroutine frames, and under them the tasks it awaits) and a table (like `python -m asyncio ps`).
+Tasks awaited by several keep every awaiter; await cycles are printed as `cycle: a -> b -> a`.
+Usage: py-tasks [--tree | --table] [--json]""",
+        "py-up": """Select and print the Python frame that called this one (if any).
+Usage: py-up""",
+        "py-down": """Select and print the Python frame called by this one (if any).
+Usage: py-down""",
+        "py-list": """List the Python source code of the selected Python frame.
+Usage: py-list            lines around the current line
+       py-list START      10 lines from START
+       py-list START,END  lines START to END""",
+        "py-locals": """Print the local variables of the selected Python frame.
+Usage: py-locals""",
+        "py-print": """Print the value of a Python name in the selected Python frame: a local, else a global,
+else a builtin.
+Usage: py-print NAME""",
+    }
+
+    def __init__(self, core, state, session):
+        self.core = core
+        self.state = state
+        self.session = session
+
+    def run(self, name, host, arg):
+        fn = getattr(self, name.replace("-", "_"))
+        return fn(host, arg or "")
+
+    def _frames(self, host):
+        lwp, tp = host.thread()
+        return thread_frames(self.session(host), lwp, tp)
+
+    def selected_index(self, host, frames):
+        """The selected Python frame: what the debugger says (gdb: an eval-loop frame it has
+        selected), else what py-up/py-down chose, else the innermost readable one."""
+        lwp, _ = host.thread()
+        idx = host.selected_python_frame(self.session(host), frames)
+        if idx is None:
+            idx = self.state.selected.get(lwp)
+        if idx is None or idx >= len(frames) or frames[idx]["kind"] != "python":
+            idx = step_frame(frames, -1, +1)
+        if idx is None:
+            raise FrontendError("Unable to locate python frame")
+        return idx
+
+    def py_bt(self, host, arg, full=False):
+        a = parse_bt_args("py-bt-full" if full else "py-bt", arg)
+        s = self.session(host)
+        lwp, tp = (None, None) if a.all_threads else host.thread()
+        if a.json:
+            host.write(s.report(lwp=lwp, tp=tp, all_threads=a.all_threads, locals=full) + "\n")
+        else:
+            host.write(s.render_bt(lwp=lwp, tp=tp, all_threads=a.all_threads, full=full))
+
+    def py_bt_full(self, host, arg):
+        self.py_bt(host, arg, full=True)
+
+    def py_bt_async(self, host, arg):
+        a = parse_async_args("py-bt-async", arg)
+        s = self.session(host)
+        host.write(s.async_report() + "\n" if a.json else s.render_async())
+
+    def py_tasks(self, host, arg):
+        a = parse_tasks_args("py-tasks", arg)
+        s = self.session(host)
+        if a.json:
+            host.write(s.async_report() + "\n")
+        else:
+            host.write(s.render_tasks(tree=a.show_tree, table=a.show_table))
+
+    def _move(self, host, arg, name, direction):
+        if arg.strip():
+            raise UsageError("usage: %s" % name)
+        frames = self._frames(host)
+        nxt = step_frame(frames, self.selected_index(host, frames), direction)
+        if nxt is None:
+            raise FrontendError("Unable to find an older python frame" if direction > 0
+                                else "Unable to find a newer python frame")
+        s = self.session(host)
+        host.python_frame_selected(s, nxt)
+        lwp, tp = host.thread()
+        self.state.selected[lwp] = nxt
+        host.write(s.render_frame(nxt, lwp=lwp, tp=tp))
+
+    def py_up(self, host, arg):
+        self._move(host, arg, "py-up", +1)
+
+    def py_down(self, host, arg):
+        self._move(host, arg, "py-down", -1)
+
+    def py_list(self, host, arg):
+        frames = self._frames(host)
+        f = frames[self.selected_index(host, frames)]
+        line = f.get("line") or 1
+        start, end = parse_list_args(arg, line)
+        host.write(self.core.render_list(f["file"], line, start, end))
+
+    def py_locals(self, host, arg):
+        frames = self._frames(host)
+        idx = self.selected_index(host, frames)
+        lwp, tp = host.thread()
+        host.write(self.session(host).render_locals(idx, lwp=lwp, tp=tp))
+
+    def py_print(self, host, arg):
+        name = parse_name_arg("py-print", arg)
+        frames = self._frames(host)
+        idx = self.selected_index(host, frames)
+        lwp, tp = host.thread()
+        found = self.session(host).lookup(idx, name, lwp=lwp, tp=tp)
+        if found is None:
+            host.write("%r not found\n" % name)
+        else:
+            host.write("%s %r = %s\n" % (found[0], name, found[1]))

@@ -111,53 +111,90 @@ def _all_thread_ids(inf):
     return ids
 
 
-def _open_session():
-    s = _open_session_with(None)
-    if s.needs_thread_ids():
+def _eval_frames():
+    """gdb's frames, innermost first, with the core's splice action for each."""
+    frames = []
+    f = gdb.newest_frame()
+    while f is not None and len(frames) < 100000:
+        frames.append(f)
+        f = f.older()
+    actions = json.loads(session().splice([f.name() for f in frames], lwp=_thread_key(), tp=_thread_pointer()))
+    return list(zip(frames, actions))
+
+
+class _GdbHost(fe.Host):
+    def memory_mode(self):
+        return _params["memory"].value if "memory" in _params else "auto"
+
+    def core_file(self):
+        return _core_file()
+
+    def executable(self):
+        return gdb.current_progspace().filename
+
+    def pid(self):
+        return gdb.selected_inferior().pid or None
+
+    def is_local(self):
+        conn = getattr(gdb.selected_inferior(), "connection", None)
+        return conn is None or getattr(conn, "type", "native") == "native"
+
+    def read_memory(self, addr, size):
+        return bytes(gdb.selected_inferior().read_memory(addr, size))
+
+    def maps(self):
+        try:
+            return fe.info_proc_mappings_to_maps(gdb.execute("info proc mappings", to_string=True))
+        except gdb.error as e:
+            raise gdb.GdbError("pyunwind: %s" % e)
+
+    def thread_ids(self):
         # Threads that record no LWP are matched through their thread pointer, which costs a
-        # switch to every thread: only done when needed.
-        s = _open_session_with(_all_thread_ids(gdb.selected_inferior()))
-    return s
+        # switch to every thread: only asked for when needed.
+        return _all_thread_ids(gdb.selected_inferior())
 
+    def thread(self):
+        return _thread_key(), _thread_pointer()
 
-def _open_session_with(ids):
-    inf = gdb.selected_inferior()
-    mode = _params["memory"].value if "memory" in _params else "auto"
-    corefile = _core_file()
-    c = core()
-    if mode != "debugger":
-        if corefile:
-            exe = gdb.current_progspace().filename
-            try:
-                return c.Session.core(corefile, exe=exe, thread_ids=ids)
-            except c.Error:
-                if mode == "direct" or not exe:
-                    raise
-                return c.Session.core(corefile, thread_ids=ids)
-        conn = getattr(inf, "connection", None)
-        local = conn is None or getattr(conn, "type", "native") == "native"
-        if inf.pid > 0 and local:
-            return c.Session.live(inf.pid, thread_ids=ids)
-        if mode == "direct":
-            raise gdb.GdbError("pyunwind: no direct memory source for this target")
+    def write(self, text):
+        gdb.write(text)
 
-    def read(addr, size):
-        return bytes(inf.read_memory(addr, size))
+    def selected_python_frame(self, session, frames):
+        # gdb's selected frame wins when it is an eval-loop frame (`frame N`, `up`): the Python
+        # frame py-up/py-down chose if that frame runs it, else the innermost one it runs.
+        idx = _state.selected.get(_thread_key())
+        try:
+            level = gdb.selected_frame().level()
+            pairs = _eval_frames()
+        except gdb.error:
+            return None
+        a = pairs[level][1] if level < len(pairs) else None
+        if a and a["action"] == "python" and a["frames"]:
+            return idx if idx in a["frames"] else a["frames"][0]
+        return None
 
-    try:
-        maps = fe.info_proc_mappings_to_maps(gdb.execute("info proc mappings", to_string=True))
-    except gdb.error as e:
-        raise gdb.GdbError("pyunwind: %s" % e)
-    return c.Session.debugger(read, maps, pid=inf.pid or None, thread_ids=ids)
+    def python_frame_selected(self, session, index):
+        # Select the eval-loop native frame that runs Python frame `index`, if gdb can unwind
+        # to it.
+        try:
+            for f, a in _eval_frames():
+                if a["action"] == "python" and index in a["frames"]:
+                    f.select()
+                    return
+        except gdb.error:
+            pass
 
 
 def session():
     inf = gdb.selected_inferior()
     key = (inf.num, inf.pid, _core_file())
+    host = _GdbHost()
     try:
-        return _state.get(key, _open_session)
+        return _state.with_thread_ids(key, lambda ids: fe.open_session(core(), host, ids), host.thread_ids)
     except core().Error as e:
         raise gdb.GdbError("pyunwind: %s" % e)
+    except fe.FrontendError as e:
+        raise gdb.GdbError(str(e))
 
 
 def _frames():
@@ -169,7 +206,7 @@ def _call(fn, *args, **kwargs):
         return fn(*args, **kwargs)
     except core().Error as e:
         raise gdb.GdbError("pyunwind: %s" % e)
-    except fe.UsageError as e:
+    except (fe.UsageError, fe.FrontendError) as e:
         raise gdb.GdbError(str(e))
 
 
@@ -255,240 +292,39 @@ class _UnnamedFrameDecorator(FrameDecorator):
 
 
 def _spliced(decorators, actions, frames):
-    for d, a in zip(decorators, actions):
-        if a["action"] == "python":
-            for i in a["frames"]:
-                yield PythonFrameDecorator(d, frames[i], i)
-        elif a["action"] == "keep":
+    for row in fe.spliced_rows(actions, len(frames)):
+        if row[0] == "python":
+            yield PythonFrameDecorator(decorators[row[1]], frames[row[2]], row[2])
+        elif row[0] == "native":
+            d = decorators[row[1]]
             yield d if d.inferior_frame().name() else _UnnamedFrameDecorator(d)
+        # "tail" rows: gdb's own unwinder reaches the interpreter loop, and a decorator needs a
+        # native frame to stand on, so frames no eval frame runs are left to py-bt.
 
 
 # --- commands ---------------------------------------------------------------------------------
 
+_commands = None
 
-class _Command(gdb.Command):
-    def __init__(self, name):
-        super().__init__(name, gdb.COMMAND_STACK)
 
+def _run(name, arg):
+    global _commands
+    if _commands is None:
+        _commands = fe.Commands(core(), _state, lambda host: session())
+    _commands.run(name, _GdbHost(), arg)
+
+
+def _make_command(name):
     def invoke(self, arg, from_tty):
-        _call(self.run, arg)
+        _call(_run, name, arg)
 
-
-class PyBt(_Command):
-    """Print the Python stack of the selected thread (most recent call first).
-Usage: py-bt [-a|--all] [--json]
-  -a, --all   every thread, each with its native id, name and GIL state
-  --json      the JSON report instead of text"""
-
-    def __init__(self):
-        super().__init__("py-bt")
-
-    def run(self, arg):
-        a = fe.parse_bt_args("py-bt", arg)
-        s = session()
-        if a.json:
-            if a.all_threads:
-                gdb.write(s.report(all_threads=True) + "\n")
-            else:
-                gdb.write(s.report(lwp=_thread_key(), tp=_thread_pointer()) + "\n")
-            return
-        if a.all_threads:
-            gdb.write(s.render_bt(all_threads=True))
-        else:
-            gdb.write(s.render_bt(lwp=_thread_key(), tp=_thread_pointer()))
-
-
-class PyBtFull(_Command):
-    """Print the Python stack of the selected thread with each frame's local variables.
-Usage: py-bt-full [-a|--all] [--json]"""
-
-    def __init__(self):
-        super().__init__("py-bt-full")
-
-    def run(self, arg):
-        a = fe.parse_bt_args("py-bt-full", arg)
-        s = session()
-        if a.json:
-            gdb.write(s.report(lwp=_thread_key(), tp=_thread_pointer(), all_threads=a.all_threads, locals=True) + "\n")
-        elif a.all_threads:
-            gdb.write(s.render_bt(all_threads=True, full=True))
-        else:
-            gdb.write(s.render_bt(lwp=_thread_key(), tp=_thread_pointer(), full=True))
-
-
-class PyBtAsync(_Command):
-    """Print every asyncio task's async stack, grouped by the thread running its event loop.
-Each task: its live frames if running, its coroutines (each at its await), what it awaits,
-then each task awaiting it up to the root task, then the loop thread's frames. Threads
-without a loop print their plain Python stack. Await cycles are listed at the end.
-Usage: py-bt-async [--json]
-  --json   the JSON report, with `tasks`, `loops` and `cycles`"""
-
-    def __init__(self):
-        super().__init__("py-bt-async")
-
-    def run(self, arg):
-        a = fe.parse_async_args("py-bt-async", arg)
-        s = session()
-        gdb.write(s.async_report() + "\n" if a.json else s.render_async())
-
-
-class PyTasks(_Command):
-    """Print the asyncio task graph: a tree (like `python -m asyncio pstree`: each task, its
-coroutine frames, and under them the tasks it awaits) and a table (like `python -m asyncio ps`).
-Tasks awaited by several keep every awaiter; await cycles are printed as `cycle: a -> b -> a`.
-Usage: py-tasks [--tree | --table] [--json]"""
-
-    def __init__(self):
-        super().__init__("py-tasks")
-
-    def run(self, arg):
-        a = fe.parse_tasks_args("py-tasks", arg)
-        s = session()
-        if a.json:
-            gdb.write(s.async_report() + "\n")
-        else:
-            gdb.write(s.render_tasks(tree=a.show_tree, table=a.show_table))
-
-
-def _selected_index(frames):
-    """The selected Python frame: follows gdb's selected frame when it is an eval-loop frame,
-    else what py-up/py-down chose (innermost by default)."""
-    lwp = _thread_key()
-    idx = _state.selected.get(lwp)
-    try:
-        sel = gdb.selected_frame()
-        level = sel.level()
-        names = []
-        f = gdb.newest_frame()
-        while f is not None and len(names) <= level:
-            names.append(f.name())
-            f = f.older()
-        actions = json.loads(session().splice(names, lwp=lwp, tp=_thread_pointer()))
-        a = actions[level] if level < len(actions) else None
-        if a and a["action"] == "python" and a["frames"]:
-            if idx not in a["frames"]:
-                idx = a["frames"][0]
-    except gdb.error:
-        pass
-    if idx is None or idx >= len(frames) or frames[idx]["kind"] != "python":
-        idx = fe.step_frame(frames, -1, +1)
-    if idx is None:
-        raise gdb.GdbError("Unable to locate python frame")
-    return idx
-
-
-def _select_native_for(index):
-    """Select the eval-loop native frame that runs Python frame `index`, if gdb can unwind to it."""
-    try:
-        decorated = []
-        f = gdb.newest_frame()
-        while f is not None and len(decorated) < 100000:
-            decorated.append(f)
-            f = f.older()
-        names = [f.name() for f in decorated]
-        actions = json.loads(session().splice(names, lwp=_thread_key(), tp=_thread_pointer()))
-        for f, a in zip(decorated, actions):
-            if a["action"] == "python" and index in a["frames"]:
-                f.select()
-                return
-    except gdb.error:
-        pass
-
-
-class _Move(_Command):
-    direction = 0
-
-    def run(self, arg):
-        if arg.strip():
-            raise fe.UsageError("usage: %s" % self._name)
-        frames = _frames()
-        cur = _selected_index(frames)
-        nxt = fe.step_frame(frames, cur, self.direction)
-        if nxt is None:
-            raise gdb.GdbError("Unable to find an older python frame" if self.direction > 0 else "Unable to find a newer python frame")
-        _select_native_for(nxt)
-        _state.selected[_thread_key()] = nxt
-        gdb.write(session().render_frame(nxt, lwp=_thread_key(), tp=_thread_pointer()))
-
-
-class PyUp(_Move):
-    """Select and print the Python frame that called this one (if any).
-Usage: py-up"""
-
-    direction = +1
-
-    def __init__(self):
-        self._name = "py-up"
-        super().__init__("py-up")
-
-
-class PyDown(_Move):
-    """Select and print the Python frame called by this one (if any).
-Usage: py-down"""
-
-    direction = -1
-
-    def __init__(self):
-        self._name = "py-down"
-        super().__init__("py-down")
-
-
-class PyList(_Command):
-    """List the Python source code of the selected Python frame.
-Usage: py-list            lines around the current line
-       py-list START      10 lines from START
-       py-list START,END  lines START to END"""
-
-    def __init__(self):
-        super().__init__("py-list")
-
-    def run(self, arg):
-        frames = _frames()
-        f = frames[_selected_index(frames)]
-        line = f.get("line") or 1
-        start, end = fe.parse_list_args(arg, line)
-        gdb.write(core().render_list(f["file"], line, start, end))
-
-
-class PyLocals(_Command):
-    """Print the local variables of the selected Python frame.
-Usage: py-locals"""
-
-    def __init__(self):
-        super().__init__("py-locals")
-
-    def run(self, arg):
-        frames = _frames()
-        idx = _selected_index(frames)
-        gdb.write(session().render_locals(idx, lwp=_thread_key(), tp=_thread_pointer()))
-
-
-class PyPrint(_Command):
-    """Print the value of a Python name in the selected Python frame: a local, else a global,
-else a builtin.
-Usage: py-print NAME"""
-
-    def __init__(self):
-        super().__init__("py-print")
-
-    def run(self, arg):
-        name = fe.parse_name_arg("py-print", arg)
-        frames = _frames()
-        idx = _selected_index(frames)
-        found = session().lookup(idx, name, lwp=_thread_key(), tp=_thread_pointer())
-        if found is None:
-            gdb.write("%r not found\n" % name)
-        else:
-            gdb.write("%s %r = %s\n" % (found[0], name, found[1]))
-
-
-_COMMANDS = (PyBt, PyBtFull, PyBtAsync, PyTasks, PyUp, PyDown, PyList, PyLocals, PyPrint)
+    cls = type("PyunwindCommand", (gdb.Command,), {"__doc__": fe.Commands.HELP[name], "invoke": invoke})
+    return cls(name, gdb.COMMAND_STACK)
 
 
 def _register_commands():
-    for c in _COMMANDS:
-        c()
+    for name in fe.Commands.HELP:
+        _make_command(name)
 
 
 _reclaim = False

@@ -1,0 +1,522 @@
+"""pyunwind for lldb: `command script import /path/to/lldb-scripts/pyunwind_lldb.py`.
+
+Registers the py-* commands (the same as in gdb, from pylib/pyunwind_frontend.py), a `pyunwind`
+command for settings, and on lldb 22+ a scripted frame provider that puts Python frames into
+lldb's own `bt`. Thin: decoding and text rendering are in the Rust core.
+
+The selected Python frame (py-up, py-down, and what py-list, py-locals and py-print show) is kept
+per thread and per stop, as an index into the thread's Python stack, not tied to lldb's selected
+native frame: lldb's unwinder may stop before the interpreter loop (stripped builds), and the
+Python stack read from the thread state is the one thing always there.
+"""
+
+import contextlib
+import json
+import os
+import sys
+import threading
+import time
+
+import lldb
+
+_pylib = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "pylib")
+if _pylib not in sys.path:
+    sys.path.insert(0, _pylib)
+
+import pyunwind_frontend as fe  # noqa: E402
+
+LLDB_INVALID_ADDRESS = 0xFFFFFFFFFFFFFFFF
+PROVIDER_CLASS = __name__ + ".PythonFrameProvider"
+# A stack deeper than this is not walked for native frame names (a corrupt stack can make
+# lldb's unwinder produce frames without end).
+MAX_NATIVE_FRAMES = 100000
+# Frames whose registers are tried for the thread pointer (fs_base): synthetic frames have none.
+MAX_REGISTER_FRAMES = 8
+# How long a frame provider on lldb's event-handler thread waits for the target's API lock.
+API_LOCK_WAIT_SECONDS = 0.25
+# How often the new-target watcher looks for lldb's events.
+TARGET_POLL_SECONDS = 0.05
+
+_core = None
+_state = fe.StopState()
+_commands = None
+# `pyunwind set NAME VALUE`: the settings and their allowed values.
+_settings = {"memory": "auto", "hide-internal": "on", "frame-provider": "on"}
+_CHOICES = {"memory": fe.MEMORY_MODES, "hide-internal": ("on", "off"), "frame-provider": ("on", "off")}
+# target -> id of our frame provider registered on it.
+_providers = {}
+# Set while a command asks lldb for frames: frame providers then hand out lldb's own frames
+# and plan later (see PythonFrameProvider.get_frame_at_index).
+_deferring = False
+
+
+def core():
+    global _core
+    if _core is None:
+        _core = fe.load_core_module()
+    return _core
+
+
+# --- what lldb knows ----------------------------------------------------------------------------
+
+
+def _thread_pointer(frames):
+    """fs_base of the thread (the pthread pointer), from the first frame that has registers.
+    `frames` is an SBThread or an SBFrameList."""
+    for i in range(MAX_REGISTER_FRAMES):
+        f = frames.GetFrameAtIndex(i)
+        if not f.IsValid():
+            break
+        reg = f.FindRegister("fs_base")
+        if reg.IsValid() and reg.GetValue() is not None:
+            return reg.GetValueAsUnsigned()
+    return None
+
+
+def _core_file(process):
+    if process.GetPluginName() != "elf-core":
+        return None
+    spec = process.GetCoreFile()
+    return spec.fullpath if spec.IsValid() else None
+
+
+def _maps(target):
+    """The loaded files' segments (lldb's top-level ELF sections) as maps rows: lldb has no
+    `info proc mappings` for cores, and its module list serves live processes and cores alike."""
+    rows = []
+    for m in target.module_iter():
+        path = m.GetFileSpec().fullpath
+        for sec in m.section_iter():
+            start = sec.GetLoadAddress(target)
+            size = sec.GetByteSize()
+            if start == LLDB_INVALID_ADDRESS or not size:
+                continue
+            rows.append((start, start + size, sec.GetFileOffset(), path))
+    return fe.maps_text(rows)
+
+
+@contextlib.contextmanager
+def _deferred():
+    global _deferring
+    old, _deferring = _deferring, True
+    try:
+        yield
+    finally:
+        _deferring = old
+
+
+class LldbHost(fe.Host):
+    """The target, process and thread one command (or one frame provider) works on."""
+
+    def __init__(self, target, process, thread, result=None, frames=None):
+        self.target = target
+        self.process = process
+        self.thread_ = thread
+        self.result = result
+        # Where this thread's registers come from: the provider passes lldb's own (input)
+        # frames, so that it never asks lldb for the frames it is itself providing.
+        self.frames = frames if frames is not None else thread
+
+    def memory_mode(self):
+        return _settings["memory"]
+
+    def core_file(self):
+        return _core_file(self.process)
+
+    def executable(self):
+        spec = self.target.GetExecutable()
+        return spec.fullpath if spec.IsValid() else None
+
+    def pid(self):
+        return self.process.GetProcessID() or None
+
+    def is_local(self):
+        platform = self.target.GetPlatform()
+        host = platform.IsHost() if hasattr(platform, "IsHost") else platform.GetName() == "host"
+        return host and self.process.IsValid() and self.process.GetPluginName() != "elf-core"
+
+    def read_memory(self, addr, size):
+        err = lldb.SBError()
+        data = self.process.ReadMemory(addr, size, err)
+        if err.Fail() or data is None:
+            # A core leaves out file-backed pages that were never written; the target reads
+            # them from the loaded files, as gdb does.
+            # (It may return the bytes and still report the core's failure.)
+            err = lldb.SBError()
+            data = self.target.ReadMemory(lldb.SBAddress(addr, self.target), size, err)
+            if data is not None and len(data) == size:
+                return bytes(data)
+        if err.Fail() or data is None:
+            raise OSError("cannot read %d bytes at %#x: %s" % (size, addr, err.GetCString()))
+        return bytes(data)
+
+    def maps(self):
+        return _maps(self.target)
+
+    def thread_ids(self):
+        ids = []
+        with _deferred():
+            for t in self.process:
+                tp = _thread_pointer(t)
+                if tp is not None:
+                    _state.thread_pointers[t.GetThreadID()] = tp
+                    ids.append((t.GetThreadID(), tp))
+        return ids
+
+    def thread(self):
+        if self.thread_ is None or not self.thread_.IsValid():
+            raise fe.FrontendError("pyunwind: no thread selected (is a program running or a core loaded?)")
+        lwp = self.thread_.GetThreadID()
+        with _deferred():
+            tp = _thread_pointer(self.frames)
+        if tp is not None:
+            _state.thread_pointers[lwp] = tp
+        return lwp, tp
+
+    def write(self, text):
+        self.result.Print(text)
+
+
+def _key(host):
+    p = host.process
+    return (p.GetUniqueID(), p.GetProcessID(), p.GetStopID(), host.core_file(), _settings["memory"])
+
+
+def _open(host):
+    return lambda ids: fe.open_session(core(), host, ids)
+
+
+def session(host, with_ids=True):
+    """The session of this stop. Commands ask for it `with_ids` (3.10 needs every thread's ids
+    for `py-bt -a`); the frame provider does not, since gathering them makes lldb unwind every
+    thread, which runs the provider again."""
+    if not host.process.IsValid():
+        raise fe.FrontendError("pyunwind: no process (run a program, attach or load a core)")
+    if with_ids:
+        return _state.with_thread_ids(_key(host), _open(host), host.thread_ids)
+    return _state.get(_key(host), lambda: _open(host)(None))
+
+
+# --- commands -----------------------------------------------------------------------------------
+
+
+class _Command:
+    """One py-* command; `name` is set by the subclasses made in _register_commands."""
+
+    name = None
+
+    def __init__(self, debugger, internal_dict):
+        pass
+
+    def get_short_help(self):
+        return fe.Commands.HELP[self.name].splitlines()[0]
+
+    def get_long_help(self):
+        return fe.Commands.HELP[self.name]
+
+    def __call__(self, debugger, command, exe_ctx, result):
+        global _commands
+        try:
+            if _commands is None:
+                _commands = fe.Commands(core(), _state, session)
+            # The provider, if lldb created the target before importing us and the watcher
+            # missed it: from the next stop on at least.
+            _sync_provider(exe_ctx.GetTarget())
+            host = LldbHost(exe_ctx.GetTarget(), exe_ctx.GetProcess(), exe_ctx.GetThread(), result)
+            _commands.run(self.name, host, command)
+            result.SetStatus(lldb.eReturnStatusSuccessFinishResult)
+        except (fe.UsageError, fe.FrontendError) as e:
+            result.SetError(str(e))
+        except ImportError as e:
+            result.SetError(str(e))
+        except Exception as e:
+            if _core is not None and isinstance(e, _core.Error):
+                result.SetError("pyunwind: %s" % e)
+            else:
+                raise
+
+
+class SettingsCommand:
+    """`pyunwind set NAME VALUE` / `pyunwind show [NAME]`."""
+
+    HELP = """Show or change pyunwind's settings.
+Usage: pyunwind show [NAME]
+       pyunwind set NAME VALUE
+  memory auto|direct|debugger  where target memory is read: auto reads a core file or a local
+                               process directly and anything else through lldb; debugger always
+                               through lldb (SBProcess.ReadMemory)
+  hide-internal on|off         whether bt hides CPython's call plumbing between Python frames
+  frame-provider on|off        lldb 22+: Python frames in lldb's own bt (scripted frame provider)"""
+
+    def __init__(self, debugger, internal_dict):
+        pass
+
+    def get_short_help(self):
+        return self.HELP.splitlines()[0]
+
+    def get_long_help(self):
+        return self.HELP
+
+    def __call__(self, debugger, command, exe_ctx, result):
+        words = command.split()
+        if words[:1] == ["show"] and len(words) <= 2:
+            for name in words[1:] or sorted(_settings):
+                if name not in _settings:
+                    result.SetError("pyunwind: no setting %r" % name)
+                    return
+                result.Print("%s: %s\n" % (name, _settings[name]))
+            return
+        if len(words) != 3 or words[0] != "set" or words[2] not in _CHOICES.get(words[1], ()):
+            result.SetError("usage: pyunwind set NAME VALUE (see `help pyunwind`)")
+            return
+        _settings[words[1]] = words[2]
+        _state.drop()
+        if words[1] == "frame-provider":
+            err = _sync_provider(exe_ctx.GetTarget())
+            if err:
+                result.SetError(err)
+                return
+        result.SetStatus(lldb.eReturnStatusSuccessFinishNoResult)
+
+
+def _register_commands(debugger):
+    module = __name__
+    for name in fe.Commands.HELP:
+        cls_name = "Cmd_" + name.replace("-", "_")
+        globals()[cls_name] = type(cls_name, (_Command,), {"name": name})
+        debugger.HandleCommand("command script add -o -c %s.%s %s" % (module, cls_name, name))
+    debugger.HandleCommand("command script add -o -c %s.SettingsCommand pyunwind" % module)
+
+
+# --- lldb 22+: Python frames in `bt` ------------------------------------------------------------
+
+_has_provider_api = hasattr(lldb.SBTarget, "RegisterScriptedFrameProvider")
+
+if _has_provider_api:
+    from lldb.plugins.scripted_frame_provider import ScriptedFrameProvider
+    from lldb.plugins.scripted_process import ScriptedFrame
+
+    class PythonFrame(ScriptedFrame):
+        """One Python frame in lldb's backtrace: its function, file and line, no address.
+        `tail`: no eval-loop frame lldb unwound runs it (lldb's unwind stopped early); it was
+        read from the thread state, and its name says so."""
+
+        def __init__(self, thread, index, frame, tail):
+            # The base class asks lldb for the process, target and registers: SB calls that
+            # take the target's API lock, which this must not do off the main thread (see
+            # PythonFrameProvider.get_frame_at_index). A Python frame has no registers.
+            self.thread = thread
+            self.index = index
+            if frame["kind"] == "python":
+                self.name = frame["function"]
+            else:
+                self.name = "<unreadable Python frame: %s>" % frame.get("reason")
+            if tail:
+                self.name += " [from thread state]"
+            self.sym_ctx = lldb.SBSymbolContext()
+            if frame.get("file") and frame.get("line"):
+                entry = lldb.SBLineEntry()
+                entry.SetFileSpec(lldb.SBFileSpec(frame["file"], False))
+                entry.SetLine(frame["line"])
+                self.sym_ctx.SetLineEntry(entry)
+
+        def get_id(self):
+            return self.index
+
+        def get_pc(self):
+            # No code address: lldb then shows the file and line instead of disassembly.
+            return LLDB_INVALID_ADDRESS
+
+        def get_function_name(self):
+            return self.name
+
+        def is_artificial(self):
+            return False
+
+        def get_symbol_context(self):
+            return self.sym_ctx
+
+        def get_register_info(self):
+            return None
+
+        def get_register_context(self):
+            return None
+
+    class PythonFrameProvider(ScriptedFrameProvider):
+        """Each eval-loop frame becomes the Python frames it runs, CPython's call plumbing
+        between them is hidden (`pyunwind set hide-internal off` keeps it), and Python frames
+        that no unwound eval-loop frame runs follow the native frames. A thread without Python,
+        or any failure, leaves lldb's own frames as they are."""
+
+        @staticmethod
+        def get_description():
+            return "pyunwind: Python frames in place of CPython's eval-loop frames"
+
+        def __init__(self, input_frames, args):
+            # Not the base class's __init__: it asks lldb for the thread's process and target,
+            # SB calls that take the target's API lock (see _read_input).
+            self.input_frames = input_frames
+            self.args = args
+            self.rows = None
+            # Leading rows already handed out as lldb's own frames (see get_frame_at_index).
+            self.committed = 0
+            self.size = input_frames.GetSize()
+            self.names, self.tp = [], None
+            self._read_input()
+
+        def _read_input(self):
+            """Native frame names and the thread pointer, read here and only here: lldb 22.1
+            aborts ("Resource deadlock avoided") when get_frame_at_index touches an input
+            SBFrame, or even dumps the SBFrameList, since lldb then holds the thread's
+            frame-list lock.
+
+            On lldb's event-handler thread (printing a stop) a command on the main thread may
+            hold the target's API lock, which every SBFrame method takes, while it waits for
+            this thread's frames: a deadlock. There the lock is only tried; when it is taken
+            the frames are not read, and the plan puts every Python frame after lldb's frames."""
+            mutex = None
+            if threading.current_thread() is not threading.main_thread():
+                mutex = _api_mutex()
+                if mutex is None or not _try_lock(mutex):
+                    return
+            try:
+                self.names = [self.input_frames.GetFrameAtIndex(i).GetFunctionName()
+                              for i in range(min(self.size, MAX_NATIVE_FRAMES))]
+                self.tp = _thread_pointer(self.input_frames)
+            except Exception:
+                pass
+            finally:
+                if mutex is not None:
+                    mutex.unlock()
+
+        def _plan(self):
+            passthrough = list(range(self.size))
+            try:
+                self.thread = self.input_frames.GetThread()
+                self.process = self.thread.GetProcess()
+                self.target = self.process.GetTarget()
+                host = LldbHost(self.target, self.process, self.thread, frames=self.input_frames)
+                s = session(host, with_ids=False)
+                lwp = self.thread.GetThreadID()
+                tp = self.tp or _state.thread_pointers.get(lwp)
+                frames = fe.thread_frames(s, lwp, tp)
+                actions = json.loads(s.splice(self.names, lwp=lwp, tp=tp,
+                                              hide_internal=_settings["hide-internal"] == "on"))
+            except Exception:
+                # No Python in this thread, or nothing readable: lldb's frames as they are.
+                return passthrough
+            head = list(range(self.committed))
+            early, rest = [], []
+            for row in fe.spliced_rows(actions, len(frames)):
+                if row[0] == "native":
+                    if row[1] >= self.committed:
+                        rest.append(row[1])
+                    continue
+                item = (frames[row[-1]], row[0] == "tail")
+                # Python frames of an eval-loop frame already shown as itself go right after it.
+                (early if row[0] == "python" and row[1] < self.committed else rest).append(item)
+            # Native frames past the names read (a stack deeper than MAX_NATIVE_FRAMES) stay.
+            rest += range(max(len(self.names), self.committed), self.size)
+            return head + early + rest
+
+        def get_frame_at_index(self, index):
+            if self.rows is None:
+                if _deferring or threading.current_thread() is not threading.main_thread():
+                    # lldb's event-handler thread, printing a stop: any SB call that takes the
+                    # target's API lock (the stop id, memory) would deadlock against a command
+                    # on the main thread that holds that lock and waits for this thread's
+                    # frames. Or a py-* command reading registers, which the plan wants to
+                    # know first. Hand out lldb's own frame; the plan is made around it later.
+                    if index >= self.size:
+                        return None
+                    self.committed = max(self.committed, index + 1)
+                    return index
+                self.rows = self._plan()
+            if index >= len(self.rows):
+                return None
+            row = self.rows[index]
+            if isinstance(row, int):
+                return row
+            return PythonFrame(self.thread, index, *row)
+
+
+def _api_mutex():
+    """The API lock of the selected target (lldb runs one target at a time in practice)."""
+    if _debugger is None:
+        return None
+    target = _debugger.GetSelectedTarget()
+    return target.GetAPIMutex() if target.IsValid() and hasattr(target, "GetAPIMutex") else None
+
+
+def _try_lock(mutex):
+    """Take `mutex` if that happens within API_LOCK_WAIT_SECONDS: a command holding it briefly
+    lets go, one that waits for the caller's frames never does."""
+    deadline = time.monotonic() + API_LOCK_WAIT_SECONDS
+    while not mutex.try_lock():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _sync_provider(target):
+    """Register our frame provider on `target` or remove it, as the setting says. Returns an
+    error message or None."""
+    if not _has_provider_api or target is None or not target.IsValid():
+        return None
+    key = target.GetDebugger().GetIndexOfTarget(target)
+    want = _settings["frame-provider"] == "on"
+    have = _providers.get(key)
+    if want and have is None:
+        err = lldb.SBError()
+        pid = target.RegisterScriptedFrameProvider(PROVIDER_CLASS, lldb.SBStructuredData(), err)
+        if err.Fail() or not pid:
+            return "pyunwind: cannot register the frame provider: %s" % err.GetCString()
+        _providers[key] = pid
+    elif not want and have is not None:
+        err = target.RemoveScriptedFrameProvider(have)
+        del _providers[key]
+        if err.Fail():
+            return "pyunwind: cannot remove the frame provider: %s" % err.GetCString()
+    return None
+
+
+def _watch_new_targets(debugger):
+    """Register the provider on targets created after this script was imported (from
+    ~/.lldbinit, before `lldb EXE -c CORE` creates its target). lldb 22.1 sends class listeners
+    no eBroadcastBitNewTargetCreated, but a new target loads its modules at once, and a
+    provider registered on the dummy target is not copied to new ones."""
+    listener = lldb.SBListener("pyunwind-targets")
+    listener.StartListeningForEventClass(
+        debugger, lldb.SBTarget.GetBroadcasterClassName(),
+        lldb.SBTarget.eBroadcastBitNewTargetCreated | lldb.SBTarget.eBroadcastBitModulesLoaded)
+
+    def loop():
+        event = lldb.SBEvent()
+        while True:
+            # Never a blocking wait: lldb's SB calls keep the GIL, which would starve lldb's
+            # own Python (commands, the frame provider) for as long as the wait lasts.
+            if not listener.GetNextEvent(event):
+                time.sleep(TARGET_POLL_SECONDS)
+            elif lldb.SBTarget.EventIsTargetEvent(event):
+                target = lldb.SBTarget.GetTargetFromEvent(event)
+                if target.IsValid():
+                    _sync_provider(target)
+
+    threading.Thread(target=loop, name="pyunwind-targets", daemon=True).start()
+
+
+_registered = False
+_debugger = None
+
+
+def __lldb_init_module(debugger, internal_dict):
+    global _registered, _debugger
+    _debugger = debugger
+    _register_commands(debugger)
+    if _registered or not _has_provider_api:
+        return
+    _registered = True
+    for i in range(debugger.GetNumTargets()):
+        _sync_provider(debugger.GetTargetAtIndex(i))
+    _watch_new_targets(debugger)
