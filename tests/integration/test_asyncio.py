@@ -20,8 +20,6 @@ CASES = ["idle", "deep", "chain3", "chain50", "gather", "gather_named", "taskgro
          "finished", "recursion_shared_code", "subclass"]
 # `asyncio.eager_task_factory` is new in 3.12: these cases do not exist on 3.11.
 NEEDS_312 = {"eager_suspend", "eager_step", "eager_done"}
-# Interpreters on which gdb also attaches to the live process (every one reads the core).
-GDB_LIVE = {"pyenv-3.12", "debian-3.11"}
 MANY_TASKS = 10000
 
 
@@ -98,9 +96,8 @@ def test_async_graph(scenario, interp, case, impl):
     out, _ = run_gdb(interp, "py-bt-async --json", "py-tasks", core=core)
     check_async(json_from(out[:out.index("\n└──") if "\n└──" in out else len(out)]), truth)
     check_tree_text(out, truth)
-    if interp.id in GDB_LIVE:
-        out, _ = run_gdb(interp, "py-tasks --json", pid=s.pid)
-        check_async(json_from(out), truth)
+    out, _ = run_gdb(interp, "py-tasks --json", pid=s.pid)
+    check_async(json_from(out), truth)
 
 
 def check_tree_text(out, truth):
