@@ -33,6 +33,8 @@ pub struct Session {
     pub target: Target,
     pub snap: Snapshot,
     decoded: OnceLock<(Vec<DecodedThread>, Vec<ReadError>)>,
+    /// The asyncio report, built once per stop (`py-bt-async` then `py-tasks` reuse it).
+    async_report: OnceLock<Report>,
     /// (lwp, thread pointer) pairs the frontend or core knows, to name threads on 3.10.
     thread_ids: Vec<(u64, u64)>,
 }
@@ -50,6 +52,7 @@ impl Session {
             target,
             snap,
             decoded: OnceLock::new(),
+            async_report: OnceLock::new(),
             thread_ids,
         })
     }
@@ -58,6 +61,7 @@ impl Session {
     pub fn set_thread_ids(&mut self, ids: Vec<(u64, u64)>) {
         self.thread_ids = ids;
         self.decoded = OnceLock::new();
+        self.async_report = OnceLock::new();
     }
 
     fn decoded(&self) -> &(Vec<DecodedThread>, Vec<ReadError>) {
@@ -251,6 +255,14 @@ impl Session {
 
     /// The report of every thread plus the asyncio tasks, loops and await cycles.
     pub fn async_report(&self) -> Result<Report> {
+        if let Some(r) = self.async_report.get() {
+            return Ok(r.clone());
+        }
+        let r = self.build_async_report()?;
+        Ok(self.async_report.get_or_init(|| r).clone())
+    }
+
+    fn build_async_report(&self) -> Result<Report> {
         let mut r = self.report(None, false)?;
         let threads = self.threads();
         let frames: Vec<ThreadFrames> = threads

@@ -96,7 +96,7 @@ pub fn analyze(snap: &Snapshot, threads: &[ThreadFrames]) -> Result<AsyncView, E
     let mut view = AsyncView::default();
     let mut err = |addr: u64, what: String| view_err(&mut view.errors, addr, what);
     let interps = snap.interpreters()?;
-    let mut found: Vec<(u64, KnownTypes)> = Vec::new();
+    let mut found: Vec<u64> = Vec::new();
     let mut known_all = KnownTypes::default();
     for interp in interps.iter().rev() {
         match registries(snap, &lay, *interp) {
@@ -104,7 +104,7 @@ pub fn analyze(snap: &Snapshot, threads: &[ThreadFrames]) -> Result<AsyncView, E
                 if known_all.c_task == 0 && known_all.py_task == 0 {
                     known_all = k;
                 }
-                found.extend(objs.into_iter().map(|o| (o, k)));
+                found.extend(objs);
             }
             Ok(None) => {}
             Err(e) => err(e.addr, format!("asyncio registry: {e}")),
@@ -113,7 +113,7 @@ pub fn analyze(snap: &Snapshot, threads: &[ThreadFrames]) -> Result<AsyncView, E
     let objects = Objects::new(snap, lay, known_all);
     let mut seen = HashSet::new();
     let mut tasks: Vec<TaskView> = Vec::new();
-    for (obj, _) in found {
+    for obj in found {
         if !seen.insert(obj) {
             continue;
         }
@@ -288,8 +288,13 @@ pub fn analyze(snap: &Snapshot, threads: &[ThreadFrames]) -> Result<AsyncView, E
     for (addr, what) in std::mem::take(&mut resolver.errors) {
         err(addr, what);
     }
+    let index: HashMap<u64, usize> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.raw.addr, i))
+        .collect();
     for (awaited, waiter) in &edges {
-        if let Some(t) = tasks.iter_mut().find(|t| t.raw.addr == *awaited) {
+        if let Some(t) = index.get(awaited).map(|&i| &mut tasks[i]) {
             if on_cpu.contains(waiter) {
                 t.owned_by.push(*waiter);
             } else {

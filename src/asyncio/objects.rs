@@ -203,9 +203,15 @@ impl<'a> Objects<'a> {
                 word(t.name),
             )
         } else {
+            // One read of the instance dict for every field.
+            let fields = self
+                .snap
+                .instance_attrs(addr, &["_state", "_loop", "_coro", "_fut_waiter", "_name"])?;
+            let field = |i: usize| fields[i].unwrap_or(0);
+            let (st, loop_, coro, fut_waiter, name) =
+                (field(0), field(1), field(2), field(3), field(4));
             // A pending future has no `_state` of its own: the class attribute
             // `_state = _PENDING` (Lib/asyncio/futures.py) stands until the first change.
-            let st = self.attr(addr, "_state")?;
             let text = if st == 0 {
                 "PENDING".into()
             } else {
@@ -217,13 +223,7 @@ impl<'a> Objects<'a> {
                 "FINISHED" => "finished",
                 _ => return Err(ReadError::corrupt(addr, "task state")),
             };
-            (
-                state,
-                self.attr(addr, "_loop")?,
-                self.attr(addr, "_coro")?,
-                self.attr(addr, "_fut_waiter")?,
-                self.attr(addr, "_name")?,
-            )
+            (state, loop_, coro, fut_waiter, name)
         };
         let fut_waiter = match self.class(fut_waiter) {
             Ok(Class::None) => 0,

@@ -311,20 +311,32 @@ impl Snapshot {
 
     /// An attribute from an instance's `__dict__` (or its split/inline values).
     pub fn instance_attr(&self, obj: u64, name: &str) -> Result<Option<u64>, ReadError> {
-        let t = self.type_of(obj)?;
-        let managed = t.flags & tpflags::MANAGED_DICT != 0;
-        let cached_keys = || {
-            self.mem
-                .read_ptr(t.addr + self.layout.type_object.ht_cached_keys)
-        };
-        let lookup_values = |values: u64| -> Result<Option<u64>, ReadError> {
-            let keys = cached_keys()?;
-            for (k, v) in self.keys_items(keys, Some(values), MAX_DICT_ENTRIES)? {
-                if self.read_name(k).ok().as_deref() == Some(name) {
-                    return Ok(Some(v));
+        Ok(self.instance_attrs(obj, &[name])?[0])
+    }
+
+    /// Several attributes of one instance, with one read of its dict: `out[i]` is `names[i]`.
+    pub fn instance_attrs(&self, obj: u64, names: &[&str]) -> Result<Vec<Option<u64>>, ReadError> {
+        let mut out = vec![None; names.len()];
+        for (k, v) in self.instance_items(obj)? {
+            if let Ok(key) = self.read_name(k) {
+                if let Some(i) = names.iter().position(|n| *n == key) {
+                    out[i].get_or_insert(v);
                 }
             }
-            Ok(None)
+        }
+        Ok(out)
+    }
+
+    /// The (key, value) pairs of an instance's `__dict__`, or of its split or inline values;
+    /// empty when it has none.
+    fn instance_items(&self, obj: u64) -> Result<Vec<(u64, u64)>, ReadError> {
+        let t = self.type_of(obj)?;
+        let managed = t.flags & tpflags::MANAGED_DICT != 0;
+        let values_items = |values: u64| -> Result<Vec<(u64, u64)>, ReadError> {
+            let keys = self
+                .mem
+                .read_ptr(t.addr + self.layout.type_object.ht_cached_keys)?;
+            self.keys_items(keys, Some(values), MAX_DICT_ENTRIES)
         };
         let dict = match self.layout.instance_dict {
             InstanceDict::Managed311 if managed => {
@@ -332,9 +344,9 @@ impl Snapshot {
                 if d == 0 {
                     let values = self.mem.read_ptr(obj.wrapping_sub(32))?;
                     return if values == 0 {
-                        Ok(None)
+                        Ok(Vec::new())
                     } else {
-                        lookup_values(values)
+                        values_items(values)
                     };
                 }
                 d
@@ -342,29 +354,29 @@ impl Snapshot {
             InstanceDict::Managed312 if managed => {
                 let v = self.mem.read_ptr(obj.wrapping_sub(24))?;
                 if v & 1 == 1 {
-                    return lookup_values(v + 1);
+                    return values_items(v + 1);
                 }
                 v
             }
             InstanceDict::Managed313 if managed => {
                 let d = self.mem.read_ptr(obj.wrapping_sub(24))?;
                 if d == 0 && t.flags & tpflags::INLINE_VALUES != 0 {
-                    return lookup_values(obj + t.basicsize + self.layout.dict_object.values_array);
+                    return values_items(obj + t.basicsize + self.layout.dict_object.values_array);
                 }
                 d
             }
             // `tp_dictoffset` (3.10, and types without a managed dict).
             _ => {
                 if t.dictoffset <= 0 {
-                    return Ok(None);
+                    return Ok(Vec::new());
                 }
                 self.mem.read_ptr(obj + t.dictoffset as u64)?
             }
         };
         if dict == 0 {
-            return Ok(None);
+            return Ok(Vec::new());
         }
-        self.dict_get(dict, name)
+        self.dict_items(dict, MAX_DICT_ENTRIES)
     }
 
     /// A short, bounded repr of any object, in Python's style where we know the type.
@@ -475,8 +487,10 @@ impl Snapshot {
         self.set_keys(obj, MAX_REPR_ITEMS + 1)
     }
 
-    /// Keys of a set (dummy and empty slots skipped), `max` at most.
+    /// Keys of a set (dummy and empty slots skipped), `max` at most. The table is read in
+    /// chunks, so a few keys of a big set cost a few pages, not the whole table.
     pub fn set_keys(&self, obj: u64, max: u64) -> Result<Vec<u64>, ReadError> {
+        const CHUNK_SLOTS: u64 = 4096;
         let s = &self.layout.set_object;
         let mask = self.mem.read_i64(obj + s.mask)?;
         if mask < 0 || mask as u64 >= MAX_SET_SLOTS {
@@ -484,18 +498,25 @@ impl Snapshot {
         }
         let table = self.mem.read_ptr(obj + s.table)?;
         let slots = mask as u64 + 1;
-        let raw = self.mem.read_vec(table, slots * 16, MAX_SET_SLOTS * 16)?;
         let mut out = Vec::new();
-        for e in raw.chunks_exact(16) {
-            let key = u64::from_le_bytes(e[..8].try_into().unwrap());
-            let hash = i64::from_le_bytes(e[8..].try_into().unwrap());
-            // Objects/setobject.c: a deleted slot holds the dummy key with hash -1.
-            if key != 0 && hash != -1 {
-                out.push(key);
-                if out.len() as u64 >= max {
-                    break;
+        let mut first = 0;
+        while first < slots && (out.len() as u64) < max {
+            let n = CHUNK_SLOTS.min(slots - first);
+            let raw = self
+                .mem
+                .read_vec(table + first * 16, n * 16, CHUNK_SLOTS * 16)?;
+            for e in raw.chunks_exact(16) {
+                let key = u64::from_le_bytes(e[..8].try_into().unwrap());
+                let hash = i64::from_le_bytes(e[8..].try_into().unwrap());
+                // Objects/setobject.c: a deleted slot holds the dummy key with hash -1.
+                if key != 0 && hash != -1 {
+                    out.push(key);
+                    if out.len() as u64 >= max {
+                        break;
+                    }
                 }
             }
+            first += n;
         }
         Ok(out)
     }

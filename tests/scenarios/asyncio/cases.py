@@ -131,7 +131,7 @@ class Ctx:
             self.loops.append(loop)
         caller = sys._getframe(1)
         truth = _truth.collect(caller)
-        truth.update(self.task_truth(thread_frames(threading.current_thread(), caller)))
+        truth.update(task_truth(self, thread_frames(threading.current_thread(), caller)))
         write(truth)
         _truth.signal_when_blocked(threading.get_ident(), caller.f_code)
 
@@ -160,7 +160,7 @@ def all_tasks_of(loop):
     return out
 
 
-def task_truth_impl(ctx, stacks):
+def task_truth(ctx, stacks):
     """stacks: {native_id: [frame objects innermost first]} of the loop threads."""
     tasks_out, loops_out = [], []
     for loop in ctx.loops:
@@ -217,7 +217,6 @@ def write(truth):
     _truth.write_truth(truth, signal=False)
 
 
-Ctx.task_truth = task_truth_impl
 CTX = Ctx()
 
 
@@ -229,7 +228,7 @@ def record_all():
     for t in threading.enumerate():
         if t.ident in frames and t is not threading.current_thread():
             stacks[t.native_id] = thread_frames(t, frames[t.ident])[t.native_id]
-    truth.update(CTX.task_truth(stacks))
+    truth.update(task_truth(CTX, stacks))
     return truth
 
 
