@@ -10,71 +10,237 @@ use crate::memory::Memory;
 pub const COOKIE: &[u8; 8] = b"xdebugpy";
 /// pystack's rule: no structure described by the offsets is over 1 MiB.
 const MAX_STRUCT_SIZE: u64 = 1 << 20;
-/// The 3.13.0 struct is 584 bytes; read a little more so that later additions are visible.
-const READ_SIZE: usize = 584;
+/// The largest shape we know (3.15: 888 bytes).
+const READ_SIZE: usize = 888;
 
-/// The 3.13 shape: (group, [fields]) in declaration order; every group starts with `size`.
-const GROUPS_3_13: &[(&str, &[&str])] = &[
-    ("runtime_state", &["finalizing", "interpreters_head"]),
-    (
-        "interpreter_state",
-        &[
-            "id",
-            "next",
-            "threads_head",
-            "gc",
-            "imports_modules",
-            "sysdict",
-            "builtins",
-            "ceval_gil",
-            "gil_runtime_state",
-            "gil_runtime_state_enabled",
-            "gil_runtime_state_locked",
-            "gil_runtime_state_holder",
-        ],
-    ),
-    (
-        "thread_state",
-        &[
-            "prev",
-            "next",
-            "interp",
-            "current_frame",
-            "thread_id",
-            "native_thread_id",
-            "datastack_chunk",
-            "status",
-        ],
-    ),
-    (
-        "interpreter_frame",
-        &["previous", "executable", "instr_ptr", "localsplus", "owner"],
-    ),
-    (
-        "code_object",
-        &[
-            "filename",
-            "name",
-            "qualname",
-            "linetable",
-            "firstlineno",
-            "argcount",
-            "localsplusnames",
-            "localspluskinds",
-            "co_code_adaptive",
-        ],
-    ),
-    ("pyobject", &["ob_type"]),
-    ("type_object", &["tp_name", "tp_repr", "tp_flags"]),
-    ("tuple_object", &["ob_item", "ob_size"]),
-    ("list_object", &["ob_item", "ob_size"]),
-    ("dict_object", &["ma_keys", "ma_values"]),
-    ("float_object", &["ob_fval"]),
-    ("long_object", &["lv_tag", "ob_digit"]),
-    ("bytes_object", &["ob_size", "ob_sval"]),
-    ("unicode_object", &["state", "length", "asciiobject_size"]),
-    ("gc", &["collecting"]),
+/// One group of the struct: its name, whether it starts with `size` (the size of the CPython
+/// structure it describes), and its fields in declaration order.
+type Group = (&'static str, bool, &'static [&'static str]);
+
+const RUNTIME: Group = ("runtime_state", true, &["finalizing", "interpreters_head"]);
+const INTERP_3_13: &[&str] = &[
+    "id",
+    "next",
+    "threads_head",
+    "gc",
+    "imports_modules",
+    "sysdict",
+    "builtins",
+    "ceval_gil",
+    "gil_runtime_state",
+    "gil_runtime_state_enabled",
+    "gil_runtime_state_locked",
+    "gil_runtime_state_holder",
 ];
+const INTERP_3_14: &[&str] = &[
+    "id",
+    "next",
+    "threads_head",
+    "threads_main",
+    "gc",
+    "imports_modules",
+    "sysdict",
+    "builtins",
+    "ceval_gil",
+    "gil_runtime_state",
+    "gil_runtime_state_enabled",
+    "gil_runtime_state_locked",
+    "gil_runtime_state_holder",
+    "code_object_generation",
+    "tlbc_generation",
+];
+const THREAD_3_13: &[&str] = &[
+    "prev",
+    "next",
+    "interp",
+    "current_frame",
+    "thread_id",
+    "native_thread_id",
+    "datastack_chunk",
+    "status",
+];
+const THREAD_3_15: &[&str] = &[
+    "prev",
+    "next",
+    "interp",
+    "current_frame",
+    "base_frame",
+    "last_profiled_frame",
+    "last_profiled_frame_seq",
+    "thread_id",
+    "native_thread_id",
+    "datastack_chunk",
+    "status",
+    "holds_gil",
+    "gil_requested",
+    "current_exception",
+    "exc_state",
+];
+const FRAME_3_13: &[&str] = &["previous", "executable", "instr_ptr", "localsplus", "owner"];
+const FRAME_3_14: &[&str] = &[
+    "previous",
+    "executable",
+    "instr_ptr",
+    "localsplus",
+    "owner",
+    "stackpointer",
+    "tlbc_index",
+];
+const CODE_3_13: &[&str] = &[
+    "filename",
+    "name",
+    "qualname",
+    "linetable",
+    "firstlineno",
+    "argcount",
+    "localsplusnames",
+    "localspluskinds",
+    "co_code_adaptive",
+];
+const CODE_3_14: &[&str] = &[
+    "filename",
+    "name",
+    "qualname",
+    "linetable",
+    "firstlineno",
+    "argcount",
+    "localsplusnames",
+    "localspluskinds",
+    "co_code_adaptive",
+    "co_tlbc",
+];
+const PYOBJECT: Group = ("pyobject", true, &["ob_type"]);
+const TYPE_3_13: Group = ("type_object", true, &["tp_name", "tp_repr", "tp_flags"]);
+const TUPLE: Group = ("tuple_object", true, &["ob_item", "ob_size"]);
+const LIST: Group = ("list_object", true, &["ob_item", "ob_size"]);
+const SET: Group = ("set_object", true, &["used", "table", "mask"]);
+const DICT: Group = ("dict_object", true, &["ma_keys", "ma_values"]);
+const FLOAT: Group = ("float_object", true, &["ob_fval"]);
+const LONG: Group = ("long_object", true, &["lv_tag", "ob_digit"]);
+const BYTES: Group = ("bytes_object", true, &["ob_size", "ob_sval"]);
+const UNICODE_3_13: Group = (
+    "unicode_object",
+    true,
+    &["state", "length", "asciiobject_size"],
+);
+const GEN: Group = (
+    "gen_object",
+    true,
+    &["gi_name", "gi_iframe", "gi_frame_state"],
+);
+const LLIST: Group = ("llist_node", false, &["next", "prev"]);
+const DEBUGGER: Group = (
+    "debugger_support",
+    false,
+    &[
+        "eval_breaker",
+        "remote_debugger_support",
+        "remote_debugging_enabled",
+        "debugger_pending_call",
+        "debugger_script_path",
+        "debugger_script_path_size",
+    ],
+);
+
+/// Include/internal/pycore_debug_offsets.h, 3.13.
+const SHAPE_3_13: &[Group] = &[
+    RUNTIME,
+    ("interpreter_state", true, INTERP_3_13),
+    ("thread_state", true, THREAD_3_13),
+    ("interpreter_frame", true, FRAME_3_13),
+    ("code_object", true, CODE_3_13),
+    PYOBJECT,
+    TYPE_3_13,
+    TUPLE,
+    LIST,
+    DICT,
+    FLOAT,
+    LONG,
+    BYTES,
+    UNICODE_3_13,
+    ("gc", true, &["collecting"]),
+];
+
+/// 3.14: a set group, generators, the remote-debugging groups (which have no `size`).
+const SHAPE_3_14: &[Group] = &[
+    RUNTIME,
+    ("interpreter_state", true, INTERP_3_14),
+    ("thread_state", true, THREAD_3_13),
+    ("interpreter_frame", true, FRAME_3_14),
+    ("code_object", true, CODE_3_14),
+    PYOBJECT,
+    TYPE_3_13,
+    TUPLE,
+    LIST,
+    SET,
+    DICT,
+    FLOAT,
+    LONG,
+    BYTES,
+    UNICODE_3_13,
+    ("gc", true, &["collecting"]),
+    GEN,
+    LLIST,
+    DEBUGGER,
+];
+
+/// 3.15: more thread-state fields, the exception stack item, type sizes and heap types.
+const SHAPE_3_15: &[Group] = &[
+    RUNTIME,
+    ("interpreter_state", true, INTERP_3_14),
+    ("thread_state", true, THREAD_3_15),
+    ("err_stackitem", false, &["exc_value"]),
+    ("interpreter_frame", true, FRAME_3_14),
+    ("code_object", true, CODE_3_14),
+    PYOBJECT,
+    (
+        "type_object",
+        true,
+        &["tp_name", "tp_repr", "tp_flags", "tp_basicsize", "tp_dictoffset"],
+    ),
+    ("heap_type_object", true, &["ht_cached_keys"]),
+    TUPLE,
+    LIST,
+    SET,
+    DICT,
+    FLOAT,
+    LONG,
+    BYTES,
+    (
+        "unicode_object",
+        true,
+        &[
+            "state",
+            "length",
+            "asciiobject_size",
+            "compactunicodeobject_size",
+        ],
+    ),
+    (
+        "gc",
+        true,
+        &["collecting", "frame", "generation_stats_size", "generation_stats"],
+    ),
+    GEN,
+    LLIST,
+    DEBUGGER,
+];
+
+/// The shape of a minor version's struct, and its size.
+fn shape(minor: u8) -> Option<&'static [Group]> {
+    match minor {
+        13 => Some(SHAPE_3_13),
+        14 => Some(SHAPE_3_14),
+        15 => Some(SHAPE_3_15),
+        _ => None,
+    }
+}
+
+/// `sizeof(_Py_DebugOffsets)` for a shape.
+pub fn struct_size(minor: u8) -> Option<usize> {
+    let groups = shape(minor)?;
+    Some(24 + groups.iter().map(|(_, sized, f)| 8 * (f.len() + *sized as usize)).sum::<usize>())
+}
 
 /// The raw table: `(group, field) -> offset`, plus each group's size.
 #[derive(Clone, Debug, Default)]
@@ -108,10 +274,7 @@ impl DebugOffsets {
         };
         let version = word(8).ok_or("_Py_DebugOffsets")?;
         let v = Version::from_hex(version).ok_or("_Py_DebugOffsets version")?;
-        if (v.major, v.minor) != (3, 13) {
-            // Later versions reorder and extend the groups; only the 3.13 shape is known here.
-            return Err("_Py_DebugOffsets version (only 3.13 is known)");
-        }
+        let groups = shape(v.minor).ok_or("_Py_DebugOffsets version (3.13 to 3.15 are known)")?;
         let free_threaded = word(16).ok_or("_Py_DebugOffsets")? != 0;
         let mut out = DebugOffsets {
             version,
@@ -119,20 +282,31 @@ impl DebugOffsets {
             fields: Vec::new(),
         };
         let mut at = 24;
-        for (group, fields) in GROUPS_3_13 {
-            let size = word(at).ok_or("_Py_DebugOffsets")?;
+        for (group, sized, fields) in groups {
+            // A group without `size` describes no single structure: bound it by the cap.
+            let size = if *sized {
+                let size = word(at).ok_or("_Py_DebugOffsets")?;
+                at += 8;
+                size
+            } else {
+                MAX_STRUCT_SIZE
+            };
             if size == 0 || size > MAX_STRUCT_SIZE {
                 return Err("_Py_DebugOffsets group size");
             }
-            at += 8;
             for f in fields.iter() {
                 let off = word(at).ok_or("_Py_DebugOffsets")?;
-                // Every field must lie inside its structure. (`asciiobject_size` is a size, not
-                // an offset, and may equal the group's size.)
-                if off > size {
+                // Every field must lie inside its structure. (`*_size` fields are sizes, not
+                // offsets, and may equal or pass the group's size.)
+                let limit = if f.ends_with("_size") {
+                    MAX_STRUCT_SIZE
+                } else {
+                    size
+                };
+                if off > limit {
                     return Err("_Py_DebugOffsets field outside its structure");
                 }
-                out.fields.push((group, f, off));
+                out.fields.push((*group, *f, off));
                 at += 8;
             }
         }
@@ -203,6 +377,26 @@ impl DebugOffsets {
         l.unicode_object.state = need("unicode_object", "state")?;
         l.unicode_object.length = need("unicode_object", "length")?;
         l.unicode_object.asciiobject_size = need("unicode_object", "asciiobject_size")?;
+        // Fields that only later versions describe: taken when present, else the built-in
+        // table's value stands.
+        let optional: [(&str, &str, &mut u64); 7] = [
+            ("type_object", "tp_basicsize", &mut l.type_object.tp_basicsize),
+            ("type_object", "tp_dictoffset", &mut l.type_object.tp_dictoffset),
+            ("heap_type_object", "ht_cached_keys", &mut l.type_object.ht_cached_keys),
+            (
+                "unicode_object",
+                "compactunicodeobject_size",
+                &mut l.unicode_object.compact_size,
+            ),
+            ("set_object", "used", &mut l.set_object.used),
+            ("set_object", "mask", &mut l.set_object.mask),
+            ("set_object", "table", &mut l.set_object.table),
+        ];
+        for (g, f, slot) in optional {
+            if let Some(v) = self.get(g, f) {
+                *slot = v;
+            }
+        }
         Ok(l)
     }
 }

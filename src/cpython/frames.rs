@@ -123,8 +123,14 @@ impl Snapshot {
                             cur = previous;
                             continue;
                         }
+                        if owner > v {
+                            // 3.14's FRAME_OWNED_BY_CSTACK: interpreter-internal, no Python code.
+                            cur = previous;
+                            continue;
+                        }
                     }
-                    let frame = self.code(word(f.executable)).map(|code| {
+                    let executable = word(f.executable) & !f.tag_bits;
+                    let frame = self.code(executable).map(|code| {
                         let entry = match f.entry {
                             EntryMarker::IsEntry(off) => byte(off) != 0,
                             EntryMarker::ShimOwner(_) => previous == 0,
@@ -155,7 +161,7 @@ impl Snapshot {
             let o = off as usize;
             u64::from_le_bytes(header[o..o + 8].try_into().unwrap())
         };
-        let code = self.code(word(f.executable))?;
+        let code = self.code(word(f.executable) & !f.tag_bits)?;
         let frame = PyFrame {
             addr,
             line: code.line_at_ptr(word(f.instr_ptr)),
@@ -167,17 +173,30 @@ impl Snapshot {
 
     /// The locals of a frame (arguments first), with bounded reprs. Unset locals are skipped.
     pub fn frame_locals(&self, frame: &PyFrame) -> Result<Vec<Local>, ReadError> {
-        let base = match self.layout.frame {
-            FrameModel::FrameObject { f_localsplus, .. } => frame.addr + f_localsplus,
-            FrameModel::Interpreter(f) => frame.addr + f.localsplus,
+        let (base, tag_bits) = match self.layout.frame {
+            FrameModel::FrameObject { f_localsplus, .. } => (frame.addr + f_localsplus, 0),
+            FrameModel::Interpreter(f) => (frame.addr + f.localsplus, f.tag_bits),
         };
         let n = frame.code.locals.len() as u64;
         let raw = self.mem.read_vec(base, n * 8, 1 << 20)?;
         let nargs = frame.code.total_args();
         let mut out = Vec::new();
         for (i, (name, kind)) in frame.code.locals.iter().enumerate() {
-            let mut v = u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
-            if v == 0 || kind & localkind::HIDDEN != 0 {
+            let bits = u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
+            if kind & localkind::HIDDEN != 0 {
+                continue;
+            }
+            if tag_bits != 0 && bits & tag_bits == tag_bits {
+                // A tagged int (`Py_INT_TAG`, value << `Py_TAGGED_SHIFT` = 2), not a pointer.
+                out.push(Local {
+                    name: name.clone(),
+                    repr: ((bits as i64) >> 2).to_string(),
+                    is_arg: i < nargs,
+                });
+                continue;
+            }
+            let mut v = bits & !tag_bits;
+            if v == 0 {
                 continue;
             }
             if kind & (localkind::CELL | localkind::FREE) != 0 {

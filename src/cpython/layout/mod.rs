@@ -10,6 +10,8 @@ mod v3_10;
 mod v3_11;
 mod v3_12;
 mod v3_13;
+mod v3_14;
+mod v3_15;
 
 use crate::cpython::version::Version;
 
@@ -117,6 +119,11 @@ pub struct InterpreterFrame {
     pub entry: EntryMarker,
     pub f_globals: u64,
     pub f_builtins: u64,
+    /// Low bits of a `_PyStackRef` that are tags, not address (0 before 3.14, where
+    /// `f_executable` and the locals became stack refs; `Py_TAG_BITS`,
+    /// Include/internal/pycore_stackref.h). A value whose tag bits are all set is a tagged
+    /// int (`Py_INT_TAG`), not a pointer.
+    pub tag_bits: u64,
 }
 
 /// How to tell where one C-level call of the eval loop begins.
@@ -124,8 +131,10 @@ pub struct InterpreterFrame {
 pub enum EntryMarker {
     /// 3.11: `_PyInterpreterFrame.is_entry` (a `bool` at this offset).
     IsEntry(u64),
-    /// 3.12+: the eval loop pushes a shim frame whose `owner` is this value
-    /// (`FRAME_OWNED_BY_CSTACK`, Include/internal/pycore_frame.h).
+    /// 3.12+: the eval loop pushes an entry frame whose `owner` is this value
+    /// (`FRAME_OWNED_BY_CSTACK` = 3 in 3.12 and 3.13; `FRAME_OWNED_BY_INTERPRETER` = 3 in 3.14
+    /// and 3.15, Include/internal/pycore_frame.h and pycore_interpframe_structs.h). Owners above
+    /// it (3.14's `FRAME_OWNED_BY_CSTACK` = 4) are not Python frames either.
     ShimOwner(u8),
 }
 
@@ -304,6 +313,8 @@ impl Layout {
             (3, 11) => v3_11::layout(),
             (3, 12) => v3_12::layout(),
             (3, 13) => v3_13::layout(),
+            (3, 14) => v3_14::layout(),
+            (3, 15) => v3_15::layout(),
             _ => return None,
         };
         l.version = version;
@@ -311,5 +322,5 @@ impl Layout {
     }
 
     /// Minor versions with a built-in table.
-    pub const BUILTIN_MINORS: [u8; 4] = [10, 11, 12, 13];
+    pub const BUILTIN_MINORS: [u8; 6] = [10, 11, 12, 13, 14, 15];
 }

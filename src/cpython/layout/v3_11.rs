@@ -46,6 +46,7 @@ pub fn layout() -> Layout {
             entry: EntryMarker::IsEntry(68),
             f_globals: 8,
             f_builtins: 16,
+            tag_bits: 0,
         }),
         code_object: CodeObject {
             filename: 112,

@@ -48,6 +48,7 @@ pub fn layout() -> Layout {
             entry: EntryMarker::ShimOwner(3),
             f_globals: 24,
             f_builtins: 32,
+            tag_bits: 0,
         }),
         code_object: CodeObject {
             filename: 112,
