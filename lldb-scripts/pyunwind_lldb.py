@@ -361,7 +361,7 @@ if _has_provider_api:
             # Leading rows already handed out as lldb's own frames (see get_frame_at_index).
             self.committed = 0
             self.size = input_frames.GetSize()
-            self.names, self.tp = [], None
+            self.names, self.sps, self.tp = [], None, None
             self._read_input()
 
         def _read_input(self):
@@ -380,8 +380,9 @@ if _has_provider_api:
                 if mutex is None or not _try_lock(mutex):
                     return
             try:
-                self.names = [self.input_frames.GetFrameAtIndex(i).GetFunctionName()
-                              for i in range(min(self.size, MAX_NATIVE_FRAMES))]
+                frames = [self.input_frames.GetFrameAtIndex(i) for i in range(min(self.size, MAX_NATIVE_FRAMES))]
+                self.names = [f.GetFunctionName() for f in frames]
+                self.sps = [f.GetSP() for f in frames]
                 self.tp = _thread_pointer(self.input_frames)
             except Exception:
                 pass
@@ -400,7 +401,7 @@ if _has_provider_api:
                 lwp = self.thread.GetThreadID()
                 tp = self.tp or _state.thread_pointers.get(lwp)
                 frames = fe.thread_frames(s, lwp, tp)
-                actions = json.loads(s.splice(self.names, lwp=lwp, tp=tp,
+                actions = json.loads(s.splice(self.names, lwp=lwp, tp=tp, sps=self.sps,
                                               hide_internal=_settings["hide-internal"] == "on"))
             except Exception:
                 # No Python in this thread, or nothing readable: lldb's frames as they are.

@@ -118,8 +118,17 @@ def _eval_frames():
     while f is not None and len(frames) < 100000:
         frames.append(f)
         f = f.older()
-    actions = json.loads(session().splice([f.name() for f in frames], lwp=_thread_key(), tp=_thread_pointer()))
+    actions = json.loads(session().splice([f.name() for f in frames], lwp=_thread_key(), tp=_thread_pointer(),
+                                          sps=_stack_pointers(frames)))
     return list(zip(frames, actions))
+
+
+def _stack_pointers(frames):
+    """Each frame's SP (the core places Python runs by them, without symbols), or None."""
+    try:
+        return [int(f.read_register("sp")) & 0xFFFFFFFFFFFFFFFF for f in frames]
+    except (gdb.error, ValueError):
+        return None
 
 
 class _GdbHost(fe.Host):
@@ -277,7 +286,9 @@ class PythonFrameFilter:
             frames = _frames()
             names = [d.inferior_frame().name() for d in decorators]
             hide = _params["hide"].value if "hide" in _params else True
-            actions = json.loads(s.splice(names, lwp=_thread_key(), tp=_thread_pointer(), hide_internal=hide))
+            sps = _stack_pointers([d.inferior_frame() for d in decorators])
+            actions = json.loads(s.splice(names, lwp=_thread_key(), tp=_thread_pointer(), hide_internal=hide,
+                                          sps=sps))
         except Exception:
             # No Python here (or an unreadable target): show the native stack unchanged.
             return iter(decorators)

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use crate::asyncio::{self, ThreadFrames};
 use crate::cpython::{find_python, FrameItem, FrameWalk, PyFrame, Snapshot, ThreadInfo};
 use crate::error::{Error, ReadError, Result};
-use crate::native::{splice, Splice};
+use crate::native::{splice, RunMark, Splice};
 use crate::report::tasks;
 use crate::report::text::{self, Sources};
 use crate::report::{
@@ -371,20 +371,24 @@ impl Session {
         &self,
         key: ThreadKey,
         names: &[Option<String>],
+        sps: Option<&[u64]>,
         hide_internal: bool,
     ) -> Vec<Splice> {
-        let entries: Vec<bool> = match self.find_thread(key) {
+        let marks: Vec<RunMark> = match self.find_thread(key) {
             Some(t) => t
                 .walk
                 .items
                 .iter()
                 .map(|i| match i {
-                    FrameItem::Python(p) => p.entry,
-                    FrameItem::Unreadable { .. } => false,
+                    FrameItem::Python(p) => RunMark {
+                        entry: p.entry,
+                        shim: p.shim,
+                    },
+                    FrameItem::Unreadable { .. } => RunMark::default(),
                 })
                 .collect(),
             None => Vec::new(),
         };
-        splice(names, &entries, hide_internal)
+        splice(names, sps, &marks, hide_internal)
     }
 }

@@ -8,15 +8,44 @@
 
 use gimli::{constants::*, AttributeValue, DwTag, EndianSlice, RunTimeEndian};
 use object::{Object, ObjectSection, ObjectSymbol};
-use pyunwind::cpython::debug_offsets::DebugOffsets;
+use pyunwind::cpython::debug_offsets::{self, DebugOffsets};
 use pyunwind::cpython::layout::*;
 use pyunwind::cpython::{Layout, Version};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-const BUILDS: [&str; 4] = ["3.10.13", "3.11.7", "3.12.1", "3.13.0"];
-/// `sizeof(_Py_DebugOffsets)` in 3.13.0.
-const DEBUG_OFFSETS_SIZE: usize = 584;
+/// pyenv's builds (`$PYENV_ROOT/versions/V/lib/libpython3.X.so.1.0`, built with -g), then
+/// Debian sid's stripped python3.14 and python3.15 with the DWARF of their -dbg packages, as
+/// `make pythons` provides them (`$PYUNWIND_CACHE/pythons/debian-sid`).
+const BUILDS: [&str; 6] = ["3.10.13", "3.11.7", "3.12.1", "3.13.0", "3.14", "3.15"];
+
+/// (file with the DWARF, file with `_PyRuntime`'s initializer) of a build.
+fn build_files(full: &str, minor: u8) -> Result<(String, String), String> {
+    let home = std::env::var("HOME").unwrap_or_default();
+    if minor <= 13 {
+        let root = std::env::var("PYENV_ROOT").unwrap_or(format!("{home}/.pyenv"));
+        let lib = format!("{root}/versions/{full}/lib/libpython3.{minor}.so.1.0");
+        return Ok((lib.clone(), lib));
+    }
+    let cache = std::env::var("PYUNWIND_CACHE").unwrap_or(format!("{home}/.cache/pyunwind"));
+    let sid = format!("{cache}/pythons/debian-sid");
+    let exe = format!("{sid}/usr/bin/python3.{minor}");
+    let bytes =
+        std::fs::read(&exe).map_err(|e| format!("cannot read {exe} (make pythons): {e}"))?;
+    let file = object::File::parse(&*bytes).map_err(|e| format!("{exe}: {e}"))?;
+    let id = file
+        .build_id()
+        .ok()
+        .flatten()
+        .ok_or(format!("{exe}: no build id"))?;
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    let debug = format!(
+        "{sid}/usr/lib/debug/.build-id/{}/{}.debug",
+        &hex[..2],
+        &hex[2..]
+    );
+    Ok((debug, exe))
+}
 
 /// Every numeric field of the built-in layout (as named by `flatten`) for the minors `lo..=hi`,
 /// and where it comes from: `offsetof(root, path)`, dotted through nested members; `sizeof(root)`
@@ -24,100 +53,104 @@ const DEBUG_OFFSETS_SIZE: usize = 584;
 /// `root` starts with "!", the table has `None` and DWARF must lack `root.path` too.
 #[rustfmt::skip]
 const MAP: &[(u8, u8, &str, &str, &str)] = &[
-    (10, 13, "runtime_state.interpreters_head", "_PyRuntimeState", "interpreters.head"),
-    (10, 13, "interpreter_state.next", "PyInterpreterState", "next"),
+    (10, 15, "runtime_state.interpreters_head", "_PyRuntimeState", "interpreters.head"),
+    (10, 15, "interpreter_state.next", "PyInterpreterState", "next"),
     (10, 10, "interpreter_state.threads_head", "PyInterpreterState", "tstate_head"),
-    (11, 13, "interpreter_state.threads_head", "PyInterpreterState", "threads.head"),
+    (11, 15, "interpreter_state.threads_head", "PyInterpreterState", "threads.head"),
     (10, 11, "interpreter_state.imports_modules", "PyInterpreterState", "modules"),
-    (12, 13, "interpreter_state.imports_modules", "PyInterpreterState", "imports.modules"),
-    (10, 13, "thread_state.prev", "PyThreadState", "prev"),
-    (10, 13, "thread_state.next", "PyThreadState", "next"),
-    (10, 13, "thread_state.interp", "PyThreadState", "interp"),
-    (10, 13, "thread_state.thread_id", "PyThreadState", "thread_id"),
+    (12, 15, "interpreter_state.imports_modules", "PyInterpreterState", "imports.modules"),
+    (10, 15, "thread_state.prev", "PyThreadState", "prev"),
+    (10, 15, "thread_state.next", "PyThreadState", "next"),
+    (10, 15, "thread_state.interp", "PyThreadState", "interp"),
+    (10, 15, "thread_state.thread_id", "PyThreadState", "thread_id"),
     (10, 10, "thread_state.native_thread_id", "!PyThreadState", "native_thread_id"),
-    (11, 13, "thread_state.native_thread_id", "PyThreadState", "native_thread_id"),
+    (11, 15, "thread_state.native_thread_id", "PyThreadState", "native_thread_id"),
     (10, 10, "thread_state.current_frame.Direct", "PyThreadState", "frame"),
     (11, 12, "thread_state.current_frame.cframe", "PyThreadState", "cframe"),
     (11, 12, "thread_state.current_frame.current_frame", "_PyCFrame", "current_frame"),
-    (13, 13, "thread_state.current_frame.Direct", "PyThreadState", "current_frame"),
+    (13, 15, "thread_state.current_frame.Direct", "PyThreadState", "current_frame"),
     (10, 11, "gil.locked", "_PyRuntimeState", "ceval.gil.locked"),
     (10, 11, "gil.last_holder", "_PyRuntimeState", "ceval.gil.last_holder"),
-    (12, 13, "gil.gil_ptr", "PyInterpreterState", "ceval.gil"),
-    (12, 13, "gil.locked", "struct _gil_runtime_state", "locked"),
-    (12, 13, "gil.last_holder", "struct _gil_runtime_state", "last_holder"),
+    (12, 15, "gil.gil_ptr", "PyInterpreterState", "ceval.gil"),
+    (12, 15, "gil.locked", "struct _gil_runtime_state", "locked"),
+    (12, 15, "gil.last_holder", "struct _gil_runtime_state", "last_holder"),
     (10, 10, "frame.f_back", "struct _frame", "f_back"),
     (10, 10, "frame.f_code", "struct _frame", "f_code"),
     (10, 10, "frame.f_lasti", "struct _frame", "f_lasti"),
     (10, 10, "frame.f_localsplus", "struct _frame", "f_localsplus"),
     (10, 10, "frame.f_globals", "struct _frame", "f_globals"),
     (10, 10, "frame.f_builtins", "struct _frame", "f_builtins"),
-    (11, 13, "frame.Interpreter.previous", "struct _PyInterpreterFrame", "previous"),
+    (11, 15, "frame.Interpreter.previous", "struct _PyInterpreterFrame", "previous"),
     (11, 12, "frame.Interpreter.executable", "struct _PyInterpreterFrame", "f_code"),
-    (13, 13, "frame.Interpreter.executable", "struct _PyInterpreterFrame", "f_executable"),
+    (13, 15, "frame.Interpreter.executable", "struct _PyInterpreterFrame", "f_executable"),
     (11, 12, "frame.Interpreter.instr_ptr", "struct _PyInterpreterFrame", "prev_instr"),
-    (13, 13, "frame.Interpreter.instr_ptr", "struct _PyInterpreterFrame", "instr_ptr"),
-    (11, 13, "frame.Interpreter.localsplus", "struct _PyInterpreterFrame", "localsplus"),
-    (11, 13, "frame.Interpreter.owner", "struct _PyInterpreterFrame", "owner"),
+    (13, 15, "frame.Interpreter.instr_ptr", "struct _PyInterpreterFrame", "instr_ptr"),
+    (11, 15, "frame.Interpreter.localsplus", "struct _PyInterpreterFrame", "localsplus"),
+    (11, 15, "frame.Interpreter.owner", "struct _PyInterpreterFrame", "owner"),
     (11, 11, "frame.Interpreter.entry.IsEntry", "struct _PyInterpreterFrame", "is_entry"),
     (12, 13, "frame.Interpreter.entry.ShimOwner", "enum _frameowner", "FRAME_OWNED_BY_CSTACK"),
-    (11, 13, "frame.Interpreter.f_globals", "struct _PyInterpreterFrame", "f_globals"),
-    (11, 13, "frame.Interpreter.f_builtins", "struct _PyInterpreterFrame", "f_builtins"),
-    (10, 13, "code_object.filename", "PyCodeObject", "co_filename"),
-    (10, 13, "code_object.name", "PyCodeObject", "co_name"),
+    (14, 15, "frame.Interpreter.entry.ShimOwner", "enum _frameowner", "FRAME_OWNED_BY_INTERPRETER"),
+    // `Py_TAG_BITS` is a macro (Include/internal/pycore_stackref.h, 3.14+): not in DWARF.
+    (11, 13, "frame.Interpreter.tag_bits", "=", "0"),
+    (14, 15, "frame.Interpreter.tag_bits", "=", "3"),
+    (11, 15, "frame.Interpreter.f_globals", "struct _PyInterpreterFrame", "f_globals"),
+    (11, 15, "frame.Interpreter.f_builtins", "struct _PyInterpreterFrame", "f_builtins"),
+    (10, 15, "code_object.filename", "PyCodeObject", "co_filename"),
+    (10, 15, "code_object.name", "PyCodeObject", "co_name"),
     (10, 10, "code_object.qualname", "!PyCodeObject", "co_qualname"),
-    (11, 13, "code_object.qualname", "PyCodeObject", "co_qualname"),
-    (10, 13, "code_object.linetable", "PyCodeObject", "co_linetable"),
-    (10, 13, "code_object.firstlineno", "PyCodeObject", "co_firstlineno"),
-    (10, 13, "code_object.argcount", "PyCodeObject", "co_argcount"),
-    (10, 13, "code_object.kwonlyargcount", "PyCodeObject", "co_kwonlyargcount"),
-    (10, 13, "code_object.flags", "PyCodeObject", "co_flags"),
+    (11, 15, "code_object.qualname", "PyCodeObject", "co_qualname"),
+    (10, 15, "code_object.linetable", "PyCodeObject", "co_linetable"),
+    (10, 15, "code_object.firstlineno", "PyCodeObject", "co_firstlineno"),
+    (10, 15, "code_object.argcount", "PyCodeObject", "co_argcount"),
+    (10, 15, "code_object.kwonlyargcount", "PyCodeObject", "co_kwonlyargcount"),
+    (10, 15, "code_object.flags", "PyCodeObject", "co_flags"),
     (10, 10, "code_object.co_code_adaptive", "!PyCodeObject", "co_code_adaptive"),
-    (11, 13, "code_object.co_code_adaptive", "PyCodeObject", "co_code_adaptive"),
+    (11, 15, "code_object.co_code_adaptive", "PyCodeObject", "co_code_adaptive"),
     (10, 10, "code_object.locals.varnames", "PyCodeObject", "co_varnames"),
     (10, 10, "code_object.locals.cellvars", "PyCodeObject", "co_cellvars"),
     (10, 10, "code_object.locals.freevars", "PyCodeObject", "co_freevars"),
     (10, 10, "code_object.locals.nlocals", "PyCodeObject", "co_nlocals"),
-    (11, 13, "code_object.locals.localsplusnames", "PyCodeObject", "co_localsplusnames"),
-    (11, 13, "code_object.locals.localspluskinds", "PyCodeObject", "co_localspluskinds"),
-    (10, 13, "pyobject.ob_type", "PyObject", "ob_type"),
-    (10, 13, "type_object.tp_name", "PyTypeObject", "tp_name"),
-    (10, 13, "type_object.tp_basicsize", "PyTypeObject", "tp_basicsize"),
-    (10, 13, "type_object.tp_flags", "PyTypeObject", "tp_flags"),
-    (10, 13, "type_object.tp_base", "PyTypeObject", "tp_base"),
-    (10, 13, "type_object.tp_dictoffset", "PyTypeObject", "tp_dictoffset"),
-    (10, 13, "type_object.ht_cached_keys", "PyHeapTypeObject", "ht_cached_keys"),
-    (10, 13, "tuple_object.ob_size", "PyTupleObject", "ob_base.ob_size"),
-    (10, 13, "tuple_object.ob_item", "PyTupleObject", "ob_item"),
-    (10, 13, "list_object.ob_size", "PyListObject", "ob_base.ob_size"),
-    (10, 13, "list_object.ob_item", "PyListObject", "ob_item"),
-    (10, 13, "bytes_object.ob_size", "PyBytesObject", "ob_base.ob_size"),
-    (10, 13, "bytes_object.ob_sval", "PyBytesObject", "ob_sval"),
-    (10, 13, "unicode_object.state", "PyASCIIObject", "state"),
-    (10, 13, "unicode_object.length", "PyASCIIObject", "length"),
-    (10, 13, "unicode_object.asciiobject_size", "PyASCIIObject", "sizeof"),
-    (10, 13, "unicode_object.compact_size", "PyCompactUnicodeObject", "sizeof"),
+    (11, 15, "code_object.locals.localsplusnames", "PyCodeObject", "co_localsplusnames"),
+    (11, 15, "code_object.locals.localspluskinds", "PyCodeObject", "co_localspluskinds"),
+    (10, 15, "pyobject.ob_type", "PyObject", "ob_type"),
+    (10, 15, "type_object.tp_name", "PyTypeObject", "tp_name"),
+    (10, 15, "type_object.tp_basicsize", "PyTypeObject", "tp_basicsize"),
+    (10, 15, "type_object.tp_flags", "PyTypeObject", "tp_flags"),
+    (10, 15, "type_object.tp_base", "PyTypeObject", "tp_base"),
+    (10, 15, "type_object.tp_dictoffset", "PyTypeObject", "tp_dictoffset"),
+    (10, 15, "type_object.ht_cached_keys", "PyHeapTypeObject", "ht_cached_keys"),
+    (10, 15, "tuple_object.ob_size", "PyTupleObject", "ob_base.ob_size"),
+    (10, 15, "tuple_object.ob_item", "PyTupleObject", "ob_item"),
+    (10, 15, "list_object.ob_size", "PyListObject", "ob_base.ob_size"),
+    (10, 15, "list_object.ob_item", "PyListObject", "ob_item"),
+    (10, 15, "bytes_object.ob_size", "PyBytesObject", "ob_base.ob_size"),
+    (10, 15, "bytes_object.ob_sval", "PyBytesObject", "ob_sval"),
+    (10, 15, "unicode_object.state", "PyASCIIObject", "state"),
+    (10, 15, "unicode_object.length", "PyASCIIObject", "length"),
+    (10, 15, "unicode_object.asciiobject_size", "PyASCIIObject", "sizeof"),
+    (10, 15, "unicode_object.compact_size", "PyCompactUnicodeObject", "sizeof"),
     (10, 11, "long_object.ob_size", "PyLongObject", "ob_base.ob_size"),
     (10, 11, "long_object.ob_digit", "PyLongObject", "ob_digit"),
-    (12, 13, "long_object.lv_tag", "PyLongObject", "long_value.lv_tag"),
-    (12, 13, "long_object.ob_digit", "PyLongObject", "long_value.ob_digit"),
-    (10, 13, "float_object.ob_fval", "PyFloatObject", "ob_fval"),
-    (10, 13, "dict_object.ma_used", "PyDictObject", "ma_used"),
-    (10, 13, "dict_object.ma_keys", "PyDictObject", "ma_keys"),
-    (10, 13, "dict_object.ma_values", "PyDictObject", "ma_values"),
+    (12, 15, "long_object.lv_tag", "PyLongObject", "long_value.lv_tag"),
+    (12, 15, "long_object.ob_digit", "PyLongObject", "long_value.ob_digit"),
+    (10, 15, "float_object.ob_fval", "PyFloatObject", "ob_fval"),
+    (10, 15, "dict_object.ma_used", "PyDictObject", "ma_used"),
+    (10, 15, "dict_object.ma_keys", "PyDictObject", "ma_keys"),
+    (10, 15, "dict_object.ma_values", "PyDictObject", "ma_values"),
     (10, 10, "dict_object.keys.dk_size", "struct _dictkeysobject", "dk_size"),
-    (11, 13, "dict_object.keys.dk_log2_size", "struct _dictkeysobject", "dk_log2_size"),
-    (11, 13, "dict_object.keys.dk_log2_index_bytes", "struct _dictkeysobject", "dk_log2_index_bytes"),
-    (11, 13, "dict_object.keys.dk_kind", "struct _dictkeysobject", "dk_kind"),
-    (10, 13, "dict_object.keys.dk_nentries", "struct _dictkeysobject", "dk_nentries"),
-    (10, 13, "dict_object.keys.dk_indices", "struct _dictkeysobject", "dk_indices"),
+    (11, 15, "dict_object.keys.dk_log2_size", "struct _dictkeysobject", "dk_log2_size"),
+    (11, 15, "dict_object.keys.dk_log2_index_bytes", "struct _dictkeysobject", "dk_log2_index_bytes"),
+    (11, 15, "dict_object.keys.dk_kind", "struct _dictkeysobject", "dk_kind"),
+    (10, 15, "dict_object.keys.dk_nentries", "struct _dictkeysobject", "dk_nentries"),
+    (10, 15, "dict_object.keys.dk_indices", "struct _dictkeysobject", "dk_indices"),
     // 3.10's `ma_values` is a bare `PyObject **`: the value array starts at the pointer.
     (10, 10, "dict_object.values_array", "=", "0"),
-    (11, 13, "dict_object.values_array", "struct _dictvalues", "values"),
-    (10, 13, "set_object.used", "PySetObject", "used"),
-    (10, 13, "set_object.mask", "PySetObject", "mask"),
-    (10, 13, "set_object.table", "PySetObject", "table"),
-    (10, 13, "cell_ob_ref", "PyCellObject", "ob_ref"),
-    (10, 13, "module_md_dict", "PyModuleObject", "md_dict"),
+    (11, 15, "dict_object.values_array", "struct _dictvalues", "values"),
+    (10, 15, "set_object.used", "PySetObject", "used"),
+    (10, 15, "set_object.mask", "PySetObject", "mask"),
+    (10, 15, "set_object.table", "PySetObject", "table"),
+    (10, 15, "cell_ob_ref", "PyCellObject", "ob_ref"),
+    (10, 15, "module_md_dict", "PyModuleObject", "md_dict"),
 ];
 
 /// Every numeric leaf of the layout (but its version), read from its `{:#?}` form so that no
@@ -180,15 +213,19 @@ const TYPE_TAGS: [DwTag; 10] = [
 ];
 
 fn load(full: &str, minor: u8) -> Result<Dw, String> {
-    let home = std::env::var("HOME").unwrap_or_default();
-    let root = std::env::var("PYENV_ROOT").unwrap_or(format!("{home}/.pyenv"));
-    let path = format!("{root}/versions/{full}/lib/libpython3.{minor}.so.1.0");
-    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
-    let data: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+    let (path, data_path) = build_files(full, minor)?;
+    let leak = |p: &str| -> Result<&'static [u8], String> {
+        let bytes = std::fs::read(p).map_err(|e| format!("cannot read {p}: {e}"))?;
+        Ok(Box::leak(bytes.into_boxed_slice()))
+    };
+    let data = leak(&path)?;
     let file = object::File::parse(data).map_err(|e| format!("{path}: {e}"))?;
     let endian = [RunTimeEndian::Big, RunTimeEndian::Little][file.is_little_endian() as usize];
     let dwarf = gimli::Dwarf::load(|id| {
-        let s = file.section_by_name(id.name()).and_then(|s| s.data().ok());
+        let s = file
+            .section_by_name(id.name())
+            .and_then(|s| s.uncompressed_data().ok())
+            .map(|d| &*Box::leak(d.into_owned().into_boxed_slice()));
         Ok::<_, gimli::Error>(EndianSlice::new(s.unwrap_or(&[]), endian))
     })
     .map_err(|e| format!("{path}: {e}"))?;
@@ -197,6 +234,13 @@ fn load(full: &str, minor: u8) -> Result<Dw, String> {
     if dw.types.is_empty() {
         return Err(format!("{path} has no DWARF types (stripped?)"));
     }
+    // A separate debug file has no section contents: the initializer is in the binary.
+    let file = if data_path == path {
+        file
+    } else {
+        object::File::parse(leak(&data_path)?).map_err(|e| format!("{data_path}: {e}"))?
+    };
+    let size = debug_offsets::struct_size(minor).unwrap_or(0);
     let mut syms = file.dynamic_symbols().chain(file.symbols());
     let sym = syms.find(|s| s.name() == Ok("_PyRuntime"));
     let sec = sym
@@ -204,10 +248,7 @@ fn load(full: &str, minor: u8) -> Result<Dw, String> {
         .and_then(|s| file.section_by_index(s.section_index()?).ok());
     if let (Some(sym), Some(sec)) = (sym, sec) {
         let at = (sym.address() - sec.address()) as usize;
-        dw.runtime_init = sec
-            .data()
-            .ok()
-            .and_then(|d| d.get(at..at + DEBUG_OFFSETS_SIZE));
+        dw.runtime_init = sec.data().ok().and_then(|d| d.get(at..at + size));
     }
     Ok(dw)
 }
@@ -422,37 +463,33 @@ fn builtin_layouts_match_dwarf() {
                 )),
             }
         }
-        if minor == 13 {
+        if minor >= 13 {
             check_debug_offsets(v, dw, l, errs);
         }
     });
 }
 
-/// 3.13: the shape of `_Py_DebugOffsets` that `DebugOffsets::parse` assumes, and CPython's own
+/// 3.13+: the shape of `_Py_DebugOffsets` that `DebugOffsets::parse` assumes, and CPython's own
 /// table in `_PyRuntime`'s initializer laid over the built-in layout.
 fn check_debug_offsets(v: &str, dw: &Dw, l: &Layout, errs: &mut Vec<String>) {
     const DO: &str = "struct _Py_DebugOffsets";
-    for (path, want) in [
-        ("runtime_state.interpreters_head", 40),
-        ("thread_state.native_thread_id", 200),
-        ("unicode_object.asciiobject_size", 560),
-        ("sizeof", DEBUG_OFFSETS_SIZE as u64),
-    ] {
-        if dw.eval(DO, path) != Ok(Some(want)) {
-            errs.push(format!(
-                "{v}: {DO} {path}: want {want}, DWARF {:?}",
-                dw.eval(DO, path)
-            ));
-        }
+    let minor = l.version.minor;
+    let size = debug_offsets::struct_size(minor).unwrap_or(0);
+    if dw.eval(DO, "sizeof") != Ok(Some(size as u64)) {
+        errs.push(format!(
+            "{v}: sizeof({DO}): we read {size}, DWARF {:?}",
+            dw.eval(DO, "sizeof")
+        ));
     }
     // A table in which every field holds its own offset in the DWARF struct: `parse` must read
     // each DWARF (group, field) from there.
     let Ok(root) = dw.lookup(DO).and_then(|t| dw.peel(t)) else {
         return;
     };
-    let mut buf = [0u8; DEBUG_OFFSETS_SIZE];
+    let mut buf = vec![0u8; size];
     buf[..8].copy_from_slice(b"xdebugpy");
-    buf[8..16].copy_from_slice(&0x030d00f0u64.to_le_bytes());
+    let hex = 0x030000f0u64 | (minor as u64) << 16;
+    buf[8..16].copy_from_slice(&hex.to_le_bytes());
     let mut fields = Vec::new();
     for (g, goff, gty) in &root.members {
         let Some(group) = gty.and_then(|t| dw.peel(t).ok()) else {
@@ -496,6 +533,7 @@ fn check_debug_offsets(v: &str, dw: &Dw, l: &Layout, errs: &mut Vec<String>) {
         Ok(real) => {
             let real = Layout {
                 source: l.source.clone(),
+                version: l.version,
                 ..real
             };
             let (ours, real) = (format!("{l:#?}"), format!("{real:#?}"));
@@ -520,13 +558,17 @@ fn frame_owner_constants() {
         let FrameModel::Interpreter(f) = l.frame else {
             return;
         };
-        let cstack = dw.enumerator("enum _frameowner", "FRAME_OWNED_BY_CSTACK");
+        // The eval loop's entry frame: owned by the C stack up to 3.13, by the interpreter
+        // from 3.14.
+        let owner = match l.version.minor {
+            ..=13 => "FRAME_OWNED_BY_CSTACK",
+            _ => "FRAME_OWNED_BY_INTERPRETER",
+        };
+        let cstack = dw.enumerator("enum _frameowner", owner);
         match (l.version.minor, f.entry, cstack) {
             (12.., EntryMarker::ShimOwner(o), Ok(d)) if o as u64 == d => {}
             (11, EntryMarker::IsEntry(_), Err(_)) => {} // 3.11 has no shim frames
-            (_, e, d) => errs.push(format!(
-                "{v}: frame.entry = {e:?}, FRAME_OWNED_BY_CSTACK {d:?}"
-            )),
+            (_, e, d) => errs.push(format!("{v}: frame.entry = {e:?}, {owner} {d:?}")),
         }
     });
 }

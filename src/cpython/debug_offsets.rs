@@ -196,7 +196,13 @@ const SHAPE_3_15: &[Group] = &[
     (
         "type_object",
         true,
-        &["tp_name", "tp_repr", "tp_flags", "tp_basicsize", "tp_dictoffset"],
+        &[
+            "tp_name",
+            "tp_repr",
+            "tp_flags",
+            "tp_basicsize",
+            "tp_dictoffset",
+        ],
     ),
     ("heap_type_object", true, &["ht_cached_keys"]),
     TUPLE,
@@ -219,7 +225,12 @@ const SHAPE_3_15: &[Group] = &[
     (
         "gc",
         true,
-        &["collecting", "frame", "generation_stats_size", "generation_stats"],
+        &[
+            "collecting",
+            "frame",
+            "generation_stats_size",
+            "generation_stats",
+        ],
     ),
     GEN,
     LLIST,
@@ -239,7 +250,12 @@ fn shape(minor: u8) -> Option<&'static [Group]> {
 /// `sizeof(_Py_DebugOffsets)` for a shape.
 pub fn struct_size(minor: u8) -> Option<usize> {
     let groups = shape(minor)?;
-    Some(24 + groups.iter().map(|(_, sized, f)| 8 * (f.len() + *sized as usize)).sum::<usize>())
+    Some(
+        24 + groups
+            .iter()
+            .map(|(_, sized, f)| 8 * (f.len() + *sized as usize))
+            .sum::<usize>(),
+    )
 }
 
 /// The raw table: `(group, field) -> offset`, plus each group's size.
@@ -380,9 +396,21 @@ impl DebugOffsets {
         // Fields that only later versions describe: taken when present, else the built-in
         // table's value stands.
         let optional: [(&str, &str, &mut u64); 7] = [
-            ("type_object", "tp_basicsize", &mut l.type_object.tp_basicsize),
-            ("type_object", "tp_dictoffset", &mut l.type_object.tp_dictoffset),
-            ("heap_type_object", "ht_cached_keys", &mut l.type_object.ht_cached_keys),
+            (
+                "type_object",
+                "tp_basicsize",
+                &mut l.type_object.tp_basicsize,
+            ),
+            (
+                "type_object",
+                "tp_dictoffset",
+                &mut l.type_object.tp_dictoffset,
+            ),
+            (
+                "heap_type_object",
+                "ht_cached_keys",
+                &mut l.type_object.ht_cached_keys,
+            ),
             (
                 "unicode_object",
                 "compactunicodeobject_size",

@@ -21,6 +21,9 @@ pub struct PyFrame {
     /// The outermost frame of its eval-loop call: the frame an eval-loop native frame was
     /// entered with.
     pub entry: bool,
+    /// For an entry frame (3.12+): the address of the eval loop's own entry frame below it,
+    /// which lives in that eval loop's C stack frame, so it tells which native frame runs it.
+    pub shim: Option<u64>,
 }
 
 #[derive(Clone, Debug)]
@@ -82,6 +85,7 @@ impl Snapshot {
                                 line: code.line_at(lasti),
                                 code,
                                 entry: true,
+                                shim: None,
                             })
                         });
                     push(&mut walk, cur, frame);
@@ -118,7 +122,10 @@ impl Snapshot {
                         if owner == v {
                             // The eval loop's own entry frame: marks a C-level call boundary.
                             if let Some(FrameItem::Python(p)) = walk.items.last_mut() {
+                                // The first below it: 3.15's thread base frame is another
+                                // owner-3 frame, right after the main thread's entry frame.
                                 p.entry = true;
+                                p.shim = p.shim.or(Some(cur));
                             }
                             cur = previous;
                             continue;
@@ -130,6 +137,14 @@ impl Snapshot {
                         }
                     }
                     let executable = word(f.executable) & !f.tag_bits;
+                    if executable == 0 && previous == 0 {
+                        // 3.14+: the thread's base frame (`_PyThreadStateImpl.base_frame`), a
+                        // sentinel with no code at the bottom of every thread's chain.
+                        if let Some(FrameItem::Python(p)) = walk.items.last_mut() {
+                            p.entry = true;
+                        }
+                        break;
+                    }
                     let frame = self.code(executable).map(|code| {
                         let entry = match f.entry {
                             EntryMarker::IsEntry(off) => byte(off) != 0,
@@ -140,6 +155,7 @@ impl Snapshot {
                             line: code.line_at_ptr(word(f.instr_ptr)),
                             code,
                             entry,
+                            shim: None,
                         }
                     });
                     push(&mut walk, cur, frame);
@@ -167,6 +183,7 @@ impl Snapshot {
             line: code.line_at_ptr(word(f.instr_ptr)),
             code,
             entry: false,
+            shim: None,
         };
         Ok((frame, header))
     }

@@ -73,37 +73,75 @@ pub enum Splice {
     Keep,
 }
 
-/// `names`: the native frames innermost first (`None` when the debugger has no name);
-/// `entries`: for each Python frame (innermost first), whether it is the entry frame of its
-/// eval-loop call. Runs are matched to eval-loop frames in order; an eval frame with no run
-/// left is kept as it is.
-pub fn splice(names: &[Option<String>], entries: &[bool], hide_internal: bool) -> Vec<Splice> {
-    let mut runs: Vec<Vec<usize>> = Vec::new();
+/// One Python frame as splicing sees it: whether it is the entry frame of its eval-loop call,
+/// and where that call's own entry frame lives (3.12+: on the eval loop's C stack).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunMark {
+    pub entry: bool,
+    pub shim: Option<u64>,
+}
+
+/// `names`: the native frames innermost first (`None` when the debugger has no name); `sps`:
+/// their stack pointers, when the debugger gives them; `marks`: for each Python frame
+/// (innermost first), where its eval-loop call ends.
+///
+/// Each run of Python frames goes to the native frame that runs it: the one whose stack frame
+/// (from its own SP up to its caller's) holds the run's entry frame, when every run has one
+/// (3.12+) and SPs are given; this needs no symbol, so stripped LTO builds (3.14, 3.15) work.
+/// Otherwise runs go to the eval-loop frames, found by name, in order. An eval frame with no
+/// run left is kept as it is.
+pub fn splice(
+    names: &[Option<String>],
+    sps: Option<&[u64]>,
+    marks: &[RunMark],
+    hide_internal: bool,
+) -> Vec<Splice> {
+    let mut runs: Vec<(Vec<usize>, Option<u64>)> = Vec::new();
     let mut cur = Vec::new();
-    for (i, &e) in entries.iter().enumerate() {
+    for (i, m) in marks.iter().enumerate() {
         cur.push(i);
-        if e {
-            runs.push(std::mem::take(&mut cur));
+        if m.entry {
+            runs.push((std::mem::take(&mut cur), m.shim));
         }
     }
     if !cur.is_empty() {
-        runs.push(cur);
+        runs.push((cur, None));
     }
-    let roles: Vec<NativeRole> = names
-        .iter()
-        .map(|n| n.as_deref().map_or(NativeRole::Other, classify))
-        .collect();
+    let placed = sps
+        .filter(|s| s.len() == names.len())
+        .and_then(|sps| place_by_stack(sps, &runs));
+    let roles: Vec<NativeRole> = match &placed {
+        Some(owner) => owner
+            .iter()
+            .zip(names)
+            .map(|(o, n)| match (o, n.as_deref().map(classify)) {
+                (Some(_), _) => NativeRole::Eval,
+                (None, Some(NativeRole::Eval)) => NativeRole::Other,
+                (None, r) => r.unwrap_or(NativeRole::Other),
+            })
+            .collect(),
+        None => names
+            .iter()
+            .map(|n| n.as_deref().map_or(NativeRole::Other, classify))
+            .collect(),
+    };
     let first_eval = roles.iter().position(|r| *r == NativeRole::Eval);
     let last_eval = roles.iter().rposition(|r| *r == NativeRole::Eval);
-    let mut runs = runs.into_iter();
+    let mut in_order = runs.iter().map(|r| r.0.clone());
     roles
         .iter()
         .enumerate()
         .map(|(i, role)| match role {
-            NativeRole::Eval => match runs.next() {
-                Some(frames) => Splice::Python { frames },
-                None => Splice::Keep,
-            },
+            NativeRole::Eval => {
+                let run = match &placed {
+                    Some(owner) => owner[i].map(|k| runs[k].0.clone()),
+                    None => in_order.next(),
+                };
+                match run {
+                    Some(frames) => Splice::Python { frames },
+                    None => Splice::Keep,
+                }
+            }
             NativeRole::Internal
                 if hide_internal
                     && first_eval.is_some_and(|f| f < i)
@@ -114,6 +152,30 @@ pub fn splice(names: &[Option<String>], entries: &[bool], hide_internal: bool) -
             _ => Splice::Keep,
         })
         .collect()
+}
+
+/// For each native frame, the run whose entry frame lies in its stack frame; `None` unless
+/// every run has an entry frame address and at least one is placed.
+fn place_by_stack(sps: &[u64], runs: &[(Vec<usize>, Option<u64>)]) -> Option<Vec<Option<usize>>> {
+    if runs.is_empty() || runs.iter().any(|r| r.1.is_none()) {
+        return None;
+    }
+    let mut owner = vec![None; sps.len()];
+    let mut any = false;
+    for (k, (_, shim)) in runs.iter().enumerate() {
+        let a = shim.unwrap_or(0);
+        // Frame i spans [its SP, its caller's SP). Inlined frames share an SP, so the
+        // outermost of them (the real function) gets the span.
+        let hit =
+            (0..sps.len()).find(|&i| sps[i] <= a && sps.get(i + 1).is_none_or(|&next| a < next));
+        if let Some(i) = hit {
+            if owner[i].is_none() {
+                owner[i] = Some(k);
+                any = true;
+            }
+        }
+    }
+    any.then_some(owner)
 }
 
 #[cfg(test)]
@@ -133,15 +195,47 @@ mod tests {
             "PyEval_EvalCode",
             "main",
         ]);
-        let s = splice(&names, &[false, true, false, true], true);
+        let marks = |v: &[bool]| -> Vec<RunMark> {
+            v.iter()
+                .map(|&entry| RunMark { entry, shim: None })
+                .collect()
+        };
+        let s = splice(&names, None, &marks(&[false, true, false, true]), true);
         assert_eq!(s[0], Splice::Keep);
         assert_eq!(s[1], Splice::Python { frames: vec![0, 1] });
         assert_eq!(s[2], Splice::Hide);
         assert_eq!(s[3], Splice::Keep);
         assert_eq!(s[4], Splice::Python { frames: vec![2, 3] });
         assert_eq!(s[5], Splice::Keep);
-        let s = splice(&names, &[true], false);
+        let s = splice(&names, None, &marks(&[true]), false);
         assert_eq!(s[2], Splice::Keep);
         assert_eq!(s[4], Splice::Keep);
+    }
+
+    #[test]
+    fn runs_go_to_the_frames_that_hold_their_entry_frames() {
+        // A stripped build: the eval frames have no names, but their stacks hold the entry
+        // frames (0x1050 in frame 1, 0x1450 in frame 4).
+        let names = vec![Some("kill".to_string()), None, None, None, None, None];
+        let sps = [0x1000, 0x1040, 0x1100, 0x1200, 0x1400, 0x1500];
+        let marks = [
+            RunMark::default(),
+            RunMark {
+                entry: true,
+                shim: Some(0x1050),
+            },
+            RunMark {
+                entry: true,
+                shim: Some(0x1450),
+            },
+        ];
+        let s = splice(&names, Some(&sps), &marks, true);
+        assert_eq!(s[0], Splice::Keep);
+        assert_eq!(s[1], Splice::Python { frames: vec![0, 1] });
+        assert_eq!(s[2], Splice::Keep);
+        assert_eq!(s[4], Splice::Python { frames: vec![2] });
+        // Without SPs the same stack falls back to names, and nothing is named.
+        let s = splice(&names, None, &marks, true);
+        assert!(s.iter().all(|a| *a == Splice::Keep));
     }
 }

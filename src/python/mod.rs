@@ -146,15 +146,21 @@ impl PySession {
     }
 
     /// How to show each native frame: JSON list of {"action": "python"|"hide"|"keep", ...}.
-    #[pyo3(signature = (names, lwp=None, tp=None, hide_internal=true))]
+    /// `sps`: the native frames' stack pointers, which place Python runs without symbols.
+    #[pyo3(signature = (names, lwp=None, tp=None, hide_internal=true, sps=None))]
     fn splice(
         &self,
         names: Vec<Option<String>>,
         lwp: Option<u64>,
         tp: Option<u64>,
         hide_internal: bool,
+        sps: Option<Vec<u64>>,
     ) -> PyResult<String> {
-        json(&self.inner.splice(key(lwp, tp), &names, hide_internal))
+        json(
+            &self
+                .inner
+                .splice(key(lwp, tp), &names, sps.as_deref(), hide_internal),
+        )
     }
 
     /// Locals of frame `index` (0 = innermost, counting every frame of the report) as JSON.

@@ -59,6 +59,8 @@ class Interp:
     stripped: bool  # libpython (or the executable holding it) has no .symtab / DWARF
     # the libpython .so the process must map; None when libpython is linked into `exe`
     libpython: str = None
+    # where gdb finds separate debug info for it (None: nowhere, as for a user without -dbg)
+    debug_dir: str = None
 
     def __hash__(self):
         return hash(self.id)
@@ -153,6 +155,40 @@ def interpreters():
     return tuple(found)
 
 
+def pythons_dir():
+    """Where `make pythons` (tools/pythons.sh) puts Debian sid's 3.14/3.15 and the
+    free-threaded 3.13."""
+    return cache_dir() / "pythons"
+
+
+@functools.lru_cache(maxsize=None)
+def provisioned_interpreters():
+    """Debian sid's stripped python3.14 and python3.15 (JIT compiled in, off), each also with
+    its detached debug info visible to gdb, and the free-threaded 3.13. Raises HarnessError when
+    one is missing (run `make pythons`): never skip one."""
+    root = pythons_dir()
+    sid = root / "debian-sid"
+    found, missing = [], []
+    for minor in (14, 15):
+        exe = sid / "usr" / "bin" / ("python3.%d" % minor)
+        if not (sid / "STAMP").exists() or not os.access(exe, os.X_OK):
+            missing.append(str(exe))
+            continue
+        found.append(Interp("debian-3.%d" % minor, str(exe), {}, minor, True, None))
+        found.append(Interp("debian-3.%d-dbgsym" % minor, str(exe), {}, minor, True, None,
+                            str(sid / "usr" / "lib" / "debug")))
+    ft = root / "3.13t"
+    exe = ft / "bin" / "python3.13t"
+    if (ft / "STAMP").exists() and os.access(exe, os.X_OK):
+        found.append(Interp("ft-3.13t", str(exe), {}, 13, False,
+                            str(ft / "lib" / "libpython3.13t.so.1.0")))
+    else:
+        missing.append(str(exe))
+    if missing:
+        raise HarnessError("missing test interpreters (run `make pythons`): " + ", ".join(missing))
+    return tuple(found)
+
+
 def stripped_libpython(source, version):
     """A `strip --strip-all` copy of ``source`` in <cache>/stripped/<version>/, made when
     missing or older than ``source``. Returns its path."""
@@ -226,6 +262,52 @@ def separate_debug_file(path):
 
 def _has_symtab(path):
     return any(n == ".symtab" or n.startswith(".debug_") for n in elf_section_names(path))
+
+
+def guarded_mappings(pid):
+    """(start, end) of the mappings of process ``pid`` that hold guard pages installed with
+    MADV_GUARD_INSTALL (VmFlags `gu`; glibc 2.41+ makes thread stacks so, as Debian sid's does)."""
+    out, cur = [], None
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            head = line.split(maxsplit=1)[0]
+            if "-" in head and not head.endswith(":"):
+                start, end = head.split("-")
+                cur = (int(start, 16), int(end, 16))
+            elif head == "VmFlags:" and " gu" in line and cur:
+                out.append(cur)
+    return out
+
+
+def refill_guarded_mappings(core, pid):
+    """gdb 13's gcore reads a mapping in large chunks, and a chunk that starts on a guard page
+    fails with EIO and is written as zeros: a thread stack of sid's glibc comes out empty, though
+    the kernel's own core dump has it. Re-read such mappings page by page from /proc/PID/mem
+    (guard pages stay zero) and write them where gcore put them in ``core``."""
+    guarded = guarded_mappings(pid)
+    if not guarded:
+        return
+    with open(core, "r+b") as c, open("/proc/%d/mem" % pid, "rb", buffering=0) as mem:
+        ident = c.read(64)
+        phoff, = struct.unpack_from("<Q", ident, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", ident, 0x36)
+        c.seek(phoff)
+        table = c.read(phentsize * phnum)
+        for i in range(phnum):
+            ptype, _, offset, vaddr, _, filesz, _, _ = struct.unpack_from("<IIQQQQQQ", table,
+                                                                          i * phentsize)
+            if ptype != 1 or filesz == 0:
+                continue
+            for start, end in guarded:
+                lo, hi = max(start, vaddr), min(end, vaddr + filesz)
+                for page in range(lo, hi, 4096):
+                    try:
+                        mem.seek(page)
+                        data = mem.read(min(4096, hi - page))
+                    except OSError:
+                        continue  # the guard page itself
+                    c.seek(offset + page - vaddr)
+                    c.write(data)
 
 
 def mapped_files(pid):
@@ -388,6 +470,7 @@ class Scenario:
             path = self.tmpdir / ("core.%d" % self.pid)
             if rc != 0 or not path.is_file():
                 raise HarnessError("gcore of %s failed (rc %d):\n%s\n%s" % (self, rc, out, err))
+            refill_guarded_mappings(path, self.pid)
             self.core_seconds = time.monotonic() - started
             self._core = path
         return str(self._core)
