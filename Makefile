@@ -11,7 +11,7 @@ LLDB_LINE := command script import $(CURDIR)/lldb-scripts/pyunwind_lldb.py
 LLDB_VERSIONS ?= 19 22
 DEMO_PYTHON ?= /usr/bin/python3.11
 
-.PHONY: build demo test unit integration integration-lldb lint bench install uninstall clean
+.PHONY: build demo pythons test unit integration integration-lldb lint bench install uninstall clean
 
 # The CLI is built without the `python` feature (it must not need libpython symbols); the
 # extension module with it. Both builds write target/release/libpyunwind.so, so the module is
@@ -24,15 +24,20 @@ build:
 demo: build
 	@bash tools/demo.sh $(DEMO_PYTHON)
 
+# Debian sid's python3.14/3.15 (JIT compiled in) and a free-threaded 3.13, in $(PYUNWIND_CACHE)/pythons:
+# downloaded and built once (about 4 minutes), then reused.
+pythons:
+	bash tools/pythons.sh
+
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 	$(CARGO) clippy --release --lib --features python -- -D warnings
 
-unit:
+unit: pythons
 	$(CARGO) test --release
 
-integration: build
+integration: build pythons
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  "$$py" -m pytest -q -p no:cacheprovider tests/integration --ignore=tests/integration/test_lldb.py
 	$(MAKE) integration-lldb
@@ -47,7 +52,7 @@ integration-lldb: build
 	    PYUNWIND_LLDB=$$lldb "$$py" -m pytest -q -p no:cacheprovider tests/integration/test_lldb.py || exit 1; \
 	  done
 
-test: build lint unit integration
+test: pythons build lint unit integration
 
 bench: build
 	bash bench/setup.sh

@@ -17,17 +17,24 @@ use std::sync::OnceLock;
 /// pyenv's builds (`$PYENV_ROOT/versions/V/lib/libpython3.X.so.1.0`, built with -g), then
 /// Debian sid's stripped python3.14 and python3.15 with the DWARF of their -dbg packages, as
 /// `make pythons` provides them (`$PYUNWIND_CACHE/pythons/debian-sid`).
-const BUILDS: [&str; 6] = ["3.10.13", "3.11.7", "3.12.1", "3.13.0", "3.14", "3.15"];
+/// "3.13t" is the free-threaded 3.13 that `make pythons` builds with -g (`pythons/3.13t`).
+const BUILDS: [&str; 7] = [
+    "3.10.13", "3.11.7", "3.12.1", "3.13.0", "3.14", "3.15", "3.13t",
+];
 
 /// (file with the DWARF, file with `_PyRuntime`'s initializer) of a build.
 fn build_files(full: &str, minor: u8) -> Result<(String, String), String> {
     let home = std::env::var("HOME").unwrap_or_default();
-    if minor <= 13 {
+    if minor <= 13 && !full.ends_with('t') {
         let root = std::env::var("PYENV_ROOT").unwrap_or(format!("{home}/.pyenv"));
         let lib = format!("{root}/versions/{full}/lib/libpython3.{minor}.so.1.0");
         return Ok((lib.clone(), lib));
     }
     let cache = std::env::var("PYUNWIND_CACHE").unwrap_or(format!("{home}/.cache/pyunwind"));
+    if full.ends_with('t') {
+        let lib = format!("{cache}/pythons/{full}/lib/libpython{full}.so.1.0");
+        return Ok((lib.clone(), lib));
+    }
     let sid = format!("{cache}/pythons/debian-sid");
     let exe = format!("{sid}/usr/bin/python3.{minor}");
     let bytes =
@@ -395,19 +402,19 @@ impl Dw {
 }
 
 /// Each library, parsed once per test binary (in parallel) on first use.
-fn libs() -> &'static [(u8, Result<Dw, String>)] {
-    static LIBS: OnceLock<Vec<(u8, Result<Dw, String>)>> = OnceLock::new();
+fn libs() -> &'static [(&'static str, u8, Result<Dw, String>)] {
+    static LIBS: OnceLock<Vec<(&str, u8, Result<Dw, String>)>> = OnceLock::new();
     LIBS.get_or_init(|| {
         std::thread::scope(|s| {
             let threads: Vec<_> = BUILDS
                 .map(|full| {
-                    let minor = Version::parse(full).unwrap().minor;
-                    (minor, s.spawn(move || load(full, minor)))
+                    let minor = Version::parse(full.trim_end_matches('t')).unwrap().minor;
+                    (full, minor, s.spawn(move || load(full, minor)))
                 })
                 .into();
             threads
                 .into_iter()
-                .map(|(m, h)| (m, h.join().unwrap()))
+                .map(|(f, m, h)| (f, m, h.join().unwrap()))
                 .collect()
         })
     })
@@ -416,9 +423,15 @@ fn libs() -> &'static [(u8, Result<Dw, String>)] {
 /// Runs `check(version, dwarf, layout, errors)` for every build; fails once, listing everything.
 fn run(check: impl Fn(&str, &Dw, &Layout, &mut Vec<String>)) {
     let (t0, mut errs) = (std::time::Instant::now(), Vec::new());
-    for (minor, dw) in libs() {
-        let v = format!("3.{minor}");
-        match (dw, Layout::builtin(Version::new(3, *minor, 0))) {
+    for (full, minor, dw) in libs() {
+        let free_threaded = full.ends_with('t');
+        let v = format!("3.{minor}{}", if free_threaded { "t" } else { "" });
+        let version = Version::new(3, *minor, 0);
+        let builtin = match free_threaded {
+            true => Layout::builtin_free_threaded(version),
+            false => Layout::builtin(version),
+        };
+        match (dw, builtin) {
             (Err(e), _) => errs.push(format!("{v}: {e}")),
             (_, None) => errs.push(format!("{v}: no built-in layout")),
             (Ok(dw), Some(l)) => check(&v, dw, &l, &mut errs),
@@ -434,12 +447,15 @@ fn builtin_layouts_match_dwarf() {
     run(|v, dw, l, errs| {
         let ours = flatten(l);
         let minor = l.version.minor;
+        // A free-threaded build has no single GIL (`GilLocation::None`).
         let rows: Vec<_> = MAP
             .iter()
             .filter(|r| (r.0..=r.1).contains(&minor))
+            .filter(|r| !(l.free_threaded && r.2.starts_with("gil.")))
             .collect();
         for (f, value) in ours
             .iter()
+            .filter(|o| !(l.free_threaded && o.0 == "gil"))
             .filter(|o| rows.iter().filter(|r| r.2 == o.0).count() != 1)
         {
             errs.push(format!(

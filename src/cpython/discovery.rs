@@ -148,14 +148,18 @@ fn choose_layout(target: &Target, runtime: u64, version: Version) -> Result<Layo
     if version.minor >= 13 {
         match DebugOffsets::read(&*target.mem, runtime) {
             Ok(d) => {
-                if d.free_threaded {
-                    return Err(Error::UnsupportedVersion(format!(
-                        "{version} free-threaded (not supported yet)"
-                    )));
-                }
-                if let Some(b) = builtin {
-                    return d.apply(b).map_err(Error::from);
-                }
+                let base = if d.free_threaded {
+                    Layout::builtin_free_threaded(version).ok_or_else(|| {
+                        Error::UnsupportedVersion(format!(
+                            "{version} free-threaded (3.13 is supported)"
+                        ))
+                    })?
+                } else if let Some(b) = builtin {
+                    b
+                } else {
+                    return Err(Error::UnsupportedVersion(version.to_string()));
+                };
+                return d.apply(base).map_err(Error::from);
             }
             Err(_) if builtin.is_some() => {}
             Err(e) => {

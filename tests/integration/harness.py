@@ -433,6 +433,24 @@ class Scenario:
             raise HarnessError("%s: truth pid %r is not the child's %d"
                                % (self, self.truth.get("pid"), self.pid))
         check_libpython_mapping(self.interp, self.pid)
+        threads = self.truth.get("threads") or [{}]
+        if threads[0].get("native_id"):
+            self._wait_off_the_fifo(threads[0]["native_id"])
+
+    def _wait_off_the_fifo(self, tid):
+        """The recording thread signals ready and then returns to its blocking line: wait
+        until it is blocked in a system call other than the FIFO's open/write/close, so that a
+        reader cannot catch it still inside the signalling function."""
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                with open("/proc/%d/task/%d/syscall" % (self.pid, tid)) as f:
+                    call = f.read().split()[0]
+            except (OSError, IndexError):
+                return
+            if call not in ("running", "0", "1", "3", "257"):
+                return
+            time.sleep(0.002)
 
     def _wait_ready(self, reader, deadline, timeout):
         got = b""

@@ -321,6 +321,92 @@ impl Layout {
         Some(l)
     }
 
+    /// The built-in table of a free-threaded (`--disable-gil`) build of `version`.
+    pub fn builtin_free_threaded(version: Version) -> Option<Layout> {
+        let mut l = match (version.major, version.minor) {
+            (3, 13) => v3_13::free_threaded(),
+            _ => return None,
+        };
+        l.version = version;
+        Some(l)
+    }
+
+    /// Moves every offset inside a Python object by `by` bytes: a free-threaded build's larger
+    /// object header. Offsets inside non-objects (thread and interpreter states, frames, dict
+    /// key tables, dict value arrays) stay.
+    fn shift_object_fields(&mut self, by: u64) {
+        let c = &mut self.code_object;
+        for f in [
+            &mut c.filename,
+            &mut c.name,
+            &mut c.linetable,
+            &mut c.firstlineno,
+            &mut c.argcount,
+            &mut c.flags,
+        ] {
+            *f += by;
+        }
+        for f in [
+            &mut c.qualname,
+            &mut c.kwonlyargcount,
+            &mut c.co_code_adaptive,
+        ] {
+            if let Some(v) = f {
+                *v += by;
+            }
+        }
+        if let CodeLocals::LocalsPlus {
+            localsplusnames,
+            localspluskinds,
+        } = &mut c.locals
+        {
+            *localsplusnames += by;
+            *localspluskinds += by;
+        }
+        let t = &mut self.type_object;
+        for f in [
+            &mut t.tp_name,
+            &mut t.tp_basicsize,
+            &mut t.tp_flags,
+            &mut t.tp_base,
+            &mut t.tp_dictoffset,
+            &mut t.ht_cached_keys,
+        ] {
+            *f += by;
+        }
+        self.pyobject.ob_type += by;
+        for v in [&mut self.tuple_object, &mut self.list_object] {
+            v.ob_size += by;
+            v.ob_item += by;
+        }
+        self.bytes_object.ob_size += by;
+        self.bytes_object.ob_sval += by;
+        let u = &mut self.unicode_object;
+        for f in [
+            &mut u.state,
+            &mut u.length,
+            &mut u.asciiobject_size,
+            &mut u.compact_size,
+        ] {
+            *f += by;
+        }
+        if let LongObject::Tagged { lv_tag, ob_digit } = &mut self.long_object {
+            *lv_tag += by;
+            *ob_digit += by;
+        }
+        self.float_object.ob_fval += by;
+        let d = &mut self.dict_object;
+        for f in [&mut d.ma_used, &mut d.ma_keys, &mut d.ma_values] {
+            *f += by;
+        }
+        let s = &mut self.set_object;
+        for f in [&mut s.used, &mut s.mask, &mut s.table] {
+            *f += by;
+        }
+        self.cell_ob_ref += by;
+        self.module_md_dict += by;
+    }
+
     /// Minor versions with a built-in table.
     pub const BUILTIN_MINORS: [u8; 6] = [10, 11, 12, 13, 14, 15];
 }

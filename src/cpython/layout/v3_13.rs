@@ -121,3 +121,17 @@ pub fn layout() -> Layout {
         instance_dict: InstanceDict::Managed313,
     }
 }
+
+/// The free-threaded build (`--disable-gil`, checked against the DWARF of our 3.13.15 build by
+/// tests/layout_dwarf.rs): `PyObject` grows from 16 to 32 bytes (`ob_tid`, `ob_mutex`,
+/// `ob_gc_bits`, `ob_ref_local`, `ob_ref_shared` before `ob_type`; Include/object.h), so every
+/// field of an object moves by 16; no single GIL; `interp->imports` moves by 8.
+pub fn free_threaded() -> Layout {
+    let mut l = layout();
+    l.source = "built-in 3.13 free-threaded".into();
+    l.free_threaded = true;
+    l.gil = GilLocation::None;
+    l.interpreter_state.imports_modules = Some(7664);
+    l.shift_object_fields(16);
+    l
+}
