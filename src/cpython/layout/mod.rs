@@ -346,14 +346,15 @@ impl Layout {
         ] {
             *f += by;
         }
-        for f in [
+        for v in [
             &mut c.qualname,
             &mut c.kwonlyargcount,
             &mut c.co_code_adaptive,
-        ] {
-            if let Some(v) = f {
-                *v += by;
-            }
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *v += by;
         }
         if let CodeLocals::LocalsPlus {
             localsplusnames,
