@@ -402,8 +402,11 @@ impl Dw {
 }
 
 /// Each library, parsed once per test binary (in parallel) on first use.
-fn libs() -> &'static [(&'static str, u8, Result<Dw, String>)] {
-    static LIBS: OnceLock<Vec<(&str, u8, Result<Dw, String>)>> = OnceLock::new();
+/// (build, minor, its parsed DWARF).
+type Lib = (&'static str, u8, Result<Dw, String>);
+
+fn libs() -> &'static [Lib] {
+    static LIBS: OnceLock<Vec<Lib>> = OnceLock::new();
     LIBS.get_or_init(|| {
         std::thread::scope(|s| {
             let threads: Vec<_> = BUILDS
