@@ -582,9 +582,7 @@ impl JitMap {
             }
         }
         if !shim.pushes.contains(&Reg::Rbp) {
-            // The shim does not save %rbp (3.14): JIT code must give it back unchanged, so
-            // the caller's is the one we have.
-            caller.push(("rbp", regs.bp));
+            caller.push(("rbp", Self::caller_rbp(mem, regs, slot, cfa)));
         }
         Some(Unwound {
             caller,
@@ -593,6 +591,29 @@ impl JitMap {
             label: region.label.clone(),
             kind: "jit",
         })
+    }
+
+    /// The eval loop's %rbp when the shim does not save it (3.14). JIT code (`preserve_none`)
+    /// must hand %rbp back unchanged, so a stencil that uses it pushes it first, just below the
+    /// shim's return-address slot, and the caller's value is there while that stencil runs
+    /// (typically while it calls into C); otherwise %rbp still holds it. The eval loop uses
+    /// %rbp as its frame pointer (its CFA is %rbp+16 in Debian's 3.14), so the right value
+    /// points into the stack above the shim: the candidate that does wins.
+    fn caller_rbp(mem: &dyn Memory, regs: Regs, slot: u64, cfa: u64) -> u64 {
+        let in_caller = |v: u64| v % 8 == 0 && v >= cfa && v - cfa < MAX_SCAN_BYTES;
+        if in_caller(regs.bp) {
+            return regs.bp;
+        }
+        for below in [8, 16] {
+            if slot.checked_sub(below).is_some_and(|a| a >= regs.sp) {
+                if let Ok(v) = mem.read_ptr(slot - below) {
+                    if in_caller(v) {
+                        return v;
+                    }
+                }
+            }
+        }
+        regs.bp
     }
 
     /// 3.15: the shim keeps a frame pointer and JIT code leaves %rbp alone, so its
@@ -938,6 +959,20 @@ mod tests {
         assert_eq!(u.get("r15"), Some(0xc15));
         assert_eq!(u.get("rbp"), Some(0xbbbb));
         assert_eq!((u.frame_sp, u.frame_pc), (slot + 8, 0x7000_2000));
+        // A stencil that pushed the eval loop's %rbp below the shim's slot and uses %rbp for
+        // itself: the saved one is given back.
+        mem.put_u64(slot - 8, slot + 0x200);
+        let u = map
+            .unwind(
+                &mem,
+                Regs {
+                    pc: 0x7000_2100,
+                    sp,
+                    bp: 0x7f00_1234_5678,
+                },
+            )
+            .unwrap();
+        assert_eq!(u.get("rbp"), Some(slot + 0x200));
         // A PC inside the shim's prologue is not claimed; nor is a stack without a shim.
         assert!(map
             .unwind(
