@@ -283,7 +283,7 @@ class PythonFrameFilter:
         except Exception:
             # No Python here (or an unreadable target): show the native stack unchanged, with
             # JIT frames named after their executors' code.
-            return iter(jit.name_frames(_jit_stop, decorators))
+            return iter(_named(jit.name_frames(_jit_stop, decorators)))
         return _spliced(jit.name_frames(_jit_stop, decorators, actions, frames), actions, frames)
 
 
@@ -292,6 +292,12 @@ class _UnnamedFrameDecorator(FrameDecorator):
 
     def function(self):
         return "??"
+
+
+def _named(decorators):
+    for d in decorators:
+        named = d.inferior_frame().name() or isinstance(d, jit.JitFrameDecorator)
+        yield d if named else _UnnamedFrameDecorator(d)
 
 
 def _spliced(decorators, actions, frames):
