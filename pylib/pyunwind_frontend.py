@@ -205,25 +205,50 @@ class Host:
 def open_session(core, host, thread_ids=None):
     """A `_pyunwind.Session` for the host's target: a core file or a local process read
     directly unless the memory mode says otherwise, else memory through the debugger."""
+    return _open(core, core.Session, host, thread_ids=thread_ids)
+
+
+def open_jit(core, host, inputs=None):
+    """A `_pyunwind.Jit` (JIT and trampoline code of this stop) from the same memory source
+    `open_session` would use. `inputs` from an earlier stop's `Jit.inputs()` skips the ELF
+    symbol lookup."""
+    return _open(core, core.Jit, host, inputs=inputs)
+
+
+def _open(core, cls, host, **kwargs):
     mode = host.memory_mode()
     if mode != "debugger":
         corefile = host.core_file()
         if corefile:
             exe = host.executable()
             try:
-                return core.Session.core(corefile, exe=exe, thread_ids=thread_ids)
+                return cls.core(corefile, exe=exe, **kwargs)
             except core.Error:
                 # The executable the debugger loaded may not be the one the core names.
                 if mode == "direct" or not exe:
                     raise
-                return core.Session.core(corefile, thread_ids=thread_ids)
+                return cls.core(corefile, **kwargs)
         pid = host.pid()
         if pid and host.is_local():
-            return core.Session.live(pid, thread_ids=thread_ids)
+            return cls.live(pid, **kwargs)
         if mode == "direct":
             raise FrontendError("pyunwind: no direct memory source for this target")
-    return core.Session.debugger(host.read_memory, host.maps(), pid=host.pid() or None,
-                                 thread_ids=thread_ids)
+    return cls.debugger(host.read_memory, host.maps(), pid=host.pid() or None, **kwargs)
+
+
+def trampoline_names(actions, frames, is_trampoline):
+    """{native index: Python frame} for perf trampoline frames: a trampoline calls the eval loop
+    for one Python function, so it is named after the oldest Python frame of the run of the
+    nearest newer eval-loop frame (the function that eval call started)."""
+    names = {}
+    run = None
+    for n, a in enumerate(actions):
+        if a["action"] == "python" and a["frames"]:
+            run = a["frames"]
+        elif is_trampoline(n) and run is not None:
+            names[n] = frames[run[-1]]
+            run = None
+    return names
 
 
 class StopState:

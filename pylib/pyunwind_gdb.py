@@ -8,9 +8,11 @@ import gdb
 from gdb.FrameDecorator import FrameDecorator
 
 import pyunwind_frontend as fe
+import pyunwind_gdb_jit as jit
 
 _core = None
 _state = fe.StopState()
+_jit_stop = None  # the JIT map of this stop (pyunwind_gdb_jit), set by register()
 
 
 def core():
@@ -290,9 +292,10 @@ class PythonFrameFilter:
             actions = json.loads(s.splice(names, lwp=_thread_key(), tp=_thread_pointer(), hide_internal=hide,
                                           sps=sps))
         except Exception:
-            # No Python here (or an unreadable target): show the native stack unchanged.
-            return iter(decorators)
-        return _spliced(decorators, actions, frames)
+            # No Python here (or an unreadable target): show the native stack unchanged, with
+            # JIT frames named after their executors' code.
+            return iter(_named(jit.name_frames(_jit_stop, decorators)))
+        return _spliced(jit.name_frames(_jit_stop, decorators, actions, frames), actions, frames)
 
 
 class _UnnamedFrameDecorator(FrameDecorator):
@@ -302,13 +305,20 @@ class _UnnamedFrameDecorator(FrameDecorator):
         return "??"
 
 
+def _named(decorators):
+    for d in decorators:
+        named = d.inferior_frame().name() or isinstance(d, jit.JitFrameDecorator)
+        yield d if named else _UnnamedFrameDecorator(d)
+
+
 def _spliced(decorators, actions, frames):
     for row in fe.spliced_rows(actions, len(frames)):
         if row[0] == "python":
             yield PythonFrameDecorator(decorators[row[1]], frames[row[2]], row[2])
         elif row[0] == "native":
             d = decorators[row[1]]
-            yield d if d.inferior_frame().name() else _UnnamedFrameDecorator(d)
+            named = d.inferior_frame().name() or isinstance(d, jit.JitFrameDecorator)
+            yield d if named else _UnnamedFrameDecorator(d)
         # "tail" rows: gdb's own unwinder reaches the interpreter loop, and a decorator needs a
         # native frame to stand on, so frames no eval frame runs are left to py-bt.
 
@@ -367,6 +377,8 @@ def register():
     _registered = True
     _params["memory"] = _MemoryParam()
     _params["hide"] = _HideParam()
+    global _jit_stop
+    _jit_stop = jit.register(core, _GdbHost())
     PythonFrameFilter()
     _register_commands()
     gdb.events.cont.connect(_state.drop)

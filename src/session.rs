@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 use crate::asyncio::{self, ThreadFrames};
 use crate::cpython::{find_python, FrameItem, FrameWalk, PyFrame, Snapshot, ThreadInfo};
 use crate::error::{Error, ReadError, Result};
+use crate::native::jit::{find_inputs, JitInputs, JitMap, Region, Regs, Unwound};
 use crate::native::{splice, RunMark, Splice};
 use crate::report::tasks;
 use crate::report::text::{self, Sources};
@@ -37,6 +38,8 @@ pub struct Session {
     async_report: OnceLock<Report>,
     /// (lwp, thread pointer) pairs the frontend or core knows, to name threads on 3.10.
     thread_ids: Vec<(u64, u64)>,
+    /// JIT and trampoline code of this stop, built on first use.
+    jit: OnceLock<JitMap>,
 }
 
 impl Session {
@@ -54,6 +57,7 @@ impl Session {
             decoded: OnceLock::new(),
             async_report: OnceLock::new(),
             thread_ids,
+            jit: OnceLock::new(),
         })
     }
 
@@ -390,5 +394,31 @@ impl Session {
             None => Vec::new(),
         };
         splice(names, sps, &marks, hide_internal)
+    }
+}
+
+/// JIT and trampoline code (see [`crate::native::jit`]), for frontends that unwind themselves
+/// (lldb later; gdb uses `_pyunwind.Jit`, which needs no decodable Python frames).
+impl Session {
+    pub fn jit(&self) -> &JitMap {
+        self.jit.get_or_init(|| {
+            let inputs = find_inputs(&self.target).unwrap_or(JitInputs {
+                runtime: self.snap.runtime,
+                minor: self.snap.layout.version.minor,
+                jit_entry: None,
+            });
+            JitMap::build(&*self.snap.mem, inputs)
+        })
+    }
+
+    /// The JIT executor or trampoline arena holding `pc`.
+    pub fn jit_lookup(&self, pc: u64) -> Option<&Region> {
+        self.jit().lookup(pc)
+    }
+
+    /// The caller's registers of the JIT or trampoline frame at `regs`, None when `regs.pc`
+    /// is not such code or the frame cannot be unwound.
+    pub fn jit_caller_registers(&self, regs: Regs) -> Option<Unwound> {
+        self.jit().unwind(&*self.snap.mem, regs)
     }
 }

@@ -3,6 +3,9 @@
 
 use serde::Serialize;
 
+pub mod jit;
+pub mod x86;
+
 /// What a native frame is, judged by its symbol name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NativeRole {

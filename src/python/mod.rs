@@ -14,6 +14,8 @@ use crate::report::text::{self, Sources};
 use crate::session::{Session, ThreadKey};
 use crate::target::Target;
 
+mod jit;
+
 create_exception!(_pyunwind, Error, PyException);
 
 fn err(e: impl std::fmt::Display) -> PyErr {
@@ -38,6 +40,19 @@ fn open(target: Target, thread_ids: Option<Vec<(u64, u64)>>) -> PyResult<PySessi
         inner.set_thread_ids(ids);
     }
     Ok(PySession { inner })
+}
+
+/// A target read through the debugger's `read(addr, size) -> bytes`.
+fn callback_target(read: Py<PyAny>, maps: &str, pid: Option<u32>) -> Target {
+    let mem = CallbackMemory::new(move |addr: u64, len: usize| {
+        Python::attach(|py| {
+            read.call1(py, (addr, len))
+                .ok()?
+                .extract::<Vec<u8>>(py)
+                .ok()
+        })
+    });
+    Target::with_memory(Arc::new(PageCache::new(mem)), parse_proc_maps(maps), pid)
 }
 
 fn key(lwp: Option<u64>, tp: Option<u64>) -> ThreadKey {
@@ -73,16 +88,7 @@ impl PySession {
         pid: Option<u32>,
         thread_ids: Option<Vec<(u64, u64)>>,
     ) -> PyResult<Self> {
-        let mem = CallbackMemory::new(move |addr: u64, len: usize| {
-            Python::attach(|py| {
-                read.call1(py, (addr, len))
-                    .ok()?
-                    .extract::<Vec<u8>>(py)
-                    .ok()
-            })
-        });
-        let target = Target::with_memory(Arc::new(PageCache::new(mem)), parse_proc_maps(maps), pid);
-        open(target, thread_ids)
+        open(callback_target(read, maps, pid), thread_ids)
     }
 
     /// Whether some thread has no LWP of its own (3.10 records none): the frontend then opens
@@ -198,6 +204,36 @@ impl PySession {
             .map(|(s, r)| (s.to_string(), r)))
     }
 
+    // --- JIT and trampoline code, for frontends that unwind themselves (see `_pyunwind.Jit`).
+
+    /// Sorted `(start, end, kind, label)` rows of JIT executors ("jit") and perf trampoline
+    /// arenas ("trampoline").
+    fn jit_regions(&self) -> Vec<jit::RegionRow> {
+        jit::region_rows(self.inner.jit())
+    }
+
+    /// `(start, end, kind, label)` of the region holding `pc`, or None.
+    fn jit_lookup(&self, pc: u64) -> Option<jit::RegionRow> {
+        let r = self.inner.jit_lookup(pc)?;
+        jit::region_rows(self.inner.jit())
+            .into_iter()
+            .find(|row| row.0 == r.start)
+    }
+
+    /// The caller's registers of the JIT/trampoline frame at (pc, sp, bp): a dict as
+    /// `Jit.unwind` returns, or None.
+    fn jit_caller_registers<'py>(
+        &self,
+        py: Python<'py>,
+        pc: u64,
+        sp: u64,
+        bp: u64,
+    ) -> PyResult<Option<Bound<'py, pyo3::types::PyDict>>> {
+        let regs = crate::native::jit::Regs { pc, sp, bp };
+        let u = py.detach(|| self.inner.jit_caller_registers(regs));
+        u.map(|u| jit::unwound_dict(py, &u)).transpose()
+    }
+
     /// One libpython-style frame line (`#N Frame 0x…, for file …, line …, in …`) and its source
     /// line, for `py-up` / `py-down`.
     #[pyo3(signature = (index, lwp=None, tp=None))]
@@ -227,6 +263,7 @@ fn render_list(file: &str, current: u32, start: u32, end: u32) -> PyResult<Strin
 #[pymodule]
 fn _pyunwind(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySession>()?;
+    m.add_class::<jit::PyJit>()?;
     m.add_function(wrap_pyfunction!(render_list, m)?)?;
     m.add("Error", m.py().get_type::<Error>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -1,0 +1,1225 @@
+//! JIT executor code and perf trampolines: where they are in a stopped target, which Python
+//! code each runs, and how to unwind a frame whose PC is in them.
+//!
+//! Neither has symbols or unwind info on 3.14 (3.15 registers its JIT code with gdb, but the
+//! registered CFI restores only rip/rsp/rbp). The map is rebuilt for every stop, from the
+//! interpreter's own lists:
+//!
+//! | region | found from |
+//! | --- | --- |
+//! | executor `[jit_code, +jit_size)` | 3.14 `interp->executor_list_head` (through `vm_data.links.next`); 3.15 `interp->executor_ptrs[0..executor_count]`, `cold_executor`, `cold_dynamic_executor`; both `executor_deletion_list_head` |
+//! | perf trampolines | `_PyRuntime.ceval.perf.code_arena`, then each arena's `prev` |
+//!
+//! Unwinding a JIT frame means finding the entry shim that called into it, then restoring what
+//! the shim saved: the caller is the eval loop, with its callee-saved registers. The shim's
+//! return-address slot is at a fixed place below `%rbp` when the shim keeps a frame pointer and
+//! JIT code leaves `%rbp` alone (3.15, `-mframe-pointer=reserved`); otherwise (3.14) the stack
+//! is scanned upward from the JIT frame's `%rsp` for a value equal to a shim return address.
+//!
+//! ```no_run
+//! # use pyunwind::native::jit::{JitMap, Regs};
+//! # fn f(target: &pyunwind::target::Target) -> pyunwind::Result<()> {
+//! let map = JitMap::discover(target)?;
+//! if let Some(u) = map.unwind(&*target.mem, Regs { pc: 0x7f00_0000_1234, sp: 0x7ffd_0000, bp: 0 }) {
+//!     println!("caller pc {:#x}", u.caller_pc());
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+
+use super::x86::{
+    decode_shim, decode_trampoline, Reg, ShimFrame, TrampolineTemplate, MAX_SHIM_BYTES,
+};
+use crate::binary::{ElfInfo, Module};
+use crate::error::{Error, ReadError, Result};
+use crate::memory::Memory;
+use crate::target::Target;
+
+/// Interpreters followed through `next` (a process rarely has more than a handful).
+pub const MAX_INTERPRETERS: usize = 1024;
+/// Executors taken from one interpreter's lists; CPython keeps a few hundred at most.
+pub const MAX_EXECUTORS: usize = 100_000;
+/// Perf trampoline arenas (64 KiB each) followed through `prev`.
+pub const MAX_ARENAS: usize = 16_384;
+/// One executor's code mapping; real ones are a few pages.
+pub const MAX_JIT_SIZE_BYTES: u64 = 16 << 20;
+/// How far above a JIT frame's %rsp the shim's return address is searched for (3.14).
+pub const MAX_SCAN_BYTES: u64 = 64 << 10;
+/// A trampoline copy; the real ones are 12 bytes.
+pub const MAX_TRAMPOLINE_BYTES: u64 = 64;
+/// Characters of a code object's name or file name we copy.
+pub const MAX_NAME_BYTES: u64 = 4096;
+
+/// Where the executor lists are, per interpreter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ExecutorRoots {
+    /// 3.14: a list through `vm_data.links.next`.
+    List { head: u64 },
+    /// 3.15: an array of pointers and its length, plus the two shared cold-exit executors.
+    Array {
+        ptrs: u64,
+        count: u64,
+        cold: [u64; 2],
+    },
+}
+
+/// Per-build offsets the target's `_Py_DebugOffsets` do not carry. A table is chosen only when
+/// the minor version and the sizes `_Py_DebugOffsets` gives for `_PyRuntimeState` and
+/// `PyInterpreterState` all match, so a build with another layout gets no JIT map rather than a
+/// wrong one.
+#[derive(Clone, Copy, Debug)]
+struct Table {
+    source: &'static str,
+    minor: u8,
+    runtime_size: u64,
+    interp_size: u64,
+    roots: ExecutorRoots,
+    deletion_head: u64,
+    /// `_PyRuntime.ceval.perf.code_arena`.
+    perf_code_arena: u64,
+    /// `_PyExecutorObject` fields.
+    links_next: u64,
+    vm_code: u64,
+    jit_size: u64,
+    jit_code: u64,
+}
+
+/// `_PyExecutorObject` of 3.14: vm_data at 32 (links.next at +40, code at +56), jit_size 104,
+/// jit_code 112 (DWARF of Debian python3.14 3.14.10-1 and python3.14-dbg, the same in both).
+const EXEC_314: (u64, u64, u64, u64) = (0x48, 0x58, 0x68, 0x70);
+/// `_PyExecutorObject` of 3.15: vm_data at 32 (links.next at +16, code at +32), jit_size 80,
+/// jit_code 88 (DWARF of Debian python3.15 3.15.2-1 and python3.15-dbg).
+const EXEC_315: (u64, u64, u64, u64) = (0x30, 0x40, 0x50, 0x58);
+
+const fn table(
+    source: &'static str,
+    minor: u8,
+    sizes: (u64, u64),
+    roots: ExecutorRoots,
+    deletion_head: u64,
+    perf_code_arena: u64,
+    exec: (u64, u64, u64, u64),
+) -> Table {
+    Table {
+        source,
+        minor,
+        runtime_size: sizes.0,
+        interp_size: sizes.1,
+        roots,
+        deletion_head,
+        perf_code_arena,
+        links_next: exec.0,
+        vm_code: exec.1,
+        jit_size: exec.2,
+        jit_code: exec.3,
+    }
+}
+
+/// Offsets read with `ptype /o` from the DWARF of each build (interpreter fields from
+/// `struct _is`, `perf.code_arena` from `_PyRuntimeState`).
+const TABLES: &[Table] = &[
+    table(
+        "DWARF of Debian python3.14 3.14.10-1",
+        14,
+        (316_616, 225_864),
+        ExecutorRoots::List { head: 223_192 },
+        223_200,
+        0xac8,
+        EXEC_314,
+    ),
+    table(
+        "DWARF of Debian python3.14d 3.14.10-1 (pydebug)",
+        14,
+        (332_632, 225_880),
+        ExecutorRoots::List { head: 0x367e8 },
+        0x367f0,
+        0x4940,
+        EXEC_314,
+    ),
+    table(
+        "DWARF of Debian python3.15 3.15.2-1",
+        15,
+        (346_568, 226_240),
+        ExecutorRoots::Array {
+            ptrs: 0x368d0,
+            count: 0x368d8,
+            cold: [0x368f0, 0x368f8],
+        },
+        0x368e8,
+        0xb40,
+        EXEC_315,
+    ),
+    table(
+        "DWARF of Debian python3.15d 3.15.2-1 (pydebug)",
+        15,
+        (362_592, 226_256),
+        ExecutorRoots::Array {
+            ptrs: 0x368e0,
+            count: 0x368e8,
+            cold: [0x36900, 0x36908],
+        },
+        0x368f8,
+        0x49c0,
+        EXEC_315,
+    ),
+];
+
+/// `_Py_DebugOffsets` at the start of `_PyRuntime` (Include/internal/pycore_debug_offsets.h,
+/// 3.14 and 3.15): cookie, version, free_threaded, then `runtime_state {size, finalizing,
+/// interpreters_head}` and `interpreter_state {size, id, next, ...}`.
+const DEBUG_COOKIE: &[u8; 8] = b"xdebugpy";
+const DO_VERSION: u64 = 8;
+const DO_RUNTIME_SIZE: u64 = 24;
+const DO_INTERPRETERS_HEAD: u64 = 40;
+const DO_INTERP_SIZE: u64 = 48;
+const DO_INTERP_NEXT: u64 = 64;
+
+/// `PyCodeObject` and compact `PyUnicodeObject` fields, the same in the four Debian builds
+/// (DWARF): co_firstlineno 0x44, co_filename 0x70, co_qualname 0x80; unicode length 0x10,
+/// state 0x20 (kind bits 2-4, compact bit 5, ascii bit 6), data after 40 bytes (ASCII) or 56.
+const CO_FIRSTLINENO: u64 = 0x44;
+const CO_FILENAME: u64 = 0x70;
+const CO_QUALNAME: u64 = 0x80;
+const STR_LENGTH: u64 = 0x10;
+const STR_STATE: u64 = 0x20;
+const STR_ASCII_DATA: u64 = 40;
+const STR_COMPACT_DATA: u64 = 56;
+
+/// What a region holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RegionKind {
+    /// One executor's code (3.14: with the entry shim at its start).
+    Executor {
+        executor: u64,
+        /// `vm_data.code`, None for side-exit and cold-exit executors.
+        code: Option<u64>,
+    },
+    /// A perf trampoline arena: copies of `_Py_trampoline_func_start`, one per code object.
+    Trampolines { arena: u64 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Region {
+    pub start: u64,
+    pub end: u64,
+    #[serde(flatten)]
+    pub kind: RegionKind,
+    /// How a debugger names a frame in it: `[jit] qualname (file:line)`, `[jit] side exit`,
+    /// `[trampoline]` (the frontend names trampolines after the Python frame they start).
+    pub label: String,
+}
+
+/// The registers an unwind starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Regs {
+    pub pc: u64,
+    pub sp: u64,
+    pub bp: u64,
+}
+
+/// The caller of a JIT or trampoline frame.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Unwound {
+    /// Caller registers: rip, rsp, and every register the frame saved (rbp always).
+    pub caller: Vec<(&'static str, u64)>,
+    /// The frame's id for the debugger: its CFA and the start of its region or trampoline.
+    pub frame_sp: u64,
+    pub frame_pc: u64,
+    pub label: String,
+    /// "jit" or "trampoline".
+    pub kind: &'static str,
+}
+
+impl Unwound {
+    pub fn caller_pc(&self) -> u64 {
+        self.get("rip").unwrap_or(0)
+    }
+    pub fn get(&self, reg: &str) -> Option<u64> {
+        self.caller.iter().find(|(n, _)| *n == reg).map(|(_, v)| *v)
+    }
+}
+
+/// Where the entry shim is: its decoded frame and every return address of its call.
+#[derive(Clone, Debug, Default)]
+struct Shims {
+    frame: Option<ShimFrame>,
+    /// Length of the shim copy at the start of each executor (3.14; 0 when the shim is in the
+    /// binary), so a PC inside the shim itself is not taken for JIT code.
+    copy_len: u64,
+    returns: HashSet<u64>,
+}
+
+/// The JIT and trampoline code of one stop, sorted by address.
+#[derive(Clone, Debug, Default)]
+pub struct JitMap {
+    regions: Vec<Region>,
+    shims: Shims,
+    trampoline: Option<TrampolineTemplate>,
+    /// Problems met while building (unreadable lists, unknown shim): the map is partial.
+    pub errors: Vec<String>,
+    /// Which table and strategy was used.
+    pub source: String,
+}
+
+/// What [`JitMap::build`] needs from CPython discovery.
+#[derive(Clone, Copy, Debug)]
+pub struct JitInputs {
+    /// Address of `_PyRuntime`.
+    pub runtime: u64,
+    /// 3.<minor>.
+    pub minor: u8,
+    /// Address of `_PyJIT_Entry` (3.15 exports it), if the binary has it.
+    pub jit_entry: Option<u64>,
+}
+
+impl JitMap {
+    /// Finds `_PyRuntime` in the target's python module (by symbol) and builds the map.
+    pub fn discover(target: &Target) -> Result<JitMap> {
+        Ok(JitMap::build(&*target.mem, find_inputs(target)?))
+    }
+
+    /// The map for `_PyRuntime` at `inputs.runtime`. Never fails: what cannot be read is
+    /// recorded in `errors` and left out.
+    pub fn build(mem: &dyn Memory, inputs: JitInputs) -> JitMap {
+        let mut map = JitMap::default();
+        let table = match choose_table(mem, inputs) {
+            Ok(t) => t,
+            Err(e) => {
+                map.errors.push(e);
+                return map;
+            }
+        };
+        map.source = table.0.source.to_string();
+        let (t, interp_head, interp_next) = table;
+        map.collect_executors(mem, &t, interp_head, interp_next);
+        map.collect_trampolines(mem, inputs.runtime.wrapping_add(t.perf_code_arena));
+        map.regions.sort_by_key(|r| r.start);
+        // Overlapping regions mean the lists are corrupt: keep the first of each overlap.
+        let mut last_end = 0;
+        map.regions.retain(|r| {
+            let keep = r.start >= last_end;
+            if keep {
+                last_end = r.end;
+            }
+            keep
+        });
+        map.find_shims(mem, inputs.jit_entry);
+        map
+    }
+
+    pub fn regions(&self) -> &[Region] {
+        &self.regions
+    }
+
+    /// The region holding `pc`.
+    pub fn lookup(&self, pc: u64) -> Option<&Region> {
+        let i = self.regions.partition_point(|r| r.start <= pc);
+        let r = self.regions.get(i.checked_sub(1)?)?;
+        (pc < r.end).then_some(r)
+    }
+
+    fn collect_executors(&mut self, mem: &dyn Memory, t: &Table, head: u64, next: u64) {
+        let mut seen_interps = HashSet::new();
+        let mut interp = match mem.read_ptr(head) {
+            Ok(p) => p,
+            Err(e) => return self.errors.push(format!("interpreters: {e}")),
+        };
+        let mut seen = HashSet::new();
+        while interp != 0 && seen_interps.len() < MAX_INTERPRETERS {
+            if !seen_interps.insert(interp) {
+                self.errors
+                    .push(format!("interpreter list loops at {interp:#x}"));
+                break;
+            }
+            let mut execs = Vec::new();
+            match t.roots {
+                ExecutorRoots::List { head } => {
+                    self.follow_list(mem, t, interp.wrapping_add(head), &mut execs)
+                }
+                ExecutorRoots::Array { ptrs, count, cold } => {
+                    self.read_array(mem, interp, ptrs, count, &mut execs);
+                    for c in cold {
+                        match mem.read_ptr(interp.wrapping_add(c)) {
+                            Ok(0) => {}
+                            Ok(e) => execs.push(e),
+                            Err(e) => self.errors.push(format!("cold executor: {e}")),
+                        }
+                    }
+                }
+            }
+            self.follow_list(mem, t, interp.wrapping_add(t.deletion_head), &mut execs);
+            for e in execs {
+                if seen.insert(e) {
+                    self.add_executor(mem, t, e);
+                }
+            }
+            interp = match mem.read_ptr(interp.wrapping_add(next)) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.errors.push(format!("next interpreter: {e}"));
+                    break;
+                }
+            };
+        }
+    }
+
+    fn follow_list(&mut self, mem: &dyn Memory, t: &Table, head_at: u64, out: &mut Vec<u64>) {
+        let mut e = match mem.read_ptr(head_at) {
+            Ok(p) => p,
+            Err(err) => return self.errors.push(format!("executor list: {err}")),
+        };
+        let mut seen = HashSet::new();
+        while e != 0 {
+            if seen.len() >= MAX_EXECUTORS || !seen.insert(e) {
+                self.errors.push(format!(
+                    "executor list at {head_at:#x} loops or is too long"
+                ));
+                return;
+            }
+            out.push(e);
+            e = match mem.read_ptr(e.wrapping_add(t.links_next)) {
+                Ok(p) => p,
+                Err(err) => return self.errors.push(format!("executor list: {err}")),
+            };
+        }
+    }
+
+    fn read_array(
+        &mut self,
+        mem: &dyn Memory,
+        interp: u64,
+        ptrs: u64,
+        count: u64,
+        out: &mut Vec<u64>,
+    ) {
+        let read = || -> Result<Vec<u64>, ReadError> {
+            let base = mem.read_ptr(interp.wrapping_add(ptrs))?;
+            let n = mem.read_u64(interp.wrapping_add(count))?;
+            if n > MAX_EXECUTORS as u64 {
+                return Err(ReadError::too_large(base, n));
+            }
+            if n == 0 {
+                return Ok(Vec::new());
+            }
+            let bytes = mem.read_vec(base, n * 8, MAX_EXECUTORS as u64 * 8)?;
+            Ok(bytes
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+                .filter(|&p| p != 0)
+                .collect())
+        };
+        match read() {
+            Ok(v) => out.extend(v),
+            Err(e) => self.errors.push(format!("executor array: {e}")),
+        }
+    }
+
+    fn add_executor(&mut self, mem: &dyn Memory, t: &Table, e: u64) {
+        let fields = (|| -> Result<(u64, u64, u64), ReadError> {
+            Ok((
+                mem.read_ptr(e + t.jit_code)?,
+                mem.read_u64(e + t.jit_size)?,
+                mem.read_ptr(e + t.vm_code)?,
+            ))
+        })();
+        let (start, size, code) = match fields {
+            Ok(f) => f,
+            Err(err) => return self.errors.push(format!("executor {e:#x}: {err}")),
+        };
+        // Not compiled (tier-2 interpreter) or nonsense: no code to claim.
+        if start == 0 || size == 0 || size > MAX_JIT_SIZE_BYTES || start.checked_add(size).is_none()
+        {
+            return;
+        }
+        let code = (code != 0).then_some(code);
+        let label = match code {
+            Some(c) => format!("[jit] {}", code_label(mem, c)),
+            None => "[jit] side exit".to_string(),
+        };
+        self.regions.push(Region {
+            start,
+            end: start + size,
+            kind: RegionKind::Executor { executor: e, code },
+            label,
+        });
+    }
+
+    fn collect_trampolines(&mut self, mem: &dyn Memory, arena_at: u64) {
+        let mut arena = match mem.read_ptr(arena_at) {
+            Ok(p) => p,
+            Err(e) => return self.errors.push(format!("perf trampoline arenas: {e}")),
+        };
+        let mut seen = HashSet::new();
+        // code_arena_st {start_addr, current_addr, size, size_left, code_size, prev}
+        // (Python/perf_trampoline.c; DWARF of Debian python3.14/3.15, 48 bytes).
+        while arena != 0 {
+            if seen.len() >= MAX_ARENAS || !seen.insert(arena) {
+                self.errors
+                    .push(format!("perf trampoline arenas loop at {arena:#x}"));
+                return;
+            }
+            let mut raw = [0u8; 48];
+            if let Err(e) = mem.read_into(arena, &mut raw) {
+                return self.errors.push(format!("perf trampoline arena: {e}"));
+            }
+            let f =
+                |i: usize| u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+            let (start, current, size, code_size, prev) = (f(0), f(1), f(2), f(4), f(5));
+            let end = if current > start && current - start <= size {
+                current
+            } else {
+                start.saturating_add(size.min(MAX_JIT_SIZE_BYTES))
+            };
+            if start != 0 && end > start {
+                if self.trampoline.is_none() && code_size > 0 && code_size <= MAX_TRAMPOLINE_BYTES {
+                    match mem.read_vec(start, code_size, MAX_TRAMPOLINE_BYTES) {
+                        Ok(b) => {
+                            self.trampoline = decode_trampoline(&b);
+                            if self.trampoline.is_none() {
+                                self.errors.push(format!(
+                                    "perf trampoline at {start:#x}: unknown instructions"
+                                ));
+                            }
+                        }
+                        Err(e) => self.errors.push(format!("perf trampoline: {e}")),
+                    }
+                }
+                self.regions.push(Region {
+                    start,
+                    end,
+                    kind: RegionKind::Trampolines { arena },
+                    label: "[trampoline]".to_string(),
+                });
+            }
+            arena = prev;
+        }
+    }
+
+    fn find_shims(&mut self, mem: &dyn Memory, jit_entry: Option<u64>) {
+        let executors: Vec<u64> = self
+            .regions
+            .iter()
+            .filter(|r| matches!(r.kind, RegionKind::Executor { .. }))
+            .map(|r| r.start)
+            .collect();
+        let (bytes_at, per_executor) = match jit_entry {
+            Some(a) => (a, false),
+            None => match executors.first() {
+                Some(&a) => (a, true),
+                None => return,
+            },
+        };
+        let mut buf = [0u8; MAX_SHIM_BYTES];
+        // The shim may sit at the end of a readable range; read what we can, down to 16 bytes.
+        let mut got = None;
+        for len in [MAX_SHIM_BYTES, 48, 32] {
+            if mem.read_into(bytes_at, &mut buf[..len]).is_ok() {
+                got = Some(len);
+                break;
+            }
+        }
+        let Some(len) = got else {
+            return self
+                .errors
+                .push(format!("JIT entry shim at {bytes_at:#x} is unreadable"));
+        };
+        let Some(frame) = decode_shim(&buf[..len]) else {
+            return self.errors.push(format!(
+                "JIT entry shim at {bytes_at:#x}: unknown instructions"
+            ));
+        };
+        self.shims.returns = if per_executor {
+            executors.iter().map(|s| s + frame.return_offset).collect()
+        } else {
+            [bytes_at + frame.return_offset].into_iter().collect()
+        };
+        if per_executor {
+            match shim_tail_end(&buf[..len], frame.return_offset as usize) {
+                Some(end) => self.shims.copy_len = end,
+                None => {
+                    return self
+                        .errors
+                        .push(format!("JIT entry shim at {bytes_at:#x}: unknown epilogue"))
+                }
+            }
+        }
+        self.shims.frame = Some(frame);
+    }
+
+    /// The caller of the frame at `regs`, when its PC is JIT or trampoline code and the frame
+    /// can be unwound; None otherwise (the debugger's own unwinder then has the frame).
+    pub fn unwind(&self, mem: &dyn Memory, regs: Regs) -> Option<Unwound> {
+        let region = self.lookup(regs.pc)?;
+        match region.kind {
+            RegionKind::Executor { .. } => self.unwind_jit(mem, region, regs),
+            RegionKind::Trampolines { .. } => self.unwind_trampoline(mem, region, regs),
+        }
+    }
+
+    fn unwind_jit(&self, mem: &dyn Memory, region: &Region, regs: Regs) -> Option<Unwound> {
+        let shim = self.shims.frame.as_ref()?;
+        if regs.pc - region.start < self.shims.copy_len {
+            // Inside the 3.14 shim copy itself (a stop in its prologue or epilogue): its frame
+            // is half built or half torn down; leave it to the debugger.
+            return None;
+        }
+        let slot = self
+            .shim_slot_by_fp(mem, shim, regs)
+            .or_else(|| self.shim_slot_by_scan(mem, regs.sp))?;
+        let cfa = slot.checked_add(shim.ra_slot_to_cfa())?;
+        let rip = mem.read_ptr(cfa - 8).ok()?;
+        if rip == 0 || cfa <= regs.sp {
+            return None;
+        }
+        let mut caller = vec![("rip", rip), ("rsp", cfa)];
+        for (r, below) in shim.saved_at() {
+            if r.callee_saved() {
+                caller.push((r.name(), mem.read_ptr(cfa - below).ok()?));
+            }
+        }
+        if !shim.pushes.contains(&Reg::Rbp) {
+            caller.push(("rbp", Self::caller_rbp(mem, regs, slot, cfa)));
+        }
+        Some(Unwound {
+            caller,
+            frame_sp: slot + 8,
+            frame_pc: region.start,
+            label: region.label.clone(),
+            kind: "jit",
+        })
+    }
+
+    /// The eval loop's %rbp when the shim does not save it (3.14). JIT code (`preserve_none`)
+    /// must hand %rbp back unchanged, so a stencil that uses it pushes it first, just below the
+    /// shim's return-address slot, and the caller's value is there while that stencil runs
+    /// (typically while it calls into C); otherwise %rbp still holds it. The eval loop uses
+    /// %rbp as its frame pointer (its CFA is %rbp+16 in Debian's 3.14), so the right value
+    /// points into the stack above the shim: the candidate that does wins.
+    fn caller_rbp(mem: &dyn Memory, regs: Regs, slot: u64, cfa: u64) -> u64 {
+        let in_caller = |v: u64| v % 8 == 0 && v >= cfa && v - cfa < MAX_SCAN_BYTES;
+        if in_caller(regs.bp) {
+            return regs.bp;
+        }
+        for below in [8, 16] {
+            if slot.checked_sub(below).is_some_and(|a| a >= regs.sp) {
+                if let Ok(v) = mem.read_ptr(slot - below) {
+                    if in_caller(v) {
+                        return v;
+                    }
+                }
+            }
+        }
+        regs.bp
+    }
+
+    /// 3.15: the shim keeps a frame pointer and JIT code leaves %rbp alone, so its
+    /// return-address slot is at a fixed distance below %rbp; checked against the known
+    /// return address.
+    fn shim_slot_by_fp(&self, mem: &dyn Memory, shim: &ShimFrame, regs: Regs) -> Option<u64> {
+        if !shim.frame_pointer {
+            return None;
+        }
+        let slot = (regs.bp + 16).checked_sub(shim.ra_slot_to_cfa())?;
+        let ra = mem.read_ptr(slot).ok()?;
+        (slot >= regs.sp && self.shims.returns.contains(&ra)).then_some(slot)
+    }
+
+    /// 3.14: the nearest slot above %rsp that holds a shim return address. JIT code pushes
+    /// return addresses only for its calls into C, which return to stencils, never to a shim.
+    fn shim_slot_by_scan(&self, mem: &dyn Memory, sp: u64) -> Option<u64> {
+        if self.shims.returns.is_empty() || sp % 8 != 0 {
+            return None;
+        }
+        let mut page = [0u8; 512];
+        let mut at = sp;
+        let end = sp.checked_add(MAX_SCAN_BYTES)?;
+        while at < end {
+            // Read up to the next 512-byte boundary, so a stack top that ends in a page
+            // boundary is read to its last word.
+            let len = (512 - (at % 512)) as usize;
+            mem.read_into(at, &mut page[..len]).ok()?;
+            for (i, w) in page[..len].chunks_exact(8).enumerate() {
+                let v = u64::from_le_bytes(w.try_into().ok()?);
+                if self.shims.returns.contains(&v) {
+                    return Some(at + 8 * i as u64);
+                }
+            }
+            at += len as u64;
+        }
+        None
+    }
+
+    fn unwind_trampoline(&self, mem: &dyn Memory, region: &Region, regs: Regs) -> Option<Unwound> {
+        let t = self.trampoline.as_ref()?;
+        let n = t.bytes.len() as u64;
+        // Copies sit at a fixed stride from the arena start that we do not assume; find the
+        // copy that holds the PC by matching the template's bytes around it.
+        let mut found = None;
+        for off in 0..n {
+            let Some(start) = regs.pc.checked_sub(off) else {
+                break;
+            };
+            if start < region.start || start + n > region.end {
+                continue;
+            }
+            let Ok(b) = mem.read_vec(start, n, MAX_TRAMPOLINE_BYTES) else {
+                continue;
+            };
+            if b == t.bytes {
+                found = Some((start, off));
+                break;
+            }
+        }
+        let (start, off) = found?;
+        let (pushed, rbp_at) = t.row(off)?;
+        let ra_at = regs.sp.checked_add(pushed)?;
+        let rip = mem.read_ptr(ra_at).ok()?;
+        let bp = match rbp_at {
+            Some(o) => mem.read_ptr(regs.sp + o).ok()?,
+            None => regs.bp,
+        };
+        if rip == 0 {
+            return None;
+        }
+        Some(Unwound {
+            caller: vec![("rip", rip), ("rsp", ra_at + 8), ("rbp", bp)],
+            frame_sp: ra_at + 8,
+            frame_pc: start,
+            label: region.label.clone(),
+            kind: "trampoline",
+        })
+    }
+}
+
+/// Where the shim's epilogue (pops, `add $imm8,%rsp`, `ret`) after its call ends.
+fn shim_tail_end(code: &[u8], from: usize) -> Option<u64> {
+    let mut i = from;
+    while i < code.len() {
+        match code[i..] {
+            [0x58..=0x5f, ..] => i += 1,
+            [0x41, 0x58..=0x5f, ..] => i += 2,
+            [0x48, 0x83, 0xc4, _, ..] => i += 4,
+            [0xc3, ..] => return Some(i as u64 + 1),
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// Picks the table for the target's `_Py_DebugOffsets`; returns it with the addresses of
+/// `interpreters.head` and the offset of `PyInterpreterState.next` (both from the target).
+fn choose_table(mem: &dyn Memory, inputs: JitInputs) -> Result<(Table, u64, u64), String> {
+    let rt = inputs.runtime;
+    let mut cookie = [0u8; 8];
+    mem.read_into(rt, &mut cookie)
+        .map_err(|e| format!("_Py_DebugOffsets: {e}"))?;
+    if &cookie != DEBUG_COOKIE {
+        return Err(format!("no _Py_DebugOffsets at {rt:#x}"));
+    }
+    let read = |o: u64| {
+        mem.read_u64(rt + o)
+            .map_err(|e| format!("_Py_DebugOffsets: {e}"))
+    };
+    let version = read(DO_VERSION)?;
+    let minor = ((version >> 16) & 0xff) as u8;
+    if minor != inputs.minor {
+        return Err(format!(
+            "_Py_DebugOffsets says 3.{minor}, the binary 3.{}",
+            inputs.minor
+        ));
+    }
+    let (runtime_size, interp_size) = (read(DO_RUNTIME_SIZE)?, read(DO_INTERP_SIZE)?);
+    let t = TABLES
+        .iter()
+        .find(|t| t.minor == minor && t.runtime_size == runtime_size && t.interp_size == interp_size)
+        .ok_or_else(|| {
+            format!("no JIT layout for 3.{minor} with _PyRuntimeState of {runtime_size} bytes and PyInterpreterState of {interp_size}")
+        })?;
+    let head = read(DO_INTERPRETERS_HEAD)?;
+    let next = read(DO_INTERP_NEXT)?;
+    if head + 8 > runtime_size || next + 8 > interp_size {
+        return Err("_Py_DebugOffsets: interpreter offsets out of bounds".to_string());
+    }
+    Ok((*t, rt + head, next))
+}
+
+/// `qualname (file:firstlineno)` of a code object, or what could not be read.
+fn code_label(mem: &dyn Memory, code: u64) -> String {
+    let read = || -> Result<String, ReadError> {
+        let qualname = read_str(mem, mem.read_ptr(code + CO_QUALNAME)?)?;
+        let file = read_str(mem, mem.read_ptr(code + CO_FILENAME)?)?;
+        let line = mem.read_i32(code + CO_FIRSTLINENO)?;
+        Ok(format!("{qualname} ({file}:{line})"))
+    };
+    read().unwrap_or_else(|e| format!("<code {code:#x}: {e}>"))
+}
+
+/// A compact str object's text (code names and file names are always compact).
+fn read_str(mem: &dyn Memory, s: u64) -> Result<String, ReadError> {
+    let len = mem.read_u64(s + STR_LENGTH)?;
+    let state = mem.read_u32(s + STR_STATE)?;
+    let kind = (state >> 2) & 7;
+    let compact = state & (1 << 5) != 0;
+    let ascii = state & (1 << 6) != 0;
+    if !compact || !matches!(kind, 1 | 2 | 4) {
+        return Err(ReadError::corrupt(s, "not a compact str"));
+    }
+    let data = s + if ascii {
+        STR_ASCII_DATA
+    } else {
+        STR_COMPACT_DATA
+    };
+    let n = len.min(MAX_NAME_BYTES);
+    let bytes = mem.read_vec(data, n * kind as u64, MAX_NAME_BYTES * 4)?;
+    let text: String = match kind {
+        1 => bytes.iter().map(|&b| b as char).collect(),
+        2 => char::decode_utf16(
+            bytes
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]])),
+        )
+        .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+        .collect(),
+        _ => bytes
+            .chunks_exact(4)
+            .map(|c| {
+                char::from_u32(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .unwrap_or(char::REPLACEMENT_CHARACTER)
+            })
+            .collect(),
+    };
+    Ok(text)
+}
+
+/// Symbols the JIT map needs from the module that holds `_PyRuntime`.
+const SYMBOLS: [&str; 3] = ["_PyRuntime", "Py_Version", "_PyJIT_Entry"];
+
+/// `_PyRuntime`, the version and `_PyJIT_Entry` from the python module's ELF symbols.
+pub fn find_inputs(target: &Target) -> Result<JitInputs> {
+    let modules = target.modules();
+    let mut tried = Vec::new();
+    let cands = modules.iter().filter(|m| {
+        let n = m.file_name();
+        n.starts_with("libpython3") || n.starts_with("python3")
+    });
+    for m in cands {
+        match inputs_from(target, m) {
+            Ok(i) => return Ok(i),
+            Err(e) => tried.push(e.to_string()),
+        }
+    }
+    Err(Error::NoPython(if tried.is_empty() {
+        "no libpython or python executable is mapped".to_string()
+    } else {
+        tried.join("; ")
+    }))
+}
+
+fn inputs_from(target: &Target, m: &Module) -> Result<JitInputs> {
+    let info = ElfInfo::load(target.real_path(&m.path), &SYMBOLS)?;
+    let bias = m.base.wrapping_sub(info.first_vaddr);
+    let sym = |n: &str| info.symbols.get(n).map(|a| bias.wrapping_add(*a));
+    let runtime = sym("_PyRuntime")
+        .ok_or_else(|| Error::NoPython(format!("{}: no _PyRuntime symbol", m.file_name())))?;
+    let version = sym("Py_Version")
+        .and_then(|a| target.mem.read_u32(a).ok())
+        .ok_or_else(|| Error::NoPython(format!("{}: no readable Py_Version", m.file_name())))?;
+    Ok(JitInputs {
+        runtime,
+        minor: ((version >> 16) & 0xff) as u8,
+        jit_entry: sym("_PyJIT_Entry"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::FakeMemory;
+
+    const RT: u64 = 0x10_0000;
+    const INTERP: u64 = 0x20_0000;
+
+    fn runtime(mem: &mut FakeMemory, t: &Table, version: u64) {
+        mem.put(RT, DEBUG_COOKIE);
+        mem.put_u64(RT + DO_VERSION, version);
+        mem.put_u64(RT + DO_RUNTIME_SIZE, t.runtime_size);
+        mem.put_u64(RT + DO_INTERPRETERS_HEAD, 0x328);
+        mem.put_u64(RT + DO_INTERP_SIZE, t.interp_size);
+        mem.put_u64(RT + DO_INTERP_NEXT, 7272);
+        mem.put_u64(RT + 0x328, INTERP);
+        mem.put_u64(INTERP + 7272, 0);
+        mem.put_u64(RT + t.perf_code_arena, 0);
+    }
+
+    fn ascii(mem: &mut FakeMemory, at: u64, s: &str) {
+        mem.put_u64(at + STR_LENGTH, s.len() as u64);
+        mem.put(
+            at + STR_STATE,
+            &((1u32 << 2) | (1 << 5) | (1 << 6)).to_le_bytes(),
+        );
+        mem.put(at + STR_ASCII_DATA, s.as_bytes());
+    }
+
+    fn code(mem: &mut FakeMemory, at: u64, qualname: &str, file: &str, line: i32) {
+        mem.put_u64(at + CO_QUALNAME, at + 0x1000);
+        mem.put_u64(at + CO_FILENAME, at + 0x2000);
+        mem.put(at + CO_FIRSTLINENO, &line.to_le_bytes());
+        ascii(mem, at + 0x1000, qualname);
+        ascii(mem, at + 0x2000, file);
+    }
+
+    fn executor(mem: &mut FakeMemory, t: &Table, e: u64, next: u64, jit: u64, size: u64, co: u64) {
+        mem.put_u64(e + t.links_next, next);
+        mem.put_u64(e + t.jit_code, jit);
+        mem.put_u64(e + t.jit_size, size);
+        mem.put_u64(e + t.vm_code, co);
+    }
+
+    const SHIM_314: &[u8] = &[
+        0x41, 0x57, 0x41, 0x56, 0x41, 0x55, 0x41, 0x54, 0x53, 0x49, 0x89, 0xfc, 0x49, 0x89, 0xf5,
+        0x49, 0x89, 0xd6, 0xe8, 0x0a, 0x00, 0x00, 0x00, 0x5b, 0x41, 0x5c, 0x41, 0x5d, 0x41, 0x5e,
+        0x41, 0x5f, 0xc3,
+    ];
+
+    /// 3.14: two executors on the list, one on the deletion list, one a side exit; a stack
+    /// with the shim's frame found by scanning.
+    #[test]
+    fn map_and_unwind_314() {
+        let t = TABLES[0];
+        let mut mem = FakeMemory::new();
+        runtime(&mut mem, &t, 0x030e0af0);
+        let ExecutorRoots::List { head } = t.roots else {
+            panic!()
+        };
+        mem.put_u64(INTERP + head, 0x30_0000);
+        executor(
+            &mut mem,
+            &t,
+            0x30_0000,
+            0x30_1000,
+            0x7000_0000,
+            0x1000,
+            0x40_0000,
+        );
+        executor(&mut mem, &t, 0x30_1000, 0, 0x7000_2000, 0x2000, 0);
+        mem.put_u64(INTERP + t.deletion_head, 0x30_2000);
+        executor(&mut mem, &t, 0x30_2000, 0, 0x7000_8000, 0x1000, 0x40_0000);
+        code(&mut mem, 0x40_0000, "Outer.leaf", "/x/jit.py", 12);
+        mem.put(0x7000_0000, SHIM_314);
+        mem.put(0x7000_0000 + SHIM_314.len() as u64, &[0x90; 80]);
+        let map = JitMap::build(
+            &mem,
+            JitInputs {
+                runtime: RT,
+                minor: 14,
+                jit_entry: None,
+            },
+        );
+        assert_eq!(map.errors, Vec::<String>::new());
+        assert_eq!(map.regions().len(), 3);
+        assert_eq!(
+            map.lookup(0x7000_0fff).unwrap().label,
+            "[jit] Outer.leaf (/x/jit.py:12)"
+        );
+        assert_eq!(map.lookup(0x7000_2010).unwrap().label, "[jit] side exit");
+        assert!(map.lookup(0x7000_1000).is_none());
+        assert!(map.lookup(0x6fff_ffff).is_none());
+        assert!(map.lookup(0x7000_8000).is_some());
+
+        // Stack: JIT frame at sp; junk; the shim's RA slot at sp+0x40 (returns into the
+        // second executor's shim copy), its five saves above, then the eval loop's RA.
+        let sp = 0x7ffd_0000u64;
+        for i in 0..64 {
+            mem.put_u64(sp + 8 * i, 0x1111);
+        }
+        let slot = sp + 0x40;
+        mem.put_u64(slot, 0x7000_2017);
+        for (i, v) in [0xb0b, 0xc12, 0xc13, 0xc14, 0xc15].iter().enumerate() {
+            mem.put_u64(slot + 8 + 8 * i as u64, *v); // rbx, r12, r13, r14, r15
+        }
+        mem.put_u64(slot + 48, 0x44_c3cf);
+        let u = map
+            .unwind(
+                &mem,
+                Regs {
+                    pc: 0x7000_2100,
+                    sp,
+                    bp: 0xbbbb,
+                },
+            )
+            .unwrap();
+        assert_eq!(u.caller_pc(), 0x44_c3cf);
+        assert_eq!(u.get("rsp"), Some(slot + 56));
+        assert_eq!(u.get("rbx"), Some(0xb0b));
+        assert_eq!(u.get("r12"), Some(0xc12));
+        assert_eq!(u.get("r15"), Some(0xc15));
+        assert_eq!(u.get("rbp"), Some(0xbbbb));
+        assert_eq!((u.frame_sp, u.frame_pc), (slot + 8, 0x7000_2000));
+        // A stencil that pushed the eval loop's %rbp below the shim's slot and uses %rbp for
+        // itself: the saved one is given back.
+        mem.put_u64(slot - 8, slot + 0x200);
+        let u = map
+            .unwind(
+                &mem,
+                Regs {
+                    pc: 0x7000_2100,
+                    sp,
+                    bp: 0x7f00_1234_5678,
+                },
+            )
+            .unwrap();
+        assert_eq!(u.get("rbp"), Some(slot + 0x200));
+        // A PC inside the shim's prologue is not claimed; nor is a stack without a shim.
+        assert!(map
+            .unwind(
+                &mem,
+                Regs {
+                    pc: 0x7000_0004,
+                    sp,
+                    bp: 0
+                }
+            )
+            .is_none());
+        assert!(map
+            .unwind(
+                &mem,
+                Regs {
+                    pc: 0x7000_0100,
+                    sp: slot + 8,
+                    bp: 0
+                }
+            )
+            .is_none());
+        // Non-JIT PCs are never claimed.
+        assert!(map
+            .unwind(
+                &mem,
+                Regs {
+                    pc: 0x44_c3cf,
+                    sp,
+                    bp: 0
+                }
+            )
+            .is_none());
+    }
+
+    /// 3.15: executors from the pointer array and cold exits; the shim found through %rbp.
+    #[test]
+    fn map_and_unwind_315() {
+        let t = TABLES[2];
+        let mut mem = FakeMemory::new();
+        runtime(&mut mem, &t, 0x030f02f0);
+        let ExecutorRoots::Array { ptrs, count, cold } = t.roots else {
+            panic!()
+        };
+        mem.put_u64(INTERP + ptrs, 0x50_0000);
+        mem.put_u64(INTERP + count, 2);
+        mem.put_u64(0x50_0000, 0x30_0000);
+        mem.put_u64(0x50_0008, 0x30_1000);
+        mem.put_u64(INTERP + cold[0], 0x30_2000);
+        mem.put_u64(INTERP + cold[1], 0);
+        mem.put_u64(INTERP + t.deletion_head, 0);
+        executor(&mut mem, &t, 0x30_0000, 0, 0x7000_0000, 0x1000, 0x40_0000);
+        executor(&mut mem, &t, 0x30_1000, 0, 0x7000_1000, 0x1000, 0x40_0000);
+        executor(&mut mem, &t, 0x30_2000, 0, 0x7000_3000, 0x1000, 0);
+        code(&mut mem, 0x40_0000, "spin", "/x/s.py", 3);
+        let entry = 0x87_f384u64;
+        mem.put(
+            entry,
+            &[
+                0x55, 0x48, 0x89, 0xe5, 0x41, 0x57, 0x41, 0x56, 0x41, 0x55, 0x41, 0x54, 0x53, 0x50,
+                0x49, 0x89, 0xfc, 0x49, 0x89, 0xf5, 0x49, 0x89, 0xd6, 0x49, 0x89, 0xcf, 0x31, 0xff,
+                0x31, 0xf6, 0x31, 0xd2, 0x41, 0xff, 0x54, 0x24, 0x58, 0x48, 0x83, 0xc4, 0x08, 0x5b,
+                0x41, 0x5c, 0x41, 0x5d, 0x41, 0x5e, 0x41, 0x5f, 0x5d, 0xc3,
+            ],
+        );
+        mem.put(entry + 54, &[0xcc; 64]);
+        let map = JitMap::build(
+            &mem,
+            JitInputs {
+                runtime: RT,
+                minor: 15,
+                jit_entry: Some(entry),
+            },
+        );
+        assert_eq!(map.errors, Vec::<String>::new());
+        assert_eq!(map.regions().len(), 3);
+        let bp = 0x7ffd_1000u64;
+        let sp = bp - 0x100;
+        mem.put_u64(bp, 0x7ffd_2000); // caller's rbp
+        mem.put_u64(bp + 8, 0x44_c3cf); // eval loop RA
+        for (i, v) in [0xc15u64, 0xc14, 0xc13, 0xc12, 0xb0b, 0].iter().enumerate() {
+            mem.put_u64(bp - 8 - 8 * i as u64, *v); // r15, r14, r13, r12, rbx, rax
+        }
+        mem.put_u64(bp - 56, entry + 37);
+        let u = map
+            .unwind(
+                &mem,
+                Regs {
+                    pc: 0x7000_3010,
+                    sp,
+                    bp,
+                },
+            )
+            .unwrap();
+        assert_eq!(u.caller_pc(), 0x44_c3cf);
+        assert_eq!(u.get("rsp"), Some(bp + 16));
+        assert_eq!(u.get("rbp"), Some(0x7ffd_2000));
+        assert_eq!(u.get("rbx"), Some(0xb0b));
+        assert_eq!(u.get("r15"), Some(0xc15));
+        assert_eq!(u.get("rax"), None);
+        assert_eq!(u.label, "[jit] side exit");
+        // A clobbered %rbp: no frame-pointer hit, and the scan finds the slot instead.
+        for i in 0..(0x100 - 56) / 8 {
+            mem.put_u64(sp + 8 * i, 0x2222);
+        }
+        let u2 = map
+            .unwind(
+                &mem,
+                Regs {
+                    pc: 0x7000_0010,
+                    sp,
+                    bp: 0x1234,
+                },
+            )
+            .unwrap();
+        assert_eq!(u2.get("rsp"), Some(bp + 16));
+    }
+
+    #[test]
+    fn trampolines_and_corrupt_lists() {
+        let t = TABLES[0];
+        let mut mem = FakeMemory::new();
+        runtime(&mut mem, &t, 0x030e0af0);
+        let ExecutorRoots::List { head } = t.roots else {
+            panic!()
+        };
+        // An executor list that loops, and a deletion list that is unreadable.
+        mem.put_u64(INTERP + head, 0x30_0000);
+        executor(&mut mem, &t, 0x30_0000, 0x30_0000, 0x7000_0000, 0x1000, 0);
+        mem.put_u64(INTERP + t.deletion_head, 0x99_0000);
+        // One arena, two trampoline copies at a 32-byte stride.
+        let arena = 0x60_0000u64;
+        mem.put_u64(RT + t.perf_code_arena, arena);
+        for (i, v) in [0x7100_0000u64, 0x7100_0040, 0x1_0000, 0, 12, 0]
+            .iter()
+            .enumerate()
+        {
+            mem.put_u64(arena + 8 * i as u64, *v);
+        }
+        let tramp = [
+            0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5, 0xff, 0xd1, 0x5d, 0xc3,
+        ];
+        mem.put(0x7100_0000, &tramp);
+        mem.put(0x7100_000c, &[0; 20]);
+        mem.put(0x7100_0020, &tramp);
+        mem.put(0x7100_002c, &[0; 20]);
+        let map = JitMap::build(
+            &mem,
+            JitInputs {
+                runtime: RT,
+                minor: 14,
+                jit_entry: None,
+            },
+        );
+        let errors = map.errors.join("\n");
+        assert!(errors.contains("loops"), "{errors}");
+        assert!(
+            errors.contains("executor 0x990000: memory not available"),
+            "{errors}"
+        );
+        assert!(
+            errors.contains("shim at 0x70000000 is unreadable"),
+            "{errors}"
+        );
+        assert_eq!(map.regions().len(), 2);
+        let sp = 0x7ffd_0000u64;
+        mem.put_u64(sp, 0x7ffd_0100); // saved rbp
+        mem.put_u64(sp + 8, 0x5c_df4d); // RA into _PyEval_Vector
+        let u = map
+            .unwind(
+                &mem,
+                Regs {
+                    pc: 0x7100_002a,
+                    sp,
+                    bp: 0,
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            (u.caller_pc(), u.get("rsp"), u.get("rbp")),
+            (0x5c_df4d, Some(sp + 16), Some(0x7ffd_0100))
+        );
+        assert_eq!(
+            (u.frame_pc, u.frame_sp, u.kind),
+            (0x7100_0020, sp + 16, "trampoline")
+        );
+        // At the first instruction nothing is pushed yet.
+        mem.put_u64(sp, 0x5c_df4d);
+        let u = map
+            .unwind(
+                &mem,
+                Regs {
+                    pc: 0x7100_0000,
+                    sp,
+                    bp: 7,
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            (u.caller_pc(), u.get("rsp"), u.get("rbp")),
+            (0x5c_df4d, Some(sp + 8), Some(7))
+        );
+        // Between copies (padding) is not code we know.
+        assert!(map
+            .unwind(
+                &mem,
+                Regs {
+                    pc: 0x7100_0010,
+                    sp,
+                    bp: 0
+                }
+            )
+            .is_none());
+    }
+
+    #[test]
+    fn unknown_layouts_give_an_error_not_a_map() {
+        let mut mem = FakeMemory::new();
+        let mut t = TABLES[0];
+        t.interp_size += 8;
+        runtime(&mut mem, &t, 0x030e0af0);
+        let map = JitMap::build(
+            &mem,
+            JitInputs {
+                runtime: RT,
+                minor: 14,
+                jit_entry: None,
+            },
+        );
+        assert!(map.regions().is_empty());
+        assert!(map.errors[0].contains("no JIT layout"), "{:?}", map.errors);
+        let map = JitMap::build(
+            &FakeMemory::new(),
+            JitInputs {
+                runtime: RT,
+                minor: 14,
+                jit_entry: None,
+            },
+        );
+        assert!(map.errors[0].contains("_Py_DebugOffsets"));
+        let map = JitMap::build(
+            &mem,
+            JitInputs {
+                runtime: RT,
+                minor: 15,
+                jit_entry: None,
+            },
+        );
+        assert!(map.errors[0].contains("says 3.14"));
+    }
+}

@@ -1,0 +1,131 @@
+//! `_pyunwind.Jit`: the JIT and trampoline map of one stop, for the gdb unwinder. Separate from
+//! `Session` on purpose: the unwinder runs for every frame gdb unwinds, and must work (and stay
+//! cheap) even where the Python frames cannot be decoded.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::err;
+use crate::memory::Memory;
+use crate::native::jit::{JitInputs, JitMap, Regs, Unwound};
+use crate::target::Target;
+
+#[pyclass(name = "Jit", module = "_pyunwind", frozen)]
+pub struct PyJit {
+    mem: Arc<dyn Memory>,
+    map: JitMap,
+    inputs: JitInputs,
+}
+
+/// (start, end, kind, label) rows, sorted by start: the frontend bisects them itself, so that
+/// a PC outside every region costs no call into Rust.
+pub type RegionRow = (u64, u64, &'static str, String);
+
+pub fn region_rows(map: &JitMap) -> Vec<RegionRow> {
+    map.regions()
+        .iter()
+        .map(|r| {
+            let kind = match r.kind {
+                crate::native::jit::RegionKind::Executor { .. } => "jit",
+                crate::native::jit::RegionKind::Trampolines { .. } => "trampoline",
+            };
+            (r.start, r.end, kind, r.label.clone())
+        })
+        .collect()
+}
+
+pub fn unwound_dict<'py>(py: Python<'py>, u: &Unwound) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let regs = PyDict::new(py);
+    for (n, v) in &u.caller {
+        regs.set_item(*n, *v)?;
+    }
+    d.set_item("caller", regs)?;
+    d.set_item("frame_sp", u.frame_sp)?;
+    d.set_item("frame_pc", u.frame_pc)?;
+    d.set_item("label", &u.label)?;
+    d.set_item("kind", u.kind)?;
+    Ok(d)
+}
+
+fn make(target: Target, inputs: Option<(u64, u8, Option<u64>)>) -> PyResult<PyJit> {
+    let inputs = match inputs {
+        Some((runtime, minor, jit_entry)) => JitInputs {
+            runtime,
+            minor,
+            jit_entry,
+        },
+        None => crate::native::jit::find_inputs(&target).map_err(err)?,
+    };
+    let map = JitMap::build(&*target.mem, inputs);
+    Ok(PyJit {
+        mem: target.mem,
+        map,
+        inputs,
+    })
+}
+
+type Inputs = Option<(u64, u8, Option<u64>)>;
+
+#[pymethods]
+impl PyJit {
+    /// A live local process. `inputs` = `(runtime, minor, jit_entry)` from an earlier stop's
+    /// `inputs()` skips reading the ELF symbols again.
+    #[staticmethod]
+    #[pyo3(signature = (pid, inputs=None))]
+    fn live(py: Python<'_>, pid: i32, inputs: Inputs) -> PyResult<Self> {
+        py.detach(|| make(Target::live(pid).map_err(err)?, inputs))
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (path, exe=None, inputs=None))]
+    fn core(py: Python<'_>, path: &str, exe: Option<&str>, inputs: Inputs) -> PyResult<Self> {
+        py.detach(|| make(Target::core(path, exe).map_err(err)?, inputs))
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (read, maps, pid=None, inputs=None))]
+    fn debugger(read: Py<PyAny>, maps: &str, pid: Option<u32>, inputs: Inputs) -> PyResult<Self> {
+        make(super::callback_target(read, maps, pid), inputs)
+    }
+
+    /// `(runtime, minor, jit_entry)`, to pass to the next stop's constructor.
+    fn inputs(&self) -> (u64, u8, Option<u64>) {
+        (
+            self.inputs.runtime,
+            self.inputs.minor,
+            self.inputs.jit_entry,
+        )
+    }
+
+    /// Sorted `(start, end, kind, label)` rows; kind is "jit" or "trampoline".
+    fn regions(&self) -> Vec<RegionRow> {
+        region_rows(&self.map)
+    }
+
+    /// The caller of the frame at (pc, sp, bp) when pc is JIT or trampoline code it can unwind:
+    /// `{"caller": {reg: value}, "frame_sp", "frame_pc", "label", "kind"}`, else None.
+    fn unwind<'py>(
+        &self,
+        py: Python<'py>,
+        pc: u64,
+        sp: u64,
+        bp: u64,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let mem = self.mem.clone();
+        let u = py.detach(|| self.map.unwind(&*mem, Regs { pc, sp, bp }));
+        u.map(|u| unwound_dict(py, &u)).transpose()
+    }
+
+    /// Problems met while building the map (it is partial when there are some).
+    fn errors(&self) -> Vec<String> {
+        self.map.errors.clone()
+    }
+
+    /// Which offset table was used.
+    fn source(&self) -> String {
+        self.map.source.clone()
+    }
+}

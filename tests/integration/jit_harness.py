@@ -1,0 +1,55 @@
+"""Test helpers for JIT and trampoline frames (kept apart from harness.py, which the 3.14/3.15
+interpreter matrix work edits): Debian sid's 3.14 and 3.15 (JIT compiled in) and gdb command
+lines that load their debug info."""
+
+import os
+import pathlib
+
+import harness
+
+# tools/pythons.sh puts Debian sid's python3.14/3.15 (JIT compiled in, off unless PYTHON_JIT=1)
+# and their -dbg debug files here.
+SID_ROOT = pathlib.Path(harness.cache_dir()) / "pythons" / "debian-sid"
+SID_MINORS = (14, 15)
+GDB_HELPER = pathlib.Path(__file__).resolve().parent / "jit_gdb_helper.py"
+
+
+def sid_interps():
+    """sid-3.14 and sid-3.15; HarnessError (a failure, never a skip) when one is missing."""
+    found, missing = [], []
+    for minor in SID_MINORS:
+        exe = SID_ROOT / "usr" / "bin" / ("python3.%d" % minor)
+        if os.access(exe, os.X_OK):
+            found.append(harness.Interp("sid-3.%d" % minor, str(exe), {}, minor, True, None))
+        else:
+            missing.append(str(exe))
+    if missing:
+        raise harness.HarnessError("missing JIT interpreters (run `bash tools/pythons.sh`): "
+                                   + ", ".join(missing))
+    return found
+
+
+def gdb_cmd(interp, *commands, core=None, pid=None, debug_info=True):
+    """gdb with pyunwind and the JIT test helper; the sid debug files when `debug_info`, so
+    native frames have names (the unwinder itself needs none)."""
+    debug_dir = SID_ROOT / "usr" / "lib" / "debug" if debug_info else "/nonexistent"
+    cmd = ["gdb", "-q", "-batch", "-nx", "-iex", "set auto-load off",
+           "-iex", "set debug-file-directory %s" % debug_dir, "-iex", "set debuginfod enabled off",
+           "-x", str(harness.repo_root() / "gdb-scripts" / "pyunwind-gdb.py"), "-x", str(GDB_HELPER)]
+    for c in commands:
+        cmd += ["-ex", c]
+    cmd += [interp.exe, core] if core else ["-p", str(pid)]
+    return cmd
+
+
+def run_gdb(interp, *commands, timeout=180, **kw):
+    rc, out, err = harness.run(gdb_cmd(interp, *commands, **kw), timeout, env=harness.child_env())
+    assert rc == 0, "gdb failed (%d):\n%s\n%s" % (rc, out, err)
+    assert "Traceback (most recent call last)" not in out + err, out + err
+    return out, err
+
+
+def def_line(script, name):
+    """Line of `def NAME(` in a scenario: the co_firstlineno a JIT frame's name shows."""
+    lines = harness.scenarios_dir().joinpath(script).read_text(encoding="utf-8").splitlines()
+    return 1 + next(i for i, text in enumerate(lines) if text.startswith("def %s(" % name))
