@@ -150,8 +150,6 @@ def test_unwinder_only_claims_jit_frames(interp):
         assert on[-1][2] == "_start"
 
 
-@pytest.mark.xfail(strict=True, reason="py-bt on 3.14/3.15 needs the core frame decoder for "
-                   "those versions (being added on main); strict: remove this mark after the merge")
 @pytest.mark.parametrize("interp", SID, ids=lambda i: i.id)
 def test_py_bt_in_hot_jit_code(interp):
     with harness.Scenario(interp, "jit_spin", env={"PYTHON_JIT": "1"}) as sc:
@@ -161,9 +159,6 @@ def test_py_bt_in_hot_jit_code(interp):
         assert got == want, out
 
 
-@pytest.mark.xfail(strict=True, reason="naming a trampoline after the function it starts needs "
-                   "the Python frames of 3.14/3.15 (being added on main); strict: remove this "
-                   "mark after the merge")
 @pytest.mark.parametrize("interp", SID, ids=lambda i: i.id)
 def test_trampolines_named_after_their_code(interp):
     with harness.Scenario(interp, "perf_calls", env={"PYTHONPERFSUPPORT": "1"}) as sc:
