@@ -45,6 +45,9 @@ const INTERNAL_PREFIXES: &[&str] = &[
     "slot_tp_call",
     "vectorcall_method",
     "vectorcall_unbound",
+    // The tail-calling interpreter (3.14+, `--with-tail-call-interp`, Python/ceval_macros.h):
+    // one native frame per instruction handler between the eval loop and its callees.
+    "_TAIL_CALL_",
     "gen_send_ex",
     "gen_iternext",
     "_PyGen_Send",
