@@ -54,10 +54,12 @@ integration-lldb: build
 
 test: pythons build lint unit integration
 
-bench: build
+bench: build pythons
 	bash bench/setup.sh
 	python3 bench/run.py
 	python3 bench/asyncio_bench.py
+	python3 bench/versions_bench.py
+	python3 bench/jit_unwinder_bench.py
 
 install: build
 	@touch $(GDBINIT) $(LLDBINIT)
