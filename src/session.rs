@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use crate::asyncio::{self, ThreadFrames};
 use crate::cpython::{find_python, FrameItem, FrameWalk, PyFrame, Snapshot, ThreadInfo};
 use crate::error::{Error, ReadError, Result};
-use crate::native::jit::{find_inputs, JitInputs, JitMap, Region, Regs, Unwound};
+use crate::native::jit::{jit_entry, JitMap, Region, Regs, Unwound};
 use crate::native::{splice, RunMark, Splice};
 use crate::report::tasks;
 use crate::report::text::{self, Sources};
@@ -401,14 +401,8 @@ impl Session {
 /// (lldb later; gdb uses `_pyunwind.Jit`, which needs no decodable Python frames).
 impl Session {
     pub fn jit(&self) -> &JitMap {
-        self.jit.get_or_init(|| {
-            let inputs = find_inputs(&self.target).unwrap_or(JitInputs {
-                runtime: self.snap.runtime,
-                minor: self.snap.layout.version.minor,
-                jit_entry: None,
-            });
-            JitMap::build(&*self.snap.mem, inputs)
-        })
+        self.jit
+            .get_or_init(|| JitMap::build(&self.snap, jit_entry(&self.target, self.snap.runtime)))
     }
 
     /// The JIT executor or trampoline arena holding `pc`.

@@ -15,7 +15,7 @@ const READ_SIZE: usize = 888;
 
 /// One group of the struct: its name, whether it starts with `size` (the size of the CPython
 /// structure it describes), and its fields in declaration order.
-type Group = (&'static str, bool, &'static [&'static str]);
+pub type Group = (&'static str, bool, &'static [&'static str]);
 
 const RUNTIME: Group = ("runtime_state", true, &["finalizing", "interpreters_head"]);
 const INTERP_3_13: &[&str] = &[
@@ -238,7 +238,7 @@ const SHAPE_3_15: &[Group] = &[
 ];
 
 /// The shape of a minor version's struct, and its size.
-fn shape(minor: u8) -> Option<&'static [Group]> {
+pub fn shape(minor: u8) -> Option<&'static [Group]> {
     match minor {
         13 => Some(SHAPE_3_13),
         14 => Some(SHAPE_3_14),

@@ -143,7 +143,7 @@ fn version_from_name(name: &str) -> Option<Version> {
     Some(Version::new(3, digits.parse().ok()?, 0))
 }
 
-fn choose_layout(target: &Target, runtime: u64, version: Version) -> Result<Layout> {
+pub fn choose_layout(target: &Target, runtime: u64, version: Version) -> Result<Layout> {
     let builtin = Layout::builtin(version);
     if version.minor >= 13 {
         match DebugOffsets::read(&*target.mem, runtime) {

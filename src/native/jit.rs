@@ -34,12 +34,13 @@ use super::x86::{
     decode_shim, decode_trampoline, Reg, ShimFrame, TrampolineTemplate, MAX_SHIM_BYTES,
 };
 use crate::binary::{ElfInfo, Module};
+use crate::cpython::debug_offsets::{shape, struct_size, DebugOffsets, Group};
+use crate::cpython::discovery::{choose_layout, find_python, Found};
+use crate::cpython::{Snapshot, Version};
 use crate::error::{Error, ReadError, Result};
 use crate::memory::Memory;
 use crate::target::Target;
 
-/// Interpreters followed through `next` (a process rarely has more than a handful).
-pub const MAX_INTERPRETERS: usize = 1024;
 /// Executors taken from one interpreter's lists; CPython keeps a few hundred at most.
 pub const MAX_EXECUTORS: usize = 100_000;
 /// Perf trampoline arenas (64 KiB each) followed through `prev`.
@@ -50,8 +51,6 @@ pub const MAX_JIT_SIZE_BYTES: u64 = 16 << 20;
 pub const MAX_SCAN_BYTES: u64 = 64 << 10;
 /// A trampoline copy; the real ones are 12 bytes.
 pub const MAX_TRAMPOLINE_BYTES: u64 = 64;
-/// Characters of a code object's name or file name we copy.
-pub const MAX_NAME_BYTES: u64 = 4096;
 
 /// Where the executor lists are, per interpreter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +66,7 @@ enum ExecutorRoots {
 }
 
 /// Per-build offsets the target's `_Py_DebugOffsets` do not carry. A table is chosen only when
-/// the minor version and the sizes `_Py_DebugOffsets` gives for `_PyRuntimeState` and
+/// the layout's minor version and the sizes `_Py_DebugOffsets` gives for `_PyRuntimeState` and
 /// `PyInterpreterState` all match, so a build with another layout gets no JIT map rather than a
 /// wrong one.
 #[derive(Clone, Copy, Debug)]
@@ -167,27 +166,6 @@ const TABLES: &[Table] = &[
     ),
 ];
 
-/// `_Py_DebugOffsets` at the start of `_PyRuntime` (Include/internal/pycore_debug_offsets.h,
-/// 3.14 and 3.15): cookie, version, free_threaded, then `runtime_state {size, finalizing,
-/// interpreters_head}` and `interpreter_state {size, id, next, ...}`.
-const DEBUG_COOKIE: &[u8; 8] = b"xdebugpy";
-const DO_VERSION: u64 = 8;
-const DO_RUNTIME_SIZE: u64 = 24;
-const DO_INTERPRETERS_HEAD: u64 = 40;
-const DO_INTERP_SIZE: u64 = 48;
-const DO_INTERP_NEXT: u64 = 64;
-
-/// `PyCodeObject` and compact `PyUnicodeObject` fields, the same in the four Debian builds
-/// (DWARF): co_firstlineno 0x44, co_filename 0x70, co_qualname 0x80; unicode length 0x10,
-/// state 0x20 (kind bits 2-4, compact bit 5, ascii bit 6), data after 40 bytes (ASCII) or 56.
-const CO_FIRSTLINENO: u64 = 0x44;
-const CO_FILENAME: u64 = 0x70;
-const CO_QUALNAME: u64 = 0x80;
-const STR_LENGTH: u64 = 0x10;
-const STR_STATE: u64 = 0x20;
-const STR_ASCII_DATA: u64 = 40;
-const STR_COMPACT_DATA: u64 = 56;
-
 /// What a region holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -265,7 +243,9 @@ pub struct JitMap {
     pub source: String,
 }
 
-/// What [`JitMap::build`] needs from CPython discovery.
+/// What a frontend keeps between stops of one target, so that a stop reads no ELF symbols:
+/// where `_PyRuntime` is, its minor version (the layout is chosen again from it and the
+/// target's `_Py_DebugOffsets`, as discovery does) and `_PyJIT_Entry`.
 #[derive(Clone, Copy, Debug)]
 pub struct JitInputs {
     /// Address of `_PyRuntime`.
@@ -276,27 +256,78 @@ pub struct JitInputs {
     pub jit_entry: Option<u64>,
 }
 
-impl JitMap {
-    /// Finds `_PyRuntime` in the target's python module (by symbol) and builds the map.
-    pub fn discover(target: &Target) -> Result<JitMap> {
-        Ok(JitMap::build(&*target.mem, find_inputs(target)?))
+impl JitInputs {
+    /// CPython as every command finds it ([`find_python`]), plus `_PyJIT_Entry`.
+    pub fn find(target: &Target) -> Result<(JitInputs, Snapshot)> {
+        let found = find_python(target)?;
+        let inputs = JitInputs {
+            runtime: found.runtime,
+            minor: found.layout.version.minor,
+            jit_entry: jit_entry(target, found.runtime),
+        };
+        Ok((inputs, Snapshot::new(target.mem.clone(), &found)))
     }
 
-    /// The map for `_PyRuntime` at `inputs.runtime`. Never fails: what cannot be read is
-    /// recorded in `errors` and left out.
-    pub fn build(mem: &dyn Memory, inputs: JitInputs) -> JitMap {
+    /// The snapshot of a later stop: the layout chosen again for `_PyRuntime` at `runtime`.
+    pub fn snapshot(&self, target: &Target) -> Result<Snapshot> {
+        let module = module_at(target, self.runtime).ok_or_else(|| {
+            Error::NoPython(format!(
+                "no mapped file holds _PyRuntime at {:#x}",
+                self.runtime
+            ))
+        })?;
+        let layout = choose_layout(target, self.runtime, Version::new(3, self.minor, 0))?;
+        let found = Found {
+            found_by: format!("_PyRuntime of an earlier stop; layout {}", layout.source),
+            module,
+            runtime: self.runtime,
+            layout,
+        };
+        Ok(Snapshot::new(target.mem.clone(), &found))
+    }
+}
+
+/// The loaded file whose mappings hold `addr`.
+fn module_at(target: &Target, addr: u64) -> Option<Module> {
+    target
+        .modules()
+        .into_iter()
+        .find(|m| m.start <= addr && addr < m.end)
+}
+
+/// `_PyJIT_Entry` (3.15 exports it), from the ELF symbols of the file that holds `_PyRuntime`
+/// at `runtime`.
+pub fn jit_entry(target: &Target, runtime: u64) -> Option<u64> {
+    let module = module_at(target, runtime)?;
+    let info = ElfInfo::load(target.real_path(&module.path), &["_PyJIT_Entry"]).ok()?;
+    let bias = module.base.wrapping_sub(info.first_vaddr);
+    info.symbols
+        .get("_PyJIT_Entry")
+        .map(|a| bias.wrapping_add(*a))
+}
+
+impl JitMap {
+    /// Finds CPython in the target as every command does and builds the map.
+    pub fn discover(target: &Target) -> Result<JitMap> {
+        let (inputs, snap) = JitInputs::find(target)?;
+        Ok(JitMap::build(&snap, inputs.jit_entry))
+    }
+
+    /// The map of the stop `snap`. Never fails: what cannot be read is recorded in `errors`
+    /// and left out.
+    pub fn build(snap: &Snapshot, jit_entry: Option<u64>) -> JitMap {
         let mut map = JitMap::default();
-        let table = match choose_table(mem, inputs) {
+        let mem = &*snap.mem;
+        let t = match choose_table(snap) {
             Ok(t) => t,
             Err(e) => {
                 map.errors.push(e);
                 return map;
             }
         };
-        map.source = table.0.source.to_string();
-        let (t, interp_head, interp_next) = table;
-        map.collect_executors(mem, &t, interp_head, interp_next);
-        map.collect_trampolines(mem, inputs.runtime.wrapping_add(t.perf_code_arena));
+        map.source = t.source.to_string();
+        map.collect_executors(snap, t);
+        map.collect_trampolines(mem, snap.runtime.wrapping_add(t.perf_code_arena));
         map.regions.sort_by_key(|r| r.start);
         // Overlapping regions mean the lists are corrupt: keep the first of each overlap.
         let mut last_end = 0;
@@ -307,7 +338,7 @@ impl JitMap {
             }
             keep
         });
-        map.find_shims(mem, inputs.jit_entry);
+        map.find_shims(mem, jit_entry);
         map
     }
 
@@ -322,19 +353,14 @@ impl JitMap {
         (pc < r.end).then_some(r)
     }
 
-    fn collect_executors(&mut self, mem: &dyn Memory, t: &Table, head: u64, next: u64) {
-        let mut seen_interps = HashSet::new();
-        let mut interp = match mem.read_ptr(head) {
-            Ok(p) => p,
+    fn collect_executors(&mut self, snap: &Snapshot, t: &Table) {
+        let mem = &*snap.mem;
+        let interps = match snap.interpreters() {
+            Ok(i) => i,
             Err(e) => return self.errors.push(format!("interpreters: {e}")),
         };
         let mut seen = HashSet::new();
-        while interp != 0 && seen_interps.len() < MAX_INTERPRETERS {
-            if !seen_interps.insert(interp) {
-                self.errors
-                    .push(format!("interpreter list loops at {interp:#x}"));
-                break;
-            }
+        for interp in interps {
             let mut execs = Vec::new();
             match t.roots {
                 ExecutorRoots::List { head } => {
@@ -354,16 +380,9 @@ impl JitMap {
             self.follow_list(mem, t, interp.wrapping_add(t.deletion_head), &mut execs);
             for e in execs {
                 if seen.insert(e) {
-                    self.add_executor(mem, t, e);
+                    self.add_executor(snap, t, e);
                 }
             }
-            interp = match mem.read_ptr(interp.wrapping_add(next)) {
-                Ok(p) => p,
-                Err(e) => {
-                    self.errors.push(format!("next interpreter: {e}"));
-                    break;
-                }
-            };
         }
     }
 
@@ -418,7 +437,8 @@ impl JitMap {
         }
     }
 
-    fn add_executor(&mut self, mem: &dyn Memory, t: &Table, e: u64) {
+    fn add_executor(&mut self, snap: &Snapshot, t: &Table, e: u64) {
+        let mem = &*snap.mem;
         let fields = (|| -> Result<(u64, u64, u64), ReadError> {
             Ok((
                 mem.read_ptr(e + t.jit_code)?,
@@ -437,7 +457,10 @@ impl JitMap {
         }
         let code = (code != 0).then_some(code);
         let label = match code {
-            Some(c) => format!("[jit] {}", code_label(mem, c)),
+            Some(c) => match snap.code(c) {
+                Ok(co) => format!("[jit] {} ({}:{})", co.qualname, co.filename, co.firstlineno),
+                Err(err) => format!("[jit] <code {c:#x}: {err}>"),
+            },
             None => "[jit] side exit".to_string(),
         };
         self.regions.push(Region {
@@ -710,166 +733,144 @@ fn shim_tail_end(code: &[u8], from: usize) -> Option<u64> {
     None
 }
 
-/// Picks the table for the target's `_Py_DebugOffsets`; returns it with the addresses of
-/// `interpreters.head` and the offset of `PyInterpreterState.next` (both from the target).
-fn choose_table(mem: &dyn Memory, inputs: JitInputs) -> Result<(Table, u64, u64), String> {
-    let rt = inputs.runtime;
-    let mut cookie = [0u8; 8];
-    mem.read_into(rt, &mut cookie)
-        .map_err(|e| format!("_Py_DebugOffsets: {e}"))?;
-    if &cookie != DEBUG_COOKIE {
-        return Err(format!("no _Py_DebugOffsets at {rt:#x}"));
-    }
-    let read = |o: u64| {
-        mem.read_u64(rt + o)
-            .map_err(|e| format!("_Py_DebugOffsets: {e}"))
-    };
-    let version = read(DO_VERSION)?;
-    let minor = ((version >> 16) & 0xff) as u8;
-    if minor != inputs.minor {
-        return Err(format!(
-            "_Py_DebugOffsets says 3.{minor}, the binary 3.{}",
-            inputs.minor
-        ));
-    }
-    let (runtime_size, interp_size) = (read(DO_RUNTIME_SIZE)?, read(DO_INTERP_SIZE)?);
-    let t = TABLES
+/// Picks the table for the layout's minor version and the struct sizes the target's
+/// `_Py_DebugOffsets` give.
+fn choose_table(snap: &Snapshot) -> Result<&'static Table, String> {
+    let minor = snap.layout.version.minor;
+    let (runtime_size, interp_size) =
+        struct_sizes(&*snap.mem, snap.runtime).map_err(|e| format!("_Py_DebugOffsets: {e}"))?;
+    TABLES
         .iter()
         .find(|t| t.minor == minor && t.runtime_size == runtime_size && t.interp_size == interp_size)
         .ok_or_else(|| {
             format!("no JIT layout for 3.{minor} with _PyRuntimeState of {runtime_size} bytes and PyInterpreterState of {interp_size}")
-        })?;
-    let head = read(DO_INTERPRETERS_HEAD)?;
-    let next = read(DO_INTERP_NEXT)?;
-    if head + 8 > runtime_size || next + 8 > interp_size {
-        return Err("_Py_DebugOffsets: interpreter offsets out of bounds".to_string());
-    }
-    Ok((*t, rt + head, next))
+        })
 }
 
-/// `qualname (file:firstlineno)` of a code object, or what could not be read.
-fn code_label(mem: &dyn Memory, code: u64) -> String {
-    let read = || -> Result<String, ReadError> {
-        let qualname = read_str(mem, mem.read_ptr(code + CO_QUALNAME)?)?;
-        let file = read_str(mem, mem.read_ptr(code + CO_FILENAME)?)?;
-        let line = mem.read_i32(code + CO_FIRSTLINENO)?;
-        Ok(format!("{qualname} ({file}:{line})"))
+/// `sizeof(_PyRuntimeState)` and `sizeof(PyInterpreterState)` from the target's
+/// `_Py_DebugOffsets`, once the core's reader has validated the table (the reader checks the
+/// sizes but keeps only field offsets, so the `size` words are read where the core's shape of
+/// the struct puts them).
+fn struct_sizes(mem: &dyn Memory, runtime: u64) -> Result<(u64, u64), ReadError> {
+    let d = DebugOffsets::read(mem, runtime)?;
+    let minor = Version::from_hex(d.version).map_or(0, |v| v.minor);
+    let size = |group: &str| {
+        let at = size_offset(minor, group)
+            .ok_or(ReadError::corrupt(runtime, "_Py_DebugOffsets shape"))?;
+        mem.read_u64(runtime + at)
     };
-    read().unwrap_or_else(|e| format!("<code {code:#x}: {e}>"))
+    Ok((size("runtime_state")?, size("interpreter_state")?))
 }
 
-/// A compact str object's text (code names and file names are always compact).
-fn read_str(mem: &dyn Memory, s: u64) -> Result<String, ReadError> {
-    let len = mem.read_u64(s + STR_LENGTH)?;
-    let state = mem.read_u32(s + STR_STATE)?;
-    let kind = (state >> 2) & 7;
-    let compact = state & (1 << 5) != 0;
-    let ascii = state & (1 << 6) != 0;
-    if !compact || !matches!(kind, 1 | 2 | 4) {
-        return Err(ReadError::corrupt(s, "not a compact str"));
-    }
-    let data = s + if ascii {
-        STR_ASCII_DATA
-    } else {
-        STR_COMPACT_DATA
-    };
-    let n = len.min(MAX_NAME_BYTES);
-    let bytes = mem.read_vec(data, n * kind as u64, MAX_NAME_BYTES * 4)?;
-    let text: String = match kind {
-        1 => bytes.iter().map(|&b| b as char).collect(),
-        2 => char::decode_utf16(
-            bytes
-                .chunks_exact(2)
-                .map(|c| u16::from_le_bytes([c[0], c[1]])),
-        )
-        .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
-        .collect(),
-        _ => bytes
-            .chunks_exact(4)
-            .map(|c| {
-                char::from_u32(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .unwrap_or(char::REPLACEMENT_CHARACTER)
-            })
-            .collect(),
-    };
-    Ok(text)
-}
-
-/// Symbols the JIT map needs from the module that holds `_PyRuntime`.
-const SYMBOLS: [&str; 3] = ["_PyRuntime", "Py_Version", "_PyJIT_Entry"];
-
-/// `_PyRuntime`, the version and `_PyJIT_Entry` from the python module's ELF symbols.
-pub fn find_inputs(target: &Target) -> Result<JitInputs> {
-    let modules = target.modules();
-    let mut tried = Vec::new();
-    let cands = modules.iter().filter(|m| {
-        let n = m.file_name();
-        n.starts_with("libpython3") || n.starts_with("python3")
-    });
-    for m in cands {
-        match inputs_from(target, m) {
-            Ok(i) => return Ok(i),
-            Err(e) => tried.push(e.to_string()),
-        }
-    }
-    Err(Error::NoPython(if tried.is_empty() {
-        "no libpython or python executable is mapped".to_string()
-    } else {
-        tried.join("; ")
-    }))
-}
-
-fn inputs_from(target: &Target, m: &Module) -> Result<JitInputs> {
-    let info = ElfInfo::load(target.real_path(&m.path), &SYMBOLS)?;
-    let bias = m.base.wrapping_sub(info.first_vaddr);
-    let sym = |n: &str| info.symbols.get(n).map(|a| bias.wrapping_add(*a));
-    let runtime = sym("_PyRuntime")
-        .ok_or_else(|| Error::NoPython(format!("{}: no _PyRuntime symbol", m.file_name())))?;
-    let version = sym("Py_Version")
-        .and_then(|a| target.mem.read_u32(a).ok())
-        .ok_or_else(|| Error::NoPython(format!("{}: no readable Py_Version", m.file_name())))?;
-    Ok(JitInputs {
-        runtime,
-        minor: ((version >> 16) & 0xff) as u8,
-        jit_entry: sym("_PyJIT_Entry"),
-    })
+/// Where the `size` word of `group` is in a 3.`minor` `_Py_DebugOffsets`: the struct's size
+/// less the words of this group and every group after it.
+fn size_offset(minor: u8, group: &str) -> Option<u64> {
+    let groups = shape(minor)?;
+    let i = groups
+        .iter()
+        .position(|(g, sized, _)| *g == group && *sized)?;
+    let words = |gs: &[Group]| -> usize { gs.iter().map(|(_, s, f)| f.len() + *s as usize).sum() };
+    Some((struct_size(minor)? - 8 * words(&groups[i..])) as u64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::FakeMemory;
+    use crate::cpython::debug_offsets::COOKIE;
+    use crate::cpython::layout::{tpflags, Layout};
+    use crate::memory::{FakeMemory, FileMapping};
+    use std::sync::Arc;
 
     const RT: u64 = 0x10_0000;
     const INTERP: u64 = 0x20_0000;
+    const STR_TYPE: u64 = 0x1000;
+    const CODE_TYPE: u64 = 0x2000;
 
-    fn runtime(mem: &mut FakeMemory, t: &Table, version: u64) {
-        mem.put(RT, DEBUG_COOKIE);
-        mem.put_u64(RT + DO_VERSION, version);
-        mem.put_u64(RT + DO_RUNTIME_SIZE, t.runtime_size);
-        mem.put_u64(RT + DO_INTERPRETERS_HEAD, 0x328);
-        mem.put_u64(RT + DO_INTERP_SIZE, t.interp_size);
-        mem.put_u64(RT + DO_INTERP_NEXT, 7272);
-        mem.put_u64(RT + 0x328, INTERP);
-        mem.put_u64(INTERP + 7272, 0);
-        mem.put_u64(RT + t.perf_code_arena, 0);
+    /// A target of `t`'s build at PY_VERSION_HEX `version`: `_Py_DebugOffsets` with the
+    /// build's struct sizes, one interpreter, no perf arenas, and the `str` and `code` types.
+    /// Returns the built-in layout of that version.
+    fn runtime(mem: &mut FakeMemory, t: &Table, version: u64) -> Layout {
+        let v = Version::from_hex(version).unwrap();
+        let l = Layout::builtin(v).unwrap();
+        mem.put(RT, &[0; 0x1000])
+            .put(RT, COOKIE)
+            .put_u64(RT + 8, version);
+        // The other groups need plausible sizes for the core's reader to take the table.
+        for (group, sized, _) in shape(v.minor).unwrap() {
+            let size = match *group {
+                "runtime_state" => t.runtime_size,
+                "interpreter_state" => t.interp_size,
+                _ => 0x1000,
+            };
+            if *sized {
+                mem.put_u64(RT + size_offset(v.minor, group).unwrap(), size);
+            }
+        }
+        mem.put_u64(RT + l.runtime_state.interpreters_head, INTERP);
+        mem.put_u64(INTERP + l.interpreter_state.next, 0);
+        let to = &l.type_object;
+        for (tp, name, flags) in [
+            (STR_TYPE, 0x1800u64, tpflags::UNICODE_SUBCLASS),
+            (CODE_TYPE, 0x2800, 0),
+        ] {
+            mem.put(tp, &[0; 0x400]);
+            mem.put_u64(tp + to.tp_name, name);
+            mem.put_u64(tp + to.tp_flags, flags);
+        }
+        mem.put(0x1800, &[0; 64]).put(0x1800, b"str");
+        mem.put(0x2800, &[0; 64]).put(0x2800, b"code");
+        l
     }
 
-    fn ascii(mem: &mut FakeMemory, at: u64, s: &str) {
-        mem.put_u64(at + STR_LENGTH, s.len() as u64);
-        mem.put(
-            at + STR_STATE,
-            &((1u32 << 2) | (1 << 5) | (1 << 6)).to_le_bytes(),
-        );
-        mem.put(at + STR_ASCII_DATA, s.as_bytes());
+    /// A code object at `at`, its strs after it; no locals, an empty line table.
+    fn code(mem: &mut FakeMemory, l: &Layout, at: u64, qualname: &str, file: &str, line: i32) {
+        let u = &l.unicode_object;
+        for (addr, text) in [(at + 0x1000, qualname), (at + 0x2000, file)] {
+            mem.put(addr, &[0; 0x100]);
+            mem.put_u64(addr + l.pyobject.ob_type, STR_TYPE);
+            mem.put_u64(addr + u.length, text.len() as u64);
+            let state = (1u32 << 2) | (1 << 5) | (1 << 6); // 1-byte kind, compact, ascii
+            mem.put(addr + u.state, &state.to_le_bytes());
+            mem.put(addr + u.asciiobject_size, text.as_bytes());
+        }
+        let empty = at + 0x3000;
+        mem.put(empty, &[0; 0x40]);
+        let co = &l.code_object;
+        mem.put(at, &[0; 0x200]);
+        mem.put_u64(at + l.pyobject.ob_type, CODE_TYPE);
+        for off in [co.name, co.qualname.unwrap()] {
+            mem.put_u64(at + off, at + 0x1000);
+        }
+        mem.put_u64(at + co.filename, at + 0x2000);
+        mem.put(at + co.firstlineno, &line.to_le_bytes());
+        mem.put_u64(at + co.linetable, empty);
+        if let crate::cpython::layout::CodeLocals::LocalsPlus {
+            localsplusnames,
+            localspluskinds,
+        } = co.locals
+        {
+            mem.put_u64(at + localsplusnames, empty);
+            mem.put_u64(at + localspluskinds, empty);
+        }
     }
 
-    fn code(mem: &mut FakeMemory, at: u64, qualname: &str, file: &str, line: i32) {
-        mem.put_u64(at + CO_QUALNAME, at + 0x1000);
-        mem.put_u64(at + CO_FILENAME, at + 0x2000);
-        mem.put(at + CO_FIRSTLINENO, &line.to_le_bytes());
-        ascii(mem, at + 0x1000, qualname);
-        ascii(mem, at + 0x2000, file);
+    /// The map of `mem` as it is now, with `l` as the stop's layout and `_PyRuntime` in a
+    /// mapped libpython.
+    fn build(mem: &FakeMemory, l: Layout, jit_entry: Option<u64>) -> JitMap {
+        let libpython = FileMapping {
+            start: RT,
+            end: RT + 0x1000,
+            offset: 0,
+            path: "/usr/lib/libpython3.so".into(),
+        };
+        let target = Target::with_memory(Arc::new(mem.clone()), vec![libpython], None);
+        let found = Found {
+            module: module_at(&target, RT).unwrap(),
+            runtime: RT,
+            layout: l,
+            found_by: "test".into(),
+        };
+        JitMap::build(&Snapshot::new(target.mem.clone(), &found), jit_entry)
     }
 
     fn executor(mem: &mut FakeMemory, t: &Table, e: u64, next: u64, jit: u64, size: u64, co: u64) {
@@ -877,6 +878,20 @@ mod tests {
         mem.put_u64(e + t.jit_code, jit);
         mem.put_u64(e + t.jit_size, size);
         mem.put_u64(e + t.vm_code, co);
+    }
+
+    fn regs(pc: u64, sp: u64, bp: u64) -> Regs {
+        Regs { pc, sp, bp }
+    }
+
+    /// A 3.14 target (release build) and the offset of its executor list head.
+    fn target_314(mem: &mut FakeMemory) -> (Table, Layout, u64) {
+        let t = TABLES[0];
+        let l = runtime(mem, &t, 0x030e0af0);
+        let ExecutorRoots::List { head } = t.roots else {
+            unreachable!()
+        };
+        (t, l, head)
     }
 
     const SHIM_314: &[u8] = &[
@@ -889,12 +904,8 @@ mod tests {
     /// with the shim's frame found by scanning.
     #[test]
     fn map_and_unwind_314() {
-        let t = TABLES[0];
         let mut mem = FakeMemory::new();
-        runtime(&mut mem, &t, 0x030e0af0);
-        let ExecutorRoots::List { head } = t.roots else {
-            panic!()
-        };
+        let (t, l, head) = target_314(&mut mem);
         mem.put_u64(INTERP + head, 0x30_0000);
         executor(
             &mut mem,
@@ -908,17 +919,10 @@ mod tests {
         executor(&mut mem, &t, 0x30_1000, 0, 0x7000_2000, 0x2000, 0);
         mem.put_u64(INTERP + t.deletion_head, 0x30_2000);
         executor(&mut mem, &t, 0x30_2000, 0, 0x7000_8000, 0x1000, 0x40_0000);
-        code(&mut mem, 0x40_0000, "Outer.leaf", "/x/jit.py", 12);
+        code(&mut mem, &l, 0x40_0000, "Outer.leaf", "/x/jit.py", 12);
         mem.put(0x7000_0000, SHIM_314);
         mem.put(0x7000_0000 + SHIM_314.len() as u64, &[0x90; 80]);
-        let map = JitMap::build(
-            &mem,
-            JitInputs {
-                runtime: RT,
-                minor: 14,
-                jit_entry: None,
-            },
-        );
+        let map = build(&mem, l, None);
         assert_eq!(map.errors, Vec::<String>::new());
         assert_eq!(map.regions().len(), 3);
         assert_eq!(
@@ -942,16 +946,7 @@ mod tests {
             mem.put_u64(slot + 8 + 8 * i as u64, *v); // rbx, r12, r13, r14, r15
         }
         mem.put_u64(slot + 48, 0x44_c3cf);
-        let u = map
-            .unwind(
-                &mem,
-                Regs {
-                    pc: 0x7000_2100,
-                    sp,
-                    bp: 0xbbbb,
-                },
-            )
-            .unwrap();
+        let u = map.unwind(&mem, regs(0x7000_2100, sp, 0xbbbb)).unwrap();
         assert_eq!(u.caller_pc(), 0x44_c3cf);
         assert_eq!(u.get("rsp"), Some(slot + 56));
         assert_eq!(u.get("rbx"), Some(0xb0b));
@@ -963,48 +958,14 @@ mod tests {
         // itself: the saved one is given back.
         mem.put_u64(slot - 8, slot + 0x200);
         let u = map
-            .unwind(
-                &mem,
-                Regs {
-                    pc: 0x7000_2100,
-                    sp,
-                    bp: 0x7f00_1234_5678,
-                },
-            )
+            .unwind(&mem, regs(0x7000_2100, sp, 0x7f00_1234_5678))
             .unwrap();
         assert_eq!(u.get("rbp"), Some(slot + 0x200));
         // A PC inside the shim's prologue is not claimed; nor is a stack without a shim.
-        assert!(map
-            .unwind(
-                &mem,
-                Regs {
-                    pc: 0x7000_0004,
-                    sp,
-                    bp: 0
-                }
-            )
-            .is_none());
-        assert!(map
-            .unwind(
-                &mem,
-                Regs {
-                    pc: 0x7000_0100,
-                    sp: slot + 8,
-                    bp: 0
-                }
-            )
-            .is_none());
+        assert!(map.unwind(&mem, regs(0x7000_0004, sp, 0)).is_none());
+        assert!(map.unwind(&mem, regs(0x7000_0100, slot + 8, 0)).is_none());
         // Non-JIT PCs are never claimed.
-        assert!(map
-            .unwind(
-                &mem,
-                Regs {
-                    pc: 0x44_c3cf,
-                    sp,
-                    bp: 0
-                }
-            )
-            .is_none());
+        assert!(map.unwind(&mem, regs(0x44_c3cf, sp, 0)).is_none());
     }
 
     /// 3.15: executors from the pointer array and cold exits; the shim found through %rbp.
@@ -1012,7 +973,7 @@ mod tests {
     fn map_and_unwind_315() {
         let t = TABLES[2];
         let mut mem = FakeMemory::new();
-        runtime(&mut mem, &t, 0x030f02f0);
+        let l = runtime(&mut mem, &t, 0x030f02f0);
         let ExecutorRoots::Array { ptrs, count, cold } = t.roots else {
             panic!()
         };
@@ -1026,7 +987,7 @@ mod tests {
         executor(&mut mem, &t, 0x30_0000, 0, 0x7000_0000, 0x1000, 0x40_0000);
         executor(&mut mem, &t, 0x30_1000, 0, 0x7000_1000, 0x1000, 0x40_0000);
         executor(&mut mem, &t, 0x30_2000, 0, 0x7000_3000, 0x1000, 0);
-        code(&mut mem, 0x40_0000, "spin", "/x/s.py", 3);
+        code(&mut mem, &l, 0x40_0000, "spin", "/x/s.py", 3);
         let entry = 0x87_f384u64;
         mem.put(
             entry,
@@ -1038,14 +999,7 @@ mod tests {
             ],
         );
         mem.put(entry + 54, &[0xcc; 64]);
-        let map = JitMap::build(
-            &mem,
-            JitInputs {
-                runtime: RT,
-                minor: 15,
-                jit_entry: Some(entry),
-            },
-        );
+        let map = build(&mem, l, Some(entry));
         assert_eq!(map.errors, Vec::<String>::new());
         assert_eq!(map.regions().len(), 3);
         let bp = 0x7ffd_1000u64;
@@ -1056,16 +1010,7 @@ mod tests {
             mem.put_u64(bp - 8 - 8 * i as u64, *v); // r15, r14, r13, r12, rbx, rax
         }
         mem.put_u64(bp - 56, entry + 37);
-        let u = map
-            .unwind(
-                &mem,
-                Regs {
-                    pc: 0x7000_3010,
-                    sp,
-                    bp,
-                },
-            )
-            .unwrap();
+        let u = map.unwind(&mem, regs(0x7000_3010, sp, bp)).unwrap();
         assert_eq!(u.caller_pc(), 0x44_c3cf);
         assert_eq!(u.get("rsp"), Some(bp + 16));
         assert_eq!(u.get("rbp"), Some(0x7ffd_2000));
@@ -1077,27 +1022,14 @@ mod tests {
         for i in 0..(0x100 - 56) / 8 {
             mem.put_u64(sp + 8 * i, 0x2222);
         }
-        let u2 = map
-            .unwind(
-                &mem,
-                Regs {
-                    pc: 0x7000_0010,
-                    sp,
-                    bp: 0x1234,
-                },
-            )
-            .unwrap();
+        let u2 = map.unwind(&mem, regs(0x7000_0010, sp, 0x1234)).unwrap();
         assert_eq!(u2.get("rsp"), Some(bp + 16));
     }
 
     #[test]
     fn trampolines_and_corrupt_lists() {
-        let t = TABLES[0];
         let mut mem = FakeMemory::new();
-        runtime(&mut mem, &t, 0x030e0af0);
-        let ExecutorRoots::List { head } = t.roots else {
-            panic!()
-        };
+        let (t, l, head) = target_314(&mut mem);
         // An executor list that loops, and a deletion list that is unreadable.
         mem.put_u64(INTERP + head, 0x30_0000);
         executor(&mut mem, &t, 0x30_0000, 0x30_0000, 0x7000_0000, 0x1000, 0);
@@ -1118,14 +1050,7 @@ mod tests {
         mem.put(0x7100_000c, &[0; 20]);
         mem.put(0x7100_0020, &tramp);
         mem.put(0x7100_002c, &[0; 20]);
-        let map = JitMap::build(
-            &mem,
-            JitInputs {
-                runtime: RT,
-                minor: 14,
-                jit_entry: None,
-            },
-        );
+        let map = build(&mem, l, None);
         let errors = map.errors.join("\n");
         assert!(errors.contains("loops"), "{errors}");
         assert!(
@@ -1140,16 +1065,7 @@ mod tests {
         let sp = 0x7ffd_0000u64;
         mem.put_u64(sp, 0x7ffd_0100); // saved rbp
         mem.put_u64(sp + 8, 0x5c_df4d); // RA into _PyEval_Vector
-        let u = map
-            .unwind(
-                &mem,
-                Regs {
-                    pc: 0x7100_002a,
-                    sp,
-                    bp: 0,
-                },
-            )
-            .unwrap();
+        let u = map.unwind(&mem, regs(0x7100_002a, sp, 0)).unwrap();
         assert_eq!(
             (u.caller_pc(), u.get("rsp"), u.get("rbp")),
             (0x5c_df4d, Some(sp + 16), Some(0x7ffd_0100))
@@ -1160,31 +1076,13 @@ mod tests {
         );
         // At the first instruction nothing is pushed yet.
         mem.put_u64(sp, 0x5c_df4d);
-        let u = map
-            .unwind(
-                &mem,
-                Regs {
-                    pc: 0x7100_0000,
-                    sp,
-                    bp: 7,
-                },
-            )
-            .unwrap();
+        let u = map.unwind(&mem, regs(0x7100_0000, sp, 7)).unwrap();
         assert_eq!(
             (u.caller_pc(), u.get("rsp"), u.get("rbp")),
             (0x5c_df4d, Some(sp + 8), Some(7))
         );
         // Between copies (padding) is not code we know.
-        assert!(map
-            .unwind(
-                &mem,
-                Regs {
-                    pc: 0x7100_0010,
-                    sp,
-                    bp: 0
-                }
-            )
-            .is_none());
+        assert!(map.unwind(&mem, regs(0x7100_0010, sp, 0)).is_none());
     }
 
     #[test]
@@ -1192,34 +1090,36 @@ mod tests {
         let mut mem = FakeMemory::new();
         let mut t = TABLES[0];
         t.interp_size += 8;
-        runtime(&mut mem, &t, 0x030e0af0);
-        let map = JitMap::build(
-            &mem,
-            JitInputs {
-                runtime: RT,
-                minor: 14,
-                jit_entry: None,
-            },
-        );
+        let l = runtime(&mut mem, &t, 0x030e0af0);
+        let map = build(&mem, l.clone(), None);
         assert!(map.regions().is_empty());
         assert!(map.errors[0].contains("no JIT layout"), "{:?}", map.errors);
-        let map = JitMap::build(
-            &FakeMemory::new(),
-            JitInputs {
-                runtime: RT,
-                minor: 14,
-                jit_entry: None,
-            },
+        let map = build(&FakeMemory::new(), l, None);
+        assert!(
+            map.errors[0].contains("_Py_DebugOffsets"),
+            "{:?}",
+            map.errors
         );
-        assert!(map.errors[0].contains("_Py_DebugOffsets"));
-        let map = JitMap::build(
-            &mem,
-            JitInputs {
-                runtime: RT,
-                minor: 15,
-                jit_entry: None,
-            },
+        // The sizes of a 3.14 build, but the stop's layout is 3.15's.
+        let mut mem = FakeMemory::new();
+        runtime(&mut mem, &TABLES[0], 0x030e0af0);
+        let l = Layout::builtin(Version::new(3, 15, 2)).unwrap();
+        let map = build(&mem, l, None);
+        assert!(
+            map.errors[0].contains("no JIT layout for 3.15"),
+            "{:?}",
+            map.errors
         );
-        assert!(map.errors[0].contains("says 3.14"));
+    }
+
+    /// The `size` words are where CPython puts them: `runtime_state` first after the header
+    /// (cookie, version, free_threaded), then `interpreter_state` after its two fields.
+    #[test]
+    fn size_words_follow_the_core_shape() {
+        for minor in [13, 14, 15] {
+            assert_eq!(size_offset(minor, "runtime_state"), Some(24));
+            assert_eq!(size_offset(minor, "interpreter_state"), Some(48));
+        }
+        assert_eq!(size_offset(14, "llist_node"), None);
     }
 }

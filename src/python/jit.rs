@@ -50,16 +50,19 @@ pub fn unwound_dict<'py>(py: Python<'py>, u: &Unwound) -> PyResult<Bound<'py, Py
     Ok(d)
 }
 
-fn make(target: Target, inputs: Option<(u64, u8, Option<u64>)>) -> PyResult<PyJit> {
-    let inputs = match inputs {
-        Some((runtime, minor, jit_entry)) => JitInputs {
-            runtime,
-            minor,
-            jit_entry,
-        },
-        None => crate::native::jit::find_inputs(&target).map_err(err)?,
+fn make(target: Target, inputs: Inputs) -> PyResult<PyJit> {
+    let (inputs, snap) = match inputs {
+        Some((runtime, minor, jit_entry)) => {
+            let inputs = JitInputs {
+                runtime,
+                minor,
+                jit_entry,
+            };
+            (inputs, inputs.snapshot(&target).map_err(err)?)
+        }
+        None => JitInputs::find(&target).map_err(err)?,
     };
-    let map = JitMap::build(&*target.mem, inputs);
+    let map = JitMap::build(&snap, inputs.jit_entry);
     Ok(PyJit {
         mem: target.mem,
         map,
