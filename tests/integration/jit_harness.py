@@ -1,32 +1,20 @@
-"""Test helpers for JIT and trampoline frames (kept apart from harness.py, which the 3.14/3.15
-interpreter matrix work edits): Debian sid's 3.14 and 3.15 (JIT compiled in) and gdb command
-lines that load their debug info."""
+"""Test helpers for JIT and trampoline frames: Debian sid's 3.14 and 3.15 (JIT compiled in) and
+gdb command lines that load their debug info and the JIT test helper."""
 
-import os
 import pathlib
 
 import harness
 
 # tools/pythons.sh puts Debian sid's python3.14/3.15 (JIT compiled in, off unless PYTHON_JIT=1)
 # and their -dbg debug files here.
-SID_ROOT = pathlib.Path(harness.cache_dir()) / "pythons" / "debian-sid"
-SID_MINORS = (14, 15)
+SID_ROOT = harness.pythons_dir() / "debian-sid"
 GDB_HELPER = pathlib.Path(__file__).resolve().parent / "jit_gdb_helper.py"
 
 
 def sid_interps():
-    """sid-3.14 and sid-3.15; HarnessError (a failure, never a skip) when one is missing."""
-    found, missing = [], []
-    for minor in SID_MINORS:
-        exe = SID_ROOT / "usr" / "bin" / ("python3.%d" % minor)
-        if os.access(exe, os.X_OK):
-            found.append(harness.Interp("sid-3.%d" % minor, str(exe), {}, minor, True, None))
-        else:
-            missing.append(str(exe))
-    if missing:
-        raise harness.HarnessError("missing JIT interpreters (run `bash tools/pythons.sh`): "
-                                   + ", ".join(missing))
-    return found
+    """Debian sid's 3.14 and 3.15 (harness.provisioned_interpreters: HarnessError, a failure,
+    never a skip, when one is missing); gdb_cmd decides about their debug info."""
+    return [i for i in harness.provisioned_interpreters() if i.minor in (14, 15) and not i.debug_dir]
 
 
 def gdb_cmd(interp, *commands, core=None, pid=None, debug_info=True):
