@@ -237,14 +237,29 @@ const SHAPE_3_15: &[Group] = &[
     DEBUGGER,
 ];
 
-/// The shape of a minor version's struct, and its size.
-pub fn shape(minor: u8) -> Option<&'static [Group]> {
+/// The shape of a minor version's struct.
+fn shape(minor: u8) -> Option<&'static [Group]> {
     match minor {
         13 => Some(SHAPE_3_13),
         14 => Some(SHAPE_3_14),
         15 => Some(SHAPE_3_15),
         _ => None,
     }
+}
+
+/// Where each sized group's `size` word sits in a 3.`minor` struct (for building tables in
+/// tests; readers use [`DebugOffsets::size`]).
+pub fn size_words(minor: u8) -> Vec<(&'static str, u64)> {
+    let mut out = Vec::new();
+    let mut at = 24;
+    for (group, sized, fields) in shape(minor).unwrap_or_default() {
+        if *sized {
+            out.push((*group, at));
+            at += 8;
+        }
+        at += 8 * fields.len() as u64;
+    }
+    out
 }
 
 /// `sizeof(_Py_DebugOffsets)` for a shape.
@@ -264,9 +279,17 @@ pub struct DebugOffsets {
     pub version: u64,
     pub free_threaded: bool,
     fields: Vec<(&'static str, &'static str, u64)>,
+    /// `(group, size)`: the size of the CPython structure a sized group describes.
+    sizes: Vec<(&'static str, u64)>,
 }
 
 impl DebugOffsets {
+    /// The size of the CPython structure `group` describes (`sizeof(PyInterpreterState)` for
+    /// "interpreter_state"), already checked to be non-zero and at most 1 MiB.
+    pub fn size(&self, group: &str) -> Option<u64> {
+        self.sizes.iter().find(|(g, _)| *g == group).map(|x| x.1)
+    }
+
     pub fn get(&self, group: &str, field: &str) -> Option<u64> {
         self.fields
             .iter()
@@ -296,6 +319,7 @@ impl DebugOffsets {
             version,
             free_threaded,
             fields: Vec::new(),
+            sizes: Vec::new(),
         };
         let mut at = 24;
         for (group, sized, fields) in groups {
@@ -309,6 +333,9 @@ impl DebugOffsets {
             };
             if size == 0 || size > MAX_STRUCT_SIZE {
                 return Err("_Py_DebugOffsets group size");
+            }
+            if *sized {
+                out.sizes.push((*group, size));
             }
             for f in fields.iter() {
                 let off = word(at).ok_or("_Py_DebugOffsets")?;
@@ -426,5 +453,36 @@ impl DebugOffsets {
             }
         }
         Ok(l)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `size` words are where CPython puts them: `runtime_state` first after the header
+    /// (cookie, version, free_threaded), then `interpreter_state` after its two fields; and
+    /// a table with sizes there reads them back.
+    #[test]
+    fn size_words_follow_the_shape() {
+        for minor in [13, 14, 15] {
+            let words = size_words(minor);
+            assert_eq!(
+                &words[..2],
+                &[("runtime_state", 24), ("interpreter_state", 48)]
+            );
+            assert!(words.iter().all(|(g, _)| *g != "llist_node"));
+            let mut b = vec![0u8; struct_size(minor).unwrap()];
+            b[..8].copy_from_slice(COOKIE);
+            b[8..16].copy_from_slice(&(0x030000f0u64 | (minor as u64) << 16).to_le_bytes());
+            for (i, (_, at)) in words.iter().enumerate() {
+                let at = *at as usize;
+                b[at..at + 8].copy_from_slice(&(0x1000 + i as u64).to_le_bytes());
+            }
+            let d = DebugOffsets::parse(&b).unwrap();
+            assert_eq!(d.size("runtime_state"), Some(0x1000));
+            assert_eq!(d.size("interpreter_state"), Some(0x1001));
+            assert_eq!(d.size("llist_node"), None);
+        }
     }
 }

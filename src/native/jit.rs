@@ -34,7 +34,7 @@ use super::x86::{
     decode_shim, decode_trampoline, Reg, ShimFrame, TrampolineTemplate, MAX_SHIM_BYTES,
 };
 use crate::binary::{ElfInfo, Module};
-use crate::cpython::debug_offsets::{shape, struct_size, DebugOffsets, Group};
+use crate::cpython::debug_offsets::DebugOffsets;
 use crate::cpython::discovery::{choose_layout, find_python, Found};
 use crate::cpython::{Snapshot, Version};
 use crate::error::{Error, ReadError, Result};
@@ -748,35 +748,20 @@ fn choose_table(snap: &Snapshot) -> Result<&'static Table, String> {
 }
 
 /// `sizeof(_PyRuntimeState)` and `sizeof(PyInterpreterState)` from the target's
-/// `_Py_DebugOffsets`, once the core's reader has validated the table (the reader checks the
-/// sizes but keeps only field offsets, so the `size` words are read where the core's shape of
-/// the struct puts them).
+/// `_Py_DebugOffsets` (validated by the core's reader).
 fn struct_sizes(mem: &dyn Memory, runtime: u64) -> Result<(u64, u64), ReadError> {
     let d = DebugOffsets::read(mem, runtime)?;
-    let minor = Version::from_hex(d.version).map_or(0, |v| v.minor);
     let size = |group: &str| {
-        let at = size_offset(minor, group)
-            .ok_or(ReadError::corrupt(runtime, "_Py_DebugOffsets shape"))?;
-        mem.read_u64(runtime + at)
+        d.size(group)
+            .ok_or(ReadError::corrupt(runtime, "_Py_DebugOffsets shape"))
     };
     Ok((size("runtime_state")?, size("interpreter_state")?))
-}
-
-/// Where the `size` word of `group` is in a 3.`minor` `_Py_DebugOffsets`: the struct's size
-/// less the words of this group and every group after it.
-fn size_offset(minor: u8, group: &str) -> Option<u64> {
-    let groups = shape(minor)?;
-    let i = groups
-        .iter()
-        .position(|(g, sized, _)| *g == group && *sized)?;
-    let words = |gs: &[Group]| -> usize { gs.iter().map(|(_, s, f)| f.len() + *s as usize).sum() };
-    Some((struct_size(minor)? - 8 * words(&groups[i..])) as u64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpython::debug_offsets::COOKIE;
+    use crate::cpython::debug_offsets::{size_words, COOKIE};
     use crate::cpython::layout::{tpflags, Layout};
     use crate::memory::{FakeMemory, FileMapping};
     use std::sync::Arc;
@@ -796,15 +781,13 @@ mod tests {
             .put(RT, COOKIE)
             .put_u64(RT + 8, version);
         // The other groups need plausible sizes for the core's reader to take the table.
-        for (group, sized, _) in shape(v.minor).unwrap() {
-            let size = match *group {
+        for (group, at) in size_words(v.minor) {
+            let size = match group {
                 "runtime_state" => t.runtime_size,
                 "interpreter_state" => t.interp_size,
                 _ => 0x1000,
             };
-            if *sized {
-                mem.put_u64(RT + size_offset(v.minor, group).unwrap(), size);
-            }
+            mem.put_u64(RT + at, size);
         }
         mem.put_u64(RT + l.runtime_state.interpreters_head, INTERP);
         mem.put_u64(INTERP + l.interpreter_state.next, 0);
@@ -1110,16 +1093,5 @@ mod tests {
             "{:?}",
             map.errors
         );
-    }
-
-    /// The `size` words are where CPython puts them: `runtime_state` first after the header
-    /// (cookie, version, free_threaded), then `interpreter_state` after its two fields.
-    #[test]
-    fn size_words_follow_the_core_shape() {
-        for minor in [13, 14, 15] {
-            assert_eq!(size_offset(minor, "runtime_state"), Some(24));
-            assert_eq!(size_offset(minor, "interpreter_state"), Some(48));
-        }
-        assert_eq!(size_offset(14, "llist_node"), None);
     }
 }
