@@ -164,14 +164,6 @@ def check_setup(interps):
 
 # ---- report -------------------------------------------------------------------------------
 
-def cell(result):
-    if result is None:
-        return "-"
-    if result.failure:
-        return "failed"
-    return run.fmt_time(result)
-
-
 def lib_over_ours(res):
     """libpython/ours, both beyond gdb start-up; a libpython timeout gives a lower bound."""
     lib, ours, base = res.get("libpython"), res.get("ours-gdb"), res.get("baseline")
@@ -187,10 +179,10 @@ def print_table(rows):
     lines = [header]
     for interp, version, res in rows:
         lines.append([
-            interp.name, version, cell(res.get("baseline")), cell(res.get("ours-gdb")),
+            interp.name, version, run.fmt_time(res.get("baseline")), run.fmt_time(res.get("ours-gdb")),
             run.fmt_seconds(run.beyond(res.get("ours-gdb"), res.get("baseline"))),
-            cell(res.get("libpython")), lib_over_ours(res), cell(res.get("pystack")),
-            cell(res.get("ours-cli")),
+            run.fmt_time(res.get("libpython")), lib_over_ours(res), run.fmt_time(res.get("pystack")),
+            run.fmt_time(res.get("ours-cli")),
         ])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
 

@@ -294,7 +294,7 @@ class PythonFrameFilter:
         except Exception:
             # No Python here (or an unreadable target): show the native stack unchanged, with
             # JIT frames named after their executors' code.
-            return iter(_named(jit.name_frames(_jit_stop, decorators)))
+            return map(_shown, jit.name_frames(_jit_stop, decorators))
         return _spliced(jit.name_frames(_jit_stop, decorators, actions, frames), actions, frames)
 
 
@@ -305,10 +305,10 @@ class _UnnamedFrameDecorator(FrameDecorator):
         return "??"
 
 
-def _named(decorators):
-    for d in decorators:
-        named = d.inferior_frame().name() or isinstance(d, jit.JitFrameDecorator)
-        yield d if named else _UnnamedFrameDecorator(d)
+def _shown(d):
+    """A native frame as `bt` shows it: `??` when neither gdb nor the JIT map names it."""
+    named = d.inferior_frame().name() or isinstance(d, jit.JitFrameDecorator)
+    return d if named else _UnnamedFrameDecorator(d)
 
 
 def _spliced(decorators, actions, frames):
@@ -316,9 +316,7 @@ def _spliced(decorators, actions, frames):
         if row[0] == "python":
             yield PythonFrameDecorator(decorators[row[1]], frames[row[2]], row[2])
         elif row[0] == "native":
-            d = decorators[row[1]]
-            named = d.inferior_frame().name() or isinstance(d, jit.JitFrameDecorator)
-            yield d if named else _UnnamedFrameDecorator(d)
+            yield _shown(decorators[row[1]])
         # "tail" rows: gdb's own unwinder reaches the interpreter loop, and a decorator needs a
         # native frame to stand on, so frames no eval frame runs are left to py-bt.
 

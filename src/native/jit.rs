@@ -439,13 +439,15 @@ impl JitMap {
 
     fn add_executor(&mut self, snap: &Snapshot, t: &Table, e: u64) {
         let mem = &*snap.mem;
-        let fields = (|| -> Result<(u64, u64, u64), ReadError> {
-            Ok((
-                mem.read_ptr(e + t.jit_code)?,
-                mem.read_u64(e + t.jit_size)?,
-                mem.read_ptr(e + t.vm_code)?,
-            ))
-        })();
+        // One read of the executor up to its last field we use.
+        let span = t.jit_code.max(t.jit_size).max(t.vm_code) + 8;
+        let fields = mem.read_vec(e, span, span).map(|b| {
+            let word = |off: u64| {
+                let o = off as usize;
+                u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default())
+            };
+            (word(t.jit_code), word(t.jit_size), word(t.vm_code))
+        });
         let (start, size, code) = match fields {
             Ok(f) => f,
             Err(err) => return self.errors.push(format!("executor {e:#x}: {err}")),
@@ -857,6 +859,8 @@ mod tests {
     }
 
     fn executor(mem: &mut FakeMemory, t: &Table, e: u64, next: u64, jit: u64, size: u64, co: u64) {
+        // The whole object is mapped (the map reads it in one piece).
+        mem.put(e, &[0; 0x80]);
         mem.put_u64(e + t.links_next, next);
         mem.put_u64(e + t.jit_code, jit);
         mem.put_u64(e + t.jit_size, size);

@@ -9,7 +9,7 @@ use pyo3::types::PyDict;
 
 use super::err;
 use crate::memory::Memory;
-use crate::native::jit::{JitInputs, JitMap, Regs, Unwound};
+use crate::native::jit::{JitInputs, JitMap, Region, RegionKind, Regs, Unwound};
 use crate::target::Target;
 
 #[pyclass(name = "Jit", module = "_pyunwind", frozen)]
@@ -24,16 +24,15 @@ pub struct PyJit {
 pub type RegionRow = (u64, u64, &'static str, String);
 
 pub fn region_rows(map: &JitMap) -> Vec<RegionRow> {
-    map.regions()
-        .iter()
-        .map(|r| {
-            let kind = match r.kind {
-                crate::native::jit::RegionKind::Executor { .. } => "jit",
-                crate::native::jit::RegionKind::Trampolines { .. } => "trampoline",
-            };
-            (r.start, r.end, kind, r.label.clone())
-        })
-        .collect()
+    map.regions().iter().map(region_row).collect()
+}
+
+pub fn region_row(r: &Region) -> RegionRow {
+    let kind = match r.kind {
+        RegionKind::Executor { .. } => "jit",
+        RegionKind::Trampolines { .. } => "trampoline",
+    };
+    (r.start, r.end, kind, r.label.clone())
 }
 
 pub fn unwound_dict<'py>(py: Python<'py>, u: &Unwound) -> PyResult<Bound<'py, PyDict>> {

@@ -214,10 +214,7 @@ impl PySession {
 
     /// `(start, end, kind, label)` of the region holding `pc`, or None.
     fn jit_lookup(&self, pc: u64) -> Option<jit::RegionRow> {
-        let r = self.inner.jit_lookup(pc)?;
-        jit::region_rows(self.inner.jit())
-            .into_iter()
-            .find(|row| row.0 == r.start)
+        self.inner.jit_lookup(pc).map(jit::region_row)
     }
 
     /// The caller's registers of the JIT/trampoline frame at (pc, sp, bp): a dict as
