@@ -272,11 +272,13 @@ impl Session {
         let frames: Vec<ThreadFrames> = threads
             .iter()
             .map(|t| ThreadFrames {
+                tstate: t.info.addr,
                 native_id: t.info.native_id,
                 walk: &t.walk,
             })
             .collect();
-        let view = asyncio::analyze(&self.snap, &frames)?;
+        let dbg = asyncio::debug_section::AsyncioDebug::find(&self.target);
+        let view = asyncio::analyze(&self.snap, &frames, dbg)?;
         let native_id = |ti: Option<usize>| ti.and_then(|i| threads[i].info.native_id);
         let frame_reports = |items: &[FrameItem]| -> Vec<FrameReport> {
             items.iter().map(|i| self.frame_report(i, false)).collect()

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use super::layout::YieldFrom;
+use super::layout::{StackTop, YieldFrom};
 use super::objects::{Class, Objects};
 use crate::cpython::layout::FrameModel;
 use crate::cpython::FrameItem;
@@ -137,27 +137,47 @@ impl Objects<'_> {
         let FrameModel::Interpreter(f) = self.snap.layout.frame else {
             return Ok(None);
         };
-        let word = |off: u64| {
-            let o = off as usize;
-            u64::from_le_bytes(header[o..o + 8].try_into().unwrap())
+        let field = |off: u64, len: usize| -> Result<&[u8], ReadError> {
+            header
+                .get(off as usize..off as usize + len)
+                .ok_or(ReadError::corrupt(faddr, "frame field outside the frame"))
+        };
+        let word = |off: u64| -> Result<u64, ReadError> {
+            Ok(u64::from_le_bytes(field(off, 8)?.try_into().unwrap_or_default()))
         };
         let delegating = match self.lay.yield_from {
             YieldFrom::NextResume { opcodes } => {
-                let next = self.snap.mem.read_u16(word(f.instr_ptr) + 2)?;
+                let next = self.snap.mem.read_u16(word(f.instr_ptr)?.wrapping_add(2))?;
                 let (op, arg) = ((next & 0xff) as u8, next >> 8);
                 opcodes.contains(&op) && arg >= 2
             }
-            YieldFrom::State => Some(state) == self.lay.states.suspended_yield_from,
+            YieldFrom::State => self.lay.states.suspended_yield_from.contains(&Some(state)),
         };
         if !delegating {
             return Ok(None);
         }
-        let o = self.lay.frame_stacktop as usize;
-        let top = i32::from_le_bytes(header[o..o + 4].try_into().unwrap());
-        if !(1..=MAX_STACKTOP).contains(&top) {
-            return Err(ReadError::corrupt(faddr, "frame stack depth"));
-        }
-        let yf = self.ptr(faddr + f.localsplus + (top as u64 - 1) * 8)?;
+        let base = faddr + f.localsplus;
+        let slot = match self.lay.stack_top {
+            StackTop::Depth { stacktop } => {
+                let top = i32::from_le_bytes(field(stacktop, 4)?.try_into().unwrap_or_default());
+                if !(1..=MAX_STACKTOP).contains(&top) {
+                    return Err(ReadError::corrupt(faddr, "frame stack depth"));
+                }
+                base + (top as u64 - 1) * 8
+            }
+            StackTop::Pointer {
+                stackpointer,
+                below,
+            } => {
+                let sp = word(stackpointer)?;
+                let depth = sp.wrapping_sub(base) / 8;
+                if sp < base || sp % 8 != 0 || depth < below || depth > MAX_STACKTOP as u64 {
+                    return Err(ReadError::corrupt(faddr, "frame stack pointer"));
+                }
+                sp - below * 8
+            }
+        };
+        let yf = self.ptr(slot)? & !f.tag_bits;
         Ok((yf != 0).then_some(yf))
     }
 

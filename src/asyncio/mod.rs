@@ -10,13 +10,15 @@
 //!   nowhere else.
 
 pub mod chain;
+pub mod debug_section;
 pub mod layout;
 pub mod objects;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use chain::{top_frame, Leaf};
-use layout::AsyncioLayout;
+use debug_section::AsyncioDebug;
+use layout::{AsyncioLayout, RunningLoop, TaskLists};
 use objects::{Class, KnownTypes, Objects, RawTask};
 
 use crate::cpython::{FrameItem, FrameWalk, Snapshot};
@@ -29,6 +31,8 @@ const MAX_CALLBACK_DEPTH: usize = 32;
 
 /// A thread's decoded Python frames, as the session has them.
 pub struct ThreadFrames<'a> {
+    /// The `PyThreadState` (3.14+: also its `_PyThreadStateImpl`).
+    pub tstate: u64,
     pub native_id: Option<u64>,
     pub walk: &'a FrameWalk,
 }
@@ -85,19 +89,37 @@ impl AsyncView {
     }
 }
 
-/// Every pending task of the process, placed and linked.
-pub fn analyze(snap: &Snapshot, threads: &[ThreadFrames]) -> Result<AsyncView, Error> {
-    let lay = AsyncioLayout::builtin(snap.layout.version).ok_or_else(|| {
-        Error::UnsupportedVersion(format!(
-            "{} for asyncio tasks (3.11 to 3.13 are supported)",
-            snap.layout.version
-        ))
-    })?;
+/// Every pending task of the process, placed and linked. `dbg` is the target's asyncio debug
+/// section (3.14+), as `AsyncioDebug::find` found it.
+pub fn analyze(
+    snap: &Snapshot,
+    threads: &[ThreadFrames],
+    dbg: Result<Option<AsyncioDebug>, String>,
+) -> Result<AsyncView, Error> {
     let mut view = AsyncView::default();
+    let dbg = match dbg {
+        Ok(d) => d,
+        Err(e) => {
+            view_err(&mut view.errors, 0, format!("asyncio debug section: {e}"));
+            None
+        }
+    };
+    let lay = AsyncioLayout::for_target(&snap.layout, dbg.as_ref())
+        .map_err(|e| Error::UnsupportedVersion(e))?;
     let mut err = |addr: u64, what: String| view_err(&mut view.errors, addr, what);
     let interps = snap.interpreters()?;
     let mut found: Vec<u64> = Vec::new();
     let mut known_all = KnownTypes::default();
+    // 3.14+: native tasks on the lists of the threads that made them, then of the interpreter
+    // (threads that have ended).
+    if let Some(lists) = &lay.task_lists {
+        for t in threads {
+            list_tasks(snap, t.tstate + lists.thread_head, lists, &mut found, &mut err);
+        }
+        for interp in &interps {
+            list_tasks(snap, interp + lists.interp_head, lists, &mut found, &mut err);
+        }
+    }
     for interp in interps.iter().rev() {
         match registries(snap, &lay, *interp) {
             Ok(Some((k, objs))) => {
@@ -110,7 +132,7 @@ pub fn analyze(snap: &Snapshot, threads: &[ThreadFrames]) -> Result<AsyncView, E
             Err(e) => err(e.addr, format!("asyncio registry: {e}")),
         }
     }
-    let objects = Objects::new(snap, lay, known_all);
+    let objects = Objects::new(snap, lay.clone(), known_all);
     let mut seen = HashSet::new();
     let mut tasks: Vec<TaskView> = Vec::new();
     for obj in found {
@@ -140,6 +162,7 @@ pub fn analyze(snap: &Snapshot, threads: &[ThreadFrames]) -> Result<AsyncView, E
                     loop_: objects.attr_or_zero(obj, "_loop"),
                     coro: 0,
                     fut_waiter: 0,
+                    awaited_by: Vec::new(),
                 };
                 tasks.push(TaskView::new(raw, false));
             }
@@ -197,26 +220,51 @@ pub fn analyze(snap: &Snapshot, threads: &[ThreadFrames]) -> Result<AsyncView, E
     }
     // Cut each thread's stack at every task top: a task's live frames run from just below the
     // next newer task top down to its own top.
+    let mut tops_by_thread: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (ti, idx) in tops.iter().flatten() {
+        tops_by_thread.entry(*ti).or_default().push(*idx);
+    }
+    for v in tops_by_thread.values_mut() {
+        v.sort_unstable();
+    }
     for (i, pos) in tops.iter().enumerate() {
         let Some((ti, idx)) = *pos else { continue };
-        let newer = tops
-            .iter()
-            .filter_map(|p| *p)
-            .filter(|(t2, i2)| *t2 == ti && *i2 < idx)
-            .map(|(_, i2)| i2)
-            .max();
-        let start = newer.map_or(0, |n| n + 1);
+        let sorted = &tops_by_thread[&ti];
+        let at = sorted.partition_point(|x| *x < idx);
+        let start = if at == 0 { 0 } else { sorted[at - 1] + 1 };
         tasks[i].frames = threads[ti].walk.items[start..=idx].to_vec();
     }
 
-    // Loops and the threads that run them.
+    // Loops and the threads that run them: first each thread's own running-loop state (any
+    // event loop, uvloop included), else the newest frame whose `self` is the loop
+    // (`BaseEventLoop._run_once`, for the pure-Python asyncio whose state is a
+    // `threading.local`).
+    let mut running: HashMap<u64, usize> = HashMap::new();
+    for (ti, t) in threads.iter().enumerate() {
+        match running_loop(snap, &lay, t.tstate) {
+            Ok(Some(l)) => {
+                running.entry(l).or_insert(ti);
+            }
+            Ok(None) => {}
+            Err(e) => err(e.addr, format!("running loop of thread {:?}: {e}", t.native_id)),
+        }
+    }
     let mut loop_addrs: Vec<u64> = tasks
         .iter()
         .map(|t| t.raw.loop_)
         .filter(|l| *l != 0)
+        .chain(running.keys().copied())
         .collect();
     loop_addrs.sort_unstable();
     loop_addrs.dedup();
+    // The oldest on-CPU task top of each (loop, thread).
+    let mut oldest_top: HashMap<(u64, usize), usize> = HashMap::new();
+    for (task, pos) in tasks.iter().zip(&tops) {
+        if let Some((ti, idx)) = *pos {
+            let e = oldest_top.entry((task.raw.loop_, ti)).or_insert(idx);
+            *e = (*e).max(idx);
+        }
+    }
     for l in loop_addrs {
         let mut lv = LoopView {
             addr: l,
@@ -224,27 +272,33 @@ pub fn analyze(snap: &Snapshot, threads: &[ThreadFrames]) -> Result<AsyncView, E
             thread: None,
             upper: Vec::new(),
         };
-        'threads: for (ti, t) in threads.iter().enumerate() {
-            // The oldest on-CPU task top of this loop's tasks on the thread, if any.
-            let oldest_top = tasks
-                .iter()
-                .zip(&tops)
-                .filter(|(task, p)| task.raw.loop_ == l && p.map(|(t2, _)| t2) == Some(ti))
-                .filter_map(|(_, p)| p.map(|(_, i)| i))
-                .max();
-            if let Some(idx) = oldest_top {
-                lv.thread = Some(ti);
-                lv.upper = t.walk.items[idx + 1..].to_vec();
-                break 'threads;
-            }
-            // Idle loop: the newest frame whose `self` is the loop (`BaseEventLoop._run_once`).
-            for (i, item) in t.walk.items.iter().enumerate() {
-                if let FrameItem::Python(p) = item {
-                    if p.code.argcount >= 1 && objects.local0(p.addr).ok() == Some(l) {
-                        lv.thread = Some(ti);
-                        lv.upper = t.walk.items[i..].to_vec();
-                        break 'threads;
-                    }
+        let self_frame = |t: &ThreadFrames| {
+            t.walk.items.iter().position(|item| {
+                matches!(item, FrameItem::Python(p)
+                    if p.code.argcount >= 1 && objects.local0(p.addr).ok() == Some(l))
+            })
+        };
+        if let Some(&ti) = running.get(&l) {
+            let t = &threads[ti];
+            lv.thread = Some(ti);
+            // Frames older than the loop's oldest running task, else from `_run_once`, else
+            // (a loop written in C, such as uvloop, idle) every Python frame of the thread.
+            let from = match oldest_top.get(&(l, ti)) {
+                Some(idx) => idx + 1,
+                None => self_frame(t).unwrap_or(0),
+            };
+            lv.upper = t.walk.items[from.min(t.walk.items.len())..].to_vec();
+        } else {
+            for (ti, t) in threads.iter().enumerate() {
+                if let Some(idx) = oldest_top.get(&(l, ti)) {
+                    lv.thread = Some(ti);
+                    lv.upper = t.walk.items[idx + 1..].to_vec();
+                    break;
+                }
+                if let Some(i) = self_frame(t) {
+                    lv.thread = Some(ti);
+                    lv.upper = t.walk.items[i..].to_vec();
+                    break;
                 }
             }
         }
@@ -277,6 +331,12 @@ pub fn analyze(snap: &Snapshot, threads: &[ThreadFrames]) -> Result<AsyncView, E
         let fw = t.raw.fut_waiter;
         if fw != 0 && ids.contains(&fw) && fw != t.raw.addr {
             edges.insert((fw, t.raw.addr));
+        }
+        // 3.14+: the awaiters the runtime records.
+        for w in &t.raw.awaited_by {
+            if *w != t.raw.addr && ids.contains(w) {
+                edges.insert((t.raw.addr, *w));
+            }
         }
         let c = t.raw.c;
         for w in resolver.waiters(t.raw.addr, c, 0) {
@@ -415,7 +475,103 @@ fn registries(
     if eager != 0 {
         out.extend(snap.set_keys(eager, MAX_TASKS)?);
     }
+    // 3.14+: tasks that are not `asyncio.Task`s, registered through the C `_asyncio`, live in
+    // its module state.
+    if let (Some(ms), Some(m)) = (&lay.module_state, snap.dict_get(modules, "_asyncio")?) {
+        if snap.type_of(m)?.name == "module" {
+            let state = snap.mem.read_ptr(m + ms.md_state)?;
+            if state != 0 {
+                let ws = snap.mem.read_ptr(state + ms.non_asyncio_tasks)?;
+                if ws != 0 && snap.type_of(ws)?.name == "WeakSet" {
+                    if let Some(data) = snap.instance_attr(ws, "data")? {
+                        for r in snap.set_keys(data, MAX_TASKS)? {
+                            let obj = snap.mem.read_ptr(r + lay.weakref_object)?;
+                            if obj != 0 {
+                                out.push(obj);
+                            }
+                        }
+                    }
+                }
+                let eager = snap.mem.read_ptr(state + ms.non_asyncio_eager_tasks)?;
+                if eager != 0 && snap.type_of(eager)?.name == "set" {
+                    out.extend(snap.set_keys(eager, MAX_TASKS)?);
+                }
+            }
+        }
+    }
     Ok(Some((k, out)))
+}
+
+/// 3.14+: the tasks on one circular list (`head` is the list's own `llist_node`), appended to
+/// `out`. Bounded and cycle-checked; a broken or half-updated list is reported.
+fn list_tasks(
+    snap: &Snapshot,
+    head: u64,
+    l: &TaskLists,
+    out: &mut Vec<u64>,
+    err: &mut impl FnMut(u64, String),
+) {
+    let node_words = |node: u64| -> Result<(u64, u64), ReadError> {
+        let next = snap.mem.read_ptr(node + l.node_next)?;
+        let prev = snap.mem.read_ptr(node + l.node_prev)?;
+        Ok((next, prev))
+    };
+    let mut seen = HashSet::new();
+    let (mut node, _) = match node_words(head) {
+        Ok(w) => w,
+        Err(e) => return err(head, format!("task list: {e}")),
+    };
+    // An empty list that was never used (a thread that made no task) is all zeros.
+    if node == 0 {
+        return;
+    }
+    let mut prev_node = head;
+    let mut count = 0u64;
+    while node != head {
+        if node == 0 || !seen.insert(node) {
+            return err(head, "task list: broken (a NULL link or a cycle)".into());
+        }
+        if count >= MAX_TASKS {
+            return err(head, format!("task list: cut at {MAX_TASKS} tasks"));
+        }
+        let (next, prev) = match node_words(node) {
+            Ok(w) => w,
+            Err(e) => return err(node, format!("task list: {e}")),
+        };
+        if prev != prev_node {
+            err(node, "task list: links disagree (stopped inside an update?)".into());
+        }
+        out.push(node.wrapping_sub(l.task_node));
+        prev_node = node;
+        node = next;
+        count += 1;
+    }
+}
+
+/// The loop a thread is running, from its own state (what `asyncio.get_running_loop()`
+/// returns there), or None.
+fn running_loop(snap: &Snapshot, lay: &AsyncioLayout, tstate: u64) -> Result<Option<u64>, ReadError> {
+    let l = match lay.running_loop {
+        RunningLoop::ThreadState { running_loop } => snap.mem.read_ptr(tstate + running_loop)?,
+        RunningLoop::ThreadDict { dict, holder_loop } => {
+            let d = snap.mem.read_ptr(tstate + dict)?;
+            if d == 0 {
+                return Ok(None);
+            }
+            match snap.dict_get(d, "__asyncio_running_event_loop__")? {
+                None => return Ok(None),
+                Some(v) => match holder_loop {
+                    Some(off) if snap.type_of(v)?.name != "NoneType" => snap.mem.read_ptr(v + off)?,
+                    _ => v,
+                },
+            }
+        }
+        RunningLoop::Unknown => return Ok(None),
+    };
+    if l == 0 || snap.type_of(l)?.name == "NoneType" {
+        return Ok(None);
+    }
+    Ok(Some(l))
 }
 
 /// Finds which tasks wait on a future, through the future's done callbacks.

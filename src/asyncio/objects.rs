@@ -12,6 +12,8 @@ use crate::error::ReadError;
 const MAX_BASES: usize = 64;
 /// Most callbacks of one future we look at.
 pub const MAX_CALLBACKS: u64 = 1 << 16;
+/// Most awaiters of one future we read (CPython's remote reader: `MAX_SET_TABLE_SIZE`).
+const MAX_AWAITERS: u64 = 1 << 20;
 
 /// What an object is, as far as the await graph cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +75,8 @@ pub struct RawTask {
     pub loop_: u64,
     pub coro: u64,
     pub fut_waiter: u64,
+    /// 3.14+: the awaiters the runtime records (`fut_awaited_by`), tasks or futures.
+    pub awaited_by: Vec<u64>,
 }
 
 /// Reads asyncio objects of one snapshot, with a per-type class cache.
@@ -179,34 +183,62 @@ impl<'a> Objects<'a> {
     pub fn task(&self, addr: u64, c: bool) -> Result<RawTask, ReadError> {
         let snap = self.snap;
         let (f, t) = (&self.lay.future, &self.lay.task);
-        let (state, loop_, coro, fut_waiter, name_obj) = if c {
-            let end = t.name.max(t.coro).max(t.fut_waiter).max(f.state) + 8;
+        let (state, loop_, coro, fut_waiter, name_obj, awaited_by) = if c {
+            if !self.lay.c_objects {
+                return Err(ReadError::corrupt(
+                    addr,
+                    "C task layout (no asyncio debug section found)",
+                ));
+            }
+            let mut end = t.name.max(t.coro).max(t.fut_waiter).max(f.state) + 8;
+            if let Some(a) = f.awaited_by {
+                end = end.max(a.field + 8).max(a.is_set + 1);
+            }
             let raw = snap.mem.read_vec(addr, end, end)?;
-            let word =
-                |o: u64| u64::from_le_bytes(raw[o as usize..o as usize + 8].try_into().unwrap());
-            let st = i32::from_le_bytes(
-                raw[f.state as usize..f.state as usize + 4]
-                    .try_into()
-                    .unwrap(),
-            );
+            let bytes = |o: u64, n: usize| -> Result<&[u8], ReadError> {
+                raw.get(o as usize..o as usize + n)
+                    .ok_or(ReadError::corrupt(addr, "task field outside the task"))
+            };
+            let word = |o: u64| -> Result<u64, ReadError> {
+                Ok(u64::from_le_bytes(bytes(o, 8)?.try_into().unwrap_or_default()))
+            };
+            let st = i32::from_le_bytes(bytes(f.state, 4)?.try_into().unwrap_or_default());
             let state = match st {
                 0 => "pending",
                 1 => "cancelled",
                 2 => "finished",
                 _ => return Err(ReadError::corrupt(addr, "task state")),
             };
+            let awaited_by = match f.awaited_by {
+                Some(a) => {
+                    let obj = word(a.field)?;
+                    let is_set = bytes(a.is_set, 1)?[0] != 0;
+                    self.awaiters(obj, is_set)?
+                }
+                None => Vec::new(),
+            };
             (
                 state,
-                word(f.loop_),
-                word(t.coro),
-                word(t.fut_waiter),
-                word(t.name),
+                word(f.loop_)?,
+                word(t.coro)?,
+                word(t.fut_waiter)?,
+                word(t.name)?,
+                awaited_by,
             )
         } else {
             // One read of the instance dict for every field.
-            let fields = self
-                .snap
-                .instance_attrs(addr, &["_state", "_loop", "_coro", "_fut_waiter", "_name"])?;
+            let fields = self.snap.instance_attrs(
+                addr,
+                &[
+                    "_state",
+                    "_loop",
+                    "_coro",
+                    "_fut_waiter",
+                    "_name",
+                    // 3.14+: `futures.future_add_to_awaited_by` (name-mangled; a set).
+                    "_Future__asyncio_awaited_by",
+                ],
+            )?;
             let field = |i: usize| fields[i].unwrap_or(0);
             let (st, loop_, coro, fut_waiter, name) =
                 (field(0), field(1), field(2), field(3), field(4));
@@ -223,7 +255,11 @@ impl<'a> Objects<'a> {
                 "FINISHED" => "finished",
                 _ => return Err(ReadError::corrupt(addr, "task state")),
             };
-            (state, loop_, coro, fut_waiter, name)
+            let awaited_by = match field(5) {
+                0 => Vec::new(),
+                set => self.awaiters(set, self.class(set)? != Class::None)?,
+            };
+            (state, loop_, coro, fut_waiter, name, awaited_by)
         };
         let fut_waiter = match self.class(fut_waiter) {
             Ok(Class::None) => 0,
@@ -238,7 +274,20 @@ impl<'a> Objects<'a> {
             loop_,
             coro,
             fut_waiter,
+            awaited_by,
         })
+    }
+
+    /// 3.14+ `fut_awaited_by`: one awaiter, or a set of them.
+    fn awaiters(&self, obj: u64, is_set: bool) -> Result<Vec<u64>, ReadError> {
+        if obj == 0 || self.class(obj)? == Class::None {
+            return Ok(Vec::new());
+        }
+        if is_set {
+            self.snap.set_keys(obj, MAX_AWAITERS)
+        } else {
+            Ok(vec![obj])
+        }
     }
 
     /// A task's name: a str, or (3.12+ C tasks, until `get_name()`) the int N of "Task-N".

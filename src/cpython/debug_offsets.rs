@@ -274,7 +274,7 @@ pub fn struct_size(minor: u8) -> Option<usize> {
 }
 
 /// The raw table: `(group, field) -> offset`, plus each group's size.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DebugOffsets {
     pub version: u64,
     pub free_threaded: bool,
@@ -367,6 +367,7 @@ impl DebugOffsets {
         };
         l.version = Version::from_hex(self.version).unwrap_or(l.version);
         l.source = "_Py_DebugOffsets".into();
+        l.debug_offsets = Some(self.clone());
         l.free_threaded = self.free_threaded;
         l.runtime_state.interpreters_head = need("runtime_state", "interpreters_head")?;
         let is = &mut l.interpreter_state;

@@ -13,6 +13,7 @@ mod v3_13;
 mod v3_14;
 mod v3_15;
 
+use crate::cpython::debug_offsets::DebugOffsets;
 use crate::cpython::version::Version;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +43,9 @@ pub struct Layout {
     /// `PyModuleObject.md_dict`.
     pub module_md_dict: u64,
     pub instance_dict: InstanceDict,
+    /// The target's own `_Py_DebugOffsets` (3.13+), for readers of the groups the table above
+    /// does not carry (`gen_object`, `llist_node`, `interpreter_frame.stackpointer`).
+    pub debug_offsets: Option<DebugOffsets>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -116,5 +116,6 @@ pub fn layout() -> Layout {
         cell_ob_ref: 16,
         module_md_dict: 16,
         instance_dict: InstanceDict::DictOffset,
+        debug_offsets: None,
     }
 }

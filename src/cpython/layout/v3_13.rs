@@ -119,6 +119,7 @@ pub fn layout() -> Layout {
         cell_ob_ref: 16,
         module_md_dict: 16,
         instance_dict: InstanceDict::Managed313,
+        debug_offsets: None,
     }
 }
 

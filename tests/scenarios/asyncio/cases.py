@@ -146,6 +146,9 @@ def thread_frames(thread, frame):
 
 def all_tasks_of(loop):
     tasks = set()
+    if sys.version_info >= (3, 14):
+        # The C `_asyncio` keeps native tasks on per-thread lists only.
+        tasks.update(asyncio.all_tasks(loop))
     for t in list(asyncio.tasks._all_tasks if hasattr(asyncio.tasks, "_all_tasks")
                   else asyncio.tasks._scheduled_tasks):
         tasks.add(t)
@@ -207,7 +210,9 @@ def task_truth(ctx, stacks):
         loops_out.append({"id": id(loop), "native_id": loop_thread,
                           "frames": [frame_entry(f) for f in upper]})
     # The sets asyncio registers tasks in (for the corrupt-core tests).
-    registry = getattr(asyncio.tasks, "_scheduled_tasks", None) or asyncio.tasks._all_tasks
+    registry = getattr(asyncio.tasks, "_scheduled_tasks", None)
+    if registry is None:
+        registry = asyncio.tasks._all_tasks
     return {"impl": IMPL, "case": CASE, "tasks": tasks_out, "loops": loops_out,
             "cycles": ctx.cycles, "non_tasks": ctx.non_tasks,
             "registry_set": id(registry.data)}
