@@ -317,10 +317,9 @@ fn builtin(l: &Layout) -> Option<AsyncioLayout> {
                 },
                 yield_from: YieldFrom::State,
                 // `_PyThreadStateImpl.asyncio_running_loop` (Include/internal/pycore_tstate.h):
-                // after the 304-byte PyThreadState; the free-threaded build keeps more
-                // per-thread state (qsbr, mimalloc heaps, brc, refcounts) before it.
+                // after the 304-byte PyThreadState (free-threaded: after its `qsbr` pointer).
                 running_loop: RunningLoop::ThreadState {
-                    running_loop: if ft { 1912 } else { 304 },
+                    running_loop: if ft { 312 } else { 304 },
                 },
                 ..common
             };
