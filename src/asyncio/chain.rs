@@ -184,7 +184,8 @@ impl Objects<'_> {
     /// `localsplus[0]` of an interpreter frame (`self` of a method).
     pub fn local0(&self, faddr: u64) -> Result<u64, ReadError> {
         match self.snap.layout.frame {
-            FrameModel::Interpreter(f) => self.ptr(faddr + f.localsplus),
+            // 3.14+: a `_PyStackRef`, whose low bits are tags.
+            FrameModel::Interpreter(f) => Ok(self.ptr(faddr + f.localsplus)? & !f.tag_bits),
             FrameModel::FrameObject { f_localsplus, .. } => self.ptr(faddr + f_localsplus),
         }
     }
