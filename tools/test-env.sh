@@ -5,6 +5,7 @@
 #   distribution interpreter of the matrix); apt-get runs only when one is missing.
 # - The pyenv interpreters of the matrix must already exist (exit 1 otherwise).
 # - A venv with pytest, made with pyenv's 3.11.7, at ${PYUNWIND_CACHE:-~/.cache/pyunwind}/venv.
+# - uvloop wheels for each CPython the tests run (tools/uvloop.sh).
 #
 # Everything is logged to stderr; the last (and only) line on stdout is the venv's python.
 set -euo pipefail
@@ -61,5 +62,8 @@ if ! "$VENV/bin/python" -c 'import pytest' >/dev/null 2>&1; then
     log "installing pytest into $VENV"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest >&2
 fi
+
+# --- uvloop for the scenario interpreters (tests/integration/test_asyncio.py) -----------------
+bash "$(dirname "$0")/uvloop.sh" "$VENV/bin/pip"
 
 echo "$VENV/bin/python"

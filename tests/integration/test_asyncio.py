@@ -102,6 +102,30 @@ def test_async_graph(scenario, interp, case, impl):
     check_async(json_from(out), truth)
 
 
+# uvloop (tools/uvloop.sh) has wheels for cp311 to cp315, not for the free-threaded 3.13t. Its loop
+# runs in C: which thread runs it comes from the thread's running-loop state alone.
+UVLOOP_INTERPS = [i for i in INTERPS if not i.id.startswith("ft-")]
+# Idle in I/O (every task waits), and a task running (on-CPU, the loop thread inside it).
+UVLOOP_CASES = ["taskgroup", "recursive_on_cpu"]
+
+
+@pytest.mark.parametrize("interp,case", [(i, c) for i in UVLOOP_INTERPS for c in UVLOOP_CASES],
+                         ids=lambda x: getattr(x, "id", x))
+def test_uvloop(scenario, interp, case):
+    env = {"PYUNWIND_UVLOOP": str(harness.cache_dir() / "uvloop" / ("cp3%d" % interp.minor))}
+    s = start(scenario, interp, case, "uvloop", env=env)
+    truth = s.truth
+    assert all(lp["frames"] for lp in truth["loops"]), "the loop thread's Python frames"
+    check_async(json.loads(cli("pid", s.pid, "--tasks", "--json")), truth, live_cli=True)
+    core = s.make_core()
+    report = json.loads(cli("core", core, "--tasks", "--json"))
+    check_async(report, truth)
+    assert [(lp["id"], lp["type"]) for lp in report["loops"]] == \
+        [(lp["id"], lp["type"]) for lp in truth["loops"]] == [(truth["loops"][0]["id"], "Loop")]
+    out, _ = run_gdb(interp, "py-tasks --json", core=core)
+    check_async(json_from(out), truth)
+
+
 def check_tree_text(out, truth):
     """Every task name appears in the tree or under a cycle; cycles printed by name."""
     names = {t["id"]: t["name"] for t in truth["tasks"]}

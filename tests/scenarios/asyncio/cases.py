@@ -3,7 +3,8 @@
     python cases.py TRUTH_JSON READY_FIFO CASE IMPL
 
 IMPL is ``c`` (the `_asyncio` Task) or ``py`` (``sys.modules['_asyncio'] = None`` before asyncio
-is imported: the pure-Python Task and Future).
+is imported: the pure-Python Task and Future), or ``uvloop`` (the C Task on uvloop's loop, which
+has no Python frames of its own; ``PYUNWIND_UVLOOP`` names the folder holding uvloop).
 
 A case builds its tasks, then either
 - ``ctx.idle()``: once the loop has gone idle, a recorder thread (a thread without a loop,
@@ -22,6 +23,9 @@ import sys
 CASE, IMPL = sys.argv[3], sys.argv[4]
 if IMPL == "py":
     sys.modules["_asyncio"] = None
+elif IMPL == "uvloop":
+    # The uvloop wheel for this interpreter, installed by tools/uvloop.sh.
+    sys.path.insert(0, os.environ["PYUNWIND_UVLOOP"])
 
 import asyncio  # noqa: E402
 import concurrent.futures  # noqa: E402
@@ -206,8 +210,10 @@ def task_truth(ctx, stacks):
             else:
                 idx = [i for i, f in enumerate(frames)
                        if f.f_code.co_name == "_run_once" and f.f_locals.get("self") is loop]
-                upper = frames[idx[0]:] if idx else []
-        loops_out.append({"id": id(loop), "native_id": loop_thread,
+                # A loop written in C (uvloop) has no `_run_once` frame: every Python frame
+                # of its thread is above it.
+                upper = frames[idx[0]:] if idx else frames
+        loops_out.append({"id": id(loop), "native_id": loop_thread, "type": type(loop).__name__,
                           "frames": [frame_entry(f) for f in upper]})
     # The sets asyncio registers tasks in (for the corrupt-core tests).
     registry = getattr(asyncio.tasks, "_scheduled_tasks", None)
@@ -669,5 +675,9 @@ async def main():
 
 if __name__ == "__main__":
     threading.Thread(target=recorder, name="recorder", daemon=True).start()
-    asyncio.run(main())
+    if IMPL == "uvloop":
+        import uvloop
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
     _truth.fail("case %s returned" % CASE)
