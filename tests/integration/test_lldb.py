@@ -189,7 +189,8 @@ ASYNC_CASES = [("chain3", "c"), ("taskgroup", "py"), ("cycle", "c"), ("recursive
 
 
 @pytest.mark.parametrize("case,impl", ASYNC_CASES, ids=lambda x: x)
-@pytest.mark.parametrize("interp", [i for i in INTERPS if i.minor >= 11 and not i.id.endswith("stripped")],
+@pytest.mark.parametrize("interp", [i for i in INTERPS if i.minor >= 11 and not i.id.endswith("stripped")]
+                         + [i for i in harness.provisioned_interpreters() if not i.debug_dir],
                          ids=lambda i: i.id)
 def test_lldb_asyncio(scenario, interp, case, impl):
     """py-bt-async --json and py-tasks in lldb, on a core and live: the same graph as the truth."""
