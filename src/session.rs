@@ -258,12 +258,12 @@ impl Session {
     }
 
     /// The report of every thread plus the asyncio tasks, loops and await cycles.
-    pub fn async_report(&self) -> Result<Report> {
+    pub fn async_report(&self) -> Result<&Report> {
         if let Some(r) = self.async_report.get() {
-            return Ok(r.clone());
+            return Ok(r);
         }
         let r = self.build_async_report()?;
-        Ok(self.async_report.get_or_init(|| r).clone())
+        Ok(self.async_report.get_or_init(|| r))
     }
 
     fn build_async_report(&self) -> Result<Report> {
@@ -350,7 +350,7 @@ impl Session {
     /// `py-bt-async` text.
     pub fn render_async(&self) -> Result<String> {
         let r = self.async_report()?;
-        Ok(tasks::async_bt(&r, &mut Sources::default()))
+        Ok(tasks::async_bt(r, &mut Sources::default()))
     }
 
     /// The task tree and/or the task table.
@@ -358,16 +358,16 @@ impl Session {
         let r = self.async_report()?;
         let mut out = String::new();
         if tree {
-            out.push_str(&tasks::tree(&r));
+            out.push_str(&tasks::tree(r));
         }
         if table {
             if tree {
                 out.push('\n');
             }
-            out.push_str(&tasks::table(&r));
+            out.push_str(&tasks::table(r));
         }
         let mut errs = String::new();
-        text::errors(&r, &mut errs);
+        text::errors(r, &mut errs);
         out.push_str(&errs);
         Ok(out)
     }

@@ -143,7 +143,9 @@ impl Objects<'_> {
                 .ok_or(ReadError::corrupt(faddr, "frame field outside the frame"))
         };
         let word = |off: u64| -> Result<u64, ReadError> {
-            Ok(u64::from_le_bytes(field(off, 8)?.try_into().unwrap_or_default()))
+            Ok(u64::from_le_bytes(
+                field(off, 8)?.try_into().unwrap_or_default(),
+            ))
         };
         let delegating = match self.lay.yield_from {
             YieldFrom::NextResume { opcodes } => {

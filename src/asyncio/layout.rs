@@ -124,10 +124,7 @@ pub enum StackTop {
 pub enum RunningLoop {
     /// 3.11, 3.12: `tstate->dict["__asyncio_running_event_loop__"]`. 3.11 stores a
     /// `_RunningLoopHolder` whose `rl_loop` is at `holder_loop`; 3.12 the loop itself.
-    ThreadDict {
-        dict: u64,
-        holder_loop: Option<u64>,
-    },
+    ThreadDict { dict: u64, holder_loop: Option<u64> },
     /// 3.13+: `_PyThreadStateImpl.asyncio_running_loop`.
     ThreadState { running_loop: u64 },
     /// Not known (3.14+ without `_asyncio`: the pure-Python `events._running_loop`, a
@@ -348,7 +345,9 @@ fn from_offsets(l: &Layout, dbg: Option<&AsyncioDebug>) -> Result<AsyncioLayout,
     let FrameModel::Interpreter(_) = l.frame else {
         return Err("frame model");
     };
-    let gen_size = offsets.size("gen_object").ok_or("_Py_DebugOffsets gen_object")?;
+    let gen_size = offsets
+        .size("gen_object")
+        .ok_or("_Py_DebugOffsets gen_object")?;
     let gen = GenFields {
         frame_state: need("gen_object", "gi_frame_state")?,
         iframe: need("gen_object", "gi_iframe")?,

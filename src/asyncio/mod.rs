@@ -14,7 +14,7 @@ pub mod debug_section;
 pub mod layout;
 pub mod objects;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 
 use chain::{top_frame, Leaf};
 use debug_section::AsyncioDebug;
@@ -23,6 +23,7 @@ use objects::{Class, KnownTypes, Objects, RawTask};
 
 use crate::cpython::{FrameItem, FrameWalk, Snapshot};
 use crate::error::{Error, ReadError};
+use crate::memory::addr_map::{AddrMap, AddrSet};
 
 /// Most tasks we list.
 pub const MAX_TASKS: u64 = 1 << 20;
@@ -104,8 +105,8 @@ pub fn analyze(
             None
         }
     };
-    let lay = AsyncioLayout::for_target(&snap.layout, dbg.as_ref())
-        .map_err(|e| Error::UnsupportedVersion(e))?;
+    let lay =
+        AsyncioLayout::for_target(&snap.layout, dbg.as_ref()).map_err(Error::UnsupportedVersion)?;
     let mut err = |addr: u64, what: String| view_err(&mut view.errors, addr, what);
     let interps = snap.interpreters()?;
     let mut found: Vec<u64> = Vec::new();
@@ -114,10 +115,22 @@ pub fn analyze(
     // (threads that have ended).
     if let Some(lists) = &lay.task_lists {
         for t in threads {
-            list_tasks(snap, t.tstate + lists.thread_head, lists, &mut found, &mut err);
+            list_tasks(
+                snap,
+                t.tstate + lists.thread_head,
+                lists,
+                &mut found,
+                &mut err,
+            );
         }
         for interp in &interps {
-            list_tasks(snap, interp + lists.interp_head, lists, &mut found, &mut err);
+            list_tasks(
+                snap,
+                interp + lists.interp_head,
+                lists,
+                &mut found,
+                &mut err,
+            );
         }
     }
     for interp in interps.iter().rev() {
@@ -133,7 +146,7 @@ pub fn analyze(
         }
     }
     let objects = Objects::new(snap, lay.clone(), known_all);
-    let mut seen = HashSet::new();
+    let mut seen = AddrSet::default();
     let mut tasks: Vec<TaskView> = Vec::new();
     for obj in found {
         if !seen.insert(obj) {
@@ -169,14 +182,10 @@ pub fn analyze(
             Err(e) => err(obj, format!("task: {e}")),
         }
     }
-    tasks.sort_by(|a, b| {
-        natural_key(&a.raw.name)
-            .cmp(&natural_key(&b.raw.name))
-            .then(a.raw.addr.cmp(&b.raw.addr))
-    });
+    tasks.sort_by_cached_key(|t| (natural_key(&t.raw.name), t.raw.addr));
 
     // Frames by address, over every thread.
-    let mut frame_index: HashMap<u64, (usize, usize)> = HashMap::new();
+    let mut frame_index: AddrMap<(usize, usize)> = AddrMap::default();
     for (ti, t) in threads.iter().enumerate() {
         for (i, item) in t.walk.items.iter().enumerate() {
             if let FrameItem::Python(p) = item {
@@ -239,14 +248,17 @@ pub fn analyze(
     // event loop, uvloop included), else the newest frame whose `self` is the loop
     // (`BaseEventLoop._run_once`, for the pure-Python asyncio whose state is a
     // `threading.local`).
-    let mut running: HashMap<u64, usize> = HashMap::new();
+    let mut running: AddrMap<usize> = AddrMap::default();
     for (ti, t) in threads.iter().enumerate() {
         match running_loop(snap, &lay, t.tstate) {
             Ok(Some(l)) => {
                 running.entry(l).or_insert(ti);
             }
             Ok(None) => {}
-            Err(e) => err(e.addr, format!("running loop of thread {:?}: {e}", t.native_id)),
+            Err(e) => err(
+                e.addr,
+                format!("running loop of thread {:?}: {e}", t.native_id),
+            ),
         }
     }
     let mut loop_addrs: Vec<u64> = tasks
@@ -314,16 +326,17 @@ pub fn analyze(
     }
 
     // Edges: waiter -> tasks it awaits.
-    let ids: HashSet<u64> = tasks.iter().map(|t| t.raw.addr).collect();
-    let on_cpu: HashSet<u64> = tasks
+    let ids: AddrSet = tasks.iter().map(|t| t.raw.addr).collect();
+    let on_cpu: AddrSet = tasks
         .iter()
         .filter(|t| t.on_cpu.is_some())
         .map(|t| t.raw.addr)
         .collect();
     let mut resolver = Resolver {
         o: &objects,
-        memo: HashMap::new(),
-        active: HashSet::new(),
+        memo: AddrMap::default(),
+        by_callback: AddrMap::default(),
+        active: AddrSet::default(),
         errors: Vec::new(),
     };
     let mut edges: BTreeSet<(u64, u64)> = BTreeSet::new(); // (awaited, waiter)
@@ -348,7 +361,7 @@ pub fn analyze(
     for (addr, what) in std::mem::take(&mut resolver.errors) {
         err(addr, what);
     }
-    let index: HashMap<u64, usize> = tasks
+    let index: AddrMap<usize> = tasks
         .iter()
         .enumerate()
         .map(|(i, t)| (t.raw.addr, i))
@@ -516,8 +529,8 @@ fn list_tasks(
         let prev = snap.mem.read_ptr(node + l.node_prev)?;
         Ok((next, prev))
     };
-    let mut seen = HashSet::new();
-    let (mut node, _) = match node_words(head) {
+    let mut seen = AddrSet::default();
+    let (mut node, last) = match node_words(head) {
         Ok(w) => w,
         Err(e) => return err(head, format!("task list: {e}")),
     };
@@ -539,18 +552,33 @@ fn list_tasks(
             Err(e) => return err(node, format!("task list: {e}")),
         };
         if prev != prev_node {
-            err(node, "task list: links disagree (stopped inside an update?)".into());
+            err(
+                node,
+                "task list: links disagree (stopped inside an update?)".into(),
+            );
         }
         out.push(node.wrapping_sub(l.task_node));
         prev_node = node;
         node = next;
         count += 1;
     }
+    // A link cut back to the head early (or a core taken mid-unlink) ends the walk too soon:
+    // the head's own `prev` names the real last node.
+    if last != prev_node {
+        err(
+            head,
+            "task list: links disagree (stopped inside an update?)".into(),
+        );
+    }
 }
 
 /// The loop a thread is running, from its own state (what `asyncio.get_running_loop()`
 /// returns there), or None.
-fn running_loop(snap: &Snapshot, lay: &AsyncioLayout, tstate: u64) -> Result<Option<u64>, ReadError> {
+fn running_loop(
+    snap: &Snapshot,
+    lay: &AsyncioLayout,
+    tstate: u64,
+) -> Result<Option<u64>, ReadError> {
     let l = match lay.running_loop {
         RunningLoop::ThreadState { running_loop } => snap.mem.read_ptr(tstate + running_loop)?,
         RunningLoop::ThreadDict { dict, holder_loop } => {
@@ -561,7 +589,9 @@ fn running_loop(snap: &Snapshot, lay: &AsyncioLayout, tstate: u64) -> Result<Opt
             match snap.dict_get(d, "__asyncio_running_event_loop__")? {
                 None => return Ok(None),
                 Some(v) => match holder_loop {
-                    Some(off) if snap.type_of(v)?.name != "NoneType" => snap.mem.read_ptr(v + off)?,
+                    Some(off) if snap.type_of(v)?.name != "NoneType" => {
+                        snap.mem.read_ptr(v + off)?
+                    }
                     _ => v,
                 },
             }
@@ -577,8 +607,9 @@ fn running_loop(snap: &Snapshot, lay: &AsyncioLayout, tstate: u64) -> Result<Opt
 /// Finds which tasks wait on a future, through the future's done callbacks.
 struct Resolver<'o, 'a> {
     o: &'o Objects<'a>,
-    memo: HashMap<u64, Vec<u64>>,
-    active: HashSet<u64>,
+    memo: AddrMap<Vec<u64>>,
+    by_callback: AddrMap<Vec<u64>>,
+    active: AddrSet,
     errors: Vec<(u64, String)>,
 }
 
@@ -595,9 +626,18 @@ impl Resolver<'_, '_> {
         match self.o.callbacks(fut, c) {
             Ok(cbs) => {
                 for cb in cbs {
-                    if let Err(e) = self.callback(cb, depth, &mut out) {
+                    // One callback often serves many futures (gather's `_done_callback` is
+                    // added to every child).
+                    if let Some(w) = self.by_callback.get(&cb) {
+                        out.extend_from_slice(w);
+                        continue;
+                    }
+                    let mut found = Vec::new();
+                    if let Err(e) = self.callback(cb, depth, &mut found) {
                         self.errors.push((cb, format!("done callback: {e}")));
                     }
+                    out.extend_from_slice(&found);
+                    self.by_callback.insert(cb, found);
                 }
             }
             Err(e) => self.errors.push((fut, format!("future callbacks: {e}"))),
@@ -657,8 +697,8 @@ impl Resolver<'_, '_> {
 
 /// Worker threads running an executor job: the `concurrent.futures.Future` of the job, from
 /// `_WorkItem.run(self)`'s `self.future`, mapped to the thread index.
-fn executor_jobs(o: &Objects, threads: &[ThreadFrames]) -> HashMap<u64, usize> {
-    let mut out = HashMap::new();
+fn executor_jobs(o: &Objects, threads: &[ThreadFrames]) -> AddrMap<usize> {
+    let mut out = AddrMap::default();
     for (ti, t) in threads.iter().enumerate() {
         for item in &t.walk.items {
             if let FrameItem::Python(p) = item {
@@ -676,12 +716,7 @@ fn executor_jobs(o: &Objects, threads: &[ThreadFrames]) -> HashMap<u64, usize> {
     out
 }
 
-fn awaiting(
-    o: &Objects,
-    t: &TaskView,
-    leaf: Leaf,
-    workers: &HashMap<u64, usize>,
-) -> Option<Awaiting> {
+fn awaiting(o: &Objects, t: &TaskView, leaf: Leaf, workers: &AddrMap<usize>) -> Option<Awaiting> {
     // The pure-Python Future's `__await__` generator sits below the coroutine that awaits.
     let innermost = t.frames.iter().find_map(|f| match f {
         FrameItem::Python(p) if p.code.qualname != "Future.__await__" => Some(p),

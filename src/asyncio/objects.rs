@@ -1,12 +1,12 @@
 //! asyncio's objects as the target holds them: which class an object is, and the fields of
 //! tasks and futures, for both the C (`_asyncio`) and the pure-Python classes.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::layout::AsyncioLayout;
 use crate::cpython::Snapshot;
 use crate::error::ReadError;
+use crate::memory::addr_map::AddrMap;
 
 /// Deepest `tp_base` chain we follow.
 const MAX_BASES: usize = 64;
@@ -84,7 +84,7 @@ pub struct Objects<'a> {
     pub snap: &'a Snapshot,
     pub lay: AsyncioLayout,
     pub known: KnownTypes,
-    classes: Mutex<HashMap<u64, Class>>,
+    classes: Mutex<AddrMap<Class>>,
 }
 
 impl<'a> Objects<'a> {
@@ -93,7 +93,7 @@ impl<'a> Objects<'a> {
             snap,
             lay,
             known,
-            classes: Mutex::new(HashMap::new()),
+            classes: Mutex::new(AddrMap::default()),
         }
     }
 
@@ -200,7 +200,9 @@ impl<'a> Objects<'a> {
                     .ok_or(ReadError::corrupt(addr, "task field outside the task"))
             };
             let word = |o: u64| -> Result<u64, ReadError> {
-                Ok(u64::from_le_bytes(bytes(o, 8)?.try_into().unwrap_or_default()))
+                Ok(u64::from_le_bytes(
+                    bytes(o, 8)?.try_into().unwrap_or_default(),
+                ))
             };
             let st = i32::from_le_bytes(bytes(f.state, 4)?.try_into().unwrap_or_default());
             let state = match st {

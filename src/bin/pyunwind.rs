@@ -55,6 +55,7 @@ enum Cmd {
 }
 
 fn run(cli: Cli) -> pyunwind::Result<String> {
+    use std::io::Write;
     let (target, out) = match cli.cmd {
         Cmd::Pid { pid, out } => (Target::live(pid)?, out),
         Cmd::Core { core, exe, out } => (Target::core(&core, exe.as_deref())?, out),
@@ -62,12 +63,28 @@ fn run(cli: Cli) -> pyunwind::Result<String> {
     let session = Session::open(target)?;
     let asyncio = out.async_ || out.tasks;
     if out.json {
+        let owned;
         let report = if asyncio {
             session.async_report()?
         } else {
-            session.report(None, out.locals)?
+            owned = session.report(None, out.locals)?;
+            &owned
         };
-        Ok(serde_json::to_string_pretty(&report).expect("report serializes") + "\n")
+        // Streamed and compact: a report of 100,000 tasks is about 50 MB of JSON.
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+        let written = serde_json::to_writer(&mut w, report)
+            .map_err(std::io::Error::from)
+            .and_then(|()| w.write_all(b"\n"))
+            .and_then(|()| w.flush());
+        // A closed pipe (`| head`) is not an error worth a message.
+        if let Err(e) = written {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                return Err(pyunwind::Error::Usage(format!("writing the report: {e}")));
+            }
+        }
+        // The process ends now: freeing every task and frame one by one would only cost time.
+        std::mem::forget(session);
+        Ok(String::new())
     } else {
         let py = session.python_report();
         let mut text = format!(

@@ -1,14 +1,18 @@
 //! Code objects: names, file, and the line table that maps an instruction to its line.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::layout::{CodeLocals, LineTable};
 use super::snapshot::Snapshot;
 use crate::error::ReadError;
+use crate::memory::addr_map::AddrMap;
 
 /// Cap on a line table (bytes) and on the number of local names.
 const MAX_LINETABLE_BYTES: u64 = 1 << 20;
 const MAX_LOCALS: u64 = 1 << 16;
+/// Most lines remembered per code object (each suspended coroutine of 100,000 tasks asks the
+/// line of the same few instructions).
+const MAX_LINE_MEMO: usize = 4096;
 
 #[derive(Clone, Debug)]
 pub struct Code {
@@ -26,6 +30,8 @@ pub struct Code {
     pub flags: u32,
     /// Local names in `localsplus` order, with their kind bits (3.11+) or a synthetic kind.
     pub locals: Vec<(String, u8)>,
+    /// Instruction offset -> line, as already decoded.
+    line_memo: Arc<Mutex<AddrMap<Option<u32>>>>,
 }
 
 impl Snapshot {
@@ -109,6 +115,7 @@ impl Snapshot {
             argcount,
             flags,
             locals,
+            line_memo: Arc::default(),
         })
     }
 }
@@ -119,10 +126,19 @@ impl Code {
         if lasti < 0 {
             return Some(self.firstlineno);
         }
-        match self.line_table {
+        let memo = |m: &mut AddrMap<Option<u32>>| m.get(&(lasti as u64)).copied();
+        if let Some(line) = memo(&mut self.line_memo.lock().unwrap_or_else(|e| e.into_inner())) {
+            return line;
+        }
+        let line = match self.line_table {
             LineTable::Pairs310 => line_310(&self.linetable, self.firstlineno, lasti as u64 * 2),
             LineTable::Locations311 => line_311(&self.linetable, self.firstlineno, lasti as u64),
+        };
+        let mut m = self.line_memo.lock().unwrap_or_else(|e| e.into_inner());
+        if m.len() < MAX_LINE_MEMO {
+            m.insert(lasti as u64, line);
         }
+        line
     }
 
     /// The line of the instruction `instr_ptr` points at (3.11+ `prev_instr`/`instr_ptr`):

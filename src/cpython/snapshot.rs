@@ -1,12 +1,12 @@
 //! One stop of the target: memory, layout and the caches that die with the stop.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::code::Code;
 use super::discovery::Found;
 use super::layout::Layout;
 use super::objects::TypeInfo;
+use crate::memory::addr_map::AddrMap;
 use crate::memory::Memory;
 
 pub struct Snapshot {
@@ -15,8 +15,8 @@ pub struct Snapshot {
     /// Address of `_PyRuntime`.
     pub runtime: u64,
     pub found_by: String,
-    pub(crate) codes: Mutex<HashMap<u64, Arc<Code>>>,
-    pub(crate) types: Mutex<HashMap<u64, Arc<TypeInfo>>>,
+    pub(crate) codes: Mutex<AddrMap<Arc<Code>>>,
+    pub(crate) types: Mutex<AddrMap<Arc<TypeInfo>>>,
 }
 
 impl Snapshot {
@@ -26,8 +26,8 @@ impl Snapshot {
             layout: found.layout.clone(),
             runtime: found.runtime,
             found_by: found.found_by.clone(),
-            codes: Mutex::new(HashMap::new()),
-            types: Mutex::new(HashMap::new()),
+            codes: Mutex::new(AddrMap::default()),
+            types: Mutex::new(AddrMap::default()),
         }
     }
 }

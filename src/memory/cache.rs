@@ -1,8 +1,8 @@
 //! A page cache in front of any [`Memory`]. Lives as long as one stop of the target.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use super::addr_map::AddrMap;
 use super::Memory;
 use crate::error::ReadError;
 
@@ -12,14 +12,14 @@ const MAX_CACHED_PAGES: usize = 16 * 1024;
 
 pub struct PageCache<M> {
     inner: M,
-    pages: Mutex<HashMap<u64, Arc<[u8]>>>,
+    pages: Mutex<AddrMap<Arc<[u8]>>>,
 }
 
 impl<M: Memory> PageCache<M> {
     pub fn new(inner: M) -> Self {
         PageCache {
             inner,
-            pages: Mutex::new(HashMap::new()),
+            pages: Mutex::new(AddrMap::default()),
         }
     }
     pub fn inner(&self) -> &M {

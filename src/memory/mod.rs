@@ -17,6 +17,7 @@
 //! let word = mem.read_u64(0x7f00_0000_0000);
 //! ```
 
+pub mod addr_map;
 mod cache;
 mod callback;
 mod core;

@@ -123,7 +123,7 @@ impl PySession {
     /// asyncio: the JSON report of every thread plus `tasks`, `loops` and `cycles`.
     fn async_report(&self, py: Python<'_>) -> PyResult<String> {
         let r = py.detach(|| self.inner.async_report()).map_err(err)?;
-        json(&r)
+        json(r)
     }
 
     /// `py-bt-async` text: each loop's tasks with their async stacks, other threads' stacks.
