@@ -8,6 +8,9 @@
 
 use gimli::{constants::*, AttributeValue, DwTag, EndianSlice, RunTimeEndian};
 use object::{Object, ObjectSection, ObjectSymbol};
+use pyunwind::asyncio::debug_section::{self, AsyncioDebug};
+use pyunwind::asyncio::layout::AsyncioLayout;
+use pyunwind::binary::ElfInfo;
 use pyunwind::cpython::debug_offsets::{self, DebugOffsets};
 use pyunwind::cpython::layout::*;
 use pyunwind::cpython::{Layout, Version};
@@ -24,34 +27,52 @@ const BUILDS: [&str; 7] = [
 
 /// (file with the DWARF, file with `_PyRuntime`'s initializer) of a build.
 fn build_files(full: &str, minor: u8) -> Result<(String, String), String> {
-    let home = std::env::var("HOME").unwrap_or_default();
     if minor <= 13 && !full.ends_with('t') {
-        let root = std::env::var("PYENV_ROOT").unwrap_or(format!("{home}/.pyenv"));
-        let lib = format!("{root}/versions/{full}/lib/libpython3.{minor}.so.1.0");
+        let lib = format!(
+            "{}/versions/{full}/lib/libpython3.{minor}.so.1.0",
+            pyenv_root()
+        );
         return Ok((lib.clone(), lib));
     }
-    let cache = std::env::var("PYUNWIND_CACHE").unwrap_or(format!("{home}/.cache/pyunwind"));
     if full.ends_with('t') {
-        let lib = format!("{cache}/pythons/{full}/lib/libpython{full}.so.1.0");
+        let lib = format!("{}/pythons/{full}/lib/libpython{full}.so.1.0", cache());
         return Ok((lib.clone(), lib));
     }
-    let sid = format!("{cache}/pythons/debian-sid");
-    let exe = format!("{sid}/usr/bin/python3.{minor}");
-    let bytes =
-        std::fs::read(&exe).map_err(|e| format!("cannot read {exe} (make pythons): {e}"))?;
-    let file = object::File::parse(&*bytes).map_err(|e| format!("{exe}: {e}"))?;
+    let exe = format!("{}/usr/bin/python3.{minor}", sid_root());
+    Ok((separate_debug(&exe)?, exe))
+}
+
+fn pyenv_root() -> String {
+    let home = std::env::var("HOME").unwrap_or_default();
+    std::env::var("PYENV_ROOT").unwrap_or(format!("{home}/.pyenv"))
+}
+
+/// `make pythons`' cache (`$PYUNWIND_CACHE`, by default `~/.cache/pyunwind`).
+fn cache() -> String {
+    let home = std::env::var("HOME").unwrap_or_default();
+    std::env::var("PYUNWIND_CACHE").unwrap_or(format!("{home}/.cache/pyunwind"))
+}
+
+fn sid_root() -> String {
+    format!("{}/pythons/debian-sid", cache())
+}
+
+/// The file of Debian's -dbg packages that holds the DWARF of the stripped `elf`, by build id.
+fn separate_debug(elf: &str) -> Result<String, String> {
+    let bytes = std::fs::read(elf).map_err(|e| format!("cannot read {elf} (make pythons): {e}"))?;
+    let file = object::File::parse(&*bytes).map_err(|e| format!("{elf}: {e}"))?;
     let id = file
         .build_id()
         .ok()
         .flatten()
-        .ok_or(format!("{exe}: no build id"))?;
+        .ok_or(format!("{elf}: no build id"))?;
     let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-    let debug = format!(
-        "{sid}/usr/lib/debug/.build-id/{}/{}.debug",
+    Ok(format!(
+        "{}/usr/lib/debug/.build-id/{}/{}.debug",
+        sid_root(),
         &hex[..2],
         &hex[2..]
-    );
-    Ok((debug, exe))
+    ))
 }
 
 /// Every numeric field of the built-in layout (as named by `flatten`) for the minors `lo..=hi`,
@@ -163,22 +184,35 @@ const MAP: &[(u8, u8, &str, &str, &str)] = &[
 /// Every numeric leaf of the layout (but its version), read from its `{:#?}` form so that no
 /// field can be left unchecked, named by its field path ("gil.locked"). A tuple variant adds its
 /// name ("thread_state.current_frame.Direct"); `Some` adds nothing and `None` is kept as `None`.
-fn flatten(l: &Layout) -> Vec<(String, Option<u64>)> {
-    // The full names of the enclosing values.
-    let (mut path, mut out) = (Vec::<String>::new(), Vec::new());
+/// An array's elements are named by their index ("states.suspended_yield_from.0").
+fn flatten(l: &impl std::fmt::Debug) -> Vec<(String, Option<u64>)> {
+    // The full names of the enclosing values, and the next index of those that are arrays.
+    let (mut path, mut out) = (Vec::<(String, Option<usize>)>::new(), Vec::new());
     for line in format!("{l:#?}").lines().skip(1) {
         let line = line.trim().trim_end_matches(',');
         let (key, val) = line.split_once(": ").map_or(("", line), |(k, v)| (k, v));
+        let index = match path.last_mut() {
+            Some((_, Some(i))) if key.is_empty() && !matches!(val, "]" | ")" | "}") => {
+                *i += 1;
+                (*i - 1).to_string()
+            }
+            _ => String::new(),
+        };
         let name = |last: &str| {
-            let parent = path.last().map_or("", String::as_str);
-            let parts = [parent, key, last].into_iter().filter(|s| !s.is_empty());
-            parts.collect::<Vec<_>>().join(".")
+            let parent = path.last().map_or("", |p| p.0.as_str());
+            let parts = [parent, key, &index, last].into_iter();
+            parts
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join(".")
         };
         if let Some(variant) = val.strip_suffix('(') {
-            path.push(name(if variant == "Some" { "" } else { variant }));
+            path.push((name(if variant == "Some" { "" } else { variant }), None));
         } else if val.ends_with('{') {
-            path.push(name(""));
-        } else if val == "}" || val == ")" {
+            path.push((name(""), None));
+        } else if val == "[" {
+            path.push((name(""), Some(0)));
+        } else if val == "}" || val == ")" || val == "]" {
             path.pop();
         } else if let Ok(n) = val.parse::<i128>() {
             out.push((name(""), Some(n as u64)));
@@ -186,7 +220,9 @@ fn flatten(l: &Layout) -> Vec<(String, Option<u64>)> {
             out.push((name(""), None));
         }
     }
-    out.retain(|f| !f.0.starts_with("version."));
+    // `debug_offsets` is the target's own table, checked field by field in
+    // `check_debug_offsets`.
+    out.retain(|f| !f.0.starts_with("version.") && f.0 != "debug_offsets");
     out
 }
 
@@ -219,28 +255,14 @@ const TYPE_TAGS: [DwTag; 10] = [
     DW_TAG_base_type, DW_TAG_array_type,
 ];
 
+fn leak(p: &str) -> Result<&'static [u8], String> {
+    let bytes = std::fs::read(p).map_err(|e| format!("cannot read {p}: {e}"))?;
+    Ok(Box::leak(bytes.into_boxed_slice()))
+}
+
 fn load(full: &str, minor: u8) -> Result<Dw, String> {
     let (path, data_path) = build_files(full, minor)?;
-    let leak = |p: &str| -> Result<&'static [u8], String> {
-        let bytes = std::fs::read(p).map_err(|e| format!("cannot read {p}: {e}"))?;
-        Ok(Box::leak(bytes.into_boxed_slice()))
-    };
-    let data = leak(&path)?;
-    let file = object::File::parse(data).map_err(|e| format!("{path}: {e}"))?;
-    let endian = [RunTimeEndian::Big, RunTimeEndian::Little][file.is_little_endian() as usize];
-    let dwarf = gimli::Dwarf::load(|id| {
-        let s = file
-            .section_by_name(id.name())
-            .and_then(|s| s.uncompressed_data().ok())
-            .map(|d| &*Box::leak(d.into_owned().into_boxed_slice()));
-        Ok::<_, gimli::Error>(EndianSlice::new(s.unwrap_or(&[]), endian))
-    })
-    .map_err(|e| format!("{path}: {e}"))?;
-    let mut dw = Dw::default();
-    index(&dwarf, &mut dw).map_err(|e| format!("{path}: DWARF: {e}"))?;
-    if dw.types.is_empty() {
-        return Err(format!("{path} has no DWARF types (stripped?)"));
-    }
+    let (mut dw, file) = load_dwarf(&path)?;
     // A separate debug file has no section contents: the initializer is in the binary.
     let file = if data_path == path {
         file
@@ -258,6 +280,27 @@ fn load(full: &str, minor: u8) -> Result<Dw, String> {
         dw.runtime_init = sec.data().ok().and_then(|d| d.get(at..at + size));
     }
     Ok(dw)
+}
+
+/// The type DIEs of the file at `path`, and the file.
+fn load_dwarf(path: &str) -> Result<(Dw, object::File<'static>), String> {
+    let data = leak(path)?;
+    let file = object::File::parse(data).map_err(|e| format!("{path}: {e}"))?;
+    let endian = [RunTimeEndian::Big, RunTimeEndian::Little][file.is_little_endian() as usize];
+    let dwarf = gimli::Dwarf::load(|id| {
+        let s = file
+            .section_by_name(id.name())
+            .and_then(|s| s.uncompressed_data().ok())
+            .map(|d| &*Box::leak(d.into_owned().into_boxed_slice()));
+        Ok::<_, gimli::Error>(EndianSlice::new(s.unwrap_or(&[]), endian))
+    })
+    .map_err(|e| format!("{path}: {e}"))?;
+    let mut dw = Dw::default();
+    index(&dwarf, &mut dw).map_err(|e| format!("{path}: DWARF: {e}"))?;
+    if dw.types.is_empty() {
+        return Err(format!("{path} has no DWARF types (stripped?)"));
+    }
+    Ok((dw, file))
 }
 
 type Dwarf = gimli::Dwarf<EndianSlice<'static, RunTimeEndian>>;
@@ -380,7 +423,7 @@ impl Dw {
     /// The DWARF value of a MAP row.
     fn eval(&self, root: &str, path: &str) -> Result<Option<u64>, String> {
         match root.strip_prefix('!') {
-            Some(root) => Ok(self.offset(root, path).ok()),
+            Some(root) => Ok(self.eval(root, path).ok().flatten()),
             None if root == "=" => Ok(path.parse().ok()),
             None if root.starts_with("enum ") => self.enumerator(root, path).map(Some),
             None if path == "sizeof" => self.sizeof(root).map(Some),
@@ -553,6 +596,7 @@ fn check_debug_offsets(v: &str, dw: &Dw, l: &Layout, errs: &mut Vec<String>) {
             let real = Layout {
                 source: l.source.clone(),
                 version: l.version,
+                debug_offsets: l.debug_offsets.clone(),
                 ..real
             };
             let (ours, real) = (format!("{l:#?}"), format!("{real:#?}"));
@@ -588,6 +632,204 @@ fn frame_owner_constants() {
             (12.., EntryMarker::ShimOwner(o), Ok(d)) if o as u64 == d => {}
             (11, EntryMarker::IsEntry(_), Err(_)) => {} // 3.11 has no shim frames
             (_, e, d) => errs.push(format!("{v}: frame.entry = {e:?}, {owner} {d:?}")),
+        }
+    });
+}
+
+/// The `_asyncio` extension module of a build: (file with its DWARF, the module itself), or
+/// `None` when the interpreter has it built in (Debian's 3.15).
+fn asyncio_module_files(full: &str, minor: u8) -> Result<Option<(String, String)>, String> {
+    const SO: &str = "x86_64-linux-gnu.so";
+    let so = match (minor, full.ends_with('t')) {
+        (15, _) => return Ok(None),
+        (14, _) => format!(
+            "{}/usr/lib/python3.14/lib-dynload/_asyncio.cpython-314-{SO}",
+            sid_root()
+        ),
+        (_, true) => format!(
+            "{}/pythons/{full}/lib/python{full}/lib-dynload/_asyncio.cpython-{}-{SO}",
+            cache(),
+            full.replace('.', "")
+        ),
+        _ => format!(
+            "{}/versions/{full}/lib/python3.{minor}/lib-dynload/_asyncio.cpython-3{minor}-{SO}",
+            pyenv_root()
+        ),
+    };
+    let debug = if minor >= 14 {
+        separate_debug(&so)?
+    } else {
+        so.clone()
+    };
+    Ok(Some((debug, so)))
+}
+
+/// Every numeric field of `AsyncioLayout` (as named by `flatten`) for the minors `lo..=hi`, as
+/// `MAP`; a field may have several rows (the same member seen from `TaskObj` and `FutureObj`),
+/// each must hold. Types are looked up in the interpreter's DWARF, then in `_asyncio`'s.
+/// `_functools` (`partialobject`) is built into every build's interpreter.
+#[rustfmt::skip]
+const ASYNCIO_MAP: &[(u8, u8, &str, &str, &str)] = &[
+    (11, 15, "future.loop_", "TaskObj", "task_loop"),
+    (11, 15, "future.loop_", "FutureObj", "fut_loop"),
+    (11, 15, "future.callback0", "TaskObj", "task_callback0"),
+    (11, 15, "future.callback0", "FutureObj", "fut_callback0"),
+    (11, 15, "future.callbacks", "TaskObj", "task_callbacks"),
+    (11, 15, "future.callbacks", "FutureObj", "fut_callbacks"),
+    (11, 15, "future.state", "TaskObj", "task_state"),
+    (11, 15, "future.state", "FutureObj", "fut_state"),
+    (11, 13, "future.awaited_by", "!TaskObj", "task_awaited_by"),
+    (14, 15, "future.awaited_by.field", "TaskObj", "task_awaited_by"),
+    (14, 15, "future.awaited_by.field", "FutureObj", "fut_awaited_by"),
+    (14, 15, "future.awaited_by.is_set", "TaskObj", "task_awaited_by_is_set"),
+    (14, 15, "future.awaited_by.is_set", "FutureObj", "fut_awaited_by_is_set"),
+    (11, 15, "task.fut_waiter", "TaskObj", "task_fut_waiter"),
+    (11, 15, "task.coro", "TaskObj", "task_coro"),
+    (11, 15, "task.name", "TaskObj", "task_name"),
+    (11, 15, "gen.frame_state", "PyGenObject", "gi_frame_state"),
+    (11, 15, "gen.iframe", "PyGenObject", "gi_iframe"),
+    (11, 15, "states.created", "enum _framestate", "FRAME_CREATED"),
+    (11, 15, "states.suspended", "enum _framestate", "FRAME_SUSPENDED"),
+    (11, 12, "states.suspended_yield_from.0", "!enum _framestate", "FRAME_SUSPENDED_YIELD_FROM"),
+    (13, 15, "states.suspended_yield_from.0", "enum _framestate", "FRAME_SUSPENDED_YIELD_FROM"),
+    (11, 14, "states.suspended_yield_from.1",
+        "!enum _framestate", "FRAME_SUSPENDED_YIELD_FROM_LOCKED"),
+    (15, 15, "states.suspended_yield_from.1",
+        "enum _framestate", "FRAME_SUSPENDED_YIELD_FROM_LOCKED"),
+    (11, 15, "states.executing", "enum _framestate", "FRAME_EXECUTING"),
+    // 3.15 has no FRAME_COMPLETED: a finished generator is FRAME_CLEARED.
+    (11, 14, "states.first_done", "enum _framestate", "FRAME_COMPLETED"),
+    (15, 15, "states.first_done", "enum _framestate", "FRAME_CLEARED"),
+    // RESUME 151, RESUME_QUICK 150 (3.11), INSTRUMENTED_RESUME 240 (3.12): macros of
+    // Include/opcode.h, not in DWARF.
+    (11, 12, "yield_from.opcodes.0", "=", "151"),
+    (11, 11, "yield_from.opcodes.1", "=", "150"),
+    (12, 12, "yield_from.opcodes.1", "=", "240"),
+    (11, 13, "stack_top.stacktop", "struct _PyInterpreterFrame", "stacktop"),
+    (14, 15, "stack_top.stackpointer", "struct _PyInterpreterFrame", "stackpointer"),
+    // Python/ceval_macros.h / bytecodes.c `SEND`: 3.15 keeps a NULL above the awaited object.
+    (14, 14, "stack_top.below", "=", "1"),
+    (15, 15, "stack_top.below", "=", "2"),
+    (11, 12, "running_loop.dict", "PyThreadState", "dict"),
+    (11, 11, "running_loop.holder_loop", "PyRunningLoopHolder", "rl_loop"),
+    (12, 12, "running_loop.holder_loop", "!PyRunningLoopHolder", "rl_loop"),
+    (13, 15, "running_loop.running_loop", "_PyThreadStateImpl", "asyncio_running_loop"),
+    (11, 13, "task_lists", "!_PyThreadStateImpl", "asyncio_tasks_head"),
+    (14, 15, "task_lists.thread_head", "_PyThreadStateImpl", "asyncio_tasks_head"),
+    (14, 15, "task_lists.interp_head", "PyInterpreterState", "asyncio_tasks_head"),
+    (14, 15, "task_lists.task_node", "TaskObj", "task_node"),
+    (14, 15, "task_lists.node_next", "struct llist_node", "next"),
+    (14, 15, "task_lists.node_prev", "struct llist_node", "prev"),
+    (11, 13, "module_state", "!asyncio_state", "non_asyncio_tasks"),
+    (14, 15, "module_state.md_state", "PyModuleObject", "md_state"),
+    (14, 15, "module_state.non_asyncio_tasks", "asyncio_state", "non_asyncio_tasks"),
+    (14, 15, "module_state.non_asyncio_eager_tasks", "asyncio_state", "non_asyncio_eager_tasks"),
+    (11, 15, "future_iter_future", "futureiterobject", "future"),
+    (11, 15, "asend_gen", "PyAsyncGenASend", "ags_gen"),
+    (11, 15, "asend_gen", "PyAsyncGenAThrow", "agt_gen"),
+    (11, 15, "weakref_object", "PyWeakReference", "wr_object"),
+    (11, 15, "cfunction_self", "PyCFunctionObject", "m_self"),
+    (11, 15, "method_self", "PyMethodObject", "im_self"),
+    (11, 15, "function_closure", "PyFunctionObject", "func_closure"),
+    (11, 15, "partial_args", "partialobject", "args"),
+];
+
+/// A MAP row's value in the first of `dws` that has its type (for a "!" row: in none).
+fn eval_in(dws: &[&Dw], root: &str, path: &str) -> Result<Option<u64>, String> {
+    let mut errs = Vec::new();
+    for dw in dws {
+        match dw.eval(root, path) {
+            Ok(None) => {}
+            Ok(d) => return Ok(d),
+            Err(e) => errs.push(e),
+        }
+    }
+    match root.starts_with('!') {
+        true => Ok(None),
+        false => Err(errs.join("; ")),
+    }
+}
+
+/// The asyncio layout the product builds for a build: built in up to 3.13; from 3.14 on from
+/// the `.AsyncioDebug` section of the file that defines `_asyncio` and the interpreter's own
+/// `_Py_DebugOffsets` (in `_PyRuntime`'s initializer, itself checked against DWARF above).
+fn product_asyncio_layout(full: &str, dw: &Dw, l: &Layout) -> Result<AsyncioLayout, String> {
+    let minor = l.version.minor;
+    if minor <= 13 {
+        return AsyncioLayout::for_target(l, None);
+    }
+    let init = dw.runtime_init.ok_or("no `_PyRuntime` initializer")?;
+    let offsets = DebugOffsets::parse(init).map_err(|e| format!("_Py_DebugOffsets: {e}"))?;
+    let l = offsets.apply(l.clone()).map_err(|e| format!("{e:?}"))?;
+    let file = match asyncio_module_files(full, minor)? {
+        Some((_, so)) => so,
+        None => build_files(full, minor)?.1,
+    };
+    let section = ElfInfo::section_data(&file, debug_section::SECTION)
+        .map_err(|e| format!("{e}"))?
+        .ok_or(format!("{file} has no {}", debug_section::SECTION))?;
+    let dbg = AsyncioDebug::parse(&section, &file).map_err(|e| format!("{file}: {e}"))?;
+    let lay = AsyncioLayout::for_target(&l, Some(&dbg))?;
+    match lay.c_objects {
+        true => Ok(lay),
+        false => Err(format!("layout without C objects: {}", lay.source)),
+    }
+}
+
+#[test]
+fn asyncio_layouts_match_dwarf() {
+    let full_of = |minor: u8, ft: bool| {
+        let b = BUILDS.iter().find(|b| {
+            b.ends_with('t') == ft
+                && Version::parse(b.trim_end_matches('t')).unwrap().minor == minor
+        });
+        b.copied().unwrap_or_default()
+    };
+    run(|v, dw, l, errs| {
+        let minor = l.version.minor;
+        if minor < 11 {
+            return; // asyncio tasks are read from 3.11 on
+        }
+        let full = full_of(minor, l.free_threaded);
+        let module = match asyncio_module_files(full, minor) {
+            Ok(Some((debug, _))) => match load_dwarf(&debug) {
+                Ok((m, _)) => Some(m),
+                Err(e) => return errs.push(format!("{v}: _asyncio: {e}")),
+            },
+            Ok(None) => None,
+            Err(e) => return errs.push(format!("{v}: _asyncio: {e}")),
+        };
+        let dws: Vec<&Dw> = [Some(dw), module.as_ref()].into_iter().flatten().collect();
+        let lay = match product_asyncio_layout(full, dw, l) {
+            Ok(lay) => lay,
+            Err(e) => return errs.push(format!("{v}: asyncio layout: {e}")),
+        };
+        let ours = flatten(&lay);
+        let rows: Vec<_> = ASYNCIO_MAP
+            .iter()
+            .filter(|r| (r.0..=r.1).contains(&minor))
+            .collect();
+        for (f, value) in ours.iter().filter(|o| !rows.iter().any(|r| r.2 == o.0)) {
+            errs.push(format!(
+                "{v}: asyncio {f} = {value:?} has no DWARF path in ASYNCIO_MAP"
+            ));
+        }
+        for &&(_, _, field, root, path) in &rows {
+            let Some(&(_, value)) = ours.iter().find(|o| o.0 == field) else {
+                errs.push(format!(
+                    "{v}: asyncio {field} (DWARF {root} {path}) is not in the layout"
+                ));
+                continue;
+            };
+            match eval_in(&dws, root, path) {
+                Ok(d) if d == value => {}
+                Ok(d) => errs.push(format!(
+                    "{v}: asyncio {field} = {value:?}, DWARF {root} {path} = {d:?}"
+                )),
+                Err(e) => errs.push(format!(
+                    "{v}: asyncio {field} = {value:?}, DWARF {root} {path}: {e}"
+                )),
+            }
         }
     });
 }
