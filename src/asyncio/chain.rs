@@ -1,12 +1,11 @@
 //! A task's coroutine await chain, from its coroutine down to the object it waits on.
 
-use std::collections::HashSet;
-
 use super::layout::{StackTop, YieldFrom};
 use super::objects::{Class, Objects};
 use crate::cpython::layout::FrameModel;
 use crate::cpython::FrameItem;
 use crate::error::{ReadError, ReadErrorKind};
+use crate::memory::addr_map::AddrSet;
 
 /// Longest await chain we follow (CPython's remote debugger: `MAX_FRAME_CHAIN_DEPTH`).
 pub const MAX_CHAIN: usize = 1536;
@@ -47,7 +46,7 @@ impl Objects<'_> {
     /// Follows `coro` through `await`s, async generators and `yield from` to its leaf.
     pub fn chain(&self, coro: u64) -> Chain {
         let mut frames = Vec::new();
-        let mut seen = HashSet::new();
+        let mut seen = AddrSet::default();
         let mut obj = coro;
         let leaf = loop {
             if frames.len() >= MAX_CHAIN || !seen.insert(obj) {

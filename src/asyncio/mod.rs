@@ -387,7 +387,7 @@ pub fn analyze(
     }
 
     // Cycles over "awaits" edges (owned edges are not waits).
-    let mut awaits: HashMap<u64, Vec<u64>> = HashMap::new();
+    let mut awaits: AddrMap<Vec<u64>> = AddrMap::default();
     for t in &tasks {
         for w in &t.awaited_by {
             awaits.entry(*w).or_default().push(t.raw.addr);
@@ -780,14 +780,14 @@ fn awaiting(o: &Objects, t: &TaskView, leaf: Leaf, workers: &AddrMap<usize>) -> 
 
 /// Every elementary cycle reachable by DFS (each reported once, rotated to start at its
 /// smallest id). Iterative, so deep graphs do not recurse.
-fn find_cycles(nodes: &[u64], awaits: &HashMap<u64, Vec<u64>>) -> Vec<Vec<u64>> {
+fn find_cycles(nodes: &[u64], awaits: &AddrMap<Vec<u64>>) -> Vec<Vec<u64>> {
     #[derive(Clone, Copy, PartialEq)]
     enum Colour {
         White,
         Grey,
         Black,
     }
-    let mut colour: HashMap<u64, Colour> = nodes.iter().map(|n| (*n, Colour::White)).collect();
+    let mut colour: AddrMap<Colour> = nodes.iter().map(|n| (*n, Colour::White)).collect();
     let mut found: BTreeSet<Vec<u64>> = BTreeSet::new();
     let empty = Vec::new();
     for &start in nodes {
@@ -838,7 +838,7 @@ mod tests {
 
     #[test]
     fn cycles_found_once_and_rotated() {
-        let mut g = HashMap::new();
+        let mut g = AddrMap::default();
         g.insert(3, vec![1]);
         g.insert(1, vec![2]);
         g.insert(2, vec![3]);
@@ -851,7 +851,7 @@ mod tests {
 
     #[test]
     fn no_cycle_in_a_fan_in() {
-        let mut g = HashMap::new();
+        let mut g = AddrMap::default();
         g.insert(1, vec![3]);
         g.insert(2, vec![3]);
         assert!(find_cycles(&[1, 2, 3], &g).is_empty());

@@ -1,4 +1,10 @@
-//! A page cache in front of any [`Memory`]. Lives as long as one stop of the target.
+//! A cache in front of any [`Memory`]. Lives as long as one stop of the target.
+//!
+//! Misses are filled a 64 KiB block at a time: heap objects that belong together (a task, its
+//! coroutine, its future) sit close to each other, and one read of the source (a system call
+//! for a live process or a core file, a callback into the debugger otherwise) then serves many
+//! objects. A block the source cannot read whole (it crosses the end of a mapping) is filled
+//! page by page instead.
 
 use std::sync::{Arc, Mutex};
 
@@ -7,19 +13,57 @@ use super::Memory;
 use crate::error::ReadError;
 
 const PAGE: u64 = 4096;
-/// Past this many cached pages (64 MiB) the cache starts over rather than grow.
-const MAX_CACHED_PAGES: usize = 16 * 1024;
+const BLOCK: u64 = 16 * PAGE;
+/// Bytes the cache may hold (64 MiB); past it, about half of it is dropped.
+const MAX_CACHED_BYTES: u64 = 64 << 20;
+
+#[derive(Default)]
+struct Entries {
+    blocks: AddrMap<Arc<[u8]>>,
+    pages: AddrMap<Arc<[u8]>>,
+    /// Which half to drop next time the cache is full.
+    evict_odd: bool,
+}
+
+impl Entries {
+    fn bytes(&self) -> u64 {
+        self.blocks.len() as u64 * BLOCK + self.pages.len() as u64 * PAGE
+    }
+
+    /// The cached bytes holding `a` (at least one), from `a` on.
+    fn get(&self, a: u64) -> Option<&[u8]> {
+        let block = a & !(BLOCK - 1);
+        if let Some(b) = self.blocks.get(&block) {
+            return Some(&b[(a - block) as usize..]);
+        }
+        let page = a & !(PAGE - 1);
+        self.pages.get(&page).map(|p| &p[(a - page) as usize..])
+    }
+
+    fn make_room(&mut self, need: u64) {
+        if self.bytes() + need <= MAX_CACHED_BYTES {
+            return;
+        }
+        // Drop the blocks and pages of every other 64 KiB slot: no bookkeeping per hit, and a
+        // scan through a large object keeps half of what it read.
+        let odd = self.evict_odd;
+        self.evict_odd = !odd;
+        let keep = |k: &u64, _: &mut Arc<[u8]>| ((k / BLOCK) & 1 == 1) != odd;
+        self.blocks.retain(keep);
+        self.pages.retain(keep);
+    }
+}
 
 pub struct PageCache<M> {
     inner: M,
-    pages: Mutex<AddrMap<Arc<[u8]>>>,
+    entries: Mutex<Entries>,
 }
 
 impl<M: Memory> PageCache<M> {
     pub fn new(inner: M) -> Self {
         PageCache {
             inner,
-            pages: Mutex::new(AddrMap::default()),
+            entries: Mutex::new(Entries::default()),
         }
     }
     pub fn inner(&self) -> &M {
@@ -27,27 +71,27 @@ impl<M: Memory> PageCache<M> {
     }
     /// Forget everything (the target ran).
     pub fn clear(&self) {
-        self.pages.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        let mut e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        e.blocks.clear();
+        e.pages.clear();
     }
 
-    fn page(&self, base: u64) -> Option<Arc<[u8]>> {
-        if let Some(p) = self
-            .pages
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&base)
-        {
-            return Some(p.clone());
+    /// Reads the block (else the page) holding `a` into the cache. False when neither can be
+    /// read whole.
+    fn fill(&self, a: u64) -> bool {
+        for (size, block) in [(BLOCK, true), (PAGE, false)] {
+            let base = a & !(size - 1);
+            let mut buf = vec![0u8; size as usize];
+            if self.inner.read_into(base, &mut buf).is_err() {
+                continue;
+            }
+            let mut e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            e.make_room(size);
+            let map = if block { &mut e.blocks } else { &mut e.pages };
+            map.insert(base, buf.into());
+            return true;
         }
-        let mut buf = vec![0u8; PAGE as usize];
-        self.inner.read_into(base, &mut buf).ok()?;
-        let page: Arc<[u8]> = buf.into();
-        let mut pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
-        if pages.len() >= MAX_CACHED_PAGES {
-            pages.clear();
-        }
-        pages.insert(base, page.clone());
-        Some(page)
+        false
     }
 }
 
@@ -56,17 +100,96 @@ impl<M: Memory> Memory for PageCache<M> {
         let mut done = 0usize;
         while done < buf.len() {
             let a = addr.wrapping_add(done as u64);
-            let base = a & !(PAGE - 1);
-            let off = (a - base) as usize;
-            let n = (PAGE as usize - off).min(buf.len() - done);
-            match self.page(base) {
-                Some(p) => buf[done..done + n].copy_from_slice(&p[off..off + n]),
-                // A page that cannot be read whole may still be readable in part (a mapping that
-                // ends mid-page in a core): ask the source for just these bytes, uncached.
-                None => self.inner.read_into(a, &mut buf[done..done + n])?,
+            let copy = |buf: &mut [u8]| -> Option<usize> {
+                let e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+                let have = e.get(a)?;
+                let n = have.len().min(buf.len() - done);
+                buf[done..done + n].copy_from_slice(&have[..n]);
+                Some(n)
+            };
+            if let Some(n) = copy(buf) {
+                done += n;
+                continue;
             }
+            if self.fill(a) {
+                if let Some(n) = copy(buf) {
+                    done += n;
+                    continue;
+                }
+            }
+            // Not readable a page at a time (a mapping that ends mid-page in a core): ask the
+            // source for just these bytes, uncached.
+            let n = ((PAGE - (a & (PAGE - 1))) as usize).min(buf.len() - done);
+            self.inner.read_into(a, &mut buf[done..done + n])?;
             done += n;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ReadErrorKind;
+
+    /// Bytes `addr & 0xff` over [start, end), nothing else.
+    struct Ramp {
+        start: u64,
+        end: u64,
+    }
+
+    impl Memory for Ramp {
+        fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+            if addr < self.start || addr + buf.len() as u64 > self.end {
+                return Err(ReadError::new(
+                    addr,
+                    buf.len() as u64,
+                    ReadErrorKind::Unmapped,
+                ));
+            }
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = (addr + i as u64) as u8;
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn reads_across_blocks_pages_and_mapping_ends() {
+        // A mapping that starts and ends inside blocks, and ends mid-page.
+        let mem = PageCache::new(Ramp {
+            start: 0x1_3000,
+            end: 0x4_0800,
+        });
+        for (addr, len) in [
+            (0x1_3000, 8),
+            (0x1_fff0, 64),
+            (0x2_0000, 0x2_0000),
+            (0x4_07f0, 16),
+        ] {
+            let mut buf = vec![0u8; len];
+            mem.read_into(addr, &mut buf).unwrap();
+            assert!(buf
+                .iter()
+                .enumerate()
+                .all(|(i, b)| *b == (addr + i as u64) as u8));
+        }
+        let mut buf = [0u8; 32];
+        assert!(mem.read_into(0x4_07f0, &mut buf).is_err());
+        assert!(mem.read_into(0x1_2ff8, &mut buf).is_err());
+    }
+
+    #[test]
+    fn stays_within_its_bytes() {
+        let mem = PageCache::new(Ramp {
+            start: 0,
+            end: 1 << 30,
+        });
+        let mut b = [0u8; 8];
+        for i in 0..(4 * MAX_CACHED_BYTES / BLOCK) {
+            mem.read_into(i * BLOCK, &mut b).unwrap();
+        }
+        let e = mem.entries.lock().unwrap();
+        assert!(e.bytes() <= MAX_CACHED_BYTES);
     }
 }
