@@ -14,11 +14,18 @@ same core, median of REPEAT runs:
 and prints each time, the gdb times beyond start-up, and the target (under 1 s beyond
 start-up). Every run's output is checked to list all 10,000 tasks.
 
-CPython's own `python -m asyncio pstree PID` needs 3.14 (and a live process); no 3.14 is in
-the test suite yet (the 3.14/3.15 issue brings it), so the comparison column says so.
+On 3.14 and 3.15 the last column times CPython's own `python -m asyncio ps PID` on the live
+program, beside our CLI on the same live program (`pid --tasks --json`).
+
+Then the scale table (`bench/many_tasks.py`, Debian sid's 3.14 and 3.15): 10,000 and 100,000
+sleeping tasks under one gather, and the same with 1% more tasks running nested on the loop
+thread's stack (eager tasks). Our `core --tasks --json` on a gcore core (median of REPEAT),
+checked to list every task; `asyncio ps` on the live program; the ratio 100k/10k (linear
+growth: at most 15) and the target (100,000 tasks listed within 1 s).
 Stdlib only; exit 1 when a run fails.
 """
 
+import json
 import os
 import statistics
 import subprocess
@@ -35,7 +42,11 @@ TASKS = 10000
 REPEAT = 3
 TIMEOUT = 300
 TARGET_S = 1.0
-INTERPS = ("debian-3.11", "pyenv-3.12", "pyenv-3.13")
+INTERPS = ("debian-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.14", "debian-3.15")
+SCALE_INTERPS = ("debian-3.14", "debian-3.15")
+SCALE = (10000, 100000)
+SCALE_TARGET_S = 1.0
+MAX_RATIO = 15
 GDB = ["gdb", "-q", "-batch", "-nx", "-iex", "set auto-load off",
        "-iex", "set debuginfod enabled off"]
 
@@ -69,8 +80,30 @@ def ok(p):
     return None if p.returncode == 0 else "exit %d" % p.returncode
 
 
+def stdlib_ps(interp, pid):
+    """`python3.1X -m asyncio ps PID`: (seconds, rows printed), or (None, why) on 3.13 and older."""
+    if interp.minor < 14:
+        return None, "needs 3.14"
+    start = time.monotonic()
+    p = subprocess.run([interp.exe, "-m", "asyncio", "ps", str(pid)], capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    took = time.monotonic() - start
+    rows = count(p.stdout, "0x") if p.returncode == 0 else 0
+    return took, (rows if p.returncode == 0 else "failed: " + (p.stdout + p.stderr).strip()[-80:])
+
+
+def json_tasks(n):
+    def check(p):
+        if p.returncode != 0:
+            return "exit %d" % p.returncode
+        got = len(json.loads(p.stdout)["tasks"])
+        return None if got == n else "%d tasks listed, expected %d" % (got, n)
+    return check
+
+
 def main():
-    by_id = {i.id: i for i in harness.interpreters()}
+    all_interps = harness.interpreters() + harness.provisioned_interpreters()
+    by_id = {i.id: i for i in all_interps}
     script = os.path.join(REPO, "tests", "scenarios", "asyncio", "cases.py")
     gdb_script = os.path.join(REPO, "gdb-scripts", "pyunwind-gdb.py")
     cli = str(harness.cli_path())
@@ -79,6 +112,8 @@ def main():
         interp = by_id[iid]
         with harness.Scenario(interp, "asyncio-many", script=script, args=("many", "c"),
                               env={"PYUNWIND_TASKS": str(TASKS)}) as s:
+            live = timed([cli, "pid", str(s.pid), "--tasks", "--json"], json_tasks(TASKS + 1))
+            ps = stdlib_ps(interp, s.pid)
             core = s.make_core()
             size = os.path.getsize(core)
             base = timed(GDB + [interp.exe, core], ok)
@@ -88,21 +123,65 @@ def main():
             tasks = timed(ours + ["-ex", "py-tasks", interp.exe, core], lists_all("(T) w"))
             cli_async = timed([cli, "core", core, "--async"], lists_all('Task "w'))
             cli_tasks = timed([cli, "core", core, "--tasks"], lists_all("(T) w"))
-        rows.append((iid, size, base, bt_async, tasks, cli_async, cli_tasks))
+        rows.append((iid, size, base, bt_async, tasks, cli_async, cli_tasks, live, ps))
     print("asyncio: %d sleeping tasks under one gather, from a gcore core (median of %d)"
           % (TASKS, REPEAT))
     head = ("python", "core MiB", "gdb start", "py-bt-async", "beyond", "py-tasks", "beyond",
-            "CLI --async", "CLI --tasks", "asyncio pstree")
+            "CLI --async", "CLI --tasks", "live: CLI --tasks --json", "live: asyncio ps")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     worst = 0.0
-    for iid, size, base, a, t, ca, ct in rows:
+    for iid, size, base, a, t, ca, ct, live, (ps_s, ps_rows) in rows:
         worst = max(worst, a - base, t - base, ca, ct)
-        print("| %s | %.0f | %.2f s | %.2f s | %.2f s | %.2f s | %.2f s | %.2f s | %.2f s | %s |"
-              % (iid, size / 2**20, base, a, a - base, t, t - base, ca, ct,
-                 "needs 3.14 (not in the suite yet)"))
+        ps_text = ps_rows if ps_s is None else "%.2f s (%s rows, %.1fx ours)" % (
+            ps_s, ps_rows, ps_s / live)
+        print("| %s | %.0f | %.2f s | %.2f s | %.2f s | %.2f s | %.2f s | %.2f s | %.2f s | "
+              "%.2f s | %s |" % (iid, size / 2**20, base, a, a - base, t, t - base, ca, ct, live,
+                                 ps_text))
     print("target: under %.1f s beyond start-up: %s (worst %.2f s)"
           % (TARGET_S, "met" if worst < TARGET_S else "MISSED", worst))
+    scale(by_id, cli)
+
+
+def scale(by_id, cli):
+    """10k and 100k tasks, sleeping under one awaiter, and with 1% of them on-CPU."""
+    program = os.path.join(BENCH_DIR, "many_tasks.py")
+    print()
+    print("asyncio at scale: `pyunwind core CORE --tasks --json` (median of %d), every task "
+          "listed; `python -m asyncio ps` on the same live program" % REPEAT)
+    head = ("python", "tasks", "on-CPU", "core MiB", "CLI core --tasks --json", "asyncio ps")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    missed = []
+    for iid in SCALE_INTERPS:
+        interp = by_id[iid]
+        for on_cpu_share in (0, 100):
+            times = {}
+            for n in SCALE:
+                on_cpu = n // on_cpu_share if on_cpu_share else 0
+                with harness.Scenario(interp, "bench-many-tasks", script=program,
+                                      args=(n, on_cpu), timeout=300) as s:
+                    ps_s, ps_rows = stdlib_ps(interp, s.pid)
+                    core = s.make_core()
+                    size = os.path.getsize(core)
+                    t = timed([cli, "core", core, "--tasks", "--json"],
+                              json_tasks(n + on_cpu + 1))
+                    os.unlink(core)
+                times[n] = t
+                ps_text = "%.2f s (%s rows)" % (ps_s, ps_rows) if isinstance(ps_rows, int) \
+                    else "%.2f s, %s" % (ps_s, ps_rows)
+                print("| %s | %d | %d | %.0f | %.2f s | %s |"
+                      % (iid, n + on_cpu + 1, on_cpu + (1 if on_cpu else 0), size / 2**20, t,
+                         ps_text))
+                if n == SCALE[-1] and t > SCALE_TARGET_S:
+                    missed.append("%s %d tasks: %.2f s" % (iid, n, t))
+            ratio = times[SCALE[1]] / times[SCALE[0]]
+            print("| %s | ratio %dk/%dk | | | %.1fx (at most %d) | |"
+                  % (iid, SCALE[1] // 1000, SCALE[0] // 1000, ratio, MAX_RATIO))
+            if ratio > MAX_RATIO:
+                missed.append("%s ratio %.1f" % (iid, ratio))
+    print("target: 100,000 tasks within %.1f s, growth at most %dx: %s"
+          % (SCALE_TARGET_S, MAX_RATIO, "met" if not missed else "MISSED (%s)" % "; ".join(missed)))
 
 
 if __name__ == "__main__":

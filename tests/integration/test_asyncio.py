@@ -90,6 +90,19 @@ def check_async(report, truth, live_cli=False):
 
 @pytest.mark.parametrize("interp,case,impl", list(params()))
 def test_async_graph(scenario, interp, case, impl):
+    check_case(scenario, interp, case, impl)
+
+
+# Debian sid's 3.14/3.15 with their debug info visible to gdb: the same answers (pyunwind reads
+# none of it).
+@pytest.mark.parametrize("interp,case", [(i, c) for i in harness.provisioned_interpreters()
+                                         if i.debug_dir for c in ("taskgroup", "eager_step")],
+                         ids=lambda x: getattr(x, "id", x))
+def test_async_graph_with_debug_info(scenario, interp, case):
+    check_case(scenario, interp, case, "c")
+
+
+def check_case(scenario, interp, case, impl):
     s = start(scenario, interp, case, impl)
     truth = s.truth
     check_async(json.loads(cli("pid", s.pid, "--async", "--json")), truth, live_cli=True)
