@@ -191,7 +191,8 @@ def check_tree_text(out, truth):
             or any(t["id"] in c for c in truth["cycles"]), "task %s not in the tree" % t["name"]
 
 
-@pytest.mark.parametrize("interp", [i for i in INTERPS if i.id in ("pyenv-3.12", "debian-3.11")],
+@pytest.mark.parametrize("interp", [i for i in INTERPS if i.id in ("pyenv-3.12", "debian-3.11",
+                                                                  "debian-3.14", "debian-3.15")],
                          ids=lambda i: i.id)
 def test_async_text(scenario, interp):
     """`py-bt-async` text: each task's async stack up to the loop, innermost first."""
@@ -236,5 +237,5 @@ def test_310_says_unsupported(scenario):
     s = start(scenario, interp, "idle", "c")
     rc, out, err = harness.run([harness.cli_path(), "pid", s.pid, "--async"], 60)
     assert rc == 1 and err.strip() == \
-        "pyunwind: unsupported Python version 3.10.13 for asyncio tasks (3.11 to 3.13 are " \
-        "supported)", err
+        "pyunwind: unsupported Python version 3.10.13 for asyncio tasks (3.11 to 3.15 and the " \
+        "free-threaded 3.13 are supported)", err
