@@ -145,6 +145,14 @@ pub fn analyze(
             Err(e) => err(e.addr, format!("asyncio registry: {e}")),
         }
     }
+    if !lay.c_objects && known_all.c_task != 0 {
+        // 3.14+ keeps C tasks only on lists the debug section locates: say so rather than show
+        // an empty graph.
+        err(
+            known_all.c_task,
+            "C asyncio tasks cannot be listed: the asyncio debug section was not found".into(),
+        );
+    }
     let objects = Objects::new(snap, lay.clone(), known_all);
     let mut seen = AddrSet::default();
     let mut tasks: Vec<TaskView> = Vec::new();
