@@ -11,7 +11,7 @@ LLDB_LINE := command script import $(CURDIR)/lldb-scripts/pyunwind_lldb.py
 LLDB_VERSIONS ?= 19 22
 DEMO_PYTHON ?= /usr/bin/python3.11
 
-.PHONY: build demo pythons test unit integration integration-lldb lint bench install uninstall clean
+.PHONY: build wheel demo pythons test unit integration integration-lldb lint bench install uninstall clean
 
 # The CLI is built without the `python` feature (it must not need libpython symbols); the
 # extension module with it. Both builds write target/release/libpyunwind.so, so the module is
@@ -20,6 +20,13 @@ build:
 	$(CARGO) build --release --bin pyunwind
 	$(CARGO) build --release --lib --features python
 	cp target/release/libpyunwind.so target/release/_pyunwind.so
+
+# The pip package (abi3, manylinux) in target/wheels, built by maturin from the test venv
+# (tools/test-env.sh installs it); its own target dir keeps it apart from `make build`.
+WHEEL_TARGET := $(CURDIR)/target/wheel
+wheel:
+	@py=$$(bash tools/test-env.sh | tail -n 1) && \
+	  CARGO_TARGET_DIR=$(WHEEL_TARGET) "$$(dirname "$$py")/maturin" build --release --out target/wheels
 
 demo: build
 	@bash tools/demo.sh $(DEMO_PYTHON)

@@ -19,7 +19,10 @@ import time
 
 import lldb
 
-_pylib = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "pylib")
+# A pip install keeps pylib's modules beside this script; a checkout in ../pylib.
+_here = os.path.dirname(os.path.realpath(__file__))
+_pylib = _here if os.path.isfile(os.path.join(_here, "pyunwind_frontend.py")) else os.path.join(
+    os.path.dirname(_here), "pylib")
 if _pylib not in sys.path:
     sys.path.insert(0, _pylib)
 
@@ -126,6 +129,17 @@ class LldbHost(fe.Host):
     def executable(self):
         spec = self.target.GetExecutable()
         return spec.fullpath if spec.IsValid() else None
+
+    def sysroot(self):
+        # `platform select host --sysroot DIR`: SBPlatform has no getter, `platform status`
+        # prints it.
+        out = lldb.SBCommandReturnObject()
+        self.target.GetDebugger().GetCommandInterpreter().HandleCommand("platform status", out)
+        for line in (out.GetOutput() or "").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "Sysroot" and value.strip() not in ("", "/"):
+                return value.strip()
+        return None
 
     def pid(self):
         return self.process.GetProcessID() or None
