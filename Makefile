@@ -4,9 +4,7 @@ CARGO ?= cargo
 PYUNWIND_CACHE ?= $(HOME)/.cache/pyunwind
 export PYUNWIND_CACHE
 GDBINIT ?= $(HOME)/.gdbinit
-GDB_LINE := source $(CURDIR)/gdb-scripts/pyunwind-gdb.py
 LLDBINIT ?= $(HOME)/.lldbinit
-LLDB_LINE := command script import $(CURDIR)/lldb-scripts/pyunwind_lldb.py
 # lldb versions the tests drive, one after the other (their Python packages conflict).
 LLDB_VERSIONS ?= 19 22
 DEMO_PYTHON ?= /usr/bin/python3.11
@@ -68,16 +66,15 @@ bench: build pythons
 	python3 bench/versions_bench.py
 	python3 bench/jit_unwinder_bench.py
 
+# The same as `pyunwind install-gdb` / `install-lldb` of a pip install (one implementation, in
+# src/cli.rs), with this checkout's scripts.
 install: build
-	@touch $(GDBINIT) $(LLDBINIT)
-	@grep -qxF '$(GDB_LINE)' $(GDBINIT) || echo '$(GDB_LINE)' >> $(GDBINIT)
-	@grep -qxF '$(LLDB_LINE)' $(LLDBINIT) || echo '$(LLDB_LINE)' >> $(LLDBINIT)
-	@echo "pyunwind: gdb loads it from $(GDBINIT), lldb from $(LLDBINIT)"
+	@target/release/pyunwind install-gdb --init-file $(GDBINIT)
+	@target/release/pyunwind install-lldb --init-file $(LLDBINIT)
 
 uninstall:
-	@if [ -f $(GDBINIT) ]; then grep -vxF '$(GDB_LINE)' $(GDBINIT) > $(GDBINIT).tmp || true; mv $(GDBINIT).tmp $(GDBINIT); fi
-	@if [ -f $(LLDBINIT) ]; then grep -vxF '$(LLDB_LINE)' $(LLDBINIT) > $(LLDBINIT).tmp || true; mv $(LLDBINIT).tmp $(LLDBINIT); fi
-	@echo "pyunwind: removed from $(GDBINIT) and $(LLDBINIT)"
+	@target/release/pyunwind uninstall-gdb --init-file $(GDBINIT)
+	@target/release/pyunwind uninstall-lldb --init-file $(LLDBINIT)
 
 clean:
 	$(CARGO) clean
