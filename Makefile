@@ -42,19 +42,21 @@ lint:
 unit: pythons
 	$(CARGO) test --release
 
-integration: build pythons
+# The lldb tests (test_lldb*.py) run under integration-lldb, once per lldb version.
+integration: build pythons wheel
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
-	  "$$py" -m pytest -q -p no:cacheprovider tests/integration --ignore=tests/integration/test_lldb.py
+	  "$$py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_lldb*.py'
 	$(MAKE) integration-lldb
 
 # tools/lldb-env.sh installs each lldb in turn (removing the other's Python package) and fails
 # the run when one cannot be installed.
-integration-lldb: build
+integration-lldb: build wheel
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  for v in $(LLDB_VERSIONS); do \
 	    lldb=$$(bash tools/lldb-env.sh $$v) || exit 1; \
 	    echo "== lldb $$v: $$lldb"; \
-	    PYUNWIND_LLDB=$$lldb "$$py" -m pytest -q -p no:cacheprovider tests/integration/test_lldb.py || exit 1; \
+	    PYUNWIND_LLDB=$$lldb "$$py" -m pytest -q -p no:cacheprovider tests/integration/test_lldb.py \
+	      tests/integration/test_lldb_sources.py || exit 1; \
 	  done
 
 test: pythons build lint unit integration
