@@ -41,6 +41,8 @@ API_LOCK_WAIT_SECONDS = 0.25
 TARGET_POLL_SECONDS = 0.05
 
 _core = None
+# debugger id -> its platform sysroot, as the last command found it (see LldbHost.sysroot).
+_sysroots = {}
 _state = fe.StopState()
 _commands = None
 # `pyunwind set NAME VALUE`: the settings and their allowed values.
@@ -132,14 +134,21 @@ class LldbHost(fe.Host):
 
     def sysroot(self):
         # `platform select host --sysroot DIR`: SBPlatform has no getter, `platform status`
-        # prints it.
+        # prints it. Only a command may run another command: from the frame provider (lldb's
+        # event thread, API lock held) that aborts lldb, so the provider uses what the last
+        # command found.
+        debugger = self.target.GetDebugger()
+        if self.result is None:
+            return _sysroots.get(debugger.GetID())
         out = lldb.SBCommandReturnObject()
-        self.target.GetDebugger().GetCommandInterpreter().HandleCommand("platform status", out)
+        debugger.GetCommandInterpreter().HandleCommand("platform status", out)
+        root = None
         for line in (out.GetOutput() or "").splitlines():
             key, _, value = line.partition(":")
             if key.strip() == "Sysroot" and value.strip() not in ("", "/"):
-                return value.strip()
-        return None
+                root = value.strip()
+        _sysroots[debugger.GetID()] = root
+        return root
 
     def pid(self):
         return self.process.GetProcessID() or None

@@ -9,7 +9,7 @@ import re
 import pytest
 
 import harness
-from test_core_sources import CHROOT_PYTHON, chroot_tree, chrooted  # noqa: F401
+from test_core_sources import chroot_tree, chrooted, sysroot_of  # noqa: F401
 from test_packaging import VENVS, pyunwind, script, shapes, venvs  # noqa: F401
 from test_stacks import check_report, json_from
 
@@ -39,11 +39,12 @@ def report_after(out, command):
     return json_from(part)
 
 
-def test_platform_sysroot_reaches_the_direct_memory_source(chrooted):  # noqa: F811
-    sc, root, core = chrooted
+def test_platform_sysroot_reaches_the_direct_memory_source(chrooted, tmp_path):  # noqa: F811
+    sc, stage, root, core = chrooted
+    sysroot = sysroot_of(stage, root, tmp_path / "s")
     script_path = harness.repo_root() / "lldb-scripts" / "pyunwind_lldb.py"
     # No executable: the core's own paths, under the sysroot, are all there is.
-    out = run_lldb("platform select host --sysroot %s" % root,
+    out = run_lldb("platform select host --sysroot %s" % sysroot,
                    "command script import %s" % script_path,
                    "target create --core %s" % core,
                    "py-bt -a --json")

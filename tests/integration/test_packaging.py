@@ -33,27 +33,37 @@ def wheel_path():
     return pathlib.Path(found[-1])
 
 
-def _make_venv(base_python, where, install, env=None):
-    rc, out, err = harness.run([base_python, "-m", "venv", where], 120)
+def _pip(venv, *args, env=None):
+    rc, out, err = harness.run([venv / "bin" / "python", "-m", "pip", "install",
+                                "--disable-pip-version-check", "-q", *map(str, args)],
+                               PIP_TIMEOUT, env=env)
+    assert rc == 0, "pip install %s failed:\n%s\n%s" % (" ".join(map(str, args)), out, err)
+
+
+def _fresh_venv(base_python, where):
+    # --clear: a fresh venv each run, at a fixed path (see `venvs`).
+    rc, out, err = harness.run([base_python, "-m", "venv", "--clear", where], 120)
     assert rc == 0, err
-    py = where / "bin" / "python"
-    rc, out, err = harness.run([py, "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                                install], PIP_TIMEOUT, env=env)
-    assert rc == 0, "pip install %s failed:\n%s\n%s" % (install, out, err)
     return where
 
 
 @pytest.fixture(scope="module")
-def venvs(tmp_path_factory):
-    """name -> venv directory. The checkout is built by maturin through pip into
-    target/wheel (the target dir `make wheel` uses, so the build is incremental)."""
-    root = tmp_path_factory.mktemp("venvs")
-    env = harness.child_env({"CARGO_TARGET_DIR": str(harness.repo_root() / "target" / "wheel")})
+def venvs():
+    """name -> a fresh venv with pyunwind installed. `pip install <checkout>` builds with
+    maturin (from PyPI, through pip's cache) into target/pip; pyo3 rebuilds when the building
+    interpreter's path changes, so the venv's path is fixed and the build is not isolated (pip's
+    isolated build environments have random paths): after the first run the build is a no-op."""
+    root = harness.cache_dir() / "pip-test"
+    root.mkdir(exist_ok=True)
     pyenv312 = next(i for i in harness.interpreters() if i.id == "pyenv-3.12").exe
-    return {
-        "pip-checkout-pyenv-3.12": _make_venv(pyenv312, root / "a", str(harness.repo_root()), env),
-        "wheel-debian-3.11": _make_venv(harness.DEBIAN_PYTHON311, root / "b", str(wheel_path())),
-    }
+    a = _fresh_venv(pyenv312, root / "pyenv-3.12")
+    _pip(a, "maturin>=1.5,<2")
+    env = harness.child_env({"CARGO_TARGET_DIR": str(harness.repo_root() / "target" / "pip")})
+    env["PATH"] = "%s:%s" % (a / "bin", env.get("PATH", ""))  # the build hook runs `maturin`
+    _pip(a, "--no-build-isolation", harness.repo_root(), env=env)
+    b = _fresh_venv(harness.DEBIAN_PYTHON311, root / "debian-3.11")
+    _pip(b, wheel_path())
+    return {"pip-checkout-pyenv-3.12": a, "wheel-debian-3.11": b}
 
 
 @pytest.fixture(scope="module")
