@@ -4,14 +4,12 @@ CARGO ?= cargo
 PYUNWIND_CACHE ?= $(HOME)/.cache/pyunwind
 export PYUNWIND_CACHE
 GDBINIT ?= $(HOME)/.gdbinit
-GDB_LINE := source $(CURDIR)/gdb-scripts/pyunwind-gdb.py
 LLDBINIT ?= $(HOME)/.lldbinit
-LLDB_LINE := command script import $(CURDIR)/lldb-scripts/pyunwind_lldb.py
 # lldb versions the tests drive, one after the other (their Python packages conflict).
 LLDB_VERSIONS ?= 19 22
 DEMO_PYTHON ?= /usr/bin/python3.11
 
-.PHONY: build demo pythons test unit integration integration-lldb lint bench install uninstall clean
+.PHONY: build wheel demo pythons test unit integration integration-lldb lint bench install uninstall clean
 
 # The CLI is built without the `python` feature (it must not need libpython symbols); the
 # extension module with it. Both builds write target/release/libpyunwind.so, so the module is
@@ -20,6 +18,13 @@ build:
 	$(CARGO) build --release --bin pyunwind
 	$(CARGO) build --release --lib --features python
 	cp target/release/libpyunwind.so target/release/_pyunwind.so
+
+# The pip package (abi3, manylinux) in target/wheels, built by maturin from the test venv
+# (tools/test-env.sh installs it); its own target dir keeps it apart from `make build`.
+WHEEL_TARGET := $(CURDIR)/target/wheel
+wheel:
+	@py=$$(bash tools/test-env.sh | tail -n 1) && \
+	  CARGO_TARGET_DIR=$(WHEEL_TARGET) "$$(dirname "$$py")/maturin" build --release --out target/wheels
 
 demo: build
 	@bash tools/demo.sh $(DEMO_PYTHON)
@@ -37,19 +42,21 @@ lint:
 unit: pythons
 	$(CARGO) test --release
 
-integration: build pythons
+# The lldb tests (test_lldb*.py) run under integration-lldb, once per lldb version.
+integration: build pythons wheel
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
-	  "$$py" -m pytest -q -p no:cacheprovider tests/integration --ignore=tests/integration/test_lldb.py
+	  "$$py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_lldb*.py'
 	$(MAKE) integration-lldb
 
 # tools/lldb-env.sh installs each lldb in turn (removing the other's Python package) and fails
 # the run when one cannot be installed.
-integration-lldb: build
+integration-lldb: build wheel
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  for v in $(LLDB_VERSIONS); do \
 	    lldb=$$(bash tools/lldb-env.sh $$v) || exit 1; \
 	    echo "== lldb $$v: $$lldb"; \
-	    PYUNWIND_LLDB=$$lldb "$$py" -m pytest -q -p no:cacheprovider tests/integration/test_lldb.py || exit 1; \
+	    PYUNWIND_LLDB=$$lldb "$$py" -m pytest -q -p no:cacheprovider tests/integration/test_lldb.py \
+	      tests/integration/test_lldb_sources.py || exit 1; \
 	  done
 
 test: pythons build lint unit integration
@@ -61,16 +68,15 @@ bench: build pythons
 	python3 bench/versions_bench.py
 	python3 bench/jit_unwinder_bench.py
 
+# The same as `pyunwind install-gdb` / `install-lldb` of a pip install (one implementation, in
+# src/cli.rs), with this checkout's scripts.
 install: build
-	@touch $(GDBINIT) $(LLDBINIT)
-	@grep -qxF '$(GDB_LINE)' $(GDBINIT) || echo '$(GDB_LINE)' >> $(GDBINIT)
-	@grep -qxF '$(LLDB_LINE)' $(LLDBINIT) || echo '$(LLDB_LINE)' >> $(LLDBINIT)
-	@echo "pyunwind: gdb loads it from $(GDBINIT), lldb from $(LLDBINIT)"
+	@target/release/pyunwind install-gdb --init-file $(GDBINIT)
+	@target/release/pyunwind install-lldb --init-file $(LLDBINIT)
 
 uninstall:
-	@if [ -f $(GDBINIT) ]; then grep -vxF '$(GDB_LINE)' $(GDBINIT) > $(GDBINIT).tmp || true; mv $(GDBINIT).tmp $(GDBINIT); fi
-	@if [ -f $(LLDBINIT) ]; then grep -vxF '$(LLDB_LINE)' $(LLDBINIT) > $(LLDBINIT).tmp || true; mv $(LLDBINIT).tmp $(LLDBINIT); fi
-	@echo "pyunwind: removed from $(GDBINIT) and $(LLDBINIT)"
+	@target/release/pyunwind uninstall-gdb --init-file $(GDBINIT)
+	@target/release/pyunwind uninstall-lldb --init-file $(LLDBINIT)
 
 clean:
 	$(CARGO) clean

@@ -19,7 +19,10 @@ import time
 
 import lldb
 
-_pylib = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "pylib")
+# A pip install keeps pylib's modules beside this script; a checkout in ../pylib.
+_here = os.path.dirname(os.path.realpath(__file__))
+_pylib = _here if os.path.isfile(os.path.join(_here, "pyunwind_frontend.py")) else os.path.join(
+    os.path.dirname(_here), "pylib")
 if _pylib not in sys.path:
     sys.path.insert(0, _pylib)
 
@@ -38,6 +41,8 @@ API_LOCK_WAIT_SECONDS = 0.25
 TARGET_POLL_SECONDS = 0.05
 
 _core = None
+# debugger id -> its platform sysroot, as the last command found it (see LldbHost.sysroot).
+_sysroots = {}
 _state = fe.StopState()
 _commands = None
 # `pyunwind set NAME VALUE`: the settings and their allowed values.
@@ -126,6 +131,24 @@ class LldbHost(fe.Host):
     def executable(self):
         spec = self.target.GetExecutable()
         return spec.fullpath if spec.IsValid() else None
+
+    def sysroot(self):
+        # `platform select host --sysroot DIR`: SBPlatform has no getter, `platform status`
+        # prints it. Only a command may run another command: from the frame provider (lldb's
+        # event thread, API lock held) that aborts lldb, so the provider uses what the last
+        # command found.
+        debugger = self.target.GetDebugger()
+        if self.result is None:
+            return _sysroots.get(debugger.GetID())
+        out = lldb.SBCommandReturnObject()
+        debugger.GetCommandInterpreter().HandleCommand("platform status", out)
+        root = None
+        for line in (out.GetOutput() or "").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "Sysroot" and value.strip() not in ("", "/"):
+                root = value.strip()
+        _sysroots[debugger.GetID()] = root
+        return root
 
     def pid(self):
         return self.process.GetProcessID() or None

@@ -7,6 +7,7 @@ No decoding happens here; that is all in the Rust core.
 """
 
 import argparse
+import glob
 import importlib.machinery
 import importlib.util
 import json
@@ -20,12 +21,14 @@ _REPO = os.path.dirname(_HERE)
 
 
 def load_core_module():
-    """Import `_pyunwind`: $PYUNWIND_LIB, else the checkout's target/release build."""
+    """Import `_pyunwind`: $PYUNWIND_LIB, else the module beside this file (a pip install; it is
+    abi3, so any debugger Python >= 3.8 loads it), else the checkout's target/release build."""
     if "_pyunwind" in sys.modules:
         return sys.modules["_pyunwind"]
     candidates = []
     if os.environ.get("PYUNWIND_LIB"):
         candidates.append(os.environ["PYUNWIND_LIB"])
+    candidates += sorted(glob.glob(os.path.join(_HERE, "_pyunwind*.so")))
     candidates += [
         os.path.join(_REPO, "target", "release", "_pyunwind.so"),
         os.path.join(_REPO, "target", "debug", "_pyunwind.so"),
@@ -168,6 +171,10 @@ class Host:
     def executable(self):
         return None
 
+    def sysroot(self):
+        """The debugger's sysroot (where the files a core names are looked up), or None."""
+        return None
+
     def pid(self):
         return None
 
@@ -221,19 +228,21 @@ def _open(core, cls, host, **kwargs):
         corefile = host.core_file()
         if corefile:
             exe = host.executable()
+            sysroot = host.sysroot()
             try:
-                return cls.core(corefile, exe=exe, **kwargs)
+                return cls.core(corefile, exe=exe, sysroot=sysroot, **kwargs)
             except core.Error:
                 # The executable the debugger loaded may not be the one the core names.
                 if mode == "direct" or not exe:
                     raise
-                return cls.core(corefile, **kwargs)
+                return cls.core(corefile, sysroot=sysroot, **kwargs)
         pid = host.pid()
         if pid and host.is_local():
             return cls.live(pid, **kwargs)
         if mode == "direct":
             raise FrontendError("pyunwind: no direct memory source for this target")
-    return cls.debugger(host.read_memory, host.maps(), pid=host.pid() or None, **kwargs)
+    return cls.debugger(host.read_memory, host.maps(), pid=host.pid() or None, sysroot=host.sysroot(),
+                        **kwargs)
 
 
 def trampoline_names(actions, frames, is_trampoline):

@@ -143,6 +143,14 @@ class _GdbHost(fe.Host):
     def executable(self):
         return gdb.current_progspace().filename
 
+    def sysroot(self):
+        # `set sysroot DIR`; gdb's default "target:" (and "target:/DIR" on a native target) is
+        # this machine's own file system.
+        root = gdb.parameter("sysroot") or ""
+        if root.startswith("target:"):
+            root = root[len("target:"):]
+        return root if root not in ("", "/") else None
+
     def pid(self):
         return gdb.selected_inferior().pid or None
 

@@ -1,9 +1,10 @@
 //! pyunwind: CPython stacks from a process's memory or a core file, for gdb, lldb and the
 //! command line. Layers (each uses only those above it): [`memory`], [`binary`], [`target`],
-//! [`cpython`], [`asyncio`], [`native`], [`report`], then [`session`] and the frontends (`python`, the CLI).
+//! [`cpython`], [`asyncio`], [`native`], [`report`], then [`session`] and the frontends (`python`, [`cli`]).
 
 pub mod asyncio;
 pub mod binary;
+pub mod cli;
 pub mod cpython;
 pub mod error;
 pub mod memory;

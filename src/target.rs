@@ -1,11 +1,12 @@
 //! A target: one memory source (behind a page cache) and the files mapped into it.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::binary::{read_proc_maps, ElfInfo, FileMapping, Module};
 use crate::error::{Error, Result};
-use crate::memory::{CoreMemory, CoreThread, LiveMemory, Memory, PageCache};
+use crate::memory::{CoreMemory, CoreThread, FileLookup, LiveMemory, Memory, PageCache};
+
+pub use crate::memory::FileSearch;
 
 /// Where the bytes come from (reported, and used by frontends to choose a source).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,8 +23,8 @@ pub struct Target {
     pub pid: Option<u32>,
     /// Threads of a core file (LWP and registers); empty for other sources.
     pub core_threads: Vec<CoreThread>,
-    /// Path named by the target -> file to read instead (`--exe`).
-    pub replace: HashMap<String, String>,
+    /// Which local file holds each file the target names.
+    pub files: Arc<FileLookup>,
 }
 
 impl Target {
@@ -45,19 +46,25 @@ impl Target {
                 }
             }
         }
+        let files = Arc::new(FileLookup::live(pid, &mappings));
         Ok(Target {
             mem: Arc::new(PageCache::new(mem)),
             kind: SourceKind::Live,
             mappings,
             pid: Some(pid as u32),
             core_threads: Vec::new(),
-            replace: HashMap::new(),
+            files,
         })
     }
 
     /// A core file; `exe` replaces the executable the core names (checked to match).
     pub fn core(path: &str, exe: Option<&str>) -> Result<Target> {
-        let mut mem = CoreMemory::open(path)?;
+        Target::core_with(path, exe, FileSearch::default())
+    }
+
+    /// A core file (plain or compressed) whose files are looked up as `search` says.
+    pub fn core_with(path: &str, exe: Option<&str>, search: FileSearch) -> Result<Target> {
+        let mut mem = CoreMemory::open(path, search)?;
         let info = mem.info().clone();
         if info.mappings.is_empty() {
             return Err(Error::bad_file(
@@ -65,28 +72,29 @@ impl Target {
                 "core file has no NT_FILE note (mapped files unknown)",
             ));
         }
-        let mut replace = HashMap::new();
         if let Some(exe) = exe {
             let named = info.exe_path().unwrap_or_default().to_string();
             check_exe_matches(&mem, &info.mappings, &named, exe)?;
             mem.replace_file(&named, exe);
-            replace.insert(named, exe.to_string());
         }
+        let files = mem.lookup();
         Ok(Target {
             mem: Arc::new(PageCache::new(mem)),
             kind: SourceKind::Core,
             mappings: info.mappings,
             pid: info.pid,
             core_threads: info.threads,
-            replace,
+            files,
         })
     }
 
     /// Any other memory (a debugger's read function), with mappings the frontend found.
+    /// `search` is the debugger's sysroot (gdb's `set sysroot`, lldb's platform sysroot).
     pub fn with_memory(
         mem: Arc<dyn Memory>,
         mappings: Vec<FileMapping>,
         pid: Option<u32>,
+        search: FileSearch,
     ) -> Target {
         Target {
             mem,
@@ -94,7 +102,7 @@ impl Target {
             mappings,
             pid,
             core_threads: Vec::new(),
-            replace: HashMap::new(),
+            files: Arc::new(FileLookup::new(search)),
         }
     }
 
@@ -102,9 +110,10 @@ impl Target {
         Module::from_mappings(&self.mappings)
     }
 
-    /// The file to open for a path named by the target.
-    pub fn real_path<'a>(&'a self, path: &'a str) -> &'a str {
-        self.replace.get(path).map(|s| s.as_str()).unwrap_or(path)
+    /// The file to open for a path named by the target, checked against the build-id the
+    /// target records for it; the error names the file.
+    pub fn real_path(&self, path: &str) -> Result<String> {
+        self.files.resolve(path)
     }
 }
 

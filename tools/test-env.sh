@@ -4,7 +4,12 @@
 # - Debian packages: gdb (gdb, gcore), patchelf, binutils (strip), python3.11 (the stripped
 #   distribution interpreter of the matrix); apt-get runs only when one is missing.
 # - The pyenv interpreters of the matrix must already exist (exit 1 otherwise).
-# - A venv with pytest, made with pyenv's 3.11.7, at ${PYUNWIND_CACHE:-~/.cache/pyunwind}/venv.
+# - compression tools (zstd, lz4, xz, gzip) for the compressed-core tests, python3.11-venv (the
+#   pip-install tests make a venv on Debian's python3.11), util-linux (unshare).
+# - A venv with pytest, jsonschema (every --json output is validated against
+#   docs/report.schema.json) and maturin (`make wheel`, the pip-install tests), made with pyenv's
+#   3.11.7, at ${PYUNWIND_CACHE:-~/.cache/pyunwind}/venv. pip keeps its downloads in its own
+#   cache (~/.cache/pip), so a new venv installs without downloading again.
 # - uvloop wheels for each CPython the tests run (tools/uvloop.sh).
 #
 # Everything is logged to stderr; the last (and only) line on stdout is the venv's python.
@@ -25,14 +30,20 @@ command -v gcore >/dev/null 2>&1 || missing+=(gdb)
 command -v patchelf >/dev/null 2>&1 || missing+=(patchelf)
 command -v strip >/dev/null 2>&1 || missing+=(binutils)
 [ -x /usr/bin/python3.11 ] || missing+=(python3.11)
+command -v zstd >/dev/null 2>&1 || missing+=(zstd)
+command -v lz4 >/dev/null 2>&1 || missing+=(lz4)
+command -v xz >/dev/null 2>&1 || missing+=(xz-utils)
+command -v gzip >/dev/null 2>&1 || missing+=(gzip)
+command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+dpkg-query -W -f='${Status}' python3.11-venv 2>/dev/null | grep -q 'ok installed' || missing+=(python3.11-venv)
 if [ "${#missing[@]}" -gt 0 ]; then
     mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
     sudo=()
     [ "$(id -u)" -eq 0 ] || sudo=(sudo)
     log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    "${sudo[@]}" apt-get update -qq >&2
-    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=900 update -qq >&2
+    "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
 # --- pyenv interpreters ---------------------------------------------------------------------
@@ -58,9 +69,9 @@ if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
     mkdir -p "$CACHE"
     "$base" -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c 'import pytest' >/dev/null 2>&1; then
-    log "installing pytest into $VENV"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest >&2
+if ! "$VENV/bin/python" -c 'import pytest, jsonschema' >/dev/null 2>&1 || [ ! -x "$VENV/bin/maturin" ]; then
+    log "installing pytest, jsonschema and maturin into $VENV"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest jsonschema 'maturin>=1.5,<2' >&2
 fi
 
 # --- uvloop for the scenario interpreters (tests/integration/test_asyncio.py) -----------------

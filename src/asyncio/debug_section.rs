@@ -127,8 +127,11 @@ impl AsyncioDebug {
             {
                 continue;
             }
-            let path = target.real_path(&m.path);
-            let Ok(info) = ElfInfo::load(path, &[]) else {
+            // A file that cannot be found (or is another build) has no section for us.
+            let Ok(path) = target.real_path(&m.path) else {
+                continue;
+            };
+            let Ok(info) = ElfInfo::load(&path, &[]) else {
                 continue;
             };
             let Some(&(vaddr, size)) = info.sections.get(SECTION) else {
@@ -142,7 +145,7 @@ impl AsyncioDebug {
             let mut buf = vec![0u8; SECTION_SIZE];
             let bytes = match target.mem.read_into(addr, &mut buf) {
                 Ok(()) => buf,
-                Err(_) => match ElfInfo::section_data(path, SECTION) {
+                Err(_) => match ElfInfo::section_data(&path, SECTION) {
                     Ok(Some(b)) => b,
                     _ => {
                         problems.push(format!("{name}: {SECTION} unreadable"));

@@ -29,7 +29,8 @@ fn candidates(modules: &[Module]) -> Vec<&Module> {
         let n = m.file_name();
         n.starts_with("python") || n.contains("python3")
     }));
-    c.dedup_by(|a, b| a.path == b.path);
+    let mut seen = std::collections::HashSet::new();
+    c.retain(|m| seen.insert(m.path.as_str()));
     c
 }
 
@@ -44,8 +45,10 @@ pub fn find_python(target: &Target) -> Result<Found> {
     }
     let mut tried = Vec::new();
     for m in cands {
-        let path = target.real_path(&m.path);
-        let info = match ElfInfo::load(path, &SYMBOLS) {
+        let info = match target
+            .real_path(&m.path)
+            .and_then(|path| ElfInfo::load(&path, &SYMBOLS))
+        {
             Ok(i) => i,
             Err(e) => {
                 tried.push(format!("{e}"));
@@ -94,7 +97,11 @@ fn detect_version(
             return Ok((v, "Py_Version"));
         }
     }
-    if let Some(v) = version_string(target.real_path(&m.path)) {
+    if let Some(v) = target
+        .real_path(&m.path)
+        .ok()
+        .and_then(|p| version_string(&p))
+    {
         return Ok((v, "version string in .rodata"));
     }
     if let Some(v) = version_from_name(m.file_name()) {

@@ -1,24 +1,29 @@
 //! ELF core files: PT_LOAD segments, the NT_FILE note (which file is mapped where), the
 //! NT_PRSTATUS notes (one per thread: LWP and registers). Bytes that the core left out but that
 //! a mapped file holds (`gcore` skips read-only file-backed pages such as libpython's text and
-//! rodata) are read from that file.
+//! rodata) are read from that file, found and checked by [`FileLookup`]. Compressed cores are
+//! unpacked first ([`super::unpack`]).
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader};
 use object::{Endianness, ReadCache};
 
-use super::Memory;
+use super::files::{build_id_in_first_page, FileLookup, FileSearch};
+use super::{unpack, Memory};
 use crate::error::{Error, ReadError, ReadErrorKind, Result};
 
 /// Caps on what a core's headers may claim, so a corrupt core cannot make us allocate.
 const MAX_SEGMENTS: usize = 1 << 16;
 const MAX_FILE_MAPPINGS: u64 = 1 << 16;
 const MAX_NOTE_BYTES: usize = 64 << 20;
+/// What the core keeps of each mapped ELF file (its first page: the ELF and program headers and,
+/// in practice, the build-id note).
+const ELF_FIRST_PAGE_BYTES: usize = 4096;
 
 #[derive(Clone, Debug)]
 struct Segment {
@@ -64,14 +69,19 @@ pub struct CoreFile {
 pub struct CoreMemory {
     info: CoreFile,
     core: File,
-    /// Path substitutions (`--exe`): NT_FILE path -> file to read instead.
-    replace: HashMap<String, String>,
+    /// Where the files NT_FILE names are read from.
+    lookup: Arc<FileLookup>,
     files: Mutex<HashMap<String, Option<File>>>,
 }
 
 impl CoreFile {
     pub fn parse(path: &str) -> Result<CoreFile> {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let file = unpack::open_core(path)?;
+        CoreFile::parse_file(path, file)
+    }
+
+    /// Parses the (unpacked) core `file`; `path` names it in errors.
+    fn parse_file(path: &str, file: File) -> Result<CoreFile> {
         let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         let data = ReadCache::new(file);
         let bad = |why: &str| Error::bad_file(path, why.to_string());
@@ -157,30 +167,69 @@ impl CoreFile {
 }
 
 impl CoreMemory {
-    pub fn open(path: &str) -> Result<CoreMemory> {
-        let info = CoreFile::parse(path)?;
-        let core = File::open(path).map_err(|e| Error::io(path, e))?;
-        Ok(CoreMemory {
+    /// Opens a core (plain or compressed); the files it names are looked up as `search` says.
+    pub fn open(path: &str, search: FileSearch) -> Result<CoreMemory> {
+        let core = unpack::open_core(path)?;
+        let dup = core.try_clone().map_err(|e| Error::io(path, e))?;
+        let info = CoreFile::parse_file(path, dup)?;
+        let mut mem = CoreMemory {
             info,
             core,
-            replace: HashMap::new(),
+            lookup: Arc::new(FileLookup::new(search)),
             files: Mutex::new(HashMap::new()),
-        })
+        };
+        let ids = mem.recorded_build_ids();
+        if let Some(l) = Arc::get_mut(&mut mem.lookup) {
+            l.set_build_ids(ids);
+        }
+        Ok(mem)
     }
 
     pub fn info(&self) -> &CoreFile {
         &self.info
     }
 
-    /// Read `from` (a path named by the core) from `to` instead.
+    /// The lookup of the files this core names (shared with the target).
+    pub fn lookup(&self) -> Arc<FileLookup> {
+        self.lookup.clone()
+    }
+
+    /// Read `from` (a path named by the core) from `to` instead. Call before [`Self::lookup`].
     pub fn replace_file(&mut self, from: &str, to: &str) {
-        self.replace.insert(from.to_string(), to.to_string());
+        if let Some(l) = Arc::get_mut(&mut self.lookup) {
+            l.replace(from, to);
+        }
         self.files.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
-    /// The path that is actually read for a path named by the core.
-    pub fn real_path<'a>(&'a self, path: &'a str) -> &'a str {
-        self.replace.get(path).map(|s| s.as_str()).unwrap_or(path)
+    /// Path -> build-id, from the first page of each mapped ELF file that the core itself holds
+    /// (never from the file on disk: that is what gets checked).
+    fn recorded_build_ids(&self) -> HashMap<String, Vec<u8>> {
+        let mut ids = HashMap::new();
+        for m in self.info.mappings.iter().filter(|m| m.offset == 0) {
+            if ids.contains_key(&m.path) {
+                continue;
+            }
+            let len = ELF_FIRST_PAGE_BYTES.min(m.end.saturating_sub(m.start) as usize);
+            let mut page = vec![0u8; len];
+            if self.read_from_core(m.start, &mut page).is_some() {
+                if let Some(id) = build_id_in_first_page(&page) {
+                    ids.insert(m.path.clone(), id);
+                }
+            }
+        }
+        ids
+    }
+
+    /// Bytes the core file itself holds (a PT_LOAD segment's file part), else None.
+    fn read_from_core(&self, addr: u64, buf: &mut [u8]) -> Option<()> {
+        if !self.info.has_bytes(addr, buf.len() as u64) {
+            return None;
+        }
+        let s = self.segment_for(addr)?;
+        self.core
+            .read_exact_at(buf, s.offset + (addr - s.vaddr))
+            .ok()
     }
 
     fn segment_for(&self, addr: u64) -> Option<&Segment> {
@@ -201,7 +250,10 @@ impl CoreMemory {
         let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
         let f = files
             .entry(m.path.clone())
-            .or_insert_with(|| File::open(self.real_path(&m.path)).ok())
+            .or_insert_with(|| {
+                let path = self.lookup.resolve(&m.path).ok()?;
+                File::open(path).ok()
+            })
             .as_ref()
             .ok_or(unmapped)?;
         f.read_exact_at(buf, m.offset + (addr - m.start))

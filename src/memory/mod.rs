@@ -6,7 +6,7 @@
 //! | source | where the bytes come from | used when |
 //! | --- | --- | --- |
 //! | [`LiveMemory`] | `process_vm_readv(2)` on a local process | `pyunwind pid`, gdb on a local live process |
-//! | [`CoreMemory`] | PT_LOAD segments of an ELF core, then the files of its NT_FILE note | `pyunwind core`, gdb on a core file |
+//! | [`CoreMemory`] | PT_LOAD segments of an ELF core (unpacked first when compressed), then the files of its NT_FILE note (found by [`FileLookup`]) | `pyunwind core`, gdb on a core file |
 //! | [`CallbackMemory`] | a function of the debugger's (`gdb.Inferior.read_memory`) | remote targets |
 //!
 //! [`PageCache`] sits in front of a source for the life of one stop.
@@ -21,11 +21,14 @@ pub mod addr_map;
 mod cache;
 mod callback;
 mod core;
+mod files;
 mod live;
+mod unpack;
 
 pub use self::cache::PageCache;
 pub use self::callback::CallbackMemory;
 pub use self::core::{CoreFile, CoreMemory, CoreThread, FileMapping};
+pub use self::files::{file_build_id, hex, FileLookup, FileSearch};
 pub use self::live::LiveMemory;
 
 use crate::error::{ReadError, ReadErrorKind};

@@ -299,7 +299,7 @@ fn module_at(target: &Target, addr: u64) -> Option<Module> {
 /// at `runtime`.
 pub fn jit_entry(target: &Target, runtime: u64) -> Option<u64> {
     let module = module_at(target, runtime)?;
-    let info = ElfInfo::load(target.real_path(&module.path), &["_PyJIT_Entry"]).ok()?;
+    let info = ElfInfo::load(&target.real_path(&module.path).ok()?, &["_PyJIT_Entry"]).ok()?;
     let bias = module.base.wrapping_sub(info.first_vaddr);
     info.symbols
         .get("_PyJIT_Entry")
@@ -848,7 +848,12 @@ mod tests {
             offset: 0,
             path: "/usr/lib/libpython3.so".into(),
         };
-        let target = Target::with_memory(Arc::new(mem.clone()), vec![libpython], None);
+        let target = Target::with_memory(
+            Arc::new(mem.clone()),
+            vec![libpython],
+            None,
+            Default::default(),
+        );
         let found = Found {
             module: module_at(&target, RT).unwrap(),
             runtime: RT,

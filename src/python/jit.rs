@@ -82,15 +82,28 @@ impl PyJit {
     }
 
     #[staticmethod]
-    #[pyo3(signature = (path, exe=None, inputs=None))]
-    fn core(py: Python<'_>, path: &str, exe: Option<&str>, inputs: Inputs) -> PyResult<Self> {
-        py.detach(|| make(Target::core(path, exe).map_err(err)?, inputs))
+    #[pyo3(signature = (path, exe=None, inputs=None, sysroot=None))]
+    fn core(
+        py: Python<'_>,
+        path: &str,
+        exe: Option<&str>,
+        inputs: Inputs,
+        sysroot: Option<String>,
+    ) -> PyResult<Self> {
+        let search = super::search(sysroot);
+        py.detach(|| make(Target::core_with(path, exe, search).map_err(err)?, inputs))
     }
 
     #[staticmethod]
-    #[pyo3(signature = (read, maps, pid=None, inputs=None))]
-    fn debugger(read: Py<PyAny>, maps: &str, pid: Option<u32>, inputs: Inputs) -> PyResult<Self> {
-        make(super::callback_target(read, maps, pid), inputs)
+    #[pyo3(signature = (read, maps, pid=None, inputs=None, sysroot=None))]
+    fn debugger(
+        read: Py<PyAny>,
+        maps: &str,
+        pid: Option<u32>,
+        inputs: Inputs,
+        sysroot: Option<String>,
+    ) -> PyResult<Self> {
+        make(super::callback_target(read, maps, pid, sysroot), inputs)
     }
 
     /// `(runtime, minor, jit_entry)`, to pass to the next stop's constructor.

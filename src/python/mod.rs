@@ -12,7 +12,7 @@ use crate::binary::parse_proc_maps;
 use crate::memory::{CallbackMemory, PageCache};
 use crate::report::text::{self, Sources};
 use crate::session::{Session, ThreadKey};
-use crate::target::Target;
+use crate::target::{FileSearch, Target};
 
 mod jit;
 
@@ -42,8 +42,22 @@ fn open(target: Target, thread_ids: Option<Vec<(u64, u64)>>) -> PyResult<PySessi
     Ok(PySession { inner })
 }
 
+/// The debugger's sysroot (gdb's `set sysroot`, lldb's platform sysroot) as a file search;
+/// empty means none.
+fn search(sysroot: Option<String>) -> FileSearch {
+    FileSearch {
+        sysroot: sysroot.filter(|s| !s.is_empty()).map(Into::into),
+        search_path: Vec::new(),
+    }
+}
+
 /// A target read through the debugger's `read(addr, size) -> bytes`.
-fn callback_target(read: Py<PyAny>, maps: &str, pid: Option<u32>) -> Target {
+fn callback_target(
+    read: Py<PyAny>,
+    maps: &str,
+    pid: Option<u32>,
+    sysroot: Option<String>,
+) -> Target {
     let mem = CallbackMemory::new(move |addr: u64, len: usize| {
         Python::attach(|py| {
             read.call1(py, (addr, len))
@@ -52,7 +66,12 @@ fn callback_target(read: Py<PyAny>, maps: &str, pid: Option<u32>) -> Target {
                 .ok()
         })
     });
-    Target::with_memory(Arc::new(PageCache::new(mem)), parse_proc_maps(maps), pid)
+    Target::with_memory(
+        Arc::new(PageCache::new(mem)),
+        parse_proc_maps(maps),
+        pid,
+        search(sysroot),
+    )
 }
 
 fn key(lwp: Option<u64>, tp: Option<u64>) -> ThreadKey {
@@ -71,24 +90,34 @@ impl PySession {
         open(Target::live(pid).map_err(err)?, thread_ids)
     }
 
-    /// A core file; `exe` replaces the executable the core names.
+    /// A core file (plain or compressed); `exe` replaces the executable the core names;
+    /// files the core names are looked up under `sysroot` first.
     #[staticmethod]
-    #[pyo3(signature = (path, exe=None, thread_ids=None))]
-    fn core(path: &str, exe: Option<&str>, thread_ids: Option<Vec<(u64, u64)>>) -> PyResult<Self> {
-        open(Target::core(path, exe).map_err(err)?, thread_ids)
+    #[pyo3(signature = (path, exe=None, thread_ids=None, sysroot=None))]
+    fn core(
+        path: &str,
+        exe: Option<&str>,
+        thread_ids: Option<Vec<(u64, u64)>>,
+        sysroot: Option<String>,
+    ) -> PyResult<Self> {
+        open(
+            Target::core_with(path, exe, search(sysroot)).map_err(err)?,
+            thread_ids,
+        )
     }
 
     /// Memory through `read(addr, size) -> bytes` (raising on failure); `maps` is the text of
     /// /proc/PID/maps (or the debugger's equivalent).
     #[staticmethod]
-    #[pyo3(signature = (read, maps, pid=None, thread_ids=None))]
+    #[pyo3(signature = (read, maps, pid=None, thread_ids=None, sysroot=None))]
     fn debugger(
         read: Py<PyAny>,
         maps: &str,
         pid: Option<u32>,
         thread_ids: Option<Vec<(u64, u64)>>,
+        sysroot: Option<String>,
     ) -> PyResult<Self> {
-        open(callback_target(read, maps, pid), thread_ids)
+        open(callback_target(read, maps, pid, sysroot), thread_ids)
     }
 
     /// Whether some thread has no LWP of its own (3.10 records none): the frontend then opens
@@ -257,9 +286,21 @@ fn render_list(file: &str, current: u32, start: u32, end: u32) -> PyResult<Strin
     text::listing(&mut Sources::default(), file, current, start, end).map_err(err)
 }
 
+/// The `pyunwind` command line (`argv[0]` first) of the pip package, which passes the paths of
+/// its debugger scripts; returns the exit status.
+#[pyfunction]
+fn cli_main(py: Python<'_>, argv: Vec<String>, gdb_script: String, lldb_script: String) -> i32 {
+    let scripts = crate::cli::Scripts {
+        gdb: gdb_script.into(),
+        lldb: lldb_script.into(),
+    };
+    py.detach(|| crate::cli::main(argv, Some(scripts)))
+}
+
 #[pymodule]
 fn _pyunwind(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySession>()?;
+    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_class::<jit::PyJit>()?;
     m.add_function(wrap_pyfunction!(render_list, m)?)?;
     m.add("Error", m.py().get_type::<Error>())?;

@@ -1,4 +1,5 @@
-//! The report model (`../shared/REPORT.md`), shared by every frontend, and its text rendering.
+//! The report model (`docs/report.md`, `docs/report.schema.json`), shared by every frontend,
+//! and its text rendering.
 
 pub mod tasks;
 pub mod text;

@@ -357,8 +357,38 @@ def run(cmd, timeout, *, env=None, cwd=None, input=None, text=True):
             _kill_group(proc.pid)
             proc.wait()
     if text:
-        return proc.returncode, _text(out), _text(err)
+        out, err = _text(out), _text(err)
+        if proc.returncode == 0 and "--json" in map(str, cmd) and _is_cli(cmd[0]):
+            check_report_schema(json.loads(out))
     return proc.returncode, out, err
+
+
+def _is_cli(path):
+    return os.path.basename(str(path)) == "pyunwind"
+
+
+# --- the JSON report's schema ----------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _report_validator():
+    import jsonschema  # installed into the test venv by tools/test-env.sh
+
+    with open(repo_root() / "docs" / "report.schema.json", encoding="utf-8") as f:
+        schema = json.load(f)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def check_report_schema(report):
+    """Raise HarnessError unless ``report`` (a parsed --json output) matches
+    docs/report.schema.json; return it. ``run`` checks every CLI --json output with it."""
+    errors = sorted(_report_validator().iter_errors(report), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        raise HarnessError("--json output does not match docs/report.schema.json at %s: %s"
+                           % ("/".join(map(str, e.absolute_path)) or "top", e.message))
+    return report
 
 
 def _text(data):

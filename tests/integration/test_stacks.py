@@ -68,7 +68,7 @@ def check_report(report, truth, live_cli=False):
 
 def json_from(out):
     start = out.index("{")
-    return json.loads(out[start:out.rindex("}") + 1])
+    return harness.check_report_schema(json.loads(out[start:out.rindex("}") + 1]))
 
 
 FILE_LINE = re.compile(r'^  File "(.*)", line (\d+), in (.*)$')

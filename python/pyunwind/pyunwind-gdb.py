@@ -1,0 +1,1 @@
+../../gdb-scripts/pyunwind-gdb.py

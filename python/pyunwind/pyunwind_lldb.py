@@ -1,0 +1,1 @@
+../../lldb-scripts/pyunwind_lldb.py
