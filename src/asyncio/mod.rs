@@ -1,13 +1,16 @@
 //! asyncio: the tasks of a stopped process, their await chains, who awaits whom, and where
-//! each task's frames are (`../shared/research/asyncio.md` §5).
+//! each task's frames are.
 //!
 //! - Tasks come from asyncio's own registries (`_all_tasks` / `_scheduled_tasks` WeakSet and
-//!   `_eager_tasks`), read through `sys.modules`.
+//!   `_eager_tasks`), read through `sys.modules`; from 3.14 also from the per-thread and
+//!   per-interpreter lists of native tasks and `_asyncio`'s registry of foreign tasks, which the
+//!   asyncio debug section locates (`debug_section.rs`).
 //! - A task is on-CPU when its coroutine's frame (by address) is on a thread's frame chain; the
 //!   chain is cut at every such frame, so each frame belongs to exactly one task.
-//! - Edges: a task's `fut_waiter` that is a Task, and the done callbacks of tasks and futures
-//!   (task wakeups, gather, shield, `wait_for`, TaskGroup), which CPython up to 3.13 keeps
-//!   nowhere else.
+//! - A loop belongs to the thread whose running-loop state holds it (any loop, uvloop too).
+//! - Edges: a task's `fut_waiter` that is a Task; 3.14+ the awaiters the runtime records
+//!   (`fut_awaited_by`); and the done callbacks of tasks and futures (task wakeups, gather,
+//!   shield, `wait_for`, TaskGroup), which CPython up to 3.13 keeps nowhere else.
 
 pub mod chain;
 pub mod debug_section;

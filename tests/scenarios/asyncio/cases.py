@@ -1,4 +1,4 @@
-"""asyncio scenarios (../shared/research/asyncio.md §6), each recording its own ground truth.
+"""asyncio scenarios, each recording its own ground truth.
 
     python cases.py TRUTH_JSON READY_FIFO CASE IMPL
 
