@@ -101,15 +101,20 @@ impl<'a> Objects<'a> {
         if obj == 0 {
             return Ok(Class::None);
         }
-        let t = self.snap.type_of(obj)?;
+        // Classes are cached by type address: a hit costs one read of `ob_type`.
+        let tp = self
+            .snap
+            .mem
+            .read_ptr(obj + self.snap.layout.pyobject.ob_type)?;
         if let Some(c) = self
             .classes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&t.addr)
+            .get(&tp)
         {
             return Ok(*c);
         }
+        let t = self.snap.type_of(obj)?;
         let c = self.classify_type(t.addr, &t.name)?;
         self.classes
             .lock()
