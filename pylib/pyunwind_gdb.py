@@ -113,13 +113,19 @@ def _all_thread_ids(inf):
     return ids
 
 
-def _eval_frames():
-    """gdb's frames, innermost first, with the core's splice action for each."""
+def _native_frames():
+    """gdb's frames of the selected thread, innermost first."""
     frames = []
     f = gdb.newest_frame()
     while f is not None and len(frames) < 100000:
         frames.append(f)
         f = f.older()
+    return frames
+
+
+def _eval_frames():
+    """gdb's frames, innermost first, with the core's splice action for each."""
+    frames = _native_frames()
     actions = json.loads(session().splice([f.name() for f in frames], lwp=_thread_key(), tp=_thread_pointer(),
                                           sps=_stack_pointers(frames)))
     return list(zip(frames, actions))
@@ -183,6 +189,31 @@ class _GdbHost(fe.Host):
         if a and a["action"] == "python" and a["frames"]:
             return idx if idx in a["frames"] else a["frames"][0]
         return None
+
+    def native_frames(self):
+        try:
+            frames = _native_frames()
+            names = [f.name() for f in frames]
+            pcs = [f.pc() & 0xFFFFFFFFFFFFFFFF for f in frames]
+        except gdb.error:
+            return None
+        return names, pcs, _stack_pointers(frames)
+
+    def selected_level(self):
+        try:
+            return gdb.selected_frame().level()
+        except gdb.error:
+            return None
+
+    def select_level(self, level):
+        try:
+            f = gdb.newest_frame()
+            while f is not None and f.level() < level:
+                f = f.older()
+            if f is not None:
+                f.select()
+        except gdb.error:
+            pass
 
     def python_frame_selected(self, session, index):
         # Select the eval-loop native frame that runs Python frame `index`, if gdb can unwind

@@ -86,7 +86,7 @@ fn run(cli: Cli) -> pyunwind::Result<String> {
             text.push_str(&session.render_tasks(true, true)?);
         }
         if !asyncio {
-            text.push_str(&session.render_bt(None, out.locals)?);
+            text.push_str(&session.render_bt(None, out.locals, None)?);
         }
         Ok(text)
     }

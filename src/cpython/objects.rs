@@ -22,6 +22,12 @@ pub const MAX_REPR_CHARS: usize = 256;
 /// `MAX_SET_TABLE_SIZE` in Modules/_remote_debugging).
 pub const MAX_SET_SLOTS: u64 = 1 << 20;
 
+/// `base + offset` of a field of a target object, an error if it overflows.
+pub fn field(base: u64, offset: u64) -> Result<u64, ReadError> {
+    base.checked_add(offset)
+        .ok_or_else(|| ReadError::corrupt(base, "address overflow"))
+}
+
 /// What we know of a type object.
 #[derive(Clone, Debug)]
 pub struct TypeInfo {
@@ -36,7 +42,9 @@ pub struct TypeInfo {
 
 impl Snapshot {
     pub fn type_of(&self, obj: u64) -> Result<Arc<TypeInfo>, ReadError> {
-        let tp = self.mem.read_ptr(obj + self.layout.pyobject.ob_type)?;
+        let tp = self
+            .mem
+            .read_ptr(field(obj, self.layout.pyobject.ob_type)?)?;
         if tp == 0 {
             return Err(ReadError::corrupt(obj, "object without a type"));
         }
@@ -54,6 +62,8 @@ impl Snapshot {
             return Ok(t.clone());
         }
         let to = &self.layout.type_object;
+        // A stale or corrupt pointer must not overflow the address arithmetic.
+        field(tp, to.ht_cached_keys.max(to.tp_dictoffset).max(to.tp_flags))?;
         let name_ptr = self.mem.read_ptr(tp + to.tp_name)?;
         let name = String::from_utf8_lossy(&self.mem.read_cstr(name_ptr, 200)?).into_owned();
         let t = Arc::new(TypeInfo {
@@ -478,6 +488,8 @@ impl Snapshot {
                     (_, false) => format!("frozenset({{{}}})", parts.join(", ")),
                 }
             }
+            n if super::callables::is_cfunction_type(n) => self.cfunction_repr(obj)?,
+            "method-wrapper" => self.method_wrapper_repr(obj)?,
             _ => format!("<{} object at {obj:#x}>", t.name),
         })
     }
