@@ -47,6 +47,12 @@ pub fn is_cfunction_type(name: &str) -> bool {
     matches!(name, "builtin_function_or_method" | "builtin_method")
 }
 
+/// CPython's functions that call a `PyCFunctionObject` (Objects/methodobject.c), which
+/// libpython.py also looks for.
+fn is_cfunction_dispatcher(name: &str) -> bool {
+    name.starts_with("cfunction_vectorcall_") || name == "cfunction_call"
+}
+
 impl Snapshot {
     /// Where an object's own fields start: `ob_type` is the header's last field.
     fn object_fields(&self, obj: u64) -> Result<u64, ReadError> {
@@ -133,9 +139,11 @@ impl Snapshot {
         }
         let mut best: Option<(u64, usize, u64)> = None;
         let mut wrapper = None;
+        let mut lowest_cfunction = None;
         for v in self.value_stack(frame) {
             let Ok(t) = self.type_of(v) else { continue };
             if is_cfunction_type(&t.name) {
+                lowest_cfunction.get_or_insert(v);
                 let meth = self
                     .object_fields(v)
                     .and_then(|f| self.mem.read_ptr(field(f, CFUNCTION_M_ML)?))
@@ -155,9 +163,17 @@ impl Snapshot {
             let at = (k + 1).min(natives.len() - 1);
             return self.cfunction_repr(v).ok().map(|s| (at, s));
         }
-        let at = natives
-            .iter()
-            .position(|n| n.name.as_deref() == Some("wrapper_call"))?;
+        // A C function that tail-calls (PyObject_Vectorcall as its last act) leaves no native
+        // frame of its own; CPython's dispatcher to it still names it.
+        let named = |f: fn(&str) -> bool| {
+            natives
+                .iter()
+                .position(|n| n.name.as_deref().is_some_and(f))
+        };
+        if let (Some(at), Some(v)) = (named(is_cfunction_dispatcher), lowest_cfunction) {
+            return self.cfunction_repr(v).ok().map(|s| (at, s));
+        }
+        let at = named(|n| n == "wrapper_call")?;
         self.method_wrapper_repr(wrapper?).ok().map(|s| (at, s))
     }
 }
