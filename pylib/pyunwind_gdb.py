@@ -352,6 +352,40 @@ def _spliced(decorators, actions, frames):
         # native frame to stand on, so frames no eval frame runs are left to py-bt.
 
 
+# --- pretty-printers ----------------------------------------------------------------------------
+
+# The pointer types libpython.py prints (its `pretty_printer_lookup`), by their C names.
+_PRINTED_TYPES = ("PyObject", "PyFrameObject", "PyUnicodeObject", "wrapperobject")
+
+
+class PyObjectPrinter:
+    """`print` of a `PyObject *` (and the types above): the object's repr as libpython shows
+    it, decoded from memory by the core."""
+
+    def __init__(self, val, frame):
+        self._val = val
+        self._frame = frame
+
+    def to_string(self):
+        addr = int(self._val) & 0xFFFFFFFFFFFFFFFF
+        if addr == 0:
+            return "0x0"
+        try:
+            return session().proxy_repr(addr, frame=self._frame)
+        except (gdb.error, gdb.GdbError, core().Error) as e:
+            return "<unreadable object at 0x%x: %s>" % (addr, e)
+
+
+def _printer_lookup(val):
+    t = val.type.unqualified().strip_typedefs()
+    if t.code != gdb.TYPE_CODE_PTR:
+        return None
+    name = str(t.target().unqualified())
+    if name not in _PRINTED_TYPES:
+        return None
+    return PyObjectPrinter(val, frame=name == "PyFrameObject")
+
+
 # --- commands ---------------------------------------------------------------------------------
 
 _commands = None
@@ -409,9 +443,12 @@ def register():
     global _jit_stop
     _jit_stop = jit.register(core, _GdbHost())
     PythonFrameFilter()
+    gdb.pretty_printers.append(_printer_lookup)
     _register_commands()
     gdb.events.cont.connect(_state.drop)
     gdb.events.exited.connect(_state.drop)
     gdb.events.new_objfile.connect(_on_new_objfile)
     gdb.events.new_objfile.connect(_state.drop)
+    # `set var` through gdb changes what the cached pages hold.
+    gdb.events.memory_changed.connect(_state.drop)
     gdb.events.before_prompt.connect(_before_prompt)

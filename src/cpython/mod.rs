@@ -7,6 +7,7 @@ pub mod discovery;
 pub mod frames;
 pub mod layout;
 pub mod objects;
+pub mod proxy_repr;
 pub mod snapshot;
 pub mod threads;
 pub mod version;

@@ -339,7 +339,12 @@ impl Snapshot {
 
     /// The (key, value) pairs of an instance's `__dict__`, or of its split or inline values;
     /// empty when it has none.
-    fn instance_items(&self, obj: u64) -> Result<Vec<(u64, u64)>, ReadError> {
+    pub(crate) fn instance_items(&self, obj: u64) -> Result<Vec<(u64, u64)>, ReadError> {
+        Ok(self.instance_dict(obj)?.unwrap_or_default())
+    }
+
+    /// As [`Self::instance_items`], None when the instance has no `__dict__` (nor values).
+    pub(crate) fn instance_dict(&self, obj: u64) -> Result<Option<Vec<(u64, u64)>>, ReadError> {
         let t = self.type_of(obj)?;
         let managed = t.flags & tpflags::MANAGED_DICT != 0;
         let values_items = |values: u64| -> Result<Vec<(u64, u64)>, ReadError> {
@@ -354,9 +359,9 @@ impl Snapshot {
                 if d == 0 {
                     let values = self.mem.read_ptr(obj.wrapping_sub(32))?;
                     return if values == 0 {
-                        Ok(Vec::new())
+                        Ok(None)
                     } else {
-                        values_items(values)
+                        values_items(values).map(Some)
                     };
                 }
                 d
@@ -364,29 +369,47 @@ impl Snapshot {
             InstanceDict::Managed312 if managed => {
                 let v = self.mem.read_ptr(obj.wrapping_sub(24))?;
                 if v & 1 == 1 {
-                    return values_items(v + 1);
+                    return values_items(v + 1).map(Some);
                 }
                 v
             }
             InstanceDict::Managed313 if managed => {
                 let d = self.mem.read_ptr(obj.wrapping_sub(24))?;
                 if d == 0 && t.flags & tpflags::INLINE_VALUES != 0 {
-                    return values_items(obj + t.basicsize + self.layout.dict_object.values_array);
+                    return values_items(obj + t.basicsize + self.layout.dict_object.values_array)
+                        .map(Some);
                 }
                 d
             }
             // `tp_dictoffset` (3.10, and types without a managed dict).
+            _ if t.dictoffset == 0 => return Ok(None),
+            _ if t.dictoffset > 0 => self.mem.read_ptr(field(obj, t.dictoffset as u64)?)?,
+            // Negative: counted from the end of a variable-size object (tuple and int
+            // subclasses), as `_PyObject_GetDictPtr` does (Objects/object.c, 3.10).
             _ => {
-                if t.dictoffset <= 0 {
-                    return Ok(Vec::new());
-                }
-                self.mem.read_ptr(obj + t.dictoffset as u64)?
+                let n = self
+                    .mem
+                    .read_i64(field(obj, self.layout.tuple_object.ob_size)?)?;
+                let itemsize = self
+                    .mem
+                    .read_u64(field(t.addr, self.layout.type_object.tp_basicsize + 8)?)?;
+                let size = n
+                    .unsigned_abs()
+                    .checked_mul(itemsize)
+                    .and_then(|s| s.checked_add(t.basicsize))
+                    .and_then(|s| s.checked_add(7))
+                    .ok_or_else(|| ReadError::corrupt(obj, "object size"))?
+                    & !7;
+                let at = size
+                    .checked_add_signed(t.dictoffset)
+                    .ok_or_else(|| ReadError::corrupt(obj, "dict offset"))?;
+                self.mem.read_ptr(field(obj, at)?)?
             }
         };
         if dict == 0 {
-            return Ok(Vec::new());
+            return Ok(None);
         }
-        self.dict_items(dict, MAX_DICT_ENTRIES)
+        self.dict_items(dict, MAX_DICT_ENTRIES).map(Some)
     }
 
     /// A short, bounded repr of any object, in Python's style where we know the type.

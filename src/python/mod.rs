@@ -158,6 +158,21 @@ impl PySession {
         self.inner.render_bt(k, full, n.as_ref()).map_err(err)
     }
 
+    /// libpython's repr of the object at `addr` (gdb's pretty-printer for `PyObject *`);
+    /// `frame`: the object is a `PyFrameObject`.
+    #[pyo3(signature = (addr, frame=false))]
+    fn proxy_repr(&self, py: Python<'_>, addr: u64, frame: bool) -> String {
+        let snap = &self.inner.snap;
+        py.detach(|| {
+            if frame && addr != 0 {
+                snap.frame_object_repr(addr)
+                    .unwrap_or_else(|_| snap.proxy_repr(addr))
+            } else {
+                snap.proxy_repr(addr)
+            }
+        })
+    }
+
     /// The thread's stack as libpython's py-bt and py-up walk it (JSON list of
     /// {"kind": "python"|"native", "index", "level", "text"}), innermost first.
     #[pyo3(signature = (lwp=None, tp=None, names=None, pcs=None, sps=None))]
