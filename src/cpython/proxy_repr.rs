@@ -219,3 +219,123 @@ impl Snapshot {
         out.write(close)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::binary::Module;
+    use crate::cpython::discovery::Found;
+    use crate::cpython::layout::Layout;
+    use crate::cpython::version::Version;
+    use crate::memory::FakeMemory;
+    use std::sync::Arc;
+
+    const LIST_TYPE: u64 = 0x1000;
+    const CFUNCTION_TYPE: u64 = 0x2000;
+
+    /// A 3.12 target with the `list` and `builtin_function_or_method` types.
+    fn target() -> (FakeMemory, Layout) {
+        let l = Layout::builtin(Version::new(3, 12, 1)).unwrap();
+        let mut m = FakeMemory::new();
+        for (tp, name, text, flags) in [
+            (LIST_TYPE, 0x1800u64, &b"list"[..], tpflags::LIST_SUBCLASS),
+            (
+                CFUNCTION_TYPE,
+                0x2800,
+                &b"builtin_function_or_method"[..],
+                0,
+            ),
+        ] {
+            m.put(tp, &[0u8; 400]);
+            m.put_u64(tp + l.type_object.tp_name, name);
+            m.put_u64(tp + l.type_object.tp_flags, flags);
+            m.put(name, &[0u8; 64]).put(name, text);
+        }
+        (m, l)
+    }
+
+    /// A list at `at` whose items array is at `at + 0x100`.
+    fn list(m: &mut FakeMemory, l: &Layout, at: u64, items: &[u64]) {
+        m.put(at, &[0u8; 64]);
+        m.put_u64(at + l.pyobject.ob_type, LIST_TYPE);
+        m.put_u64(at + l.list_object.ob_size, items.len() as u64);
+        m.put_u64(at + l.list_object.ob_item, at + 0x100);
+        for (i, item) in items.iter().enumerate() {
+            m.put_u64(at + 0x100 + 8 * i as u64, *item);
+        }
+    }
+
+    fn snapshot(m: FakeMemory, l: Layout) -> Snapshot {
+        let found = Found {
+            module: Module {
+                path: String::new(),
+                start: 0,
+                end: 0,
+                base: 0,
+            },
+            runtime: 0,
+            layout: l,
+            found_by: "test".into(),
+        };
+        Snapshot::new(Arc::new(m), &found)
+    }
+
+    #[test]
+    fn a_list_holding_itself_prints_as_libpython_does() {
+        let (mut m, l) = target();
+        list(&mut m, &l, 0x10000, &[0x20000]);
+        list(&mut m, &l, 0x20000, &[0x10000]);
+        assert_eq!(snapshot(m, l).proxy_repr(0x10000), "[[[...]]]");
+    }
+
+    #[test]
+    fn long_output_is_cut_at_libpythons_limit() {
+        let (mut m, l) = target();
+        let empties: Vec<u64> = (0..400).map(|i| 0x100000 + i * 0x1000).collect();
+        for &e in &empties {
+            list(&mut m, &l, e, &[]);
+        }
+        m.put(0x10000, &[0u8; 0x1000]);
+        list(&mut m, &l, 0x10000, &empties);
+        let r = snapshot(m, l).proxy_repr(0x10000);
+        assert!(r.starts_with("[[], [], "));
+        assert!(r.ends_with("...(truncated)"));
+        assert_eq!(
+            r.chars().count(),
+            MAX_PROXY_REPR_CHARS + "...(truncated)".len()
+        );
+    }
+
+    #[test]
+    fn builtin_functions_and_corrupt_types() {
+        let (mut m, l) = target();
+        let fields = l.pyobject.ob_type + 8;
+        // `len` (no self) and `append` bound to a list; their PyMethodDefs and names.
+        for (obj, def, name, this) in [
+            (0x30000u64, 0x31000u64, 0x32000u64, 0u64),
+            (0x40000, 0x41000, 0x42000, 0x10000),
+        ] {
+            m.put(obj, &[0u8; 64]);
+            m.put_u64(obj + l.pyobject.ob_type, CFUNCTION_TYPE);
+            m.put_u64(obj + fields, def);
+            m.put_u64(obj + fields + 8, this);
+            m.put(def, &[0u8; 32]);
+            m.put_u64(def, name);
+        }
+        for (at, name) in [(0x32000, &b"len"[..]), (0x42000, &b"append"[..])] {
+            m.put(at, &[0u8; 256]).put(at, name);
+        }
+        list(&mut m, &l, 0x10000, &[]);
+        // An object whose type pointer leads nowhere.
+        m.put(0x50000, &[0u8; 32]);
+        m.put_u64(0x50000 + l.pyobject.ob_type, 0xdead_beef);
+        let s = snapshot(m, l);
+        assert_eq!(s.proxy_repr(0x30000), "<built-in function len>");
+        assert_eq!(
+            s.proxy_repr(0x40000),
+            "<built-in method append of list object at remote 0x10000>"
+        );
+        assert_eq!(s.proxy_repr(0x50000), "<unknown at remote 0x50000>");
+        assert_eq!(s.proxy_repr(0), "0x0");
+    }
+}
