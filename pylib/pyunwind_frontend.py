@@ -202,8 +202,9 @@ class Host:
         """py-up / py-down chose Python frame `index`: follow it in the debugger if it can."""
 
     def native_frames(self):
-        """The selected thread's native frames, innermost first, as (names, pcs, sps) lists
-        (sps may be None), or None when the debugger cannot unwind them."""
+        """The selected thread's native frames, innermost first, as a dict of `names`, `pcs`,
+        `sps` (lists; sps may be None) and `wait_addr` (the innermost frame's rdi, or None), or
+        None when the debugger cannot unwind them."""
         return None
 
     def selected_level(self):
@@ -408,8 +409,7 @@ Usage: py-print NAME""",
         elif a.all_threads:
             host.write(s.render_bt(all_threads=True, full=full))
         else:
-            names, pcs, sps = host.native_frames() or (None, None, None)
-            host.write(s.render_bt(lwp=lwp, tp=tp, full=full, names=names, pcs=pcs, sps=sps))
+            host.write(s.render_bt(lwp=lwp, tp=tp, full=full, **(host.native_frames() or {})))
 
     def py_bt_full(self, host, arg):
         self.py_bt(host, arg, full=True)
@@ -431,8 +431,7 @@ Usage: py-print NAME""",
         """The selected thread's stack as libpython's py-up walks it: Python frames and the
         native frames it shows between them (see `Session.stack_entries`)."""
         lwp, tp = host.thread()
-        names, pcs, sps = host.native_frames() or (None, None, None)
-        return json.loads(self.session(host).stack_entries(lwp=lwp, tp=tp, names=names, pcs=pcs, sps=sps))
+        return json.loads(self.session(host).stack_entries(lwp=lwp, tp=tp, **(host.native_frames() or {})))
 
     def _current_entry(self, host, entries):
         """The entry py-up/py-down move from: the one they last chose while the debugger's

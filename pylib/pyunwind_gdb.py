@@ -197,7 +197,11 @@ class _GdbHost(fe.Host):
             pcs = [f.pc() & 0xFFFFFFFFFFFFFFFF for f in frames]
         except gdb.error:
             return None
-        return names, pcs, _stack_pointers(frames)
+        try:
+            wait_addr = int(frames[0].read_register("rdi")) & 0xFFFFFFFFFFFFFFFF if frames else None
+        except (gdb.error, ValueError):
+            wait_addr = None
+        return {"names": names, "pcs": pcs, "sps": _stack_pointers(frames), "wait_addr": wait_addr}
 
     def selected_level(self):
         try:

@@ -368,6 +368,30 @@ impl Session {
             return Ok((0..t.walk.items.len()).map(|i| python(i, None)).collect());
         };
         let actions = self.splice(key, &n.names, n.sps.as_deref(), false);
+        // Without symbols, the GIL and GC markers come from memory: the thread blocked on the
+        // GIL's own address; the interpreter's collector running and this thread the GIL's
+        // last holder (a finalizer the collector runs may have released it, as in a sleep).
+        // Shown innermost.
+        let named: Vec<String> = markers(&n.names, &(0..n.names.len()).collect::<Vec<_>>())
+            .into_iter()
+            .map(|m| m.1)
+            .collect();
+        let mut from_memory = Vec::new();
+        let (interp, holds) = (t.info.interp, t.info.holds_gil);
+        if !named.iter().any(|m| m == WAITING_FOR_GIL)
+            && holds == Some(false)
+            && n.wait_addr
+                .is_some_and(|a| self.snap.is_gil_address(interp, a))
+        {
+            from_memory.push((0, WAITING_FOR_GIL.to_string()));
+        }
+        if !named.iter().any(|m| m == COLLECTING)
+            && self.snap.gil_last_holder(interp) == Some(t.info.addr)
+            && self.snap.gc_collecting(interp) == Some(true)
+        {
+            from_memory.push((0, COLLECTING.to_string()));
+        }
+        let mut from_memory = Some(from_memory);
         let mut out = Vec::new();
         let mut shown = vec![false; t.walk.items.len()];
         let mut pending: Vec<usize> = Vec::new();
@@ -377,6 +401,7 @@ impl Session {
                 continue;
             };
             let mut lines = markers(&n.names, &pending);
+            lines.extend(from_memory.take().unwrap_or_default());
             if let Some(FrameItem::Python(p)) = frames.first().and_then(|&i| t.walk.items.get(i)) {
                 let called: Vec<NativeFrame> = pending
                     .iter()
@@ -478,7 +503,13 @@ pub struct Natives {
     pub names: Vec<Option<String>>,
     pub pcs: Vec<u64>,
     pub sps: Option<Vec<u64>>,
+    /// The innermost frame's first argument register (x86-64 `rdi`): in a blocked futex wait,
+    /// the address the thread waits on.
+    pub wait_addr: Option<u64>,
 }
+
+const WAITING_FOR_GIL: &str = "Waiting for the GIL";
+const COLLECTING: &str = "Garbage-collecting";
 
 /// Native functions libpython.py marks in py-bt (Tools/gdb/libpython.py,
 /// `is_waiting_for_gil`, `is_gc_collect`; 3.13 added the generational names).
@@ -499,9 +530,9 @@ fn markers(names: &[Option<String>], levels: &[usize]) -> Vec<(usize, String)> {
             let name = names.get(k)?.as_deref()?;
             let base = name.split('.').next().unwrap_or(name);
             if GIL_WAIT_FUNCTIONS.contains(&base) {
-                Some((k, "Waiting for the GIL".to_string()))
+                Some((k, WAITING_FOR_GIL.to_string()))
             } else if GC_FUNCTIONS.contains(&base) {
-                Some((k, "Garbage-collecting".to_string()))
+                Some((k, COLLECTING.to_string()))
             } else {
                 None
             }

@@ -141,7 +141,7 @@ impl PySession {
     /// `py-bt` / `py-bt-full` text. `names`, `pcs`, `sps`: the selected thread's native
     /// frames, innermost first, when the debugger has them (the native frames libpython shows
     /// are then shown too).
-    #[pyo3(signature = (lwp=None, tp=None, all_threads=false, full=false, names=None, pcs=None, sps=None))]
+    #[pyo3(signature = (lwp=None, tp=None, all_threads=false, full=false, names=None, pcs=None, sps=None, wait_addr=None))]
     #[allow(clippy::too_many_arguments)]
     fn render_bt(
         &self,
@@ -152,9 +152,10 @@ impl PySession {
         names: Option<Vec<Option<String>>>,
         pcs: Option<Vec<u64>>,
         sps: Option<Vec<u64>>,
+        wait_addr: Option<u64>,
     ) -> PyResult<String> {
         let k = (!all_threads).then(|| key(lwp, tp));
-        let n = natives(names, pcs, sps);
+        let n = natives(names, pcs, sps, wait_addr);
         self.inner.render_bt(k, full, n.as_ref()).map_err(err)
     }
 
@@ -175,7 +176,7 @@ impl PySession {
 
     /// The thread's stack as libpython's py-bt and py-up walk it (JSON list of
     /// {"kind": "python"|"native", "index", "level", "text"}), innermost first.
-    #[pyo3(signature = (lwp=None, tp=None, names=None, pcs=None, sps=None))]
+    #[pyo3(signature = (lwp=None, tp=None, names=None, pcs=None, sps=None, wait_addr=None))]
     fn stack_entries(
         &self,
         lwp: Option<u64>,
@@ -183,8 +184,9 @@ impl PySession {
         names: Option<Vec<Option<String>>>,
         pcs: Option<Vec<u64>>,
         sps: Option<Vec<u64>>,
+        wait_addr: Option<u64>,
     ) -> PyResult<String> {
-        let n = natives(names, pcs, sps);
+        let n = natives(names, pcs, sps, wait_addr);
         json(
             &self
                 .inner
@@ -303,10 +305,14 @@ fn natives(
     names: Option<Vec<Option<String>>>,
     pcs: Option<Vec<u64>>,
     sps: Option<Vec<u64>>,
+    wait_addr: Option<u64>,
 ) -> Option<Natives> {
-    let names = names?;
-    let pcs = pcs.unwrap_or_default();
-    Some(Natives { names, pcs, sps })
+    Some(Natives {
+        names: names?,
+        pcs: pcs.unwrap_or_default(),
+        sps,
+        wait_addr,
+    })
 }
 
 /// `py-list` text: lines `start..=end` of `file`, `current` marked.
