@@ -1,13 +1,14 @@
-"""libpython's `Waiting for the GIL` and `Garbage-collecting` lines in py-bt, on every
-interpreter of the matrix, live and from a core. With symbols they come from the native frames'
-names (`take_gil`, the collector), as in libpython; on stripped builds from memory: a thread that
-does not hold the GIL and is blocked on an address inside the GIL; the interpreter's
-`gc.collecting` while this thread holds the GIL."""
+"""libpython's `Waiting for the GIL` and `Garbage-collecting` lines in py-bt on the builds
+without symbols, live and from a core (with symbols they come from the native frames' names,
+`take_gil` and the collector, as in libpython; CPython's own test_gdb checks those). From
+memory: a thread that does not hold the GIL and is blocked on an address inside the GIL; the
+interpreter's `gc.collecting` while this thread is the GIL's last holder."""
 
 import pytest
 
 import harness
-from test_stacks import INTERPS, expected, run_gdb, traceback_frames
+from test_libpython_text import MEMORY_ONLY_INTERPS
+from test_stacks import expected, run_gdb, traceback_frames
 
 
 def free_threaded(interp):
@@ -15,7 +16,7 @@ def free_threaded(interp):
 
 
 @pytest.mark.parametrize("source", ["live", "core"])
-@pytest.mark.parametrize("interp", INTERPS, ids=lambda i: i.id)
+@pytest.mark.parametrize("interp", MEMORY_ONLY_INTERPS, ids=lambda i: i.id)
 def test_garbage_collecting(interp, source):
     with harness.Scenario(interp, "gc_finalizer") as sc:
         where = {"core": sc.make_core()} if source == "core" else {"pid": sc.pid}
@@ -30,7 +31,7 @@ def test_garbage_collecting(interp, source):
 
 
 @pytest.mark.parametrize("source", ["live", "core"])
-@pytest.mark.parametrize("interp", INTERPS, ids=lambda i: i.id)
+@pytest.mark.parametrize("interp", MEMORY_ONLY_INTERPS, ids=lambda i: i.id)
 def test_waiting_for_the_gil(interp, source):
     with harness.Scenario(interp, "gil_wait") as sc:
         where = {"core": sc.make_core()} if source == "core" else {"pid": sc.pid}
