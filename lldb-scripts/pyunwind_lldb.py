@@ -199,6 +199,33 @@ class LldbHost(fe.Host):
     def write(self, text):
         self.result.Print(text)
 
+    def native_frames(self):
+        # lldb's own frames only: with the frame provider on (lldb 22+) the thread's frames
+        # are the provided ones, which the core cannot splice.
+        t = self.thread_
+        if t is None or not t.IsValid() or (_has_provider_api and _settings["frame-provider"] == "on"):
+            return None
+        with _deferred():
+            frames = [t.GetFrameAtIndex(i) for i in range(min(t.GetNumFrames(), MAX_NATIVE_FRAMES))]
+            if not frames or any(f.IsSynthetic() for f in frames if hasattr(f, "IsSynthetic")):
+                return None
+            rdi = frames[0].FindRegister("rdi")
+            return {
+                "names": [f.GetFunctionName() for f in frames],
+                "pcs": [f.GetPC() for f in frames],
+                "sps": [f.GetSP() for f in frames],
+                "wait_addr": rdi.GetValueAsUnsigned() if rdi.IsValid() and rdi.GetValue() is not None else None,
+            }
+
+    def selected_level(self):
+        t = self.thread_
+        if t is None or not t.IsValid() or self.native_frames() is None:
+            return None
+        return t.GetSelectedFrame().GetFrameID()
+
+    def select_level(self, level):
+        self.thread_.SetSelectedFrame(level)
+
 
 def _key(host):
     p = host.process

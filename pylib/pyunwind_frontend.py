@@ -208,6 +208,19 @@ class Host:
     def python_frame_selected(self, session, index):
         """py-up / py-down chose Python frame `index`: follow it in the debugger if it can."""
 
+    def native_frames(self):
+        """The selected thread's native frames, innermost first, as a dict of `names`, `pcs`,
+        `sps` (lists; sps may be None) and `wait_addr` (the innermost frame's rdi, or None), or
+        None when the debugger cannot unwind them."""
+        return None
+
+    def selected_level(self):
+        """The debugger's selected native frame level, or None."""
+        return None
+
+    def select_level(self, level):
+        """py-up / py-down chose the stack entry shown at native frame `level`: select it."""
+
 
 def open_session(core, host, thread_ids=None):
     """A `_pyunwind.Session` for the host's target: a core file or a local process read
@@ -402,8 +415,10 @@ Usage: py-print NAME""",
         lwp, tp = (None, None) if a.all_threads else host.thread()
         if a.json:
             host.write(s.report(lwp=lwp, tp=tp, all_threads=a.all_threads, locals=full) + "\n")
+        elif a.all_threads:
+            host.write(s.render_bt(all_threads=True, full=full))
         else:
-            host.write(s.render_bt(lwp=lwp, tp=tp, all_threads=a.all_threads, full=full))
+            host.write(s.render_bt(lwp=lwp, tp=tp, full=full, **(host.native_frames() or {})))
 
     def py_bt_full(self, host, arg):
         self.py_bt(host, arg, full=True)
@@ -421,19 +436,58 @@ Usage: py-print NAME""",
         else:
             host.write(s.render_tasks(tree=a.show_tree, table=a.show_table))
 
+    def _entries(self, host):
+        """The selected thread's stack as libpython's py-up walks it: Python frames and the
+        native frames it shows between them (see `Session.stack_entries`)."""
+        lwp, tp = host.thread()
+        return json.loads(self.session(host).stack_entries(lwp=lwp, tp=tp, **(host.native_frames() or {})))
+
+    def _current_entry(self, host, entries):
+        """The entry py-up/py-down move from: the one they last chose while the debugger's
+        selected frame is still where they left it, else the first entry at or above the
+        debugger's selected frame (libpython: the first Python-related frame from there on),
+        else the innermost Python frame."""
+        lwp, _ = host.thread()
+        level = host.selected_level()
+        moved = self.state.selected.get(("entry", lwp))
+        if moved is not None and moved[1] == level and moved[0] < len(entries):
+            return moved[0]
+        if level is not None:
+            for n, e in enumerate(entries):
+                if e.get("level") is not None and e["level"] >= level:
+                    return n
+        for n, e in enumerate(entries):
+            if e["kind"] == "python":
+                return n
+        return None
+
     def _move(self, host, arg, name, direction):
         if arg.strip():
             raise UsageError("usage: %s" % name)
-        frames = self._frames(host)
-        nxt = step_frame(frames, self.selected_index(host, frames), direction)
-        if nxt is None:
-            raise FrontendError("Unable to find an older python frame" if direction > 0
-                                else "Unable to find a newer python frame")
-        s = self.session(host)
-        host.python_frame_selected(s, nxt)
+        entries = self._entries(host)
+        cur = self._current_entry(host, entries)
+        if cur is None:
+            raise FrontendError("Unable to locate python frame")
+        nxt = cur + direction
+        if not 0 <= nxt < len(entries):
+            # libpython prints this and the command succeeds.
+            host.write("Unable to find an older python frame\n" if direction > 0
+                       else "Unable to find a newer python frame\n")
+            return
+        e = entries[nxt]
         lwp, tp = host.thread()
-        self.state.selected[lwp] = nxt
-        host.write(s.render_frame(nxt, lwp=lwp, tp=tp))
+        if e.get("level") is not None:
+            host.select_level(e["level"])
+        elif e["kind"] == "python":
+            host.python_frame_selected(self.session(host), e["index"])
+        self.state.selected[("entry", lwp)] = (nxt, host.selected_level())
+        older = [x["index"] for x in entries[nxt:] if x["kind"] == "python"]
+        if older:
+            self.state.selected[lwp] = older[0]
+        if e["kind"] == "python":
+            host.write(self.session(host).render_frame(e["index"], lwp=lwp, tp=tp, level=e.get("level")))
+        else:
+            host.write("#%d %s\n" % (e["level"], e["text"]))
 
     def py_up(self, host, arg):
         self._move(host, arg, "py-up", +1)
@@ -449,10 +503,22 @@ Usage: py-print NAME""",
         host.write(self.core.render_list(f["file"], line, start, end))
 
     def py_locals(self, host, arg):
-        frames = self._frames(host)
-        idx = self.selected_index(host, frames)
         lwp, tp = host.thread()
-        host.write(self.session(host).render_locals(idx, lwp=lwp, tp=tp))
+        s = self.session(host)
+        report = json.loads(s.report(lwp=lwp, tp=tp))
+        frames = report["threads"][0]["frames"]
+        idx = self.selected_index(host, frames)
+        if tuple(int(x) for x in report["python"]["version"].split(".")[:2]) < (3, 11):
+            host.write(s.render_locals(idx, lwp=lwp, tp=tp))
+            return
+        # libpython 3.11+: the selected frame and the older ones its eval-loop call runs, each
+        # under "Locals for NAME".
+        while idx is not None and idx < len(frames) and frames[idx]["kind"] == "python":
+            host.write("Locals for %s\n" % frames[idx]["function"].rpartition(".")[2])
+            host.write(s.render_locals(idx, lwp=lwp, tp=tp))
+            if frames[idx].get("entry"):
+                break
+            idx += 1
 
     def py_print(self, host, arg):
         name = parse_name_arg("py-print", arg)

@@ -113,13 +113,19 @@ def _all_thread_ids(inf):
     return ids
 
 
-def _eval_frames():
-    """gdb's frames, innermost first, with the core's splice action for each."""
+def _native_frames():
+    """gdb's frames of the selected thread, innermost first."""
     frames = []
     f = gdb.newest_frame()
     while f is not None and len(frames) < 100000:
         frames.append(f)
         f = f.older()
+    return frames
+
+
+def _eval_frames():
+    """gdb's frames, innermost first, with the core's splice action for each."""
+    frames = _native_frames()
     actions = json.loads(session().splice([f.name() for f in frames], lwp=_thread_key(), tp=_thread_pointer(),
                                           sps=_stack_pointers(frames)))
     return list(zip(frames, actions))
@@ -191,6 +197,35 @@ class _GdbHost(fe.Host):
         if a and a["action"] == "python" and a["frames"]:
             return idx if idx in a["frames"] else a["frames"][0]
         return None
+
+    def native_frames(self):
+        try:
+            frames = _native_frames()
+            names = [f.name() for f in frames]
+            pcs = [f.pc() & 0xFFFFFFFFFFFFFFFF for f in frames]
+        except gdb.error:
+            return None
+        try:
+            wait_addr = int(frames[0].read_register("rdi")) & 0xFFFFFFFFFFFFFFFF if frames else None
+        except (gdb.error, ValueError):
+            wait_addr = None
+        return {"names": names, "pcs": pcs, "sps": _stack_pointers(frames), "wait_addr": wait_addr}
+
+    def selected_level(self):
+        try:
+            return gdb.selected_frame().level()
+        except gdb.error:
+            return None
+
+    def select_level(self, level):
+        try:
+            f = gdb.newest_frame()
+            while f is not None and f.level() < level:
+                f = f.older()
+            if f is not None:
+                f.select()
+        except gdb.error:
+            pass
 
     def python_frame_selected(self, session, index):
         # Select the eval-loop native frame that runs Python frame `index`, if gdb can unwind
@@ -329,6 +364,40 @@ def _spliced(decorators, actions, frames):
         # native frame to stand on, so frames no eval frame runs are left to py-bt.
 
 
+# --- pretty-printers ----------------------------------------------------------------------------
+
+# The pointer types libpython.py prints (its `pretty_printer_lookup`), by their C names.
+_PRINTED_TYPES = ("PyObject", "PyFrameObject", "PyUnicodeObject", "wrapperobject")
+
+
+class PyObjectPrinter:
+    """`print` of a `PyObject *` (and the types above): the object's repr as libpython shows
+    it, decoded from memory by the core."""
+
+    def __init__(self, val, frame):
+        self._val = val
+        self._frame = frame
+
+    def to_string(self):
+        addr = int(self._val) & 0xFFFFFFFFFFFFFFFF
+        if addr == 0:
+            return "0x0"
+        try:
+            return session().proxy_repr(addr, frame=self._frame)
+        except (gdb.error, gdb.GdbError, core().Error) as e:
+            return "<unreadable object at 0x%x: %s>" % (addr, e)
+
+
+def _printer_lookup(val):
+    t = val.type.unqualified().strip_typedefs()
+    if t.code != gdb.TYPE_CODE_PTR:
+        return None
+    name = str(t.target().unqualified())
+    if name not in _PRINTED_TYPES:
+        return None
+    return PyObjectPrinter(val, frame=name == "PyFrameObject")
+
+
 # --- commands ---------------------------------------------------------------------------------
 
 _commands = None
@@ -386,9 +455,12 @@ def register():
     global _jit_stop
     _jit_stop = jit.register(core, _GdbHost())
     PythonFrameFilter()
+    gdb.pretty_printers.append(_printer_lookup)
     _register_commands()
     gdb.events.cont.connect(_state.drop)
     gdb.events.exited.connect(_state.drop)
     gdb.events.new_objfile.connect(_on_new_objfile)
     gdb.events.new_objfile.connect(_state.drop)
+    # `set var` through gdb changes what the cached pages hold.
+    gdb.events.memory_changed.connect(_state.drop)
     gdb.events.before_prompt.connect(_before_prompt)

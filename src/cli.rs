@@ -252,7 +252,7 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<String> {
         text.push_str(&session.render_tasks(true, true)?);
     }
     if !asyncio {
-        text.push_str(&session.render_bt(None, out.locals)?);
+        text.push_str(&session.render_bt(None, out.locals, None)?);
     }
     Ok(text)
 }

@@ -4,6 +4,7 @@
 use std::sync::OnceLock;
 
 use crate::asyncio::{self, ThreadFrames};
+use crate::cpython::callables::NativeFrame;
 use crate::cpython::{find_python, FrameItem, FrameWalk, PyFrame, Snapshot, ThreadInfo};
 use crate::error::{Error, ReadError, Result};
 use crate::native::jit::{jit_entry, JitMap, Region, Regs, Unwound};
@@ -12,7 +13,7 @@ use crate::report::tasks;
 use crate::report::text::{self, Sources};
 use crate::report::{
     AwaitingReport, ErrorReport, FrameKind, FrameReport, LocalReport, LoopReport, PythonReport,
-    Report, TaskReport, ThreadReport,
+    Report, StackEntry, TaskReport, ThreadReport,
 };
 use crate::target::{SourceKind, Target};
 
@@ -328,23 +329,122 @@ impl Session {
         Ok(r)
     }
 
-    /// `py-bt` text: one thread's traceback, or every thread's with headers.
-    pub fn render_bt(&self, key: Option<ThreadKey>, full: bool) -> Result<String> {
+    /// `py-bt` text: one thread's traceback, or every thread's with headers. With the
+    /// selected thread's native frames, the native frames libpython shows are in it too.
+    pub fn render_bt(
+        &self,
+        key: Option<ThreadKey>,
+        full: bool,
+        natives: Option<&Natives>,
+    ) -> Result<String> {
         let r = self.report(key, full)?;
         let mut src = Sources::default();
         Ok(match key {
             None => text::all_threads(&r, &mut src),
-            Some(_) => {
+            Some(k) => {
+                let entries = self.stack_entries(k, natives)?;
                 let mut out = String::new();
-                if full {
-                    out = text::full(&r.threads[0], &mut src);
-                } else {
-                    text::traceback(&r.threads[0], &mut src, &mut out);
-                }
+                text::entries(&r.threads[0], &entries, full, &mut src, &mut out);
                 text::errors(&r, &mut out);
                 out
             }
         })
+    }
+
+    /// The thread's stack as libpython's py-bt and py-up walk it, innermost first: its Python
+    /// frames and, when its native frames are given, the native frames libpython shows
+    /// between them (see [`StackEntry`]).
+    pub fn stack_entries(
+        &self,
+        key: ThreadKey,
+        natives: Option<&Natives>,
+    ) -> Result<Vec<StackEntry>> {
+        let t = self.thread(key)?;
+        let python = |index: usize, level: Option<usize>| StackEntry {
+            kind: "python",
+            index: Some(index),
+            level,
+            text: None,
+        };
+        let Some(n) = natives else {
+            return Ok((0..t.walk.items.len()).map(|i| python(i, None)).collect());
+        };
+        let actions = self.splice(key, &n.names, n.sps.as_deref(), false);
+        // Without symbols, the GIL and GC markers come from memory: the thread blocked on the
+        // GIL's own address; the interpreter's collector running and this thread the GIL's
+        // last holder (a finalizer the collector runs may have released it, as in a sleep).
+        // Shown innermost.
+        let named: Vec<String> = markers(&n.names, &(0..n.names.len()).collect::<Vec<_>>())
+            .into_iter()
+            .map(|m| m.1)
+            .collect();
+        let mut from_memory = Vec::new();
+        let (interp, holds) = (t.info.interp, t.info.holds_gil);
+        if !named.iter().any(|m| m == WAITING_FOR_GIL)
+            && holds == Some(false)
+            && n.wait_addr
+                .is_some_and(|a| self.snap.is_gil_address(interp, a))
+        {
+            from_memory.push((0, WAITING_FOR_GIL.to_string()));
+        }
+        if !named.iter().any(|m| m == COLLECTING)
+            && self.snap.gil_last_holder(interp) == Some(t.info.addr)
+            && self.snap.gc_collecting(interp) == Some(true)
+        {
+            from_memory.push((0, COLLECTING.to_string()));
+        }
+        let mut from_memory = Some(from_memory);
+        let mut out = Vec::new();
+        let mut shown = vec![false; t.walk.items.len()];
+        let mut pending: Vec<usize> = Vec::new();
+        for (level, a) in actions.iter().enumerate() {
+            let Splice::Python { frames } = a else {
+                pending.push(level);
+                continue;
+            };
+            let mut lines = markers(&n.names, &pending);
+            lines.extend(from_memory.take().unwrap_or_default());
+            if let Some(FrameItem::Python(p)) = frames.first().and_then(|&i| t.walk.items.get(i)) {
+                let called: Vec<NativeFrame> = pending
+                    .iter()
+                    .map(|&k| NativeFrame {
+                        name: n.names[k].clone(),
+                        pc: n.pcs.get(k).copied().unwrap_or(0),
+                    })
+                    .collect();
+                if let Some((k, text)) = self.snap.called_callable(p, &called) {
+                    lines.push((pending[k], text));
+                }
+            }
+            lines.sort_by_key(|l| l.0);
+            out.extend(lines.into_iter().map(|(level, text)| StackEntry {
+                kind: "native",
+                index: None,
+                level: Some(level),
+                text: Some(text),
+            }));
+            for &i in frames {
+                shown[i] = true;
+                out.push(python(i, Some(level)));
+            }
+            pending.clear();
+        }
+        out.extend(
+            markers(&n.names, &pending)
+                .into_iter()
+                .map(|(level, text)| StackEntry {
+                    kind: "native",
+                    index: None,
+                    level: Some(level),
+                    text: Some(text),
+                }),
+        );
+        out.extend(
+            (0..shown.len())
+                .filter(|&i| !shown[i])
+                .map(|i| python(i, None)),
+        );
+        Ok(out)
     }
 
     /// `py-bt-async` text.
@@ -397,6 +497,49 @@ impl Session {
         };
         splice(names, sps, &marks, hide_internal)
     }
+}
+
+/// A thread's native frames as the debugger unwound them, innermost first.
+#[derive(Clone, Debug, Default)]
+pub struct Natives {
+    pub names: Vec<Option<String>>,
+    pub pcs: Vec<u64>,
+    pub sps: Option<Vec<u64>>,
+    /// The innermost frame's first argument register (x86-64 `rdi`): in a blocked futex wait,
+    /// the address the thread waits on.
+    pub wait_addr: Option<u64>,
+}
+
+const WAITING_FOR_GIL: &str = "Waiting for the GIL";
+const COLLECTING: &str = "Garbage-collecting";
+
+/// Native functions libpython.py marks in py-bt (Tools/gdb/libpython.py,
+/// `is_waiting_for_gil`, `is_gc_collect`; 3.13 added the generational names).
+const GIL_WAIT_FUNCTIONS: &[&str] = &["take_gil"];
+const GC_FUNCTIONS: &[&str] = &[
+    "collect",
+    "gc_collect_main",
+    "gc_collect_full",
+    "gc_collect_young",
+    "gc_collect_increment",
+];
+
+/// The "Waiting for the GIL" and "Garbage-collecting" lines for the native frames `levels`.
+fn markers(names: &[Option<String>], levels: &[usize]) -> Vec<(usize, String)> {
+    levels
+        .iter()
+        .filter_map(|&k| {
+            let name = names.get(k)?.as_deref()?;
+            let base = name.split('.').next().unwrap_or(name);
+            if GIL_WAIT_FUNCTIONS.contains(&base) {
+                Some((k, WAITING_FOR_GIL.to_string()))
+            } else if GC_FUNCTIONS.contains(&base) {
+                Some((k, COLLECTING.to_string()))
+            } else {
+                None
+            }
+        })
+        .collect()
 }
 
 /// JIT and trampoline code (see [`crate::native::jit`]), for frontends that unwind themselves

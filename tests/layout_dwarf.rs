@@ -87,6 +87,7 @@ const MAP: &[(u8, u8, &str, &str, &str)] = &[
     (11, 15, "interpreter_state.threads_head", "PyInterpreterState", "threads.head"),
     (10, 11, "interpreter_state.imports_modules", "PyInterpreterState", "modules"),
     (12, 15, "interpreter_state.imports_modules", "PyInterpreterState", "imports.modules"),
+    (10, 15, "interpreter_state.gc_collecting", "PyInterpreterState", "gc.collecting"),
     (10, 15, "thread_state.prev", "PyThreadState", "prev"),
     (10, 15, "thread_state.next", "PyThreadState", "next"),
     (10, 15, "thread_state.interp", "PyThreadState", "interp"),

@@ -279,12 +279,9 @@ fn push(walk: &mut FrameWalk, addr: u64, frame: Result<PyFrame, ReadError>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::binary::Module;
-    use crate::cpython::discovery::Found;
     use crate::cpython::layout::{tpflags, Layout};
     use crate::cpython::version::Version;
     use crate::memory::FakeMemory;
-    use std::sync::Arc;
 
     const STR_TYPE: u64 = 0x1000;
     const CODE_TYPE: u64 = 0x2000;
@@ -352,18 +349,7 @@ mod tests {
     }
 
     fn snapshot(m: FakeMemory, l: Layout) -> Snapshot {
-        let found = Found {
-            module: Module {
-                path: String::new(),
-                start: 0,
-                end: 0,
-                base: 0,
-            },
-            runtime: 0,
-            layout: l,
-            found_by: "test".into(),
-        };
-        Snapshot::new(Arc::new(m), &found)
+        Snapshot::for_test(m, l)
     }
 
     #[test]

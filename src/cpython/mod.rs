@@ -1,11 +1,13 @@
 //! CPython's data structures: version, layout, objects, code, frames, threads.
 
+pub mod callables;
 pub mod code;
 pub mod debug_offsets;
 pub mod discovery;
 pub mod frames;
 pub mod layout;
 pub mod objects;
+pub mod proxy_repr;
 pub mod snapshot;
 pub mod threads;
 pub mod version;

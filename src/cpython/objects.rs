@@ -22,6 +22,12 @@ pub const MAX_REPR_CHARS: usize = 256;
 /// `MAX_SET_TABLE_SIZE` in Modules/_remote_debugging).
 pub const MAX_SET_SLOTS: u64 = 1 << 20;
 
+/// `base + offset` of a field of a target object, an error if it overflows.
+pub fn field(base: u64, offset: u64) -> Result<u64, ReadError> {
+    base.checked_add(offset)
+        .ok_or_else(|| ReadError::corrupt(base, "address overflow"))
+}
+
 /// What we know of a type object.
 #[derive(Clone, Debug)]
 pub struct TypeInfo {
@@ -36,7 +42,9 @@ pub struct TypeInfo {
 
 impl Snapshot {
     pub fn type_of(&self, obj: u64) -> Result<Arc<TypeInfo>, ReadError> {
-        let tp = self.mem.read_ptr(obj + self.layout.pyobject.ob_type)?;
+        let tp = self
+            .mem
+            .read_ptr(field(obj, self.layout.pyobject.ob_type)?)?;
         if tp == 0 {
             return Err(ReadError::corrupt(obj, "object without a type"));
         }
@@ -54,6 +62,8 @@ impl Snapshot {
             return Ok(t.clone());
         }
         let to = &self.layout.type_object;
+        // A stale or corrupt pointer must not overflow the address arithmetic.
+        field(tp, to.ht_cached_keys.max(to.tp_dictoffset).max(to.tp_flags))?;
         let name_ptr = self.mem.read_ptr(tp + to.tp_name)?;
         let name = String::from_utf8_lossy(&self.mem.read_cstr(name_ptr, 200)?).into_owned();
         let t = Arc::new(TypeInfo {
@@ -329,7 +339,12 @@ impl Snapshot {
 
     /// The (key, value) pairs of an instance's `__dict__`, or of its split or inline values;
     /// empty when it has none.
-    fn instance_items(&self, obj: u64) -> Result<Vec<(u64, u64)>, ReadError> {
+    pub(crate) fn instance_items(&self, obj: u64) -> Result<Vec<(u64, u64)>, ReadError> {
+        Ok(self.instance_dict(obj)?.unwrap_or_default())
+    }
+
+    /// As [`Self::instance_items`], None when the instance has no `__dict__` (nor values).
+    pub(crate) fn instance_dict(&self, obj: u64) -> Result<Option<Vec<(u64, u64)>>, ReadError> {
         let t = self.type_of(obj)?;
         let managed = t.flags & tpflags::MANAGED_DICT != 0;
         let values_items = |values: u64| -> Result<Vec<(u64, u64)>, ReadError> {
@@ -344,9 +359,9 @@ impl Snapshot {
                 if d == 0 {
                     let values = self.mem.read_ptr(obj.wrapping_sub(32))?;
                     return if values == 0 {
-                        Ok(Vec::new())
+                        Ok(None)
                     } else {
-                        values_items(values)
+                        values_items(values).map(Some)
                     };
                 }
                 d
@@ -354,29 +369,47 @@ impl Snapshot {
             InstanceDict::Managed312 if managed => {
                 let v = self.mem.read_ptr(obj.wrapping_sub(24))?;
                 if v & 1 == 1 {
-                    return values_items(v + 1);
+                    return values_items(v + 1).map(Some);
                 }
                 v
             }
             InstanceDict::Managed313 if managed => {
                 let d = self.mem.read_ptr(obj.wrapping_sub(24))?;
                 if d == 0 && t.flags & tpflags::INLINE_VALUES != 0 {
-                    return values_items(obj + t.basicsize + self.layout.dict_object.values_array);
+                    return values_items(obj + t.basicsize + self.layout.dict_object.values_array)
+                        .map(Some);
                 }
                 d
             }
             // `tp_dictoffset` (3.10, and types without a managed dict).
+            _ if t.dictoffset == 0 => return Ok(None),
+            _ if t.dictoffset > 0 => self.mem.read_ptr(field(obj, t.dictoffset as u64)?)?,
+            // Negative: counted from the end of a variable-size object (tuple and int
+            // subclasses), as `_PyObject_GetDictPtr` does (Objects/object.c, 3.10).
             _ => {
-                if t.dictoffset <= 0 {
-                    return Ok(Vec::new());
-                }
-                self.mem.read_ptr(obj + t.dictoffset as u64)?
+                let n = self
+                    .mem
+                    .read_i64(field(obj, self.layout.tuple_object.ob_size)?)?;
+                let itemsize = self
+                    .mem
+                    .read_u64(field(t.addr, self.layout.type_object.tp_basicsize + 8)?)?;
+                let size = n
+                    .unsigned_abs()
+                    .checked_mul(itemsize)
+                    .and_then(|s| s.checked_add(t.basicsize))
+                    .and_then(|s| s.checked_add(7))
+                    .ok_or_else(|| ReadError::corrupt(obj, "object size"))?
+                    & !7;
+                let at = size
+                    .checked_add_signed(t.dictoffset)
+                    .ok_or_else(|| ReadError::corrupt(obj, "dict offset"))?;
+                self.mem.read_ptr(field(obj, at)?)?
             }
         };
         if dict == 0 {
-            return Ok(Vec::new());
+            return Ok(None);
         }
-        self.dict_items(dict, MAX_DICT_ENTRIES)
+        self.dict_items(dict, MAX_DICT_ENTRIES).map(Some)
     }
 
     /// A short, bounded repr of any object, in Python's style where we know the type.
@@ -478,6 +511,8 @@ impl Snapshot {
                     (_, false) => format!("frozenset({{{}}})", parts.join(", ")),
                 }
             }
+            n if super::callables::is_cfunction_type(n) => self.cfunction_repr(obj)?,
+            "method-wrapper" => self.method_wrapper_repr(obj)?,
             _ => format!("<{} object at {obj:#x}>", t.name),
         })
     }

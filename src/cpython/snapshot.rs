@@ -31,3 +31,22 @@ impl Snapshot {
         }
     }
 }
+
+#[cfg(test)]
+impl Snapshot {
+    /// A snapshot of fake memory with `layout`, for decoder tests.
+    pub fn for_test(mem: crate::memory::FakeMemory, layout: Layout) -> Snapshot {
+        let found = Found {
+            module: crate::binary::Module {
+                path: String::new(),
+                start: 0,
+                end: 0,
+                base: 0,
+            },
+            runtime: 0,
+            layout,
+            found_by: "test".into(),
+        };
+        Snapshot::new(Arc::new(mem), &found)
+    }
+}

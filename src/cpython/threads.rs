@@ -26,6 +26,11 @@ pub struct ThreadInfo {
     pub frame_error: Option<ReadError>,
 }
 
+/// Bytes of `struct _gil_runtime_state` from `locked` to its end: int locked (and padding),
+/// unsigned long switch_number, two pthread_cond_t (48) and two pthread_mutex_t (40) on
+/// x86-64 glibc (Include/internal/pycore_gil.h).
+const GIL_BYTES_FROM_LOCKED: u64 = 8 + 8 + 2 * 48 + 2 * 40;
+
 impl Snapshot {
     /// Interpreter states, main interpreter last as CPython links them (newest first).
     pub fn interpreters(&self) -> Result<Vec<u64>, ReadError> {
@@ -117,7 +122,37 @@ impl Snapshot {
     /// `Some(holder)` where holder is the thread state holding the GIL (None if unlocked);
     /// `None` when unknown.
     fn gil_holder(&self, interp: u64) -> Option<Option<u64>> {
-        let (locked, holder) = match self.layout.gil {
+        let (locked, holder) = self.gil_fields(interp)?;
+        let is_locked = self.mem.read_i32(locked).ok()? != 0;
+        let h = self.mem.read_ptr(holder).ok()?;
+        Some(is_locked.then_some(h))
+    }
+
+    /// Whether `addr` (what a blocked thread waits on: its futex word) lies in the GIL's
+    /// condition variables and mutexes, which follow `locked` in `struct _gil_runtime_state`
+    /// (Include/internal/pycore_gil.h, 3.10 to 3.15: `locked`, `switch_number`, `cond`,
+    /// `mutex`, `switch_cond`, `switch_mutex`).
+    pub fn is_gil_address(&self, interp: u64, addr: u64) -> bool {
+        self.gil_fields(interp)
+            .is_some_and(|(locked, _)| addr >= locked && addr - locked < GIL_BYTES_FROM_LOCKED)
+    }
+
+    /// The thread state that last held the GIL (`last_holder`, kept when it is released).
+    pub fn gil_last_holder(&self, interp: u64) -> Option<u64> {
+        let (_, holder) = self.gil_fields(interp)?;
+        self.mem.read_ptr(holder).ok()
+    }
+
+    /// Whether the interpreter's garbage collector is running (`gc.collecting`); None when
+    /// unknown.
+    pub fn gc_collecting(&self, interp: u64) -> Option<bool> {
+        let off = self.layout.interpreter_state.gc_collecting?;
+        Some(self.mem.read_i32(interp.checked_add(off)?).ok()? != 0)
+    }
+
+    /// The addresses of the GIL's `locked` and `last_holder` fields.
+    fn gil_fields(&self, interp: u64) -> Option<(u64, u64)> {
+        Some(match self.layout.gil {
             GilLocation::Runtime {
                 locked,
                 last_holder,
@@ -131,13 +166,10 @@ impl Snapshot {
                 if g == 0 {
                     return None;
                 }
-                (g + locked, g + last_holder)
+                (g.checked_add(locked)?, g.checked_add(last_holder)?)
             }
             GilLocation::None => return None,
-        };
-        let is_locked = self.mem.read_i32(locked).ok()? != 0;
-        let h = self.mem.read_ptr(holder).ok()?;
-        Some(is_locked.then_some(h))
+        })
     }
 
     /// `threading._active`: thread ident -> `Thread._name`, where readable.

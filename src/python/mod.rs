@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use crate::binary::parse_proc_maps;
 use crate::memory::{CallbackMemory, PageCache};
 use crate::report::text::{self, Sources};
-use crate::session::{Session, ThreadKey};
+use crate::session::{Natives, Session, ThreadKey};
 use crate::target::{FileSearch, Target};
 
 mod jit;
@@ -167,17 +167,61 @@ impl PySession {
             .map_err(err)
     }
 
-    /// `py-bt` / `py-bt-full` text.
-    #[pyo3(signature = (lwp=None, tp=None, all_threads=false, full=false))]
+    /// `py-bt` / `py-bt-full` text. `names`, `pcs`, `sps`: the selected thread's native
+    /// frames, innermost first, when the debugger has them (the native frames libpython shows
+    /// are then shown too).
+    #[pyo3(signature = (lwp=None, tp=None, all_threads=false, full=false, names=None, pcs=None, sps=None, wait_addr=None))]
+    #[allow(clippy::too_many_arguments)]
     fn render_bt(
         &self,
         lwp: Option<u64>,
         tp: Option<u64>,
         all_threads: bool,
         full: bool,
+        names: Option<Vec<Option<String>>>,
+        pcs: Option<Vec<u64>>,
+        sps: Option<Vec<u64>>,
+        wait_addr: Option<u64>,
     ) -> PyResult<String> {
         let k = (!all_threads).then(|| key(lwp, tp));
-        self.inner.render_bt(k, full).map_err(err)
+        let n = natives(names, pcs, sps, wait_addr);
+        self.inner.render_bt(k, full, n.as_ref()).map_err(err)
+    }
+
+    /// libpython's repr of the object at `addr` (gdb's pretty-printer for `PyObject *`);
+    /// `frame`: the object is a `PyFrameObject`.
+    #[pyo3(signature = (addr, frame=false))]
+    fn proxy_repr(&self, py: Python<'_>, addr: u64, frame: bool) -> String {
+        let snap = &self.inner.snap;
+        py.detach(|| {
+            if frame && addr != 0 {
+                snap.frame_object_repr(addr)
+                    .unwrap_or_else(|_| snap.proxy_repr(addr))
+            } else {
+                snap.proxy_repr(addr)
+            }
+        })
+    }
+
+    /// The thread's stack as libpython's py-bt and py-up walk it (JSON list of
+    /// {"kind": "python"|"native", "index", "level", "text"}), innermost first.
+    #[pyo3(signature = (lwp=None, tp=None, names=None, pcs=None, sps=None, wait_addr=None))]
+    fn stack_entries(
+        &self,
+        lwp: Option<u64>,
+        tp: Option<u64>,
+        names: Option<Vec<Option<String>>>,
+        pcs: Option<Vec<u64>>,
+        sps: Option<Vec<u64>>,
+        wait_addr: Option<u64>,
+    ) -> PyResult<String> {
+        let n = natives(names, pcs, sps, wait_addr);
+        json(
+            &self
+                .inner
+                .stack_entries(key(lwp, tp), n.as_ref())
+                .map_err(err)?,
+        )
     }
 
     /// How to show each native frame: JSON list of {"action": "python"|"hide"|"keep", ...}.
@@ -260,17 +304,23 @@ impl PySession {
         u.map(|u| jit::unwound_dict(py, &u)).transpose()
     }
 
-    /// One libpython-style frame line (`#N Frame 0x…, for file …, line …, in …`) and its source
-    /// line, for `py-up` / `py-down`.
-    #[pyo3(signature = (index, lwp=None, tp=None))]
-    fn render_frame(&self, index: usize, lwp: Option<u64>, tp: Option<u64>) -> PyResult<String> {
+    /// One libpython-style frame line (`#N Frame 0x…, for file …, line …, in f (a=1)`) and its
+    /// source line, for `py-up` / `py-down`; `#N` is `level` when given.
+    #[pyo3(signature = (index, lwp=None, tp=None, level=None))]
+    fn render_frame(
+        &self,
+        index: usize,
+        lwp: Option<u64>,
+        tp: Option<u64>,
+        level: Option<usize>,
+    ) -> PyResult<String> {
         let t = self.inner.thread(key(lwp, tp)).map_err(err)?;
-        let r = self.inner.thread_report(t, false);
+        let r = self.inner.thread_report(t, true);
         let f = r
             .frames
             .get(index)
             .ok_or_else(|| err(format!("no Python frame #{index}")))?;
-        let mut out = text::frame_line(index, f, None) + "\n";
+        let mut out = text::frame_line(level.unwrap_or(index), f, f.locals.as_deref()) + "\n";
         if let (Some(file), Some(line)) = (&f.file, f.line) {
             if let Some(code) = Sources::default().line(file, line) {
                 out.push_str(&format!("    {}\n", code.trim()));
@@ -278,6 +328,20 @@ impl PySession {
         }
         Ok(out)
     }
+}
+
+fn natives(
+    names: Option<Vec<Option<String>>>,
+    pcs: Option<Vec<u64>>,
+    sps: Option<Vec<u64>>,
+    wait_addr: Option<u64>,
+) -> Option<Natives> {
+    Some(Natives {
+        names: names?,
+        pcs: pcs.unwrap_or_default(),
+        sps,
+        wait_addr,
+    })
 }
 
 /// `py-list` text: lines `start..=end` of `file`, `current` marked.

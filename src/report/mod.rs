@@ -157,3 +157,21 @@ impl FrameReport {
         }
     }
 }
+
+/// One line of a stack as libpython's `py-bt` and `py-up` see it: a Python frame, or a native
+/// frame worth showing between them (the C function being called, waiting for the GIL,
+/// collecting garbage).
+#[derive(Clone, Debug, Serialize)]
+pub struct StackEntry {
+    /// "python" or "native".
+    pub kind: &'static str,
+    /// The Python frame's index in the thread's frame list.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
+    /// The native frame (debugger level) it is shown at, when native frames were given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub level: Option<usize>,
+    /// What a native entry shows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use super::{FrameKind, FrameReport, LocalReport, Report, ThreadReport};
+use super::{FrameKind, FrameReport, LocalReport, Report, StackEntry, ThreadReport};
 
 /// Source files larger than this are not read for display.
 const MAX_SOURCE_BYTES: u64 = 16 << 20;
@@ -166,30 +166,73 @@ pub fn frame_line(index: usize, f: &FrameReport, locals: Option<&[LocalReport]>)
 pub fn full(t: &ThreadReport, src: &mut Sources) -> String {
     let mut out = String::new();
     for (i, f) in t.frames.iter().enumerate() {
-        match f.kind {
-            FrameKind::Python | FrameKind::Jit => {
-                writeln!(out, "{}", frame_line(i, f, f.locals.as_deref())).unwrap();
-                if let (Some(file), Some(l)) = (&f.file, f.line) {
-                    if let Some(code) = src.line(file, l) {
-                        writeln!(out, "    {}", code.trim()).unwrap();
-                    }
-                }
-            }
-            _ => {
-                writeln!(
-                    out,
-                    "#{i} (unreadable frame at {:#x}: {})",
-                    f.address.unwrap_or(0),
-                    f.reason.as_deref().unwrap_or("unknown")
-                )
-                .unwrap();
-            }
-        }
+        full_frame(i, f, src, &mut out);
     }
     if t.frames.is_empty() {
         out.push_str("(no Python frames)\n");
     }
     out
+}
+
+/// One frame of `py-bt-full`: its `#i Frame` line and its source line.
+fn full_frame(i: usize, f: &FrameReport, src: &mut Sources, out: &mut String) {
+    match f.kind {
+        FrameKind::Python | FrameKind::Jit => {
+            writeln!(out, "{}", frame_line(i, f, f.locals.as_deref())).unwrap();
+            if let (Some(file), Some(l)) = (&f.file, f.line) {
+                if let Some(code) = src.line(file, l) {
+                    writeln!(out, "    {}", code.trim()).unwrap();
+                }
+            }
+        }
+        _ => {
+            writeln!(
+                out,
+                "#{i} (unreadable frame at {:#x}: {})",
+                f.address.unwrap_or(0),
+                f.reason.as_deref().unwrap_or("unknown")
+            )
+            .unwrap();
+        }
+    }
+}
+
+/// `py-bt` (`full`: `py-bt-full`) over a thread's stack entries: its Python frames and the
+/// native frames libpython shows between them.
+pub fn entries(
+    t: &ThreadReport,
+    entries: &[StackEntry],
+    full: bool,
+    src: &mut Sources,
+    out: &mut String,
+) {
+    if !full {
+        if t.frames.is_empty() && entries.is_empty() {
+            out.push_str("(no Python frames)\n");
+            return;
+        }
+        out.push_str("Traceback (most recent call first):\n");
+    }
+    for e in entries {
+        match (
+            e.index.and_then(|i| t.frames.get(i).map(|f| (i, f))),
+            &e.text,
+        ) {
+            (Some((i, f)), _) if full => full_frame(i, f, src, out),
+            (Some((_, f)), _) => frames(std::slice::from_ref(f), "  ", src, out),
+            (None, Some(text)) if full => {
+                writeln!(out, "#{} {text}", e.level.unwrap_or(0)).unwrap()
+            }
+            (None, Some(text)) => writeln!(out, "  {text}").unwrap(),
+            (None, None) => {}
+        }
+    }
+    if full && t.frames.is_empty() && entries.is_empty() {
+        out.push_str("(no Python frames)\n");
+    }
+    if !full && t.truncated {
+        out.push_str("  (more frames not shown: stack deeper than the walk limit)\n");
+    }
 }
 
 /// `py-locals`: one `name = repr` line per local.
@@ -220,7 +263,7 @@ pub fn listing(
         } else {
             n.to_string()
         };
-        writeln!(out, "{mark:>5}    {}", lines[(n - 1) as usize]).unwrap();
+        writeln!(out, "{mark:>4}    {}", lines[(n - 1) as usize]).unwrap();
     }
     Ok(out)
 }

@@ -59,6 +59,8 @@ pub struct InterpreterState {
     pub threads_head: u64,
     /// `sys.modules` (`interp->modules` up to 3.11, `interp->imports.modules` from 3.12).
     pub imports_modules: Option<u64>,
+    /// `interp->gc.collecting` (an int, 1 while a collection runs; Include/internal/pycore_gc.h).
+    pub gc_collecting: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -21,6 +21,7 @@ pub fn layout() -> Layout {
             next: 0,
             threads_head: 8,
             imports_modules: Some(856),
+            gc_collecting: Some(816),
         },
         thread_state: ThreadState {
             prev: 0,

@@ -20,6 +20,7 @@ pub fn layout() -> Layout {
             next: 0,
             threads_head: 16,
             imports_modules: Some(888),
+            gc_collecting: Some(848),
         },
         thread_state: ThreadState {
             prev: 0,

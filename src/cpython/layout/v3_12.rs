@@ -20,6 +20,7 @@ pub fn layout() -> Layout {
             next: 0,
             threads_head: 72,
             imports_modules: Some(944),
+            gc_collecting: Some(312),
         },
         thread_state: ThreadState {
             prev: 0,

@@ -22,6 +22,7 @@ pub fn layout() -> Layout {
             next: 7264,
             threads_head: 7344,
             imports_modules: Some(7656),
+            gc_collecting: Some(7600),
         },
         thread_state: ThreadState {
             prev: 0,

@@ -16,6 +16,7 @@ pub fn layout() -> Layout {
         next: 7272,
         threads_head: 7344,
         imports_modules: Some(7688),
+        gc_collecting: Some(7600),
     };
     if let FrameModel::Interpreter(f) = &mut l.frame {
         f.localsplus = 80;

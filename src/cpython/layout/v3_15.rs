@@ -16,6 +16,7 @@ pub fn layout() -> Layout {
         next: 7264,
         threads_head: 7336,
         imports_modules: Some(7592),
+        gc_collecting: Some(7512),
     };
     l.thread_state.thread_id = 176;
     l.thread_state.native_thread_id = Some(184);

@@ -1,0 +1,179 @@
+//! C callables: the reprs of builtin functions and method-wrappers (as libpython.py prints
+//! them), and which of them a Python frame is calling right now, found on the frame's value
+//! stack and confirmed by the native frames above its eval loop. Memory and native PCs only;
+//! no DWARF.
+
+use super::frames::PyFrame;
+use super::layout::FrameModel;
+use super::objects::field;
+use super::snapshot::Snapshot;
+use crate::error::ReadError;
+
+/// Value-stack slots scanned above a frame's locals. A call's callable sits below its
+/// arguments; calls with more arguments than this are not named.
+const MAX_VALUE_STACK_SLOTS: u64 = 64;
+/// How far past a C function's entry point a native frame's PC may lie and still count as
+/// running that function.
+const MAX_C_FUNCTION_BYTES: u64 = 1 << 16;
+/// Longest C name (`ml_name`, a wrapper's slot name) we read.
+const MAX_C_NAME_BYTES: usize = 200;
+
+// Field offsets past the object header, the same in 3.10 to 3.15:
+// `PyCFunctionObject` {m_ml, m_self, ...} (Include/cpython/methodobject.h);
+const CFUNCTION_M_ML: u64 = 0;
+const CFUNCTION_M_SELF: u64 = 8;
+// `PyMethodDef` {ml_name, ml_meth, ...} (Include/methodobject.h), not an object;
+const METHODDEF_ML_NAME: u64 = 0;
+const METHODDEF_ML_METH: u64 = 8;
+// `wrapperobject` {descr, self} (Objects/descrobject.c);
+const WRAPPER_DESCR: u64 = 0;
+const WRAPPER_SELF: u64 = 8;
+// `PyWrapperDescrObject`: PyDescr_COMMON {d_type, d_name, d_qualname}, then d_base
+// (Include/cpython/descrobject.h); `struct wrapperbase` starts with `name`.
+const WRAPPERDESCR_D_BASE: u64 = 24;
+
+/// End of x86-64 Linux user space: no object lies above it.
+const USER_SPACE_END: u64 = 1 << 47;
+
+/// A native frame as the debugger unwound it.
+#[derive(Clone, Debug)]
+pub struct NativeFrame {
+    pub name: Option<String>,
+    pub pc: u64,
+}
+
+/// The type names of the callables we recognise.
+pub fn is_cfunction_type(name: &str) -> bool {
+    matches!(name, "builtin_function_or_method" | "builtin_method")
+}
+
+/// CPython's functions that call a `PyCFunctionObject` (Objects/methodobject.c), which
+/// libpython.py also looks for.
+fn is_cfunction_dispatcher(name: &str) -> bool {
+    name.starts_with("cfunction_vectorcall_") || name == "cfunction_call"
+}
+
+impl Snapshot {
+    /// Where an object's own fields start: `ob_type` is the header's last field.
+    fn object_fields(&self, obj: u64) -> Result<u64, ReadError> {
+        field(obj, self.layout.pyobject.ob_type + 8)
+    }
+
+    fn c_name(&self, ptr: u64) -> Result<String, ReadError> {
+        Ok(String::from_utf8_lossy(&self.mem.read_cstr(ptr, MAX_C_NAME_BYTES)?).into_owned())
+    }
+
+    /// libpython's repr of a `PyCFunctionObject`: `<built-in function len>` without a
+    /// `self`, else `<built-in method id of module object at remote 0x7f..>`.
+    pub fn cfunction_repr(&self, obj: u64) -> Result<String, ReadError> {
+        let f = self.object_fields(obj)?;
+        let ml = self.mem.read_ptr(field(f, CFUNCTION_M_ML)?)?;
+        let name = self.c_name(self.mem.read_ptr(field(ml, METHODDEF_ML_NAME)?)?)?;
+        let m_self = self.mem.read_ptr(field(f, CFUNCTION_M_SELF)?)?;
+        if m_self == 0 {
+            return Ok(format!("<built-in function {name}>"));
+        }
+        let t = self.type_of(m_self)?;
+        Ok(format!(
+            "<built-in method {name} of {} object at remote {m_self:#x}>",
+            t.name
+        ))
+    }
+
+    /// libpython's repr of a method-wrapper: `<method-wrapper '__init__' of C object at 0x..>`.
+    pub fn method_wrapper_repr(&self, obj: u64) -> Result<String, ReadError> {
+        let f = self.object_fields(obj)?;
+        let descr = self.mem.read_ptr(field(f, WRAPPER_DESCR)?)?;
+        let base = self
+            .mem
+            .read_ptr(field(self.object_fields(descr)?, WRAPPERDESCR_D_BASE)?)?;
+        let name = self.c_name(self.mem.read_ptr(base)?)?;
+        let this = self.mem.read_ptr(field(f, WRAPPER_SELF)?)?;
+        let t = self.type_of(this)?;
+        Ok(format!(
+            "<method-wrapper {} of {} object at {this:#x}>",
+            super::objects::str_repr(&name),
+            t.name
+        ))
+    }
+
+    /// The objects on a frame's value stack (slots above its locals), bottom first. Slots above
+    /// the live top hold stale pointers: callers confirm what they find.
+    fn value_stack(&self, frame: &PyFrame) -> Vec<u64> {
+        let (base, tag_bits) = match self.layout.frame {
+            FrameModel::FrameObject { f_localsplus, .. } => (frame.addr + f_localsplus, 0),
+            FrameModel::Interpreter(f) => (frame.addr + f.localsplus, f.tag_bits),
+        };
+        let Some(start) = base.checked_add(frame.code.locals.len() as u64 * 8) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for i in 0..MAX_VALUE_STACK_SLOTS {
+            let Some(slot) = start.checked_add(i * 8) else {
+                break;
+            };
+            match self.mem.read_u64(slot) {
+                // Objects are 8-byte aligned user-space addresses; anything else is stale.
+                Ok(v) if v & !tag_bits != 0 && v & 7 & !tag_bits == 0 && v < USER_SPACE_END => {
+                    out.push(v & !tag_bits)
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        out
+    }
+
+    /// The C callable `frame` is calling, as libpython prints it, and the index in `natives`
+    /// (the native frames between the frame's eval loop and the innermost frame, innermost
+    /// first) where it belongs: a builtin function on the value stack whose `ml_meth` one of
+    /// those native frames is running (shown at that frame's caller, where libpython shows
+    /// it), else a method-wrapper on the value stack when a native frame is `wrapper_call`.
+    pub fn called_callable(
+        &self,
+        frame: &PyFrame,
+        natives: &[NativeFrame],
+    ) -> Option<(usize, String)> {
+        if natives.is_empty() {
+            return None;
+        }
+        let mut best: Option<(u64, usize, u64)> = None;
+        let mut wrapper = None;
+        let mut lowest_cfunction = None;
+        for v in self.value_stack(frame) {
+            let Ok(t) = self.type_of(v) else { continue };
+            if is_cfunction_type(&t.name) {
+                lowest_cfunction.get_or_insert(v);
+                let meth = self
+                    .object_fields(v)
+                    .and_then(|f| self.mem.read_ptr(field(f, CFUNCTION_M_ML)?))
+                    .and_then(|ml| self.mem.read_ptr(field(ml, METHODDEF_ML_METH)?));
+                let Ok(meth) = meth else { continue };
+                for (k, n) in natives.iter().enumerate() {
+                    let dist = n.pc.wrapping_sub(meth);
+                    if meth != 0 && dist < MAX_C_FUNCTION_BYTES && best.is_none_or(|b| dist < b.0) {
+                        best = Some((dist, k, v));
+                    }
+                }
+            } else if t.name == "method-wrapper" && wrapper.is_none() {
+                wrapper = Some(v);
+            }
+        }
+        if let Some((_, k, v)) = best {
+            let at = (k + 1).min(natives.len() - 1);
+            return self.cfunction_repr(v).ok().map(|s| (at, s));
+        }
+        // A C function that tail-calls (PyObject_Vectorcall as its last act) leaves no native
+        // frame of its own; CPython's dispatcher to it still names it.
+        let named = |f: fn(&str) -> bool| {
+            natives
+                .iter()
+                .position(|n| n.name.as_deref().is_some_and(f))
+        };
+        if let (Some(at), Some(v)) = (named(is_cfunction_dispatcher), lowest_cfunction) {
+            return self.cfunction_repr(v).ok().map(|s| (at, s));
+        }
+        let at = named(|n| n == "wrapper_call")?;
+        self.method_wrapper_repr(wrapper?).ok().map(|s| (at, s))
+    }
+}

@@ -1,0 +1,45 @@
+"""libpython's `Waiting for the GIL` and `Garbage-collecting` lines in py-bt on the builds
+without symbols, live and from a core (with symbols they come from the native frames' names,
+`take_gil` and the collector, as in libpython; CPython's own test_gdb checks those). From
+memory: a thread that does not hold the GIL and is blocked on an address inside the GIL; the
+interpreter's `gc.collecting` while this thread is the GIL's last holder."""
+
+import pytest
+
+import harness
+from test_libpython_text import MEMORY_ONLY_INTERPS
+from test_stacks import expected, run_gdb, traceback_frames
+
+
+def free_threaded(interp):
+    return "3.13t" in interp.id
+
+
+@pytest.mark.parametrize("source", ["live", "core"])
+@pytest.mark.parametrize("interp", MEMORY_ONLY_INTERPS, ids=lambda i: i.id)
+def test_garbage_collecting(interp, source):
+    with harness.Scenario(interp, "gc_finalizer") as sc:
+        where = {"core": sc.make_core()} if source == "core" else {"pid": sc.pid}
+        out, _ = run_gdb(interp, "py-bt", "echo @@FULL@@\\n", "py-bt-full", **where)
+        bt, full = out.split("@@FULL@@")
+        assert traceback_frames(bt) == expected(sc.truth["threads"][0]["frames"]), bt
+        if free_threaded(interp):
+            # No single GIL holder: the memory rule cannot tell which thread collects.
+            return
+        assert "\n  Garbage-collecting\n" in bt, bt
+        assert " Garbage-collecting\n" in full, full
+
+
+@pytest.mark.parametrize("source", ["live", "core"])
+@pytest.mark.parametrize("interp", MEMORY_ONLY_INTERPS, ids=lambda i: i.id)
+def test_waiting_for_the_gil(interp, source):
+    with harness.Scenario(interp, "gil_wait") as sc:
+        where = {"core": sc.make_core()} if source == "core" else {"pid": sc.pid}
+        out, _ = run_gdb(interp, "thread apply all py-bt", **where)
+        waiting = out.count("\n  Waiting for the GIL\n")
+        if free_threaded(interp):
+            assert waiting == 0, out
+        else:
+            # Four threads spin; one holds the GIL, the others wait for it (one may be between
+            # two waits at the stop).
+            assert 1 <= waiting <= 3, out

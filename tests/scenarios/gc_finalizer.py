@@ -1,0 +1,36 @@
+"""A garbage collection that stops in a finalizer: main -> collect_now -> gc.collect() ->
+(the collector) -> Finalized.__del__, which stops in `time.sleep`. libpython's py-bt marks the
+collector's frames with `Garbage-collecting`.
+"""
+
+import gc
+import os
+import sys
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _truth  # noqa: E402
+
+STOP_SECONDS = 3600
+
+
+class Finalized:
+    def __del__(self):
+        _truth.ready(); time.sleep(STOP_SECONDS)  # noqa: E702
+
+
+def collect_now():
+    cycle = Finalized()
+    cycle.me = cycle
+    del cycle
+    gc.collect()
+
+
+def main():
+    gc.disable()
+    collect_now()
+
+
+if __name__ == "__main__":
+    main()
