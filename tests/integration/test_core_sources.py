@@ -284,6 +284,45 @@ def test_gdb_set_sysroot_reaches_the_direct_memory_source(chrooted, tmp_path):
     check_report(report, sc.truth)
 
 
+# `chroot` starts it in the new root (a private tmpfs): the core is to land in the shared /tmp.
+CRASHER = """\
+import os, signal
+os.chdir(os.path.dirname(os.path.abspath(__file__)))
+def crash():
+    os.kill(os.getpid(), signal.SIGSEGV)
+crash()
+"""
+
+
+def test_kernel_core_of_a_chrooted_process(chroot_tree):
+    """A core the kernel writes for a crashing process in the chroot (core_pattern `core`, as
+    set up on this machine) names files by their paths inside the chroot, as a container's core
+    does: with the image as --sysroot it reads exactly; without, the missing file is named."""
+    stage, root, interp = chroot_tree
+    with open("/proc/sys/kernel/core_pattern", encoding="ascii") as f:
+        assert f.read().strip() == "core", "the test needs the kernel's plain `core` pattern"
+    work = pathlib.Path(tempfile.mkdtemp(dir="/tmp", prefix="pyunwind-crash-"))
+    try:
+        script = work / "crasher.py"
+        script.write_text(CRASHER)
+        # /tmp is bind-mounted at the same path inside the chroot.
+        rc, out, err = harness.run(["sh", "-c", 'ulimit -c unlimited; exec "$0" "$1"',
+                                    interp.exe, str(script)], 60, cwd=str(work),
+                                   env=harness.child_env())
+        assert rc != 0, "the crasher did not crash"
+        cores = sorted(work.glob("core*"))
+        assert len(cores) == 1, (cores, err)
+        core = cores[0]
+        err = one_line_error(*cli("core", core)[::2])
+        assert CHROOT_PYTHON + ": file not found" in err, err
+        report = cli_json("core", core, "--sysroot", stage)
+        frames = [(f["function"], f["file"], f["line"]) for t in report["threads"]
+                  for f in t["frames"]]
+        assert frames == [("crash", str(script), 4), ("<module>", str(script), 5)], frames
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 # --- an executable deleted or replaced on disk ----------------------------------------------
 
 
