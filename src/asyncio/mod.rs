@@ -535,10 +535,18 @@ fn list_tasks(
     out: &mut Vec<u64>,
     err: &mut impl FnMut(u64, String),
 ) {
+    // One read per node: `next` and `prev` are the node's two words (in either order).
+    let first = l.node_next.min(l.node_prev);
+    let span = l.node_next.max(l.node_prev) - first + 8;
     let node_words = |node: u64| -> Result<(u64, u64), ReadError> {
-        let next = snap.mem.read_ptr(node + l.node_next)?;
-        let prev = snap.mem.read_ptr(node + l.node_prev)?;
-        Ok((next, prev))
+        let raw = snap.mem.read_vec(node.wrapping_add(first), span, 64)?;
+        let word = |off: u64| {
+            let o = (off - first) as usize;
+            raw.get(o..o + 8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+                .ok_or(ReadError::corrupt(node, "task list node"))
+        };
+        Ok((word(l.node_next)?, word(l.node_prev)?))
     };
     let mut seen = AddrSet::default();
     let (mut node, last) = match node_words(head) {
