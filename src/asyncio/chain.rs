@@ -3,6 +3,7 @@
 use super::layout::{StackTop, YieldFrom};
 use super::objects::{Class, Objects};
 use crate::cpython::layout::FrameModel;
+use crate::cpython::objects::field;
 use crate::cpython::FrameItem;
 use crate::error::{ReadError, ReadErrorKind};
 use crate::memory::addr_map::AddrSet;
@@ -64,14 +65,18 @@ impl Objects<'_> {
                         Err(Stop::Read(e)) => break Leaf::Error(e),
                     }
                 }
-                Class::AsyncGenAwait => match self.ptr(obj + self.lay.asend_gen) {
-                    Ok(g) => obj = g,
-                    Err(e) => break Leaf::Error(e),
-                },
-                Class::FutureIter => match self.ptr(obj + self.lay.future_iter_future) {
-                    Ok(f) => break Leaf::Awaits(f),
-                    Err(e) => break Leaf::Error(e),
-                },
+                Class::AsyncGenAwait => {
+                    match field(obj, self.lay.asend_gen).and_then(|a| self.ptr(a)) {
+                        Ok(g) => obj = g,
+                        Err(e) => break Leaf::Error(e),
+                    }
+                }
+                Class::FutureIter => {
+                    match field(obj, self.lay.future_iter_future).and_then(|a| self.ptr(a)) {
+                        Ok(f) => break Leaf::Awaits(f),
+                        Err(e) => break Leaf::Error(e),
+                    }
+                }
                 Class::Future { .. } | Class::Task { .. } => break Leaf::Awaits(obj),
                 _ => {
                     break Leaf::Other {
@@ -89,11 +94,11 @@ impl Objects<'_> {
     /// chain ends here.
     fn step(&self, obj: u64, class: Class, frames: &mut Vec<FrameItem>) -> Result<u64, Stop> {
         let (g, st) = (&self.lay.gen, &self.lay.states);
-        let state = self.snap.mem.read_u8(obj + g.frame_state)? as i8;
+        let state = self.snap.mem.read_u8(field(obj, g.frame_state)?)? as i8;
         if state >= st.first_done {
             return Err(Stop::Leaf(Leaf::Done));
         }
-        let faddr = obj + g.iframe;
+        let faddr = field(obj, g.iframe)?;
         let (frame, header) = match self.snap.interp_frame(faddr) {
             Ok(f) => f,
             Err(e) => {
@@ -157,14 +162,16 @@ impl Objects<'_> {
         if !delegating {
             return Ok(None);
         }
-        let base = faddr + f.localsplus;
+        let base = faddr
+            .checked_add(f.localsplus)
+            .ok_or(ReadError::corrupt(faddr, "address overflow"))?;
         let slot = match self.lay.stack_top {
             StackTop::Depth { stacktop } => {
                 let top = i32::from_le_bytes(field(stacktop, 4)?.try_into().unwrap_or_default());
                 if !(1..=MAX_STACKTOP).contains(&top) {
                     return Err(ReadError::corrupt(faddr, "frame stack depth"));
                 }
-                base + (top as u64 - 1) * 8
+                base.wrapping_add((top as u64 - 1) * 8)
             }
             StackTop::Pointer {
                 stackpointer,
@@ -186,8 +193,8 @@ impl Objects<'_> {
     pub fn local0(&self, faddr: u64) -> Result<u64, ReadError> {
         match self.snap.layout.frame {
             // 3.14+: a `_PyStackRef`, whose low bits are tags.
-            FrameModel::Interpreter(f) => Ok(self.ptr(faddr + f.localsplus)? & !f.tag_bits),
-            FrameModel::FrameObject { f_localsplus, .. } => self.ptr(faddr + f_localsplus),
+            FrameModel::Interpreter(f) => Ok(self.ptr(field(faddr, f.localsplus)?)? & !f.tag_bits),
+            FrameModel::FrameObject { f_localsplus, .. } => self.ptr(field(faddr, f_localsplus)?),
         }
     }
 }
@@ -209,5 +216,6 @@ pub fn top_frame(objects: &Objects, coro: u64) -> Option<u64> {
         objects.class(coro),
         Ok(Class::Coroutine | Class::AsyncGen | Class::Generator)
     )
-    .then_some(coro + objects.lay.gen.iframe)
+    .then(|| coro.checked_add(objects.lay.gen.iframe))
+    .flatten()
 }

@@ -108,7 +108,10 @@ impl AsyncioDebug {
             (d.thread.running_task, 8, d.thread.size),
             (d.thread.tasks_head, 16, d.thread.size),
         ];
-        if checks.iter().any(|(off, len, size)| off + len > *size) {
+        if checks
+            .iter()
+            .any(|(off, len, size)| off.checked_add(*len).is_none_or(|end| end > *size))
+        {
             return Err("field outside its structure");
         }
         Ok(d)
@@ -199,5 +202,8 @@ mod tests {
         w[7] = 1 << 40;
         assert!(AsyncioDebug::parse(&words(&w), "x").is_err());
         assert!(AsyncioDebug::parse(&words(&DEBIAN_3_14[..12]), "x").is_err());
+        let mut w = DEBIAN_3_14;
+        w[1] = u64::MAX - 3; // an offset whose end overflows
+        assert!(AsyncioDebug::parse(&words(&w), "x").is_err());
     }
 }

@@ -24,6 +24,7 @@ use debug_section::AsyncioDebug;
 use layout::{AsyncioLayout, RunningLoop, TaskLists};
 use objects::{Class, KnownTypes, Objects, RawTask};
 
+use crate::cpython::objects::field;
 use crate::cpython::{FrameItem, FrameWalk, Snapshot};
 use crate::error::{Error, ReadError};
 use crate::memory::addr_map::{AddrMap, AddrSet};
@@ -120,7 +121,7 @@ pub fn analyze(
         for t in threads {
             list_tasks(
                 snap,
-                t.tstate + lists.thread_head,
+                t.tstate.wrapping_add(lists.thread_head),
                 lists,
                 &mut found,
                 &mut err,
@@ -129,7 +130,7 @@ pub fn analyze(
         for interp in &interps {
             list_tasks(
                 snap,
-                interp + lists.interp_head,
+                interp.wrapping_add(lists.interp_head),
                 lists,
                 &mut found,
                 &mut err,
@@ -450,13 +451,15 @@ fn registries(
     let Some(off) = snap.layout.interpreter_state.imports_modules else {
         return Ok(None);
     };
-    let modules = snap.mem.read_ptr(interp + off)?;
+    let modules = snap.mem.read_ptr(field(interp, off)?)?;
     if modules == 0 {
         return Ok(None);
     }
     let module_dict = |name: &str| -> Result<Option<u64>, ReadError> {
         match snap.dict_get(modules, name)? {
-            Some(m) => Ok(Some(snap.mem.read_ptr(m + snap.layout.module_md_dict)?)),
+            Some(m) => Ok(Some(
+                snap.mem.read_ptr(field(m, snap.layout.module_md_dict)?)?,
+            )),
             None => Ok(None),
         }
     };
@@ -489,7 +492,7 @@ fn registries(
             continue;
         };
         for r in snap.set_keys(data, MAX_TASKS)? {
-            let obj = snap.mem.read_ptr(r + lay.weakref_object)?;
+            let obj = snap.mem.read_ptr(field(r, lay.weakref_object)?)?;
             if obj != 0 {
                 out.push(obj);
             }
@@ -503,20 +506,22 @@ fn registries(
     // its module state.
     if let (Some(ms), Some(m)) = (&lay.module_state, snap.dict_get(modules, "_asyncio")?) {
         if snap.type_of(m)?.name == "module" {
-            let state = snap.mem.read_ptr(m + ms.md_state)?;
+            let state = snap.mem.read_ptr(field(m, ms.md_state)?)?;
             if state != 0 {
-                let ws = snap.mem.read_ptr(state + ms.non_asyncio_tasks)?;
+                let ws = snap.mem.read_ptr(field(state, ms.non_asyncio_tasks)?)?;
                 if ws != 0 && snap.type_of(ws)?.name == "WeakSet" {
                     if let Some(data) = snap.instance_attr(ws, "data")? {
                         for r in snap.set_keys(data, MAX_TASKS)? {
-                            let obj = snap.mem.read_ptr(r + lay.weakref_object)?;
+                            let obj = snap.mem.read_ptr(field(r, lay.weakref_object)?)?;
                             if obj != 0 {
                                 out.push(obj);
                             }
                         }
                     }
                 }
-                let eager = snap.mem.read_ptr(state + ms.non_asyncio_eager_tasks)?;
+                let eager = snap
+                    .mem
+                    .read_ptr(field(state, ms.non_asyncio_eager_tasks)?)?;
                 if eager != 0 && snap.type_of(eager)?.name == "set" {
                     out.extend(snap.set_keys(eager, MAX_TASKS)?);
                 }
@@ -599,9 +604,11 @@ fn running_loop(
     tstate: u64,
 ) -> Result<Option<u64>, ReadError> {
     let l = match lay.running_loop {
-        RunningLoop::ThreadState { running_loop } => snap.mem.read_ptr(tstate + running_loop)?,
+        RunningLoop::ThreadState { running_loop } => {
+            snap.mem.read_ptr(field(tstate, running_loop)?)?
+        }
         RunningLoop::ThreadDict { dict, holder_loop } => {
-            let d = snap.mem.read_ptr(tstate + dict)?;
+            let d = snap.mem.read_ptr(field(tstate, dict)?)?;
             if d == 0 {
                 return Ok(None);
             }
@@ -609,7 +616,7 @@ fn running_loop(
                 None => return Ok(None),
                 Some(v) => match holder_loop {
                     Some(off) if snap.type_of(v)?.name != "NoneType" => {
-                        snap.mem.read_ptr(v + off)?
+                        snap.mem.read_ptr(field(v, off)?)?
                     }
                     _ => v,
                 },
@@ -679,14 +686,14 @@ impl Resolver<'_, '_> {
         match o.class(cb)? {
             // `task_wakeup` / `task_step` bound to the waiting task (C tasks).
             Class::BuiltinMethod => {
-                let s = o.ptr(cb + o.lay.cfunction_self)?;
+                let s = o.ptr(field(cb, o.lay.cfunction_self)?)?;
                 if o.class(s)?.is_task() {
                     out.push(s);
                 }
             }
             // `Task.__wakeup` (pure-Python tasks), `TaskGroup._on_task_done`.
             Class::Method => {
-                let s = o.ptr(cb + o.lay.method_self)?;
+                let s = o.ptr(field(cb, o.lay.method_self)?)?;
                 if o.class(s)?.is_task() {
                     out.push(s);
                 } else if s != 0 {

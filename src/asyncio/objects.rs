@@ -4,6 +4,7 @@
 use std::sync::Mutex;
 
 use super::layout::AsyncioLayout;
+use crate::cpython::objects::field;
 use crate::cpython::Snapshot;
 use crate::error::ReadError;
 use crate::memory::addr_map::AddrMap;
@@ -105,7 +106,7 @@ impl<'a> Objects<'a> {
         let tp = self
             .snap
             .mem
-            .read_ptr(obj + self.snap.layout.pyobject.ob_type)?;
+            .read_ptr(field(obj, self.snap.layout.pyobject.ob_type)?)?;
         if let Some(c) = self
             .classes
             .lock()
@@ -319,11 +320,16 @@ impl<'a> Objects<'a> {
     pub fn callbacks(&self, fut: u64, c: bool) -> Result<Vec<u64>, ReadError> {
         let mut out = Vec::new();
         let list = if c {
-            let cb0 = self.snap.mem.read_ptr(fut + self.lay.future.callback0)?;
+            let cb0 = self
+                .snap
+                .mem
+                .read_ptr(field(fut, self.lay.future.callback0)?)?;
             if cb0 != 0 {
                 out.push(cb0);
             }
-            self.snap.mem.read_ptr(fut + self.lay.future.callbacks)?
+            self.snap
+                .mem
+                .read_ptr(field(fut, self.lay.future.callbacks)?)?
         } else {
             self.attr(fut, "_callbacks")?
         };
@@ -343,7 +349,10 @@ impl<'a> Objects<'a> {
 
     /// The contents of a function's closure cells.
     pub fn closure_values(&self, func: u64) -> Result<Vec<u64>, ReadError> {
-        let closure = self.snap.mem.read_ptr(func + self.lay.function_closure)?;
+        let closure = self
+            .snap
+            .mem
+            .read_ptr(field(func, self.lay.function_closure)?)?;
         if closure == 0 || self.class(closure)? == Class::None {
             return Ok(Vec::new());
         }
@@ -353,7 +362,7 @@ impl<'a> Objects<'a> {
             let v = self
                 .snap
                 .mem
-                .read_ptr(cell + self.snap.layout.cell_ob_ref)?;
+                .read_ptr(field(cell, self.snap.layout.cell_ob_ref)?)?;
             if v != 0 {
                 out.push(v);
             }
@@ -363,7 +372,7 @@ impl<'a> Objects<'a> {
 
     /// The positional arguments bound by a `functools.partial`.
     pub fn partial_args(&self, p: u64) -> Result<Vec<u64>, ReadError> {
-        let args = self.snap.mem.read_ptr(p + self.lay.partial_args)?;
+        let args = self.snap.mem.read_ptr(field(p, self.lay.partial_args)?)?;
         Ok(self.snap.read_seq(args, false, 256)?.0)
     }
 

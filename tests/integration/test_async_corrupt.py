@@ -115,11 +115,14 @@ def assert_others_exact(report, truth, damaged):
     check_report({**report, "errors": []}, truth)
 
 
+# UNMAPPED, and all ones: a pointer whose fields' addresses overflow (a panic once, found by
+# corrupting a core by hand).
+@pytest.mark.parametrize("value", [UNMAPPED, (1 << 64) - 1], ids=["unmapped", "all-ones"])
 @pytest.mark.parametrize("interp", INTERPS + LIST_INTERPS, ids=ids(INTERPS + LIST_INTERPS))
-def test_bad_coroutine_pointer(chain_cores, interp):
+def test_bad_coroutine_pointer(chain_cores, interp, value):
     interp, core, truth, report, d = chain_cores(interp)
     f1 = by_name(report)["f1"]
-    bad = patch(core, d, "coro", {f1["id"] + TASK_CORO[interp.minor]: u64(UNMAPPED)})
+    bad = patch(core, d, "coro-%x" % value, {f1["id"] + TASK_CORO[interp.minor]: u64(value)})
     r = run_both(interp, bad)
     g = by_name(r)["f1"]
     assert g["frames"] == [] and g["awaiting"] is None
