@@ -124,6 +124,24 @@ fn check_exe_matches(mem: &CoreMemory, maps: &[FileMapping], named: &str, exe: &
     if info.is_core {
         return Err(Error::bad_file(exe, "is a core file, not an executable"));
     }
+    // The build-id decides when the core holds it: two builds of the same source can share
+    // their first 64 bytes (pyenv's 3.10 and 3.11 `python3` launchers do).
+    if let (Some(recorded), Some(on_disk)) = (
+        mem.lookup().recorded_build_id(named).map(<[u8]>::to_vec),
+        crate::memory::file_build_id(exe),
+    ) {
+        if recorded != on_disk {
+            return Err(Error::bad_file(
+                exe,
+                format!(
+                    "does not match the executable of this core ({named}): build-id {} here, {} in the core",
+                    crate::memory::hex(&on_disk),
+                    crate::memory::hex(&recorded)
+                ),
+            ));
+        }
+        return Ok(());
+    }
     let Some(first) = maps.iter().find(|m| m.path == named && m.offset == 0) else {
         return Ok(());
     };

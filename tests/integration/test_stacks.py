@@ -55,6 +55,10 @@ def got(frames):
 def check_report(report, truth, live_cli=False):
     assert report["python"]["version"] == truth["python"]
     by_id = {t["thread_id"]: t for t in report["threads"]}
+    # Exactly the program's threads: an extra (misread or stale) thread is as wrong as a
+    # missing one.
+    assert sorted(by_id) == sorted(tt["thread_id"] for tt in truth["threads"]), (
+        "threads %r, want %r" % (sorted(by_id), sorted(tt["thread_id"] for tt in truth["threads"])))
     for tt in truth["threads"]:
         t = by_id.get(tt["thread_id"])
         assert t is not None, "thread %s (%s) missing from %r" % (tt["thread_id"], tt["name"], list(by_id))
