@@ -41,3 +41,22 @@ def def_line(script, name):
     """Line of `def NAME(` in a scenario: the co_firstlineno a JIT frame's name shows."""
     lines = harness.scenarios_dir().joinpath(script).read_text(encoding="utf-8").splitlines()
     return 1 + next(i for i, text in enumerate(lines) if text.startswith("def %s(" % name))
+
+
+def anon_exec_ranges(pid):
+    """[start, end) of every anonymous executable mapping of a live process, from
+    /proc/PID/maps: where JIT code and perf trampolines live. The tests classify frames with
+    it, not with the unwinder's own region list, so that a wrong region list fails them."""
+    ranges = []
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            fields = line.split()
+            if "x" in fields[1] and len(fields) == 5:  # no path: anonymous
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                ranges.append((start, end))
+    assert ranges, "no anonymous executable mapping in process %d" % pid
+    return ranges
+
+
+def in_ranges(ranges, pc):
+    return pc is not None and any(start <= pc < end for start, end in ranges)

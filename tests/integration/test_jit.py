@@ -28,28 +28,34 @@ def regions(out):
     return json.loads(out.split("@@REGIONS@@", 1)[1].splitlines()[0])
 
 
-def in_kind(rows, kind, pc):
-    return pc is not None and any(r[0] <= pc < r[1] and r[2] == kind for r in rows)
+def check_rows(rows, kind, anon):
+    """Our region list of `kind` is not empty and lies in the process's anonymous executable
+    mappings."""
+    mine = [r for r in rows if r[2] == kind]
+    assert mine and all(jh.in_ranges(anon, r[0]) and jh.in_ranges(anon, r[1] - 1) for r in mine), (
+        rows, anon)
 
 
-def check_whole_stack(raw, text, rows):
-    """Reaches _start; every frame gdb cannot name is JIT/trampoline code or libc's own
-    unnamed start-up frame."""
+def check_whole_stack(raw, text, anon):
+    """Reaches _start; every frame gdb cannot name is JIT/trampoline code (an anonymous
+    executable mapping) or libc's own unnamed start-up frame."""
     assert "Backtrace stopped" not in text, text
     assert raw[-1][2] == "_start", text
     lines = [l for l in text.splitlines() if FRAME.match(l)]
     for f, line in zip(raw, lines):
         if f[2] == "??":
-            assert "libc.so.6" in line or any(r[0] <= f[1] < r[1] for r in rows), text
+            assert "libc.so.6" in line or jh.in_ranges(anon, f[1]), text
 
 
-def check_jit_stack(sc, script, func, out):
-    rows = regions(out)["rows"]
+def check_jit_stack(sc, script, func, out, anon):
+    """JIT frames are told by /proc/PID/maps (``anon``: no perf trampolines in these
+    scenarios, so every anonymous executable mapping is JIT code), not by our region list."""
+    check_rows(regions(out)["rows"], "jit", anon)
     raw_text = out.split("@@RAW@@")[1].split("@@FILTERED@@")[0]
     filtered = out.split("@@FILTERED@@")[1]
     raw = frames(raw_text)
-    check_whole_stack(raw, raw_text, rows)
-    jit_levels = [i for i, f in enumerate(raw) if in_kind(rows, "jit", f[1])]
+    check_whole_stack(raw, raw_text, anon)
+    jit_levels = [i for i, f in enumerate(raw) if jh.in_ranges(anon, f[1])]
     # One JIT frame (one shim activation), directly older than it the eval loop.
     assert len(jit_levels) == 1, raw_text
     j = jit_levels[0]
@@ -70,12 +76,13 @@ def test_jit_call_from_jit_code(interp):
     with harness.Scenario(interp, "jit_call", env={"PYTHON_JIT": "1"}) as sc:
         assert sc.truth["jit"] is True
         out, _ = jh.run_gdb(interp, *BT, pid=sc.pid)
-        raw, j = check_jit_stack(sc, "jit_call.py", "leaf", out)
+        anon = jh.anon_exec_ranges(sc.pid)
+        raw, j = check_jit_stack(sc, "jit_call.py", "leaf", out, anon)
         # The C frames above the JIT frame are the lock's acquire path.
         assert any("acquire" in f[2] or "Vectorcall" in f[2] or "Call" in f[2] for f in raw[:j]), out
         core = sc.make_core()
         out_core, _ = jh.run_gdb(interp, *BT, core=core)
-        raw_core, jc = check_jit_stack(sc, "jit_call.py", "leaf", out_core)
+        raw_core, jc = check_jit_stack(sc, "jit_call.py", "leaf", out_core, anon)
         assert [f[2] for f in raw_core] == [f[2] for f in raw]
 
 
@@ -86,10 +93,11 @@ def test_jit_pc_inside_jit_code(interp):
         assert sc.truth["jit"] is True
         core = str(sc.tmpdir / "jit-pc.core")
         out, _ = jh.run_gdb(interp, "pyunwind-test-step-to-jit", *BT, "gcore %s" % core, pid=sc.pid)
-        raw, j = check_jit_stack(sc, "jit_spin.py", "spin", out)
+        anon = jh.anon_exec_ranges(sc.pid)
+        raw, j = check_jit_stack(sc, "jit_spin.py", "spin", out, anon)
         assert j == 0, out
         out_core, _ = jh.run_gdb(interp, *BT, core=core)
-        raw_core, jc = check_jit_stack(sc, "jit_spin.py", "spin", out_core)
+        raw_core, jc = check_jit_stack(sc, "jit_spin.py", "spin", out_core, anon)
         assert jc == 0 and [f[:1] + f[2:] for f in raw_core] == [f[:1] + f[2:] for f in raw]
 
 
@@ -103,12 +111,13 @@ def test_trampolines(interp, perf):
         assert sc.truth["perf"] is True
         for where in ({"pid": sc.pid}, {"core": sc.make_core()}):
             out, _ = jh.run_gdb(interp, *BT, **where)
-            rows = regions(out)["rows"]
-            assert any(r[2] == "trampoline" for r in rows), rows
+            # JIT off: every anonymous executable mapping holds perf trampolines.
+            anon = jh.anon_exec_ranges(sc.pid)
+            check_rows(regions(out)["rows"], "trampoline", anon)
             raw_text = out.split("@@RAW@@")[1].split("@@FILTERED@@")[0]
             raw = frames(raw_text)
-            check_whole_stack(raw, raw_text, rows)
-            tramps = [i for i, f in enumerate(raw) if in_kind(rows, "trampoline", f[1])]
+            check_whole_stack(raw, raw_text, anon)
+            tramps = [i for i, f in enumerate(raw) if jh.in_ranges(anon, f[1])]
             # outer, middle x3, leaf, plus <module> and the runpy-free entry: at least 5.
             assert len(tramps) >= 5, raw_text
             for i in tramps:
@@ -142,10 +151,11 @@ def test_unwinder_only_claims_jit_frames(interp):
         out, _ = jh.run_gdb(interp, "pyunwind-test-regions", "echo @@ON@@\\n", "bt -no-filters",
                             "disable unwinder global pyunwind-jit", "maint flush register-cache",
                             "echo @@OFF@@\\n", "bt -no-filters", pid=sc.pid)
-        rows = regions(out)["rows"]
+        anon = jh.anon_exec_ranges(sc.pid)
+        check_rows(regions(out)["rows"], "jit", anon)
         on = frames(out.split("@@ON@@")[1].split("@@OFF@@")[0])
         off = frames(out.split("@@OFF@@")[1])
-        j = next(i for i, f in enumerate(on) if in_kind(rows, "jit", f[1]))
+        j = next(i for i, f in enumerate(on) if jh.in_ranges(anon, f[1]))
         assert on[: j + 1] == off[: j + 1]
         assert on[-1][2] == "_start"
 
