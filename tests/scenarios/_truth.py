@@ -139,6 +139,15 @@ def signal_ready():
         fifo.write("ready\n")
 
 
+def _join_truth(caller):
+    """Add the calling thread (from ``caller``, on its blocking line) to the truth file written
+    before, then signal ready."""
+    with open(sys.argv[1], encoding="utf-8") as f:
+        truth = json.load(f)
+    truth["threads"].append(_thread_entry(threading.current_thread(), frames_from(caller)))
+    write_truth(truth)
+
+
 def signal_when_blocked(thread_ident, code):
     """Signal ready once thread ``thread_ident``'s innermost Python frame runs ``code``: the
     caller records, returns to its blocking line, and only then may the harness look (a
@@ -153,8 +162,9 @@ def signal_when_blocked(thread_ident, code):
                 fail("thread %d never reached its blocking line" % thread_ident)
             time.sleep(0.005)
         # Block rather than exit: a thread exiting while the harness reads the live process
-        # would change the thread list under the reader.
-        signal_ready(); HELD.acquire()  # noqa: E702
+        # would change the thread list under the reader. This thread is then part of the
+        # process the harness reads, so it adds itself to the truth first.
+        _join_truth(sys._getframe(0)); HELD.acquire()  # noqa: E702
 
     threading.Thread(target=watch, name="ready-signal", daemon=True).start()
 

@@ -30,6 +30,8 @@ elif IMPL == "uvloop":
 import asyncio  # noqa: E402
 import concurrent.futures  # noqa: E402
 import gc  # noqa: E402
+import linecache  # noqa: E402
+import re  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 import types  # noqa: E402
@@ -74,25 +76,24 @@ def chain_of(coro):
     return frames, obj
 
 
-def leaf_kind(frames, leaf):
-    """The kind pyunwind should report for what the chain waits on."""
-    if type(leaf).__name__ == "FutureIter":
-        leaf = next(r for r in gc.get_referents(leaf) if isinstance(r, asyncio.Future))
-    elif isinstance(leaf, types.GeneratorType) and leaf.gi_code.co_name == "__await__":
-        leaf = leaf.gi_frame.f_locals["self"]
-    elif isinstance(leaf, types.GeneratorType):
-        return "sleep" if leaf.gi_code.co_name == "__sleep0" else "other"
-    if isinstance(leaf, asyncio.Task):
-        return "task"
-    if type(leaf).__name__ == "_GatheringFuture":
-        return "gather"
-    if isinstance(leaf, asyncio.Future):
-        named = [f for f in frames if f["function"] != "Future.__await__"]
-        if named and named[0]["function"] == "sleep" and named[0]["file"].endswith(
-                os.path.join("asyncio", "tasks.py")):
-            return "sleep"
-        return "future"
-    return "other"
+AWAITS = re.compile(r"#.*\bawaits: (\w+)(?:; 3\.(\d+)-: (\w+))?")
+
+
+def declared_awaiting(frames):
+    """What the task waits on, as this file declares it: the innermost frame of this file in
+    the chain is on an ``await`` line annotated ``# awaits: KIND`` (``# awaits: KIND; 3.N-:
+    OTHER`` when the interpreter's asyncio waits on something else from 3.N on). The truth is
+    what the scenario's author wrote, not a rule over the objects found: a wrong rule in
+    pyunwind cannot be copied here."""
+    mine = [f for f in frames if f["file"] == __file__]
+    if not mine:
+        _truth.fail("no frame of %s in the chain %r" % (__file__, frames))
+    line = linecache.getline(__file__, mine[0]["line"])
+    m = AWAITS.search(line)
+    if not m:
+        _truth.fail("line %d has no `# awaits:` annotation: %r" % (mine[0]["line"], line))
+    kind, since, later = m.groups()
+    return later if since and sys.version_info[1] >= int(since) else kind
 
 
 class Ctx:
@@ -193,9 +194,9 @@ def task_truth(ctx, stacks):
                 entry.update(on_cpu=True, native_id=nid, awaiting=None,
                              frames=[frame_entry(f) for f in stacks[nid][start:i + 1]])
             else:
-                frames, leaf = chain_of(t.get_coro())
+                frames, _ = chain_of(t.get_coro())
                 entry.update(on_cpu=False, native_id=loop_thread, frames=frames,
-                             awaiting=leaf_kind(frames, leaf))
+                             awaiting=declared_awaiting(frames))
                 if id(t) in ctx.executor:
                     entry["executor_thread"] = ctx.executor[id(t)]
             tasks_out.append(entry)
@@ -254,16 +255,16 @@ def recorder():
 # --- the cases ----------------------------------------------------------------------------
 
 async def sleeper():
-    await asyncio.sleep(FOREVER)
+    await asyncio.sleep(FOREVER)  # awaits: sleep
 
 
 async def case_idle(ctx):
     ctx.idle()
-    await asyncio.sleep(FOREVER)
+    await asyncio.sleep(FOREVER)  # awaits: sleep
 
 
 async def deep_c():
-    await asyncio.sleep(FOREVER)
+    await asyncio.sleep(FOREVER)  # awaits: sleep
 
 
 async def deep_b():
@@ -281,11 +282,11 @@ async def case_deep(ctx):
 
 async def chain_f(ctx, n):
     if n == 0:
-        await asyncio.sleep(FOREVER)
+        await asyncio.sleep(FOREVER)  # awaits: sleep
         return
     child = ctx.name(asyncio.create_task(chain_f(ctx, n - 1), name="f%d" % (n - 1)), "f%d" % (n - 1))
     ctx.edge(child, asyncio.current_task())
-    await child
+    await child  # awaits: task
 
 
 async def case_chain3(ctx):
@@ -307,11 +308,11 @@ async def case_gather(ctx):
     fut = asyncio.gather(*coros)
     for t in asyncio.all_tasks() - before:
         ctx.edge(t, main)
-    await fut
+    await fut  # awaits: gather
 
 
 async def f5():
-    await asyncio.sleep(FOREVER)
+    await asyncio.sleep(FOREVER)  # awaits: sleep
 
 
 async def f4():
@@ -324,14 +325,14 @@ async def f3(ctx):
     b = ctx.name(asyncio.create_task(f4(), name="F4_1"), "F4_1")
     ctx.edge(a, me)
     ctx.edge(b, me)
-    await asyncio.gather(a, b, a)
+    await asyncio.gather(a, b, a)  # awaits: gather
 
 
 async def f2(ctx):
     me = asyncio.current_task()
     t = ctx.name(asyncio.create_task(f3(ctx), name="F3"), "F3")
     ctx.edge(t, me)
-    await t
+    await t  # awaits: task
 
 
 async def f1(ctx):
@@ -343,12 +344,12 @@ async def case_gather_named(ctx):
     ctx.idle()
     t = ctx.name(asyncio.create_task(f1(ctx), name="F1"), "F1")
     ctx.edge(t, main)
-    await asyncio.gather(t)
+    await asyncio.gather(t)  # awaits: gather
 
 
 async def tg_a(ctx):
     me = asyncio.current_task()
-    async with asyncio.TaskGroup() as tg:
+    async with asyncio.TaskGroup() as tg:  # awaits: future
         for n in ("B1", "B2"):
             ctx.edge(ctx.name(tg.create_task(sleeper(), name=n), n), me)
 
@@ -356,7 +357,7 @@ async def tg_a(ctx):
 async def case_taskgroup(ctx):
     main = asyncio.current_task()
     ctx.idle()
-    async with asyncio.TaskGroup() as tg:
+    async with asyncio.TaskGroup() as tg:  # awaits: future
         ctx.edge(ctx.name(tg.create_task(tg_a(ctx), name="A"), "A"), main)
 
 
@@ -365,7 +366,7 @@ async def case_shield(ctx):
     inner = ctx.name(asyncio.create_task(sleeper(), name="inner"), "inner")
     ctx.edge(inner, main)
     ctx.idle()
-    await asyncio.shield(inner)
+    await asyncio.shield(inner)  # awaits: future
 
 
 async def case_wait_for(ctx):
@@ -373,7 +374,7 @@ async def case_wait_for(ctx):
     inner = ctx.name(asyncio.create_task(sleeper(), name="inner"), "inner")
     ctx.edge(inner, main)
     ctx.idle()
-    await asyncio.wait_for(inner, FOREVER)
+    await asyncio.wait_for(inner, FOREVER)  # awaits: future; 3.12-: task
 
 
 async def quick():
@@ -388,7 +389,7 @@ async def case_wait_first(ctx):
     fast = asyncio.create_task(quick(), name="fast")
     slow = [ctx.name(asyncio.create_task(sleeper(), name="slow%d" % i), "slow%d" % i)
             for i in range(2)]
-    await asyncio.wait([fast] + slow, return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait([fast] + slow, return_when=asyncio.FIRST_COMPLETED)  # awaits: future
     cpu()
 
 
@@ -411,7 +412,7 @@ async def inner2():
 async def inner1(ctx):
     t = ctx.name(asyncio.create_task(inner2(), name="Task-2"), "Task-2")
     ctx.edge(t, asyncio.current_task())
-    await t
+    await t  # awaits: task
 
 
 async def outer(ctx):
@@ -423,7 +424,7 @@ async def case_recursive_on_cpu(ctx):
 
 
 async def eager_child_suspends():
-    await asyncio.sleep(FOREVER)
+    await asyncio.sleep(FOREVER)  # awaits: sleep
 
 
 async def case_eager_suspend(ctx):
@@ -433,7 +434,7 @@ async def case_eager_suspend(ctx):
     child = ctx.name(asyncio.create_task(eager_child_suspends(), name="child"), "child")
     ctx.edge(child, main)
     ctx.idle()
-    await child
+    await child  # awaits: task
 
 
 def in_eager_step():
@@ -459,13 +460,13 @@ async def case_eager_done(ctx):
     ctx.keep.append(t)
     loop.set_task_factory(None)
     ctx.idle()
-    await asyncio.sleep(FOREVER)
+    await asyncio.sleep(FOREVER)  # awaits: sleep
 
 
 async def cyc(ctx, me_name, other_holder):
     while not other_holder:
-        await asyncio.sleep(0)
-    await other_holder[0]
+        await asyncio.sleep(0)  # awaits: sleep
+    await other_holder[0]  # awaits: task
 
 
 async def case_cycle(ctx):
@@ -482,7 +483,7 @@ async def case_cycle(ctx):
     ctx.cycle([tasks["c1"], tasks["c2"], tasks["c3"]])
     ctx.keep.append(main)
     ctx.idle()
-    await asyncio.sleep(FOREVER)
+    await asyncio.sleep(FOREVER)  # awaits: sleep
 
 
 def second_loop(ctx, started):
@@ -496,7 +497,7 @@ def second_loop(ctx, started):
         if asyncio.get_running_loop() not in ctx.loops:
             ctx.loops.append(asyncio.get_running_loop())
         started.set()
-        await asyncio.gather(*[t for t in asyncio.all_tasks() if t is not me])
+        await asyncio.gather(*[t for t in asyncio.all_tasks() if t is not me])  # awaits: gather
     asyncio.run(other_main())
 
 
@@ -511,7 +512,7 @@ async def case_two_loops(ctx):
     s1.wait(10)
     s2.wait(10)
     ctx.idle()
-    await asyncio.sleep(FOREVER)
+    await asyncio.sleep(FOREVER)  # awaits: sleep
 
 
 def slow_sync_function(started):
@@ -526,13 +527,13 @@ async def case_executor(ctx):
     fut = loop.run_in_executor(pool, slow_sync_function, started)
     ctx.executor[id(asyncio.current_task())] = "worker_0"
     while not started.is_set():
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # awaits: sleep
     ctx.idle()
-    await fut
+    await fut  # awaits: future
 
 
 async def deep_dependency():
-    await asyncio.sleep(FOREVER)
+    await asyncio.sleep(FOREVER)  # awaits: sleep
 
 
 async def async_generator_dep():
@@ -556,7 +557,7 @@ async def case_asyncgen(ctx):
 
 
 async def fan_waiter(t):
-    await t
+    await t  # awaits: task
 
 
 async def case_fan_in(ctx):
@@ -567,13 +568,13 @@ async def case_fan_in(ctx):
     ctx.edge(shared, t2)
     ctx.keep.append((t1, t2))
     ctx.idle()
-    await asyncio.sleep(FOREVER)
+    await asyncio.sleep(FOREVER)  # awaits: sleep
 
 
 async def spinner(ctx, i):
     n = 0
     while True:
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # awaits: sleep
         n += 1
         if i == 9 and n == 3:
             cpu()
@@ -583,7 +584,7 @@ async def case_ready_queue(ctx):
     for i in range(10):
         ctx.keep.append(ctx.name(asyncio.create_task(spinner(ctx, i), name="spin%d" % i),
                                  "spin%d" % i))
-    await asyncio.sleep(FOREVER)
+    await asyncio.sleep(FOREVER)  # awaits: sleep
 
 
 async def case_many(ctx):
@@ -593,18 +594,18 @@ async def case_many(ctx):
     for t in tasks:
         ctx.edge(ctx.name(t, t.get_name()), main)
     ctx.idle()
-    await asyncio.gather(*tasks)
+    await asyncio.gather(*tasks)  # awaits: gather
 
 
 async def case_finished(ctx):
     done = ctx.name(asyncio.create_task(quick(), name="finished"), "finished")
     cancelled = ctx.name(asyncio.create_task(sleeper(), name="cancelled"), "cancelled")
     ctx.keep.extend([done, cancelled])
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # awaits: sleep
     cancelled.cancel()
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # awaits: sleep
     ctx.idle()
-    await asyncio.sleep(FOREVER)
+    await asyncio.sleep(FOREVER)  # awaits: sleep
 
 
 async def r(ctx, n):
@@ -612,13 +613,13 @@ async def r(ctx, n):
         CTX.here(); _truth.HELD.acquire()  # noqa: E702
     t = ctx.name(asyncio.create_task(r(ctx, n - 1), name="r%d" % (n - 1)), "r%d" % (n - 1))
     ctx.edge(t, asyncio.current_task())
-    await t
+    await t  # awaits: task
 
 
 async def case_recursion_shared_code(ctx):
     t = ctx.name(asyncio.create_task(r(ctx, 3), name="r3"), "r3")
     ctx.edge(t, asyncio.current_task())
-    await t
+    await t  # awaits: task
 
 
 class MyTask(asyncio.Task):
@@ -650,7 +651,7 @@ async def case_subclass(ctx):
     asyncio.tasks._register_task(duck)
     ctx.non_tasks.append({"id": id(duck), "type": "DuckTask"})
     ctx.idle()
-    await t
+    await t  # awaits: task
 
 
 CASES = {
