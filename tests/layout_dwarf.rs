@@ -834,3 +834,85 @@ fn asyncio_layouts_match_dwarf() {
         }
     });
 }
+
+/// The JIT map's built-in tables (src/native/jit.rs), each against the DWARF of the build it
+/// names: Debian sid's python3.14/3.15 and their pydebug builds (python3.14d/3.15d).
+#[test]
+fn jit_tables_match_dwarf() {
+    use pyunwind::native::jit::{builtin_tables, ExecutorRoots};
+    let tables = builtin_tables();
+    let dwarfs: Vec<Result<Dw, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = tables
+            .iter()
+            .map(|t| {
+                let debug = if t.source.contains("(pydebug)") {
+                    "d"
+                } else {
+                    ""
+                };
+                let exe = format!("{}/usr/bin/python3.{}{debug}", sid_root(), t.minor);
+                // The pydebug builds keep their DWARF; the others' is in the -dbg package.
+                let file = if debug.is_empty() {
+                    separate_debug(&exe)
+                } else {
+                    Ok(exe)
+                };
+                s.spawn(move || Ok(load_dwarf(&file?)?.0))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut errs = Vec::new();
+    for (t, dw) in tables.iter().zip(&dwarfs) {
+        let dw = match dw {
+            Ok(dw) => dw,
+            Err(e) => {
+                errs.push(format!("{}: {e}", t.source));
+                continue;
+            }
+        };
+        let mut rows = vec![
+            ("_PyRuntimeState", "sizeof", t.runtime_size),
+            ("PyInterpreterState", "sizeof", t.interp_size),
+            (
+                "PyInterpreterState",
+                "executor_deletion_list_head",
+                t.deletion_head,
+            ),
+            (
+                "_PyRuntimeState",
+                "ceval.perf.code_arena",
+                t.perf_code_arena,
+            ),
+            ("_PyExecutorObject", "vm_data.links.next", t.links_next),
+            ("_PyExecutorObject", "vm_data.code", t.vm_code),
+            ("_PyExecutorObject", "jit_size", t.jit_size),
+            ("_PyExecutorObject", "jit_code", t.jit_code),
+        ];
+        match t.roots {
+            ExecutorRoots::List { head } => {
+                rows.push(("PyInterpreterState", "executor_list_head", head))
+            }
+            ExecutorRoots::Array { ptrs, count, cold } => rows.extend([
+                ("PyInterpreterState", "executor_ptrs", ptrs),
+                ("PyInterpreterState", "executor_count", count),
+                ("PyInterpreterState", "cold_executor", cold[0]),
+                ("PyInterpreterState", "cold_dynamic_executor", cold[1]),
+            ]),
+        }
+        for (root, path, value) in rows {
+            match dw.eval(root, path) {
+                Ok(Some(d)) if d == value => {}
+                other => errs.push(format!(
+                    "{}: {root} {path} = {value:#x} in the table, DWARF {other:?}",
+                    t.source
+                )),
+            }
+        }
+    }
+    assert!(
+        errs.is_empty(),
+        "JIT table mismatch(es):\n{}",
+        errs.join("\n")
+    );
+}

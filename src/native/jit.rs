@@ -54,7 +54,7 @@ pub const MAX_TRAMPOLINE_BYTES: u64 = 64;
 
 /// Where the executor lists are, per interpreter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ExecutorRoots {
+pub enum ExecutorRoots {
     /// 3.14: a list through `vm_data.links.next`.
     List { head: u64 },
     /// 3.15: an array of pointers and its length, plus the two shared cold-exit executors.
@@ -69,21 +69,27 @@ enum ExecutorRoots {
 /// the layout's minor version and the sizes `_Py_DebugOffsets` gives for `_PyRuntimeState` and
 /// `PyInterpreterState` all match, so a build with another layout gets no JIT map rather than a
 /// wrong one.
+/// Its fields are public for the DWARF check (tests/layout_dwarf.rs) only.
 #[derive(Clone, Copy, Debug)]
-struct Table {
-    source: &'static str,
-    minor: u8,
-    runtime_size: u64,
-    interp_size: u64,
-    roots: ExecutorRoots,
-    deletion_head: u64,
+pub struct Table {
+    pub source: &'static str,
+    pub minor: u8,
+    pub runtime_size: u64,
+    pub interp_size: u64,
+    pub roots: ExecutorRoots,
+    pub deletion_head: u64,
     /// `_PyRuntime.ceval.perf.code_arena`.
-    perf_code_arena: u64,
+    pub perf_code_arena: u64,
     /// `_PyExecutorObject` fields.
-    links_next: u64,
-    vm_code: u64,
-    jit_size: u64,
-    jit_code: u64,
+    pub links_next: u64,
+    pub vm_code: u64,
+    pub jit_size: u64,
+    pub jit_code: u64,
+}
+
+/// The built-in tables, for the DWARF check.
+pub fn builtin_tables() -> &'static [Table] {
+    TABLES
 }
 
 /// `_PyExecutorObject` of 3.14: vm_data at 32 (links.next at +40, code at +56), jit_size 104,
