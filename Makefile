@@ -43,9 +43,14 @@ unit: pythons
 	$(CARGO) test --release
 
 # The lldb tests (test_lldb*.py) run under integration-lldb, once per lldb version.
+# pytest-xdist spreads the tests over PYTEST_WORKERS processes (most of a test's time is gdb,
+# gcore or the scenario, one core each); a module whose tests share a fixed path marks itself
+# with `xdist_group`, which --dist loadgroup keeps on one worker.
+PYTEST_WORKERS ?= 2
+PYTEST := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup
 integration: build pythons wheel
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
-	  "$$py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_lldb*.py'
+	  "$$py" $(PYTEST) tests/integration --ignore-glob='*/test_lldb*.py'
 	$(MAKE) integration-lldb
 
 # tools/lldb-env.sh installs each lldb in turn (removing the other's Python package) and fails
@@ -55,7 +60,7 @@ integration-lldb: build wheel
 	  for v in $(LLDB_VERSIONS); do \
 	    lldb=$$(bash tools/lldb-env.sh $$v) || exit 1; \
 	    echo "== lldb $$v: $$lldb"; \
-	    PYUNWIND_LLDB=$$lldb "$$py" -m pytest -q -p no:cacheprovider tests/integration/test_lldb.py \
+	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST) tests/integration/test_lldb.py \
 	      tests/integration/test_lldb_sources.py || exit 1; \
 	  done
 

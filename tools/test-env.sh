@@ -6,7 +6,7 @@
 # - The pyenv interpreters of the matrix must already exist (exit 1 otherwise).
 # - compression tools (zstd, lz4, xz, gzip) for the compressed-core tests, python3.11-venv (the
 #   pip-install tests make a venv on Debian's python3.11), util-linux (unshare).
-# - A venv with pytest, jsonschema (every --json output is validated against
+# - A venv with pytest, pytest-xdist (the suite runs on two workers), jsonschema (every --json output is validated against
 #   docs/report.schema.json) and maturin (`make wheel`, the pip-install tests), made with pyenv's
 #   3.11.7, at ${PYUNWIND_CACHE:-~/.cache/pyunwind}/venv. pip keeps its downloads in its own
 #   cache (~/.cache/pip), so a new venv installs without downloading again.
@@ -69,9 +69,9 @@ if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
     mkdir -p "$CACHE"
     "$base" -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c 'import pytest, jsonschema' >/dev/null 2>&1 || [ ! -x "$VENV/bin/maturin" ]; then
-    log "installing pytest, jsonschema and maturin into $VENV"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest jsonschema 'maturin>=1.5,<2' >&2
+if ! "$VENV/bin/python" -c 'import pytest, jsonschema, xdist' >/dev/null 2>&1 || [ ! -x "$VENV/bin/maturin" ]; then
+    log "installing pytest, pytest-xdist, jsonschema and maturin into $VENV"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest pytest-xdist jsonschema 'maturin>=1.5,<2' >&2
 fi
 
 # --- uvloop for the scenario interpreters (tests/integration/test_asyncio.py) -----------------
