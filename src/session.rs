@@ -412,7 +412,8 @@ impl Session {
                         pc: n.pcs.get(k).copied().unwrap_or(0),
                     })
                     .collect();
-                if let Some((k, text)) = self.snap.called_callable(p, &called) {
+                let outer_pc = n.pcs.get(level).copied().unwrap_or(0);
+                if let Some((k, text)) = self.snap.called_callable(p, &called, outer_pc) {
                     lines.push((pending[k], text));
                 }
             }

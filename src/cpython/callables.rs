@@ -35,6 +35,38 @@ const WRAPPERDESCR_D_BASE: u64 = 24;
 /// End of x86-64 Linux user space: no object lies above it.
 const USER_SPACE_END: u64 = 1 << 47;
 
+/// Whether the call that returns to `ret` was a direct `call rel32` (x86-64 opcode E8): its
+/// target then, else None (an indirect call, or bytes we cannot read or tell).
+fn direct_call_target(mem: &dyn crate::memory::Memory, ret: u64) -> Option<u64> {
+    let mut b = [0u8; 7];
+    mem.read_into(ret.checked_sub(7)?, &mut b).ok()?;
+    // The indirect forms `call *...` (FF /2) that end at `ret`, by length: a register
+    // (FF D0+r), a register's memory (FF 10+r) with an optional REX prefix, disp8 (FF 50+r
+    // d8), disp32 or rip-relative (FF 90+r d32, FF 15 d32), and their SIB forms (FF 14/54/94
+    // 24 ...). Checked first: their displacement bytes may hold an E8.
+    let modrm = |i: usize| b.get(i + 1).map(|m| (m >> 3) & 7 == 2 && b[i] == 0xff);
+    let indirect = [
+        (5, 0xc0u8, 0xc0u8), // FF /2 mod=11: call *%reg
+        (5, 0xc0, 0x00),     // mod=00: call *(%reg)
+        (4, 0xc0, 0x00),     // mod=00, SIB
+        (4, 0xc0, 0x40),     // mod=01 with disp8
+        (3, 0xc0, 0x40),     // mod=01, SIB, disp8
+        (1, 0xc0, 0x80),     // mod=10 with disp32
+        (0, 0xc0, 0x80),     // mod=10, SIB, disp32
+        (1, 0xc7, 0x05),     // mod=00 r/m=101: rip-relative disp32
+    ];
+    for (i, mask, want) in indirect {
+        if modrm(i) == Some(true) && b[i + 1] & mask == want {
+            return None;
+        }
+    }
+    if b[2] != 0xe8 {
+        return None;
+    }
+    let rel = i32::from_le_bytes([b[3], b[4], b[5], b[6]]);
+    Some(ret.wrapping_add(rel as i64 as u64))
+}
+
 /// A native frame as the debugger unwound it.
 #[derive(Clone, Debug)]
 pub struct NativeFrame {
@@ -129,10 +161,13 @@ impl Snapshot {
     /// first) where it belongs: a builtin function on the value stack whose `ml_meth` one of
     /// those native frames is running (shown at that frame's caller, where libpython shows
     /// it), else a method-wrapper on the value stack when a native frame is `wrapper_call`.
+    /// `outer_pc` is where the eval loop's frame resumes (the return address of the
+    /// outermost of `natives`).
     pub fn called_callable(
         &self,
         frame: &PyFrame,
         natives: &[NativeFrame],
+        outer_pc: u64,
     ) -> Option<(usize, String)> {
         if natives.is_empty() {
             return None;
@@ -152,6 +187,14 @@ impl Snapshot {
                 for (k, n) in natives.iter().enumerate() {
                     let dist = n.pc.wrapping_sub(meth);
                     if meth != 0 && dist < MAX_C_FUNCTION_BYTES && best.is_none_or(|b| dist < b.0) {
+                        // CPython calls `ml_meth` through a pointer. A frame its caller
+                        // entered by a direct call to another function is not running it,
+                        // however near: a stale value-stack slot naming a builtin defined
+                        // beside the eval loop (3.10's `exec`) matched the call plumbing.
+                        let ret = natives.get(k + 1).map_or(outer_pc, |c| c.pc);
+                        if direct_call_target(&*self.mem, ret).is_some_and(|t| t != meth) {
+                            continue;
+                        }
                         best = Some((dist, k, v));
                     }
                 }
@@ -175,5 +218,46 @@ impl Snapshot {
         }
         let at = named(|n| n == "wrapper_call")?;
         self.method_wrapper_repr(wrapper?).ok().map(|s| (at, s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::direct_call_target;
+    use crate::memory::FakeMemory;
+
+    fn target_of(code: &[u8]) -> Option<u64> {
+        let mut mem = FakeMemory::default();
+        let at = 0x1000;
+        mem.put(at, code);
+        direct_call_target(&mem, at + code.len() as u64)
+    }
+
+    #[test]
+    fn direct_calls_give_their_target() {
+        // call rel32 = -0x100 from the end of the instruction.
+        assert_eq!(
+            target_of(&[0x90, 0x90, 0xe8, 0x00, 0xff, 0xff, 0xff]),
+            Some(0x1007 - 0x100)
+        );
+    }
+
+    #[test]
+    fn indirect_calls_give_none() {
+        for code in [
+            &[0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0xd0][..], // call *%rax
+            &[0x90, 0x90, 0x90, 0x90, 0x41, 0xff, 0xd3],     // call *%r11
+            &[0x90, 0x90, 0x90, 0x90, 0xff, 0x50, 0x08],     // call *0x8(%rax)
+            &[0x90, 0xff, 0x15, 0xe8, 0x00, 0x00, 0x00],     // call *0xe8(%rip): an E8 inside
+            &[0x90, 0xff, 0x90, 0x00, 0xe8, 0x00, 0x00],     // call *disp32(%rax)
+            &[0xff, 0x94, 0x24, 0x00, 0x01, 0x00, 0x00],     // call *disp32(%rsp)
+        ] {
+            assert_eq!(target_of(code), None, "{code:02x?}");
+        }
+    }
+
+    #[test]
+    fn unreadable_bytes_give_none() {
+        assert_eq!(direct_call_target(&FakeMemory::default(), 0x2000), None);
     }
 }
