@@ -5,6 +5,8 @@ order, each Python frame with its qualified name, .py path and line; `scopes`/`v
 a Python frame's locals with pyunwind's reprs. Also gdb/MI (Debian's gdb 13) with
 `-enable-frame-filters`, as cpptools drives it."""
 
+import contextlib
+import functools
 import os
 import re
 import tempfile
@@ -53,18 +55,26 @@ def bt_names(interp, core=None, pid=None, gdb=None):
 
 
 class Stopped:
-    """One scenario, running, with its core and gdb 18's `bt` names, live and of that core (a
-    core lacks the vDSO's unwind info, so their innermost frames differ)."""
+    """One scenario, running, with its core and, when asked, gdb 18's `bt` names, live and of
+    that core (a core lacks the vDSO's unwind info, so their innermost frames differ)."""
 
     def __init__(self, interp, name):
+        self.interp = interp
         self.sc = harness.Scenario(interp, name)
         self.core = self.sc.make_core()
-        self.bt_core = bt_names(interp, core=self.core)
-        self.bt_live = bt_names(interp, pid=self.sc.pid)
+
+    @functools.cached_property
+    def bt_core(self):
+        return bt_names(self.interp, core=self.core)
+
+    @functools.cached_property
+    def bt_live(self):
+        return bt_names(self.interp, pid=self.sc.pid)
 
 
 @pytest.fixture(scope="module", params=DAP_INTERPS, ids=lambda i: i.id)
 def stopped(request):
+    """(interp, {"shapes": Stopped, "locals": Stopped}), shared by a module's tests."""
     interp = request.param
     made = {}
     try:
@@ -113,20 +123,22 @@ def check_stack(client, truth, bt=None):
 def test_gdb_dap_attach_and_core(stopped, name):
     interp, made = stopped
     s = made[name]
+    bt_live, bt_core = s.bt_live, s.bt_core  # before the DAP session attaches
     with dap(interp) as client:
         client.initialize()
         client.start("attach", pid=s.sc.pid, program=interp.exe)
-        check_stack(client, s.sc.truth, s.bt_live)
+        check_stack(client, s.sc.truth, bt_live)
     with dap(interp) as client:
         client.initialize()
         client.start("attach", program=interp.exe, coreFile=s.core)
-        check_stack(client, s.sc.truth, s.bt_core)
+        check_stack(client, s.sc.truth, bt_core)
 
 
-@pytest.mark.parametrize("interp", DAP_INTERPS, ids=lambda i: i.id)
-def test_gdb_dap_launch(interp):
-    """A program started by the editor, paused once it is in place (a SIGINT stop, as the
-    editor's pause button)."""
+@contextlib.contextmanager
+def launched_and_paused(client, interp, scenario, **launch_args):
+    """Launch a scenario program through the adapter (as an editor's launch configuration
+    does), wait until it is in place and pause it (the editor's pause button: a SIGINT stop).
+    Yields its truth; the program is killed afterwards."""
     with tempfile.TemporaryDirectory(prefix="pyunwind-dap-") as tmp:
         fifo = os.path.join(tmp, "ready.fifo")
         truth_path = os.path.join(tmp, "truth.json")
@@ -136,19 +148,18 @@ def test_gdb_dap_launch(interp):
         writer = os.open(fifo, os.O_WRONLY)
         pid = None
         try:
-            with dap(interp) as client:
-                client.initialize()
-                seq = client.request_async("launch", program=interp.exe, cwd=tmp,
-                                           args=[str(harness.scenarios_dir() / "locals.py"), truth_path, fifo],
-                                           env=harness.child_env(interp.env))
-                client.wait_event("initialized")
-                client.request("configurationDone")
-                client.response(seq, "launch")
-                truth = harness.wait_ready(reader, truth_path, harness.READY_TIMEOUT_SECONDS)
-                pid = truth["pid"]
-                client.request("pause", threadId=client.request("threads")["threads"][0]["id"])
-                client.wait_event("stopped")
-                check_stack(client, truth)
+            client.initialize()
+            seq = client.request_async("launch", program=interp.exe, cwd=tmp,
+                                       args=[str(harness.scenarios_dir() / (scenario + ".py")), truth_path, fifo],
+                                       env=harness.child_env(interp.env), **launch_args)
+            client.wait_event("initialized")
+            client.request("configurationDone")
+            client.response(seq, "launch")
+            truth = harness.wait_ready(reader, truth_path, harness.READY_TIMEOUT_SECONDS)
+            pid = truth["pid"]
+            client.request("pause", threadId=client.request("threads")["threads"][0]["id"])
+            client.wait_event("stopped")
+            yield truth
         finally:
             os.close(reader)
             os.close(writer)
@@ -157,6 +168,12 @@ def test_gdb_dap_launch(interp):
                     os.kill(pid, 9)
                 except ProcessLookupError:
                     pass
+
+
+@pytest.mark.parametrize("interp", DAP_INTERPS, ids=lambda i: i.id)
+def test_gdb_dap_launch(interp):
+    with dap(interp) as client, launched_and_paused(client, interp, "locals") as truth:
+        check_stack(client, truth)
 
 
 def c_unquote(text):
