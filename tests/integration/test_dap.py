@@ -198,32 +198,41 @@ MI_FRAME = re.compile(r'frame=\{(?:level="(\d+)",)?(?:addr="[^"]*",)?func="([^"]
                       r'(?:,fullname="[^"]*")?(?:,line="(\d+)")?')
 
 
-def test_gdb_mi_frame_filters(stopped):
-    """gdb/MI as cpptools drives it (`-enable-frame-filters` among its setupCommands):
-    -stack-list-frames gives the frames `bt` gives, -stack-list-variables the locals of the
-    Python frame at the top of the selected eval-loop frame."""
-    interp, made = stopped
-    s = made["locals"]
-    cmd = [c for c in gdb_cmd(interp, core=s.core) if c != "-batch"]
-    cmd[1:1] = ["--interpreter=mi"]
-    rc, out, err = harness.run(cmd, GDB_TIMEOUT, input="-enable-frame-filters\n-stack-list-frames\n"
-                               "-gdb-exit\n")
-    assert rc == 0, err
+def check_mi(run, truth, bt=None):
+    """gdb/MI with frame filters on: -stack-list-frames gives the truth's Python frames (and the
+    frames `bt` gives), -stack-list-variables on the eval-loop frame that runs the innermost
+    Python frame that frame's locals. `run(lines)` runs one gdb/MI session with those commands
+    and returns its output."""
+    out = run(["-stack-list-frames"])
     m = re.search(r"\^done,stack=\[(.*)\]", out)
     assert m, out[-3000:]
     frames = MI_FRAME.findall(m.group(1))
     py = [(f, p, int(l)) for _, f, p, l in frames if p.endswith(".py")]
-    truth = s.sc.truth["threads"][0]["frames"]
     assert py == expected(truth), out[-3000:]
-    assert [f for _, f, _, _ in frames] == bt_names(interp, core=s.core, gdb="gdb")
-    # The eval-loop frame whose first Python frame is the innermost one.
+    if bt is not None:
+        assert [f for _, f, _, _ in frames] == bt
     level = next(lv for lv, f, p, _ in frames if p.endswith(".py") and lv)
-    rc, out, err = harness.run(cmd, GDB_TIMEOUT, input="-enable-frame-filters\n-stack-list-variables "
-                               "--thread 1 --frame %s --all-values\n-gdb-exit\n" % level)
-    assert rc == 0, err
+    out = run(["-stack-list-variables --thread 1 --frame %s --all-values" % level])
     m = re.search(r"\^done,variables=\[(.*)\]", out)
     assert m, out[-3000:]
     shown = dict(re.findall(r'\{name="((?:[^"\\]|\\.)*)",value="((?:[^"\\]|\\.)*)"\}', m.group(1)))
     # MI quotes gdb's text of a value, and gdb shows a repr (a string value) quoted: "\"7\"".
     shown = {k: c_unquote(c_unquote(v)[1:-1]) for k, v in shown.items()}
     check_locals(shown, truth[0]["locals"])
+
+
+def test_gdb_mi_frame_filters(stopped):
+    """gdb/MI as cpptools drives it (`-enable-frame-filters` among its setupCommands), with
+    Debian's gdb 13."""
+    interp, made = stopped
+    s = made["locals"]
+    cmd = [c for c in gdb_cmd(interp, core=s.core) if c != "-batch"]
+    cmd[1:1] = ["--interpreter=mi"]
+
+    def run(lines):
+        rc, out, err = harness.run(cmd, GDB_TIMEOUT, input="\n".join(["-enable-frame-filters"] + lines
+                                                                    + ["-gdb-exit", ""]))
+        assert rc == 0, err
+        return out
+
+    check_mi(run, s.sc.truth["threads"][0]["frames"], bt_names(interp, core=s.core, gdb="gdb"))

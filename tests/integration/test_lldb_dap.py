@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+import editors_doc
 import harness
 from dap_client import DapClient
 from test_dap import DAP_INTERPS, check_locals, launched_and_paused, python_frames, stopped  # noqa: F401
@@ -70,4 +71,27 @@ def test_lldb_dap_attach_and_core(stopped, name):
 def test_lldb_dap_launch(interp):
     with lldb_dap(interp) as client, \
             launched_and_paused(client, interp, "locals", initCommands=INIT_COMMANDS) as truth:
+        check_stack(client, truth)
+
+
+@pytest.mark.parametrize("stopped", [i for i in DAP_INTERPS if i.exe == editors_doc.PROGRAM], indirect=True,
+                         ids=lambda i: i.id)
+def test_editors_doc_lldb_dap(stopped):
+    """docs/editors.md's lldb-dap configurations (VS Code's and nvim-dap's), as they are, on the
+    doc's interpreter (Debian's python3.11)."""
+    interp, made = stopped
+    s = made["locals"]
+    configs = editors_doc.vscode("vscode-lldb-dap")
+    _, nvim_configs = editors_doc.nvim()
+    attach = [configs["Python under lldb: attach"], configs["Python under lldb: core"]]
+    attach += [c for c in nvim_configs if c["type"] == "lldb-dap"]
+    assert len(attach) == 3
+    for config in attach:
+        with lldb_dap(interp) as client:
+            client.initialize()
+            client.start(config["request"], **editors_doc.dap_arguments(config, pid=s.sc.pid, core=s.core))
+            check_stack(client, s.sc.truth)
+    launch = editors_doc.dap_arguments(configs["Python under lldb: launch"])
+    with lldb_dap(interp) as client, \
+            launched_and_paused(client, interp, "locals", initCommands=launch["initCommands"]) as truth:
         check_stack(client, truth)
