@@ -470,6 +470,8 @@ if _has_provider_api:
                 return passthrough
             head = list(range(self.committed))
             early, rest = [], []
+            # This stop's Python frames of the thread replace the last stop's.
+            readers = _frame_locals[lwp] = {}
             for row in fe.spliced_rows(actions, len(frames)):
                 if row[0] == "native":
                     if row[1] >= self.committed:
@@ -479,7 +481,7 @@ if _has_provider_api:
                 item = (frames[row[-1]], row[0] == "tail", _frame_context(module, row[-1]))
                 address = frames[row[-1]].get("address")
                 if address and item[2] is not None:
-                    _frame_locals[(lwp, address)] = _local_reprs(s, row[-1], lwp, tp)
+                    readers[address] = _local_reprs(s, row[-1], lwp, tp)
                 # Python frames of an eval-loop frame already shown as itself go right after it.
                 (early if row[0] == "python" and row[1] < self.committed else rest).append(item)
             # Native frames past the names read (a stack deeper than MAX_NATIVE_FRAMES) stay.
@@ -507,8 +509,9 @@ if _has_provider_api:
             return PythonFrame(self.thread, index, *row)
 
 
-# (LWP, interpreter frame address) -> its locals' reader, for the Python frames of this stop that
-# have an address (see _frame_addresses): PythonLocalsRecognizer finds a frame's locals by them.
+# LWP -> {interpreter frame address: its locals' reader}, for the thread's Python frames of the
+# last plan that have an address (see _frame_addresses): PythonLocalsRecognizer finds a frame's
+# locals by them.
 _frame_locals = {}
 
 
@@ -523,7 +526,7 @@ class PythonLocalsRecognizer:
         return False
 
     def get_recognized_arguments(self, frame):
-        read = _frame_locals.get((frame.GetThread().GetThreadID(), frame.GetPC()))
+        read = _frame_locals.get(frame.GetThread().GetThreadID(), {}).get(frame.GetPC())
         if read is None:
             return []
         target = frame.GetThread().GetProcess().GetTarget()
