@@ -13,6 +13,7 @@ Python stack read from the thread state is the one thing always there.
 import contextlib
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -46,8 +47,9 @@ _sysroots = {}
 _state = fe.StopState()
 _commands = None
 # `pyunwind set NAME VALUE`: the settings and their allowed values.
-_settings = {"memory": "auto", "hide-internal": "on", "frame-provider": "on"}
-_CHOICES = {"memory": fe.MEMORY_MODES, "hide-internal": ("on", "off"), "frame-provider": ("on", "off")}
+_settings = {"memory": "auto", "hide-internal": "on", "frame-provider": "on", "frame-addresses": "auto"}
+_CHOICES = {"memory": fe.MEMORY_MODES, "hide-internal": ("on", "off"), "frame-provider": ("on", "off"),
+            "frame-addresses": ("auto", "on", "off")}
 # target -> id of our frame provider registered on it.
 _providers = {}
 # Set while a command asks lldb for frames: frame providers then hand out lldb's own frames
@@ -296,7 +298,10 @@ Usage: pyunwind show [NAME]
                                process directly and anything else through lldb; debugger always
                                through lldb (SBProcess.ReadMemory)
   hide-internal on|off         whether bt hides CPython's call plumbing between Python frames
-  frame-provider on|off        lldb 22+: Python frames in lldb's own bt (scripted frame provider)"""
+  frame-provider on|off        lldb 22+: Python frames in lldb's own bt (scripted frame provider)
+  frame-addresses auto|on|off  lldb 22+: give each Python frame its interpreter frame's address
+                               as pc, so that SBFrame users (lldb-dap, CodeLLDB, scripts) tell
+                               the frames apart; auto: everywhere but the lldb command"""
 
     def __init__(self, debugger, internal_dict):
         pass
@@ -347,16 +352,18 @@ if _has_provider_api:
     from lldb.plugins.scripted_process import ScriptedFrame
 
     class PythonFrame(ScriptedFrame):
-        """One Python frame in lldb's backtrace: its function, file and line, no address.
-        `tail`: no eval-loop frame lldb unwound runs it (lldb's unwind stopped early); it was
-        read from the thread state, and its name says so."""
+        """One Python frame in lldb's backtrace: its function, file and line. `tail`: no eval-loop frame lldb unwound runs it (lldb's unwind stopped
+        early); it was read from the thread state, and its name says so. `module`: the module of
+        the eval-loop frame that runs it and a symbol, given with a pc (see _frame_context)."""
 
-        def __init__(self, thread, index, frame, tail):
+        def __init__(self, thread, index, frame, tail, context=None):
             # The base class asks lldb for the process, target and registers: SB calls that
             # take the target's API lock, which this must not do off the main thread (see
             # PythonFrameProvider.get_frame_at_index). A Python frame has no registers.
             self.thread = thread
             self.index = index
+            # A pc only with a module to keep the line entry (see _frame_context).
+            self.address = frame.get("address") if context is not None else None
             if frame["kind"] == "python":
                 self.name = frame["function"]
             else:
@@ -364,6 +371,9 @@ if _has_provider_api:
             if tail:
                 self.name += " [from thread state]"
             self.sym_ctx = lldb.SBSymbolContext()
+            if self.address and context is not None:
+                self.sym_ctx.SetModule(context[0])
+                self.sym_ctx.SetSymbol(context[1])
             if frame.get("file") and frame.get("line"):
                 entry = lldb.SBLineEntry()
                 entry.SetFileSpec(lldb.SBFileSpec(frame["file"], False))
@@ -374,8 +384,9 @@ if _has_provider_api:
             return self.index
 
         def get_pc(self):
-            # No code address: lldb then shows the file and line instead of disassembly.
-            return LLDB_INVALID_ADDRESS
+            # No code address (lldb's bt then shows the file and line), unless the SB API's
+            # frames need one to be told apart (see _frame_addresses).
+            return self.address or LLDB_INVALID_ADDRESS
 
         def get_function_name(self):
             return self.name
@@ -411,7 +422,7 @@ if _has_provider_api:
             # Leading rows already handed out as lldb's own frames (see get_frame_at_index).
             self.committed = 0
             self.size = input_frames.GetSize()
-            self.names, self.sps, self.tp = [], None, None
+            self.names, self.sps, self.tp, self.modules = [], None, None, []
             self._read_input()
 
         def _read_input(self):
@@ -432,6 +443,7 @@ if _has_provider_api:
             try:
                 frames = [self.input_frames.GetFrameAtIndex(i) for i in range(min(self.size, MAX_NATIVE_FRAMES))]
                 self.names = [f.GetFunctionName() for f in frames]
+                self.modules = [f.GetModule() for f in frames]
                 self.sps = [f.GetSP() for f in frames]
                 self.tp = _thread_pointer(self.input_frames)
             except Exception:
@@ -458,12 +470,18 @@ if _has_provider_api:
                 return passthrough
             head = list(range(self.committed))
             early, rest = [], []
+            # This stop's Python frames of the thread replace the last stop's.
+            readers = _frame_locals[lwp] = {}
             for row in fe.spliced_rows(actions, len(frames)):
                 if row[0] == "native":
                     if row[1] >= self.committed:
                         rest.append(row[1])
                     continue
-                item = (frames[row[-1]], row[0] == "tail")
+                module = self.modules[row[1]] if row[0] == "python" and row[1] < len(self.modules) else None
+                item = (frames[row[-1]], row[0] == "tail", _frame_context(module, row[-1]))
+                address = frames[row[-1]].get("address")
+                if address and item[2] is not None:
+                    readers[address] = _local_reprs(s, row[-1], lwp, tp)
                 # Python frames of an eval-loop frame already shown as itself go right after it.
                 (early if row[0] == "python" and row[1] < self.committed else rest).append(item)
             # Native frames past the names read (a stack deeper than MAX_NATIVE_FRAMES) stay.
@@ -489,6 +507,135 @@ if _has_provider_api:
             if isinstance(row, int):
                 return row
             return PythonFrame(self.thread, index, *row)
+
+
+# LWP -> {interpreter frame address: its locals' reader}, for the thread's Python frames of the
+# last plan that have an address (see _frame_addresses): PythonLocalsRecognizer finds a frame's
+# locals by them.
+_frame_locals = {}
+
+
+class PythonLocalsRecognizer:
+    """A Python frame's locals as its "recognized arguments", each a char array holding the
+    local's repr (the target has no type for a Python object). lldb 22 shows no variable a
+    scripted frame makes without a debug-info Variable behind it; recognized arguments it does
+    show (`frame variable`, SBFrame.GetVariables, lldb-dap's Locals) when the target setting
+    display-recognized-arguments is on. Frames without locals here are left alone."""
+
+    def should_hide(self, frame):
+        return False
+
+    def get_recognized_arguments(self, frame):
+        read = _frame_locals.get(frame.GetThread().GetThreadID(), {}).get(frame.GetPC())
+        if read is None:
+            return []
+        target = frame.GetThread().GetProcess().GetTarget()
+        char = target.GetBasicType(lldb.eBasicTypeChar8)
+        values = []
+        for name, text in read():
+            raw = text.encode() + b"\0"
+            data, err = lldb.SBData(), lldb.SBError()
+            data.SetData(err, raw, target.GetByteOrder(), target.GetAddressByteSize())
+            value = target.CreateValueFromData(name, data, char.GetArrayType(len(raw)))
+            if value.IsValid():
+                values.append(value)
+        return values
+
+
+def repr_summary(valobj, internal_dict):
+    """A Python local's repr as lldb shows it (see PythonLocalsRecognizer)."""
+    data = valobj.GetNonSyntheticValue().GetData()
+    err = lldb.SBError()
+    raw = data.ReadRawData(err, 0, data.GetByteSize()) if data.GetByteSize() else b""
+    return (raw or b"").split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+class NoChildren:
+    """A Python local's repr has no parts to expand."""
+
+    def __init__(self, valobj, internal_dict):
+        pass
+
+    def num_children(self):
+        return 0
+
+    def get_child_index(self, name):
+        return -1
+
+    def get_child_at_index(self, index):
+        return None
+
+    def has_children(self):
+        return False
+
+    def update(self):
+        return True
+
+
+def _local_reprs(session, index, lwp, tp):
+    """[(name, repr)] of Python frame `index`, read when lldb first asks for them."""
+
+    def read():
+        try:
+            return [(l["name"], l["repr"]) for l in json.loads(session.locals(index, lwp=lwp, tp=tp))]
+        except Exception:
+            return []
+
+    return read
+
+
+def _frame_context(module, index):
+    """(module, symbol) for the symbol context of Python frame `index`, which gets a pc (see
+    _frame_addresses), or None. With a pc and no module, lldb would look the pc up in every
+    module, find nothing and drop the frame's line entry; with a module it keeps what it cannot
+    replace. A frame recognizer (PythonLocalsRecognizer) sees only frames with a symbol. And lldb
+    22 tells apart two frames that have symbols and the same CFA by their symbols alone, not
+    their pcs, so each Python frame of the thread gets a different one: any symbol of the
+    module, a stand-in the frame's display name hides (lldb-dap shows that name)."""
+    if not _frame_addresses() or module is None or not module.IsValid():
+        return None
+    key = module.GetFileSpec().fullpath
+    if key not in _named_symbols:
+        # CPython's own code symbols: the recognizer's pattern matches them and leaves the
+        # frames of lldb's own recognizers (libc's raise, abort) to them.
+        _named_symbols[key] = [i for i in range(min(module.GetNumSymbols(), MAX_STAND_IN_SYMBOLS))
+                               if module.GetSymbolAtIndex(i).GetType() == lldb.eSymbolTypeCode
+                               and STAND_IN_SYMBOL.match(module.GetSymbolAtIndex(i).GetName() or "")]
+    named = _named_symbols[key]
+    if not named:
+        return None
+    return module, module.GetSymbolAtIndex(named[index % len(named)])
+
+
+STAND_IN_SYMBOL = re.compile(r"^_?Py")
+# Module path -> indices of its stand-in symbols (see _frame_context).
+_named_symbols = {}
+# Python frames of one thread past this many share stand-in symbols (and to SBFrame, frames).
+MAX_STAND_IN_SYMBOLS = 100000
+
+
+def _frame_addresses():
+    """Whether Python frames get a pc: the interpreter frame's address, shown as the frame's
+    address. lldb names a frame by (pc, CFA), and lldb 22 gives a scripted frame fetched on its
+    own CFA 0 (llvm #191903 fixes that): without a pc, every Python frame an SBFrame refers to
+    would be the first one, and lldb-dap, which fetches frames one by one, showed the innermost
+    Python frame's name, line and locals for all of them. lldb's own `bt` fetches them
+    together and looks better without an address, so `auto` gives one everywhere but there."""
+    mode = _settings["frame-addresses"]
+    if mode == "auto":
+        return not _IN_LLDB_COMMAND
+    return mode == "on"
+
+
+def _in_lldb_command():
+    try:
+        exe = os.path.basename(os.readlink("/proc/self/exe"))
+    except OSError:
+        return False
+    return exe == "lldb" or (exe.startswith("lldb-") and exe[5:].replace(".", "").isdigit())
+
+
+_IN_LLDB_COMMAND = _in_lldb_command()
 
 
 def _api_mutex():
@@ -570,4 +717,11 @@ def __lldb_init_module(debugger, internal_dict):
     _registered = True
     for i in range(debugger.GetNumTargets()):
         _sync_provider(debugger.GetTargetAtIndex(i))
+    # Locals' reprs are char8_t arrays (a type C programs do not use): shown as their text.
+    debugger.HandleCommand("type summary add -w pyunwind -x '^char8_t ?\\[[0-9]+\\]$' -F %s.repr_summary" % __name__)
+    debugger.HandleCommand("type synthetic add -w pyunwind -x '^char8_t ?\\[[0-9]+\\]$' -l %s.NoChildren" % __name__)
+    debugger.HandleCommand("type category enable pyunwind")
+    debugger.HandleCommand("frame recognizer add -l %s.PythonLocalsRecognizer -x -s python -n '%s' -f false"
+                           % (__name__, STAND_IN_SYMBOL.pattern))
+    debugger.HandleCommand("settings set target.display-recognized-arguments true")
     _watch_new_targets(debugger)

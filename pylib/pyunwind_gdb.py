@@ -267,9 +267,20 @@ def _call(fn, *args, **kwargs):
 # --- frame filter -----------------------------------------------------------------------------
 
 
+class _Name(str):
+    """A local's name where gdb wants a symbol: `bt full` and MI print it as a string, gdb's DAP
+    server reads its `print_name` (gdb/dap/scopes.py)."""
+
+    @property
+    def print_name(self):
+        return str(self)
+
+    name = linkage_name = print_name
+
+
 class _Local:
     def __init__(self, name, value):
-        self._name = name
+        self._name = _Name(name)
         self._value = value
 
     def symbol(self):
@@ -299,7 +310,9 @@ class PythonFrameDecorator(FrameDecorator):
         return self._f.get("line")
 
     def address(self):
-        return None
+        # gdb's DAP server (gdb 14+) needs every frame's pc (`instructionPointerReference`):
+        # the eval loop's. `bt` and MI print an address given here, so only DAP gets one.
+        return super().address() if _for_dap(self) else None
 
     def frame_args(self):
         return None
@@ -311,7 +324,49 @@ class PythonFrameDecorator(FrameDecorator):
             locals_ = json.loads(session().locals(self._index, lwp=_thread_key(), tp=_thread_pointer()))
         except Exception:
             return None
+        if _for_dap(self):
+            return [_Local(l["name"], _dap_repr(l["repr"])) for l in locals_]
         return [_Local(l["name"], l["repr"]) for l in locals_]
+
+
+# Values handed to gdb's DAP server for Python locals, by id: its `variables` shows each
+# through gdb.default_visualizer(value), given this very object, and _printer_lookup answers
+# with the repr as it is (a gdb string value would be shown quoted). Dropped at each resume.
+_dap_reprs = {}
+
+
+def _dap_repr(text):
+    value = gdb.Value(text)
+    _dap_reprs[id(value)] = (value, text)
+    return value
+
+
+class _ReprPrinter:
+    def __init__(self, text):
+        self._text = text
+
+    def to_string(self):
+        return self._text
+
+
+def _drop_dap_reprs(_event=None):
+    _dap_reprs.clear()
+
+
+_DAPFrameDecorator = getattr(gdb.FrameDecorator, "DAPFrameDecorator", None)
+
+
+def _for_dap(decorator):
+    """Whether gdb's DAP server asked for these frames: it wraps gdb's frames in its own
+    decorator class before the filters run."""
+    d = decorator
+    for _ in range(16):
+        d = getattr(d, "_base", None)
+        if _DAPFrameDecorator is None or d is None:
+            return False
+        if isinstance(d, _DAPFrameDecorator):
+            return True
+    return False
 
 
 class PythonFrameFilter:
@@ -389,6 +444,9 @@ class PyObjectPrinter:
 
 
 def _printer_lookup(val):
+    held = _dap_reprs.get(id(val))
+    if held is not None and held[0] is val:
+        return _ReprPrinter(held[1])
     t = val.type.unqualified().strip_typedefs()
     if t.code != gdb.TYPE_CODE_PTR:
         return None
@@ -458,6 +516,7 @@ def register():
     gdb.pretty_printers.append(_printer_lookup)
     _register_commands()
     gdb.events.cont.connect(_state.drop)
+    gdb.events.cont.connect(_drop_dap_reprs)
     gdb.events.exited.connect(_state.drop)
     gdb.events.new_objfile.connect(_on_new_objfile)
     gdb.events.new_objfile.connect(_state.drop)

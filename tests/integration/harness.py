@@ -402,6 +402,41 @@ def _kill_group(pgid):
         pass
 
 
+def wait_off_the_fifo(pid, tid):
+    """The recording thread signals ready and then returns to its blocking line: wait until it
+    is blocked in a system call other than the FIFO's open/write/close, so that a reader cannot
+    catch it still inside the signalling function."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            with open("/proc/%d/task/%d/syscall" % (pid, tid)) as f:
+                call = f.read().split()[0]
+        except (OSError, IndexError):
+            return
+        if call not in ("running", "0", "1", "3", "257"):
+            return
+        time.sleep(0.002)
+
+
+def wait_ready(reader, truth_path, timeout):
+    """For a scenario a debugger started (Scenario starts its own): wait for `ready` on the
+    FIFO's reader end, and return the truth once its thread is back on its blocking line."""
+    deadline = time.monotonic() + timeout
+    got = b""
+    while b"ready\n" not in got:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise HarnessError("scenario not ready after %.0f s" % timeout)
+        if select.select([reader], [], [], min(left, 0.05))[0]:
+            got += os.read(reader, 64)
+    with open(truth_path, encoding="utf-8") as f:
+        truth = json.load(f)
+    threads = truth.get("threads") or [{}]
+    if threads[0].get("native_id"):
+        wait_off_the_fifo(truth["pid"], threads[0]["native_id"])
+    return truth
+
+
 class Scenario:
     """One scenario program, running and stopped at its known point.
 
@@ -468,19 +503,7 @@ class Scenario:
             self._wait_off_the_fifo(threads[0]["native_id"])
 
     def _wait_off_the_fifo(self, tid):
-        """The recording thread signals ready and then returns to its blocking line: wait
-        until it is blocked in a system call other than the FIFO's open/write/close, so that a
-        reader cannot catch it still inside the signalling function."""
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            try:
-                with open("/proc/%d/task/%d/syscall" % (self.pid, tid)) as f:
-                    call = f.read().split()[0]
-            except (OSError, IndexError):
-                return
-            if call not in ("running", "0", "1", "3", "257"):
-                return
-            time.sleep(0.002)
+        wait_off_the_fifo(self.pid, tid)
 
     def _wait_ready(self, reader, deadline, timeout):
         got = b""
