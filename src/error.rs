@@ -82,6 +82,12 @@ pub enum Error {
     Usage(String),
     /// Target memory needed for the whole operation could not be read.
     Read(ReadError),
+    /// A bug: a panic caught at the entry point `entry` (see [`crate::panic`]).
+    Panic {
+        entry: &'static str,
+        location: String,
+        message: String,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -95,6 +101,11 @@ impl fmt::Display for Error {
             Error::UnsupportedVersion(v) => write!(f, "unsupported Python version {v}"),
             Error::Usage(s) => write!(f, "{s}"),
             Error::Read(e) => write!(f, "cannot read target memory: {e}"),
+            Error::Panic {
+                entry,
+                location,
+                message,
+            } => write!(f, "internal error in {entry} at {location}: {message}"),
         }
     }
 }
