@@ -143,7 +143,7 @@ impl Objects<'_> {
         };
         let field = |off: u64, len: usize| -> Result<&[u8], ReadError> {
             header
-                .get(off as usize..off as usize + len)
+                .get(off as usize..(off as usize).saturating_add(len))
                 .ok_or(ReadError::corrupt(faddr, "frame field outside the frame"))
         };
         let word = |off: u64| -> Result<u64, ReadError> {
