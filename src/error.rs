@@ -22,6 +22,8 @@ pub enum ReadErrorKind {
     Cycle,
     /// The debugger's read callback raised.
     Callback,
+    /// A walk met one of its caps (a named `MAX_*` constant): `max` of `what`.
+    Limit { what: &'static str, max: u64 },
 }
 
 /// A failed read at `addr` of `len` bytes.
@@ -54,6 +56,7 @@ impl fmt::Display for ReadErrorKind {
             ReadErrorKind::Corrupt(what) => write!(f, "corrupt {what}"),
             ReadErrorKind::Cycle => write!(f, "cycle"),
             ReadErrorKind::Callback => write!(f, "the debugger could not read it"),
+            ReadErrorKind::Limit { what, max } => write!(f, "stopped at the limit of {max} {what}"),
         }
     }
 }

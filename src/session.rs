@@ -73,7 +73,7 @@ impl Session {
         once(&self.decoded, || {
             let mut errors = Vec::new();
             let mut out = Vec::new();
-            let interps = match self.snap.interpreters() {
+            let interps = match self.snap.interpreters_noting_cap(&mut errors) {
                 Ok(i) => i,
                 Err(e) => {
                     errors.push(e);
@@ -102,6 +102,7 @@ impl Session {
                                 error,
                             }],
                             truncated: false,
+                            cut: None,
                         },
                         None => self.snap.walk_frames(info.frame),
                     };
@@ -232,6 +233,18 @@ impl Session {
                 what: e.to_string(),
             })
             .collect();
+        // A walk cut by a cap says which cap, and where (the first frame not walked).
+        errors.extend(threads.iter().filter_map(|t| {
+            let cut = t.walk.cut?;
+            Some(ErrorReport {
+                address: cut.addr,
+                what: format!(
+                    "thread {}: frame walk: {}",
+                    t.info.native_id.unwrap_or(t.info.thread_id),
+                    cut
+                ),
+            })
+        }));
         let threads: Vec<ThreadReport> = threads
             .iter()
             .map(|t| self.thread_report(t, with_locals))

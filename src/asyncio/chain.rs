@@ -128,7 +128,10 @@ impl Objects<'_> {
                 // Lib/asyncio/futures.py `Future.__await__`: `yield self`; `self` is local 0.
                 return Err(Stop::Leaf(Leaf::Awaits(self.local0(faddr)?)));
             }
-            return Err(Stop::Leaf(Leaf::Yield { gen: obj, function }));
+            return Err(Stop::Leaf(Leaf::Yield {
+                gen: obj,
+                function: function.to_string(),
+            }));
         }
         Err(Stop::Leaf(Leaf::Other {
             addr: obj,

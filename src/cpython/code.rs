@@ -20,8 +20,8 @@ pub struct Code {
     pub addr: u64,
     pub name: String,
     /// `co_qualname` (3.11+), else `co_name`.
-    pub qualname: String,
-    pub filename: String,
+    pub qualname: Arc<str>,
+    pub filename: Arc<str>,
     pub firstlineno: u32,
     linetable: Vec<u8>,
     line_table: LineTable,
@@ -107,8 +107,8 @@ impl Snapshot {
         Ok(Code {
             addr,
             name,
-            qualname,
-            filename,
+            qualname: qualname.into(),
+            filename: filename.into(),
             firstlineno,
             linetable,
             line_table: co.line_table,

@@ -36,8 +36,10 @@ pub enum FrameItem {
 #[derive(Clone, Debug, Default)]
 pub struct FrameWalk {
     pub items: Vec<FrameItem>,
-    /// The walk stopped at [`MAX_FRAMES`].
+    /// The walk stopped at [`MAX_FRAMES`] or the stop's budget.
     pub truncated: bool,
+    /// Which cap stopped it, at the first frame not walked.
+    pub cut: Option<ReadError>,
 }
 
 /// A local variable, already rendered.
@@ -58,6 +60,14 @@ impl Snapshot {
         while cur != 0 {
             if walk.items.len() >= MAX_FRAMES {
                 walk.truncated = true;
+                walk.cut = Some(ReadError::new(
+                    cur,
+                    0,
+                    ReadErrorKind::Limit {
+                        what: "frames in one thread",
+                        max: MAX_FRAMES as u64,
+                    },
+                ));
                 break;
             }
             if !seen.insert(cur) {
@@ -88,6 +98,9 @@ impl Snapshot {
                                 shim: None,
                             })
                         });
+                    if !self.charge(&mut walk, cur) {
+                        break;
+                    }
                     push(&mut walk, cur, frame);
                     match next {
                         Ok(n) => cur = n,
@@ -155,6 +168,9 @@ impl Snapshot {
                             shim: None,
                         }
                     });
+                    if !self.charge(&mut walk, cur) {
+                        break;
+                    }
                     push(&mut walk, cur, frame);
                     cur = previous;
                 }
@@ -163,12 +179,26 @@ impl Snapshot {
         walk
     }
 
+    /// Charges the frame at `cur` to the stop's budget; false (the walk cut there) when the
+    /// budget is spent.
+    fn charge(&self, walk: &mut FrameWalk, cur: u64) -> bool {
+        match self.budget.frame(cur) {
+            Ok(()) => true,
+            Err(e) => {
+                walk.truncated = true;
+                walk.cut = Some(e);
+                false
+            }
+        }
+    }
+
     /// One `_PyInterpreterFrame` (3.11+) on its own, such as the frame a coroutine embeds, and
     /// its header bytes (everything before `localsplus`) for callers that need more fields.
     pub fn interp_frame(&self, addr: u64) -> Result<(PyFrame, Vec<u8>), ReadError> {
         let FrameModel::Interpreter(f) = self.layout.frame else {
             return Err(ReadError::corrupt(addr, "frame model (3.10)"));
         };
+        self.budget.frame(addr)?;
         let header = self.mem.read_vec(addr, f.localsplus, f.localsplus)?;
         let word = |off: u64| header_word(&header, off);
         let code = self.code(word(f.executable) & !f.tag_bits)?;
@@ -369,7 +399,7 @@ mod tests {
         let walk = snapshot(m, l).walk_frames(0x9000);
         assert_eq!(walk.items.len(), 3);
         assert!(
-            matches!(&walk.items[0], FrameItem::Python(p) if p.code.qualname == "f" && p.code.filename == "/m.py")
+            matches!(&walk.items[0], FrameItem::Python(p) if &*p.code.qualname == "f" && &*p.code.filename == "/m.py")
         );
         assert!(
             matches!(&walk.items[2], FrameItem::Unreadable { error, .. } if error.kind == ReadErrorKind::Cycle)
@@ -419,7 +449,7 @@ mod tests {
             &walk.items[0],
             FrameItem::Unreadable { addr: 0x9000, .. }
         ));
-        assert!(matches!(&walk.items[1], FrameItem::Python(p) if p.code.qualname == "f"));
+        assert!(matches!(&walk.items[1], FrameItem::Python(p) if &*p.code.qualname == "f"));
         assert!(matches!(
             &walk.items[2],
             FrameItem::Unreadable { addr, .. } if *addr == u64::MAX - 8

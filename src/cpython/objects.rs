@@ -8,6 +8,9 @@ use crate::error::ReadError;
 
 /// Longest string (in characters) we decode; names and reprs never need more.
 pub const MAX_STR_CHARS: u64 = 1 << 20;
+/// Longest name (qualname, file name, local or attribute name) decoded: every frame of a code
+/// object repeats its names in text output. Longer than any path (PATH_MAX is 4096 bytes).
+pub const MAX_NAME_CHARS: u64 = 4096;
 /// Longest bytes object we read for a repr.
 const MAX_BYTES_READ: u64 = 4096;
 /// Most digits (30-bit) of an int we convert to decimal.
@@ -42,6 +45,7 @@ pub struct TypeInfo {
 
 impl Snapshot {
     pub fn type_of(&self, obj: u64) -> Result<Arc<TypeInfo>, ReadError> {
+        self.budget.object(obj)?;
         let tp = self
             .mem
             .read_ptr(field(obj, self.layout.pyobject.ob_type)?)?;
@@ -83,9 +87,14 @@ impl Snapshot {
 
     /// A `str` object's text.
     pub fn read_str(&self, obj: u64) -> Result<String, ReadError> {
+        self.read_str_max(obj, MAX_STR_CHARS)
+    }
+
+    /// A `str` object's text, an error when longer than `max` characters.
+    fn read_str_max(&self, obj: u64, max: u64) -> Result<String, ReadError> {
         let u = &self.layout.unicode_object;
         let len = self.mem.read_i64(field(obj, u.length)?)?;
-        if len < 0 || len as u64 > MAX_STR_CHARS {
+        if len < 0 || len as u64 > max {
             return Err(ReadError::too_large(obj, len as u64));
         }
         let state = self.mem.read_u32(field(obj, u.state)?)?;
@@ -132,7 +141,8 @@ impl Snapshot {
         }
     }
 
-    /// A str object's text if `obj` is a str, for names (qualname, filename, local names).
+    /// A str object's text if `obj` is a str, for names (qualname, filename, local names);
+    /// at most [`MAX_NAME_CHARS`].
     pub fn read_name(&self, obj: u64) -> Result<String, ReadError> {
         if obj == 0 {
             return Err(ReadError::corrupt(obj, "NULL name"));
@@ -141,7 +151,7 @@ impl Snapshot {
         if t.flags & tpflags::UNICODE_SUBCLASS == 0 {
             return Err(ReadError::corrupt(obj, "name that is not a str"));
         }
-        self.read_str(obj)
+        self.read_str_max(obj, MAX_NAME_CHARS)
     }
 
     pub fn read_bytes(&self, obj: u64, max: u64) -> Result<(Vec<u8>, u64), ReadError> {

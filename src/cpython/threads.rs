@@ -32,9 +32,29 @@ pub struct ThreadInfo {
 /// x86-64 glibc (Include/internal/pycore_gil.h).
 const GIL_BYTES_FROM_LOCKED: u64 = 8 + 8 + 2 * 48 + 2 * 40;
 
+fn limit(addr: u64, what: &'static str, max: usize) -> ReadError {
+    ReadError::new(
+        addr,
+        0,
+        ReadErrorKind::Limit {
+            what,
+            max: max as u64,
+        },
+    )
+}
+
 impl Snapshot {
     /// Interpreter states, main interpreter last as CPython links them (newest first).
     pub fn interpreters(&self) -> Result<Vec<u64>, ReadError> {
+        self.interpreters_noting_cap(&mut Vec::new())
+    }
+
+    /// As [`Self::interpreters`]; a list longer than [`MAX_INTERPRETERS`] adds an error to
+    /// `errors` at the first interpreter left out.
+    pub fn interpreters_noting_cap(
+        &self,
+        errors: &mut Vec<ReadError>,
+    ) -> Result<Vec<u64>, ReadError> {
         let mut out = Vec::new();
         let mut seen = HashSet::new();
         let mut cur = self.mem.read_ptr(field(
@@ -49,6 +69,9 @@ impl Snapshot {
             cur = self
                 .mem
                 .read_ptr(field(cur, self.layout.interpreter_state.next)?)?;
+        }
+        if cur != 0 {
+            errors.push(limit(cur, "interpreters", MAX_INTERPRETERS));
         }
         Ok(out)
     }
@@ -116,6 +139,9 @@ impl Snapshot {
                     break;
                 }
             }
+        }
+        if cur != 0 && out.len() >= MAX_THREADS {
+            errors.push(limit(cur, "threads per interpreter", MAX_THREADS));
         }
         out
     }

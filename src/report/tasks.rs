@@ -399,7 +399,11 @@ pub fn table(r: &Report) -> String {
         "awaited by".into(),
     ]];
     for t in r.tasks.iter().flatten() {
-        let stack: Vec<String> = t.frames.iter().filter_map(|f| f.function.clone()).collect();
+        let stack: Vec<String> = t
+            .frames
+            .iter()
+            .filter_map(|f| f.function.as_deref().map(str::to_string))
+            .collect();
         let by: Vec<String> = t
             .awaited_by
             .iter()
