@@ -278,15 +278,8 @@ class _Command:
             host = LldbHost(exe_ctx.GetTarget(), exe_ctx.GetProcess(), exe_ctx.GetThread(), result)
             _commands.run(self.name, host, command)
             result.SetStatus(lldb.eReturnStatusSuccessFinishResult)
-        except (fe.UsageError, fe.FrontendError) as e:
-            result.SetError(str(e))
-        except ImportError as e:
-            result.SetError(str(e))
         except Exception as e:
-            if _core is not None and isinstance(e, _core.Error):
-                result.SetError("pyunwind: %s" % e)
-            else:
-                raise
+            result.SetError(fe.error_line(e, _core, "lldb"))
 
 
 class SettingsCommand:

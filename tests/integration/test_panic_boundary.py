@@ -83,3 +83,29 @@ def test_lldb_panic_is_one_error_line(core):
     errors = [line for line in got["BT"].splitlines() if "pyunwind:" in line]
     assert len(errors) == 1 and errors[0].startswith("error: "), got["BT"]
     assert panic_line("Session.render_bt").match(errors[0][len("error: "):]), got["BT"]
+
+
+# A bug in the Python frontend itself (here: every py-* command divides by zero) is one line
+# too, never a traceback.
+FRONTEND_BUG = "python import pyunwind_frontend as fe; fe.Commands.run = lambda *a: 1 // 0"
+FRONTEND_BUG_LINE = ("pyunwind: internal error in the %s frontend: "
+                     "ZeroDivisionError: integer division or modulo by zero")
+
+
+def test_gdb_frontend_bug_is_one_error_line(core, monkeypatch):
+    monkeypatch.delenv("PYUNWIND_TEST_PANIC", raising=False)
+    rc, out, cmd = run_gdb(INTERP.exe, core, [FRONTEND_BUG, "py-bt"])
+    assert_no_python_error(out, cmd)
+    assert [line for line in out.splitlines() if "pyunwind" in line] == [FRONTEND_BUG_LINE % "gdb"], out
+
+
+def test_lldb_frontend_bug_is_one_error_line(core):
+    cmd = [lldb_path(), "-b", "--no-lldbinit", INTERP.exe, "-c", core,
+           "-o", "command script import %s" % (harness.repo_root() / "lldb-scripts" / "pyunwind_lldb.py"),
+           "-o", "script " + FRONTEND_BUG[len("python "):],
+           "-o", mark("BT"), "-o", failing("py-bt"), "-o", mark("END")]
+    rc, out, err = harness.run(cmd, TIMEOUT, env=env(""))
+    assert rc == 0 and "Traceback" not in out + err, out + err
+    got = split(out, ["BT", "END"])
+    errors = [line for line in got["BT"].splitlines() if "pyunwind:" in line]
+    assert errors == ["error: " + FRONTEND_BUG_LINE % "lldb"], got["BT"]
