@@ -55,8 +55,10 @@ integration-lldb: build wheel
 	  for v in $(LLDB_VERSIONS); do \
 	    lldb=$$(bash tools/lldb-env.sh $$v) || exit 1; \
 	    echo "== lldb $$v: $$lldb"; \
+	    lock=$$([ $$v -ge 22 ] && echo tests/integration/test_lldb_lock.py); \
 	    PYUNWIND_LLDB=$$lldb "$$py" -m pytest -q -p no:cacheprovider tests/integration/test_lldb.py \
-	      tests/integration/test_lldb_sources.py || exit 1; \
+	      tests/integration/test_lldb_sources.py tests/integration/test_lldb_robust.py $$lock \
+	      || exit 1; \
 	  done
 
 test: pythons build lint unit integration

@@ -33,10 +33,22 @@ def provider_rows(core, held):
             [line[len("@@ROW "):] for line in lines if line.startswith("@@ROW ")])
 
 
+def test_no_provider_before_lldb_22():
+    """lldb 19 has no scripted frame providers: the script registers none (the tests below
+    are about lldb 22+)."""
+    cmd = [lldb_path(), "-b", "--no-lldbinit", "-o", "command script import %s" % SCRIPT,
+           "-o", "script print('@@', hasattr(lldb.SBTarget, 'RegisterScriptedFrameProvider'), "
+                 "__import__('pyunwind_lldb')._has_provider_api)"]
+    rc, out, err = harness.run(cmd, 60)
+    want = "@@ True True" if lldb_major() >= 22 else "@@ False False"
+    assert rc == 0 and want in out.splitlines(), out + err
+
+
 @pytest.fixture(scope="module")
 def shapes():
     if lldb_major() < 22:
-        pytest.fail("the frame provider needs lldb 22+ (PYUNWIND_LLDB)", pytrace=False)
+        pytest.fail("the frame provider needs lldb 22+: run with lldb 22 (PYUNWIND_LLDB)",
+                    pytrace=False)
     with harness.Scenario(INTERP, "shapes") as sc:
         sc.make_core()
         yield sc
