@@ -54,16 +54,17 @@ integration: build pythons wheel
 	$(MAKE) integration-lldb
 
 # tools/lldb-env.sh installs each lldb in turn (removing the other's Python package) and fails
-# the run when one cannot be installed. lldb-dap shows Python frames from lldb 22 on (the frame
-# provider): test_lldb_dap.py runs there.
+# the run when one cannot be installed. The frame provider exists from lldb 22 on: its lock test
+# and the lldb-dap tests run there.
 integration-lldb: build wheel
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  for v in $(LLDB_VERSIONS); do \
 	    lldb=$$(bash tools/lldb-env.sh $$v) || exit 1; \
 	    echo "== lldb $$v: $$lldb"; \
-	    dap=; [ "$$v" -ge 22 ] && dap=tests/integration/test_lldb_dap.py; \
+	    extra=$$([ $$v -ge 22 ] && echo tests/integration/test_lldb_lock.py tests/integration/test_lldb_dap.py); \
 	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST) tests/integration/test_lldb.py \
-	      tests/integration/test_lldb_sources.py $$dap || exit 1; \
+	      tests/integration/test_lldb_sources.py tests/integration/test_lldb_robust.py $$extra \
+	      || exit 1; \
 	  done
 
 test: pythons build lint unit integration

@@ -52,6 +52,9 @@ _CHOICES = {"memory": fe.MEMORY_MODES, "hide-internal": ("on", "off"), "frame-pr
             "frame-addresses": ("auto", "on", "off")}
 # target -> id of our frame provider registered on it.
 _providers = {}
+# token -> the target a provider was registered on; the provider gets its token in `args`, so
+# that it can find its own target without an SB call that takes that target's API lock.
+_provider_targets = {}
 # Set while a command asks lldb for frames: frame providers then hand out lldb's own frames
 # and plan later (see PythonFrameProvider.get_frame_at_index).
 _deferring = False
@@ -277,15 +280,8 @@ class _Command:
             host = LldbHost(exe_ctx.GetTarget(), exe_ctx.GetProcess(), exe_ctx.GetThread(), result)
             _commands.run(self.name, host, command)
             result.SetStatus(lldb.eReturnStatusSuccessFinishResult)
-        except (fe.UsageError, fe.FrontendError) as e:
-            result.SetError(str(e))
-        except ImportError as e:
-            result.SetError(str(e))
         except Exception as e:
-            if _core is not None and isinstance(e, _core.Error):
-                result.SetError("pyunwind: %s" % e)
-            else:
-                raise
+            result.SetError(fe.error_line(e, _core, "lldb"))
 
 
 class SettingsCommand:
@@ -437,7 +433,7 @@ if _has_provider_api:
             the frames are not read, and the plan puts every Python frame after lldb's frames."""
             mutex = None
             if threading.current_thread() is not threading.main_thread():
-                mutex = _api_mutex()
+                mutex = _api_mutex(self.args)
                 if mutex is None or not _try_lock(mutex):
                     return
             try:
@@ -469,7 +465,7 @@ if _has_provider_api:
                 # No Python in this thread, or nothing readable: lldb's frames as they are.
                 return passthrough
             head = list(range(self.committed))
-            early, rest = [], []
+            early, rest, tail = [], [], []
             # This stop's Python frames of the thread replace the last stop's.
             readers = _frame_locals[lwp] = {}
             for row in fe.spliced_rows(actions, len(frames)):
@@ -483,10 +479,14 @@ if _has_provider_api:
                 if address and item[2] is not None:
                     readers[address] = _local_reprs(s, row[-1], lwp, tp)
                 # Python frames of an eval-loop frame already shown as itself go right after it.
-                (early if row[0] == "python" and row[1] < self.committed else rest).append(item)
-            # Native frames past the names read (a stack deeper than MAX_NATIVE_FRAMES) stay.
+                if row[0] == "tail":
+                    tail.append(item)
+                else:
+                    (early if row[1] < self.committed else rest).append(item)
+            # Native frames past the names read (a stack deeper than MAX_NATIVE_FRAMES, or none
+            # read: the fallback) stay, and Python frames no eval-loop frame runs follow them.
             rest += range(max(len(self.names), self.committed), self.size)
-            return head + early + rest
+            return head + early + rest + tail
 
         def get_frame_at_index(self, index):
             if self.rows is None:
@@ -638,12 +638,22 @@ def _in_lldb_command():
 _IN_LLDB_COMMAND = _in_lldb_command()
 
 
-def _api_mutex():
-    """The API lock of the selected target (lldb runs one target at a time in practice)."""
-    if _debugger is None:
+def _provider_args(target):
+    """The `args` of a provider registered on `target`: a token naming it."""
+    token = len(_provider_targets) + 1
+    _provider_targets[token] = target
+    args = lldb.SBStructuredData()
+    args.SetFromJSON(json.dumps({"target": token}))
+    return args
+
+
+def _api_mutex(args):
+    """The API lock of the target whose provider got `args` (see _provider_args)."""
+    value = args.GetValueForKey("target") if args is not None and args.IsValid() else None
+    target = _provider_targets.get(value.GetIntegerValue()) if value and value.IsValid() else None
+    if target is None or not target.IsValid() or not hasattr(target, "GetAPIMutex"):
         return None
-    target = _debugger.GetSelectedTarget()
-    return target.GetAPIMutex() if target.IsValid() and hasattr(target, "GetAPIMutex") else None
+    return target.GetAPIMutex()
 
 
 def _try_lock(mutex):
@@ -667,7 +677,7 @@ def _sync_provider(target):
     have = _providers.get(key)
     if want and have is None:
         err = lldb.SBError()
-        pid = target.RegisterScriptedFrameProvider(PROVIDER_CLASS, lldb.SBStructuredData(), err)
+        pid = target.RegisterScriptedFrameProvider(PROVIDER_CLASS, _provider_args(target), err)
         if err.Fail() or not pid:
             return "pyunwind: cannot register the frame provider: %s" % err.GetCString()
         _providers[key] = pid
@@ -705,12 +715,10 @@ def _watch_new_targets(debugger):
 
 
 _registered = False
-_debugger = None
 
 
 def __lldb_init_module(debugger, internal_dict):
-    global _registered, _debugger
-    _debugger = debugger
+    global _registered
     _register_commands(debugger)
     if _registered or not _has_provider_api:
         return

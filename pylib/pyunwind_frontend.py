@@ -156,6 +156,19 @@ class FrontendError(Exception):
     """A message for the user; each frontend turns it into its debugger's error."""
 
 
+def error_line(e, core, debugger):
+    """The one line a command shows for the exception `e` that ended it, never a traceback:
+    our own errors as they are; anything else is a bug of the `debugger` frontend, named as
+    one."""
+    if isinstance(e, (UsageError, FrontendError, ImportError)):
+        return str(e)
+    if core is not None and isinstance(e, core.Error):
+        return "pyunwind: %s" % e
+    text = " ".join(str(e).split())
+    return "pyunwind: internal error in the %s frontend: %s%s" % (
+        debugger, type(e).__name__, ": " + text if text else "")
+
+
 class Host:
     """What a debugger frontend tells the shared code. gdb and lldb each subclass it; the
     defaults are what a frontend without that knowledge answers."""

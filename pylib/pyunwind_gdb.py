@@ -258,10 +258,12 @@ def _frames():
 def _call(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
-    except core().Error as e:
+    except gdb.GdbError:
+        raise
+    except gdb.error as e:
         raise gdb.GdbError("pyunwind: %s" % e)
-    except (fe.UsageError, fe.FrontendError) as e:
-        raise gdb.GdbError(str(e))
+    except Exception as e:
+        raise gdb.GdbError(fe.error_line(e, _core, "gdb"))
 
 
 # --- frame filter -----------------------------------------------------------------------------

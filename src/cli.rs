@@ -153,14 +153,18 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
-        Ok(c) => c,
-        Err(e) => {
+    let cli = match crate::panic::catch("cli-args", || Cli::try_parse_from(args)) {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
             let _ = e.print();
             return if e.use_stderr() { 2 } else { 0 };
         }
+        Err(e) => {
+            eprintln!("pyunwind: {e}");
+            return 1;
+        }
     };
-    match run(cli, scripts.as_ref()) {
+    match crate::panic::catch_result("cli", || run(cli, scripts.as_ref())) {
         Ok(s) => {
             // A closed pipe (`| head`) is not an error worth a message.
             let _ = std::io::stdout().write_all(s.as_bytes());

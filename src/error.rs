@@ -22,6 +22,8 @@ pub enum ReadErrorKind {
     Cycle,
     /// The debugger's read callback raised.
     Callback,
+    /// A walk met one of its caps (a named `MAX_*` constant): `max` of `what`.
+    Limit { what: &'static str, max: u64 },
 }
 
 /// A failed read at `addr` of `len` bytes.
@@ -54,6 +56,7 @@ impl fmt::Display for ReadErrorKind {
             ReadErrorKind::Corrupt(what) => write!(f, "corrupt {what}"),
             ReadErrorKind::Cycle => write!(f, "cycle"),
             ReadErrorKind::Callback => write!(f, "the debugger could not read it"),
+            ReadErrorKind::Limit { what, max } => write!(f, "stopped at the limit of {max} {what}"),
         }
     }
 }
@@ -82,6 +85,12 @@ pub enum Error {
     Usage(String),
     /// Target memory needed for the whole operation could not be read.
     Read(ReadError),
+    /// A bug: a panic caught at the entry point `entry` (see [`crate::panic`]).
+    Panic {
+        entry: &'static str,
+        location: String,
+        message: String,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -95,6 +104,11 @@ impl fmt::Display for Error {
             Error::UnsupportedVersion(v) => write!(f, "unsupported Python version {v}"),
             Error::Usage(s) => write!(f, "{s}"),
             Error::Read(e) => write!(f, "cannot read target memory: {e}"),
+            Error::Panic {
+                entry,
+                location,
+                message,
+            } => write!(f, "internal error in {entry} at {location}: {message}"),
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod cpython;
 pub mod error;
 pub mod memory;
 pub mod native;
+pub mod panic;
 pub mod report;
 pub mod session;
 pub mod target;

@@ -70,10 +70,10 @@ impl Session {
     }
 
     fn decoded(&self) -> &(Vec<DecodedThread>, Vec<ReadError>) {
-        self.decoded.get_or_init(|| {
+        once(&self.decoded, || {
             let mut errors = Vec::new();
             let mut out = Vec::new();
-            let interps = match self.snap.interpreters() {
+            let interps = match self.snap.interpreters_noting_cap(&mut errors) {
                 Ok(i) => i,
                 Err(e) => {
                     errors.push(e);
@@ -102,6 +102,7 @@ impl Session {
                                 error,
                             }],
                             truncated: false,
+                            cut: None,
                         },
                         None => self.snap.walk_frames(info.frame),
                     };
@@ -232,6 +233,18 @@ impl Session {
                 what: e.to_string(),
             })
             .collect();
+        // A walk cut by a cap says which cap, and where (the first frame not walked).
+        errors.extend(threads.iter().filter_map(|t| {
+            let cut = t.walk.cut?;
+            Some(ErrorReport {
+                address: cut.addr,
+                what: format!(
+                    "thread {}: frame walk: {}",
+                    t.info.native_id.unwrap_or(t.info.thread_id),
+                    cut
+                ),
+            })
+        }));
         let threads: Vec<ThreadReport> = threads
             .iter()
             .map(|t| self.thread_report(t, with_locals))
@@ -264,7 +277,7 @@ impl Session {
             return Ok(r);
         }
         let r = self.build_async_report()?;
-        Ok(self.async_report.get_or_init(|| r))
+        Ok(once(&self.async_report, || r))
     }
 
     fn build_async_report(&self) -> Result<Report> {
@@ -500,6 +513,19 @@ impl Session {
     }
 }
 
+/// The value of `cell`, made by `make` if it has none yet. `make` runs outside the cell's
+/// lock: with the debugger's memory every read calls into Python, which can switch to another
+/// Python thread that asks for the same value; blocking in `OnceLock::get_or_init` there would
+/// hold the GIL while the thread that runs `make` waits for it. Two threads may then both
+/// decode; the first value stored wins.
+fn once<T>(cell: &OnceLock<T>, make: impl FnOnce() -> T) -> &T {
+    if let Some(v) = cell.get() {
+        return v;
+    }
+    let v = make();
+    cell.get_or_init(|| v)
+}
+
 /// A thread's native frames as the debugger unwound them, innermost first.
 #[derive(Clone, Debug, Default)]
 pub struct Natives {
@@ -547,8 +573,9 @@ fn markers(names: &[Option<String>], levels: &[usize]) -> Vec<(usize, String)> {
 /// (lldb later; gdb uses `_pyunwind.Jit`, which needs no decodable Python frames).
 impl Session {
     pub fn jit(&self) -> &JitMap {
-        self.jit
-            .get_or_init(|| JitMap::build(&self.snap, jit_entry(&self.target, self.snap.runtime)))
+        once(&self.jit, || {
+            JitMap::build(&self.snap, jit_entry(&self.target, self.snap.runtime))
+        })
     }
 
     /// The JIT executor or trampoline arena holding `pc`.

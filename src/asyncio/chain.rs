@@ -128,7 +128,10 @@ impl Objects<'_> {
                 // Lib/asyncio/futures.py `Future.__await__`: `yield self`; `self` is local 0.
                 return Err(Stop::Leaf(Leaf::Awaits(self.local0(faddr)?)));
             }
-            return Err(Stop::Leaf(Leaf::Yield { gen: obj, function }));
+            return Err(Stop::Leaf(Leaf::Yield {
+                gen: obj,
+                function: function.to_string(),
+            }));
         }
         Err(Stop::Leaf(Leaf::Other {
             addr: obj,
@@ -143,7 +146,7 @@ impl Objects<'_> {
         };
         let field = |off: u64, len: usize| -> Result<&[u8], ReadError> {
             header
-                .get(off as usize..off as usize + len)
+                .get(off as usize..(off as usize).saturating_add(len))
                 .ok_or(ReadError::corrupt(faddr, "frame field outside the frame"))
         };
         let word = |off: u64| -> Result<u64, ReadError> {

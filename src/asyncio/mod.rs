@@ -164,6 +164,14 @@ pub fn analyze(
         if !seen.insert(obj) {
             continue;
         }
+        if seen.len() as u64 > MAX_TASKS {
+            // Registries read one more than the cap, so that a cut is seen and said.
+            err(
+                obj,
+                format!("tasks: stopped at the limit of {MAX_TASKS} tasks"),
+            );
+            break;
+        }
         match objects.class(obj) {
             Ok(Class::Task { c }) => match objects.task(obj, c) {
                 Ok(raw) if raw.state == "pending" => tasks.push(TaskView::new(raw, true)),
@@ -491,7 +499,7 @@ fn registries(
         let Some(data) = snap.instance_attr(ws, "data")? else {
             continue;
         };
-        for r in snap.set_keys(data, MAX_TASKS)? {
+        for r in snap.set_keys(data, MAX_TASKS + 1)? {
             let obj = snap.mem.read_ptr(field(r, lay.weakref_object)?)?;
             if obj != 0 {
                 out.push(obj);
@@ -500,7 +508,7 @@ fn registries(
     }
     let eager = get(tasks, "_eager_tasks")?;
     if eager != 0 {
-        out.extend(snap.set_keys(eager, MAX_TASKS)?);
+        out.extend(snap.set_keys(eager, MAX_TASKS + 1)?);
     }
     // 3.14+: tasks that are not `asyncio.Task`s, registered through the C `_asyncio`, live in
     // its module state.
@@ -511,7 +519,7 @@ fn registries(
                 let ws = snap.mem.read_ptr(field(state, ms.non_asyncio_tasks)?)?;
                 if ws != 0 && snap.type_of(ws)?.name == "WeakSet" {
                     if let Some(data) = snap.instance_attr(ws, "data")? {
-                        for r in snap.set_keys(data, MAX_TASKS)? {
+                        for r in snap.set_keys(data, MAX_TASKS + 1)? {
                             let obj = snap.mem.read_ptr(field(r, lay.weakref_object)?)?;
                             if obj != 0 {
                                 out.push(obj);
@@ -523,7 +531,7 @@ fn registries(
                     .mem
                     .read_ptr(field(state, ms.non_asyncio_eager_tasks)?)?;
                 if eager != 0 && snap.type_of(eager)?.name == "set" {
-                    out.extend(snap.set_keys(eager, MAX_TASKS)?);
+                    out.extend(snap.set_keys(eager, MAX_TASKS + 1)?);
                 }
             }
         }
@@ -728,7 +736,7 @@ fn executor_jobs(o: &Objects, threads: &[ThreadFrames]) -> AddrMap<usize> {
     for (ti, t) in threads.iter().enumerate() {
         for item in &t.walk.items {
             if let FrameItem::Python(p) = item {
-                if p.code.qualname == "_WorkItem.run" {
+                if &*p.code.qualname == "_WorkItem.run" {
                     if let Ok(item_obj) = o.local0(p.addr) {
                         let fut = o.attr_or_zero(item_obj, "future");
                         if fut != 0 {
@@ -745,11 +753,11 @@ fn executor_jobs(o: &Objects, threads: &[ThreadFrames]) -> AddrMap<usize> {
 fn awaiting(o: &Objects, t: &TaskView, leaf: Leaf, workers: &AddrMap<usize>) -> Option<Awaiting> {
     // The pure-Python Future's `__await__` generator sits below the coroutine that awaits.
     let innermost = t.frames.iter().find_map(|f| match f {
-        FrameItem::Python(p) if p.code.qualname != "Future.__await__" => Some(p),
+        FrameItem::Python(p) if &*p.code.qualname != "Future.__await__" => Some(p),
         _ => None,
     });
     let in_sleep = innermost.is_some_and(|p| {
-        p.code.qualname == "sleep" && p.code.filename.ends_with("asyncio/tasks.py")
+        &*p.code.qualname == "sleep" && p.code.filename.ends_with("asyncio/tasks.py")
     });
     Some(match leaf {
         Leaf::Awaits(f) => {

@@ -4,7 +4,6 @@
 //! no DWARF.
 
 use super::frames::PyFrame;
-use super::layout::FrameModel;
 use super::objects::field;
 use super::snapshot::Snapshot;
 use crate::error::ReadError;
@@ -132,9 +131,8 @@ impl Snapshot {
     /// The objects on a frame's value stack (slots above its locals), bottom first. Slots above
     /// the live top hold stale pointers: callers confirm what they find.
     fn value_stack(&self, frame: &PyFrame) -> Vec<u64> {
-        let (base, tag_bits) = match self.layout.frame {
-            FrameModel::FrameObject { f_localsplus, .. } => (frame.addr + f_localsplus, 0),
-            FrameModel::Interpreter(f) => (frame.addr + f.localsplus, f.tag_bits),
+        let Ok((base, tag_bits)) = self.localsplus(frame) else {
+            return Vec::new();
         };
         let Some(start) = base.checked_add(frame.code.locals.len() as u64 * 8) else {
             return Vec::new();

@@ -3,6 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::layout::{CodeLocals, LineTable};
+use super::objects::field;
 use super::snapshot::Snapshot;
 use crate::error::ReadError;
 use crate::memory::addr_map::AddrMap;
@@ -19,8 +20,8 @@ pub struct Code {
     pub addr: u64,
     pub name: String,
     /// `co_qualname` (3.11+), else `co_name`.
-    pub qualname: String,
-    pub filename: String,
+    pub qualname: Arc<str>,
+    pub filename: Arc<str>,
     pub firstlineno: u32,
     linetable: Vec<u8>,
     line_table: LineTable,
@@ -61,21 +62,21 @@ impl Snapshot {
         if t.name != "code" {
             return Err(ReadError::corrupt(addr, "code object (wrong type)"));
         }
-        let ptr = |off: u64| self.mem.read_ptr(addr + off);
+        let ptr = |off: u64| self.mem.read_ptr(field(addr, off)?);
         let name = self.read_name(ptr(co.name)?)?;
         let qualname = match co.qualname {
             Some(off) => self.read_name(ptr(off)?)?,
             None => name.clone(),
         };
         let filename = self.read_name(ptr(co.filename)?)?;
-        let firstlineno = self.mem.read_i32(addr + co.firstlineno)?.max(0) as u32;
+        let firstlineno = self.mem.read_i32(field(addr, co.firstlineno)?)?.max(0) as u32;
         let (linetable, _) = self.read_bytes(ptr(co.linetable)?, MAX_LINETABLE_BYTES)?;
-        let argcount = self.mem.read_i32(addr + co.argcount)?.max(0) as u32
+        let argcount = self.mem.read_i32(field(addr, co.argcount)?)?.max(0) as u32
             + match co.kwonlyargcount {
-                Some(off) => self.mem.read_i32(addr + off)?.max(0) as u32,
+                Some(off) => self.mem.read_i32(field(addr, off)?)?.max(0) as u32,
                 None => 0,
             };
-        let flags = self.mem.read_u32(addr + co.flags)?;
+        let flags = self.mem.read_u32(field(addr, co.flags)?)?;
         let mut locals = Vec::new();
         match co.locals {
             CodeLocals::LocalsPlus {
@@ -106,12 +107,16 @@ impl Snapshot {
         Ok(Code {
             addr,
             name,
-            qualname,
-            filename,
+            qualname: qualname.into(),
+            filename: filename.into(),
             firstlineno,
             linetable,
             line_table: co.line_table,
-            code_start: co.co_code_adaptive.map_or(0, |o| addr + o),
+            code_start: co
+                .co_code_adaptive
+                .map(|o| field(addr, o))
+                .transpose()?
+                .unwrap_or(0),
             argcount,
             flags,
             locals,
@@ -214,15 +219,16 @@ fn line_311(t: &[u8], first: u32, addr: u64) -> Option<u32> {
         let len = (b & 7) as u64 + 1;
         let this = match code {
             15 => None,
+            // Deltas come from the target: saturate rather than overflow.
             14 => {
-                line += svarint(&mut i)?;
+                line = line.saturating_add(svarint(&mut i)?);
                 varint(&mut i)?;
                 varint(&mut i)?;
                 varint(&mut i)?;
                 Some(line)
             }
             13 => {
-                line += svarint(&mut i)?;
+                line = line.saturating_add(svarint(&mut i)?);
                 Some(line)
             }
             10..=12 => {

@@ -393,6 +393,19 @@ impl DebugOffsets {
             f.instr_ptr = need("interpreter_frame", "instr_ptr")?;
             f.localsplus = need("interpreter_frame", "localsplus")?;
             f.owner = need("interpreter_frame", "owner")?;
+            // The frame walk reads everything before `localsplus` in one read and takes these
+            // fields from it.
+            let words = [f.previous, f.executable, f.instr_ptr].map(|o| o.saturating_add(8));
+            if words
+                .into_iter()
+                .chain([f.owner.saturating_add(1)])
+                .any(|end| end > f.localsplus)
+            {
+                return Err(ReadError::corrupt(
+                    0,
+                    "_Py_DebugOffsets frame field after localsplus",
+                ));
+            }
         }
         let co = &mut l.code_object;
         co.filename = need("code_object", "filename")?;

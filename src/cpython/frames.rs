@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::code::Code;
 use super::layout::{localkind, EntryMarker, FrameModel};
+use super::objects::field;
 use super::snapshot::Snapshot;
 use crate::error::{ReadError, ReadErrorKind};
 
@@ -35,8 +36,10 @@ pub enum FrameItem {
 #[derive(Clone, Debug, Default)]
 pub struct FrameWalk {
     pub items: Vec<FrameItem>,
-    /// The walk stopped at [`MAX_FRAMES`].
+    /// The walk stopped at [`MAX_FRAMES`] or the stop's budget.
     pub truncated: bool,
+    /// Which cap stopped it, at the first frame not walked.
+    pub cut: Option<ReadError>,
 }
 
 /// A local variable, already rendered.
@@ -57,6 +60,14 @@ impl Snapshot {
         while cur != 0 {
             if walk.items.len() >= MAX_FRAMES {
                 walk.truncated = true;
+                walk.cut = Some(ReadError::new(
+                    cur,
+                    0,
+                    ReadErrorKind::Limit {
+                        what: "frames in one thread",
+                        max: MAX_FRAMES as u64,
+                    },
+                ));
                 break;
             }
             if !seen.insert(cur) {
@@ -73,13 +84,12 @@ impl Snapshot {
                     f_lasti,
                     ..
                 } => {
-                    let next = self.mem.read_ptr(cur + f_back);
-                    let frame = self
-                        .mem
-                        .read_ptr(cur + f_code)
+                    let next = field(cur, f_back).and_then(|a| self.mem.read_ptr(a));
+                    let frame = field(cur, f_code)
+                        .and_then(|a| self.mem.read_ptr(a))
                         .and_then(|c| self.code(c))
                         .and_then(|code| {
-                            let lasti = self.mem.read_i32(cur + f_lasti)? as i64;
+                            let lasti = self.mem.read_i32(field(cur, f_lasti)?)? as i64;
                             Ok(PyFrame {
                                 addr: cur,
                                 line: code.line_at(lasti),
@@ -88,6 +98,9 @@ impl Snapshot {
                                 shim: None,
                             })
                         });
+                    if !self.charge(&mut walk, cur) {
+                        break;
+                    }
                     push(&mut walk, cur, frame);
                     match next {
                         Ok(n) => cur = n,
@@ -112,11 +125,8 @@ impl Snapshot {
                             break;
                         }
                     };
-                    let byte = |off: u64| header[off as usize];
-                    let word = |off: u64| {
-                        let o = off as usize;
-                        u64::from_le_bytes(header[o..o + 8].try_into().unwrap())
-                    };
+                    let byte = |off: u64| header.get(off as usize).copied().unwrap_or(0);
+                    let word = |off: u64| header_word(&header, off);
                     let (owner, previous) = (byte(f.owner), word(f.previous));
                     if let EntryMarker::ShimOwner(v) = f.entry {
                         if owner == v {
@@ -158,6 +168,9 @@ impl Snapshot {
                             shim: None,
                         }
                     });
+                    if !self.charge(&mut walk, cur) {
+                        break;
+                    }
                     push(&mut walk, cur, frame);
                     cur = previous;
                 }
@@ -166,17 +179,28 @@ impl Snapshot {
         walk
     }
 
+    /// Charges the frame at `cur` to the stop's budget; false (the walk cut there) when the
+    /// budget is spent.
+    fn charge(&self, walk: &mut FrameWalk, cur: u64) -> bool {
+        match self.budget.frame(cur) {
+            Ok(()) => true,
+            Err(e) => {
+                walk.truncated = true;
+                walk.cut = Some(e);
+                false
+            }
+        }
+    }
+
     /// One `_PyInterpreterFrame` (3.11+) on its own, such as the frame a coroutine embeds, and
     /// its header bytes (everything before `localsplus`) for callers that need more fields.
     pub fn interp_frame(&self, addr: u64) -> Result<(PyFrame, Vec<u8>), ReadError> {
         let FrameModel::Interpreter(f) = self.layout.frame else {
             return Err(ReadError::corrupt(addr, "frame model (3.10)"));
         };
+        self.budget.frame(addr)?;
         let header = self.mem.read_vec(addr, f.localsplus, f.localsplus)?;
-        let word = |off: u64| {
-            let o = off as usize;
-            u64::from_le_bytes(header[o..o + 8].try_into().unwrap())
-        };
+        let word = |off: u64| header_word(&header, off);
         let code = self.code(word(f.executable) & !f.tag_bits)?;
         let frame = PyFrame {
             addr,
@@ -188,12 +212,17 @@ impl Snapshot {
         Ok((frame, header))
     }
 
+    /// Where a frame's `localsplus` array starts, and the stack-ref tag bits of its slots.
+    pub(crate) fn localsplus(&self, frame: &PyFrame) -> Result<(u64, u64), ReadError> {
+        Ok(match self.layout.frame {
+            FrameModel::FrameObject { f_localsplus, .. } => (field(frame.addr, f_localsplus)?, 0),
+            FrameModel::Interpreter(f) => (field(frame.addr, f.localsplus)?, f.tag_bits),
+        })
+    }
+
     /// The locals of a frame (arguments first), with bounded reprs. Unset locals are skipped.
     pub fn frame_locals(&self, frame: &PyFrame) -> Result<Vec<Local>, ReadError> {
-        let (base, tag_bits) = match self.layout.frame {
-            FrameModel::FrameObject { f_localsplus, .. } => (frame.addr + f_localsplus, 0),
-            FrameModel::Interpreter(f) => (frame.addr + f.localsplus, f.tag_bits),
-        };
+        let (base, tag_bits) = self.localsplus(frame)?;
         let n = frame.code.locals.len() as u64;
         let raw = self.mem.read_vec(base, n * 8, 1 << 20)?;
         let nargs = frame.code.total_args();
@@ -219,7 +248,7 @@ impl Snapshot {
             if kind & (localkind::CELL | localkind::FREE) != 0 {
                 // A cell variable holds a cell once the frame has started (MAKE_CELL).
                 if self.type_of(v).map(|t| t.name == "cell").unwrap_or(false) {
-                    v = self.mem.read_ptr(v + self.layout.cell_ob_ref)?;
+                    v = self.mem.read_ptr(field(v, self.layout.cell_ob_ref)?)?;
                     if v == 0 {
                         continue;
                     }
@@ -257,7 +286,7 @@ impl Snapshot {
             FrameModel::Interpreter(f) => (f.f_globals, f.f_builtins),
         };
         for (scope, off) in [("global", g), ("builtin", b)] {
-            let d = self.mem.read_ptr(frame.addr + off)?;
+            let d = self.mem.read_ptr(field(frame.addr, off)?)?;
             if d == 0 {
                 continue;
             }
@@ -274,6 +303,16 @@ fn push(walk: &mut FrameWalk, addr: u64, frame: Result<PyFrame, ReadError>) {
         Ok(f) => FrameItem::Python(f),
         Err(error) => FrameItem::Unreadable { addr, error },
     });
+}
+
+/// The little-endian word at `off` of a frame header read whole. The offsets come from the
+/// target (`_Py_DebugOffsets`): a field past the header reads as 0 (no frame, no code), which
+/// ends the walk or fails the decode instead of indexing out of the buffer.
+fn header_word(header: &[u8], off: u64) -> u64 {
+    let o = off as usize;
+    o.checked_add(8)
+        .and_then(|end| header.get(o..end))
+        .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap()))
 }
 
 #[cfg(test)]
@@ -360,7 +399,7 @@ mod tests {
         let walk = snapshot(m, l).walk_frames(0x9000);
         assert_eq!(walk.items.len(), 3);
         assert!(
-            matches!(&walk.items[0], FrameItem::Python(p) if p.code.qualname == "f" && p.code.filename == "/m.py")
+            matches!(&walk.items[0], FrameItem::Python(p) if &*p.code.qualname == "f" && &*p.code.filename == "/m.py")
         );
         assert!(
             matches!(&walk.items[2], FrameItem::Unreadable { error, .. } if error.kind == ReadErrorKind::Cycle)
@@ -395,5 +434,34 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    /// Values of all ones, as a corrupt core holds them: the address arithmetic on them is a
+    /// read error (an unreadable frame), never an overflow panic.
+    #[test]
+    fn all_ones_pointers_are_read_errors() {
+        let (mut m, l) = target();
+        frame(&mut m, &l, 0x9000, 0x9100, u64::MAX);
+        frame(&mut m, &l, 0x9100, u64::MAX - 8, 0x4000);
+        let walk = snapshot(m, l).walk_frames(0x9000);
+        assert_eq!(walk.items.len(), 3, "{:?}", walk.items);
+        assert!(matches!(
+            &walk.items[0],
+            FrameItem::Unreadable { addr: 0x9000, .. }
+        ));
+        assert!(matches!(&walk.items[1], FrameItem::Python(p) if &*p.code.qualname == "f"));
+        assert!(matches!(
+            &walk.items[2],
+            FrameItem::Unreadable { addr, .. } if *addr == u64::MAX - 8
+        ));
+    }
+
+    /// A field offset past the frame header (a corrupt `_Py_DebugOffsets` that got past its
+    /// checks) reads as 0 from the header, never out of the buffer.
+    #[test]
+    fn header_fields_past_the_header_read_as_zero() {
+        assert_eq!(header_word(&[1; 16], 8), 0x0101_0101_0101_0101);
+        assert_eq!(header_word(&[1; 16], 9), 0);
+        assert_eq!(header_word(&[1; 16], u64::MAX), 0);
     }
 }

@@ -1,5 +1,6 @@
 //! CPython's data structures: version, layout, objects, code, frames, threads.
 
+pub mod budget;
 pub mod callables;
 pub mod code;
 pub mod debug_offsets;

@@ -8,6 +8,9 @@ use crate::error::ReadError;
 
 /// Longest string (in characters) we decode; names and reprs never need more.
 pub const MAX_STR_CHARS: u64 = 1 << 20;
+/// Longest name (qualname, file name, local or attribute name) decoded: every frame of a code
+/// object repeats its names in text output. Longer than any path (PATH_MAX is 4096 bytes).
+pub const MAX_NAME_CHARS: u64 = 4096;
 /// Longest bytes object we read for a repr.
 const MAX_BYTES_READ: u64 = 4096;
 /// Most digits (30-bit) of an int we convert to decimal.
@@ -42,6 +45,7 @@ pub struct TypeInfo {
 
 impl Snapshot {
     pub fn type_of(&self, obj: u64) -> Result<Arc<TypeInfo>, ReadError> {
+        self.budget.object(obj)?;
         let tp = self
             .mem
             .read_ptr(field(obj, self.layout.pyobject.ob_type)?)?;
@@ -64,15 +68,15 @@ impl Snapshot {
         let to = &self.layout.type_object;
         // A stale or corrupt pointer must not overflow the address arithmetic.
         field(tp, to.ht_cached_keys.max(to.tp_dictoffset).max(to.tp_flags))?;
-        let name_ptr = self.mem.read_ptr(tp + to.tp_name)?;
+        let name_ptr = self.mem.read_ptr(field(tp, to.tp_name)?)?;
         let name = String::from_utf8_lossy(&self.mem.read_cstr(name_ptr, 200)?).into_owned();
         let t = Arc::new(TypeInfo {
             addr: tp,
             name,
-            flags: self.mem.read_u64(tp + to.tp_flags)?,
-            basicsize: self.mem.read_u64(tp + to.tp_basicsize)?,
-            dictoffset: self.mem.read_i64(tp + to.tp_dictoffset)?,
-            base: self.mem.read_ptr(tp + to.tp_base)?,
+            flags: self.mem.read_u64(field(tp, to.tp_flags)?)?,
+            basicsize: self.mem.read_u64(field(tp, to.tp_basicsize)?)?,
+            dictoffset: self.mem.read_i64(field(tp, to.tp_dictoffset)?)?,
+            base: self.mem.read_ptr(field(tp, to.tp_base)?)?,
         });
         self.types
             .lock()
@@ -83,23 +87,28 @@ impl Snapshot {
 
     /// A `str` object's text.
     pub fn read_str(&self, obj: u64) -> Result<String, ReadError> {
+        self.read_str_max(obj, MAX_STR_CHARS)
+    }
+
+    /// A `str` object's text, an error when longer than `max` characters.
+    fn read_str_max(&self, obj: u64, max: u64) -> Result<String, ReadError> {
         let u = &self.layout.unicode_object;
-        let len = self.mem.read_i64(obj + u.length)?;
-        if len < 0 || len as u64 > MAX_STR_CHARS {
+        let len = self.mem.read_i64(field(obj, u.length)?)?;
+        if len < 0 || len as u64 > max {
             return Err(ReadError::too_large(obj, len as u64));
         }
-        let state = self.mem.read_u32(obj + u.state)?;
+        let state = self.mem.read_u32(field(obj, u.state)?)?;
         // Include/cpython/unicodeobject.h: interned:2, kind:3, compact:1, ascii:1 (3.10-3.13).
         let kind = (state >> 2) & 7;
         let compact = (state >> 5) & 1 == 1;
         let ascii = (state >> 6) & 1 == 1;
         let data = if compact && ascii {
-            obj + u.asciiobject_size
+            field(obj, u.asciiobject_size)?
         } else if compact {
-            obj + u.compact_size
+            field(obj, u.compact_size)?
         } else {
             // Legacy (non-compact) strings keep a pointer right after the compact header.
-            self.mem.read_ptr(obj + u.compact_size)?
+            self.mem.read_ptr(field(obj, u.compact_size)?)?
         };
         let n = len as u64;
         match kind {
@@ -132,7 +141,8 @@ impl Snapshot {
         }
     }
 
-    /// A str object's text if `obj` is a str, for names (qualname, filename, local names).
+    /// A str object's text if `obj` is a str, for names (qualname, filename, local names);
+    /// at most [`MAX_NAME_CHARS`].
     pub fn read_name(&self, obj: u64) -> Result<String, ReadError> {
         if obj == 0 {
             return Err(ReadError::corrupt(obj, "NULL name"));
@@ -141,17 +151,20 @@ impl Snapshot {
         if t.flags & tpflags::UNICODE_SUBCLASS == 0 {
             return Err(ReadError::corrupt(obj, "name that is not a str"));
         }
-        self.read_str(obj)
+        self.read_str_max(obj, MAX_NAME_CHARS)
     }
 
     pub fn read_bytes(&self, obj: u64, max: u64) -> Result<(Vec<u8>, u64), ReadError> {
         let b = &self.layout.bytes_object;
-        let len = self.mem.read_i64(obj + b.ob_size)?;
+        let len = self.mem.read_i64(field(obj, b.ob_size)?)?;
         if len < 0 {
             return Err(ReadError::corrupt(obj, "bytes size"));
         }
         let n = (len as u64).min(max);
-        Ok((self.mem.read_vec(obj + b.ob_sval, n, max)?, len as u64))
+        Ok((
+            self.mem.read_vec(field(obj, b.ob_sval)?, n, max)?,
+            len as u64,
+        ))
     }
 
     /// Items of a tuple or list (`max` at most) and the real length.
@@ -161,15 +174,15 @@ impl Snapshot {
         } else {
             &self.layout.tuple_object
         };
-        let len = self.mem.read_i64(obj + v.ob_size)?;
+        let len = self.mem.read_i64(field(obj, v.ob_size)?)?;
         if len < 0 {
             return Err(ReadError::corrupt(obj, "sequence size"));
         }
         let n = (len as u64).min(max);
         let items = if list {
-            self.mem.read_ptr(obj + v.ob_item)?
+            self.mem.read_ptr(field(obj, v.ob_item)?)?
         } else {
-            obj + v.ob_item
+            field(obj, v.ob_item)?
         };
         let raw = self.mem.read_vec(items, n * 8, max * 8)?;
         Ok((
@@ -184,12 +197,12 @@ impl Snapshot {
     pub fn read_int(&self, obj: u64) -> Result<String, ReadError> {
         let (negative, ndigits, digits_at) = match self.layout.long_object {
             LongObject::SignedSize { ob_size, ob_digit } => {
-                let s = self.mem.read_i64(obj + ob_size)?;
-                (s < 0, s.unsigned_abs(), obj + ob_digit)
+                let s = self.mem.read_i64(field(obj, ob_size)?)?;
+                (s < 0, s.unsigned_abs(), field(obj, ob_digit)?)
             }
             LongObject::Tagged { lv_tag, ob_digit } => {
-                let tag = self.mem.read_u64(obj + lv_tag)?;
-                (tag & 3 == 2, tag >> 3, obj + ob_digit)
+                let tag = self.mem.read_u64(field(obj, lv_tag)?)?;
+                (tag & 3 == 2, tag >> 3, field(obj, ob_digit)?)
             }
         };
         if ndigits > MAX_INT_DIGITS {
@@ -215,16 +228,21 @@ impl Snapshot {
 
     pub fn read_float(&self, obj: u64) -> Result<f64, ReadError> {
         Ok(f64::from_bits(
-            self.mem.read_u64(obj + self.layout.float_object.ob_fval)?,
+            self.mem
+                .read_u64(field(obj, self.layout.float_object.ob_fval)?)?,
         ))
     }
 
     /// (key, value) pairs of a dict, in entry order; `max` pairs at most.
     pub fn dict_items(&self, dict: u64, max: u64) -> Result<Vec<(u64, u64)>, ReadError> {
         let d = &self.layout.dict_object;
-        let keys = self.mem.read_ptr(dict + d.ma_keys)?;
-        let values = self.mem.read_ptr(dict + d.ma_values)?;
-        self.keys_items(keys, (values != 0).then_some(values + d.values_array), max)
+        let keys = self.mem.read_ptr(field(dict, d.ma_keys)?)?;
+        let values = self.mem.read_ptr(field(dict, d.ma_values)?)?;
+        let values = match values {
+            0 => None,
+            v => Some(field(v, d.values_array)?),
+        };
+        self.keys_items(keys, values, max)
     }
 
     /// Entries of a keys object; values from `values` (split tables) when given.
@@ -240,7 +258,7 @@ impl Snapshot {
                 dk_nentries,
                 dk_indices,
             } => {
-                let size = self.mem.read_i64(keys + dk_size)?;
+                let size = self.mem.read_i64(field(keys, dk_size)?)?;
                 if !(1..=(1 << 40)).contains(&size) || size & (size - 1) != 0 {
                     return Err(ReadError::corrupt(keys, "dict size"));
                 }
@@ -253,8 +271,13 @@ impl Snapshot {
                 } else {
                     8
                 };
-                let n = self.mem.read_i64(keys + dk_nentries)?;
-                (keys + dk_indices + size as u64 * ix, n, 24, true)
+                let n = self.mem.read_i64(field(keys, dk_nentries)?)?;
+                (
+                    field(field(keys, dk_indices)?, size as u64 * ix)?,
+                    n,
+                    24,
+                    true,
+                )
             }
             DictKeys::V311 {
                 dk_log2_size,
@@ -263,18 +286,18 @@ impl Snapshot {
                 dk_nentries,
                 dk_indices,
             } => {
-                let log2 = self.mem.read_u8(keys + dk_log2_size)?;
-                let log2ix = self.mem.read_u8(keys + dk_log2_index_bytes)?;
-                let kind = self.mem.read_u8(keys + dk_kind)?;
+                let log2 = self.mem.read_u8(field(keys, dk_log2_size)?)?;
+                let log2ix = self.mem.read_u8(field(keys, dk_log2_index_bytes)?)?;
+                let kind = self.mem.read_u8(field(keys, dk_kind)?)?;
                 if log2 > 40 || log2ix > 43 || kind > 2 {
                     return Err(ReadError::corrupt(keys, "dict keys"));
                 }
-                let n = self.mem.read_i64(keys + dk_nentries)?;
+                let n = self.mem.read_i64(field(keys, dk_nentries)?)?;
                 // DICT_KEYS_GENERAL (0) entries are (hash, key, value); UNICODE and SPLIT are
                 // (key, value) (Include/internal/pycore_dict.h).
                 let general = kind == 0;
                 (
-                    keys + dk_indices + (1u64 << log2ix),
+                    field(field(keys, dk_indices)?, 1u64 << log2ix)?,
                     n,
                     if general { 24 } else { 16 },
                     general,
@@ -350,7 +373,7 @@ impl Snapshot {
         let values_items = |values: u64| -> Result<Vec<(u64, u64)>, ReadError> {
             let keys = self
                 .mem
-                .read_ptr(t.addr + self.layout.type_object.ht_cached_keys)?;
+                .read_ptr(field(t.addr, self.layout.type_object.ht_cached_keys)?)?;
             self.keys_items(keys, Some(values), MAX_DICT_ENTRIES)
         };
         let dict = match self.layout.instance_dict {
@@ -369,14 +392,15 @@ impl Snapshot {
             InstanceDict::Managed312 if managed => {
                 let v = self.mem.read_ptr(obj.wrapping_sub(24))?;
                 if v & 1 == 1 {
-                    return values_items(v + 1).map(Some);
+                    return values_items(field(v, 1)?).map(Some);
                 }
                 v
             }
             InstanceDict::Managed313 if managed => {
                 let d = self.mem.read_ptr(obj.wrapping_sub(24))?;
                 if d == 0 && t.flags & tpflags::INLINE_VALUES != 0 {
-                    return values_items(obj + t.basicsize + self.layout.dict_object.values_array)
+                    let at = field(obj, t.basicsize)?;
+                    return values_items(field(at, self.layout.dict_object.values_array)?)
                         .map(Some);
                 }
                 d
@@ -527,11 +551,11 @@ impl Snapshot {
     pub fn set_keys(&self, obj: u64, max: u64) -> Result<Vec<u64>, ReadError> {
         const CHUNK_SLOTS: u64 = 4096;
         let s = &self.layout.set_object;
-        let mask = self.mem.read_i64(obj + s.mask)?;
+        let mask = self.mem.read_i64(field(obj, s.mask)?)?;
         if mask < 0 || mask as u64 >= MAX_SET_SLOTS {
             return Err(ReadError::too_large(obj, mask as u64));
         }
-        let table = self.mem.read_ptr(obj + s.table)?;
+        let table = self.mem.read_ptr(field(obj, s.table)?)?;
         let slots = mask as u64 + 1;
         let mut out = Vec::new();
         let mut first = 0;
@@ -539,7 +563,7 @@ impl Snapshot {
             let n = CHUNK_SLOTS.min(slots - first);
             let raw = self
                 .mem
-                .read_vec(table + first * 16, n * 16, CHUNK_SLOTS * 16)?;
+                .read_vec(field(table, first * 16)?, n * 16, CHUNK_SLOTS * 16)?;
             for e in raw.chunks_exact(16) {
                 let key = u64::from_le_bytes(e[..8].try_into().unwrap());
                 let hash = i64::from_le_bytes(e[8..].try_into().unwrap());

@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::budget::{Budget, Budgeted};
 use super::code::Code;
 use super::discovery::Found;
 use super::layout::Layout;
@@ -17,17 +18,24 @@ pub struct Snapshot {
     pub found_by: String,
     pub(crate) codes: Mutex<AddrMap<Arc<Code>>>,
     pub(crate) types: Mutex<AddrMap<Arc<TypeInfo>>>,
+    /// What this stop has spent (its reads through `mem` are charged to it).
+    pub budget: Arc<Budget>,
 }
 
 impl Snapshot {
     pub fn new(mem: Arc<dyn Memory>, found: &Found) -> Snapshot {
+        let budget = Arc::new(Budget::default());
         Snapshot {
-            mem,
+            mem: Arc::new(Budgeted {
+                inner: mem,
+                budget: budget.clone(),
+            }),
             layout: found.layout.clone(),
             runtime: found.runtime,
             found_by: found.found_by.clone(),
             codes: Mutex::new(AddrMap::default()),
             types: Mutex::new(AddrMap::default()),
+            budget,
         }
     }
 }

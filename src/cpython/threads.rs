@@ -3,6 +3,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::layout::{CurrentFrame, GilLocation};
+use super::objects::field;
 use super::snapshot::Snapshot;
 use crate::error::{ReadError, ReadErrorKind};
 
@@ -31,14 +32,35 @@ pub struct ThreadInfo {
 /// x86-64 glibc (Include/internal/pycore_gil.h).
 const GIL_BYTES_FROM_LOCKED: u64 = 8 + 8 + 2 * 48 + 2 * 40;
 
+fn limit(addr: u64, what: &'static str, max: usize) -> ReadError {
+    ReadError::new(
+        addr,
+        0,
+        ReadErrorKind::Limit {
+            what,
+            max: max as u64,
+        },
+    )
+}
+
 impl Snapshot {
     /// Interpreter states, main interpreter last as CPython links them (newest first).
     pub fn interpreters(&self) -> Result<Vec<u64>, ReadError> {
+        self.interpreters_noting_cap(&mut Vec::new())
+    }
+
+    /// As [`Self::interpreters`]; a list longer than [`MAX_INTERPRETERS`] adds an error to
+    /// `errors` at the first interpreter left out.
+    pub fn interpreters_noting_cap(
+        &self,
+        errors: &mut Vec<ReadError>,
+    ) -> Result<Vec<u64>, ReadError> {
         let mut out = Vec::new();
         let mut seen = HashSet::new();
-        let mut cur = self
-            .mem
-            .read_ptr(self.runtime + self.layout.runtime_state.interpreters_head)?;
+        let mut cur = self.mem.read_ptr(field(
+            self.runtime,
+            self.layout.runtime_state.interpreters_head,
+        )?)?;
         while cur != 0 && out.len() < MAX_INTERPRETERS {
             if !seen.insert(cur) {
                 return Err(ReadError::new(cur, 0, ReadErrorKind::Cycle));
@@ -46,7 +68,10 @@ impl Snapshot {
             out.push(cur);
             cur = self
                 .mem
-                .read_ptr(cur + self.layout.interpreter_state.next)?;
+                .read_ptr(field(cur, self.layout.interpreter_state.next)?)?;
+        }
+        if cur != 0 {
+            errors.push(limit(cur, "interpreters", MAX_INTERPRETERS));
         }
         Ok(out)
     }
@@ -57,9 +82,8 @@ impl Snapshot {
         let ts = &self.layout.thread_state;
         let mut out = Vec::new();
         let mut seen = HashSet::new();
-        let mut cur = match self
-            .mem
-            .read_ptr(interp + self.layout.interpreter_state.threads_head)
+        let mut cur = match field(interp, self.layout.interpreter_state.threads_head)
+            .and_then(|a| self.mem.read_ptr(a))
         {
             Ok(c) => c,
             Err(e) => {
@@ -75,21 +99,21 @@ impl Snapshot {
                 break;
             }
             let read = || -> Result<ThreadInfo, ReadError> {
-                let thread_id = self.mem.read_u64(cur + ts.thread_id)?;
+                let thread_id = self.mem.read_u64(field(cur, ts.thread_id)?)?;
                 let native_id = match ts.native_thread_id {
-                    Some(off) => Some(self.mem.read_u64(cur + off)?),
+                    Some(off) => Some(self.mem.read_u64(field(cur, off)?)?),
                     None => None,
                 };
                 let frame = match ts.current_frame {
-                    CurrentFrame::Direct(off) => self.mem.read_ptr(cur + off),
+                    CurrentFrame::Direct(off) => self.mem.read_ptr(field(cur, off)?),
                     CurrentFrame::ViaCFrame {
                         cframe,
                         current_frame,
-                    } => self.mem.read_ptr(cur + cframe).and_then(|cf| {
+                    } => self.mem.read_ptr(field(cur, cframe)?).and_then(|cf| {
                         if cf == 0 {
                             Ok(0)
                         } else {
-                            self.mem.read_ptr(cf + current_frame)
+                            self.mem.read_ptr(field(cf, current_frame)?)
                         }
                     }),
                 };
@@ -108,13 +132,16 @@ impl Snapshot {
                 Ok(t) => out.push(t),
                 Err(e) => errors.push(e),
             }
-            match self.mem.read_ptr(cur + ts.next) {
+            match field(cur, ts.next).and_then(|a| self.mem.read_ptr(a)) {
                 Ok(n) => cur = n,
                 Err(e) => {
                     errors.push(e);
                     break;
                 }
             }
+        }
+        if cur != 0 && out.len() >= MAX_THREADS {
+            errors.push(limit(cur, "threads per interpreter", MAX_THREADS));
         }
         out
     }
@@ -156,13 +183,16 @@ impl Snapshot {
             GilLocation::Runtime {
                 locked,
                 last_holder,
-            } => (self.runtime + locked, self.runtime + last_holder),
+            } => (
+                field(self.runtime, locked).ok()?,
+                field(self.runtime, last_holder).ok()?,
+            ),
             GilLocation::Interpreter {
                 gil_ptr,
                 locked,
                 last_holder,
             } => {
-                let g = self.mem.read_ptr(interp + gil_ptr).ok()?;
+                let g = self.mem.read_ptr(field(interp, gil_ptr).ok()?).ok()?;
                 if g == 0 {
                     return None;
                 }
@@ -179,14 +209,16 @@ impl Snapshot {
             let Some(off) = self.layout.interpreter_state.imports_modules else {
                 return Ok(());
             };
-            let modules = self.mem.read_ptr(interp + off)?;
+            let modules = self.mem.read_ptr(field(interp, off)?)?;
             if modules == 0 {
                 return Ok(());
             }
             let Some(threading) = self.dict_get(modules, "threading")? else {
                 return Ok(());
             };
-            let md = self.mem.read_ptr(threading + self.layout.module_md_dict)?;
+            let md = self
+                .mem
+                .read_ptr(field(threading, self.layout.module_md_dict)?)?;
             let Some(active) = self.dict_get(md, "_active")? else {
                 return Ok(());
             };

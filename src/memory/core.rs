@@ -228,7 +228,7 @@ impl CoreMemory {
         }
         let s = self.segment_for(addr)?;
         self.core
-            .read_exact_at(buf, s.offset + (addr - s.vaddr))
+            .read_exact_at(buf, s.offset.checked_add(addr - s.vaddr)?)
             .ok()
     }
 
@@ -256,7 +256,9 @@ impl CoreMemory {
             })
             .as_ref()
             .ok_or(unmapped)?;
-        f.read_exact_at(buf, m.offset + (addr - m.start))
+        // The offset comes from the core's NT_FILE note: overflow is a read error too.
+        let at = m.offset.checked_add(addr - m.start).ok_or(unmapped)?;
+        f.read_exact_at(buf, at)
             .map_err(|_| ReadError::new(addr, buf.len() as u64, ReadErrorKind::Truncated))
     }
 }
@@ -272,16 +274,21 @@ impl Memory for CoreMemory {
             ))?;
             let want = buf.len() - done;
             match self.segment_for(a) {
-                Some(s) if a < s.vaddr + s.filesz => {
-                    let n = want.min((s.vaddr + s.filesz - a) as usize);
-                    let off = s.offset + (a - s.vaddr);
+                // Program headers are untrusted too: ends saturate, offsets are checked.
+                Some(s) if a < s.vaddr.saturating_add(s.filesz) => {
+                    let n = want.min((s.vaddr.saturating_add(s.filesz) - a) as usize);
+                    let off = s.offset.checked_add(a - s.vaddr).ok_or(ReadError::new(
+                        a,
+                        n as u64,
+                        ReadErrorKind::Truncated,
+                    ))?;
                     self.core
                         .read_exact_at(&mut buf[done..done + n], off)
                         .map_err(|_| ReadError::new(a, n as u64, ReadErrorKind::Truncated))?;
                     done += n;
                 }
                 Some(s) => {
-                    let n = want.min((s.vaddr + s.memsz - a) as usize);
+                    let n = want.min((s.vaddr.saturating_add(s.memsz) - a) as usize);
                     self.read_from_mapped_file(a, &mut buf[done..done + n])?;
                     done += n;
                 }

@@ -148,7 +148,11 @@ impl Memory for FakeMemory {
     fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         // Later blocks win, byte by byte, so a test can overwrite one field of a structure.
         for (i, out) in buf.iter_mut().enumerate() {
-            let a = addr + i as u64;
+            let a = addr.checked_add(i as u64).ok_or(ReadError::new(
+                addr,
+                1,
+                ReadErrorKind::Unmapped,
+            ))?;
             let hit = self.blocks.iter().rev().find_map(|(start, bytes)| {
                 let off = a.checked_sub(*start)?;
                 bytes.get(off as usize).copied()

@@ -36,6 +36,7 @@ use super::x86::{
 use crate::binary::{ElfInfo, Module};
 use crate::cpython::debug_offsets::DebugOffsets;
 use crate::cpython::discovery::{choose_layout, find_python, Found};
+use crate::cpython::objects::field;
 use crate::cpython::{Snapshot, Version};
 use crate::error::{Error, ReadError, Result};
 use crate::memory::Memory;
@@ -564,9 +565,15 @@ impl JitMap {
             ));
         };
         self.shims.returns = if per_executor {
-            executors.iter().map(|s| s + frame.return_offset).collect()
+            executors
+                .iter()
+                .filter_map(|s| s.checked_add(frame.return_offset))
+                .collect()
         } else {
-            [bytes_at + frame.return_offset].into_iter().collect()
+            bytes_at
+                .checked_add(frame.return_offset)
+                .into_iter()
+                .collect()
         };
         if per_executor {
             match shim_tail_end(&buf[..len], frame.return_offset as usize) {
@@ -593,7 +600,7 @@ impl JitMap {
 
     fn unwind_jit(&self, mem: &dyn Memory, region: &Region, regs: Regs) -> Option<Unwound> {
         let shim = self.shims.frame.as_ref()?;
-        if regs.pc - region.start < self.shims.copy_len {
+        if regs.pc.wrapping_sub(region.start) < self.shims.copy_len {
             // Inside the 3.14 shim copy itself (a stop in its prologue or epilogue): its frame
             // is half built or half torn down; leave it to the debugger.
             return None;
@@ -602,14 +609,14 @@ impl JitMap {
             .shim_slot_by_fp(mem, shim, regs)
             .or_else(|| self.shim_slot_by_scan(mem, regs.sp))?;
         let cfa = slot.checked_add(shim.ra_slot_to_cfa())?;
-        let rip = mem.read_ptr(cfa - 8).ok()?;
+        let rip = mem.read_ptr(cfa.checked_sub(8)?).ok()?;
         if rip == 0 || cfa <= regs.sp {
             return None;
         }
         let mut caller = vec![("rip", rip), ("rsp", cfa)];
         for (r, below) in shim.saved_at() {
             if r.callee_saved() {
-                caller.push((r.name(), mem.read_ptr(cfa - below).ok()?));
+                caller.push((r.name(), mem.read_ptr(cfa.checked_sub(below)?).ok()?));
             }
         }
         if !shim.pushes.contains(&Reg::Rbp) {
@@ -617,7 +624,7 @@ impl JitMap {
         }
         Some(Unwound {
             caller,
-            frame_sp: slot + 8,
+            frame_sp: slot.checked_add(8)?,
             frame_pc: region.start,
             label: region.label.clone(),
             kind: "jit",
@@ -654,7 +661,10 @@ impl JitMap {
         if !shim.frame_pointer {
             return None;
         }
-        let slot = (regs.bp + 16).checked_sub(shim.ra_slot_to_cfa())?;
+        let slot = regs
+            .bp
+            .checked_add(16)?
+            .checked_sub(shim.ra_slot_to_cfa())?;
         let ra = mem.read_ptr(slot).ok()?;
         (slot >= regs.sp && self.shims.returns.contains(&ra)).then_some(slot)
     }
@@ -694,7 +704,7 @@ impl JitMap {
             let Some(start) = regs.pc.checked_sub(off) else {
                 break;
             };
-            if start < region.start || start + n > region.end {
+            if start < region.start || start.checked_add(n).is_none_or(|e| e > region.end) {
                 continue;
             }
             let Ok(b) = mem.read_vec(start, n, MAX_TRAMPOLINE_BYTES) else {
@@ -710,15 +720,16 @@ impl JitMap {
         let ra_at = regs.sp.checked_add(pushed)?;
         let rip = mem.read_ptr(ra_at).ok()?;
         let bp = match rbp_at {
-            Some(o) => mem.read_ptr(regs.sp + o).ok()?,
+            Some(o) => mem.read_ptr(field(regs.sp, o).ok()?).ok()?,
             None => regs.bp,
         };
         if rip == 0 {
             return None;
         }
+        let rsp = ra_at.checked_add(8)?;
         Some(Unwound {
-            caller: vec![("rip", rip), ("rsp", ra_at + 8), ("rbp", bp)],
-            frame_sp: ra_at + 8,
+            caller: vec![("rip", rip), ("rsp", rsp), ("rbp", bp)],
+            frame_sp: rsp,
             frame_pc: start,
             label: region.label.clone(),
             kind: "trampoline",

@@ -234,7 +234,8 @@ pub fn decode_trampoline(code: &[u8]) -> Option<TrampolineTemplate> {
     let mut return_offset = None;
     let mut i = 0usize;
     while i < code.len() {
-        rows.push((i as u64, depth, rbp_at.map(|d| depth - d)));
+        // The bytes come from the target: an `add` past the saved %rbp is not a panic.
+        rows.push((i as u64, depth, rbp_at.and_then(|d| depth.checked_sub(d))));
         let c = &code[i..];
         if c.starts_with(&[0xf3, 0x0f, 0x1e, 0xfa]) {
             i += 4;
@@ -340,5 +341,12 @@ mod tests {
         assert_eq!(t.return_offset, 6);
         assert_eq!(t.row(6), Some((8, None)));
         assert!(decode_trampoline(&[0x90, 0xc3]).is_none());
+    }
+
+    #[test]
+    fn trampoline_popping_past_its_saved_rbp_is_refused_not_a_panic() {
+        // push %rbp; sub $8,%rsp; add $16,%rsp; ret
+        let code = [0x55, 0x48, 0x83, 0xec, 8, 0x48, 0x83, 0xc4, 16, 0xc3];
+        assert!(decode_trampoline(&code).is_none());
     }
 }

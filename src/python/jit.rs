@@ -7,14 +7,16 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::err;
+use super::{err, guard};
 use crate::memory::Memory;
 use crate::native::jit::{JitInputs, JitMap, Region, RegionKind, Regs, Unwound};
-use crate::target::Target;
+use crate::target::{SourceKind, Target};
 
 #[pyclass(name = "Jit", module = "_pyunwind", frozen)]
 pub struct PyJit {
     mem: Arc<dyn Memory>,
+    /// Every read calls back into the debugger's Python: keep the GIL (see `PySession::off_gil`).
+    calls_python: bool,
     map: JitMap,
     inputs: JitInputs,
 }
@@ -63,6 +65,7 @@ fn make(target: Target, inputs: Inputs) -> PyResult<PyJit> {
     };
     let map = JitMap::build(&snap, inputs.jit_entry);
     Ok(PyJit {
+        calls_python: target.kind == SourceKind::Debugger,
         mem: target.mem,
         map,
         inputs,
@@ -78,7 +81,9 @@ impl PyJit {
     #[staticmethod]
     #[pyo3(signature = (pid, inputs=None))]
     fn live(py: Python<'_>, pid: i32, inputs: Inputs) -> PyResult<Self> {
-        py.detach(|| make(Target::live(pid).map_err(err)?, inputs))
+        guard("Jit.live", || {
+            py.detach(|| make(Target::live(pid).map_err(err)?, inputs))
+        })
     }
 
     #[staticmethod]
@@ -90,8 +95,10 @@ impl PyJit {
         inputs: Inputs,
         sysroot: Option<String>,
     ) -> PyResult<Self> {
-        let search = super::search(sysroot);
-        py.detach(|| make(Target::core_with(path, exe, search).map_err(err)?, inputs))
+        guard("Jit.core", || {
+            let search = super::search(sysroot);
+            py.detach(|| make(Target::core_with(path, exe, search).map_err(err)?, inputs))
+        })
     }
 
     #[staticmethod]
@@ -103,7 +110,9 @@ impl PyJit {
         inputs: Inputs,
         sysroot: Option<String>,
     ) -> PyResult<Self> {
-        make(super::callback_target(read, maps, pid, sysroot), inputs)
+        guard("Jit.debugger", || {
+            make(super::callback_target(read, maps, pid, sysroot), inputs)
+        })
     }
 
     /// `(runtime, minor, jit_entry)`, to pass to the next stop's constructor.
@@ -116,8 +125,8 @@ impl PyJit {
     }
 
     /// Sorted `(start, end, kind, label)` rows; kind is "jit" or "trampoline".
-    fn regions(&self) -> Vec<RegionRow> {
-        region_rows(&self.map)
+    fn regions(&self) -> PyResult<Vec<RegionRow>> {
+        guard("Jit.regions", || Ok(region_rows(&self.map)))
     }
 
     /// The caller of the frame at (pc, sp, bp) when pc is JIT or trampoline code it can unwind:
@@ -129,9 +138,15 @@ impl PyJit {
         sp: u64,
         bp: u64,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let mem = self.mem.clone();
-        let u = py.detach(|| self.map.unwind(&*mem, Regs { pc, sp, bp }));
-        u.map(|u| unwound_dict(py, &u)).transpose()
+        guard("Jit.unwind", || {
+            let regs = Regs { pc, sp, bp };
+            let u = if self.calls_python {
+                self.map.unwind(&*self.mem, regs)
+            } else {
+                py.detach(|| self.map.unwind(&*self.mem, regs))
+            };
+            u.map(|u| unwound_dict(py, &u)).transpose()
+        })
     }
 
     /// Problems met while building the map (it is partial when there are some).

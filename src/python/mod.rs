@@ -12,7 +12,7 @@ use crate::binary::parse_proc_maps;
 use crate::memory::{CallbackMemory, PageCache};
 use crate::report::text::{self, Sources};
 use crate::session::{Natives, Session, ThreadKey};
-use crate::target::{FileSearch, Target};
+use crate::target::{FileSearch, SourceKind, Target};
 
 mod jit;
 
@@ -20,6 +20,12 @@ create_exception!(_pyunwind, Error, PyException);
 
 fn err(e: impl std::fmt::Display) -> PyErr {
     Error::new_err(e.to_string())
+}
+
+/// The panic boundary of every entry point (see [`crate::panic`]): a panic in `f` becomes
+/// `_pyunwind.Error` (an `Exception`), never pyo3's `PanicException` (a `BaseException`).
+fn guard<T>(entry: &'static str, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    crate::panic::catch(entry, f).map_err(err)?
 }
 
 fn json<T: serde::Serialize>(v: &T) -> PyResult<String> {
@@ -81,13 +87,28 @@ fn key(lwp: Option<u64>, tp: Option<u64>) -> ThreadKey {
     }
 }
 
+impl PySession {
+    /// Runs `f` with the GIL released, unless the memory source calls back into Python for
+    /// every read (the debugger's memory): then the reads need the GIL anyway, and a thread
+    /// holding it could otherwise wait for this one (DESIGN.md principle 5).
+    fn off_gil<T: Send>(&self, py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
+        if self.inner.target.kind == SourceKind::Debugger {
+            f()
+        } else {
+            py.detach(f)
+        }
+    }
+}
+
 #[pymethods]
 impl PySession {
     /// A live local process, read with process_vm_readv.
     #[staticmethod]
     #[pyo3(signature = (pid, thread_ids=None))]
     fn live(pid: i32, thread_ids: Option<Vec<(u64, u64)>>) -> PyResult<Self> {
-        open(Target::live(pid).map_err(err)?, thread_ids)
+        guard("Session.live", || {
+            open(Target::live(pid).map_err(err)?, thread_ids)
+        })
     }
 
     /// A core file (plain or compressed); `exe` replaces the executable the core names;
@@ -100,10 +121,12 @@ impl PySession {
         thread_ids: Option<Vec<(u64, u64)>>,
         sysroot: Option<String>,
     ) -> PyResult<Self> {
-        open(
-            Target::core_with(path, exe, search(sysroot)).map_err(err)?,
-            thread_ids,
-        )
+        guard("Session.core", || {
+            open(
+                Target::core_with(path, exe, search(sysroot)).map_err(err)?,
+                thread_ids,
+            )
+        })
     }
 
     /// Memory through `read(addr, size) -> bytes` (raising on failure); `maps` is the text of
@@ -117,21 +140,26 @@ impl PySession {
         thread_ids: Option<Vec<(u64, u64)>>,
         sysroot: Option<String>,
     ) -> PyResult<Self> {
-        open(callback_target(read, maps, pid, sysroot), thread_ids)
+        guard("Session.debugger", || {
+            open(callback_target(read, maps, pid, sysroot), thread_ids)
+        })
     }
 
     /// Whether some thread has no LWP of its own (3.10 records none): the frontend then opens
     /// the session again with `thread_ids`.
-    fn needs_thread_ids(&self) -> bool {
-        self.inner
-            .threads()
-            .iter()
-            .any(|t| t.info.native_id.is_none())
+    fn needs_thread_ids(&self) -> PyResult<bool> {
+        guard("Session.needs_thread_ids", || {
+            Ok(self
+                .inner
+                .threads()
+                .iter()
+                .any(|t| t.info.native_id.is_none()))
+        })
     }
 
     /// The `python` object of the report, as JSON.
     fn python(&self) -> PyResult<String> {
-        json(&self.inner.python_report())
+        guard("Session.python", || json(&self.inner.python_report()))
     }
 
     /// The JSON report of one thread (by LWP or thread pointer) or of all (`all_threads`).
@@ -144,27 +172,37 @@ impl PySession {
         all_threads: bool,
         locals: bool,
     ) -> PyResult<String> {
-        let k = (!all_threads).then(|| key(lwp, tp));
-        let r = py.detach(|| self.inner.report(k, locals)).map_err(err)?;
-        json(&r)
+        guard("Session.report", || {
+            let k = (!all_threads).then(|| key(lwp, tp));
+            let r = self.off_gil(py, || self.inner.report(k, locals));
+            json(&r.map_err(err)?)
+        })
     }
 
     /// asyncio: the JSON report of every thread plus `tasks`, `loops` and `cycles`.
     fn async_report(&self, py: Python<'_>) -> PyResult<String> {
-        let r = py.detach(|| self.inner.async_report()).map_err(err)?;
-        json(r)
+        guard("Session.async_report", || {
+            json(
+                self.off_gil(py, || self.inner.async_report())
+                    .map_err(err)?,
+            )
+        })
     }
 
     /// `py-bt-async` text: each loop's tasks with their async stacks, other threads' stacks.
     fn render_async(&self, py: Python<'_>) -> PyResult<String> {
-        py.detach(|| self.inner.render_async()).map_err(err)
+        guard("Session.render_async", || {
+            self.off_gil(py, || self.inner.render_async()).map_err(err)
+        })
     }
 
     /// The task tree (like `python -m asyncio pstree`) and/or table (like `ps`).
     #[pyo3(signature = (tree=true, table=true))]
     fn render_tasks(&self, py: Python<'_>, tree: bool, table: bool) -> PyResult<String> {
-        py.detach(|| self.inner.render_tasks(tree, table))
-            .map_err(err)
+        guard("Session.render_tasks", || {
+            self.off_gil(py, || self.inner.render_tasks(tree, table))
+                .map_err(err)
+        })
     }
 
     /// `py-bt` / `py-bt-full` text. `names`, `pcs`, `sps`: the selected thread's native
@@ -183,23 +221,27 @@ impl PySession {
         sps: Option<Vec<u64>>,
         wait_addr: Option<u64>,
     ) -> PyResult<String> {
-        let k = (!all_threads).then(|| key(lwp, tp));
-        let n = natives(names, pcs, sps, wait_addr);
-        self.inner.render_bt(k, full, n.as_ref()).map_err(err)
+        guard("Session.render_bt", || {
+            let k = (!all_threads).then(|| key(lwp, tp));
+            let n = natives(names, pcs, sps, wait_addr);
+            self.inner.render_bt(k, full, n.as_ref()).map_err(err)
+        })
     }
 
     /// libpython's repr of the object at `addr` (gdb's pretty-printer for `PyObject *`);
     /// `frame`: the object is a `PyFrameObject`.
     #[pyo3(signature = (addr, frame=false))]
-    fn proxy_repr(&self, py: Python<'_>, addr: u64, frame: bool) -> String {
+    fn proxy_repr(&self, py: Python<'_>, addr: u64, frame: bool) -> PyResult<String> {
         let snap = &self.inner.snap;
-        py.detach(|| {
-            if frame && addr != 0 {
-                snap.frame_object_repr(addr)
-                    .unwrap_or_else(|_| snap.proxy_repr(addr))
-            } else {
-                snap.proxy_repr(addr)
-            }
+        guard("Session.proxy_repr", || {
+            Ok(self.off_gil(py, || {
+                if frame && addr != 0 {
+                    snap.frame_object_repr(addr)
+                        .unwrap_or_else(|_| snap.proxy_repr(addr))
+                } else {
+                    snap.proxy_repr(addr)
+                }
+            }))
         })
     }
 
@@ -215,13 +257,15 @@ impl PySession {
         sps: Option<Vec<u64>>,
         wait_addr: Option<u64>,
     ) -> PyResult<String> {
-        let n = natives(names, pcs, sps, wait_addr);
-        json(
-            &self
-                .inner
-                .stack_entries(key(lwp, tp), n.as_ref())
-                .map_err(err)?,
-        )
+        guard("Session.stack_entries", || {
+            let n = natives(names, pcs, sps, wait_addr);
+            json(
+                &self
+                    .inner
+                    .stack_entries(key(lwp, tp), n.as_ref())
+                    .map_err(err)?,
+            )
+        })
     }
 
     /// How to show each native frame: JSON list of {"action": "python"|"hide"|"keep", ...}.
@@ -235,27 +279,33 @@ impl PySession {
         hide_internal: bool,
         sps: Option<Vec<u64>>,
     ) -> PyResult<String> {
-        json(
-            &self
-                .inner
-                .splice(key(lwp, tp), &names, sps.as_deref(), hide_internal),
-        )
+        guard("Session.splice", || {
+            json(
+                &self
+                    .inner
+                    .splice(key(lwp, tp), &names, sps.as_deref(), hide_internal),
+            )
+        })
     }
 
     /// Locals of frame `index` (0 = innermost, counting every frame of the report) as JSON.
     #[pyo3(signature = (index, lwp=None, tp=None))]
     fn locals(&self, index: usize, lwp: Option<u64>, tp: Option<u64>) -> PyResult<String> {
-        let t = self.inner.thread(key(lwp, tp)).map_err(err)?;
-        let f = self.inner.frame_at(t, index).map_err(err)?;
-        json(&self.inner.locals(f).map_err(err)?)
+        guard("Session.locals", || {
+            let t = self.inner.thread(key(lwp, tp)).map_err(err)?;
+            let f = self.inner.frame_at(t, index).map_err(err)?;
+            json(&self.inner.locals(f).map_err(err)?)
+        })
     }
 
     /// `py-locals` text for frame `index`.
     #[pyo3(signature = (index, lwp=None, tp=None))]
     fn render_locals(&self, index: usize, lwp: Option<u64>, tp: Option<u64>) -> PyResult<String> {
-        let t = self.inner.thread(key(lwp, tp)).map_err(err)?;
-        let f = self.inner.frame_at(t, index).map_err(err)?;
-        Ok(text::locals(&self.inner.locals(f).map_err(err)?))
+        guard("Session.render_locals", || {
+            let t = self.inner.thread(key(lwp, tp)).map_err(err)?;
+            let f = self.inner.frame_at(t, index).map_err(err)?;
+            Ok(text::locals(&self.inner.locals(f).map_err(err)?))
+        })
     }
 
     /// `py-print NAME` in frame `index`: (scope, repr) or None.
@@ -267,27 +317,33 @@ impl PySession {
         lwp: Option<u64>,
         tp: Option<u64>,
     ) -> PyResult<Option<(String, String)>> {
-        let t = self.inner.thread(key(lwp, tp)).map_err(err)?;
-        let f = self.inner.frame_at(t, index).map_err(err)?;
-        Ok(self
-            .inner
-            .snap
-            .lookup_name(f, name)
-            .map_err(err)?
-            .map(|(s, r)| (s.to_string(), r)))
+        guard("Session.lookup", || {
+            let t = self.inner.thread(key(lwp, tp)).map_err(err)?;
+            let f = self.inner.frame_at(t, index).map_err(err)?;
+            Ok(self
+                .inner
+                .snap
+                .lookup_name(f, name)
+                .map_err(err)?
+                .map(|(s, r)| (s.to_string(), r)))
+        })
     }
 
     // --- JIT and trampoline code, for frontends that unwind themselves (see `_pyunwind.Jit`).
 
     /// Sorted `(start, end, kind, label)` rows of JIT executors ("jit") and perf trampoline
     /// arenas ("trampoline").
-    fn jit_regions(&self) -> Vec<jit::RegionRow> {
-        jit::region_rows(self.inner.jit())
+    fn jit_regions(&self) -> PyResult<Vec<jit::RegionRow>> {
+        guard("Session.jit_regions", || {
+            Ok(jit::region_rows(self.inner.jit()))
+        })
     }
 
     /// `(start, end, kind, label)` of the region holding `pc`, or None.
-    fn jit_lookup(&self, pc: u64) -> Option<jit::RegionRow> {
-        self.inner.jit_lookup(pc).map(jit::region_row)
+    fn jit_lookup(&self, pc: u64) -> PyResult<Option<jit::RegionRow>> {
+        guard("Session.jit_lookup", || {
+            Ok(self.inner.jit_lookup(pc).map(jit::region_row))
+        })
     }
 
     /// The caller's registers of the JIT/trampoline frame at (pc, sp, bp): a dict as
@@ -299,9 +355,11 @@ impl PySession {
         sp: u64,
         bp: u64,
     ) -> PyResult<Option<Bound<'py, pyo3::types::PyDict>>> {
-        let regs = crate::native::jit::Regs { pc, sp, bp };
-        let u = py.detach(|| self.inner.jit_caller_registers(regs));
-        u.map(|u| jit::unwound_dict(py, &u)).transpose()
+        guard("Session.jit_caller_registers", || {
+            let regs = crate::native::jit::Regs { pc, sp, bp };
+            let u = self.off_gil(py, || self.inner.jit_caller_registers(regs));
+            u.map(|u| jit::unwound_dict(py, &u)).transpose()
+        })
     }
 
     /// One libpython-style frame line (`#N Frame 0x…, for file …, line …, in f (a=1)`) and its
@@ -314,19 +372,21 @@ impl PySession {
         tp: Option<u64>,
         level: Option<usize>,
     ) -> PyResult<String> {
-        let t = self.inner.thread(key(lwp, tp)).map_err(err)?;
-        let r = self.inner.thread_report(t, true);
-        let f = r
-            .frames
-            .get(index)
-            .ok_or_else(|| err(format!("no Python frame #{index}")))?;
-        let mut out = text::frame_line(level.unwrap_or(index), f, f.locals.as_deref()) + "\n";
-        if let (Some(file), Some(line)) = (&f.file, f.line) {
-            if let Some(code) = Sources::default().line(file, line) {
-                out.push_str(&format!("    {}\n", code.trim()));
+        guard("Session.render_frame", || {
+            let t = self.inner.thread(key(lwp, tp)).map_err(err)?;
+            let r = self.inner.thread_report(t, true);
+            let f = r
+                .frames
+                .get(index)
+                .ok_or_else(|| err(format!("no Python frame #{index}")))?;
+            let mut out = text::frame_line(level.unwrap_or(index), f, f.locals.as_deref()) + "\n";
+            if let (Some(file), Some(line)) = (&f.file, f.line) {
+                if let Some(code) = Sources::default().line(file, line) {
+                    out.push_str(&format!("    {}\n", code.trim()));
+                }
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 }
 
@@ -347,7 +407,9 @@ fn natives(
 /// `py-list` text: lines `start..=end` of `file`, `current` marked.
 #[pyfunction]
 fn render_list(file: &str, current: u32, start: u32, end: u32) -> PyResult<String> {
-    text::listing(&mut Sources::default(), file, current, start, end).map_err(err)
+    guard("render_list", || {
+        text::listing(&mut Sources::default(), file, current, start, end).map_err(err)
+    })
 }
 
 /// The `pyunwind` command line (`argv[0]` first) of the pip package, which passes the paths of

@@ -4,6 +4,8 @@
 pub mod tasks;
 pub mod text;
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 #[derive(Clone, Debug, Serialize)]
@@ -114,9 +116,9 @@ pub enum FrameKind {
 pub struct FrameReport {
     pub kind: FrameKind,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub function: Option<String>,
+    pub function: Option<Arc<str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub file: Option<String>,
+    pub file: Option<Arc<str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]

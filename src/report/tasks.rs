@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
+use std::rc::Rc;
 
 use super::text::{errors, frames, thread_header, traceback, Sources};
 use super::{FrameKind, FrameReport, LoopReport, Report, TaskReport};
@@ -11,6 +12,9 @@ use super::{FrameKind, FrameReport, LoopReport, Report, TaskReport};
 const MAX_PATHS: usize = 64;
 /// Most lines of the task tree.
 const MAX_TREE_LINES: usize = 1_000_000;
+/// Most bytes of the task tree: a deep chain indents every line further (4 characters a
+/// level), so lines alone do not bound it.
+const MAX_TREE_BYTES: usize = 64 << 20;
 
 fn by_id(r: &Report) -> HashMap<u64, &TaskReport> {
     r.tasks.iter().flatten().map(|t| (t.id, t)).collect()
@@ -234,95 +238,152 @@ pub fn tree(r: &Report) -> String {
         }
     }
     let mut out = String::new();
-    let mut lines = 0usize;
-    let roots: Vec<&&TaskReport> = all
+    let roots: Vec<&TaskReport> = all
         .iter()
         .filter(|t| t.awaited_by.is_empty() && t.owned_by.is_empty())
+        .copied()
         .collect();
-    for (i, root) in roots.iter().enumerate() {
-        let mut path = vec![root.id];
-        node(
-            root,
-            false,
-            "",
-            i + 1 == roots.len(),
-            &tasks,
-            &children,
-            &mut path,
-            &mut lines,
-            &mut out,
-        );
-    }
-    if lines >= MAX_TREE_LINES {
+    if !tree_nodes(&roots, &tasks, &children, &mut out) {
         out.push_str("(tree cut: too many lines)\n");
     }
     cycles(r, &tasks, &mut out);
     out
 }
 
-#[allow(clippy::too_many_arguments)]
-fn node(
-    t: &TaskReport,
-    owned: bool,
-    prefix: &str,
-    last: bool,
+/// One step of the task tree's depth-first walk.
+enum Step<'a> {
+    /// Print a task and plan its children.
+    Node {
+        t: &'a TaskReport,
+        owned: bool,
+        /// The prefix of the parent's children, shared by all of them.
+        prefix: Rc<str>,
+        last: bool,
+    },
+    /// A child already on the branch: one line, no subtree.
+    Cycle {
+        name: &'a str,
+        prefix: Rc<str>,
+        last: bool,
+    },
+    /// The walk leaves the last task entered.
+    Leave,
+}
+
+/// Prints the trees under `roots`, depth-first with an explicit stack: an await chain read
+/// from the target can be as deep as it likes, the debugger's own stack is not. False when the
+/// tree was cut at [`MAX_TREE_LINES`] or [`MAX_TREE_BYTES`].
+fn tree_nodes(
+    roots: &[&TaskReport],
     tasks: &HashMap<u64, &TaskReport>,
     children: &HashMap<u64, Vec<(u64, bool)>>,
-    path: &mut Vec<u64>,
-    lines: &mut usize,
     out: &mut String,
-) {
-    if *lines >= MAX_TREE_LINES {
-        return;
-    }
-    let branch = if last { "└── " } else { "├── " };
-    let mut label = format!("(T) {} [{:#x}]", t.name, t.id);
-    if owned {
-        label.push_str(" (owned, not awaited)");
-    }
-    if t.on_cpu {
-        label.push_str(" (running)");
-    }
-    writeln!(out, "{prefix}{branch}{label}").unwrap();
-    *lines += 1;
-    let mut prefix = format!("{prefix}{}", if last { "    " } else { "│   " });
-    // Frames outermost first, each nested under the previous.
-    let frames: Vec<&FrameReport> = t.frames.iter().rev().collect();
-    for f in &frames {
-        writeln!(out, "{prefix}└──  {}", frame_short(f)).unwrap();
-        *lines += 1;
-        prefix.push_str("    ");
-    }
-    if let Some(a) = &t.awaiting {
-        if a.kind != "task" && a.kind != "gather" {
-            writeln!(
-                out,
-                "{prefix}└──  awaits {} {:#x} ({})",
-                a.type_name, a.id, a.kind
-            )
-            .unwrap();
-            *lines += 1;
+) -> bool {
+    let mut lines = 0usize;
+    // The tasks from the root down to the one being printed, for cycle checks.
+    let mut branch: Vec<u64> = Vec::new();
+    let mut on_branch: HashSet<u64> = HashSet::new();
+    let root_prefix: Rc<str> = Rc::from("");
+    let mut stack: Vec<Step> = roots
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, t)| Step::Node {
+            t,
+            owned: false,
+            prefix: root_prefix.clone(),
+            last: i + 1 == roots.len(),
+        })
+        .collect();
+    let mut line = |out: &mut String, text: std::fmt::Arguments| -> bool {
+        if lines >= MAX_TREE_LINES || out.len() >= MAX_TREE_BYTES {
+            return false;
+        }
+        writeln!(out, "{text}").unwrap();
+        lines += 1;
+        true
+    };
+    let branch_mark = |last: bool| if last { "└── " } else { "├── " };
+    while let Some(step) = stack.pop() {
+        let (t, owned, prefix, last) = match step {
+            Step::Leave => {
+                if let Some(id) = branch.pop() {
+                    on_branch.remove(&id);
+                }
+                continue;
+            }
+            Step::Cycle { name, prefix, last } => {
+                let mark = branch_mark(last);
+                if !line(out, format_args!("{prefix}{mark}(T) {name} (await cycle)")) {
+                    return false;
+                }
+                continue;
+            }
+            Step::Node {
+                t,
+                owned,
+                prefix,
+                last,
+            } => (t, owned, prefix, last),
+        };
+        let mut label = format!("(T) {} [{:#x}]", t.name, t.id);
+        if owned {
+            label.push_str(" (owned, not awaited)");
+        }
+        if t.on_cpu {
+            label.push_str(" (running)");
+        }
+        if !line(out, format_args!("{prefix}{}{label}", branch_mark(last))) {
+            return false;
+        }
+        let mut prefix = format!("{prefix}{}", if last { "    " } else { "│   " });
+        // Frames outermost first, each nested under the previous.
+        for f in t.frames.iter().rev() {
+            if !line(out, format_args!("{prefix}└──  {}", frame_short(f))) {
+                return false;
+            }
+            prefix.push_str("    ");
+        }
+        if let Some(a) = &t.awaiting {
+            if a.kind != "task" && a.kind != "gather" {
+                let text = format_args!(
+                    "{prefix}└──  awaits {} {:#x} ({})",
+                    a.type_name, a.id, a.kind
+                );
+                if !line(out, text) {
+                    return false;
+                }
+            }
+        }
+        branch.push(t.id);
+        on_branch.insert(t.id);
+        stack.push(Step::Leave);
+        let prefix: Rc<str> = Rc::from(prefix);
+        let kids = children.get(&t.id).map(Vec::as_slice).unwrap_or_default();
+        let kids: Vec<(&TaskReport, bool, bool)> = kids
+            .iter()
+            .filter_map(|(kid, owned)| Some((*tasks.get(kid)?, *owned, on_branch.contains(kid))))
+            .collect();
+        for (i, &(k, owned, cycle)) in kids.iter().enumerate().rev() {
+            let last = i + 1 == kids.len();
+            let prefix = prefix.clone();
+            stack.push(if cycle {
+                Step::Cycle {
+                    name: &k.name,
+                    prefix,
+                    last,
+                }
+            } else {
+                Step::Node {
+                    t: k,
+                    owned,
+                    prefix,
+                    last,
+                }
+            });
         }
     }
-    let kids = children.get(&t.id).cloned().unwrap_or_default();
-    for (i, (kid, owned)) in kids.iter().enumerate() {
-        let Some(k) = tasks.get(kid) else { continue };
-        let last = i + 1 == kids.len();
-        if path.contains(kid) {
-            writeln!(
-                out,
-                "{prefix}{}(T) {} (await cycle)",
-                if last { "└── " } else { "├── " },
-                k.name
-            )
-            .unwrap();
-            *lines += 1;
-            continue;
-        }
-        path.push(*kid);
-        node(k, *owned, &prefix, last, tasks, children, path, lines, out);
-        path.pop();
-    }
+    true
 }
 
 /// The task table: one row per task, like `python -m asyncio ps`.
@@ -338,7 +399,11 @@ pub fn table(r: &Report) -> String {
         "awaited by".into(),
     ]];
     for t in r.tasks.iter().flatten() {
-        let stack: Vec<String> = t.frames.iter().filter_map(|f| f.function.clone()).collect();
+        let stack: Vec<String> = t
+            .frames
+            .iter()
+            .filter_map(|f| f.function.as_deref().map(str::to_string))
+            .collect();
         let by: Vec<String> = t
             .awaited_by
             .iter()
@@ -394,4 +459,93 @@ pub fn table(r: &Report) -> String {
         writeln!(out, "{}", line.trim_end()).unwrap();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::PythonReport;
+
+    fn task(id: u64, awaited_by: &[u64]) -> TaskReport {
+        TaskReport {
+            id,
+            name: format!("t{id}"),
+            state: "pending",
+            on_cpu: false,
+            native_id: None,
+            type_name: "Task".into(),
+            supported: true,
+            loop_: 0,
+            frames: Vec::new(),
+            awaiting: None,
+            awaited_by: awaited_by.to_vec(),
+            owned_by: Vec::new(),
+        }
+    }
+
+    fn report(tasks: Vec<TaskReport>) -> Report {
+        Report {
+            python: PythonReport {
+                version: "3.14.0".into(),
+                free_threaded: false,
+                jit: false,
+                found_by: "test".into(),
+                source: "core",
+                pid: None,
+            },
+            threads: Vec::new(),
+            tasks: Some(tasks),
+            cycles: Some(Vec::new()),
+            loops: Some(Vec::new()),
+            errors: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn tree_of_a_small_graph() {
+        // 1 awaits 2 and 3; 3 awaits 1 again only through 4 (a cycle back to the root's branch).
+        let r = report(vec![
+            task(1, &[]),
+            task(2, &[1]),
+            task(3, &[1]),
+            task(4, &[3]),
+        ]);
+        assert_eq!(
+            tree(&r),
+            "└── (T) t1 [0x1]\n    ├── (T) t2 [0x2]\n    └── (T) t3 [0x3]\n        └── (T) t4 [0x4]\n"
+        );
+    }
+
+    #[test]
+    fn a_cycle_below_a_root_is_one_line() {
+        // 2 and 3 await each other; 1 awaits 2.
+        let r = report(vec![task(1, &[]), task(2, &[1, 3]), task(3, &[2])]);
+        assert_eq!(
+            tree(&r),
+            "└── (T) t1 [0x1]\n    └── (T) t2 [0x2]\n        └── (T) t3 [0x3]\n            └── (T) t2 (await cycle)\n"
+        );
+    }
+
+    /// A chain of 200,000 awaits (deeper than any recursion on a thread's stack could go) is
+    /// printed without recursion and cut at the byte cap, not after gigabytes of indentation.
+    #[test]
+    fn a_very_deep_chain_is_cut_not_a_stack_overflow() {
+        const DEPTH: u64 = 200_000;
+        let tasks = (1..=DEPTH)
+            .map(|i| task(i, &[i - 1][..usize::from(i > 1)]))
+            .collect();
+        let out = std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(move || tree(&report(tasks)))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(
+            out.ends_with("(tree cut: too many lines)\n"),
+            "{}",
+            &out[out.len() - 200..]
+        );
+        assert!(out.len() < MAX_TREE_BYTES + (1 << 20), "{}", out.len());
+        assert!(out.starts_with("└── (T) t1 [0x1]\n    └── (T) t2 [0x2]\n"));
+    }
 }

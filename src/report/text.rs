@@ -5,39 +5,52 @@ use std::fmt::Write;
 
 use super::{FrameKind, FrameReport, LocalReport, Report, StackEntry, ThreadReport};
 
+/// Text one rendering builds at most; past it the frames left are not shown (with a line
+/// that says so). Every frame repeats its names and source line, so a deep stack of long
+/// names could otherwise take gigabytes.
+pub const MAX_TEXT_BYTES: usize = 256 << 20;
+const TEXT_CUT: &str = "(output cut: over 256 MiB of text)\n";
+/// Characters of one source line shown.
+const MAX_SOURCE_LINE_CHARS: usize = 1024;
+
 /// Source files larger than this are not read for display.
 const MAX_SOURCE_BYTES: u64 = 16 << 20;
+
+/// Source bytes kept per rendering: files past it are not shown (a core can name any
+/// number of files).
+const MAX_SOURCES_BYTES: u64 = 64 << 20;
 
 /// Reads source lines from the local file system, once per file.
 #[derive(Default)]
 pub struct Sources {
     files: HashMap<String, Option<Vec<String>>>,
+    bytes: u64,
 }
 
 impl Sources {
     pub fn line(&mut self, file: &str, line: u32) -> Option<&str> {
-        let lines = self
-            .files
-            .entry(file.to_string())
-            .or_insert_with(|| read_lines(file))
-            .as_ref()?;
-        lines
+        self.lines(file)?
             .get((line as usize).checked_sub(1)?)
             .map(|s| s.as_str())
     }
     pub fn lines(&mut self, file: &str) -> Option<&[String]> {
+        let bytes = &mut self.bytes;
         self.files
             .entry(file.to_string())
-            .or_insert_with(|| read_lines(file))
+            .or_insert_with(|| read_lines(file, bytes))
             .as_deref()
     }
 }
 
-fn read_lines(file: &str) -> Option<Vec<String>> {
+/// The lines of `file`, its size added to `kept` (and nothing read once that is full).
+fn read_lines(file: &str, kept: &mut u64) -> Option<Vec<String>> {
     let meta = std::fs::metadata(file).ok()?;
     if !meta.is_file() || meta.len() > MAX_SOURCE_BYTES {
         return None;
     }
+    *kept = kept
+        .checked_add(meta.len())
+        .filter(|&k| k <= MAX_SOURCES_BYTES)?;
     let bytes = std::fs::read(file).ok()?;
     Some(
         String::from_utf8_lossy(&bytes)
@@ -83,6 +96,12 @@ pub fn traceback(t: &ThreadReport, src: &mut Sources, out: &mut String) {
 /// with `indent`.
 pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut String) {
     for f in frames {
+        if out.len() >= MAX_TEXT_BYTES {
+            if !out.ends_with(TEXT_CUT) {
+                out.push_str(TEXT_CUT);
+            }
+            return;
+        }
         match f.kind {
             FrameKind::Python | FrameKind::Jit => {
                 let file = f.file.as_deref().unwrap_or("???");
@@ -94,7 +113,8 @@ pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut
                     None => writeln!(out, "{indent}File \"{file}\", line ?, in {func}").unwrap(),
                 }
                 if let Some(code) = f.line.and_then(|l| src.line(file, l)) {
-                    writeln!(out, "{indent}  {}", code.trim()).unwrap();
+                    let code: String = code.trim().chars().take(MAX_SOURCE_LINE_CHARS).collect();
+                    writeln!(out, "{indent}  {code}").unwrap();
                 }
                 if let Some(locals) = &f.locals {
                     for l in locals {

@@ -363,6 +363,49 @@ def run(cmd, timeout, *, env=None, cwd=None, input=None, text=True):
     return proc.returncode, out, err
 
 
+def payload_core(exe, script, prefix, env=None):
+    """Runs ``script`` (which prints ``ready`` when it has reached its state) under ``exe``,
+    gcores it to ``<prefix>.<pid>`` and kills it; returns the core's path."""
+    proc = subprocess.Popen([exe, str(script)], stdout=subprocess.PIPE, env=child_env(env),
+                            start_new_session=True)
+    try:
+        if proc.stdout.readline() != b"ready\n":
+            raise HarnessError("%s did not get ready" % script)
+        rc, out, err = run(["gcore", "-o", prefix, proc.pid], 300)
+        if rc != 0:
+            raise HarnessError("gcore failed: %s" % err)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return pathlib.Path("%s.%d" % (prefix, proc.pid))
+
+
+# Runs argv[1:] from a small parent and prints the child's peak RSS: a process's peak survives
+# exec, so the CLI must not be forked from the test run, whose memory grows over the session.
+RSS_PROBE = """\
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+sys.stderr.write("peak rss KiB %d\\n" % usage.ru_maxrss)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def cli_peak_rss(args, workdir):
+    """Runs the CLI with ``args``; returns (peak RSS in bytes, stdout bytes). Fails unless it
+    exits 0."""
+    out_path, err_path = pathlib.Path(workdir) / "cli.out", pathlib.Path(workdir) / "cli.err"
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        probe = subprocess.run([sys.executable, "-c", RSS_PROBE, str(cli_path()), *map(str, args)],
+                               stdout=out, stderr=err, timeout=300)
+    errors = err_path.read_text()
+    if probe.returncode != 0:
+        raise HarnessError("CLI failed (%d): %s" % (probe.returncode, errors))
+    return int(errors.splitlines()[-1].split()[-1]) * 1024, out_path.read_bytes()
+
+
 def _is_cli(path):
     return os.path.basename(str(path)) == "pyunwind"
 

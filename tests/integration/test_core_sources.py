@@ -9,7 +9,6 @@ import os
 import pathlib
 import shutil
 import subprocess
-import sys
 import tempfile
 
 import pytest
@@ -139,17 +138,6 @@ def test_cut_compressed_core_is_a_cut_core(shapes_core, tool):
         assert len(report["threads"]) == len(json.loads(out2)["threads"])
 
 
-RSS_PROBE = """\
-import os, sys
-pid = os.fork()
-if pid == 0:
-    os.execv(sys.argv[1], sys.argv[1:])
-_, status, usage = os.wait4(pid, 0)
-sys.stderr.write("peak rss KiB %d\\n" % usage.ru_maxrss)
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
-
-
 def test_compressed_core_is_not_held_in_memory(tmp_path):
     """The CLI's peak RSS on a zstd core of ~200 MiB of incompressible memory stays a fraction
     of the core: it is unpacked to a temporary file, not into memory."""
@@ -160,30 +148,14 @@ def test_compressed_core_is_not_held_in_memory(tmp_path):
         "def hold():\n"
         "    print('ready', flush=True); time.sleep(600)\n"
         "hold()\n" % BIG_CORE_PAYLOAD_BYTES)
-    proc = subprocess.Popen([pyenv(12).exe, str(payload)], stdout=subprocess.PIPE,
-                            env=harness.child_env(), start_new_session=True)
-    try:
-        assert proc.stdout.readline() == b"ready\n"
-        rc, out, err = harness.run(["gcore", "-o", tmp_path / "big", proc.pid], 300)
-        assert rc == 0, err
-    finally:
-        os.killpg(proc.pid, 9)
-        proc.wait()
-    core = tmp_path / ("big.%d" % proc.pid)
+    core = harness.payload_core(pyenv(12).exe, payload, tmp_path / "big")
     size = core.stat().st_size
     assert size > BIG_CORE_PAYLOAD_BYTES
     packed = compress("zstd", core, tmp_path / "big-core")
     core.unlink()
-    # The CLI's own peak RSS: a process's peak survives exec, so the CLI must be forked from a
-    # small process (RSS_PROBE), not from this test run, whose memory grows over the session.
-    with open(tmp_path / "out", "wb") as out, open(tmp_path / "err", "wb") as err:
-        probe = subprocess.run([sys.executable, "-c", RSS_PROBE, str(harness.cli_path()), "core",
-                                str(packed)], stdout=out, stderr=err, timeout=300)
-    errors = (tmp_path / "err").read_text()
-    assert probe.returncode == 0, errors
-    assert 'line 4, in hold' in (tmp_path / "out").read_text()
-    maxrss_kib = int(errors.splitlines()[-1].split()[-1])
-    assert maxrss_kib * 1024 < size * MAX_RSS_FRACTION, (maxrss_kib, size)
+    maxrss, out = harness.cli_peak_rss(["core", packed], tmp_path)
+    assert b'line 4, in hold' in out
+    assert maxrss < size * MAX_RSS_FRACTION, (maxrss, size)
 
 
 # --- a process in a chroot in its own mount namespace -----------------------------------------

@@ -1,0 +1,76 @@
+"""lldb 22's frame provider off lldb's main thread (lldb's event-handler thread printing a stop)
+only tries the API lock of its own target: while a command holds it, the provider does not
+read its input frames and falls back to lldb's own frames followed by every Python frame read
+from the thread state. The lock of another (the selected) target does not make it fall back.
+"""
+
+import os
+
+import pytest
+
+import harness
+from test_lldb import lldb_major, lldb_path
+from test_stacks import expected
+
+INTERP = [i for i in harness.interpreters() if i.id == "pyenv-3.12"][0]
+HELPER = harness.repo_root() / "tests" / "integration" / "lldb_lock_helper.py"
+SCRIPT = harness.repo_root() / "lldb-scripts" / "pyunwind_lldb.py"
+
+
+def provider_rows(core, held):
+    cmd = [lldb_path(), "-b", "--no-lldbinit", INTERP.exe, "-c", core,
+           "-o", "command script import %s" % SCRIPT,
+           "-o", "command script import %s" % HELPER,
+           # lldb's own frames as the provider's input.
+           "-o", "pyunwind set frame-provider off",
+           # A second target, selected: the lock the provider used to try.
+           "-o", "target create %s" % INTERP.exe,
+           "-o", "pyunwind-test-provider-rows %s" % held]
+    rc, out, err = harness.run(cmd, 120, env=harness.child_env(INTERP.env))
+    assert rc == 0 and "Traceback" not in out + err, out + err
+    lines = out.splitlines()
+    return ([line[len("@@NATIVE "):] for line in lines if line.startswith("@@NATIVE ")],
+            [line[len("@@ROW "):] for line in lines if line.startswith("@@ROW ")])
+
+
+def test_no_provider_before_lldb_22():
+    """lldb 19 has no scripted frame providers: the script registers none (the tests below
+    are about lldb 22+)."""
+    cmd = [lldb_path(), "-b", "--no-lldbinit", "-o", "command script import %s" % SCRIPT,
+           "-o", "script print('@@', hasattr(lldb.SBTarget, 'RegisterScriptedFrameProvider'), "
+                 "__import__('pyunwind_lldb')._has_provider_api)"]
+    rc, out, err = harness.run(cmd, 60)
+    want = "@@ True True" if lldb_major() >= 22 else "@@ False False"
+    assert rc == 0 and want in out.splitlines(), out + err
+
+
+@pytest.fixture(scope="module")
+def shapes():
+    if lldb_major() < 22:
+        pytest.fail("the frame provider needs lldb 22+: run with lldb 22 (PYUNWIND_LLDB)",
+                    pytrace=False)
+    with harness.Scenario(INTERP, "shapes") as sc:
+        sc.make_core()
+        yield sc
+
+
+def python_rows(sc, suffix=""):
+    return ["%s%s at %s:%d" % (f, suffix, os.path.basename(p), l)
+            for f, p, l in expected(sc.truth["threads"][0]["frames"])]
+
+
+def test_own_lock_held_falls_back_to_native_then_python(shapes):
+    native, rows = provider_rows(shapes.make_core(), "own")
+    # lldb's own frames, unchanged (eval loop included), then every Python frame.
+    assert "_PyEval_EvalFrameDefault" in native and native[-1] == "_start", native
+    assert rows == native + python_rows(shapes, " [from thread state]"), rows
+
+
+def test_another_targets_lock_does_not(shapes):
+    native, rows = provider_rows(shapes.make_core(), "other")
+    # The input was read: Python frames in place of the eval loop, in order.
+    assert [r for r in rows if " at " in r] == python_rows(shapes), rows
+    kept = [r for r in rows if " at " not in r]
+    assert "_PyEval_EvalFrameDefault" not in kept and kept[-1] == "_start", rows
+    it = iter(native)
+    assert all(r in it for r in kept), (kept, native)
