@@ -173,7 +173,7 @@ impl Session {
             .collect())
     }
 
-    fn frame_report(&self, item: &FrameItem, with_locals: bool) -> FrameReport {
+    pub(crate) fn frame_report(&self, item: &FrameItem, with_locals: bool) -> FrameReport {
         match item {
             FrameItem::Python(p) => FrameReport {
                 kind: FrameKind::Python,
@@ -192,6 +192,8 @@ impl Session {
                         }]
                     })
                 }),
+                module: None,
+                offset: None,
             },
             FrameItem::Unreadable { addr, error } => {
                 FrameReport::unreadable(*addr, error.to_string())
@@ -254,6 +256,7 @@ impl Session {
             tasks: None,
             cycles: None,
             loops: None,
+            native_stops: None,
             errors,
         })
     }
@@ -495,7 +498,7 @@ impl Session {
                 .collect(),
             None => Vec::new(),
         };
-        splice(names, sps, &marks, hide_internal)
+        splice(names, sps, &marks, hide_internal, None)
     }
 }
 

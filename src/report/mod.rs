@@ -19,7 +19,16 @@ pub struct Report {
     /// The event loops the tasks belong to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loops: Option<Vec<LoopReport>>,
+    /// `pid --native`: how long each thread was stopped to read its registers and stack.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub native_stops: Option<Vec<StopReport>>,
     pub errors: Vec<ErrorReport>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StopReport {
+    pub native_id: u64,
+    pub stopped_us: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -128,6 +137,12 @@ pub struct FrameReport {
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub locals: Option<Vec<LocalReport>>,
+    /// Native frames: the file name of the module holding the PC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// Native frames: the PC's address in the module's ELF image (PC minus load bias).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -154,6 +169,29 @@ impl FrameReport {
             address: Some(addr),
             reason: Some(reason),
             locals: None,
+            module: None,
+            offset: None,
+        }
+    }
+
+    /// A native frame at `pc` (`function` None when no symbol names it).
+    pub fn native(
+        pc: u64,
+        function: Option<String>,
+        module: Option<String>,
+        offset: Option<u64>,
+    ) -> Self {
+        FrameReport {
+            kind: FrameKind::Native,
+            function,
+            file: None,
+            line: None,
+            entry: None,
+            address: Some(pc),
+            reason: None,
+            locals: None,
+            module,
+            offset,
         }
     }
 }

@@ -103,12 +103,18 @@ pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut
                 }
             }
             FrameKind::Native => {
-                writeln!(
+                write!(
                     out,
-                    "{indent}<native {}>",
+                    "{indent}(C) {:#018x} {}",
+                    f.address.unwrap_or(0),
                     f.function.as_deref().unwrap_or("??")
                 )
                 .unwrap();
+                match (&f.module, f.offset) {
+                    (Some(m), Some(o)) => writeln!(out, " ({m}+{o:#x})").unwrap(),
+                    (Some(m), None) => writeln!(out, " ({m})").unwrap(),
+                    _ => out.push('\n'),
+                }
             }
             FrameKind::Unreadable => {
                 writeln!(
@@ -135,6 +141,20 @@ pub fn all_threads(r: &Report, src: &mut Sources) -> String {
     }
     errors(r, &mut out);
     out
+}
+
+/// `pid --native`: how long the threads were stopped.
+pub fn native_stops(r: &Report, out: &mut String) {
+    let Some(stops) = &r.native_stops else { return };
+    let max = stops.iter().map(|s| s.stopped_us).max().unwrap_or(0);
+    writeln!(
+        out,
+        "\n{} threads stopped one at a time for their registers and stacks, the longest for {}.{:03} ms",
+        stops.len(),
+        max / 1000,
+        max % 1000
+    )
+    .unwrap();
 }
 
 pub fn errors(r: &Report, out: &mut String) {
