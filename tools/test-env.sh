@@ -7,7 +7,8 @@
 # - compression tools (zstd, lz4, xz, gzip) for the compressed-core tests, python3.11-venv (the
 #   pip-install tests make a venv on Debian's python3.11), util-linux (unshare).
 # - A venv with pytest, jsonschema (every --json output is validated against
-#   docs/report.schema.json) and maturin (`make wheel`, the pip-install tests), made with pyenv's
+#   docs/report.schema.json), pystack (the reference `--native` is compared with,
+#   tests/integration/test_native.py) and maturin (`make wheel`, the pip-install tests), made with pyenv's
 #   3.11.7, at ${PYUNWIND_CACHE:-~/.cache/pyunwind}/venv. pip keeps its downloads in its own
 #   cache (~/.cache/pip), so a new venv installs without downloading again.
 # - uvloop wheels for each CPython the tests run (tools/uvloop.sh).
@@ -69,9 +70,10 @@ if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
     mkdir -p "$CACHE"
     "$base" -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c 'import pytest, jsonschema' >/dev/null 2>&1 || [ ! -x "$VENV/bin/maturin" ]; then
-    log "installing pytest, jsonschema and maturin into $VENV"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest jsonschema 'maturin>=1.5,<2' >&2
+if ! "$VENV/bin/python" -c 'import pytest, jsonschema' >/dev/null 2>&1 || [ ! -x "$VENV/bin/maturin" ] \
+        || [ ! -x "$VENV/bin/pystack" ]; then
+    log "installing pytest, jsonschema, pystack and maturin into $VENV"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest jsonschema pystack 'maturin>=1.5,<2' >&2
 fi
 
 # --- uvloop for the scenario interpreters (tests/integration/test_asyncio.py) -----------------

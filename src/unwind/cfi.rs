@@ -140,6 +140,10 @@ impl ElfUnwind {
             .copied()
     }
 
+    pub fn fde_count(&self) -> usize {
+        self.fdes.len()
+    }
+
     pub fn has_cfi_for(&self, addr: u64) -> bool {
         self.fde_for(addr).is_some()
     }

@@ -1,0 +1,277 @@
+"""`pyunwind core|pid --native`: native frames interleaved with Python frames.
+
+One process per interpreter (tests/scenarios/native_mix.py: a signal handler running during a
+ctypes callback from libc's qsort, under `map` and a `sorted` key; workers blocked in a lock
+and a pipe read), read live and from one gcore core, checked against independent references:
+gdb's own unwinding of the same core (every native PC, and every name we give) and
+`pystack --native` (where the Python frames sit among the native ones).
+"""
+
+import json
+import os
+import re
+import shutil
+import struct
+import sys
+
+import pytest
+
+from harness import (Scenario, cli_path, interpreters, provisioned_interpreters, run)
+
+INTERP_IDS = ("pyenv-3.10", "pyenv-3.12-stripped", "pyenv-3.13", "debian-3.11", "debian-3.14")
+# pystack reads 3.10 to 3.13 (and needs its own symbols of the eval loop).
+PYSTACK_IDS = ("pyenv-3.10", "pyenv-3.13", "debian-3.11")
+TIMEOUT = 120
+PYSTACK = os.path.join(os.path.dirname(sys.executable), "pystack")
+
+
+def _interp(interp_id):
+    for i in interpreters() + provisioned_interpreters():
+        if i.id == interp_id:
+            return i
+    raise AssertionError("no interpreter %s in the test matrix" % interp_id)
+
+
+def _json(cmd):
+    rc, out, err = run(cmd, TIMEOUT)
+    assert rc == 0, "%s failed:\n%s" % (" ".join(map(str, cmd)), err)
+    return json.loads(out)
+
+
+@pytest.fixture(scope="module", params=INTERP_IDS)
+def mix(request):
+    interp = _interp(request.param)
+    with Scenario(interp, "native_mix") as sc:
+        live = _json([cli_path(), "pid", sc.pid, "--native-all", "--json"])
+        core = sc.make_core()
+        yield {
+            "interp": interp,
+            "sc": sc,
+            "core": core,
+            "live": live,
+            "all": _json([cli_path(), "core", core, "--native-all", "--json"]),
+            "hidden": _json([cli_path(), "core", core, "--native", "--json"]),
+        }
+
+
+def _base(name):
+    """A symbol without its version (`@GLIBC_2.2.5`) or compiler suffix (`.lto_priv.0`)."""
+    return None if name is None else name.split("@")[0].split(".")[0]
+
+
+def _interp_module(_=None):
+    """Whether a module's file name is the interpreter's own (libpython or the executable)."""
+    return lambda m: bool(m) and bool(m.startswith("libpython3") or re.match(r"python3(\.\d+t?)?$", m))
+
+
+GDB_SCRIPT = r'''
+import gdb
+for th in gdb.selected_inferior().threads():
+    th.switch()
+    print("THREAD %d" % th.ptid[1])
+    f = gdb.newest_frame()
+    exact = True
+    while f is not None:
+        # Inlined frames and the tail-call frames gdb infers from DWARF call sites are not
+        # on the stack.
+        if f.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):
+            pc = f.pc()
+            look = pc if exact else pc - 1
+            sym = gdb.execute("info symbol %#x" % look, to_string=True).strip()
+            name = "" if sym.startswith("No symbol") else sym.split(" in section")[0].split(" + ")[0]
+            lib = gdb.solib_name(pc) or gdb.current_progspace().filename or "?"
+            print("FRAME %#x %s %s" % (pc, lib.rsplit("/", 1)[-1], name))
+            exact = f.type() == gdb.SIGTRAMP_FRAME
+        try:
+            f = f.older()
+        except gdb.error:
+            break
+'''
+
+
+def _gdb_frames(mix):
+    """gdb's raw frames (no frame filters; inlined and tail-call frames left out) of every thread:
+    {lwp: [(pc, minimal-symbol name or None)]}."""
+    interp = mix["interp"]
+    script = os.path.join(mix["sc"].tmpdir, "frames.py")
+    with open(script, "w") as f:
+        f.write(GDB_SCRIPT)
+    cmd = ["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off"]
+    if interp.debug_dir:
+        cmd += ["-iex", "set debug-file-directory %s" % interp.debug_dir]
+    cmd += ["-ex", "source %s" % script, interp.exe, mix["core"]]
+    env = dict(os.environ, **interp.env)
+    rc, out, err = run(cmd, TIMEOUT, env=env)
+    threads, cur = {}, None
+    for line in out.splitlines():
+        if line.startswith("THREAD "):
+            cur = threads.setdefault(int(line.split()[1]), [])
+        elif line.startswith("FRAME ") and cur is not None:
+            parts = line.split(None, 3)
+            cur.append((int(parts[1], 16), parts[3] if len(parts) > 3 else None, parts[2]))
+    assert threads, "gdb printed no frames:\n%s\n%s" % (out, err)
+    return threads
+
+
+def test_native_frames_match_gdb(mix):
+    """Every native PC we report is gdb's, in gdb's order; the frames we leave out are the
+    eval-loop frames our Python runs replace (one per run, all in the interpreter); every
+    name we give is the symbol gdb finds at that address."""
+    gdb = _gdb_frames(mix)
+    is_interp = _interp_module(None)
+    for t in mix["all"]["threads"]:
+        ours = [f for f in t["frames"] if f["kind"] == "native"]
+        assert not [f for f in t["frames"] if f["kind"] == "unreadable"], t["frames"]
+        theirs = gdb[t["native_id"]]
+        pcs = [x[0] for x in theirs]
+        k = 0
+        skipped = []
+        for f in ours:
+            while k < len(pcs) and pcs[k] != f["address"]:
+                skipped.append(theirs[k])
+                k += 1
+            assert k < len(pcs), "native frame %#x (%s) not in gdb's stack %s" % (
+                f["address"], f.get("function"), [hex(p) for p in pcs])
+            name = theirs[k][1]
+            if "function" in f:
+                assert _base(f["function"]) == _base(name), (hex(f["address"]), f, name)
+            k += 1
+        assert k == len(pcs), "gdb has older frames: %s" % theirs[k:]
+        runs = sum(1 for f in t["frames"] if f["kind"] == "python" and f["entry"])
+        assert len(skipped) == runs, "skipped %s\nours %s\ngdb %s" % (
+            _fmt(skipped), _fmt([(f["address"], f.get("function"), f.get("module")) for f in ours]),
+            _fmt(theirs))
+        assert all(is_interp(lib) for _, _, lib in skipped), skipped
+
+
+def _fmt(frames):
+    return "\n  ".join([""] + ["%#x %s %s" % f for f in frames])
+
+
+def _project(frames, is_interp):
+    """Python frames as (file, line) and native frames outside the interpreter as their
+    symbol (None when unnamed), innermost first."""
+    out = []
+    for f in frames:
+        if f["kind"] == "python":
+            out.append(("py", os.path.basename(f["file"]), f["line"]))
+        elif f["kind"] == "native" and not is_interp(f.get("module")):
+            out.append(("c", _base(f.get("function"))))
+    return out
+
+
+def _pystack_threads(cmd):
+    rc, out, err = run(cmd, TIMEOUT)
+    assert rc == 0, "pystack failed:\n%s\n%s" % (out, err)
+    threads, cur = {}, None
+    for line in out.splitlines():
+        m = re.match(r"Traceback for thread (\d+)", line)
+        if m:
+            cur = threads.setdefault(int(m.group(1)), [])
+            continue
+        m = re.match(r'\s+\(Python\) File "([^"]*)", line (\d+), in ', line)
+        if m and cur is not None:
+            cur.append(("py", os.path.basename(m.group(1)), int(m.group(2))))
+            continue
+        m = re.match(r'\s+\(C\) File "[^"]*", line \d+, in (\S+)( \(inlined\))? \((.*)\)$', line)
+        if m and cur is not None and not m.group(2):
+            cur.append(("c", _base(m.group(1)), os.path.basename(m.group(3))))
+    for k in threads:
+        threads[k].reverse()
+    return threads
+
+
+def _same_placement(ours, theirs, is_interp):
+    theirs = [t[:2] if t[0] == "c" else t for t in theirs
+              if t[0] == "py" or not is_interp(t[2])]
+    assert len(ours) == len(theirs), "\nours:   %s\npystack: %s" % (ours, theirs)
+    for a, b in zip(ours, theirs):
+        if a[0] == "c" and a[1] is None:
+            assert b[0] == "c", (ours, theirs)
+        else:
+            assert a == b, "\nours:   %s\npystack: %s" % (ours, theirs)
+
+
+@pytest.mark.parametrize("where", ["core", "live"])
+def test_placement_matches_pystack(mix, where):
+    """The Python frames sit among the native frames outside the interpreter (libc, libffi,
+    _ctypes) where pystack --native puts them, thread by thread."""
+    if mix["interp"].id not in PYSTACK_IDS:
+        pytest.skip("pystack does not read %s" % mix["interp"].id)
+    assert os.access(PYSTACK, os.X_OK), "pystack missing from the test venv (tools/test-env.sh)"
+    is_interp = _interp_module(None)
+    if where == "core":
+        theirs = _pystack_threads([PYSTACK, "core", mix["core"], mix["interp"].exe, "--native-all"])
+        report = mix["all"]
+    else:
+        theirs = _pystack_threads([PYSTACK, "remote", mix["sc"].pid, "--native-all"])
+        report = mix["live"]
+    for t in report["threads"]:
+        _same_placement(_project(t["frames"], is_interp), theirs[t["native_id"]], is_interp)
+
+
+def test_live_matches_core(mix):
+    """The process does not move: live and core give the same frames; each thread's stop is
+    measured."""
+    strip = lambda fr: [(f["kind"], f.get("function"), f.get("line"), f.get("address"))
+                        for f in fr]
+    live = {t["native_id"]: strip(t["frames"]) for t in mix["live"]["threads"]}
+    core = {t["native_id"]: strip(t["frames"]) for t in mix["all"]["threads"]}
+    assert live == core
+    stops = mix["live"]["native_stops"]
+    assert sorted(s["native_id"] for s in stops) == sorted(
+        int(t) for t in os.listdir("/proc/%d/task" % mix["sc"].pid))
+    assert all(t["native_id"] is not None for t in mix["live"]["threads"])
+
+
+def test_python_frames_and_truth(mix):
+    """--native keeps every Python frame of the truth, in order, and hides the interpreter's
+    plumbing between two Python frames (by address: stripped builds too)."""
+    is_interp = _interp_module(None)
+    truth = {t["native_id"]: t for t in mix["sc"].truth.get("threads", []) if t.get("native_id")}
+    for t in mix["hidden"]["threads"]:
+        py = [(f["function"], f["line"]) for f in t["frames"] if f["kind"] == "python"]
+        all_py = [(f["function"], f["line"]) for f in
+                  next(x for x in mix["all"]["threads"] if x["native_id"] == t["native_id"])["frames"]
+                  if f["kind"] == "python"]
+        assert py == all_py
+        if t["native_id"] in truth:
+            want = [(f["function"], f["line"]) for f in truth[t["native_id"]]["frames"]]
+            assert py == want
+        kinds = [(f["kind"], is_interp(f.get("module"))) for f in t["frames"]]
+        first = next(i for i, k in enumerate(kinds) if k[0] == "python")
+        last = max(i for i, k in enumerate(kinds) if k[0] == "python")
+        assert ("native", True) not in kinds[first:last], t["frames"]
+
+
+def test_unwinding_failure_keeps_python_frames(mix, tmp_path):
+    """A thread whose registers are nonsense (NT_PRSTATUS rip, rsp and rbp zeroed) gets one
+    error entry, and all its Python frames."""
+    if mix["interp"].id != "pyenv-3.12-stripped":
+        pytest.skip("one core is enough")
+    core = tmp_path / "core"
+    shutil.copy(mix["core"], core)
+    main = mix["sc"].pid
+    with open(core, "r+b") as f:
+        data = f.read()
+        phoff, = struct.unpack_from("<Q", data, 0x20)
+        phnum, = struct.unpack_from("<H", data, 0x38)
+        for i in range(phnum):
+            p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + 56 * i)
+            if p_type != 4:
+                continue
+            off, end = p_offset, p_offset + p_filesz
+            while off + 12 <= end:
+                namesz, descsz, ntype = struct.unpack_from("<III", data, off)
+                desc = off + 12 + (namesz + 3) // 4 * 4
+                if ntype == 1 and struct.unpack_from("<I", data, desc + 32)[0] == main:
+                    for reg in (4, 16, 19):  # rbp, rip, rsp in user_regs_struct
+                        f.seek(desc + 112 + 8 * reg)
+                        f.write(b"\0" * 8)
+                off = desc + (descsz + 3) // 4 * 4
+    r = _json([cli_path(), "core", core, "--native", "--json"])
+    t = next(x for x in r["threads"] if x["native_id"] == main)
+    bad = [f for f in t["frames"] if f["kind"] == "unreadable"]
+    assert len(bad) == 1 and "native frames" in bad[0]["reason"], t["frames"]
+    want = [(f["function"], f["line"]) for f in mix["sc"].truth["threads"][0]["frames"]]
+    assert [(f["function"], f["line"]) for f in t["frames"] if f["kind"] == "python"] == want

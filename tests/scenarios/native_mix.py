@@ -1,0 +1,66 @@
+"""Python frames among native ones (`--native`): the main thread stops inside a signal handler
+that runs during a ctypes callback from libc's qsort, called from a function that `map` calls,
+called from a `sorted` key function. Two workers block in native code: one in a lock, one in
+a pipe read.
+"""
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _truth  # noqa: E402
+
+MAX_START_SECONDS = 10.0
+LOCK = threading.Lock()
+LOCK.acquire()
+PIPE_R, PIPE_W = os.pipe()
+CMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int))
+
+
+def on_signal(signum, frame):
+    _truth.ready(); _truth.HELD.acquire()  # noqa: E702
+
+
+def compare(a, b):
+    signal.raise_signal(signal.SIGUSR1)
+    return a[0] - b[0]
+
+
+def via_ctypes(_):
+    libc = ctypes.CDLL(None)
+    values = (ctypes.c_int * 2)(2, 1)
+    libc.qsort(values, 2, ctypes.sizeof(ctypes.c_int), CMP(compare))
+    return values[0]
+
+
+def key(x):
+    return list(map(via_ctypes, [x]))
+
+
+def locked(started):
+    started.set(); LOCK.acquire()  # noqa: E702
+
+
+def reading(started):
+    started.set(); os.read(PIPE_R, 1)  # noqa: E702
+
+
+def main():
+    signal.signal(signal.SIGUSR1, on_signal)
+    events = []
+    for name, target in (("locked", locked), ("reading", reading)):
+        started = threading.Event()
+        threading.Thread(target=target, args=(started,), name=name, daemon=True).start()
+        events.append((name, started))
+    for name, started in events:
+        if not started.wait(MAX_START_SECONDS):
+            _truth.fail("%s did not start within %.0f s" % (name, MAX_START_SECONDS))
+    sorted([1], key=key)
+
+
+if __name__ == "__main__":
+    main()
