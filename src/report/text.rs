@@ -84,6 +84,15 @@ pub fn traceback(t: &ThreadReport, src: &mut Sources, out: &mut String) {
 pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut String) {
     for f in frames {
         match f.kind {
+            FrameKind::Jit if f.file.is_none() => {
+                writeln!(
+                    out,
+                    "{indent}(JIT) {:#018x} {}",
+                    f.address.unwrap_or(0),
+                    f.function.as_deref().unwrap_or("??")
+                )
+                .unwrap();
+            }
             FrameKind::Python | FrameKind::Jit => {
                 let file = f.file.as_deref().unwrap_or("???");
                 let func = f.function.as_deref().unwrap_or("???");

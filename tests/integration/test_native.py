@@ -16,9 +16,11 @@ import sys
 
 import pytest
 
-from harness import (Scenario, cli_path, interpreters, provisioned_interpreters, run)
+from harness import (Scenario, cli_path, interpreters, provisioned_interpreters, repo_root,
+                     run)
 
-INTERP_IDS = ("pyenv-3.10", "pyenv-3.12-stripped", "pyenv-3.13", "debian-3.11", "debian-3.14")
+INTERP_IDS = ("pyenv-3.10", "pyenv-3.12-stripped", "pyenv-3.13", "debian-3.11", "debian-3.14",
+              "debian-3.14-jit", "debian-3.15-jit")
 # pystack reads 3.10 to 3.13 (and needs its own symbols of the eval loop).
 PYSTACK_IDS = ("pyenv-3.10", "pyenv-3.13", "debian-3.11")
 TIMEOUT = 120
@@ -27,7 +29,7 @@ PYSTACK = os.path.join(os.path.dirname(sys.executable), "pystack")
 
 def _interp(interp_id):
     for i in interpreters() + provisioned_interpreters():
-        if i.id == interp_id:
+        if i.id == interp_id.replace("-jit", ""):
             return i
     raise AssertionError("no interpreter %s in the test matrix" % interp_id)
 
@@ -41,10 +43,14 @@ def _json(cmd):
 @pytest.fixture(scope="module", params=INTERP_IDS)
 def mix(request):
     interp = _interp(request.param)
-    with Scenario(interp, "native_mix") as sc:
+    jit = request.param.endswith("-jit")
+    # With the JIT on: a call from JIT code (tests/scenarios/jit_call.py).
+    name, env = ("jit_call", {"PYTHON_JIT": "1"}) if jit else ("native_mix", {})
+    with Scenario(interp, name, env=env) as sc:
         live = _json([cli_path(), "pid", sc.pid, "--native-all", "--json"])
         core = sc.make_core()
         yield {
+            "jit": jit,
             "interp": interp,
             "sc": sc,
             "core": core,
@@ -99,6 +105,10 @@ def _gdb_frames(mix):
     cmd = ["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off"]
     if interp.debug_dir:
         cmd += ["-iex", "set debug-file-directory %s" % interp.debug_dir]
+    if mix["jit"]:
+        # gdb alone cannot unwind JIT code: its unwinder is pyunwind's gdb script (tested
+        # on its own in test_jit.py).
+        cmd += ["-x", str(repo_root() / "gdb-scripts" / "pyunwind-gdb.py")]
     cmd += ["-ex", "source %s" % script, interp.exe, mix["core"]]
     env = dict(os.environ, **interp.env)
     rc, out, err = run(cmd, TIMEOUT, env=env)
@@ -120,7 +130,7 @@ def test_native_frames_match_gdb(mix):
     gdb = _gdb_frames(mix)
     is_interp = _interp_module(None)
     for t in mix["all"]["threads"]:
-        ours = [f for f in t["frames"] if f["kind"] == "native"]
+        ours = [f for f in t["frames"] if f["kind"] in ("native", "jit")]
         assert not [f for f in t["frames"] if f["kind"] == "unreadable"], t["frames"]
         theirs = gdb[t["native_id"]]
         pcs = [x[0] for x in theirs]
@@ -133,7 +143,7 @@ def test_native_frames_match_gdb(mix):
             assert k < len(pcs), "native frame %#x (%s) not in gdb's stack %s" % (
                 f["address"], f.get("function"), [hex(p) for p in pcs])
             name = theirs[k][1]
-            if "function" in f:
+            if "function" in f and f["kind"] == "native":
                 assert _base(f["function"]) == _base(name), (hex(f["address"]), f, name)
             k += 1
         assert k == len(pcs), "gdb has older frames: %s" % theirs[k:]
@@ -196,7 +206,7 @@ def _same_placement(ours, theirs, is_interp):
 def test_placement_matches_pystack(mix, where):
     """The Python frames sit among the native frames outside the interpreter (libc, libffi,
     _ctypes) where pystack --native puts them, thread by thread."""
-    if mix["interp"].id not in PYSTACK_IDS:
+    if mix["jit"] or mix["interp"].id not in PYSTACK_IDS:
         pytest.skip("pystack does not read %s" % mix["interp"].id)
     assert os.access(PYSTACK, os.X_OK), "pystack missing from the test venv (tools/test-env.sh)"
     is_interp = _interp_module(None)
@@ -222,6 +232,21 @@ def test_live_matches_core(mix):
     assert sorted(s["native_id"] for s in stops) == sorted(
         int(t) for t in os.listdir("/proc/%d/task" % mix["sc"].pid))
     assert all(t["native_id"] is not None for t in mix["live"]["threads"])
+
+
+def test_jit_frames(mix):
+    """With the JIT on, the JIT frame is unwound and named after its executor's code, and
+    sits directly above the Python frame that runs it."""
+    if not mix["jit"]:
+        pytest.skip("JIT off")
+    t = mix["all"]["threads"][0]
+    kinds = [f["kind"] for f in t["frames"]]
+    assert kinds.count("jit") == 1, t["frames"]
+    j = kinds.index("jit")
+    with open(mix["sc"].script, encoding="utf-8") as f:
+        first = 1 + next(i for i, text in enumerate(f) if text.startswith("def leaf("))
+    assert t["frames"][j]["function"] == "[jit] leaf (%s:%d)" % (mix["sc"].script, first)
+    assert kinds[j + 1] == "python" and t["frames"][j + 1]["function"] == "leaf"
 
 
 def test_python_frames_and_truth(mix):
