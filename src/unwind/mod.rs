@@ -274,3 +274,62 @@ impl Memory for StackCopy<'_> {
         self.base.read_into(addr, buf)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::FakeMemory;
+
+    fn none() -> ModuleSet {
+        ModuleSet {
+            modules: Vec::new(),
+            elves: Vec::new(),
+            paths: Vec::new(),
+        }
+    }
+
+    fn regs(pc: u64, sp: u64, bp: u64) -> Regs {
+        let mut r = Regs::default();
+        r.set(regs::RA, pc);
+        r.set(RSP, sp);
+        r.set(RBP, bp);
+        r
+    }
+
+    #[test]
+    fn frame_pointers_end_at_a_null_return_address() {
+        let mut m = FakeMemory::new();
+        // Frame 0 at sp 0x1000, its rbp 0x1010 -> caller pc 0x5001, rbp 0x1040.
+        m.put_u64(0x1010, 0x1040).put_u64(0x1018, 0x5001);
+        m.put_u64(0x1040, 0).put_u64(0x1048, 0);
+        let s = unwind(&m, &none(), None, regs(0x4000, 0x1000, 0x1010));
+        assert_eq!(s.error, None);
+        assert_eq!(
+            s.frames.iter().map(|f| f.pc).collect::<Vec<_>>(),
+            [0x4000, 0x5001]
+        );
+        assert_eq!(s.frames[1].lookup, 0x5000);
+    }
+
+    #[test]
+    fn a_frame_pointer_loop_is_cut_with_an_error() {
+        let mut m = FakeMemory::new();
+        // rbp points to a record whose saved rbp points back below: the walk must stop when
+        // the stack pointer does not move up, not loop.
+        m.put_u64(0x1010, 0x1010).put_u64(0x1018, 0x5001);
+        let s = unwind(&m, &none(), None, regs(0x4000, 0x1000, 0x1010));
+        assert!(s.frames.len() <= 3, "{:?}", s.frames);
+        assert!(s.error.is_some());
+    }
+
+    #[test]
+    fn an_unreadable_stack_is_an_error_not_a_panic() {
+        let m = FakeMemory::new();
+        let s = unwind(&m, &none(), None, regs(0x4000, 0x1000, 0x1010));
+        assert_eq!(s.frames.len(), 1);
+        assert!(s.error.unwrap().contains("0x4000"));
+        let s = unwind(&m, &none(), None, regs(u64::MAX, u64::MAX - 8, u64::MAX - 7));
+        assert_eq!(s.frames.len(), 1);
+        assert!(s.error.is_some());
+    }
+}
