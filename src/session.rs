@@ -8,7 +8,7 @@ use crate::cpython::callables::NativeFrame;
 use crate::cpython::{find_python, FrameItem, FrameWalk, PyFrame, Snapshot, ThreadInfo};
 use crate::error::{Error, ReadError, Result};
 use crate::native::jit::{jit_entry, JitMap, Region, Regs, Unwound};
-use crate::native::{splice, RunMark, Splice};
+use crate::native::{pthread, splice, RunMark, Splice};
 use crate::report::tasks;
 use crate::report::text::{self, Sources};
 use crate::report::{
@@ -80,6 +80,9 @@ impl Session {
                     Vec::new()
                 }
             };
+            // 3.10 records no LWP: glibc's pthread struct has it (when the frontend or the
+            // core did not say).
+            let tid_offset = OnceLock::new();
             // CPython links interpreters newest first; show the main one first.
             for interp in interps.iter().rev() {
                 // Threads are linked newest first too: main thread first, then by age.
@@ -92,6 +95,11 @@ impl Session {
                             .iter()
                             .find(|(_, tp)| *tp == info.thread_id)
                             .map(|(l, _)| *l);
+                    }
+                    if info.native_id.is_none() {
+                        info.native_id = tid_offset
+                            .get_or_init(|| pthread::tid_offset(&self.target))
+                            .and_then(|off| pthread::lwp(&*self.snap.mem, info.thread_id, off));
                     }
                     let walk = match info.frame_error {
                         // The thread state is readable but not the way to its frames (a

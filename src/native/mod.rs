@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 pub mod jit;
+pub mod pthread;
 pub mod x86;
 
 /// What a native frame is, judged by its symbol name.
