@@ -69,14 +69,11 @@ impl Session {
     pub fn native_report(&self, regs: &ThreadRegs, all: bool, with_locals: bool) -> Result<Report> {
         let mut r = self.report(None, with_locals)?;
         let set = ModuleSet::new(&self.target);
-        let interp_modules: Vec<usize> = [
-            Some(self.snap.runtime),
-            self.target.mappings.first().map(|m| m.start),
-        ]
-        .into_iter()
-        .flatten()
-        .filter_map(|a| set.find(a))
-        .collect();
+        let interp_modules: Vec<usize> = self
+            .interpreter_ranges()
+            .iter()
+            .filter_map(|&(start, _)| set.find(start))
+            .collect();
         let jit: Option<&JitMap> = (self.snap.layout.version.minor >= 13).then(|| self.jit());
         for (t, tr) in self.threads().iter().zip(r.threads.iter_mut()) {
             let lwp = t.info.native_id.or_else(|| {

@@ -380,7 +380,7 @@ impl Session {
         let Some(n) = natives else {
             return Ok((0..t.walk.items.len()).map(|i| python(i, None)).collect());
         };
-        let actions = self.splice(key, &n.names, n.sps.as_deref(), false);
+        let actions = self.splice(key, &n.names, n.sps.as_deref(), None, false);
         // Without symbols, the GIL and GC markers come from memory: the thread blocked on the
         // GIL's own address; the interpreter's collector running and this thread the GIL's
         // last holder (a finalizer the collector runs may have released it, as in a sleep).
@@ -483,12 +483,34 @@ impl Session {
         Ok(out)
     }
 
+    /// The address ranges of the interpreter's own code: the module holding `_PyRuntime`
+    /// (libpython, or the executable) and the executable.
+    pub fn interpreter_ranges(&self) -> Vec<(u64, u64)> {
+        let modules = self.target.modules();
+        let exe = self.target.mappings.first().map(|m| m.start);
+        modules
+            .iter()
+            .filter(|m| m.contains(self.snap.runtime) || exe.is_some_and(|a| m.contains(a)))
+            .map(|m| (m.start, m.end))
+            .collect()
+    }
+
+    /// For each PC, whether it is in the interpreter's own code.
+    pub fn in_interpreter(&self, pcs: &[u64]) -> Vec<bool> {
+        let ranges = self.interpreter_ranges();
+        pcs.iter()
+            .map(|&pc| ranges.iter().any(|&(s, e)| s <= pc && pc < e))
+            .collect()
+    }
+
     /// How to show each native frame of a thread's stack (see [`crate::native::splice`]).
+    /// With the frames' `pcs`, the plumbing hidden between Python frames is known by address.
     pub fn splice(
         &self,
         key: ThreadKey,
         names: &[Option<String>],
         sps: Option<&[u64]>,
+        pcs: Option<&[u64]>,
         hide_internal: bool,
     ) -> Vec<Splice> {
         let marks: Vec<RunMark> = match self.find_thread(key) {
@@ -506,7 +528,8 @@ impl Session {
                 .collect(),
             None => Vec::new(),
         };
-        splice(names, sps, &marks, hide_internal, None)
+        let inside = pcs.map(|p| self.in_interpreter(p));
+        splice(names, sps, &marks, hide_internal, inside.as_deref())
     }
 }
 

@@ -328,7 +328,12 @@ mod tests {
         let s = unwind(&m, &none(), None, regs(0x4000, 0x1000, 0x1010));
         assert_eq!(s.frames.len(), 1);
         assert!(s.error.unwrap().contains("0x4000"));
-        let s = unwind(&m, &none(), None, regs(u64::MAX, u64::MAX - 8, u64::MAX - 7));
+        let s = unwind(
+            &m,
+            &none(),
+            None,
+            regs(u64::MAX, u64::MAX - 8, u64::MAX - 7),
+        );
         assert_eq!(s.frames.len(), 1);
         assert!(s.error.is_some());
     }

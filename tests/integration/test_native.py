@@ -234,6 +234,28 @@ def test_live_matches_core(mix):
     assert all(t["native_id"] is not None for t in mix["live"]["threads"])
 
 
+def test_gdb_frame_filter_hides_the_same_frames(mix):
+    """gdb's `bt` with pyunwind's frame filter shows, between the outermost and innermost
+    Python frame, the native frames `--native` shows there: the plumbing is hidden by the
+    same rule, by address, with and without symbols."""
+    if mix["jit"]:
+        pytest.skip("JIT: gdb names JIT frames differently")
+    interp = mix["interp"]
+    cmd = ["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off", "-x",
+           str(repo_root() / "gdb-scripts" / "pyunwind-gdb.py"), "-ex", "bt", interp.exe, mix["core"]]
+    rc, out, err = run(cmd, TIMEOUT, env=dict(os.environ, **interp.env))
+    lines = [l for l in out.splitlines() if re.match(r"#\d+ ", l)]
+    py = [i for i, l in enumerate(lines) if re.search(r" at \S+\.py:\d+$", l)]
+    assert len(py) >= 2, out
+    shown = [int(m.group(1), 16) for l in lines[py[0]:py[-1]]
+             for m in [re.match(r"#\d+\s+(0x[0-9a-f]+) in ", l)] if m]
+    t = mix["hidden"]["threads"][0]
+    kinds = [f["kind"] for f in t["frames"]]
+    first, last = kinds.index("python"), len(kinds) - 1 - kinds[::-1].index("python")
+    ours = [f["address"] for f in t["frames"][first:last] if f["kind"] == "native"]
+    assert shown == ours, "gdb:\n%s\nours: %s" % ("\n".join(lines), [hex(a) for a in ours])
+
+
 def test_jit_frames(mix):
     """With the JIT on, the JIT frame is unwound and named after its executor's code, and
     sits directly above the Python frame that runs it."""
