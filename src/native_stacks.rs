@@ -194,7 +194,36 @@ impl Session {
                         j.kind = FrameKind::Jit;
                         out.push(j);
                     } else {
-                        out.push(FrameReport::native(f.pc, n.function, n.module, n.offset));
+                        // DWARF's inlined calls first (innermost first), each at the same PC;
+                        // the function itself keeps its symbol name, with DWARF's file and line.
+                        let (own, inlined) = match n.source.split_last() {
+                            Some((own, inlined)) => (Some(own), inlined),
+                            None => (None, &[][..]),
+                        };
+                        for s in inlined {
+                            let mut r = FrameReport::native(
+                                f.pc,
+                                s.function.clone(),
+                                n.module.clone(),
+                                n.offset,
+                            );
+                            r.file = s.file.clone();
+                            r.line = s.line;
+                            r.inlined = Some(true);
+                            out.push(r);
+                        }
+                        let mut r = FrameReport::native(
+                            f.pc,
+                            n.function.or_else(|| own.and_then(|o| o.function.clone())),
+                            n.module,
+                            n.offset,
+                        );
+                        if let Some(o) = own {
+                            r.file = o.file.clone();
+                            r.line = o.line;
+                            r.inlined = Some(false);
+                        }
+                        out.push(r);
                     }
                 }
             }

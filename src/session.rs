@@ -202,6 +202,7 @@ impl Session {
                 }),
                 module: None,
                 offset: None,
+                inlined: None,
             },
             FrameItem::Unreadable { addr, error } => {
                 FrameReport::unreadable(*addr, error.to_string())

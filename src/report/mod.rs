@@ -143,6 +143,9 @@ pub struct FrameReport {
     /// Native frames: the PC's address in the module's ELF image (PC minus load bias).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offset: Option<u64>,
+    /// Native frames with DWARF: a function inlined at this PC into the next frame.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inlined: Option<bool>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -171,6 +174,7 @@ impl FrameReport {
             locals: None,
             module: None,
             offset: None,
+            inlined: None,
         }
     }
 
@@ -192,6 +196,7 @@ impl FrameReport {
             locals: None,
             module,
             offset,
+            inlined: None,
         }
     }
 }

@@ -120,10 +120,17 @@ pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut
                 )
                 .unwrap();
                 match (&f.module, f.offset) {
-                    (Some(m), Some(o)) => writeln!(out, " ({m}+{o:#x})").unwrap(),
-                    (Some(m), None) => writeln!(out, " ({m})").unwrap(),
-                    _ => out.push('\n'),
+                    (Some(m), Some(o)) => write!(out, " ({m}+{o:#x})").unwrap(),
+                    (Some(m), None) => write!(out, " ({m})").unwrap(),
+                    _ => {}
                 }
+                if let (Some(file), Some(line)) = (&f.file, f.line) {
+                    write!(out, " at {file}:{line}").unwrap();
+                }
+                if f.inlined == Some(true) {
+                    out.push_str(" (inlined)");
+                }
+                out.push('\n');
             }
             FrameKind::Unreadable => {
                 writeln!(

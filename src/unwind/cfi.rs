@@ -12,7 +12,7 @@ use object::{Object, ObjectSection, ObjectSegment, ReadCache};
 use super::regs::{Regs, RA, RSP};
 use crate::error::{Error, Result};
 use crate::memory::Memory;
-use crate::symbols::SymbolTable;
+use crate::symbols::{debugfile, SymbolTable};
 
 type Slice<'a> = EndianSlice<'a, LittleEndian>;
 
@@ -44,6 +44,8 @@ pub struct ElfUnwind {
     /// Sorted by start.
     fdes: Vec<Fde>,
     pub symbols: SymbolTable,
+    /// The separate debug file found for it.
+    pub debug_file: Option<String>,
 }
 
 /// How a step found the caller.
@@ -55,7 +57,9 @@ pub enum Step {
 }
 
 impl ElfUnwind {
-    pub fn load(path: &str) -> Result<ElfUnwind> {
+    /// Reads `path`, and for what it lacks its MiniDebugInfo and its separate debug file
+    /// (under `debug_roots`).
+    pub fn load(path: &str, debug_roots: &[std::path::PathBuf]) -> Result<ElfUnwind> {
         let f = File::open(path).map_err(|e| Error::io(path, e))?;
         let data = ReadCache::new(f);
         let obj = object::File::parse(&data)
@@ -71,11 +75,41 @@ impl ElfUnwind {
             if s.size() > MAX_CFI_BYTES {
                 return None;
             }
-            Some((s.address(), s.data().ok()?.to_vec()))
+            Some((s.address(), s.uncompressed_data().ok()?.to_vec()))
         };
         let (eh_frame_addr, eh_frame) = section(".eh_frame").unwrap_or_default();
         let (_, debug_frame) = section(".debug_frame").unwrap_or_default();
         let text_addr = obj.section_by_name(".text").map_or(0, |s| s.address());
+        // Symbols: the file's own, then MiniDebugInfo's, then the debug file's; a stripped
+        // file's debug file also brings `.debug_frame` (and DWARF).
+        let mut symbols = SymbolTable::default();
+        symbols.add(&obj);
+        if let Some(image) = debugfile::mini_debug_info(&obj) {
+            if let Ok(mini) = object::File::parse(&image[..]) {
+                symbols.add(&mini);
+            }
+        }
+        let debug_file = debugfile::find(&obj, path, debug_roots);
+        let mut debug_frame = debug_frame;
+        if let Some(df) = &debug_file {
+            if let Ok(f) = File::open(df) {
+                let data = ReadCache::new(f);
+                if let Ok(dobj) = object::File::parse(&data) {
+                    symbols.add(&dobj);
+                    if debug_frame.is_empty() {
+                        if let Some(s) = dobj.section_by_name(".debug_frame") {
+                            if s.size() <= MAX_CFI_BYTES {
+                                debug_frame = s
+                                    .uncompressed_data()
+                                    .map(|d| d.to_vec())
+                                    .unwrap_or_default();
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        symbols.finish();
         let mut u = ElfUnwind {
             first_vaddr,
             eh_frame,
@@ -83,7 +117,8 @@ impl ElfUnwind {
             text_addr,
             debug_frame,
             fdes: Vec::new(),
-            symbols: SymbolTable::from_object(&obj),
+            symbols,
+            debug_file,
         };
         u.index();
         Ok(u)

@@ -20,6 +20,7 @@ use self::regs::{Regs, RBP, RSP};
 use crate::binary::Module;
 use crate::memory::Memory;
 use crate::native::jit::{self, JitMap};
+use crate::symbols::lines::{Lines, SourceFrame};
 use crate::target::Target;
 
 /// The deepest native stack we walk (a 5000-deep Python recursion on 3.10 is about 25,000
@@ -60,8 +61,12 @@ pub struct Stack {
 pub struct ModuleSet {
     pub modules: Vec<Module>,
     elves: Vec<OnceLock<Option<Arc<ElfUnwind>>>>,
+    /// Each module's DWARF (its own or its debug file's), loaded when a frame needs a line.
+    lines: Vec<OnceLock<Option<Lines>>>,
     /// Local paths of the modules' files (the target's lookup: sysroot, map_files...).
     paths: Vec<Option<String>>,
+    /// Where separate debug files are looked for.
+    debug_roots: Vec<std::path::PathBuf>,
 }
 
 /// A native frame's name.
@@ -70,6 +75,9 @@ pub struct Name {
     pub function: Option<String>,
     /// The module's file name.
     pub module: Option<String>,
+    /// From DWARF: the functions inlined at the PC (innermost first), then the function's
+    /// own file and line as the last entry; empty without DWARF.
+    pub source: Vec<SourceFrame>,
     /// The address's offset in the module's file image (target address minus load bias).
     pub offset: Option<u64>,
 }
@@ -83,8 +91,10 @@ impl ModuleSet {
             .collect();
         ModuleSet {
             elves: modules.iter().map(|_| OnceLock::new()).collect(),
+            lines: modules.iter().map(|_| OnceLock::new()).collect(),
             modules,
             paths,
+            debug_roots: target.files.debug_roots(),
         }
     }
 
@@ -99,7 +109,7 @@ impl ModuleSet {
             .get(i)?
             .get_or_init(|| {
                 let path = self.paths.get(i)?.as_deref()?;
-                ElfUnwind::load(path).ok().map(Arc::new)
+                ElfUnwind::load(path, &self.debug_roots).ok().map(Arc::new)
             })
             .as_deref()
     }
@@ -120,17 +130,29 @@ impl ModuleSet {
                 function: None,
                 module,
                 offset: Some(f.pc.wrapping_sub(self.modules[i].base)),
+                source: Vec::new(),
             };
         };
         let bias = self.bias(i, elf);
-        let function = elf
-            .symbols
-            .lookup(f.lookup.wrapping_sub(bias))
-            .map(|(n, _)| n.to_string());
+        let addr = f.lookup.wrapping_sub(bias);
+        let function = elf.symbols.lookup(addr).map(|(n, _)| n.to_string());
+        let source = self
+            .lines
+            .get(i)
+            .and_then(|l| {
+                l.get_or_init(|| {
+                    let own = self.paths.get(i)?.as_deref()?;
+                    Lines::load(own).or_else(|| Lines::load(elf.debug_file.as_deref()?))
+                })
+                .as_ref()
+            })
+            .map(|l| l.frames(addr))
+            .unwrap_or_default();
         Name {
             function,
             module,
             offset: Some(f.pc.wrapping_sub(bias)),
+            source,
         }
     }
 }
@@ -284,7 +306,9 @@ mod tests {
         ModuleSet {
             modules: Vec::new(),
             elves: Vec::new(),
+            lines: Vec::new(),
             paths: Vec::new(),
+            debug_roots: Vec::new(),
         }
     }
 
