@@ -35,7 +35,18 @@ impl Lines {
         let obj = object::File::parse(&data).ok()?;
         obj.section_by_name(".debug_info")?;
         let load = |id: SectionId| -> Result<Reader, gimli::Error> {
-            let bytes: Arc<[u8]> = match obj.section_by_name(id.name()) {
+            // Location lists, macros and name indexes are not needed for lines and inlined
+            // calls; they are large, and a debug file compresses them.
+            let unused = matches!(
+                id,
+                SectionId::DebugLoc
+                    | SectionId::DebugLocLists
+                    | SectionId::DebugMacinfo
+                    | SectionId::DebugMacro
+                    | SectionId::DebugPubNames
+                    | SectionId::DebugPubTypes
+            );
+            let bytes: Arc<[u8]> = match obj.section_by_name(id.name()).filter(|_| !unused) {
                 Some(s) if s.size() <= MAX_DWARF_SECTION_BYTES => match s.uncompressed_data() {
                     Ok(d) => Arc::from(&d[..]),
                     Err(_) => Arc::from(&[][..]),
