@@ -13,6 +13,7 @@ import re
 import shutil
 import struct
 import sys
+import tempfile
 
 import pytest
 
@@ -20,17 +21,17 @@ from harness import (Scenario, cli_path, interpreters, provisioned_interpreters,
                      run)
 
 INTERP_IDS = ("pyenv-3.10", "pyenv-3.12-stripped", "pyenv-3.13", "debian-3.11", "debian-3.14",
-              "debian-3.14-jit", "debian-3.15-jit")
+              "debian-3.14-jit", "debian-3.15-jit", "pyenv-3.11-cext", "debian-3.11-cext")
 # pystack reads 3.10 to 3.13 (and needs its own symbols of the eval loop: on sid's stripped
 # 3.14 it prints "Unable to merge native stack").
-PYSTACK_IDS = ("pyenv-3.10", "pyenv-3.13", "debian-3.11")
+PYSTACK_IDS = ("pyenv-3.10", "pyenv-3.13", "debian-3.11", "pyenv-3.11-cext", "debian-3.11-cext")
 TIMEOUT = 120
 PYSTACK = os.path.join(os.path.dirname(sys.executable), "pystack")
 
 
 def _interp(interp_id):
     for i in interpreters() + provisioned_interpreters():
-        if i.id == interp_id.replace("-jit", ""):
+        if i.id == interp_id.replace("-jit", "").replace("-cext", ""):
             return i
     raise AssertionError("no interpreter %s in the test matrix" % interp_id)
 
@@ -43,6 +44,7 @@ def _json(cmd):
 
 NO_JIT_IDS = tuple(i for i in INTERP_IDS if not i.endswith("-jit"))
 JIT_IDS = tuple(i for i in INTERP_IDS if i.endswith("-jit"))
+CEXT_IDS = tuple(i for i in INTERP_IDS if i.endswith("-cext"))
 
 
 def on(ids):
@@ -56,6 +58,32 @@ def mix(request):
     jit = request.param.endswith("-jit")
     # With the JIT on: a call from JIT code (tests/scenarios/jit_call.py).
     name, env = ("jit_call", {"PYTHON_JIT": "1"}) if jit else ("native_mix", {})
+    ext_dir = None
+    if request.param.endswith("-cext"):
+        ext_dir = tempfile.mkdtemp(prefix="pyunwind-cext-")
+        name, env = "native_cext", {"PYUNWIND_CEXT_DIR": _build_cext(interp, ext_dir)}
+    try:
+        yield from _mix(interp, name, env, jit)
+    finally:
+        if ext_dir:
+            shutil.rmtree(ext_dir, ignore_errors=True)
+
+
+def _build_cext(interp, directory):
+    """tests/scenarios/native_cext.c built for `interp` (with -g: its lines are checked too)."""
+    rc, out, err = run([interp.exe, "-c", "import sysconfig; print(sysconfig.get_paths()['include']);"
+                        " print(sysconfig.get_config_var('EXT_SUFFIX'))"], TIMEOUT,
+                       env=dict(os.environ, **interp.env))
+    assert rc == 0, err
+    include, suffix = out.split()
+    src = repo_root() / "tests" / "scenarios" / "native_cext.c"
+    rc, out, err = run(["gcc", "-shared", "-fPIC", "-O2", "-g", "-I", include, str(src), "-o",
+                        os.path.join(directory, "pyunwind_cext" + suffix)], TIMEOUT)
+    assert rc == 0, "building the C extension failed:\n%s%s" % (out, err)
+    return directory
+
+
+def _mix(interp, name, env, jit):
     with Scenario(interp, name, env=env) as sc:
         live = _json([cli_path(), "pid", sc.pid, "--native-all", "--json"])
         core = sc.make_core()
@@ -329,6 +357,21 @@ def test_python_frames_and_truth(mix):
         first = next(i for i, k in enumerate(kinds) if k[0] == "python")
         last = max(i for i, k in enumerate(kinds) if k[0] == "python")
         assert ("native", True) not in kinds[first:last], t["frames"]
+
+
+@on(CEXT_IDS)
+def test_c_extension_frame_between_python_frames(mix):
+    """The extension's own frame (named from its symbols, with its DWARF line) sits between
+    the Python frame it calls back and the one that called it, also with the plumbing hidden."""
+    for report in (mix["hidden"], mix["all"]):
+        frames = report["threads"][0]["frames"]
+        names = [(f["kind"], f.get("function")) for f in frames]
+        i = names.index(("python", "callback"))
+        j = names.index(("python", "through_c"))
+        between = [f for f in frames[i + 1:j] if f["kind"] == "native"
+                   and f.get("module", "").startswith("pyunwind_cext")]
+        assert [f["function"] for f in between if not f.get("inlined")][:1] == ["cext_call_back"], frames
+        assert between[0]["file"].endswith("native_cext.c") and between[0]["line"] > 0
 
 
 @on(["pyenv-3.12-stripped"])
