@@ -9,6 +9,7 @@ gdb's own unwinding of the same core (every native PC, and every name we give) a
 
 import json
 import os
+import pathlib
 import re
 import shutil
 import struct
@@ -17,11 +18,12 @@ import tempfile
 
 import pytest
 
-from harness import (Scenario, cli_path, interpreters, provisioned_interpreters, repo_root,
-                     run)
+from harness import (Interp, Scenario, cache_dir, cli_path, interpreters,
+                     provisioned_interpreters, repo_root, run)
 
 INTERP_IDS = ("pyenv-3.10", "pyenv-3.12-stripped", "pyenv-3.13", "debian-3.11", "debian-3.14",
-              "debian-3.14-jit", "debian-3.15-jit", "pyenv-3.11-cext", "debian-3.11-cext")
+              "debian-3.14-jit", "debian-3.15-jit", "pyenv-3.11-cext", "debian-3.11-cext",
+              "pyenv-3.12-minidebuginfo")
 # pystack reads 3.10 to 3.13 (and needs its own symbols of the eval loop: on sid's stripped
 # 3.14 it prints "Unable to merge native stack").
 PYSTACK_IDS = ("pyenv-3.10", "pyenv-3.13", "debian-3.11", "pyenv-3.11-cext", "debian-3.11-cext")
@@ -33,7 +35,48 @@ def _interp(interp_id):
     for i in interpreters() + provisioned_interpreters():
         if i.id == interp_id.replace("-jit", "").replace("-cext", ""):
             return i
+        if interp_id == i.id + "-minidebuginfo":
+            lib = _mini_debug_info_libpython(i)
+            return Interp(interp_id, i.exe, {"LD_LIBRARY_PATH": str(lib.parent)}, i.minor, True,
+                          str(lib))
     raise AssertionError("no interpreter %s in the test matrix" % interp_id)
+
+
+def _mini_debug_info_libpython(interp):
+    """A copy of `interp`'s libpython stripped of everything but MiniDebugInfo: its function
+    symbols, xz-compressed in .gnu_debugdata (the recipe of gdb's manual, "MiniDebugInfo"),
+    made once in <cache>/minidebuginfo/3.N/."""
+    source = pathlib.Path(interp.libpython)
+    dest_dir = cache_dir() / "minidebuginfo" / ("3.%d" % interp.minor)
+    dest = dest_dir / source.name
+    if dest.exists() and dest.stat().st_mtime >= source.stat().st_mtime:
+        return dest
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    work = pathlib.Path(tempfile.mkdtemp(prefix="minidebug-", dir=dest_dir))
+    try:
+        def sh(*cmd):
+            rc, out, err = run(list(cmd), TIMEOUT)
+            assert rc == 0, "%s failed: %s" % (" ".join(map(str, cmd)), err)
+            return out
+        dynsyms = set(l.split()[0] for l in sh("nm", "-D", "--format=posix", "--defined-only",
+                                               source).splitlines() if l.split())
+        funcs = set(l.split()[0] for l in sh("nm", "--format=posix", "--defined-only",
+                                             source).splitlines()
+                    if len(l.split()) > 1 and l.split()[1] in ("T", "t"))
+        (work / "keep").write_text("\n".join(sorted(funcs - dynsyms)) + "\n")
+        lib, mini = work / source.name, work / "mini"
+        shutil.copyfile(source, lib)
+        sh("objcopy", "--only-keep-debug", lib, mini)
+        sh("objcopy", "-S", "--remove-section", ".gdb_index", "--remove-section", ".comment",
+           "--keep-symbols=%s" % (work / "keep"), mini, mini)
+        sh("strip", "--strip-all", "-R", ".comment", lib)
+        sh("xz", "-f", mini)
+        sh("objcopy", "--add-section", ".gnu_debugdata=%s.xz" % mini, lib)
+        os.chmod(lib, 0o755)
+        os.replace(lib, dest)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return dest
 
 
 def _json(cmd):
@@ -372,6 +415,16 @@ def test_c_extension_frame_between_python_frames(mix):
                    and f.get("module", "").startswith("pyunwind_cext")]
         assert [f["function"] for f in between if not f.get("inlined")][:1] == ["cext_call_back"], frames
         assert between[0]["file"].endswith("native_cext.c") and between[0]["line"] > 0
+
+
+@on(["pyenv-3.12-minidebuginfo"])
+def test_mini_debug_info_names_local_functions(mix):
+    """A libpython stripped to MiniDebugInfo: its static functions are named (gdb's names
+    are checked frame by frame in test_native_frames_match_gdb)."""
+    frames = [f for t in mix["all"]["threads"] for f in t["frames"]
+              if f["kind"] == "native" and f.get("module", "").startswith("libpython")]
+    assert frames and all("function" in f for f in frames), frames
+    assert "acquire_timed" in [f["function"] for f in frames]
 
 
 @on(["pyenv-3.12-stripped"])
