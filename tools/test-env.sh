@@ -4,7 +4,8 @@
 # - Debian packages: gdb (gdb, gcore), patchelf, binutils (strip), python3.11 (the stripped
 #   distribution interpreter of the matrix); apt-get runs only when one is missing.
 # - The pyenv interpreters of the matrix must already exist (exit 1 otherwise).
-# - gcc and libpython3.11-dev (a C extension the --native tests build),
+# - gcc and libpython3.11-dev (a C extension the --native tests build), strace (a tracer that
+#   makes `pid --native` refuse),
 # - compression tools (zstd, lz4, xz, gzip) for the compressed-core tests, python3.11-venv (the
 #   pip-install tests make a venv on Debian's python3.11), util-linux (unshare).
 # - A venv with pytest, jsonschema (every --json output is validated against
@@ -40,6 +41,8 @@ command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
 # The C extension test_native.py builds (tests/scenarios/native_cext.c) for Debian's 3.11 too.
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 [ -f /usr/include/python3.11/Python.h ] || missing+=(libpython3.11-dev)
+# A second tracer, to check that `pid --native` refuses when it cannot ptrace.
+command -v strace >/dev/null 2>&1 || missing+=(strace)
 dpkg-query -W -f='${Status}' python3.11-venv 2>/dev/null | grep -q 'ok installed' || missing+=(python3.11-venv)
 if [ "${#missing[@]}" -gt 0 ]; then
     mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)

@@ -13,8 +13,10 @@ import pathlib
 import re
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -23,7 +25,7 @@ from harness import (Interp, Scenario, cache_dir, cli_path, interpreters,
 
 INTERP_IDS = ("pyenv-3.10", "pyenv-3.12-stripped", "pyenv-3.13", "debian-3.11", "debian-3.14",
               "debian-3.14-jit", "debian-3.15-jit", "pyenv-3.11-cext", "debian-3.11-cext",
-              "pyenv-3.12-minidebuginfo")
+              "pyenv-3.12-minidebuginfo", "ft-3.13t")
 # pystack reads 3.10 to 3.13 (and needs its own symbols of the eval loop: on sid's stripped
 # 3.14 it prints "Unable to merge native stack").
 PYSTACK_IDS = ("pyenv-3.10", "pyenv-3.13", "debian-3.11", "pyenv-3.11-cext", "debian-3.11-cext")
@@ -425,6 +427,31 @@ def test_mini_debug_info_names_local_functions(mix):
               if f["kind"] == "native" and f.get("module", "").startswith("libpython")]
     assert frames and all("function" in f for f in frames), frames
     assert "acquire_timed" in [f["function"] for f in frames]
+
+
+@on(["pyenv-3.13"])
+def test_ptrace_refused_is_one_line(mix):
+    """A process another tracer holds (strace here) cannot be stopped: `pid --native` refuses
+    with one line and exit status 1; the process is left as it was."""
+    pid = mix["sc"].pid
+    tracer = subprocess.Popen(["strace", "-o", os.devnull, "-p", str(pid)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with open("/proc/%d/status" % pid) as f:
+                if any(l.startswith("TracerPid:") and l.split()[1] != "0" for l in f):
+                    break
+            time.sleep(0.01)
+        else:
+            raise AssertionError("strace did not attach")
+        rc, out, err = run([cli_path(), "pid", pid, "--native"], TIMEOUT)
+    finally:
+        tracer.terminate()
+        tracer.wait(10)
+    assert rc == 1 and not out, (rc, out, err)
+    assert err.count("\n") == 1 and err.startswith("pyunwind: cannot ptrace process %d" % pid), err
+    assert _json([cli_path(), "pid", pid, "--json"])["threads"]
 
 
 @on(["pyenv-3.12-stripped"])
