@@ -347,26 +347,48 @@ def test_live_matches_core(mix):
     assert all(t["native_id"] is not None for t in mix["live"]["threads"])
 
 
+# What gdb's `bt` shows, through its frame filters (pyunwind's among them): `PY` for a
+# Python frame, `C pc` for a native frame that is on the stack (not an inlined call, not a
+# tail call gdb infers).
+FILTERED_SCRIPT = r'''
+import gdb
+import gdb.frames
+def show(d):
+    f = d.inferior_frame()
+    if str(d.filename() or "").endswith(".py"):
+        print("PY")
+    elif f.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):
+        print("C %#x" % f.pc())
+    for e in d.elided() or []:
+        show(e)
+for d in gdb.frames.execute_frame_filters(gdb.newest_frame(), 0, -1) or []:
+    show(d)
+'''
+
+
 @on(NO_JIT_IDS)
 def test_gdb_frame_filter_hides_the_same_frames(mix):
     """gdb's `bt` with pyunwind's frame filter shows, between the outermost and innermost
     Python frame, the native frames `--native` shows there: the plumbing is hidden by the
     same rule, by address, with and without symbols."""
     interp = mix["interp"]
+    script = os.path.join(mix["sc"].tmpdir, "filtered.py")
+    with open(script, "w") as f:
+        f.write(FILTERED_SCRIPT)
     cmd = ["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off", "-x",
-           str(repo_root() / "gdb-scripts" / "pyunwind-gdb.py"), "-ex", "bt", interp.exe, mix["core"]]
+           str(repo_root() / "gdb-scripts" / "pyunwind-gdb.py"), "-ex", "source %s" % script,
+           interp.exe, mix["core"]]
     rc, out, err = run(cmd, TIMEOUT, env=dict(os.environ, **interp.env))
-    lines = [l for l in out.splitlines() if re.match(r"#\d+ ", l)]
-    py = [i for i, l in enumerate(lines) if re.search(r" at \S+\.py:\d+$", l)]
-    assert len(py) >= 2, out
-    shown = [int(m.group(1), 16) for l in lines[py[0]:py[-1]]
-             for m in [re.match(r"#\d+\s+(0x[0-9a-f]+) in ", l)] if m]
+    lines = [l.split() for l in out.splitlines() if l == "PY" or l.startswith("C ")]
+    py = [i for i, l in enumerate(lines) if l[0] == "PY"]
+    assert len(py) >= 2, out + err
+    shown = [int(l[1], 16) for l in lines[py[0]:py[-1]] if l[0] == "C"]
     t = mix["hidden"]["threads"][0]
     kinds = [f["kind"] for f in t["frames"]]
     first, last = kinds.index("python"), len(kinds) - 1 - kinds[::-1].index("python")
     ours = [f["address"] for f in t["frames"][first:last]
             if f["kind"] == "native" and not f.get("inlined")]
-    assert shown == ours, "gdb:\n%s\nours: %s" % ("\n".join(lines), [hex(a) for a in ours])
+    assert shown == ours, "gdb: %s\nours: %s" % ([hex(a) for a in shown], [hex(a) for a in ours])
 
 
 @on(JIT_IDS)

@@ -1,7 +1,8 @@
-"""Python frames among native ones (`--native`): the main thread stops inside a signal handler
-that runs during a ctypes callback from libc's qsort, called from a function that `map` calls,
-called from a `sorted` key function. Two workers block in native code: one in a lock, one in
-a pipe read.
+"""Python frames among native ones (`--native`): the main thread stops in a C-level signal
+handler (a ctypes callback that libc's `raise` runs on a kernel signal frame), raised from a
+Python signal handler that runs during a ctypes callback from libc's qsort, called from a
+function that `map` calls, called from a `sorted` key function. Two workers block in native
+code: one in a lock, one in a pipe read.
 """
 
 import ctypes
@@ -19,10 +20,19 @@ LOCK = threading.Lock()
 LOCK.acquire()
 PIPE_R, PIPE_W = os.pipe()
 CMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int))
+HANDLER = ctypes.CFUNCTYPE(None, ctypes.c_int)
+LIBC = ctypes.CDLL(None)
+
+
+def in_c_handler(signum):
+    _truth.ready(); _truth.HELD.acquire()  # noqa: E702
+
+
+C_HANDLER = HANDLER(in_c_handler)
 
 
 def on_signal(signum, frame):
-    _truth.ready(); _truth.HELD.acquire()  # noqa: E702
+    getattr(LIBC, "raise")(signal.SIGUSR2)
 
 
 def compare(a, b):
@@ -51,6 +61,10 @@ def reading(started):
 
 def main():
     signal.signal(signal.SIGUSR1, on_signal)
+    # A C-level handler: the kernel's signal frame is on the stack while it runs.
+    LIBC.signal.restype = ctypes.c_void_p
+    LIBC.signal.argtypes = (ctypes.c_int, HANDLER)
+    LIBC.signal(signal.SIGUSR2, C_HANDLER)
     events = []
     for name, target in (("locked", locked), ("reading", reading)):
         started = threading.Event()
