@@ -9,6 +9,8 @@ then a blocking read), is dumped with gcore and killed. Every tool then reads th
   ours-gdb   gdb ... -x gdb-scripts/pyunwind-gdb.py -ex py-bt
   pystack    pystack core CORE /usr/bin/python3.11      (from bench/setup.sh's venv)
   ours-cli   target/release/pyunwind core CORE          (and once with --json)
+  pystack-native  pystack core CORE /usr/bin/python3.11 --native
+  ours-native     target/release/pyunwind core CORE --native --json
 
 All gdb runs get the same `-iex` settings: debuginfod off, and auto-loading of Python scripts
 off (Debian's python3.11-dbg installs python3.11-gdb.py where gdb would otherwise auto-load it
@@ -60,8 +62,11 @@ BIG_STACK_BYTES = 1 << 30
 # Below this a "time beyond start-up" is noise; ratios use it as the floor.
 MIN_MEASURABLE_S = 0.001
 
-TOOLS = ("baseline", "libpython", "ours-gdb", "pystack", "ours-cli")
-OURS = ("ours-gdb", "ours-cli")
+TOOLS = ("baseline", "libpython", "ours-gdb", "pystack", "ours-cli", "pystack-native",
+         "ours-native")
+OURS = ("ours-gdb", "ours-cli", "ours-native")
+# `core --native --json` against `pystack core --native` (issue 12).
+TARGET_NATIVE_SPEEDUP = 5.0
 
 GDB_COMMON = [
     "gdb", "-q", "-batch", "-nx",
@@ -199,6 +204,13 @@ def make_tools(pystack):
         "ours-cli": Tool(
             "ours-cli", "ours CLI (text)",
             lambda core: [CLI, "core", core], check_cli_text, True),
+        "pystack-native": Tool(
+            "pystack-native", "pystack core --native",
+            lambda core: [pystack, "core", core, PYTHON, "--native"], check_pystack, False,
+            retry_big_stack=True),
+        "ours-native": Tool(
+            "ours-native", "ours CLI --native --json",
+            lambda core: [CLI, "core", core, "--native", "--json"], check_cli_json, True),
         "ours-cli-json": Tool(
             "ours-cli-json", "ours CLI --json (1 run)",
             lambda core: [CLI, "core", core, "--json"], check_cli_json, True),
@@ -315,7 +327,7 @@ def check_setup(selected, pystack):
             problems.append(f"{prog} is not on PATH")
     if "libpython" in selected and not os.path.isfile(LIBPYTHON_GDB):
         problems.append(f"{LIBPYTHON_GDB} is missing (python3.11-dbg not installed)")
-    if "pystack" in selected and not os.access(pystack, os.X_OK):
+    if {"pystack", "pystack-native"} & set(selected) and not os.access(pystack, os.X_OK):
         problems.append(f"pystack not found at {pystack}")
     if "ours-gdb" in selected and not os.path.isfile(GDB_SCRIPT):
         problems.append(f"ours: not built ({os.path.relpath(GDB_SCRIPT, REPO)} is missing)")
@@ -431,6 +443,18 @@ def print_table(depths, all_results, core_sizes):
         return ratio(ps.median, cli.median)
 
     row("pystack/ours CLI", pystack_over_cli)
+    row("pystack core --native", get("pystack-native"))
+    row("ours CLI --native --json", get("ours-native"))
+
+    def native_ratio(res, d):
+        ps, ours = res.get("pystack-native"), res.get("ours-native")
+        if ps is None or ours is None or ours.median is None:
+            return "-"
+        if ps.timeout and not ps.failure:
+            return ratio(ps.timeout, ours.median, True)
+        return ratio(ps.median, ours.median)
+
+    row("pystack/ours, --native", native_ratio)
 
     header = ["seconds, median of runs"] + [f"N={d}" for d in depths]
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
@@ -445,6 +469,12 @@ def print_table(depths, all_results, core_sizes):
 def print_verdict(depths, all_results):
     depth = max(depths)
     res = all_results[depth]
+    ps, ours_native = res.get("pystack-native"), res.get("ours-native")
+    if ps and ours_native and ps.median and ours_native.median:
+        speedup = ps.median / max(ours_native.median, MIN_MEASURABLE_S)
+        met = "met" if speedup >= TARGET_NATIVE_SPEEDUP else "MISSED"
+        print(f"core --native --json vs pystack core --native at depth {depth}: "
+              f"{speedup:.1f}x (target >= {TARGET_NATIVE_SPEEDUP:.0f}x): {met}")
     ours, base = res.get("ours-gdb"), res.get("baseline")
     extra = beyond(ours, base)
     if extra is None:
@@ -537,7 +567,7 @@ def main(argv=None):
             core_sizes[depth] = os.path.getsize(core)
             if not warmed:
                 # Untimed: brings gdb, the debug info and the tools into the page cache.
-                for name in ("baseline", "pystack", "ours-cli"):
+                for name in ("baseline", "pystack", "ours-cli", "ours-native"):
                     if name in order:
                         try:
                             run_timed(tools[name].argv_for(core), args.timeout)

@@ -418,7 +418,7 @@ if _has_provider_api:
             # Leading rows already handed out as lldb's own frames (see get_frame_at_index).
             self.committed = 0
             self.size = input_frames.GetSize()
-            self.names, self.sps, self.tp, self.modules = [], None, None, []
+            self.names, self.sps, self.pcs, self.tp, self.modules = [], None, None, None, []
             self._read_input()
 
         def _read_input(self):
@@ -441,6 +441,8 @@ if _has_provider_api:
                 self.names = [f.GetFunctionName() for f in frames]
                 self.modules = [f.GetModule() for f in frames]
                 self.sps = [f.GetSP() for f in frames]
+                # The core hides the interpreter's plumbing by where it is.
+                self.pcs = [f.GetPC() for f in frames]
                 self.tp = _thread_pointer(self.input_frames)
             except Exception:
                 pass
@@ -459,7 +461,7 @@ if _has_provider_api:
                 lwp = self.thread.GetThreadID()
                 tp = self.tp or _state.thread_pointers.get(lwp)
                 frames = fe.thread_frames(s, lwp, tp)
-                actions = json.loads(s.splice(self.names, lwp=lwp, tp=tp, sps=self.sps,
+                actions = json.loads(s.splice(self.names, lwp=lwp, tp=tp, sps=self.sps, pcs=self.pcs,
                                               hide_internal=_settings["hide-internal"] == "on"))
             except Exception:
                 # No Python in this thread, or nothing readable: lldb's frames as they are.

@@ -389,8 +389,10 @@ class PythonFrameFilter:
             names = [d.inferior_frame().name() for d in decorators]
             hide = _params["hide"].value if "hide" in _params else True
             sps = _stack_pointers([d.inferior_frame() for d in decorators])
+            # The core hides the interpreter's plumbing by where it is: stripped builds too.
+            pcs = [d.inferior_frame().pc() & 0xFFFFFFFFFFFFFFFF for d in decorators]
             actions = json.loads(s.splice(names, lwp=_thread_key(), tp=_thread_pointer(), hide_internal=hide,
-                                          sps=sps))
+                                          sps=sps, pcs=pcs))
         except Exception:
             # No Python here (or an unreadable target): show the native stack unchanged, with
             # JIT frames named after their executors' code.

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand};
 
 use crate::error::{Error, Result};
+use crate::native_stacks::ThreadRegs;
 use crate::session::Session;
 use crate::target::{FileSearch, Target};
 
@@ -47,6 +48,15 @@ struct Output {
     /// asyncio: the task tree (like `python -m asyncio pstree`) and table (like `ps`).
     #[arg(long)]
     tasks: bool,
+    /// Also every thread's native frames (unwound with the modules' CFI, or frame pointers),
+    /// with the Python frames in place of the eval-loop frames that run them and CPython's
+    /// call plumbing between two Python frames hidden. Live: each thread is stopped (ptrace)
+    /// for as long as it takes to copy its registers and stack, and the stop times are shown.
+    #[arg(long)]
+    native: bool,
+    /// Like --native, without hiding anything.
+    #[arg(long = "native-all")]
+    native_all: bool,
     /// Print the JSON report (docs/report.md, docs/report.schema.json) instead of text; with
     /// --async or --tasks it has `tasks`, `loops` and `cycles`.
     #[arg(long)]
@@ -179,8 +189,12 @@ where
 }
 
 fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<String> {
+    let mut live_pid = None;
     let (target, out) = match cli.cmd {
-        Cmd::Pid { pid, out } => (Target::live(pid)?, out),
+        Cmd::Pid { pid, out } => {
+            live_pid = Some(pid);
+            (Target::live(pid)?, out)
+        }
         Cmd::Core {
             core,
             exe,
@@ -215,12 +229,33 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<String> {
             return install(scripts, Debugger::Lldb, init.init_file, false)
         }
     };
-    let session = Session::open(target)?;
+    let mut session = Session::open(target)?;
     let asyncio = out.async_ || out.tasks;
+    let native = out.native || out.native_all;
+    if native && asyncio {
+        return Err(Error::Usage(
+            "--native does not go with --async or --tasks".into(),
+        ));
+    }
+    let native_report = if native {
+        let regs = match live_pid {
+            Some(pid) => {
+                let regs = ThreadRegs::of_live(pid)?;
+                session.set_thread_ids(regs.thread_ids());
+                regs
+            }
+            None => ThreadRegs::of_core(&session),
+        };
+        Some(session.native_report(&regs, out.native_all, out.locals)?)
+    } else {
+        None
+    };
     if out.json {
         let owned;
         let report = if asyncio {
             session.async_report()?
+        } else if let Some(r) = &native_report {
+            r
         } else {
             owned = session.report(None, out.locals)?;
             &owned
@@ -255,7 +290,13 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<String> {
         }
         text.push_str(&session.render_tasks(true, true)?);
     }
-    if !asyncio {
+    if let Some(r) = &native_report {
+        text.push_str(&crate::report::text::all_threads(
+            r,
+            &mut crate::report::text::Sources::default(),
+        ));
+        crate::report::text::native_stops(r, &mut text);
+    } else if !asyncio {
         text.push_str(&session.render_bt(None, out.locals, None)?);
     }
     Ok(text)

@@ -1,6 +1,7 @@
 //! pyunwind: CPython stacks from a process's memory or a core file, for gdb, lldb and the
 //! command line. Layers (each uses only those above it): [`memory`], [`binary`], [`target`],
-//! [`cpython`], [`asyncio`], [`native`], [`report`], then [`session`] and the frontends (`python`, [`cli`]).
+//! [`symbols`], [`cpython`], [`asyncio`], [`native`] and [`unwind`], [`report`], then [`session`]
+//! (with [`native_stacks`]) and the frontends (`python`, [`cli`]).
 
 pub mod asyncio;
 pub mod binary;
@@ -9,10 +10,13 @@ pub mod cpython;
 pub mod error;
 pub mod memory;
 pub mod native;
+pub mod native_stacks;
 pub mod panic;
 pub mod report;
 pub mod session;
+pub mod symbols;
 pub mod target;
+pub mod unwind;
 
 #[cfg(feature = "python")]
 mod python;

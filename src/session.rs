@@ -8,7 +8,7 @@ use crate::cpython::callables::NativeFrame;
 use crate::cpython::{find_python, FrameItem, FrameWalk, PyFrame, Snapshot, ThreadInfo};
 use crate::error::{Error, ReadError, Result};
 use crate::native::jit::{jit_entry, JitMap, Region, Regs, Unwound};
-use crate::native::{splice, RunMark, Splice};
+use crate::native::{pthread, splice, RunMark, Splice};
 use crate::report::tasks;
 use crate::report::text::{self, Sources};
 use crate::report::{
@@ -80,6 +80,9 @@ impl Session {
                     Vec::new()
                 }
             };
+            // 3.10 records no LWP: glibc's pthread struct has it (when the frontend or the
+            // core did not say).
+            let tid_offset = OnceLock::new();
             // CPython links interpreters newest first; show the main one first.
             for interp in interps.iter().rev() {
                 // Threads are linked newest first too: main thread first, then by age.
@@ -92,6 +95,11 @@ impl Session {
                             .iter()
                             .find(|(_, tp)| *tp == info.thread_id)
                             .map(|(l, _)| *l);
+                    }
+                    if info.native_id.is_none() {
+                        info.native_id = tid_offset
+                            .get_or_init(|| pthread::tid_offset(&self.target))
+                            .and_then(|off| pthread::lwp(&*self.snap.mem, info.thread_id, off));
                     }
                     let walk = match info.frame_error {
                         // The thread state is readable but not the way to its frames (a
@@ -174,7 +182,7 @@ impl Session {
             .collect())
     }
 
-    fn frame_report(&self, item: &FrameItem, with_locals: bool) -> FrameReport {
+    pub(crate) fn frame_report(&self, item: &FrameItem, with_locals: bool) -> FrameReport {
         match item {
             FrameItem::Python(p) => FrameReport {
                 kind: FrameKind::Python,
@@ -193,6 +201,9 @@ impl Session {
                         }]
                     })
                 }),
+                module: None,
+                offset: None,
+                inlined: None,
             },
             FrameItem::Unreadable { addr, error } => {
                 FrameReport::unreadable(*addr, error.to_string())
@@ -267,6 +278,7 @@ impl Session {
             tasks: None,
             cycles: None,
             loops: None,
+            native_stops: None,
             errors,
         })
     }
@@ -382,7 +394,7 @@ impl Session {
         let Some(n) = natives else {
             return Ok((0..t.walk.items.len()).map(|i| python(i, None)).collect());
         };
-        let actions = self.splice(key, &n.names, n.sps.as_deref(), false);
+        let actions = self.splice(key, &n.names, n.sps.as_deref(), None, false);
         // Without symbols, the GIL and GC markers come from memory: the thread blocked on the
         // GIL's own address; the interpreter's collector running and this thread the GIL's
         // last holder (a finalizer the collector runs may have released it, as in a sleep).
@@ -486,12 +498,34 @@ impl Session {
         Ok(out)
     }
 
+    /// The address ranges of the interpreter's own code: the module holding `_PyRuntime`
+    /// (libpython, or the executable) and the executable.
+    pub fn interpreter_ranges(&self) -> Vec<(u64, u64)> {
+        let modules = self.target.modules();
+        let exe = self.target.mappings.first().map(|m| m.start);
+        modules
+            .iter()
+            .filter(|m| m.contains(self.snap.runtime) || exe.is_some_and(|a| m.contains(a)))
+            .map(|m| (m.start, m.end))
+            .collect()
+    }
+
+    /// For each PC, whether it is in the interpreter's own code.
+    pub fn in_interpreter(&self, pcs: &[u64]) -> Vec<bool> {
+        let ranges = self.interpreter_ranges();
+        pcs.iter()
+            .map(|&pc| ranges.iter().any(|&(s, e)| s <= pc && pc < e))
+            .collect()
+    }
+
     /// How to show each native frame of a thread's stack (see [`crate::native::splice`]).
+    /// With the frames' `pcs`, the plumbing hidden between Python frames is known by address.
     pub fn splice(
         &self,
         key: ThreadKey,
         names: &[Option<String>],
         sps: Option<&[u64]>,
+        pcs: Option<&[u64]>,
         hide_internal: bool,
     ) -> Vec<Splice> {
         let marks: Vec<RunMark> = match self.find_thread(key) {
@@ -509,7 +543,8 @@ impl Session {
                 .collect(),
             None => Vec::new(),
         };
-        splice(names, sps, &marks, hide_internal)
+        let inside = pcs.map(|p| self.in_interpreter(p));
+        splice(names, sps, &marks, hide_internal, inside.as_deref())
     }
 }
 

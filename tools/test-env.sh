@@ -4,10 +4,14 @@
 # - Debian packages: gdb (gdb, gcore), patchelf, binutils (strip), python3.11 (the stripped
 #   distribution interpreter of the matrix); apt-get runs only when one is missing.
 # - The pyenv interpreters of the matrix must already exist (exit 1 otherwise).
+# - gcc and libpython3.11-dev (a C extension the --native tests build), strace (a tracer that
+#   makes `pid --native` refuse),
 # - compression tools (zstd, lz4, xz, gzip) for the compressed-core tests, python3.11-venv (the
 #   pip-install tests make a venv on Debian's python3.11), util-linux (unshare).
-# - A venv with pytest, pytest-xdist (the suite runs on two workers), jsonschema (every --json output is validated against
-#   docs/report.schema.json) and maturin (`make wheel`, the pip-install tests), made with pyenv's
+# - A venv with pytest, pytest-xdist (the suite runs on two workers), jsonschema (every --json
+#   output is validated against docs/report.schema.json), pystack (the reference `--native` is
+#   compared with, tests/integration/test_native.py) and maturin (`make wheel`, the pip-install
+#   tests), made with pyenv's
 #   3.11.7, at ${PYUNWIND_CACHE:-~/.cache/pyunwind}/venv. pip keeps its downloads in its own
 #   cache (~/.cache/pip), so a new venv installs without downloading again.
 # - uvloop wheels for each CPython the tests run (tools/uvloop.sh).
@@ -36,6 +40,11 @@ command -v lz4 >/dev/null 2>&1 || missing+=(lz4)
 command -v xz >/dev/null 2>&1 || missing+=(xz-utils)
 command -v gzip >/dev/null 2>&1 || missing+=(gzip)
 command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+# The C extension test_native.py builds (tests/scenarios/native_cext.c) for Debian's 3.11 too.
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+[ -f /usr/include/python3.11/Python.h ] || missing+=(libpython3.11-dev)
+# A second tracer, to check that `pid --native` refuses when it cannot ptrace.
+command -v strace >/dev/null 2>&1 || missing+=(strace)
 dpkg-query -W -f='${Status}' python3.11-venv 2>/dev/null | grep -q 'ok installed' || missing+=(python3.11-venv)
 if [ "${#missing[@]}" -gt 0 ]; then
     mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
@@ -70,9 +79,10 @@ if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
     mkdir -p "$CACHE"
     "$base" -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c 'import pytest, jsonschema, xdist' >/dev/null 2>&1 || [ ! -x "$VENV/bin/maturin" ]; then
-    log "installing pytest, pytest-xdist, jsonschema and maturin into $VENV"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest pytest-xdist jsonschema 'maturin>=1.5,<2' >&2
+if ! "$VENV/bin/python" -c 'import pytest, jsonschema, xdist' >/dev/null 2>&1 || [ ! -x "$VENV/bin/maturin" ] \
+        || [ ! -x "$VENV/bin/pystack" ]; then
+    log "installing pytest, pytest-xdist, jsonschema, pystack and maturin into $VENV"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest pytest-xdist jsonschema pystack 'maturin>=1.5,<2' >&2
 fi
 
 # --- uvloop for the scenario interpreters (tests/integration/test_asyncio.py) -----------------

@@ -22,14 +22,24 @@ impl Module {
     /// Groups file mappings by path, in address order.
     pub fn from_mappings(maps: &[FileMapping]) -> Vec<Module> {
         let mut out: Vec<Module> = Vec::new();
+        // Whether each module's base comes from a mapping at file offset 0: that one wins
+        // over a base derived from another mapping's offset (libffi maps a page of its own
+        // code again, below its image, for its closure trampolines).
+        let mut from_zero: Vec<bool> = Vec::new();
         for m in maps {
-            if let Some(x) = out.iter_mut().find(|x| x.path == m.path) {
+            if let Some((x, z)) = out
+                .iter_mut()
+                .zip(from_zero.iter_mut())
+                .find(|(x, _)| x.path == m.path)
+            {
                 x.start = x.start.min(m.start);
                 x.end = x.end.max(m.end);
                 if m.offset == 0 {
-                    x.base = x.base.min(m.start);
+                    x.base = if *z { x.base.min(m.start) } else { m.start };
+                    *z = true;
                 }
             } else {
+                from_zero.push(m.offset == 0);
                 let base = if m.offset == 0 {
                     m.start
                 } else {

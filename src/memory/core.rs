@@ -52,6 +52,9 @@ pub struct CoreThread {
     /// The thread pointer; on x86-64 glibc it equals `pthread_self()`, which CPython stores as
     /// `PyThreadState.thread_id`.
     pub fs_base: u64,
+    /// The general registers in DWARF numbering (x86-64 psABI: rax, rdx, rcx, rbx, rsi, rdi,
+    /// rbp, rsp, r8..r15, then rip as the return-address column 16), for native unwinding.
+    pub dwarf_regs: [u64; 17],
 }
 
 /// What a core file says about the process, without its memory.
@@ -310,17 +313,29 @@ fn u64_at(b: &[u8], off: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(off..off + 8)?.try_into().ok()?))
 }
 
+/// For DWARF register i (rax, rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8..r15, rip), its index in
+/// `struct user_regs_struct` (sys/user.h: r15, r14, r13, r12, rbp, rbx, r11, r10, r9, r8, rax,
+/// rcx, rdx, rsi, rdi, orig_rax, rip, cs, eflags, rsp, ...). PTRACE_GETREGS fills the same
+/// struct.
+pub const USER_REGS_OF_DWARF: [usize; 17] =
+    [10, 12, 11, 5, 13, 14, 4, 19, 9, 8, 7, 6, 3, 2, 1, 0, 16];
+
 /// `struct elf_prstatus` of x86-64 (linux/elfcore.h): pr_pid at 32, `pr_reg` (user_regs_struct,
 /// sys/user.h) at 112.
 fn parse_prstatus(d: &[u8]) -> Option<CoreThread> {
     let lwp = u32::from_le_bytes(d.get(32..36)?.try_into().ok()?);
     let reg = |i: usize| u64_at(d, 112 + 8 * i);
+    let mut dwarf_regs = [0u64; 17];
+    for (out, &i) in dwarf_regs.iter_mut().zip(USER_REGS_OF_DWARF.iter()) {
+        *out = reg(i)?;
+    }
     Some(CoreThread {
         lwp,
         rbp: reg(4)?,
         rip: reg(16)?,
         rsp: reg(19)?,
         fs_base: reg(21)?,
+        dwarf_regs,
     })
 }
 

@@ -19,6 +19,9 @@ use object::{Object, ReadCache};
 use super::FileMapping;
 use crate::error::{Error, Result};
 
+/// The distributions' directory of separate debug files (`-dbg`, `-dbgsym`, `-debuginfo`).
+const DEBUG_ROOT: &str = "/usr/lib/debug";
+
 /// Where to look for the files a core names, besides their own paths.
 #[derive(Clone, Debug, Default)]
 pub struct FileSearch {
@@ -62,6 +65,20 @@ impl FileLookup {
             ranges,
             ..FileLookup::default()
         }
+    }
+
+    /// Where separate debug files are looked for, in order (gdb's debug-file-directory,
+    /// under the sysroot or the live process's root first).
+    pub fn debug_roots(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        if let Some(root) = &self.search.sysroot {
+            out.push(PathBuf::from(join_under(root, DEBUG_ROOT)));
+        }
+        if let Some(pid) = self.pid {
+            out.push(PathBuf::from(format!("/proc/{pid}/root{DEBUG_ROOT}")));
+        }
+        out.push(PathBuf::from(DEBUG_ROOT));
+        out
     }
 
     pub fn set_build_ids(&mut self, ids: HashMap<String, Vec<u8>>) {

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 pub mod jit;
+pub mod pthread;
 pub mod x86;
 
 /// What a native frame is, judged by its symbol name.
@@ -96,11 +97,17 @@ pub struct RunMark {
 /// (3.12+) and SPs are given; this needs no symbol, so stripped LTO builds (3.14, 3.15) work.
 /// Otherwise runs go to the eval-loop frames, found by name, in order. An eval frame with no
 /// run left is kept as it is.
+///
+/// `in_interpreter`: for each native frame, whether its PC is in the interpreter's own code
+/// (the executable or libpython holding `_PyRuntime`). When given, the plumbing hidden
+/// between two eval-loop frames is every such frame, by address, so a stripped build hides
+/// what a build with symbols does; otherwise it is known by name.
 pub fn splice(
     names: &[Option<String>],
     sps: Option<&[u64]>,
     marks: &[RunMark],
     hide_internal: bool,
+    in_interpreter: Option<&[bool]>,
 ) -> Vec<Splice> {
     let mut runs: Vec<(Vec<usize>, Option<u64>)> = Vec::new();
     let mut cur = Vec::new();
@@ -130,6 +137,18 @@ pub fn splice(
             .iter()
             .map(|n| n.as_deref().map_or(NativeRole::Other, classify))
             .collect(),
+    };
+    let roles: Vec<NativeRole> = match in_interpreter.filter(|v| v.len() == roles.len()) {
+        Some(inside) => roles
+            .into_iter()
+            .zip(inside)
+            .map(|(r, &inside)| match r {
+                NativeRole::Eval => NativeRole::Eval,
+                _ if inside => NativeRole::Internal,
+                _ => NativeRole::Other,
+            })
+            .collect(),
+        None => roles,
     };
     let first_eval = roles.iter().position(|r| *r == NativeRole::Eval);
     let last_eval = roles.iter().rposition(|r| *r == NativeRole::Eval);
@@ -206,14 +225,20 @@ mod tests {
                 .map(|&entry| RunMark { entry, shim: None })
                 .collect()
         };
-        let s = splice(&names, None, &marks(&[false, true, false, true]), true);
+        let s = splice(
+            &names,
+            None,
+            &marks(&[false, true, false, true]),
+            true,
+            None,
+        );
         assert_eq!(s[0], Splice::Keep);
         assert_eq!(s[1], Splice::Python { frames: vec![0, 1] });
         assert_eq!(s[2], Splice::Hide);
         assert_eq!(s[3], Splice::Keep);
         assert_eq!(s[4], Splice::Python { frames: vec![2, 3] });
         assert_eq!(s[5], Splice::Keep);
-        let s = splice(&names, None, &marks(&[true]), false);
+        let s = splice(&names, None, &marks(&[true]), false, None);
         assert_eq!(s[2], Splice::Keep);
         assert_eq!(s[4], Splice::Keep);
     }
@@ -235,13 +260,21 @@ mod tests {
                 shim: Some(0x1450),
             },
         ];
-        let s = splice(&names, Some(&sps), &marks, true);
+        let s = splice(&names, Some(&sps), &marks, true, None);
         assert_eq!(s[0], Splice::Keep);
         assert_eq!(s[1], Splice::Python { frames: vec![0, 1] });
         assert_eq!(s[2], Splice::Keep);
         assert_eq!(s[4], Splice::Python { frames: vec![2] });
         // Without SPs the same stack falls back to names, and nothing is named.
-        let s = splice(&names, None, &marks, true);
+        let s = splice(&names, None, &marks, true, None);
         assert!(s.iter().all(|a| *a == Splice::Keep));
+        // By address: frames 2 and 3 are in the interpreter, between two eval frames.
+        let inside = [false, true, true, true, true, true];
+        let s = splice(&names, Some(&sps), &marks, true, Some(&inside));
+        assert_eq!(s[2], Splice::Hide);
+        assert_eq!(s[3], Splice::Hide);
+        assert_eq!(s[5], Splice::Keep);
+        let s = splice(&names, Some(&sps), &marks, false, Some(&inside));
+        assert_eq!(s[2], Splice::Keep);
     }
 }

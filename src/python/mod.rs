@@ -269,8 +269,9 @@ impl PySession {
     }
 
     /// How to show each native frame: JSON list of {"action": "python"|"hide"|"keep", ...}.
-    /// `sps`: the native frames' stack pointers, which place Python runs without symbols.
-    #[pyo3(signature = (names, lwp=None, tp=None, hide_internal=true, sps=None))]
+    /// `sps`: the native frames' stack pointers, which place Python runs without symbols;
+    /// `pcs`: their PCs, which tell the interpreter's plumbing without symbols.
+    #[pyo3(signature = (names, lwp=None, tp=None, hide_internal=true, sps=None, pcs=None))]
     fn splice(
         &self,
         names: Vec<Option<String>>,
@@ -278,13 +279,16 @@ impl PySession {
         tp: Option<u64>,
         hide_internal: bool,
         sps: Option<Vec<u64>>,
+        pcs: Option<Vec<u64>>,
     ) -> PyResult<String> {
         guard("Session.splice", || {
-            json(
-                &self
-                    .inner
-                    .splice(key(lwp, tp), &names, sps.as_deref(), hide_internal),
-            )
+            json(&self.inner.splice(
+                key(lwp, tp),
+                &names,
+                sps.as_deref(),
+                pcs.as_deref(),
+                hide_internal,
+            ))
         })
     }
 

@@ -21,7 +21,16 @@ pub struct Report {
     /// The event loops the tasks belong to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loops: Option<Vec<LoopReport>>,
+    /// `pid --native`: how long each thread was stopped to read its registers and stack.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub native_stops: Option<Vec<StopReport>>,
     pub errors: Vec<ErrorReport>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StopReport {
+    pub native_id: u64,
+    pub stopped_us: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -130,6 +139,15 @@ pub struct FrameReport {
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub locals: Option<Vec<LocalReport>>,
+    /// Native frames: the file name of the module holding the PC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// Native frames: the PC's address in the module's ELF image (PC minus load bias).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// Native frames with DWARF: a function inlined at this PC into the next frame.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inlined: Option<bool>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -156,6 +174,31 @@ impl FrameReport {
             address: Some(addr),
             reason: Some(reason),
             locals: None,
+            module: None,
+            offset: None,
+            inlined: None,
+        }
+    }
+
+    /// A native frame at `pc` (`function` None when no symbol names it).
+    pub fn native(
+        pc: u64,
+        function: Option<String>,
+        module: Option<String>,
+        offset: Option<u64>,
+    ) -> Self {
+        FrameReport {
+            kind: FrameKind::Native,
+            function: function.map(Into::into),
+            file: None,
+            line: None,
+            entry: None,
+            address: Some(pc),
+            reason: None,
+            locals: None,
+            module,
+            offset,
+            inlined: None,
         }
     }
 }

@@ -103,6 +103,15 @@ pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut
             return;
         }
         match f.kind {
+            FrameKind::Jit if f.file.is_none() => {
+                writeln!(
+                    out,
+                    "{indent}(JIT) {:#018x} {}",
+                    f.address.unwrap_or(0),
+                    f.function.as_deref().unwrap_or("??")
+                )
+                .unwrap();
+            }
             FrameKind::Python | FrameKind::Jit => {
                 let file = f.file.as_deref().unwrap_or("???");
                 let func = f.function.as_deref().unwrap_or("???");
@@ -123,12 +132,25 @@ pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut
                 }
             }
             FrameKind::Native => {
-                writeln!(
+                write!(
                     out,
-                    "{indent}<native {}>",
+                    "{indent}(C) {:#018x} {}",
+                    f.address.unwrap_or(0),
                     f.function.as_deref().unwrap_or("??")
                 )
                 .unwrap();
+                match (&f.module, f.offset) {
+                    (Some(m), Some(o)) => write!(out, " ({m}+{o:#x})").unwrap(),
+                    (Some(m), None) => write!(out, " ({m})").unwrap(),
+                    _ => {}
+                }
+                if let (Some(file), Some(line)) = (&f.file, f.line) {
+                    write!(out, " at {file}:{line}").unwrap();
+                }
+                if f.inlined == Some(true) {
+                    out.push_str(" (inlined)");
+                }
+                out.push('\n');
             }
             FrameKind::Unreadable => {
                 writeln!(
@@ -155,6 +177,20 @@ pub fn all_threads(r: &Report, src: &mut Sources) -> String {
     }
     errors(r, &mut out);
     out
+}
+
+/// `pid --native`: how long the threads were stopped.
+pub fn native_stops(r: &Report, out: &mut String) {
+    let Some(stops) = &r.native_stops else { return };
+    let max = stops.iter().map(|s| s.stopped_us).max().unwrap_or(0);
+    writeln!(
+        out,
+        "\n{} threads stopped one at a time for their registers and stacks, the longest for {}.{:03} ms",
+        stops.len(),
+        max / 1000,
+        max % 1000
+    )
+    .unwrap();
 }
 
 pub fn errors(r: &Report, out: &mut String) {

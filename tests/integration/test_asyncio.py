@@ -66,8 +66,7 @@ def check_async(report, truth, live_cli=False):
         assert g["supported"] is True, who
         assert g["on_cpu"] == w["on_cpu"], who
         assert g["loop"] == w["loop"], who
-        if g["native_id"] is not None or not live_cli:
-            assert g["native_id"] == w["native_id"], who
+        assert g["native_id"] == w["native_id"], who
         assert got(g["frames"]) == expected(w["frames"]), who
         assert sorted(g["awaited_by"]) == w["awaited_by"], who
         assert sorted(g["owned_by"]) == w["owned_by"], who
@@ -81,8 +80,7 @@ def check_async(report, truth, live_cli=False):
     for wl in truth["loops"]:
         gl = loops[wl["id"]]
         assert gl["running"] is True
-        if gl["native_id"] is not None or not live_cli:
-            assert gl["native_id"] == wl["native_id"]
+        assert gl["native_id"] == wl["native_id"]
         assert got(gl["frames"]) == expected(wl["frames"]), "loop frames"
     assert sorted(map(rotate, report["cycles"])) == sorted(map(rotate, truth["cycles"]))
     assert report["errors"] == []

@@ -778,3 +778,44 @@ def test_gdb_corrupt_core(interp, case, real_core, workdir):
                 assert 'line %d, in %s' % (f["line"], f["function"]) in output, f
             elif f["kind"] == "unreadable":
                 assert "unreadable frame at %#x" % f["address"] in output, f
+
+
+def python_frames(report):
+    """Each thread's Python frames (function, line), by thread state."""
+    return {t["thread_state"]: [(f.get("function"), f.get("line")) for f in t["frames"]
+                                if f["kind"] == "python"]
+            for t in report["threads"]}
+
+
+@pytest.mark.parametrize("layout,cut", [("gcore", 0.6), ("kernel", 0.6), ("kernel", 0.01),
+                                        ("kernel", "main-frame0"), ("kernel", "worker-frame0")],
+                         ids=["gcore-60%", "kernel-60%", "kernel-1%", "kernel-main-frame0",
+                              "kernel-worker-frame0"])
+def test_native_on_cut_cores(interp, layout, cut, real_core, workdir):
+    """--native on a cut core: no panic; a lost stack costs native frames (with an error
+    entry), never a Python frame the report without --native has."""
+    rc = real_core(interp, "threads")
+    cut_core = truncated_core(rc, workdir, layout, cut)
+    code, out, err = cli("core", str(cut_core.path), "--json", "--native")
+    assert_no_panic(err)
+    if code != 0:
+        assert_clean_failure(code, out, err, "--native on a core cut at %s" % (cut,))
+        return
+    plain = cli_report(cut_core.path)
+    assert python_frames(json.loads(out)) == python_frames(plain)
+
+
+def test_native_main_thread_stack_lost(interp, real_core, workdir):
+    """The main thread's C stack cut off: its native frames end in an error entry; its
+    Python frames and every other thread are as without --native."""
+    rc = real_core(interp, "threads")
+    core = rc.core.notes_first_copy(workdir.file("core.kernel"))
+    _, offset, _ = core.segment_of(main_stack_address(rc, core))
+    cut_core = CoreFile(core.truncated_copy(workdir.file("core.cut"), offset))
+    os.unlink(core.path)
+    native = cli_report(cut_core.path, "--native")
+    assert python_frames(native) == python_frames(cli_report(cut_core.path))
+    mt = main_thread(rc.truth)
+    t = report_threads(native)[mt["thread_id"]]
+    assert any(f["kind"] == "unreadable" and "native frames" in f["reason"]
+               for f in t["frames"]), t["frames"]

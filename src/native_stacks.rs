@@ -1,0 +1,242 @@
+//! `--native`: each Python thread's native stack, unwound by [`crate::unwind`], with its
+//! Python frames in place of the eval-loop frames that run them (the rule gdb's frame filter
+//! uses, [`crate::native::splice`]).
+
+use std::collections::HashMap;
+
+use crate::cpython::FrameItem;
+use crate::error::Result;
+use crate::native::jit::JitMap;
+use crate::native::{splice, RunMark, Splice};
+use crate::report::{ErrorReport, FrameKind, FrameReport, Report, StopReport};
+use crate::session::{DecodedThread, Session};
+use crate::unwind::regs::Regs;
+use crate::unwind::{self, ModuleSet};
+
+/// Registers of each thread, by LWP, and the thread pointer it had.
+#[derive(Clone, Debug, Default)]
+pub struct ThreadRegs {
+    pub by_lwp: HashMap<u64, (Regs, u64)>,
+    /// Threads whose registers could not be read, and why.
+    pub failed: HashMap<u64, String>,
+    /// Live threads: the stack as copied while the thread was stopped (start, bytes).
+    pub stacks: HashMap<u64, (u64, Vec<u8>)>,
+    /// Live threads: how long each was stopped, in microseconds.
+    pub stopped_us: Vec<(u64, u64)>,
+}
+
+impl ThreadRegs {
+    /// From a core's NT_PRSTATUS notes.
+    pub fn of_core(session: &Session) -> ThreadRegs {
+        ThreadRegs {
+            by_lwp: session
+                .target
+                .core_threads
+                .iter()
+                .map(|t| (t.lwp as u64, (Regs::from_dwarf(t.dwarf_regs), t.fs_base)))
+                .collect(),
+            ..ThreadRegs::default()
+        }
+    }
+
+    /// From a live process, each thread stopped in turn ([`crate::unwind::ptrace`]).
+    pub fn of_live(pid: i32) -> Result<ThreadRegs> {
+        let (threads, failed) = crate::unwind::ptrace::read_threads(pid)?;
+        let mut r = ThreadRegs {
+            failed: failed.into_iter().collect(),
+            ..ThreadRegs::default()
+        };
+        for t in threads {
+            r.by_lwp.insert(t.tid, (t.regs, t.fs_base));
+            r.stopped_us.push((
+                t.tid,
+                t.stopped_for.as_micros().min(u64::MAX as u128) as u64,
+            ));
+            r.stacks.insert(t.tid, t.stack);
+        }
+        Ok(r)
+    }
+
+    /// (LWP, thread pointer) of every thread: names the threads of 3.10, which records no LWP.
+    pub fn thread_ids(&self) -> Vec<(u64, u64)> {
+        self.by_lwp.iter().map(|(l, (_, tp))| (*l, *tp)).collect()
+    }
+}
+
+impl Session {
+    /// The report with every Python thread's native frames and Python frames merged; `all`
+    /// keeps the interpreter's plumbing between Python frames.
+    pub fn native_report(&self, regs: &ThreadRegs, all: bool, with_locals: bool) -> Result<Report> {
+        let mut r = self.report(None, with_locals)?;
+        let set = ModuleSet::new(&self.target);
+        let interp_modules: Vec<usize> = self
+            .interpreter_ranges()
+            .iter()
+            .filter_map(|&(start, _)| set.find(start))
+            .collect();
+        let jit: Option<&JitMap> = (self.snap.layout.version.minor >= 13).then(|| self.jit());
+        for (t, tr) in self.threads().iter().zip(r.threads.iter_mut()) {
+            let lwp = t.info.native_id.or_else(|| {
+                regs.by_lwp
+                    .iter()
+                    .find(|(_, (_, tp))| *tp == t.info.thread_id)
+                    .map(|(l, _)| *l)
+            });
+            let Some(lwp) = lwp else {
+                tr.frames.push(FrameReport::unreadable(
+                    0,
+                    "native frames: the thread's LWP is unknown".into(),
+                ));
+                continue;
+            };
+            tr.native_id.get_or_insert(lwp);
+            let Some((start, _)) = regs.by_lwp.get(&lwp) else {
+                let why = regs
+                    .failed
+                    .get(&lwp)
+                    .cloned()
+                    .unwrap_or_else(|| format!("no registers for thread {lwp}"));
+                tr.frames
+                    .push(FrameReport::unreadable(0, format!("native frames: {why}")));
+                continue;
+            };
+            let stack = match regs.stacks.get(&lwp) {
+                Some((at, bytes)) => {
+                    let mem = unwind::StackCopy {
+                        base: &*self.snap.mem,
+                        start: *at,
+                        bytes,
+                    };
+                    unwind::unwind(&mem, &set, jit, *start)
+                }
+                None => unwind::unwind(&*self.snap.mem, &set, jit, *start),
+            };
+            tr.frames = self.merge(t, &set, &interp_modules, &stack, all, with_locals);
+        }
+        if !regs.stopped_us.is_empty() {
+            let mut stops: Vec<StopReport> = regs
+                .stopped_us
+                .iter()
+                .map(|&(native_id, stopped_us)| StopReport {
+                    native_id,
+                    stopped_us,
+                })
+                .collect();
+            stops.sort_by_key(|s| s.native_id);
+            r.native_stops = Some(stops);
+        }
+        for t in &r.threads {
+            for f in t.frames.iter().filter(|f| f.kind == FrameKind::Unreadable) {
+                let what = format!(
+                    "thread {}: {}",
+                    t.native_id.unwrap_or(t.thread_id),
+                    f.reason.clone().unwrap_or_default()
+                );
+                if !r.errors.iter().any(|e| e.what == what) {
+                    r.errors.push(ErrorReport {
+                        address: f.address.unwrap_or(0),
+                        what,
+                    });
+                }
+            }
+        }
+        Ok(r)
+    }
+
+    /// One thread's frames: native frames with the Python runs spliced in; Python frames the
+    /// native walk did not reach follow its error entry, so none is lost.
+    fn merge(
+        &self,
+        t: &DecodedThread,
+        set: &ModuleSet,
+        interp_modules: &[usize],
+        stack: &unwind::Stack,
+        all: bool,
+        with_locals: bool,
+    ) -> Vec<FrameReport> {
+        let names: Vec<_> = stack.frames.iter().map(|f| set.name(f)).collect();
+        let fnames: Vec<Option<String>> = names.iter().map(|n| n.function.clone()).collect();
+        let sps: Vec<u64> = stack.frames.iter().map(|f| f.sp).collect();
+        let inside: Vec<bool> = stack
+            .frames
+            .iter()
+            .map(|f| f.jit_label.is_none() && f.module.is_some_and(|m| interp_modules.contains(&m)))
+            .collect();
+        let marks: Vec<RunMark> = t
+            .walk
+            .items
+            .iter()
+            .map(|i| match i {
+                FrameItem::Python(p) => RunMark {
+                    entry: p.entry,
+                    shim: p.shim,
+                },
+                FrameItem::Unreadable { .. } => RunMark::default(),
+            })
+            .collect();
+        let actions = splice(&fnames, Some(&sps), &marks, !all, Some(&inside));
+        let mut out = Vec::new();
+        let mut shown = vec![false; t.walk.items.len()];
+        for ((f, n), a) in stack.frames.iter().zip(names).zip(&actions) {
+            match a {
+                Splice::Python { frames } => {
+                    for &i in frames {
+                        if let Some(item) = t.walk.items.get(i) {
+                            shown[i] = true;
+                            out.push(self.frame_report(item, with_locals));
+                        }
+                    }
+                }
+                Splice::Hide => {}
+                Splice::Keep => {
+                    if let Some(label) = &f.jit_label {
+                        let mut j = FrameReport::native(f.pc, Some(label.clone()), None, None);
+                        j.kind = FrameKind::Jit;
+                        out.push(j);
+                    } else {
+                        // DWARF's inlined calls first (innermost first), each at the same PC;
+                        // the function itself keeps its symbol name, with DWARF's file and line.
+                        let (own, inlined) = match n.source.split_last() {
+                            Some((own, inlined)) => (Some(own), inlined),
+                            None => (None, &[][..]),
+                        };
+                        for s in inlined {
+                            let mut r = FrameReport::native(
+                                f.pc,
+                                s.function.clone(),
+                                n.module.clone(),
+                                n.offset,
+                            );
+                            r.file = s.file.as_deref().map(Into::into);
+                            r.line = s.line;
+                            r.inlined = Some(true);
+                            out.push(r);
+                        }
+                        let mut r = FrameReport::native(
+                            f.pc,
+                            n.function.or_else(|| own.and_then(|o| o.function.clone())),
+                            n.module,
+                            n.offset,
+                        );
+                        if let Some(o) = own {
+                            r.file = o.file.as_deref().map(Into::into);
+                            r.line = o.line;
+                            r.inlined = Some(false);
+                        }
+                        out.push(r);
+                    }
+                }
+            }
+        }
+        if let Some(e) = &stack.error {
+            let pc = stack.frames.last().map_or(0, |f| f.pc);
+            out.push(FrameReport::unreadable(pc, format!("native frames: {e}")));
+        }
+        for (i, item) in t.walk.items.iter().enumerate() {
+            if !shown[i] {
+                out.push(self.frame_report(item, with_locals));
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,117 @@
+//! Naming native code: the function symbols of a module's ELF file (`.symtab`, then
+//! `.dynsym`, then MiniDebugInfo, then a separate debug file), looked up by address.
+
+pub mod debugfile;
+pub mod lines;
+
+use object::{Object, ObjectSymbol, SymbolKind};
+
+/// A cap on the symbols kept per file, so a corrupt or huge symbol table cannot make us
+/// allocate without bound (libpython has about 10,000 functions; a large C++ library a few
+/// hundred thousand).
+const MAX_SYMBOLS: usize = 4 << 20;
+
+/// Function symbols of one file, sorted by ELF address.
+#[derive(Debug, Default)]
+pub struct SymbolTable {
+    /// (start, end, name): `end` is the symbol's size, or the next symbol's start when the
+    /// size is 0.
+    syms: Vec<(u64, u64, String)>,
+    /// While adding: which file each symbol came from (0 = the first added).
+    sources: Vec<u32>,
+    added: u32,
+}
+
+impl SymbolTable {
+    /// The defined function symbols of `obj`: `.symtab` first, then `.dynsym` for addresses
+    /// it does not name (a stripped file has only `.dynsym`).
+    pub fn from_object<'d, O: Object<'d>>(obj: &O) -> SymbolTable {
+        let mut t = SymbolTable::default();
+        t.add(obj);
+        t.finish();
+        t
+    }
+
+    /// Adds `obj`'s function symbols (a file added earlier names an address first).
+    pub fn add<'d, O: Object<'d>>(&mut self, obj: &O) {
+        let source = self.added;
+        self.added += 1;
+        for sym in obj.symbols().chain(obj.dynamic_symbols()) {
+            if self.syms.len() >= MAX_SYMBOLS {
+                break;
+            }
+            if sym.kind() != SymbolKind::Text || !sym.is_definition() || sym.address() == 0 {
+                continue;
+            }
+            let Ok(name) = sym.name() else { continue };
+            if name.is_empty() {
+                continue;
+            }
+            let start = sym.address();
+            self.sources.push(source);
+            self.syms
+                .push((start, start.saturating_add(sym.size()), name.to_string()));
+        }
+    }
+
+    /// Sorts, keeps one symbol per address and gives unsized symbols an end. Of aliases at
+    /// one address the name kept is gdb's: from the first file that has one (the file before
+    /// its separate debug file), and there the greatest in byte order (`clone3` of
+    /// `__GI___clone3`, `__clone3`, `clone3`: gdb sorts one objfile's minimal symbols at one
+    /// address by name and takes the last, gdb/minsyms.c).
+    pub fn finish(&mut self) {
+        let sources = std::mem::take(&mut self.sources);
+        let mut all: Vec<_> = std::mem::take(&mut self.syms)
+            .into_iter()
+            .zip(sources)
+            .collect();
+        all.sort_by(|(a, sa), (b, sb)| a.0.cmp(&b.0).then(sa.cmp(sb)).then_with(|| b.2.cmp(&a.2)));
+        all.dedup_by_key(|(s, _)| s.0);
+        self.syms = all.into_iter().map(|(s, _)| s).collect();
+        let syms = &mut self.syms;
+        for i in 0..syms.len() {
+            if syms[i].1 == syms[i].0 {
+                syms[i].1 = syms.get(i + 1).map_or(u64::MAX, |n| n.0);
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.syms.is_empty()
+    }
+
+    /// The function holding ELF address `addr`, and `addr`'s offset in it.
+    pub fn lookup(&self, addr: u64) -> Option<(&str, u64)> {
+        let i = self.syms.partition_point(|s| s.0 <= addr);
+        // Sized symbols may nest or overlap (aliases of different sizes): look back a little.
+        self.syms[..i]
+            .iter()
+            .rev()
+            .take(8)
+            .find(|s| addr < s.1)
+            .map(|s| (s.2.as_str(), addr - s.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn looks_up_sized_and_unsized_symbols() {
+        let t = SymbolTable {
+            sources: Vec::new(),
+            added: 0,
+            syms: vec![
+                (0x100, 0x180, "a".into()),
+                (0x200, 0x300, "b".into()),
+                (0x300, u64::MAX, "c".into()),
+            ],
+        };
+        assert_eq!(t.lookup(0x100), Some(("a", 0)));
+        assert_eq!(t.lookup(0x17f), Some(("a", 0x7f)));
+        assert_eq!(t.lookup(0x180), None);
+        assert_eq!(t.lookup(0x2ff), Some(("b", 0xff)));
+        assert_eq!(t.lookup(0x5000), Some(("c", 0x4d00)));
+        assert_eq!(t.lookup(0x10), None);
+    }
+}

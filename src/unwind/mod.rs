@@ -1,0 +1,364 @@
+//! Native unwinding for the CLI: from a thread's registers (a core's NT_PRSTATUS note, or
+//! ptrace on a live thread), through the CFI of the mapped modules (gimli), the JIT and
+//! trampoline code CPython writes at run time ([`crate::native::jit`]), and frame pointers
+//! where neither applies.
+//!
+//! Bounded: at most [`MAX_NATIVE_FRAMES`] frames, and every step must move the stack pointer
+//! up (to older frames); a step that cannot be made ends the stack with an error, and the
+//! frames found so far stay.
+
+pub mod cfi;
+pub mod ptrace;
+pub mod regs;
+
+use std::sync::{Arc, OnceLock};
+
+use gimli::UnwindContext;
+
+use self::cfi::{ElfUnwind, Step};
+use self::regs::{Regs, RBP, RSP};
+use crate::binary::Module;
+use crate::memory::Memory;
+use crate::native::jit::{self, JitMap};
+use crate::symbols::lines::{Lines, SourceFrame};
+use crate::target::Target;
+
+/// The deepest native stack we walk (a 5000-deep Python recursion on 3.10 is about 25,000
+/// native frames).
+pub const MAX_NATIVE_FRAMES: usize = 100_000;
+/// A frame-pointer step must stay within this distance of the stack pointer.
+const MAX_FP_FRAME_BYTES: u64 = 1 << 24;
+
+/// How a frame's caller was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum How {
+    Cfi,
+    FramePointer,
+    Jit,
+}
+
+#[derive(Clone, Debug)]
+pub struct Frame {
+    pub pc: u64,
+    pub sp: u64,
+    /// The address to name the frame by: the PC of the innermost frame and of a frame a
+    /// signal interrupted, else the PC minus one (inside the call instruction).
+    pub lookup: u64,
+    /// The index of the module holding `pc` in [`ModuleSet::modules`].
+    pub module: Option<usize>,
+    /// The JIT executor or trampoline holding `pc`.
+    pub jit_label: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Stack {
+    pub frames: Vec<Frame>,
+    /// Why the walk stopped before the outermost frame, if it did.
+    pub error: Option<String>,
+}
+
+/// The target's modules, each with its CFI and symbols loaded on first use.
+pub struct ModuleSet {
+    pub modules: Vec<Module>,
+    elves: Vec<OnceLock<Option<Arc<ElfUnwind>>>>,
+    /// Each module's DWARF (its own or its debug file's), loaded when a frame needs a line.
+    lines: Vec<OnceLock<Option<Lines>>>,
+    /// Local paths of the modules' files (the target's lookup: sysroot, map_files...).
+    paths: Vec<Option<String>>,
+    /// Where separate debug files are looked for.
+    debug_roots: Vec<std::path::PathBuf>,
+}
+
+/// A native frame's name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Name {
+    pub function: Option<String>,
+    /// The module's file name.
+    pub module: Option<String>,
+    /// From DWARF: the functions inlined at the PC (innermost first), then the function's
+    /// own file and line as the last entry; empty without DWARF.
+    pub source: Vec<SourceFrame>,
+    /// The address's offset in the module's file image (target address minus load bias).
+    pub offset: Option<u64>,
+}
+
+impl ModuleSet {
+    pub fn new(target: &Target) -> ModuleSet {
+        let modules = target.modules();
+        let paths = modules
+            .iter()
+            .map(|m| target.real_path(&m.path).ok())
+            .collect();
+        ModuleSet {
+            elves: modules.iter().map(|_| OnceLock::new()).collect(),
+            lines: modules.iter().map(|_| OnceLock::new()).collect(),
+            modules,
+            paths,
+            debug_roots: target.files.debug_roots(),
+        }
+    }
+
+    pub fn find(&self, pc: u64) -> Option<usize> {
+        let i = self.modules.partition_point(|m| m.start <= pc);
+        let k = i.checked_sub(1)?;
+        self.modules[k].contains(pc).then_some(k)
+    }
+
+    fn elf(&self, i: usize) -> Option<&ElfUnwind> {
+        self.elves
+            .get(i)?
+            .get_or_init(|| {
+                let path = self.paths.get(i)?.as_deref()?;
+                ElfUnwind::load(path, &self.debug_roots).ok().map(Arc::new)
+            })
+            .as_deref()
+    }
+
+    /// Target address minus this, is the ELF address.
+    fn bias(&self, i: usize, elf: &ElfUnwind) -> u64 {
+        self.modules[i].base.wrapping_sub(elf.first_vaddr)
+    }
+
+    /// The function, module and offset of a frame.
+    pub fn name(&self, f: &Frame) -> Name {
+        let Some(i) = f.module else {
+            return Name::default();
+        };
+        let module = Some(self.modules[i].file_name().to_string());
+        let Some(elf) = self.elf(i) else {
+            return Name {
+                function: None,
+                module,
+                offset: Some(f.pc.wrapping_sub(self.modules[i].base)),
+                source: Vec::new(),
+            };
+        };
+        let bias = self.bias(i, elf);
+        let addr = f.lookup.wrapping_sub(bias);
+        let function = elf.symbols.lookup(addr).map(|(n, _)| n.to_string());
+        let source = self
+            .lines
+            .get(i)
+            .and_then(|l| {
+                l.get_or_init(|| {
+                    let own = self.paths.get(i)?.as_deref()?;
+                    Lines::load(own).or_else(|| Lines::load(elf.debug_file.as_deref()?))
+                })
+                .as_ref()
+            })
+            .map(|l| l.frames(addr))
+            .unwrap_or_default();
+        Name {
+            function,
+            module,
+            offset: Some(f.pc.wrapping_sub(bias)),
+            source,
+        }
+    }
+}
+
+/// Unwinds one thread from `start`. `jit`: the stop's JIT and trampoline code, when the
+/// interpreter may have some.
+pub fn unwind(mem: &dyn Memory, set: &ModuleSet, jit: Option<&JitMap>, start: Regs) -> Stack {
+    let mut ctx: UnwindContext<usize> = UnwindContext::new();
+    let mut stack = Stack::default();
+    let mut regs = start;
+    let mut exact_pc = true;
+    loop {
+        let pc = regs.pc();
+        let sp = regs.sp();
+        let lookup = if exact_pc { pc } else { pc.saturating_sub(1) };
+        let module = set.find(lookup);
+        let region = jit.and_then(|j| j.lookup(pc));
+        stack.frames.push(Frame {
+            pc,
+            sp,
+            lookup,
+            module,
+            jit_label: region.map(|r| r.label.clone()),
+        });
+        if stack.frames.len() >= MAX_NATIVE_FRAMES {
+            stack.error = Some(format!(
+                "native stack deeper than {MAX_NATIVE_FRAMES} frames: cut"
+            ));
+            break;
+        }
+        let step = match (region, jit) {
+            (Some(_), Some(j)) => {
+                step_jit(mem, j, &regs).map(|r| (Step::Caller(r), false, How::Jit))
+            }
+            _ => step_cfi(mem, set, &mut ctx, &regs, module, lookup),
+        };
+        let (next, signal) = match step {
+            Ok((Step::Outermost, _, _)) => break,
+            Ok((Step::Caller(next), signal, _)) => (next, signal),
+            Err(e) => {
+                stack.error = Some(format!("unwinding from {pc:#x}: {e}"));
+                break;
+            }
+        };
+        if next.pc() == 0 {
+            break;
+        }
+        if next.sp() <= sp {
+            stack.error = Some(format!(
+                "unwinding from {pc:#x}: the stack pointer did not move up ({:#x} after {sp:#x})",
+                next.sp()
+            ));
+            break;
+        }
+        exact_pc = signal;
+        regs = next;
+    }
+    stack
+}
+
+/// One step with the module's CFI, else with the frame pointer.
+fn step_cfi(
+    mem: &dyn Memory,
+    set: &ModuleSet,
+    ctx: &mut UnwindContext<usize>,
+    regs: &Regs,
+    module: Option<usize>,
+    lookup: u64,
+) -> Result<(Step, bool, How), String> {
+    if let Some(i) = module {
+        if let Some(elf) = set.elf(i) {
+            let addr = lookup.wrapping_sub(set.bias(i, elf));
+            if let Some(r) = elf.step(mem, ctx, regs, addr) {
+                return r.map(|(s, signal)| (s, signal, How::Cfi));
+            }
+        }
+    }
+    step_fp(mem, regs).map(|r| (Step::Caller(r), false, How::FramePointer))
+}
+
+/// The caller by the frame-pointer chain: `[rbp]` is the caller's rbp, `[rbp+8]` the return
+/// address, and the caller's rsp is `rbp+16`.
+fn step_fp(mem: &dyn Memory, regs: &Regs) -> Result<Regs, String> {
+    let no = || "no CFI, and no frame pointer to follow".to_string();
+    let bp = regs.get(RBP).ok_or_else(no)?;
+    let sp = regs.sp();
+    if bp < sp || bp - sp > MAX_FP_FRAME_BYTES || bp % 8 != 0 {
+        return Err(no());
+    }
+    let ra_at = bp.checked_add(8).ok_or_else(no)?;
+    let mut out = *regs;
+    out.set(RBP, mem.read_u64(bp).map_err(|e| e.to_string())?);
+    out.set(regs::RA, mem.read_u64(ra_at).map_err(|e| e.to_string())?);
+    out.set(RSP, bp.checked_add(16).ok_or_else(no)?);
+    Ok(out)
+}
+
+fn step_jit(mem: &dyn Memory, j: &JitMap, regs: &Regs) -> Result<Regs, String> {
+    let u = j
+        .unwind(
+            mem,
+            jit::Regs {
+                pc: regs.pc(),
+                sp: regs.sp(),
+                bp: regs.get(RBP).unwrap_or(0),
+            },
+        )
+        .ok_or("JIT frame: no way to its caller")?;
+    let mut out = Regs::default();
+    for r in 0..=regs::RA {
+        if Regs::callee_saved(r) {
+            if let Some(v) = regs.get(r) {
+                out.set(r, v);
+            }
+        }
+    }
+    for (name, v) in &u.caller {
+        if let Some(r) = Regs::number(name) {
+            out.set(r, *v);
+        }
+    }
+    Ok(out)
+}
+
+/// A thread's stack as copied while it was stopped, over the rest of the target's memory.
+pub struct StackCopy<'a> {
+    pub base: &'a dyn Memory,
+    pub start: u64,
+    pub bytes: &'a [u8],
+}
+
+impl Memory for StackCopy<'_> {
+    fn read_into(&self, addr: u64, buf: &mut [u8]) -> std::result::Result<(), crate::ReadError> {
+        let off = addr
+            .checked_sub(self.start)
+            .and_then(|o| usize::try_from(o).ok());
+        if let Some(src) = off.and_then(|o| self.bytes.get(o..o.checked_add(buf.len())?)) {
+            buf.copy_from_slice(src);
+            return Ok(());
+        }
+        self.base.read_into(addr, buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::FakeMemory;
+
+    fn none() -> ModuleSet {
+        ModuleSet {
+            modules: Vec::new(),
+            elves: Vec::new(),
+            lines: Vec::new(),
+            paths: Vec::new(),
+            debug_roots: Vec::new(),
+        }
+    }
+
+    fn regs(pc: u64, sp: u64, bp: u64) -> Regs {
+        let mut r = Regs::default();
+        r.set(regs::RA, pc);
+        r.set(RSP, sp);
+        r.set(RBP, bp);
+        r
+    }
+
+    #[test]
+    fn frame_pointers_end_at_a_null_return_address() {
+        let mut m = FakeMemory::new();
+        // Frame 0 at sp 0x1000, its rbp 0x1010 -> caller pc 0x5001, rbp 0x1040.
+        m.put_u64(0x1010, 0x1040).put_u64(0x1018, 0x5001);
+        m.put_u64(0x1040, 0).put_u64(0x1048, 0);
+        let s = unwind(&m, &none(), None, regs(0x4000, 0x1000, 0x1010));
+        assert_eq!(s.error, None);
+        assert_eq!(
+            s.frames.iter().map(|f| f.pc).collect::<Vec<_>>(),
+            [0x4000, 0x5001]
+        );
+        assert_eq!(s.frames[1].lookup, 0x5000);
+    }
+
+    #[test]
+    fn a_frame_pointer_loop_is_cut_with_an_error() {
+        let mut m = FakeMemory::new();
+        // rbp points to a record whose saved rbp points back below: the walk must stop when
+        // the stack pointer does not move up, not loop.
+        m.put_u64(0x1010, 0x1010).put_u64(0x1018, 0x5001);
+        let s = unwind(&m, &none(), None, regs(0x4000, 0x1000, 0x1010));
+        assert!(s.frames.len() <= 3, "{:?}", s.frames);
+        assert!(s.error.is_some());
+    }
+
+    #[test]
+    fn an_unreadable_stack_is_an_error_not_a_panic() {
+        let m = FakeMemory::new();
+        let s = unwind(&m, &none(), None, regs(0x4000, 0x1000, 0x1010));
+        assert_eq!(s.frames.len(), 1);
+        assert!(s.error.unwrap().contains("0x4000"));
+        let s = unwind(
+            &m,
+            &none(),
+            None,
+            regs(u64::MAX, u64::MAX - 8, u64::MAX - 7),
+        );
+        assert_eq!(s.frames.len(), 1);
+        assert!(s.error.is_some());
+    }
+}

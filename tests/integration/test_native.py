@@ -1,0 +1,509 @@
+"""`pyunwind core|pid --native`: native frames interleaved with Python frames.
+
+One process per interpreter (tests/scenarios/native_mix.py: a signal handler running during a
+ctypes callback from libc's qsort, under `map` and a `sorted` key; workers blocked in a lock
+and a pipe read), read live and from one gcore core, checked against independent references:
+gdb's own unwinding of the same core (every native PC, and every name we give) and
+`pystack --native` (where the Python frames sit among the native ones).
+"""
+
+import json
+import os
+import pathlib
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from harness import (Interp, Scenario, cache_dir, cli_path, interpreters,
+                     provisioned_interpreters, repo_root, run)
+
+INTERP_IDS = ("pyenv-3.10", "pyenv-3.12-stripped", "pyenv-3.13", "debian-3.11", "debian-3.14",
+              "debian-3.15",
+              "debian-3.14-jit", "debian-3.15-jit", "pyenv-3.11-cext", "debian-3.11-cext",
+              "pyenv-3.12-minidebuginfo", "ft-3.13t")
+# pystack reads 3.10 to 3.13 (and needs its own symbols of the eval loop: on sid's stripped
+# 3.14 it prints "Unable to merge native stack").
+PYSTACK_IDS = ("pyenv-3.10", "pyenv-3.13", "debian-3.11", "pyenv-3.11-cext", "debian-3.11-cext")
+TIMEOUT = 120
+PYSTACK = os.path.join(os.path.dirname(sys.executable), "pystack")
+
+
+def _interp(interp_id):
+    for i in interpreters() + provisioned_interpreters():
+        if i.id == interp_id.replace("-jit", "").replace("-cext", ""):
+            return i
+        if interp_id == i.id + "-minidebuginfo":
+            lib = _mini_debug_info_libpython(i)
+            return Interp(interp_id, i.exe, {"LD_LIBRARY_PATH": str(lib.parent)}, i.minor, True,
+                          str(lib))
+    raise AssertionError("no interpreter %s in the test matrix" % interp_id)
+
+
+def _mini_debug_info_libpython(interp):
+    """A copy of `interp`'s libpython stripped of everything but MiniDebugInfo: its function
+    symbols, xz-compressed in .gnu_debugdata (the recipe of gdb's manual, "MiniDebugInfo"),
+    made once in <cache>/minidebuginfo/3.N/."""
+    source = pathlib.Path(interp.libpython)
+    dest_dir = cache_dir() / "minidebuginfo" / ("3.%d" % interp.minor)
+    dest = dest_dir / source.name
+    if dest.exists() and dest.stat().st_mtime >= source.stat().st_mtime:
+        return dest
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    work = pathlib.Path(tempfile.mkdtemp(prefix="minidebug-", dir=dest_dir))
+    try:
+        def sh(*cmd):
+            rc, out, err = run(list(cmd), TIMEOUT)
+            assert rc == 0, "%s failed: %s" % (" ".join(map(str, cmd)), err)
+            return out
+        dynsyms = set(l.split()[0] for l in sh("nm", "-D", "--format=posix", "--defined-only",
+                                               source).splitlines() if l.split())
+        funcs = set(l.split()[0] for l in sh("nm", "--format=posix", "--defined-only",
+                                             source).splitlines()
+                    if len(l.split()) > 1 and l.split()[1] in ("T", "t"))
+        (work / "keep").write_text("\n".join(sorted(funcs - dynsyms)) + "\n")
+        lib, mini = work / source.name, work / "mini"
+        shutil.copyfile(source, lib)
+        sh("objcopy", "--only-keep-debug", lib, mini)
+        sh("objcopy", "-S", "--remove-section", ".gdb_index", "--remove-section", ".comment",
+           "--keep-symbols=%s" % (work / "keep"), mini, mini)
+        sh("strip", "--strip-all", "-R", ".comment", lib)
+        sh("xz", "-f", mini)
+        sh("objcopy", "--add-section", ".gnu_debugdata=%s.xz" % mini, lib)
+        os.chmod(lib, 0o755)
+        os.replace(lib, dest)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return dest
+
+
+def _json(cmd):
+    rc, out, err = run(cmd, TIMEOUT)
+    assert rc == 0, "%s failed:\n%s" % (" ".join(map(str, cmd)), err)
+    return json.loads(out)
+
+
+NO_JIT_IDS = tuple(i for i in INTERP_IDS if not i.endswith("-jit"))
+JIT_IDS = tuple(i for i in INTERP_IDS if i.endswith("-jit"))
+CEXT_IDS = tuple(i for i in INTERP_IDS if i.endswith("-cext"))
+
+
+def on(ids):
+    """Run a test on the processes (and cores) of these interpreters, shared by the module."""
+    return pytest.mark.parametrize("mix", ids, indirect=True)
+
+
+@pytest.fixture(scope="module")
+def mix(request):
+    interp = _interp(request.param)
+    jit = request.param.endswith("-jit")
+    # With the JIT on: a call from JIT code (tests/scenarios/jit_call.py).
+    name, env = ("jit_call", {"PYTHON_JIT": "1"}) if jit else ("native_mix", {})
+    ext_dir = None
+    if request.param.endswith("-cext"):
+        ext_dir = tempfile.mkdtemp(prefix="pyunwind-cext-")
+        name, env = "native_cext", {"PYUNWIND_CEXT_DIR": _build_cext(interp, ext_dir)}
+    try:
+        yield from _mix(interp, name, env, jit)
+    finally:
+        if ext_dir:
+            shutil.rmtree(ext_dir, ignore_errors=True)
+
+
+def _build_cext(interp, directory):
+    """tests/scenarios/native_cext.c built for `interp` (with -g: its lines are checked too)."""
+    rc, out, err = run([interp.exe, "-c", "import sysconfig; print(sysconfig.get_paths()['include']);"
+                        " print(sysconfig.get_config_var('EXT_SUFFIX'))"], TIMEOUT,
+                       env=dict(os.environ, **interp.env))
+    assert rc == 0, err
+    include, suffix = out.split()
+    src = repo_root() / "tests" / "scenarios" / "native_cext.c"
+    rc, out, err = run(["gcc", "-shared", "-fPIC", "-O2", "-g", "-I", include, str(src), "-o",
+                        os.path.join(directory, "pyunwind_cext" + suffix)], TIMEOUT)
+    assert rc == 0, "building the C extension failed:\n%s%s" % (out, err)
+    return directory
+
+
+def _mix(interp, name, env, jit):
+    with Scenario(interp, name, env=env) as sc:
+        live = _json([cli_path(), "pid", sc.pid, "--native-all", "--json"])
+        core = sc.make_core()
+        yield {
+            "jit": jit,
+            "interp": interp,
+            "sc": sc,
+            "core": core,
+            "live": live,
+            "all": _json([cli_path(), "core", core, "--native-all", "--json"]),
+            "hidden": _json([cli_path(), "core", core, "--native", "--json"]),
+        }
+
+
+def _base(name):
+    """A symbol without its version (`@GLIBC_2.2.5`) or compiler suffix (`.lto_priv.0`)."""
+    return None if name is None else name.split("@")[0].split(".")[0]
+
+
+def _interp_module(_=None):
+    """Whether a module's file name is the interpreter's own (libpython or the executable)."""
+    return lambda m: bool(m) and bool(m.startswith("libpython3") or re.match(r"python3(\.\d+t?)?$", m))
+
+
+GDB_SCRIPT = r'''
+import gdb
+for th in gdb.selected_inferior().threads():
+    th.switch()
+    print("THREAD %d" % th.ptid[1])
+    f = gdb.newest_frame()
+    exact = True
+    while f is not None:
+        # Tail-call frames gdb infers from DWARF call sites are not on the stack.
+        if f.type() != gdb.TAILCALL_FRAME:
+            pc = f.pc()
+            sal = f.find_sal()
+            where = "%s|%s" % (sal.symtab.filename if sal.symtab else "", sal.line or "")
+            if f.type() == gdb.INLINE_FRAME:
+                print("INLINE %s|%s" % (f.name(), where))
+            else:
+                look = pc if exact else pc - 1
+                sym = gdb.execute("info symbol %#x" % look, to_string=True).strip()
+                name = "" if sym.startswith("No symbol") else sym.split(" in section")[0].split(" + ")[0]
+                lib = gdb.solib_name(pc) or gdb.current_progspace().filename or "?"
+                print("FRAME %#x %s %s|%s" % (pc, lib.rsplit("/", 1)[-1], name, where))
+                exact = f.type() == gdb.SIGTRAMP_FRAME
+        try:
+            f = f.older()
+        except gdb.error:
+            break
+'''
+
+
+def _gdb_frames(mix):
+    """gdb's raw frames (no frame filters; tail-call frames left out) of every thread:
+    {lwp: [(pc, minimal-symbol name or None, module, inlined, file, line)]}, `inlined` being
+    the [(function, file, line)] gdb shows inlined at that PC, innermost first."""
+    interp = mix["interp"]
+    script = os.path.join(mix["sc"].tmpdir, "frames.py")
+    with open(script, "w") as f:
+        f.write(GDB_SCRIPT)
+    cmd = ["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off"]
+    if interp.debug_dir:
+        cmd += ["-iex", "set debug-file-directory %s" % interp.debug_dir]
+    if mix["jit"]:
+        # gdb alone cannot unwind JIT code: its unwinder is pyunwind's gdb script (tested
+        # on its own in test_jit.py).
+        cmd += ["-x", str(repo_root() / "gdb-scripts" / "pyunwind-gdb.py")]
+    cmd += ["-ex", "source %s" % script, interp.exe, mix["core"]]
+    env = dict(os.environ, **interp.env)
+    rc, out, err = run(cmd, TIMEOUT, env=env)
+    threads, cur, inlined = {}, None, []
+    for line in out.splitlines():
+        if line.startswith("THREAD "):
+            cur, inlined = threads.setdefault(int(line.split()[1]), []), []
+        elif line.startswith("INLINE "):
+            name, file, num = line[len("INLINE "):].rsplit("|", 2)
+            inlined.append((name, file or None, int(num) if num else None))
+        elif line.startswith("FRAME ") and cur is not None:
+            _, pc, lib, rest = line.split(" ", 3)
+            name, file, num = rest.rsplit("|", 2)
+            cur.append((int(pc, 16), name or None, lib, inlined, file or None,
+                        int(num) if num else None))
+            inlined = []
+    assert threads, "gdb printed no frames:\\n%s\\n%s" % (out, err)
+    return threads
+
+
+@on(INTERP_IDS)
+def test_native_frames_match_gdb(mix):
+    """Every native PC we report is gdb's, in gdb's order; the frames we leave out are the
+    eval-loop frames our Python runs replace (one per run, all in the interpreter); every
+    name we give is the symbol gdb finds at that address; with DWARF, every file, line and
+    inlined function is gdb's."""
+    gdb = _gdb_frames(mix)
+    is_interp = _interp_module(None)
+    for t in mix["all"]["threads"]:
+        assert not [f for f in t["frames"] if f["kind"] == "unreadable"], t["frames"]
+        ours, inl = [], []
+        for f in t["frames"]:
+            if f["kind"] == "native" and f.get("inlined"):
+                inl.append(f)
+            elif f["kind"] in ("native", "jit"):
+                ours.append((f, inl))
+                inl = []
+        theirs = gdb[t["native_id"]]
+        pcs = [x[0] for x in theirs]
+        k = 0
+        skipped = []
+        for f, inlined in ours:
+            while k < len(pcs) and pcs[k] != f["address"]:
+                skipped.append(theirs[k])
+                k += 1
+            assert k < len(pcs), "native frame %#x (%s) not in gdb's stack %s" % (
+                f["address"], f.get("function"), [hex(p) for p in pcs])
+            pc, name, lib, g_inlined, g_file, g_line = theirs[k]
+            if "function" in f and f["kind"] == "native":
+                assert _base(f["function"]) == _base(name), (hex(pc), f, name)
+            if "line" in f:
+                assert (os.path.basename(f["file"]), f["line"]) == (
+                    os.path.basename(g_file or ""), g_line), (hex(pc), f, theirs[k])
+            if inlined:
+                assert [(i["function"], i["line"]) for i in inlined] == [
+                    (n, ln) for n, _, ln in g_inlined], (hex(pc), inlined, g_inlined)
+            k += 1
+        assert k == len(pcs), "gdb has older frames: %s" % theirs[k:]
+        runs = sum(1 for f in t["frames"] if f["kind"] == "python" and f["entry"])
+        assert len(skipped) == runs, "skipped %s\\nours %s\\ngdb %s" % (
+            _fmt([x[:3] for x in skipped]),
+            _fmt([(f["address"], f.get("function"), f.get("module")) for f, _ in ours]),
+            _fmt([x[:3] for x in theirs]))
+        assert all(is_interp(x[2]) for x in skipped), skipped
+
+
+def _fmt(frames):
+    return "\n  ".join([""] + ["%#x %s %s" % f for f in frames])
+
+
+def _project(frames, is_interp):
+    """Python frames as (file, line) and native frames outside the interpreter as their
+    symbol (None when unnamed), innermost first; inlined functions left out (pystack's
+    too)."""
+    out = []
+    for f in frames:
+        if f["kind"] == "python":
+            out.append(("py", os.path.basename(f["file"]), f["line"]))
+        elif f["kind"] == "native" and not f.get("inlined") and not is_interp(f.get("module")):
+            out.append(("c", _base(f.get("function"))))
+    return out
+
+
+def _pystack_threads(cmd):
+    rc, out, err = run(cmd, TIMEOUT)
+    assert rc == 0, "pystack failed:\n%s\n%s" % (out, err)
+    threads, cur = {}, None
+    for line in out.splitlines():
+        m = re.match(r"Traceback for thread (\d+)", line)
+        if m:
+            cur = threads.setdefault(int(m.group(1)), [])
+            continue
+        m = re.match(r'\s+\(Python\) File "([^"]*)", line (\d+), in ', line)
+        if m and cur is not None:
+            cur.append(("py", os.path.basename(m.group(1)), int(m.group(2))))
+            continue
+        m = re.match(r'\s+\(C\) File "[^"]*", line \d+, in (\S+)( \(inlined\))? \((.*)\)$', line)
+        if m and cur is not None and not m.group(2):
+            cur.append(("c", _base(m.group(1)), os.path.basename(m.group(3))))
+    for k in threads:
+        threads[k].reverse()
+    return threads
+
+
+def _same_placement(ours, theirs, is_interp):
+    theirs = [t[:2] if t[0] == "c" else t for t in theirs
+              if t[0] == "py" or not is_interp(t[2])]
+    assert len(ours) == len(theirs), "\nours:   %s\npystack: %s" % (ours, theirs)
+    for a, b in zip(ours, theirs):
+        if a[0] == "c" and (a[1] is None or b[1] == "???"):
+            assert b[0] == "c", (ours, theirs)
+        elif a[0] == "c":
+            # Aliases (`__clone3`, `clone3`): names are checked against gdb's elsewhere.
+            assert b[0] == "c" and a[1].lstrip("_") == b[1].lstrip("_"), (ours, theirs)
+        else:
+            assert a == b, "\nours:   %s\npystack: %s" % (ours, theirs)
+
+
+@on(PYSTACK_IDS)
+@pytest.mark.parametrize("where", ["core", "live"])
+def test_placement_matches_pystack(mix, where):
+    """The Python frames sit among the native frames outside the interpreter (libc, libffi,
+    _ctypes) where pystack --native puts them, thread by thread."""
+    assert os.access(PYSTACK, os.X_OK), "pystack missing from the test venv (tools/test-env.sh)"
+    is_interp = _interp_module(None)
+    if where == "core":
+        theirs = _pystack_threads([PYSTACK, "core", mix["core"], mix["interp"].exe, "--native-all"])
+        report = mix["all"]
+    else:
+        theirs = _pystack_threads([PYSTACK, "remote", mix["sc"].pid, "--native-all"])
+        report = mix["live"]
+    for t in report["threads"]:
+        _same_placement(_project(t["frames"], is_interp), theirs[t["native_id"]], is_interp)
+
+
+@on(INTERP_IDS)
+def test_live_matches_core(mix):
+    """The process does not move: live and core give the same frames; each thread's stop is
+    measured."""
+    strip = lambda fr: [(f["kind"], f.get("function"), f.get("line"), f.get("address"))
+                        for f in fr]
+    live = {t["native_id"]: strip(t["frames"]) for t in mix["live"]["threads"]}
+    core = {t["native_id"]: strip(t["frames"]) for t in mix["all"]["threads"]}
+    assert live == core
+    stops = mix["live"]["native_stops"]
+    assert sorted(s["native_id"] for s in stops) == sorted(
+        int(t) for t in os.listdir("/proc/%d/task" % mix["sc"].pid))
+    assert all(t["native_id"] is not None for t in mix["live"]["threads"])
+
+
+# What gdb's `bt` shows, through its frame filters (pyunwind's among them): `PY` for a
+# Python frame, `C pc` for a native frame that is on the stack (not an inlined call, not a
+# tail call gdb infers).
+FILTERED_SCRIPT = r'''
+import gdb
+import gdb.frames
+def show(d):
+    f = d.inferior_frame()
+    if str(d.filename() or "").endswith(".py"):
+        print("PY")
+    elif f.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):
+        print("C %#x" % f.pc())
+    for e in d.elided() or []:
+        show(e)
+for d in gdb.frames.execute_frame_filters(gdb.newest_frame(), 0, -1) or []:
+    show(d)
+'''
+
+
+@on(NO_JIT_IDS)
+def test_gdb_frame_filter_hides_the_same_frames(mix):
+    """gdb's `bt` with pyunwind's frame filter shows, between the outermost and innermost
+    Python frame, the native frames `--native` shows there: the plumbing is hidden by the
+    same rule, by address, with and without symbols."""
+    interp = mix["interp"]
+    script = os.path.join(mix["sc"].tmpdir, "filtered.py")
+    with open(script, "w") as f:
+        f.write(FILTERED_SCRIPT)
+    cmd = ["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off", "-x",
+           str(repo_root() / "gdb-scripts" / "pyunwind-gdb.py"), "-ex", "source %s" % script,
+           interp.exe, mix["core"]]
+    rc, out, err = run(cmd, TIMEOUT, env=dict(os.environ, **interp.env))
+    lines = [l.split() for l in out.splitlines() if l == "PY" or l.startswith("C ")]
+    py = [i for i, l in enumerate(lines) if l[0] == "PY"]
+    assert len(py) >= 2, out + err
+    shown = [int(l[1], 16) for l in lines[py[0]:py[-1]] if l[0] == "C"]
+    t = mix["hidden"]["threads"][0]
+    kinds = [f["kind"] for f in t["frames"]]
+    first, last = kinds.index("python"), len(kinds) - 1 - kinds[::-1].index("python")
+    ours = [f["address"] for f in t["frames"][first:last]
+            if f["kind"] == "native" and not f.get("inlined")]
+    assert shown == ours, "gdb: %s\nours: %s" % ([hex(a) for a in shown], [hex(a) for a in ours])
+
+
+@on(JIT_IDS)
+def test_jit_frames(mix):
+    """With the JIT on, the JIT frame is unwound and named after its executor's code, and
+    sits directly above the Python frame that runs it."""
+    t = mix["all"]["threads"][0]
+    kinds = [f["kind"] for f in t["frames"]]
+    assert kinds.count("jit") == 1, t["frames"]
+    j = kinds.index("jit")
+    with open(mix["sc"].script, encoding="utf-8") as f:
+        first = 1 + next(i for i, text in enumerate(f) if text.startswith("def leaf("))
+    assert t["frames"][j]["function"] == "[jit] leaf (%s:%d)" % (mix["sc"].script, first)
+    assert kinds[j + 1] == "python" and t["frames"][j + 1]["function"] == "leaf"
+
+
+@on(INTERP_IDS)
+def test_python_frames_and_truth(mix):
+    """--native keeps every Python frame of the truth, in order, and hides the interpreter's
+    plumbing between two Python frames (by address: stripped builds too)."""
+    is_interp = _interp_module(None)
+    truth = {t["native_id"]: t for t in mix["sc"].truth.get("threads", []) if t.get("native_id")}
+    for t in mix["hidden"]["threads"]:
+        py = [(f["function"], f["line"]) for f in t["frames"] if f["kind"] == "python"]
+        all_py = [(f["function"], f["line"]) for f in
+                  next(x for x in mix["all"]["threads"] if x["native_id"] == t["native_id"])["frames"]
+                  if f["kind"] == "python"]
+        assert py == all_py
+        if t["native_id"] in truth:
+            want = [(f["function"], f["line"]) for f in truth[t["native_id"]]["frames"]]
+            assert py == want
+        kinds = [(f["kind"], is_interp(f.get("module"))) for f in t["frames"]]
+        first = next(i for i, k in enumerate(kinds) if k[0] == "python")
+        last = max(i for i, k in enumerate(kinds) if k[0] == "python")
+        assert ("native", True) not in kinds[first:last], t["frames"]
+
+
+@on(CEXT_IDS)
+def test_c_extension_frame_between_python_frames(mix):
+    """The extension's own frame (named from its symbols, with its DWARF line) sits between
+    the Python frame it calls back and the one that called it, also with the plumbing hidden."""
+    for report in (mix["hidden"], mix["all"]):
+        frames = report["threads"][0]["frames"]
+        names = [(f["kind"], f.get("function")) for f in frames]
+        i = names.index(("python", "callback"))
+        j = names.index(("python", "through_c"))
+        between = [f for f in frames[i + 1:j] if f["kind"] == "native"
+                   and f.get("module", "").startswith("pyunwind_cext")]
+        assert [f["function"] for f in between if not f.get("inlined")][:1] == ["cext_call_back"], frames
+        assert between[0]["file"].endswith("native_cext.c") and between[0]["line"] > 0
+
+
+@on(["pyenv-3.12-minidebuginfo"])
+def test_mini_debug_info_names_local_functions(mix):
+    """A libpython stripped to MiniDebugInfo: its static functions are named (gdb's names
+    are checked frame by frame in test_native_frames_match_gdb)."""
+    frames = [f for t in mix["all"]["threads"] for f in t["frames"]
+              if f["kind"] == "native" and f.get("module", "").startswith("libpython")]
+    assert frames and all("function" in f for f in frames), frames
+    assert "acquire_timed" in [f["function"] for f in frames]
+
+
+@on(["pyenv-3.13"])
+def test_ptrace_refused_is_one_line(mix):
+    """A process another tracer holds (strace here) cannot be stopped: `pid --native` refuses
+    with one line and exit status 1; the process is left as it was."""
+    pid = mix["sc"].pid
+    tracer = subprocess.Popen(["strace", "-o", os.devnull, "-p", str(pid)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with open("/proc/%d/status" % pid) as f:
+                if any(l.startswith("TracerPid:") and l.split()[1] != "0" for l in f):
+                    break
+            time.sleep(0.01)
+        else:
+            raise AssertionError("strace did not attach")
+        rc, out, err = run([cli_path(), "pid", pid, "--native"], TIMEOUT)
+    finally:
+        tracer.terminate()
+        tracer.wait(10)
+    assert rc == 1 and not out, (rc, out, err)
+    assert err.count("\n") == 1 and err.startswith("pyunwind: cannot ptrace process %d" % pid), err
+    assert _json([cli_path(), "pid", pid, "--json"])["threads"]
+
+
+@on(["pyenv-3.12-stripped"])
+def test_unwinding_failure_keeps_python_frames(mix, tmp_path):
+    """A thread whose registers are nonsense (NT_PRSTATUS rip, rsp and rbp zeroed) gets one
+    error entry, and all its Python frames."""
+    core = tmp_path / "core"
+    shutil.copy(mix["core"], core)
+    main = mix["sc"].pid
+    with open(core, "r+b") as f:
+        data = f.read()
+        phoff, = struct.unpack_from("<Q", data, 0x20)
+        phnum, = struct.unpack_from("<H", data, 0x38)
+        for i in range(phnum):
+            p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + 56 * i)
+            if p_type != 4:
+                continue
+            off, end = p_offset, p_offset + p_filesz
+            while off + 12 <= end:
+                namesz, descsz, ntype = struct.unpack_from("<III", data, off)
+                desc = off + 12 + (namesz + 3) // 4 * 4
+                if ntype == 1 and struct.unpack_from("<I", data, desc + 32)[0] == main:
+                    for reg in (4, 16, 19):  # rbp, rip, rsp in user_regs_struct
+                        f.seek(desc + 112 + 8 * reg)
+                        f.write(b"\0" * 8)
+                off = desc + (descsz + 3) // 4 * 4
+    r = _json([cli_path(), "core", core, "--native", "--json"])
+    t = next(x for x in r["threads"] if x["native_id"] == main)
+    bad = [f for f in t["frames"] if f["kind"] == "unreadable"]
+    assert len(bad) == 1 and "native frames" in bad[0]["reason"], t["frames"]
+    want = [(f["function"], f["line"]) for f in mix["sc"].truth["threads"][0]["frames"]]
+    assert [(f["function"], f["line"]) for f in t["frames"] if f["kind"] == "python"] == want
