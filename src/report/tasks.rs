@@ -497,6 +497,7 @@ mod tests {
             tasks: Some(tasks),
             cycles: Some(Vec::new()),
             loops: Some(Vec::new()),
+            native_stops: None,
             errors: Vec::new(),
         }
     }
