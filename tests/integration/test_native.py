@@ -23,13 +23,14 @@ import pytest
 from harness import (Interp, Scenario, cache_dir, cli_path, interpreters,
                      provisioned_interpreters, repo_root, run)
 
-INTERP_IDS = ("pyenv-3.10", "pyenv-3.12-stripped", "pyenv-3.13", "debian-3.11", "debian-3.14",
+INTERP_IDS = ("pyenv-3.10", "pyenv-3.10-stripped", "pyenv-3.12", "pyenv-3.12-stripped", "pyenv-3.13",
+              "debian-3.11", "debian-3.14",
               "debian-3.15",
               "debian-3.14-jit", "debian-3.15-jit", "pyenv-3.11-cext", "debian-3.11-cext",
               "pyenv-3.12-minidebuginfo", "ft-3.13t")
 # pystack reads 3.10 to 3.13 (and needs its own symbols of the eval loop: on sid's stripped
 # 3.14 it prints "Unable to merge native stack").
-PYSTACK_IDS = ("pyenv-3.10", "pyenv-3.13", "debian-3.11", "pyenv-3.11-cext", "debian-3.11-cext")
+PYSTACK_IDS = ("pyenv-3.10", "pyenv-3.12", "pyenv-3.13", "debian-3.11", "pyenv-3.11-cext", "debian-3.11-cext")
 TIMEOUT = 120
 PYSTACK = os.path.join(os.path.dirname(sys.executable), "pystack")
 
