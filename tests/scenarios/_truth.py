@@ -144,7 +144,7 @@ def _join_truth(caller):
     before, then signal ready."""
     with open(sys.argv[1], encoding="utf-8") as f:
         truth = json.load(f)
-    truth["threads"].append(_thread_entry(threading.current_thread(), frames_from(caller)))
+    truth.setdefault("threads", []).append(_thread_entry(threading.current_thread(), frames_from(caller)))
     write_truth(truth)
 
 
