@@ -20,6 +20,8 @@ pub enum ReadErrorKind {
     Corrupt(&'static str),
     /// A walk met an object it had already visited.
     Cycle,
+    /// A walk reached the named cap (`MAX_FRAMES`, ...) and stopped there.
+    Limit(&'static str),
     /// The debugger's read callback raised.
     Callback,
 }
@@ -53,6 +55,7 @@ impl fmt::Display for ReadErrorKind {
             ReadErrorKind::TooLarge(n) => write!(f, "size {n} is over the limit"),
             ReadErrorKind::Corrupt(what) => write!(f, "corrupt {what}"),
             ReadErrorKind::Cycle => write!(f, "cycle"),
+            ReadErrorKind::Limit(cap) => write!(f, "walk stopped at its cap {cap}"),
             ReadErrorKind::Callback => write!(f, "the debugger could not read it"),
         }
     }
