@@ -146,12 +146,15 @@ impl Snapshot {
 
     pub fn read_bytes(&self, obj: u64, max: u64) -> Result<(Vec<u8>, u64), ReadError> {
         let b = &self.layout.bytes_object;
-        let len = self.mem.read_i64(obj + b.ob_size)?;
+        let len = self.mem.read_i64(field(obj, b.ob_size)?)?;
         if len < 0 {
             return Err(ReadError::corrupt(obj, "bytes size"));
         }
         let n = (len as u64).min(max);
-        Ok((self.mem.read_vec(obj + b.ob_sval, n, max)?, len as u64))
+        Ok((
+            self.mem.read_vec(field(obj, b.ob_sval)?, n, max)?,
+            len as u64,
+        ))
     }
 
     /// Items of a tuple or list (`max` at most) and the real length.

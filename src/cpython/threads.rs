@@ -3,6 +3,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::layout::{CurrentFrame, GilLocation};
+use super::objects::field;
 use super::snapshot::Snapshot;
 use crate::error::{ReadError, ReadErrorKind};
 
@@ -46,7 +47,7 @@ impl Snapshot {
             out.push(cur);
             cur = self
                 .mem
-                .read_ptr(cur + self.layout.interpreter_state.next)?;
+                .read_ptr(field(cur, self.layout.interpreter_state.next)?)?;
         }
         Ok(out)
     }
@@ -57,9 +58,8 @@ impl Snapshot {
         let ts = &self.layout.thread_state;
         let mut out = Vec::new();
         let mut seen = HashSet::new();
-        let mut cur = match self
-            .mem
-            .read_ptr(interp + self.layout.interpreter_state.threads_head)
+        let mut cur = match field(interp, self.layout.interpreter_state.threads_head)
+            .and_then(|a| self.mem.read_ptr(a))
         {
             Ok(c) => c,
             Err(e) => {
@@ -75,21 +75,21 @@ impl Snapshot {
                 break;
             }
             let read = || -> Result<ThreadInfo, ReadError> {
-                let thread_id = self.mem.read_u64(cur + ts.thread_id)?;
+                let thread_id = self.mem.read_u64(field(cur, ts.thread_id)?)?;
                 let native_id = match ts.native_thread_id {
-                    Some(off) => Some(self.mem.read_u64(cur + off)?),
+                    Some(off) => Some(self.mem.read_u64(field(cur, off)?)?),
                     None => None,
                 };
                 let frame = match ts.current_frame {
-                    CurrentFrame::Direct(off) => self.mem.read_ptr(cur + off),
+                    CurrentFrame::Direct(off) => self.mem.read_ptr(field(cur, off)?),
                     CurrentFrame::ViaCFrame {
                         cframe,
                         current_frame,
-                    } => self.mem.read_ptr(cur + cframe).and_then(|cf| {
+                    } => self.mem.read_ptr(field(cur, cframe)?).and_then(|cf| {
                         if cf == 0 {
                             Ok(0)
                         } else {
-                            self.mem.read_ptr(cf + current_frame)
+                            self.mem.read_ptr(field(cf, current_frame)?)
                         }
                     }),
                 };
@@ -108,7 +108,7 @@ impl Snapshot {
                 Ok(t) => out.push(t),
                 Err(e) => errors.push(e),
             }
-            match self.mem.read_ptr(cur + ts.next) {
+            match field(cur, ts.next).and_then(|a| self.mem.read_ptr(a)) {
                 Ok(n) => cur = n,
                 Err(e) => {
                     errors.push(e);
@@ -162,7 +162,7 @@ impl Snapshot {
                 locked,
                 last_holder,
             } => {
-                let g = self.mem.read_ptr(interp + gil_ptr).ok()?;
+                let g = self.mem.read_ptr(field(interp, gil_ptr).ok()?).ok()?;
                 if g == 0 {
                     return None;
                 }
@@ -179,7 +179,7 @@ impl Snapshot {
             let Some(off) = self.layout.interpreter_state.imports_modules else {
                 return Ok(());
             };
-            let modules = self.mem.read_ptr(interp + off)?;
+            let modules = self.mem.read_ptr(field(interp, off)?)?;
             if modules == 0 {
                 return Ok(());
             }
