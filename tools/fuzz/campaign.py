@@ -328,6 +328,7 @@ COUNTS = ("crash", "hang", "panic", "invalid_json", "multi_line_error", "debugge
 # Every core: the JSON report with locals and tasks (3.10 has no asyncio support); every
 # TEXT_EVERY-th core also the text of `--async --locals`.
 TEXT_EVERY = 4
+PROGRESS_EVERY = 500
 
 
 def judge_cli(status, rc, out, err, json_mode):
@@ -453,7 +454,12 @@ def campaign(bases, specs, jobs, root, debugger_sample):
         work.append((spec, debugger_sample.get(i, ()), i % TEXT_EVERY == 0))
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(jobs, initializer=_worker_init, initargs=(bases, root)) as pool:
-        for spec, fails, _secs in pool.imap_unordered(run_one, work, chunksize=4):
+        started = time.monotonic()
+        for done, (spec, fails, _secs) in enumerate(
+                pool.imap_unordered(run_one, work, chunksize=4), 1):
+            if done % PROGRESS_EVERY == 0:
+                print("%d cores in %.0f s; %s" % (done, time.monotonic() - started,
+                                                 json.dumps(counts)), flush=True)
             for where, kind, detail in fails:
                 counts[kind] += 1
                 failures.append({"spec": spec, "where": where, "kind": kind, "detail": detail})
@@ -499,7 +505,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cores", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    # Each run is mostly waiting (process start, page faults): more workers than CPUs.
+    ap.add_argument("--jobs", type=int, default=3 * (os.cpu_count() or 2))
     ap.add_argument("--gdb", type=int, default=40)
     ap.add_argument("--lldb", type=int, default=20)
     ap.add_argument("--interp", action="append", help="only these interpreter ids")
