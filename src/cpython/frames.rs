@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::code::Code;
 use super::layout::{localkind, EntryMarker, FrameModel};
+use super::objects::field;
 use super::snapshot::Snapshot;
 use crate::error::{ReadError, ReadErrorKind};
 
@@ -79,13 +80,12 @@ impl Snapshot {
                     f_lasti,
                     ..
                 } => {
-                    let next = self.mem.read_ptr(cur + f_back);
-                    let frame = self
-                        .mem
-                        .read_ptr(cur + f_code)
+                    let next = field(cur, f_back).and_then(|a| self.mem.read_ptr(a));
+                    let frame = field(cur, f_code)
+                        .and_then(|a| self.mem.read_ptr(a))
                         .and_then(|c| self.code(c))
                         .and_then(|code| {
-                            let lasti = self.mem.read_i32(cur + f_lasti)? as i64;
+                            let lasti = self.mem.read_i32(field(cur, f_lasti)?)? as i64;
                             Ok(PyFrame {
                                 addr: cur,
                                 line: code.line_at(lasti),

@@ -164,15 +164,15 @@ impl Snapshot {
         } else {
             &self.layout.tuple_object
         };
-        let len = self.mem.read_i64(obj + v.ob_size)?;
+        let len = self.mem.read_i64(field(obj, v.ob_size)?)?;
         if len < 0 {
             return Err(ReadError::corrupt(obj, "sequence size"));
         }
         let n = (len as u64).min(max);
         let items = if list {
-            self.mem.read_ptr(obj + v.ob_item)?
+            self.mem.read_ptr(field(obj, v.ob_item)?)?
         } else {
-            obj + v.ob_item
+            field(obj, v.ob_item)?
         };
         let raw = self.mem.read_vec(items, n * 8, max * 8)?;
         Ok((
@@ -225,9 +225,13 @@ impl Snapshot {
     /// (key, value) pairs of a dict, in entry order; `max` pairs at most.
     pub fn dict_items(&self, dict: u64, max: u64) -> Result<Vec<(u64, u64)>, ReadError> {
         let d = &self.layout.dict_object;
-        let keys = self.mem.read_ptr(dict + d.ma_keys)?;
-        let values = self.mem.read_ptr(dict + d.ma_values)?;
-        self.keys_items(keys, (values != 0).then_some(values + d.values_array), max)
+        let keys = self.mem.read_ptr(field(dict, d.ma_keys)?)?;
+        let values = self.mem.read_ptr(field(dict, d.ma_values)?)?;
+        let values = match values {
+            0 => None,
+            v => Some(field(v, d.values_array)?),
+        };
+        self.keys_items(keys, values, max)
     }
 
     /// Entries of a keys object; values from `values` (split tables) when given.

@@ -463,6 +463,8 @@ def campaign(bases, specs, jobs, root, debugger_sample):
             for where, kind, detail in fails:
                 counts[kind] += 1
                 failures.append({"spec": spec, "where": where, "kind": kind, "detail": detail})
+                print("FAIL %s %s %s\n  %s" % (kind, where, json.dumps(spec), detail),
+                      flush=True)
     return counts, failures
 
 
@@ -549,9 +551,6 @@ def main(argv=None):
     with open(os.path.join(args.out, "summary.json"), "w") as out:
         json.dump(summary, out, indent=1)
     print(json.dumps(summary))
-    for f in failures[:20]:
-        print("FAIL %s %s %s\n  %s" % (f["kind"], f["where"], json.dumps(f["spec"]),
-                                       f["detail"].strip().replace("\n", "\n  ")[-600:]))
     return 1 if any(counts.values()) else 0
 
 
