@@ -9,7 +9,7 @@ LLDBINIT ?= $(HOME)/.lldbinit
 LLDB_VERSIONS ?= 19 22
 DEMO_PYTHON ?= /usr/bin/python3.11
 
-.PHONY: build wheel demo pythons test unit integration integration-lldb lint bench install uninstall clean
+.PHONY: build wheel demo pythons test unit integration integration-lldb lint bench fuzz install uninstall clean
 
 # The CLI is built without the `python` feature (it must not need libpython symbols); the
 # extension module with it. Both builds write target/release/libpyunwind.so, so the module is
@@ -75,6 +75,11 @@ bench: build pythons
 	python3 bench/asyncio_bench.py
 	python3 bench/versions_bench.py
 	python3 bench/jit_unwinder_bench.py
+
+# libFuzzer over memory images of real stops, then 10,000 corrupted real cores through the CLI,
+# gdb and lldb (tools/fuzz/run.sh; FUZZ_SECONDS, FUZZ_CORES, FUZZ_SEED).
+fuzz: build pythons
+	bash tools/fuzz/run.sh
 
 # The same as `pyunwind install-gdb` / `install-lldb` of a pip install (one implementation, in
 # src/cli.rs), with this checkout's scripts.

@@ -104,14 +104,11 @@ impl Session {
                     let walk = match info.frame_error {
                         // The thread state is readable but not the way to its frames (a
                         // `_PyCFrame` on a stack page the core lost): list it, unreadable.
-                        Some(error) => FrameWalk {
-                            items: vec![FrameItem::Unreadable {
-                                addr: error.addr,
-                                error,
-                            }],
-                            truncated: false,
-                            cut: None,
-                        },
+                        Some(error) => {
+                            let mut walk = FrameWalk::default();
+                            walk.stop(error.addr, error);
+                            walk
+                        }
                         None => self.snap.walk_frames(info.frame),
                     };
                     out.push(DecodedThread { info, walk });

@@ -36,7 +36,10 @@ pub enum FrameItem {
 #[derive(Clone, Debug, Default)]
 pub struct FrameWalk {
     pub items: Vec<FrameItem>,
-    /// The walk stopped at [`MAX_FRAMES`] or the stop's budget.
+    /// The walk stopped before the thread's first frame: at a cap ([`MAX_FRAMES`] or the
+    /// stop's budget; `cut` says which, and where), a cycle, an unreadable link or a frame that
+    /// cannot be one (memory a core lost reads as zeros). The last item then says why, unless
+    /// a cap cut it.
     pub truncated: bool,
     /// Which cap stopped it, at the first frame not walked.
     pub cut: Option<ReadError>,
@@ -54,27 +57,28 @@ impl Snapshot {
     /// Every Python frame from `first` outwards. Never fails as a whole: an unreadable frame
     /// becomes an item, and the walk continues past it when its link is still readable.
     pub fn walk_frames(&self, first: u64) -> FrameWalk {
+        self.walk_frames_up_to(first, MAX_FRAMES)
+    }
+
+    fn walk_frames_up_to(&self, first: u64, max_frames: usize) -> FrameWalk {
         let mut walk = FrameWalk::default();
         let mut seen = HashSet::new();
         let mut cur = first;
         while cur != 0 {
-            if walk.items.len() >= MAX_FRAMES {
+            if walk.items.len() >= max_frames {
                 walk.truncated = true;
                 walk.cut = Some(ReadError::new(
                     cur,
                     0,
                     ReadErrorKind::Limit {
                         what: "frames in one thread",
-                        max: MAX_FRAMES as u64,
+                        max: max_frames as u64,
                     },
                 ));
                 break;
             }
             if !seen.insert(cur) {
-                walk.items.push(FrameItem::Unreadable {
-                    addr: cur,
-                    error: ReadError::new(cur, 0, ReadErrorKind::Cycle),
-                });
+                walk.stop(cur, ReadError::new(cur, 0, ReadErrorKind::Cycle));
                 break;
             }
             match self.layout.frame {
@@ -105,10 +109,7 @@ impl Snapshot {
                     match next {
                         Ok(n) => cur = n,
                         Err(e) => {
-                            walk.items.push(FrameItem::Unreadable {
-                                addr: cur,
-                                error: e,
-                            });
+                            walk.stop(cur, e);
                             break;
                         }
                     }
@@ -118,10 +119,7 @@ impl Snapshot {
                     let header = match self.mem.read_vec(cur, f.localsplus, f.localsplus) {
                         Ok(h) => h,
                         Err(e) => {
-                            walk.items.push(FrameItem::Unreadable {
-                                addr: cur,
-                                error: e,
-                            });
+                            walk.stop(cur, e);
                             break;
                         }
                     };
@@ -129,6 +127,16 @@ impl Snapshot {
                     let word = |off: u64| header_word(&header, off);
                     let (owner, previous) = (byte(f.owner), word(f.previous));
                     if let EntryMarker::ShimOwner(v) = f.entry {
+                        if owner > v.saturating_add(1) {
+                            // No version has such an owner: this frame is not one, but its
+                            // link may still lead on.
+                            walk.items.push(FrameItem::Unreadable {
+                                addr: cur,
+                                error: ReadError::corrupt(cur, "frame owner"),
+                            });
+                            cur = previous;
+                            continue;
+                        }
                         if owner == v {
                             // The eval loop's own entry frame: marks a C-level call boundary.
                             if let Some(FrameItem::Python(p)) = walk.items.last_mut() {
@@ -147,12 +155,18 @@ impl Snapshot {
                         }
                     }
                     let executable = word(f.executable) & !f.tag_bits;
-                    if executable == 0 && previous == 0 {
-                        // 3.14+: the thread's base frame (`_PyThreadStateImpl.base_frame`), a
-                        // sentinel with no code at the bottom of every thread's chain.
-                        if let Some(FrameItem::Python(p)) = walk.items.last_mut() {
-                            p.entry = true;
-                        }
+                    if executable == 0 {
+                        // Only entry and base frames (owner 3 and up, handled above) run no
+                        // code. A frame of zeros is memory the core lost: gdb's gcore writes
+                        // zeros for a stack chunk that starts on a guard page (glibc 2.41+
+                        // installs them with MADV_GUARD_INSTALL), where 3.12+ keep each eval
+                        // loop's entry frame.
+                        let what = if header.iter().all(|b| *b == 0) {
+                            "frame: all zeros (memory the core did not save?)"
+                        } else {
+                            "frame (no code object)"
+                        };
+                        walk.stop(cur, ReadError::corrupt(cur, what));
                         break;
                     }
                     let frame = self.code(executable).map(|code| {
@@ -298,6 +312,14 @@ impl Snapshot {
     }
 }
 
+impl FrameWalk {
+    /// The walk ends here, before the thread's first frame: say where and why.
+    pub fn stop(&mut self, addr: u64, error: ReadError) {
+        self.items.push(FrameItem::Unreadable { addr, error });
+        self.truncated = true;
+    }
+}
+
 fn push(walk: &mut FrameWalk, addr: u64, frame: Result<PyFrame, ReadError>) {
     walk.items.push(match frame {
         Ok(f) => FrameItem::Python(f),
@@ -404,6 +426,52 @@ mod tests {
         assert!(
             matches!(&walk.items[2], FrameItem::Unreadable { error, .. } if error.kind == ReadErrorKind::Cycle)
         );
+        assert!(walk.truncated);
+    }
+
+    #[test]
+    fn a_frame_of_zeros_is_a_truncation_not_the_end_of_the_stack() {
+        let (mut m, l) = target();
+        frame(&mut m, &l, 0x9000, 0x9100, 0x4000);
+        frame(&mut m, &l, 0x9100, 0, 0);
+        let walk = snapshot(m, l).walk_frames(0x9000);
+        assert_eq!(walk.items.len(), 2);
+        assert!(matches!(
+            &walk.items[1],
+            FrameItem::Unreadable { addr: 0x9100, error }
+                if error.kind == ReadErrorKind::Corrupt("frame: all zeros (memory the core did not save?)")
+        ));
+        assert!(walk.truncated);
+    }
+
+    #[test]
+    fn a_stack_deeper_than_the_cap_stops_there_and_says_so() {
+        let (mut m, l) = target();
+        frame(&mut m, &l, 0x9000, 0x9100, 0x4000);
+        frame(&mut m, &l, 0x9100, 0x9200, 0x4000);
+        frame(&mut m, &l, 0x9200, 0, 0x4000);
+        let walk = snapshot(m, l).walk_frames_up_to(0x9000, 2);
+        // The cap adds no item: `cut` names it and the first frame not walked.
+        assert_eq!(walk.items.len(), 2);
+        assert!(matches!(
+            walk.cut,
+            Some(ReadError {
+                addr: 0x9200,
+                kind: ReadErrorKind::Limit { max: 2, .. },
+                ..
+            })
+        ));
+        assert!(walk.truncated);
+    }
+
+    #[test]
+    fn a_complete_stack_is_not_truncated() {
+        let (mut m, l) = target();
+        frame(&mut m, &l, 0x9000, 0x9100, 0x4000);
+        frame(&mut m, &l, 0x9100, 0, 0x4000);
+        let walk = snapshot(m, l).walk_frames(0x9000);
+        assert_eq!(walk.items.len(), 2);
+        assert!(!walk.truncated);
     }
 
     #[test]
@@ -434,6 +502,7 @@ mod tests {
                 ..
             }
         ));
+        assert!(walk.truncated);
     }
 
     /// Values of all ones, as a corrupt core holds them: the address arithmetic on them is a

@@ -108,7 +108,8 @@ pub struct ThreadReport {
     /// Address of the `PyThreadState`.
     pub thread_state: u64,
     pub frames: Vec<FrameReport>,
-    /// The stack was deeper than the walk's cap; `frames` holds the innermost part.
+    /// The walk stopped before the thread's first frame (a cap, a cycle, an unreadable or
+    /// impossible frame); `frames` holds the innermost part and its last entry says why.
     pub truncated: bool,
 }
 

@@ -88,7 +88,9 @@ pub fn traceback(t: &ThreadReport, src: &mut Sources, out: &mut String) {
     out.push_str("Traceback (most recent call first):\n");
     frames(&t.frames, "  ", src, out);
     if t.truncated {
-        out.push_str("  (more frames not shown: stack deeper than the walk limit)\n");
+        out.push_str(
+            "  (older frames not shown: the walk stopped before the thread's first frame)\n",
+        );
     }
 }
 
@@ -287,7 +289,9 @@ pub fn entries(
         out.push_str("(no Python frames)\n");
     }
     if !full && t.truncated {
-        out.push_str("  (more frames not shown: stack deeper than the walk limit)\n");
+        out.push_str(
+            "  (older frames not shown: the walk stopped before the thread's first frame)\n",
+        );
     }
 }
 

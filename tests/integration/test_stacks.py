@@ -67,6 +67,7 @@ def check_report(report, truth, live_cli=False):
         assert t["native_id"] == tt["native_id"], tt["name"]
         assert got(t["frames"]) == expected(tt["frames"]), "thread %s" % tt["name"]
         assert all(f["kind"] == "python" for f in t["frames"])
+        assert t["truncated"] is False, "thread %s" % tt["name"]
     assert report["errors"] == []
 
 

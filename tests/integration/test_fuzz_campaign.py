@@ -1,0 +1,74 @@
+"""The corrupted-core campaign (tools/fuzz/campaign.py) in small: a fixed-seed sample of
+corrupted real cores through the CLI (and a few through gdb), and every regression spec in
+tests/fuzz_specs/ (failures the campaign found once), replayed on fresh cores.
+
+Every run must end cleanly: exit 0 with one JSON report (or text), or exit 1 with one
+`pyunwind: ` line; no crash, no hang over 10 s, no panic, and no Python traceback in gdb.
+`make fuzz` runs the full campaign (10,000 cores, every interpreter, gdb and lldb).
+"""
+
+import glob
+import json
+import os
+import sys
+
+import pytest
+
+import harness
+
+sys.path.insert(0, str(harness.repo_root() / "tools" / "fuzz"))
+import campaign  # noqa: E402
+
+SEED = 11
+SAMPLE_CORES = 520
+SAMPLE_GDB_RUNS = 10
+SPECS = sorted(glob.glob(str(harness.repo_root() / "tests" / "fuzz_specs" / "*.json")))
+# (interpreter, scenario) bases of the sample: every version, the stripped Debian builds, the
+# free-threaded build, and each scenario at least twice.
+SAMPLE_BASES = [("pyenv-3.10", "threads"), ("pyenv-3.11", "locals"), ("pyenv-3.12", "gather"),
+                ("pyenv-3.13", "threads"), ("debian-3.11", "gather"), ("debian-3.14", "gather"),
+                ("debian-3.15", "locals"), ("ft-3.13t", "threads")]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("fuzz-campaign"))
+
+
+def interp_by_id():
+    return {i.id: i for i in campaign.interpreters()}
+
+
+def describe(failures):
+    return "\n".join("%s in %s: %s\n  %s" % (f["kind"], f["where"], json.dumps(f["spec"]),
+                                             f["detail"].strip()[-400:]) for f in failures)
+
+
+def test_sample_of_corrupted_cores(root):
+    interps = interp_by_id()
+    bases = campaign.make_bases([(interps[i], sc) for i, sc in SAMPLE_BASES], root)
+    assert len(bases) == len(SAMPLE_BASES)
+    for b in bases:
+        # The mutations aim at real structures: every base has the kinds its scenario holds.
+        want = {"tstate", "interp", "frame", "code", "str"}
+        want |= {"task", "coro", "future", "loop"} if b["scenario"] == "gather" else {"local"}
+        if b["minor"] >= 13:
+            want.add("debug_offsets")
+        assert want <= set(b["structures"]), (b["interp"], b["scenario"], b["structures"])
+    specs, sample = campaign.plan(bases, SAMPLE_CORES, SEED, SAMPLE_GDB_RUNS, 0)
+    counts, failures = campaign.campaign(bases, specs, 2, root, sample)
+    assert not failures, describe(failures)
+    assert counts == dict.fromkeys(campaign.COUNTS, 0)
+
+
+@pytest.mark.parametrize("path", SPECS, ids=[os.path.basename(p)[:-5] for p in SPECS])
+def test_regression_spec(path, root):
+    spec = json.load(open(path))
+    interp = interp_by_id()[spec["interp"]]
+    bases = campaign.make_bases([(interp, spec["scenario"])], root)
+    # The spec still lands: each patch names a structure the fresh core has.
+    for p in spec["patches"]:
+        kind, index = p["at"]
+        assert index < len(bases[0]["structures"].get(kind, ())), (p, bases[0]["structures"])
+    counts, failures = campaign.campaign(bases, [spec], 1, root, {0: ["gdb"]})
+    assert not failures, describe(failures)

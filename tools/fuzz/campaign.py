@@ -1,0 +1,558 @@
+"""Corrupted-core campaign: real cores of every supported interpreter, corrupted at real
+structures, each run through the CLI (and a sample through gdb and lldb), every bad outcome
+counted.
+
+    python tools/fuzz/campaign.py --cores 10000 --seed 1 [--gdb 40] [--lldb 20] [--jobs 2]
+    python tools/fuzz/campaign.py --replay tests/fuzz_specs/*.json
+
+Base cores: one gcore core per (interpreter, scenario), made at the start of a run (nothing
+big is committed): `threads` (four threads, frames at several depths), `locals` (str, int,
+float, bytes, tuple, list, dict, set and instance locals) and the asyncio `gather` case (tasks,
+futures, coroutines, a gather). Every structure a mutation aims at is found in the CLI's own
+JSON report of the untouched core (`thread_state`, `interpreter`, each frame's `address`,
+`tasks[].id`, `loops[].id`, `awaiting.id`, the locals' order) plus the layouts' known offsets
+(the frame's code pointer, the code object's names, a frame's `localsplus`, a task's
+coroutine), and the `_Py_DebugOffsets` cookie (3.13+).
+
+A mutation is a JSON spec, replayable on a fresh core of the same scenario (structures are
+named by kind and index, not by address):
+
+    {"interp": "pyenv-3.12", "scenario": "threads",
+     "patches": [{"at": ["frame", 3], "off": 8, "size": 8, "value": ["ref", "frame", 1, 0]}],
+     "cut": null}
+
+`value` is an integer, or ["self", delta] (the structure's own address plus delta), or
+["ref", kind, index, delta] (another located structure). `cut` is null, ["file", fraction]
+(the core cut at that fraction of its size) or ["segment", index, fraction] (a PT_LOAD's
+p_filesz cut). Patches are written into a per-worker copy of the base core and undone after
+the run, so a run costs no copy of the core.
+
+Outcomes counted (each must be zero): crash (killed by a signal), hang (over 10 s), panic
+(exit 101 or "panicked"), invalid JSON (exit 0 and stdout not one JSON object), multi-line
+error (exit 1 and stderr not exactly one `pyunwind: ` line, or another exit status), and, for
+gdb and lldb, a Python traceback or a panic in their output. Each failure is written as its
+spec to the output directory, ready to become a regression test (tests/fuzz_specs/).
+"""
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+
+import harness  # noqa: E402
+from corefile import CoreFile  # noqa: E402
+
+RUN_TIMEOUT_SECONDS = 10.0
+DEBUGGER_TIMEOUT_SECONDS = 60.0
+CASES_SCRIPT = os.path.join(ROOT, "tests", "scenarios", "asyncio", "cases.py")
+GDB_SCRIPT = os.path.join(ROOT, "gdb-scripts", "pyunwind-gdb.py")
+LLDB_SCRIPT = os.path.join(ROOT, "lldb-scripts", "pyunwind_lldb.py")
+SCENARIOS = ("threads", "locals", "gather")
+
+# --- layouts (src/cpython/layout/v3_1X.rs; free-threaded 3.13: object fields +16) ----------
+# `f_code` of PyFrameObject (3.10) / `f_executable` of _PyInterpreterFrame (3.11+).
+FRAME_CODE = {10: 32, 11: 32, 12: 0, 13: 0, 14: 0, 15: 0}
+# `f_back` (3.10) / `previous`.
+FRAME_PREVIOUS = {10: 24, 11: 48, 12: 8, 13: 8, 14: 8, 15: 8}
+# `f_localsplus` (3.10) / `localsplus`.
+FRAME_LOCALSPLUS = {10: 352, 11: 72, 12: 72, 13: 72, 14: 80, 15: 80}
+# co_filename, co_name, co_qualname of PyCodeObject (3.10 has no co_qualname).
+CODE_STRINGS = {10: (104, 112), 11: (112, 120, 128), 12: (112, 120, 128), 13: (112, 120, 128),
+                14: (112, 120, 128), 15: (112, 120, 128)}
+FREE_THREADED_OBJECT_DELTA = 16
+# TaskObj's task_coro (src/asyncio/layout.rs; checked against DWARF by tests/layout_dwarf.rs).
+TASK_CORO = {11: 136, 12: 136, 13: 120, 14: 128, 15: 128}
+# Bytes of each kind of structure a patch may land in (a word at a random aligned offset).
+SPAN = {"tstate": 256, "interp": 1024, "frame": 96, "code": 192, "str": 64, "local": 64,
+        "task": 192, "coro": 128, "future": 128, "loop": 64, "debug_offsets": 1024}
+STACKREF_TAG_BITS = 3
+
+VALUES = [0, 0x10, 0xffffffffffffffff, 1 << 63, (1 << 63) - 1, 1 << 62, 1 << 31, (1 << 31) - 1,
+          1 << 32, (1 << 32) - 1, 1 << 40, 1 << 48, 0x8000000000000001, 0xdeadbeefcafebabe, 1, 7]
+
+
+# --- base cores ------------------------------------------------------------------------------
+
+
+def interpreters():
+    """Every supported interpreter the tests use (a missing one raises, never skips)."""
+    found = {i.id: i for i in harness.interpreters() + harness.provisioned_interpreters()}
+    ids = ["pyenv-3.10", "pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11",
+           "debian-3.14", "debian-3.15", "ft-3.13t"]
+    return [found[i] for i in ids]
+
+
+def scenario_for(interp, scenario):
+    if scenario == "gather":
+        if interp.minor < 11:
+            return None
+        return harness.Scenario(interp, "asyncio-gather", script=CASES_SCRIPT,
+                                args=("gather", "c"))
+    return harness.Scenario(interp, scenario)
+
+
+def cli(args, timeout=RUN_TIMEOUT_SECONDS, env=None):
+    """(status, rc, stdout, stderr); status is "ok" or "hang"."""
+    try:
+        p = subprocess.run([harness.cli_path(), *map(str, args)], capture_output=True,
+                           timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as e:
+        return "hang", None, e.stdout or b"", e.stderr or b""
+    return "ok", p.returncode, p.stdout, p.stderr
+
+
+def make_base(interp, scenario, workdir):
+    """A base: its core, our report of the untouched core and the structures found in it."""
+    s = scenario_for(interp, scenario)
+    if s is None:
+        return None
+    with s:
+        src = s.make_core()
+        core = os.path.join(workdir, "core.%s.%s" % (interp.id, scenario))
+        shutil.move(src, core)
+    flags = ["--json", "--locals"] + (["--tasks"] if scenario == "gather" else [])
+    status, rc, out, err = cli(["core", core, *flags], timeout=60)
+    if status != "ok" or rc != 0:
+        raise RuntimeError("base core %s: CLI failed: %r" % (core, err[-2000:]))
+    report = json.loads(out)
+    base = {"interp": interp.id, "exe": interp.exe, "env": interp.env, "minor": interp.minor,
+            "free_threaded": report["python"]["free_threaded"], "scenario": scenario,
+            "core": core}
+    base["structures"] = locate(base, report)
+    return base
+
+
+def locate(base, report):
+    """{kind: [address, ...]} of the structures a mutation may aim at."""
+    core = CoreFile(base["core"])
+    minor, delta = base["minor"], FREE_THREADED_OBJECT_DELTA if base["free_threaded"] else 0
+
+    def ptr(addr):
+        try:
+            v = core.read_u64(addr)
+        except Exception:
+            return None
+        v &= ~STACKREF_TAG_BITS if minor >= 14 else ~0
+        return v if v and core.has(v, 8) else None
+
+    st = {k: [] for k in SPAN}
+    for t in report["threads"]:
+        st["tstate"].append(t["thread_state"])
+        if t["interpreter"] not in st["interp"]:
+            st["interp"].append(t["interpreter"])
+        for f in t["frames"]:
+            if f["kind"] != "python":
+                continue
+            st["frame"].append(f["address"])
+            code = ptr(f["address"] + FRAME_CODE[minor])
+            if code and code not in st["code"]:
+                st["code"].append(code)
+                for off in CODE_STRINGS[minor]:
+                    s = ptr(code + off + delta)
+                    if s and s not in st["str"]:
+                        st["str"].append(s)
+            for i, _ in enumerate(f.get("locals") or []):
+                obj = ptr(f["address"] + FRAME_LOCALSPLUS[minor] + 8 * i)
+                if obj and obj not in st["local"]:
+                    st["local"].append(obj)
+    for t in report.get("tasks") or []:
+        st["task"].append(t["id"])
+        coro = ptr(t["id"] + TASK_CORO.get(minor, 0) + delta) if minor in TASK_CORO else None
+        if coro:
+            st["coro"].append(coro)
+        aw = t.get("awaiting") or {}
+        if aw.get("id") and aw.get("kind") != "task" and aw["id"] not in st["future"]:
+            st["future"].append(aw["id"])
+    st["loop"] = [lp["id"] for lp in report.get("loops") or []]
+    cookie = debug_offsets_address(core)
+    if cookie:
+        st["debug_offsets"].append(cookie)
+    return {k: v for k, v in st.items() if v}
+
+
+def debug_offsets_address(core):
+    """The address of `_Py_DebugOffsets` (its cookie "xdebugpy", 3.13+) in the core's data."""
+    with open(core.path, "rb") as f:
+        for vaddr, offset, filesz, _ in core.loads:
+            if filesz > 64 << 20:
+                continue
+            f.seek(offset)
+            data = f.read(filesz)
+            i = data.find(b"xdebugpy")
+            if i >= 0 and i % 8 == 0:
+                return vaddr + i
+    return None
+
+
+# --- mutations -------------------------------------------------------------------------------
+
+
+def random_spec(base, rng):
+    """One mutation spec for ``base``: 1 to 3 patches on located structures, sometimes a cut."""
+    st = base["structures"]
+    kinds = sorted(st)
+    patches = []
+    for _ in range(rng.choice((1, 1, 1, 2, 3))):
+        kind = rng.choice(kinds)
+        index = rng.randrange(len(st[kind]))
+        off = rng.randrange(0, SPAN[kind], 8)
+        r = rng.random()
+        if r < 0.08:
+            off += rng.choice((1, 2, 4))  # a byte, a short or a kind/state field
+            patches.append({"at": [kind, index], "off": off, "size": 1,
+                            "value": rng.choice((0, 1, 0x7f, 0x80, 0xff))})
+            continue
+        if r < 0.20:
+            value = ["self", rng.choice((0, 0, 8, -8, 3))]
+        elif r < 0.45:
+            k2 = rng.choice(kinds)
+            value = ["ref", k2, rng.randrange(len(st[k2])), rng.choice((0, 0, 0, 8, 16, 3))]
+        elif r < 0.60:
+            value = rng.getrandbits(64)
+        elif r < 0.70:
+            value = rng.getrandbits(47) | rng.choice((0, 1, 3, 5))  # canonical, maybe unaligned
+        else:
+            value = rng.choice(VALUES)
+        size = 8 if rng.random() < 0.85 else 4
+        if size == 4 and not isinstance(value, int):
+            size = 8
+        patches.append({"at": [kind, index], "off": off, "size": size, "value": value})
+    cut = None
+    r = rng.random()
+    if r < 0.03:
+        cut = ["file", round(rng.uniform(0.05, 0.999), 4)]
+    elif r < 0.08:
+        cut = ["segment", rng.randrange(len(CoreFile(base["core"]).loads)),
+               round(rng.uniform(0.0, 0.99), 3)]
+    return {"interp": base["interp"], "scenario": base["scenario"], "patches": patches,
+            "cut": cut}
+
+
+def resolve(base, spec):
+    """[(address, bytes)] of a spec's patches on ``base``; a structure the base lacks is
+    skipped (a replayed spec on a scenario that changed)."""
+    st = base["structures"]
+    out = []
+    for p in spec["patches"]:
+        kind, index = p["at"]
+        if index >= len(st.get(kind, ())):
+            continue
+        addr = st[kind][index] + p["off"]
+        v = p["value"]
+        if isinstance(v, list):
+            if v[0] == "self":
+                v = st[kind][index] + v[1]
+            else:
+                _, k2, i2, d = v
+                if i2 >= len(st.get(k2, ())):
+                    continue
+                v = st[k2][i2] + d
+        v &= (1 << (8 * p["size"])) - 1
+        out.append((addr, v.to_bytes(p["size"], "little")))
+    return out
+
+
+class Overlay:
+    """A worker's own copy of a base core, patched for one run and restored after."""
+
+    def __init__(self, base, workdir):
+        self.base = base
+        self.path = os.path.join(workdir, os.path.basename(base["core"]))
+        if not os.path.exists(self.path):
+            shutil.copyfile(base["core"], self.path)
+        self.core = CoreFile(self.path)
+
+    def apply(self, spec, workdir):
+        """Patch the copy (or write a cut copy); return (path, undo list)."""
+        undo = []
+        with open(self.path, "r+b") as f:
+            for addr, data in resolve(self.base, spec):
+                if not self.core.has(addr, len(data)):
+                    continue
+                off = self.core.offset_of(addr, len(data))
+                f.seek(off)
+                undo.append((off, f.read(len(data))))
+                f.seek(off)
+                f.write(data)
+            cut = spec.get("cut")
+            if cut and cut[0] == "segment":
+                off = self.phdr_filesz_offset(cut[1])
+                if off is not None:
+                    f.seek(off)
+                    old = f.read(8)
+                    undo.append((off, old))
+                    f.seek(off)
+                    f.write(struct.pack("<Q", int(struct.unpack("<Q", old)[0] * cut[2])))
+        path = self.path
+        if cut and cut[0] == "file":
+            path = self.core.truncated_copy(os.path.join(workdir, "cut.core"),
+                                            int(os.path.getsize(self.path) * cut[1]))
+        return path, undo
+
+    def phdr_filesz_offset(self, index):
+        """File offset of p_filesz of the index-th PT_LOAD that has bytes in the file."""
+        with open(self.path, "rb") as f:
+            h = f.read(64)
+            phoff, = struct.unpack_from("<Q", h, 0x20)
+            phentsize, phnum = struct.unpack_from("<HH", h, 0x36)
+            n = 0
+            for i in range(phnum):
+                f.seek(phoff + i * phentsize)
+                p_type, _, _, _, _, filesz = struct.unpack("<IIQQQQ", f.read(40))
+                if p_type == 1 and filesz:
+                    if n == index:
+                        return phoff + i * phentsize + 32
+                    n += 1
+        return None
+
+    def undo(self, undo):
+        with open(self.path, "r+b") as f:
+            for off, data in reversed(undo):
+                f.seek(off)
+                f.write(data)
+
+
+# --- running and judging ---------------------------------------------------------------------
+
+COUNTS = ("crash", "hang", "panic", "invalid_json", "multi_line_error", "debugger_traceback")
+# Every core: the JSON report with locals and tasks (3.10 has no asyncio support); every
+# TEXT_EVERY-th core also the text of `--async --locals`.
+TEXT_EVERY = 4
+PROGRESS_EVERY = 500
+
+
+def judge_cli(status, rc, out, err, json_mode):
+    """The failure kind of one CLI run, or None when it is a clean outcome."""
+    err_text = err.decode("utf-8", "replace")
+    if status == "hang":
+        return "hang"
+    if rc == 101 or "panicked" in err_text:
+        return "panic"
+    if rc < 0:
+        return "crash"
+    if rc == 0:
+        if json_mode:
+            try:
+                json.loads(out)
+            except ValueError:
+                return "invalid_json"
+        if err_text.strip():
+            return "multi_line_error"
+        return None
+    lines = err_text.splitlines()
+    if rc != 1 or len(lines) != 1 or not lines[0].startswith("pyunwind: ") or out:
+        return "multi_line_error"
+    return None
+
+
+def excerpt(text):
+    """The line that says what went wrong (a panic's location and message), else the tail."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if "panicked at" in line:
+            return "\n".join(lines[i:i + 2])
+    return text[-600:]
+
+
+def run_cli_modes(base, path, env, text):
+    """[(mode, failure kind, detail)] of the failing runs of one corrupted core."""
+    failures = []
+    asyncio = base["minor"] >= 11
+    modes = [("--json", "--locals", "--tasks") if asyncio else ("--json", "--locals")]
+    if text:
+        modes.append(("--async", "--locals") if asyncio else ("--locals",))
+    for mode in modes:
+        status, rc, out, err = cli(["core", path, "--exe", base["exe"], *mode], env=env)
+        kind = judge_cli(status, rc, out, err, "--json" in mode)
+        if kind:
+            failures.append((" ".join(mode), kind, excerpt(err.decode("utf-8", "replace"))))
+    return failures
+
+
+def debugger_failure(status, rc, text):
+    if status == "hang":
+        return "hang"
+    if "panicked" in text or "PanicException" in text:
+        return "panic"
+    if "Traceback (most recent call last)" in text or "Python Exception" in text \
+            or "Error occurred in Python" in text:
+        return "debugger_traceback"
+    if rc is not None and rc < 0:
+        return "crash"
+    return None
+
+
+def run_debugger(kind, base, path, env):
+    if kind == "gdb":
+        cmd = ["gdb", "-q", "-batch", "-nx", "-iex", "set auto-load off",
+               "-iex", "set debuginfod enabled off", "-x", GDB_SCRIPT,
+               "-ex", "py-bt -a --json", "-ex", "py-bt-full", "-ex", "py-tasks", "-ex", "bt",
+               base["exe"], path]
+    else:
+        cmd = [os.environ.get("PYUNWIND_LLDB", "/usr/bin/lldb-22"), "-b", "--no-lldbinit",
+               "-O", "settings set symbols.enable-external-lookup false", base["exe"], "-c",
+               path, "-o", "command script import %s" % LLDB_SCRIPT, "-o", "py-bt -a --json",
+               "-o", "py-tasks", "-o", "bt all"]
+    try:
+        p = subprocess.run(cmd, capture_output=True, timeout=DEBUGGER_TIMEOUT_SECONDS, env=env)
+    except subprocess.TimeoutExpired as e:
+        return debugger_failure("hang", None, ""), (e.stdout or b"")[-600:]
+    text = (p.stdout + p.stderr).decode("utf-8", "replace")
+    return debugger_failure("ok", p.returncode, text), excerpt(text)
+
+
+_WORKER = {}
+
+
+def _worker_init(bases, root):
+    _WORKER["bases"] = {(b["interp"], b["scenario"]): b for b in bases}
+    _WORKER["dir"] = tempfile.mkdtemp(prefix="w-", dir=root)
+    _WORKER["overlays"] = {}
+
+
+def run_one(job):
+    """Run one spec (job = (spec, debuggers, text)); return (spec, [(where, kind, detail)],
+    secs)."""
+    spec, debuggers, text = job
+    started = time.monotonic()
+    key = (spec["interp"], spec["scenario"])
+    base = _WORKER["bases"][key]
+    ov = _WORKER["overlays"].get(key)
+    if ov is None:
+        ov = _WORKER["overlays"][key] = Overlay(base, _WORKER["dir"])
+    env = harness.child_env({"DEBUGINFOD_URLS": "", "RUST_BACKTRACE": "0", **base["env"]})
+    path, undo = ov.apply(spec, _WORKER["dir"])
+    try:
+        failures = [("cli " + m, k, d) for m, k, d in run_cli_modes(base, path, env, text)]
+        for dbg in debuggers:
+            k, d = run_debugger(dbg, base, path, env)
+            if k:
+                failures.append((dbg, k, d))
+    finally:
+        ov.undo(undo)
+        if path != ov.path:
+            os.unlink(path)
+    return spec, failures, time.monotonic() - started
+
+
+def campaign(bases, specs, jobs, root, debugger_sample):
+    """Run every spec; return (counts, failures, runs, debugger runs)."""
+    counts = dict.fromkeys(COUNTS, 0)
+    failures = []
+    work = []
+    for i, spec in enumerate(specs):
+        work.append((spec, debugger_sample.get(i, ()), i % TEXT_EVERY == 0))
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(jobs, initializer=_worker_init, initargs=(bases, root)) as pool:
+        started = time.monotonic()
+        for done, (spec, fails, _secs) in enumerate(
+                pool.imap_unordered(run_one, work, chunksize=4), 1):
+            if done % PROGRESS_EVERY == 0:
+                print("%d cores in %.0f s; %s" % (done, time.monotonic() - started,
+                                                 json.dumps(counts)), flush=True)
+            for where, kind, detail in fails:
+                counts[kind] += 1
+                failures.append({"spec": spec, "where": where, "kind": kind, "detail": detail})
+                print("FAIL %s %s %s\n  %s" % (kind, where, json.dumps(spec), detail),
+                      flush=True)
+    return counts, failures
+
+
+def make_bases(pairs, root):
+    """One base per (interpreter, scenario) pair (3.10 has no asyncio scenario)."""
+    bases = []
+    for interp, sc in pairs:
+        b = make_base(interp, sc, root)
+        if b:
+            bases.append(b)
+    return bases
+
+
+def plan(bases, n, seed, gdb, lldb):
+    """n specs spread evenly over the bases, and which of them also go through gdb/lldb."""
+    rng = random.Random(seed)
+    specs = [random_spec(bases[i % len(bases)], rng) for i in range(n)]
+    sample = {}
+    for dbg, k in (("gdb", gdb), ("lldb", lldb)):
+        for i in rng.sample(range(n), min(k, n)):
+            sample.setdefault(i, []).append(dbg)
+    return specs, sample
+
+
+def write_cores(bases, specs, dest):
+    """Each spec's corrupted core as DIR/spec-N.core, with the executable to read it with."""
+    os.makedirs(dest, exist_ok=True)
+    by_key = {(b["interp"], b["scenario"]): b for b in bases}
+    for i, spec in enumerate(specs):
+        base = by_key[(spec["interp"], spec["scenario"])]
+        ov = Overlay(base, dest)
+        path, undo = ov.apply(spec, dest)
+        out = os.path.join(dest, "spec-%d.core" % i)
+        shutil.copyfile(path, out)
+        ov.undo(undo)
+        print("%s  (exe %s)" % (out, base["exe"]))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cores", type=int, default=10000)
+    ap.add_argument("--seed", type=int, default=1)
+    # Each run is mostly waiting (process start, page faults): more workers than CPUs.
+    ap.add_argument("--jobs", type=int, default=3 * (os.cpu_count() or 2))
+    ap.add_argument("--gdb", type=int, default=40)
+    ap.add_argument("--lldb", type=int, default=20)
+    ap.add_argument("--interp", action="append", help="only these interpreter ids")
+    ap.add_argument("--scenario", action="append", choices=SCENARIOS)
+    ap.add_argument("--replay", nargs="*", help="spec files to run instead of random ones")
+    ap.add_argument("--write-cores", metavar="DIR",
+                    help="with --replay: write each corrupted core to DIR and stop")
+    ap.add_argument("--out", default="target/fuzz-campaign",
+                    help="where failing specs and the summary go")
+    args = ap.parse_args(argv)
+    started = time.monotonic()
+    interps = [i for i in interpreters() if not args.interp or i.id in args.interp]
+    replay = [json.load(open(p)) for p in args.replay or ()]
+    pairs = [(i, sc) for i in interps for sc in args.scenario or SCENARIOS]
+    if replay:
+        wanted = {(s["interp"], s["scenario"]) for s in replay}
+        pairs = [p for p in pairs if (p[0].id, p[1]) in wanted]
+    root = tempfile.mkdtemp(prefix="pyunwind-fuzz-")
+    try:
+        bases = make_bases(pairs, root)
+        made = time.monotonic()
+        print("%d base cores in %.0f s" % (len(bases), made - started), flush=True)
+        if replay and args.write_cores:
+            write_cores(bases, replay, args.write_cores)
+            return 0
+        if replay:
+            specs, sample = replay, {i: ["gdb"] for i in range(len(replay))}
+        else:
+            specs, sample = plan(bases, args.cores, args.seed, args.gdb, args.lldb)
+        counts, failures = campaign(bases, specs, args.jobs, root, sample)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    elapsed = time.monotonic() - started
+    os.makedirs(args.out, exist_ok=True)
+    for i, f in enumerate(failures):
+        with open(os.path.join(args.out, "failure-%04d.json" % i), "w") as out:
+            json.dump(f, out, indent=1)
+    summary = {"cores": len(specs), "base_cores": len(bases), "seconds": round(elapsed),
+               "debugger_runs": sum(len(v) for v in sample.values()), "counts": counts}
+    with open(os.path.join(args.out, "summary.json"), "w") as out:
+        json.dump(summary, out, indent=1)
+    print(json.dumps(summary))
+    return 1 if any(counts.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+#!/bin/bash
+# `make fuzz`: (a) libFuzzer over memory images of real stops (fuzz/, cargo-fuzz, nightly),
+# (b) the corrupted-core campaign over real cores of every supported interpreter
+# (tools/fuzz/campaign.py). Idempotent: cargo-fuzz and the nightly toolchain are installed
+# once. FUZZ_SECONDS (libFuzzer's time, default 300), FUZZ_CORES (default 10000),
+# FUZZ_SEED (default: the date) tune it; failures of (b) are written to target/fuzz-campaign.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+FUZZ_SECONDS=${FUZZ_SECONDS:-300}
+FUZZ_CORES=${FUZZ_CORES:-10000}
+FUZZ_SEED=${FUZZ_SEED:-$(date +%Y%m%d)}
+py=$(bash tools/test-env.sh | tail -n 1)
+
+rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+cargo fuzz --version >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+
+# (a) seed images from real cores, then libFuzzer from them.
+corpus=target/fuzz-corpus/decoders
+cargo +nightly build --release --manifest-path fuzz/Cargo.toml --no-default-features \
+  --bin image-from-core
+"$py" tools/fuzz/seed_corpus.py fuzz/target/release/image-from-core "$corpus"
+cargo +nightly fuzz run --fuzz-dir fuzz decoders "$corpus" -- \
+  -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048
+
+# (b) the campaign.
+"$py" tools/fuzz/campaign.py --cores "$FUZZ_CORES" --seed "$FUZZ_SEED"
