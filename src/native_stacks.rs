@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 
-use crate::cpython::FrameItem;
 use crate::error::Result;
 use crate::native::jit::JitMap;
 use crate::native::{splice, RunMark, Splice};
@@ -162,18 +161,7 @@ impl Session {
             .iter()
             .map(|f| f.jit_label.is_none() && f.module.is_some_and(|m| interp_modules.contains(&m)))
             .collect();
-        let marks: Vec<RunMark> = t
-            .walk
-            .items
-            .iter()
-            .map(|i| match i {
-                FrameItem::Python(p) => RunMark {
-                    entry: p.entry,
-                    shim: p.shim,
-                },
-                FrameItem::Unreadable { .. } => RunMark::default(),
-            })
-            .collect();
+        let marks = RunMark::of_walk(&t.walk);
         let actions = splice(&fnames, Some(&sps), &marks, !all, Some(&inside));
         let mut out = Vec::new();
         let mut shown = vec![false; t.walk.items.len()];

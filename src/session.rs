@@ -525,19 +525,8 @@ impl Session {
         pcs: Option<&[u64]>,
         hide_internal: bool,
     ) -> Vec<Splice> {
-        let marks: Vec<RunMark> = match self.find_thread(key) {
-            Some(t) => t
-                .walk
-                .items
-                .iter()
-                .map(|i| match i {
-                    FrameItem::Python(p) => RunMark {
-                        entry: p.entry,
-                        shim: p.shim,
-                    },
-                    FrameItem::Unreadable { .. } => RunMark::default(),
-                })
-                .collect(),
+        let marks = match self.find_thread(key) {
+            Some(t) => RunMark::of_walk(&t.walk),
             None => Vec::new(),
         };
         let inside = pcs.map(|p| self.in_interpreter(p));

@@ -45,12 +45,7 @@ impl ElfInfo {
             .sections()
             .filter_map(|s| Some((s.name().ok()?.to_string(), (s.address(), s.size()))))
             .collect();
-        let first_vaddr = obj
-            .segments()
-            .find(|s| s.file_range().0 == 0)
-            .or_else(|| obj.segments().next())
-            .map(|s| s.address() & !0xfff)
-            .unwrap_or(0);
+        let first_vaddr = first_vaddr(&obj);
         let build_id = obj.build_id().ok().flatten().map(|b| b.to_vec());
         let is_core = obj.kind() == object::ObjectKind::Core;
         Ok(ElfInfo {
@@ -77,4 +72,14 @@ impl ElfInfo {
         }
         Ok(sec.data().ok().map(|d| d.to_vec()))
     }
+}
+
+/// The page-aligned address of the segment that maps the file's start (else the first
+/// segment): what a module's load base is measured from.
+pub fn first_vaddr<'d, R: object::ReadRef<'d>>(obj: &object::File<'d, R>) -> u64 {
+    obj.segments()
+        .find(|s| s.file_range().0 == 0)
+        .or_else(|| obj.segments().next())
+        .map(|s| s.address() & !0xfff)
+        .unwrap_or(0)
 }

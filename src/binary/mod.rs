@@ -3,7 +3,7 @@
 mod elf;
 mod maps;
 
-pub use self::elf::ElfInfo;
+pub use self::elf::{first_vaddr, ElfInfo};
 pub use self::maps::{parse_proc_maps, read_proc_maps};
 pub use crate::memory::FileMapping;
 

@@ -88,6 +88,22 @@ pub struct RunMark {
     pub shim: Option<u64>,
 }
 
+impl RunMark {
+    /// The marks of a thread's walked frames, innermost first (an unreadable item ends no run).
+    pub fn of_walk(walk: &crate::cpython::FrameWalk) -> Vec<RunMark> {
+        walk.items
+            .iter()
+            .map(|i| match i {
+                crate::cpython::FrameItem::Python(p) => RunMark {
+                    entry: p.entry,
+                    shim: p.shim,
+                },
+                crate::cpython::FrameItem::Unreadable { .. } => RunMark::default(),
+            })
+            .collect()
+    }
+}
+
 /// `names`: the native frames innermost first (`None` when the debugger has no name); `sps`:
 /// their stack pointers, when the debugger gives them; `marks`: for each Python frame
 /// (innermost first), where its eval-loop call ends.

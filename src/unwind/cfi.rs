@@ -7,7 +7,7 @@ use gimli::{
     BaseAddresses, CfaRule, DebugFrame, EhFrame, EndianSlice, Evaluation, EvaluationResult,
     LittleEndian, Register, RegisterRule, UnwindContext, UnwindSection, UnwindTableRow,
 };
-use object::{Object, ObjectSection, ObjectSegment, ReadCache};
+use object::{Object, ObjectSection, ReadCache};
 
 use super::regs::{Regs, RA, RSP};
 use crate::error::{Error, Result};
@@ -64,12 +64,7 @@ impl ElfUnwind {
         let data = ReadCache::new(f);
         let obj = object::File::parse(&data)
             .map_err(|e| Error::bad_file(path, format!("not an ELF file ({e})")))?;
-        let first_vaddr = obj
-            .segments()
-            .find(|s| s.file_range().0 == 0)
-            .or_else(|| obj.segments().next())
-            .map(|s| s.address() & !0xfff)
-            .unwrap_or(0);
+        let first_vaddr = crate::binary::first_vaddr(&obj);
         let section = |name: &str| -> Option<(u64, Vec<u8>)> {
             let s = obj.section_by_name(name)?;
             if s.size() > MAX_CFI_BYTES {
