@@ -43,11 +43,12 @@ unit: pythons
 	$(CARGO) test --release
 
 # The lldb tests (test_lldb*.py) run under integration-lldb, once per lldb version.
-# pytest-xdist spreads the tests over PYTEST_WORKERS processes (most of a test's time is gdb,
-# gcore or the scenario, one core each); a module whose tests share a fixed path marks itself
-# with `xdist_group`, which --dist loadgroup keeps on one worker.
+# pytest-xdist spreads the test files over PYTEST_WORKERS processes (most of a test's time is
+# gdb, gcore or the scenario, one core each). --dist loadfile keeps each file on one worker: its
+# module fixtures (costly cores, the pip venvs at a fixed path) are made once. (--dist loadgroup
+# does not group under pytest 9: xdist 3.8 renames `item._nodeid`, which pytest 9 no longer reads.)
 PYTEST_WORKERS ?= 2
-PYTEST := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup
+PYTEST := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile
 integration: build pythons wheel
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  "$$py" $(PYTEST) tests/integration --ignore-glob='*/test_lldb*.py'

@@ -27,8 +27,6 @@ import pytest
 
 import harness
 
-# Its module fixtures are costly or use a fixed path: one xdist worker runs the whole module.
-pytestmark = pytest.mark.xdist_group("test_async_corrupt")
 from corefile import CoreFile, u64
 from test_asyncio import CASES_SCRIPT, check_async
 from test_stacks import check_report, expected, got, json_from, run_gdb

@@ -15,8 +15,6 @@ import pytest
 
 import harness
 
-# Its module fixtures are costly or use a fixed path: one xdist worker runs the whole module.
-pytestmark = pytest.mark.xdist_group("test_core_sources")
 from test_stacks import check_report, gdb_cmd, json_from
 
 # Tools and their options: compress to stdout; none of the outputs has a telling name.

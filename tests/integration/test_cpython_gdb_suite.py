@@ -16,8 +16,6 @@ import pytest
 
 import harness
 
-# Its module fixtures are costly or use a fixed path: one xdist worker runs the whole module.
-pytestmark = pytest.mark.xdist_group("test_cpython_gdb_suite")
 
 HERE = pathlib.Path(__file__).resolve().parent
 DRIVER = HERE / "cpython_gdb_driver.py"

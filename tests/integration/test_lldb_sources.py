@@ -13,8 +13,6 @@ from test_core_sources import chroot_tree, chrooted, sysroot_of  # noqa: F401
 from test_packaging import VENVS, pyunwind, script, shapes, venvs  # noqa: F401
 from test_stacks import check_report, json_from
 
-# The pip venvs (test_packaging) live at a fixed path: one xdist worker runs the whole module.
-pytestmark = pytest.mark.xdist_group("test_lldb_sources")
 
 LLDB_TIMEOUT = 180
 

@@ -16,8 +16,6 @@ import pytest
 
 import harness
 
-# Its module fixtures are costly or use a fixed path: one xdist worker runs the whole module.
-pytestmark = pytest.mark.xdist_group("test_packaging")
 from test_stacks import check_report, json_from
 
 PIP_TIMEOUT = 1200
