@@ -49,6 +49,9 @@ unit: pythons
 # does not group under pytest 9: xdist 3.8 renames `item._nodeid`, which pytest 9 no longer reads.)
 PYTEST_WORKERS ?= 2
 PYTEST := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile
+# test_lldb.py holds most lldb tests: those files spread test by test. test_lldb_sources (the pip
+# venvs at a fixed path) and test_lldb_dap (one scenario and core per interpreter) run by file.
+PYTEST_LOAD := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist load
 integration: build pythons wheel
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  "$$py" $(PYTEST) tests/integration --ignore-glob='*/test_lldb*.py'
@@ -62,9 +65,11 @@ integration-lldb: build wheel
 	  for v in $(LLDB_VERSIONS); do \
 	    lldb=$$(bash tools/lldb-env.sh $$v) || exit 1; \
 	    echo "== lldb $$v: $$lldb"; \
-	    extra=$$([ $$v -ge 22 ] && echo tests/integration/test_lldb_lock.py tests/integration/test_lldb_dap.py); \
-	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST) tests/integration/test_lldb.py \
-	      tests/integration/test_lldb_sources.py tests/integration/test_lldb_robust.py $$extra \
+	    lock=$$([ $$v -ge 22 ] && echo tests/integration/test_lldb_lock.py); \
+	    dap=$$([ $$v -ge 22 ] && echo tests/integration/test_lldb_dap.py); \
+	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST_LOAD) tests/integration/test_lldb.py \
+	      tests/integration/test_lldb_robust.py $$lock || exit 1; \
+	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST) tests/integration/test_lldb_sources.py $$dap \
 	      || exit 1; \
 	  done
 
