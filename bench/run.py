@@ -434,27 +434,21 @@ def print_table(depths, all_results, core_sizes):
     row("libpython/ours, beyond start-up", lambda res, d: lib_over_ours(res, d, True))
     row("libpython/ours, total", lambda res, d: lib_over_ours(res, d, False))
 
-    def pystack_over_cli(res, d):
-        ps, cli = res.get("pystack"), res.get("ours-cli")
-        if ps is None or cli is None or cli.median is None:
-            return "-"
-        if ps.timeout and not ps.failure:
-            return ratio(ps.timeout, cli.median, True)
-        return ratio(ps.median, cli.median)
+    def pystack_over(theirs, ours_key):
+        """pystack's median over ours (a pystack timeout is a lower bound)."""
+        def cell(res, d):
+            ps, ours = res.get(theirs), res.get(ours_key)
+            if ps is None or ours is None or ours.median is None:
+                return "-"
+            if ps.timeout and not ps.failure:
+                return ratio(ps.timeout, ours.median, True)
+            return ratio(ps.median, ours.median)
+        return cell
 
-    row("pystack/ours CLI", pystack_over_cli)
+    row("pystack/ours CLI", pystack_over("pystack", "ours-cli"))
     row("pystack core --native", get("pystack-native"))
     row("ours CLI --native --json", get("ours-native"))
-
-    def native_ratio(res, d):
-        ps, ours = res.get("pystack-native"), res.get("ours-native")
-        if ps is None or ours is None or ours.median is None:
-            return "-"
-        if ps.timeout and not ps.failure:
-            return ratio(ps.timeout, ours.median, True)
-        return ratio(ps.median, ours.median)
-
-    row("pystack/ours, --native", native_ratio)
+    row("pystack/ours, --native", pystack_over("pystack-native", "ours-native"))
 
     header = ["seconds, median of runs"] + [f"N={d}" for d in depths]
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]

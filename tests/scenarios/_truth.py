@@ -139,6 +139,22 @@ def signal_ready():
         fifo.write("ready\n")
 
 
+MAX_START_SECONDS = 10.0
+
+
+def start_threads(targets):
+    """Start a daemon thread per ``{name: target}``, each called as ``target(started)``, and
+    wait until every one has set its ``started`` event."""
+    events = []
+    for name, target in targets.items():
+        started = threading.Event()
+        threading.Thread(target=target, args=(started,), name=name, daemon=True).start()
+        events.append((name, started))
+    for name, started in events:
+        if not started.wait(MAX_START_SECONDS):
+            fail("%s did not start within %.0f s" % (name, MAX_START_SECONDS))
+
+
 def _join_truth(caller):
     """Add the calling thread (from ``caller``, on its blocking line) to the truth file written
     before, then signal ready."""

@@ -15,7 +15,6 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _truth  # noqa: E402
 
-MAX_START_SECONDS = 10.0
 LOCK = threading.Lock()
 LOCK.acquire()
 PIPE_R, PIPE_W = os.pipe()
@@ -65,14 +64,7 @@ def main():
     LIBC.signal.restype = ctypes.c_void_p
     LIBC.signal.argtypes = (ctypes.c_int, HANDLER)
     LIBC.signal(signal.SIGUSR2, C_HANDLER)
-    events = []
-    for name, target in (("locked", locked), ("reading", reading)):
-        started = threading.Event()
-        threading.Thread(target=target, args=(started,), name=name, daemon=True).start()
-        events.append((name, started))
-    for name, started in events:
-        if not started.wait(MAX_START_SECONDS):
-            _truth.fail("%s did not start within %.0f s" % (name, MAX_START_SECONDS))
+    _truth.start_threads({"locked": locked, "reading": reading})
     sorted([1], key=key)
 
 

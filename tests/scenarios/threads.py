@@ -7,13 +7,11 @@ the workers until their stacks are stable.
 
 import os
 import sys
-import threading
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _truth  # noqa: E402
 
-MAX_START_SECONDS = 10.0
 
 
 def alpha(started):
@@ -42,14 +40,7 @@ WORKERS = {"worker-a": alpha, "worker-b": bravo, "worker-c": charlie}
 
 
 def wait_for_workers():
-    events = []
-    for name, target in WORKERS.items():
-        started = threading.Event()
-        threading.Thread(target=target, args=(started,), name=name, daemon=True).start()
-        events.append((name, started))
-    for name, started in events:
-        if not started.wait(MAX_START_SECONDS):
-            _truth.fail("%s did not start within %.0f s" % (name, MAX_START_SECONDS))
+    _truth.start_threads(WORKERS)
     _truth.ready(); _truth.HELD.acquire()  # noqa: E702
 
 
