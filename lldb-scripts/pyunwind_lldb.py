@@ -204,12 +204,12 @@ class LldbHost(fe.Host):
     def write(self, text):
         self.result.Print(text)
 
-    def native_frames(self):
-        # lldb's own frames only: with the frame provider on (lldb 22+) the thread's frames
-        # are the provided ones, which the core cannot splice.
+    def native_frames(self, session=None):
         t = self.thread_
-        if t is None or not t.IsValid() or (_has_provider_api and _settings["frame-provider"] == "on"):
+        if t is None or not t.IsValid():
             return None
+        if _provider_on():
+            return self._own_frames(session) if session is not None else None
         with _deferred():
             frames = [t.GetFrameAtIndex(i) for i in range(min(t.GetNumFrames(), MAX_NATIVE_FRAMES))]
             if not frames or any(f.IsSynthetic() for f in frames if hasattr(f, "IsSynthetic")):
@@ -222,14 +222,64 @@ class LldbHost(fe.Host):
                 "wait_addr": rdi.GetValueAsUnsigned() if rdi.IsValid() and rdi.GetValue() is not None else None,
             }
 
+    def _own_frames(self, session):
+        """With the frame provider on, the thread's frames are the provided ones, which the
+        core cannot splice: the core unwinds the thread itself from the registers of lldb's
+        innermost frame, and each of its frames gets the level lldb shows it at."""
+        t = self.thread_
+        frames = [t.GetFrameAtIndex(i) for i in range(min(t.GetNumFrames(), MAX_NATIVE_FRAMES))]
+        if not frames or frames[0].IsSynthetic():
+            # A Python frame innermost: lldb's registers are behind it.
+            return None
+        regs = {}
+        for regset in frames[0].GetRegisters():
+            for r in regset:
+                if r.GetName() in OWN_UNWIND_REGISTERS and r.GetValue() is not None:
+                    regs[r.GetName()] = r.GetValueAsUnsigned()
+        own = json.loads(session.own_natives(regs))
+        # lldb's native frames are ours (by pc, in order); the provider hid the others.
+        levels = [None] * len(own["pcs"])
+        k = 0
+        for level, f in enumerate(frames):
+            if f.IsSynthetic():
+                continue
+            pc = f.GetPC()
+            m = next((i for i in range(k, len(levels)) if own["pcs"][i] == pc), None)
+            if m is not None:
+                levels[m] = level
+                k = m + 1
+        shown = _python_levels.get(_plan_key(self.process, t.GetThreadID()), {})
+        python_levels = [shown.get(i) for i in range(max(shown, default=-1) + 1)]
+        return {"names": own["names"], "pcs": own["pcs"], "sps": own["sps"], "wait_addr": own["wait_addr"],
+                "levels": levels, "python_levels": python_levels}
+
     def selected_level(self):
         t = self.thread_
-        if t is None or not t.IsValid() or self.native_frames() is None:
+        if t is None or not t.IsValid():
+            return None
+        if not _provider_on() and self.native_frames() is None:
             return None
         return t.GetSelectedFrame().GetFrameID()
 
     def select_level(self, level):
         self.thread_.SetSelectedFrame(level)
+
+
+# Registers the core's own unwind starts from (x86-64).
+OWN_UNWIND_REGISTERS = frozenset(
+    ["rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip"])
+
+
+def _provider_on():
+    return _has_provider_api and _settings["frame-provider"] == "on"
+
+
+def _plan_key(process, lwp):
+    return (process.GetUniqueID(), process.GetStopID(), lwp)
+
+
+# _plan_key -> {Python frame index: the level the provider shows it at}, from the last plan.
+_python_levels = {}
 
 
 def _key(host):
@@ -488,7 +538,14 @@ if _has_provider_api:
             # Native frames past the names read (a stack deeper than MAX_NATIVE_FRAMES, or none
             # read: the fallback) stay, and Python frames no eval-loop frame runs follow them.
             rest += range(max(len(self.names), self.committed), self.size)
-            return head + early + rest + tail
+            rows = head + early + rest + tail
+            key = _plan_key(self.process, lwp)
+            for old in [k for k in _python_levels if k[:2] != key[:2]]:
+                del _python_levels[old]
+            index = {id(f): i for i, f in enumerate(frames)}
+            _python_levels[key] = {index[id(row[0])]: level for level, row in enumerate(rows)
+                                   if not isinstance(row, int)}
+            return rows
 
         def get_frame_at_index(self, index):
             if self.rows is None:

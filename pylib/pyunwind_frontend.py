@@ -221,10 +221,12 @@ class Host:
     def python_frame_selected(self, session, index):
         """py-up / py-down chose Python frame `index`: follow it in the debugger if it can."""
 
-    def native_frames(self):
+    def native_frames(self, session=None):
         """The selected thread's native frames, innermost first, as a dict of `names`, `pcs`,
         `sps` (lists; sps may be None) and `wait_addr` (the innermost frame's rdi, or None), or
-        None when the debugger cannot unwind them."""
+        None when the debugger cannot unwind them. When the debugger shows other frames than
+        these, also `levels` and `python_levels` (see `Session.stack_entries`); `session`
+        unwinds them then."""
         return None
 
     def selected_level(self):
@@ -431,7 +433,7 @@ Usage: py-print NAME""",
         elif a.all_threads:
             host.write(s.render_bt(all_threads=True, full=full))
         else:
-            host.write(s.render_bt(lwp=lwp, tp=tp, full=full, **(host.native_frames() or {})))
+            host.write(s.render_bt(lwp=lwp, tp=tp, full=full, **(host.native_frames(s) or {})))
 
     def py_bt_full(self, host, arg):
         self.py_bt(host, arg, full=True)
@@ -453,7 +455,8 @@ Usage: py-print NAME""",
         """The selected thread's stack as libpython's py-up walks it: Python frames and the
         native frames it shows between them (see `Session.stack_entries`)."""
         lwp, tp = host.thread()
-        return json.loads(self.session(host).stack_entries(lwp=lwp, tp=tp, **(host.native_frames() or {})))
+        s = self.session(host)
+        return json.loads(s.stack_entries(lwp=lwp, tp=tp, **(host.native_frames(s) or {})))
 
     def _current_entry(self, host, entries):
         """The entry py-up/py-down move from: the one they last chose while the debugger's

@@ -198,7 +198,7 @@ class _GdbHost(fe.Host):
             return idx if idx in a["frames"] else a["frames"][0]
         return None
 
-    def native_frames(self):
+    def native_frames(self, session=None):
         try:
             frames = _native_frames()
             names = [f.name() for f in frames]

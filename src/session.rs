@@ -1,7 +1,7 @@
 //! One stop of one target, as the frontends use it: threads and their Python frames decoded
 //! once, reports and renderings on top.
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use crate::asyncio::{self, ThreadFrames};
 use crate::cpython::callables::NativeFrame;
@@ -16,6 +16,7 @@ use crate::report::{
     Report, StackEntry, TaskReport, ThreadReport,
 };
 use crate::target::{SourceKind, Target};
+use crate::unwind::{self, ModuleSet};
 
 pub struct DecodedThread {
     pub info: ThreadInfo,
@@ -41,6 +42,9 @@ pub struct Session {
     thread_ids: Vec<(u64, u64)>,
     /// JIT and trampoline code of this stop, built on first use.
     jit: OnceLock<JitMap>,
+    /// The target's modules with their CFI and symbols, for our own native unwinds. DWARF's
+    /// line tables (addr2line) are not `Sync`: one unwind at a time uses them.
+    modules: Mutex<Option<ModuleSet>>,
 }
 
 impl Session {
@@ -59,6 +63,7 @@ impl Session {
             async_report: OnceLock::new(),
             thread_ids,
             jit: OnceLock::new(),
+            modules: Mutex::new(None),
         })
     }
 
@@ -395,7 +400,6 @@ impl Session {
         // Without symbols, the GIL and GC markers come from memory: the thread blocked on the
         // GIL's own address; the interpreter's collector running and this thread the GIL's
         // last holder (a finalizer the collector runs may have released it, as in a sleep).
-        // Shown innermost.
         let named: Vec<String> = markers(&n.names, &(0..n.names.len()).collect::<Vec<_>>())
             .into_iter()
             .map(|m| m.1)
@@ -407,27 +411,31 @@ impl Session {
             && n.wait_addr
                 .is_some_and(|a| self.snap.is_gil_address(interp, a))
         {
-            from_memory.push((0, WAITING_FOR_GIL.to_string()));
+            // At the interpreter's innermost frame, where libpython finds `take_gil` by name:
+            // the frames inside it are the C library's wait.
+            let inside = self.in_interpreter(&n.pcs);
+            let first_run = actions
+                .iter()
+                .position(|a| matches!(a, Splice::Python { .. }))
+                .unwrap_or(actions.len());
+            let at = (0..first_run).find(|&k| inside.get(k) == Some(&true));
+            from_memory.push((at.unwrap_or(0), WAITING_FOR_GIL.to_string()));
         }
-        if !named.iter().any(|m| m == COLLECTING)
+        let collecting = !named.iter().any(|m| m == COLLECTING)
             && self.snap.gil_last_holder(interp) == Some(t.info.addr)
-            && self.snap.gc_collecting(interp) == Some(true)
-        {
-            from_memory.push((0, COLLECTING.to_string()));
-        }
-        let mut from_memory = Some(from_memory);
-        let mut out = Vec::new();
-        let mut shown = vec![false; t.walk.items.len()];
+            && self.snap.gc_collecting(interp) == Some(true);
+        // Each Python run with the native frames between it and the next inner one, and the C
+        // callable its innermost frame is calling.
+        let mut runs = Vec::new();
         let mut pending: Vec<usize> = Vec::new();
         for (level, a) in actions.iter().enumerate() {
             let Splice::Python { frames } = a else {
                 pending.push(level);
                 continue;
             };
-            let mut lines = markers(&n.names, &pending);
-            lines.extend(from_memory.take().unwrap_or_default());
+            let mut called = None;
             if let Some(FrameItem::Python(p)) = frames.first().and_then(|&i| t.walk.items.get(i)) {
-                let called: Vec<NativeFrame> = pending
+                let natives: Vec<NativeFrame> = pending
                     .iter()
                     .map(|&k| NativeFrame {
                         name: n.names[k].clone(),
@@ -435,9 +443,29 @@ impl Session {
                     })
                     .collect();
                 let outer_pc = n.pcs.get(level).copied().unwrap_or(0);
-                if let Some((k, text)) = self.snap.called_callable(p, &called, outer_pc) {
-                    lines.push((pending[k], text));
+                called = self.snap.called_callable(p, &natives, outer_pc);
+            }
+            runs.push((level, frames, std::mem::take(&mut pending), called));
+        }
+        // The collector runs under `gc.collect` when Python code called it (libpython shows
+        // the line just inside that call), else it is the innermost code.
+        let gc_run = runs
+            .iter()
+            .position(|r| r.3.as_ref().is_some_and(|c| self.snap.is_gc_collect(c.obj)));
+        if collecting && gc_run.is_none() {
+            from_memory.push((0, COLLECTING.to_string()));
+        }
+        let mut from_memory = Some(from_memory);
+        let mut out = Vec::new();
+        let mut shown = vec![false; t.walk.items.len()];
+        for (r, (level, frames, natives, called)) in runs.into_iter().enumerate() {
+            let mut lines = markers(&n.names, &natives);
+            lines.extend(from_memory.take().unwrap_or_default());
+            if let Some(c) = called {
+                if collecting && gc_run == Some(r) {
+                    lines.push((natives[c.at.saturating_sub(1)], COLLECTING.to_string()));
                 }
+                lines.push((natives[c.at], c.text));
             }
             lines.sort_by_key(|l| l.0);
             out.extend(lines.into_iter().map(|(level, text)| StackEntry {
@@ -450,24 +478,67 @@ impl Session {
                 shown[i] = true;
                 out.push(python(i, Some(level)));
             }
-            pending.clear();
         }
-        out.extend(
-            markers(&n.names, &pending)
-                .into_iter()
-                .map(|(level, text)| StackEntry {
-                    kind: "native",
-                    index: None,
-                    level: Some(level),
-                    text: Some(text),
-                }),
-        );
+        // A thread with no Python run in its native frames still gets the markers.
+        let mut last = markers(&n.names, &pending);
+        last.extend(from_memory.take().unwrap_or_default());
+        last.sort_by_key(|l| l.0);
+        out.extend(last.into_iter().map(|(level, text)| StackEntry {
+            kind: "native",
+            index: None,
+            level: Some(level),
+            text: Some(text),
+        }));
         out.extend(
             (0..shown.len())
                 .filter(|&i| !shown[i])
                 .map(|i| python(i, None)),
         );
+        if let Some(levels) = &n.levels {
+            shown_levels(&mut out, &actions, levels, n.python_levels.as_deref());
+        }
         Ok(out)
+    }
+
+    /// The thread's native frames as we unwind them from `start`, the registers of the
+    /// debugger's innermost native frame: for a frontend whose debugger shows other frames than
+    /// its own (lldb's frame provider). DWARF's inlined calls are frames of their own, as
+    /// debuggers show them.
+    pub fn own_natives(&self, start: unwind::regs::Regs) -> (Natives, Option<String>) {
+        // Never wait for the lock: a debugger's memory reads call into Python, which may run
+        // another thread asking for the same (see `once`). A second caller builds its own set.
+        let mut fresh = None;
+        let mut guard = self.modules.try_lock().ok();
+        let set = match guard.as_deref_mut() {
+            Some(cached) => cached.get_or_insert_with(|| ModuleSet::new(&self.target)),
+            None => fresh.insert(ModuleSet::new(&self.target)),
+        };
+        let jit = (self.snap.layout.version.minor >= 13).then(|| self.jit());
+        let stack = unwind::unwind(&*self.snap.mem, set, jit, start);
+        let mut n = Natives {
+            sps: Some(Vec::new()),
+            wait_addr: start.get(RDI),
+            ..Natives::default()
+        };
+        let mut push = |name: Option<String>, f: &unwind::Frame| {
+            n.names.push(name);
+            n.pcs.push(f.pc);
+            n.sps.get_or_insert_with(Vec::new).push(f.sp);
+        };
+        for f in &stack.frames {
+            if f.jit_label.is_some() {
+                push(f.jit_label.clone(), f);
+                continue;
+            }
+            let name = set.name(f);
+            if let Some((_, inlined)) = name.source.split_last() {
+                for s in inlined {
+                    push(s.function.clone(), f);
+                }
+            }
+            push(name.function, f);
+        }
+        (n, stack.error)
     }
 
     /// `py-bt-async` text.
@@ -547,6 +618,33 @@ fn once<T>(cell: &OnceLock<T>, make: impl FnOnce() -> T) -> &T {
     cell.get_or_init(|| v)
 }
 
+/// x86-64 `rdi` in DWARF numbering (see [`crate::unwind::regs`]).
+const RDI: u16 = 5;
+
+/// Gives the entries the levels the debugger shows (see [`Natives::levels`]). An entry whose
+/// native frame is hidden takes the level of the next shown frame outward: the plumbing the
+/// debugger folds away sits there.
+fn shown_levels(
+    entries: &mut [StackEntry],
+    actions: &[Splice],
+    levels: &[Option<usize>],
+    python_levels: Option<&[Option<usize>]>,
+) {
+    let python_level = |i: usize| python_levels.and_then(|p| p.get(i).copied().flatten());
+    let outward = |k: usize| {
+        (k..actions.len()).find_map(|j| match &actions[j] {
+            Splice::Python { frames } => frames.first().and_then(|&i| python_level(i)),
+            _ => levels.get(j).copied().flatten(),
+        })
+    };
+    for e in entries {
+        e.level = match (e.kind, e.index) {
+            ("python", Some(i)) => python_level(i).or_else(|| e.level.and_then(outward)),
+            _ => e.level.and_then(outward),
+        };
+    }
+}
+
 /// A thread's native frames as the debugger unwound them, innermost first.
 #[derive(Clone, Debug, Default)]
 pub struct Natives {
@@ -556,6 +654,11 @@ pub struct Natives {
     /// The innermost frame's first argument register (x86-64 `rdi`): in a blocked futex wait,
     /// the address the thread waits on.
     pub wait_addr: Option<u64>,
+    /// When the debugger shows other frames than these (lldb's frame provider): the level
+    /// it shows each of them at, None where it hides it...
+    pub levels: Option<Vec<Option<usize>>>,
+    /// ...and the level it shows each Python frame at, by index.
+    pub python_levels: Option<Vec<Option<usize>>>,
 }
 
 const WAITING_FOR_GIL: &str = "Waiting for the GIL";

@@ -27,9 +27,14 @@ const METHODDEF_ML_METH: u64 = 8;
 // `wrapperobject` {descr, self} (Objects/descrobject.c);
 const WRAPPER_DESCR: u64 = 0;
 const WRAPPER_SELF: u64 = 8;
-// `PyWrapperDescrObject`: PyDescr_COMMON {d_type, d_name, d_qualname}, then d_base
-// (Include/cpython/descrobject.h); `struct wrapperbase` starts with `name`.
+// `PyCFunctionObject`'s m_module: the defining module's name (`__module__`), a str;
+const CFUNCTION_M_MODULE: u64 = 16;
+// `PyWrapperDescrObject`: PyDescr_COMMON {d_type, d_name, d_qualname}, then d_base and
+// d_wrapped, the slot function (Include/cpython/descrobject.h); `struct wrapperbase`
+// {name, offset (int, padded), function, wrapper, ...}: `wrapper` calls `d_wrapped`.
 const WRAPPERDESCR_D_BASE: u64 = 24;
+const WRAPPERDESCR_D_WRAPPED: u64 = 32;
+const WRAPPERBASE_WRAPPER: u64 = 24;
 
 /// End of x86-64 Linux user space: no object lies above it.
 const USER_SPACE_END: u64 = 1 << 47;
@@ -64,6 +69,17 @@ fn direct_call_target(mem: &dyn crate::memory::Memory, ret: u64) -> Option<u64> 
     }
     let rel = i32::from_le_bytes([b[3], b[4], b[5], b[6]]);
     Some(ret.wrapping_add(rel as i64 as u64))
+}
+
+/// The C callable a Python frame is calling (see [`Snapshot::called_callable`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Called {
+    /// Where it belongs among the native frames given.
+    pub at: usize,
+    /// libpython's repr of it.
+    pub text: String,
+    /// The callable object.
+    pub obj: u64,
 }
 
 /// A native frame as the debugger unwound it.
@@ -154,23 +170,65 @@ impl Snapshot {
         out
     }
 
+    /// Whether the builtin `obj` is `gc.collect`: libpython's "Garbage-collecting" frames run
+    /// under it when Python code calls it.
+    pub fn is_gc_collect(&self, obj: u64) -> bool {
+        let named = || -> Result<bool, ReadError> {
+            let f = self.object_fields(obj)?;
+            let ml = self.mem.read_ptr(field(f, CFUNCTION_M_ML)?)?;
+            let name = self.c_name(self.mem.read_ptr(field(ml, METHODDEF_ML_NAME)?)?)?;
+            let module = self.mem.read_ptr(field(f, CFUNCTION_M_MODULE)?)?;
+            Ok(name == "collect" && module != 0 && self.read_str(module)? == "gc")
+        };
+        named().unwrap_or(false)
+    }
+
+    /// The index in `natives` of the frame nearest past `entry` that is running the C function
+    /// at `entry`, and how far past: CPython calls it through a pointer, so a frame entered by
+    /// a direct call to another function is not running it, however near.
+    fn running(&self, entry: u64, natives: &[NativeFrame], outer_pc: u64) -> Option<(u64, usize)> {
+        let mut best: Option<(u64, usize)> = None;
+        for (k, n) in natives.iter().enumerate() {
+            let dist = n.pc.wrapping_sub(entry);
+            if entry != 0 && dist < MAX_C_FUNCTION_BYTES && best.is_none_or(|b| dist < b.0) {
+                // A stale value-stack slot naming a builtin defined beside the eval loop
+                // (3.10's `exec`) matched the call plumbing before this check.
+                let ret = natives.get(k + 1).map_or(outer_pc, |c| c.pc);
+                if direct_call_target(&*self.mem, ret).is_some_and(|t| t != entry) {
+                    continue;
+                }
+                best = Some((dist, k));
+            }
+        }
+        best
+    }
+
     /// The C callable `frame` is calling, as libpython prints it, and the index in `natives`
     /// (the native frames between the frame's eval loop and the innermost frame, innermost
-    /// first) where it belongs: a builtin function on the value stack whose `ml_meth` one of
-    /// those native frames is running (shown at that frame's caller, where libpython shows
-    /// it), else a method-wrapper on the value stack when a native frame is `wrapper_call`.
-    /// `outer_pc` is where the eval loop's frame resumes (the return address of the
-    /// outermost of `natives`).
+    /// first) where it belongs. A builtin function or a method-wrapper on the value stack whose
+    /// C function one of those native frames is running (a builtin's `ml_meth`; a
+    /// method-wrapper's `wrapper`, else its slot function), shown at that frame's caller,
+    /// where libpython shows it. With symbols also: the builtin CPython's dispatcher is
+    /// calling, a method-wrapper when a native frame is `wrapper_call`. `outer_pc` is where the
+    /// eval loop's frame resumes (the return address of the outermost of `natives`).
     pub fn called_callable(
         &self,
         frame: &PyFrame,
         natives: &[NativeFrame],
         outer_pc: u64,
-    ) -> Option<(usize, String)> {
+    ) -> Option<Called> {
         if natives.is_empty() {
             return None;
         }
-        let mut best: Option<(u64, usize, u64)> = None;
+        // (distance, native index, object, is a method-wrapper)
+        let mut best: Option<(u64, usize, u64, bool)> = None;
+        let mut consider = |found: Option<(u64, usize)>, v: u64, wrapper: bool| {
+            if let Some((dist, k)) = found {
+                if best.is_none_or(|b| dist < b.0) {
+                    best = Some((dist, k, v, wrapper));
+                }
+            }
+        };
         let mut wrapper = None;
         let mut lowest_cfunction = None;
         for v in self.value_stack(frame) {
@@ -182,27 +240,30 @@ impl Snapshot {
                     .and_then(|f| self.mem.read_ptr(field(f, CFUNCTION_M_ML)?))
                     .and_then(|ml| self.mem.read_ptr(field(ml, METHODDEF_ML_METH)?));
                 let Ok(meth) = meth else { continue };
-                for (k, n) in natives.iter().enumerate() {
-                    let dist = n.pc.wrapping_sub(meth);
-                    if meth != 0 && dist < MAX_C_FUNCTION_BYTES && best.is_none_or(|b| dist < b.0) {
-                        // CPython calls `ml_meth` through a pointer. A frame its caller
-                        // entered by a direct call to another function is not running it,
-                        // however near: a stale value-stack slot naming a builtin defined
-                        // beside the eval loop (3.10's `exec`) matched the call plumbing.
-                        let ret = natives.get(k + 1).map_or(outer_pc, |c| c.pc);
-                        if direct_call_target(&*self.mem, ret).is_some_and(|t| t != meth) {
-                            continue;
-                        }
-                        best = Some((dist, k, v));
-                    }
-                }
-            } else if t.name == "method-wrapper" && wrapper.is_none() {
-                wrapper = Some(v);
+                consider(self.running(meth, natives, outer_pc), v, false);
+            } else if t.name == "method-wrapper" {
+                wrapper.get_or_insert(v);
+                let Ok((call, wrapped)) = self.wrapper_functions(v) else {
+                    continue;
+                };
+                // `wrapper` (wrap_init...) calls the slot; one that tail-calls leaves only
+                // the slot's frame, whose caller is then wrapper_call too.
+                let found = self
+                    .running(call, natives, outer_pc)
+                    .or_else(|| self.running(wrapped, natives, outer_pc));
+                consider(found, v, true);
             }
         }
-        if let Some((_, k, v)) = best {
-            let at = (k + 1).min(natives.len() - 1);
-            return self.cfunction_repr(v).ok().map(|s| (at, s));
+        let called = |at: usize, obj: u64, wrapper: bool| {
+            let text = if wrapper {
+                self.method_wrapper_repr(obj)
+            } else {
+                self.cfunction_repr(obj)
+            };
+            text.ok().map(|text| Called { at, text, obj })
+        };
+        if let Some((_, k, v, w)) = best {
+            return called((k + 1).min(natives.len() - 1), v, w);
         }
         // A C function that tail-calls (PyObject_Vectorcall as its last act) leaves no native
         // frame of its own; CPython's dispatcher to it still names it.
@@ -212,10 +273,22 @@ impl Snapshot {
                 .position(|n| n.name.as_deref().is_some_and(f))
         };
         if let (Some(at), Some(v)) = (named(is_cfunction_dispatcher), lowest_cfunction) {
-            return self.cfunction_repr(v).ok().map(|s| (at, s));
+            return called(at, v, false);
         }
         let at = named(|n| n == "wrapper_call")?;
-        self.method_wrapper_repr(wrapper?).ok().map(|s| (at, s))
+        called(at, wrapper?, true)
+    }
+
+    /// A method-wrapper's C functions: its descriptor's `wrapper` and the slot it wraps.
+    fn wrapper_functions(&self, obj: u64) -> Result<(u64, u64), ReadError> {
+        let descr = self
+            .mem
+            .read_ptr(field(self.object_fields(obj)?, WRAPPER_DESCR)?)?;
+        let d = self.object_fields(descr)?;
+        let base = self.mem.read_ptr(field(d, WRAPPERDESCR_D_BASE)?)?;
+        let wrapped = self.mem.read_ptr(field(d, WRAPPERDESCR_D_WRAPPED)?)?;
+        let call = self.mem.read_ptr(field(base, WRAPPERBASE_WRAPPER)?)?;
+        Ok((call, wrapped))
     }
 }
 

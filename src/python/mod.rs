@@ -208,7 +208,8 @@ impl PySession {
     /// `py-bt` / `py-bt-full` text. `names`, `pcs`, `sps`: the selected thread's native
     /// frames, innermost first, when the debugger has them (the native frames libpython shows
     /// are then shown too).
-    #[pyo3(signature = (lwp=None, tp=None, all_threads=false, full=false, names=None, pcs=None, sps=None, wait_addr=None))]
+    /// `levels`, `python_levels`: see `stack_entries`.
+    #[pyo3(signature = (lwp=None, tp=None, all_threads=false, full=false, names=None, pcs=None, sps=None, wait_addr=None, levels=None, python_levels=None))]
     #[allow(clippy::too_many_arguments)]
     fn render_bt(
         &self,
@@ -220,10 +221,12 @@ impl PySession {
         pcs: Option<Vec<u64>>,
         sps: Option<Vec<u64>>,
         wait_addr: Option<u64>,
+        levels: Option<Vec<Option<usize>>>,
+        python_levels: Option<Vec<Option<usize>>>,
     ) -> PyResult<String> {
         guard("Session.render_bt", || {
             let k = (!all_threads).then(|| key(lwp, tp));
-            let n = natives(names, pcs, sps, wait_addr);
+            let n = natives(names, pcs, sps, wait_addr, levels, python_levels);
             self.inner.render_bt(k, full, n.as_ref()).map_err(err)
         })
     }
@@ -247,7 +250,11 @@ impl PySession {
 
     /// The thread's stack as libpython's py-bt and py-up walk it (JSON list of
     /// {"kind": "python"|"native", "index", "level", "text"}), innermost first.
-    #[pyo3(signature = (lwp=None, tp=None, names=None, pcs=None, sps=None, wait_addr=None))]
+    /// `levels`: when the debugger shows other frames than these native frames (lldb's frame
+    /// provider), the level it shows each of them at (None: hidden); `python_levels`: the
+    /// level it shows each Python frame at, by index. Entries then carry those levels.
+    #[pyo3(signature = (lwp=None, tp=None, names=None, pcs=None, sps=None, wait_addr=None, levels=None, python_levels=None))]
+    #[allow(clippy::too_many_arguments)]
     fn stack_entries(
         &self,
         lwp: Option<u64>,
@@ -256,15 +263,43 @@ impl PySession {
         pcs: Option<Vec<u64>>,
         sps: Option<Vec<u64>>,
         wait_addr: Option<u64>,
+        levels: Option<Vec<Option<usize>>>,
+        python_levels: Option<Vec<Option<usize>>>,
     ) -> PyResult<String> {
         guard("Session.stack_entries", || {
-            let n = natives(names, pcs, sps, wait_addr);
+            let n = natives(names, pcs, sps, wait_addr, levels, python_levels);
             json(
                 &self
                     .inner
                     .stack_entries(key(lwp, tp), n.as_ref())
                     .map_err(err)?,
             )
+        })
+    }
+
+    /// The thread's native frames as we unwind them from `regs` (register name -> value, the
+    /// debugger's innermost native frame: rip, rsp, rbp, rdi...), for a debugger that shows
+    /// other frames than its own: JSON {"names", "pcs", "sps", "wait_addr", "error"}.
+    fn own_natives(
+        &self,
+        py: Python<'_>,
+        regs: std::collections::HashMap<String, u64>,
+    ) -> PyResult<String> {
+        guard("Session.own_natives", || {
+            let mut start = crate::unwind::regs::Regs::default();
+            for (name, v) in &regs {
+                if let Some(r) = crate::unwind::regs::Regs::number(name) {
+                    start.set(r, *v);
+                }
+            }
+            let (n, error) = self.off_gil(py, || self.inner.own_natives(start));
+            json(&serde_json::json!({
+                "names": n.names,
+                "pcs": n.pcs,
+                "sps": n.sps,
+                "wait_addr": n.wait_addr,
+                "error": error,
+            }))
         })
     }
 
@@ -399,12 +434,16 @@ fn natives(
     pcs: Option<Vec<u64>>,
     sps: Option<Vec<u64>>,
     wait_addr: Option<u64>,
+    levels: Option<Vec<Option<usize>>>,
+    python_levels: Option<Vec<Option<usize>>>,
 ) -> Option<Natives> {
     Some(Natives {
         names: names?,
         pcs: pcs.unwrap_or_default(),
         sps,
         wait_addr,
+        levels,
+        python_levels,
     })
 }
 
