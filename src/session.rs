@@ -443,7 +443,15 @@ impl Session {
                     })
                     .collect();
                 let outer_pc = n.pcs.get(level).copied().unwrap_or(0);
-                called = self.snap.called_callable(p, &natives, outer_pc);
+                let inner = frames
+                    .first()
+                    .and_then(|&i| i.checked_sub(1))
+                    .and_then(|i| t.walk.items.get(i))
+                    .map(|f| match f {
+                        FrameItem::Python(f) => f.addr,
+                        FrameItem::Unreadable { addr, .. } => *addr,
+                    });
+                called = self.snap.called_callable(p, &natives, outer_pc, inner);
             }
             runs.push((level, frames, std::mem::take(&mut pending), called));
         }

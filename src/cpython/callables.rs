@@ -146,7 +146,9 @@ impl Snapshot {
 
     /// The objects on a frame's value stack (slots above its locals), bottom first. Slots above
     /// the live top hold stale pointers: callers confirm what they find.
-    fn value_stack(&self, frame: &PyFrame) -> Vec<u64> {
+    /// `inner`: the address of the frame it calls, where the frame's value stack ends at
+    /// the latest (3.11+ push a callee's frame right after its caller's).
+    fn value_stack(&self, frame: &PyFrame, inner: Option<u64>) -> Vec<u64> {
         let Ok((base, tag_bits)) = self.localsplus(frame) else {
             return Vec::new();
         };
@@ -158,6 +160,9 @@ impl Snapshot {
             let Some(slot) = start.checked_add(i * 8) else {
                 break;
             };
+            if inner.is_some_and(|f| f > start && slot >= f) {
+                break;
+            }
             match self.mem.read_u64(slot) {
                 // Objects are 8-byte aligned user-space addresses; anything else is stale.
                 Ok(v) if v & !tag_bits != 0 && v & 7 & !tag_bits == 0 && v < USER_SPACE_END => {
@@ -210,12 +215,14 @@ impl Snapshot {
     /// method-wrapper's `wrapper`, else its slot function), shown at that frame's caller,
     /// where libpython shows it. With symbols also: the builtin CPython's dispatcher is
     /// calling, a method-wrapper when a native frame is `wrapper_call`. `outer_pc` is where the
-    /// eval loop's frame resumes (the return address of the outermost of `natives`).
+    /// eval loop's frame resumes (the return address of the outermost of `natives`);
+    /// `inner` the address of the Python frame it calls, if any.
     pub fn called_callable(
         &self,
         frame: &PyFrame,
         natives: &[NativeFrame],
         outer_pc: u64,
+        inner: Option<u64>,
     ) -> Option<Called> {
         if natives.is_empty() {
             return None;
@@ -231,7 +238,7 @@ impl Snapshot {
         };
         let mut wrapper = None;
         let mut lowest_cfunction = None;
-        for v in self.value_stack(frame) {
+        for v in self.value_stack(frame, inner) {
             let Ok(t) = self.type_of(v) else { continue };
             if is_cfunction_type(&t.name) {
                 lowest_cfunction.get_or_insert(v);

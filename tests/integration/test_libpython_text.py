@@ -1,7 +1,7 @@
 """The text libpython.py prints, from target memory only, on every interpreter of the matrix
 (stripped builds included: Debian's python3.11, sid's LTO 3.14 and 3.15, stripped copies of
 pyenv's libpython; and the free-threaded build), live and from a core: the C function a Python frame is calling, and
-py-up from the C frames below the Python stack."""
+py-up from the C frames below the Python stack; a method-wrapper being called."""
 
 import re
 
@@ -18,6 +18,21 @@ MEMORY_ONLY_INTERPS = [i for i in INTERPS if i.id in MEMORY_ONLY]
 
 CALL_LINE = re.compile(r"^  <built-in method sleep of module object at remote 0x[0-9a-f]+>$")
 FULL_CALL_LINE = re.compile(r"^#\d+ <built-in method sleep of module object at remote 0x[0-9a-f]+>$")
+SLEEP = "<built-in method sleep of module object at remote 0x…>"
+ADDRESS = re.compile(r"0x[0-9a-f]+")
+
+
+def outline(bt):
+    """py-bt's entries, as libpython prints them, with addresses elided: a Python frame as its
+    (function, file, line), a native line as its text."""
+    out = []
+    for line in bt[bt.index("Traceback (most recent call first):"):].splitlines()[1:]:
+        frame = traceback_frames(line)
+        if frame:
+            out += frame
+        elif line.startswith("  ") and not line.startswith("    "):
+            out.append(ADDRESS.sub("0x…", line.strip()))
+    return out
 
 
 @pytest.mark.parametrize("source", ["live", "core"])
@@ -43,3 +58,17 @@ def test_called_c_function_and_py_up(interp, source):
         assert re.search(r"#\d+ Frame 0x[0-9a-f]+, for file %s, line %d, in call_c \(seconds=3600\)"
                          % (re.escape(innermost["file"]), innermost["line"]), up), up
         assert "local 'seconds' = 3600" in up
+
+
+@pytest.mark.parametrize("source", ["live", "core"])
+@pytest.mark.parametrize("interp", MEMORY_ONLY_INTERPS, ids=lambda i: i.id)
+def test_method_wrapper(interp, source):
+    """libpython's `<method-wrapper '__init__' of MyList object at 0x…>` between the frame a
+    method-wrapper's slot runs and the frame calling it; named without `wrapper_call`'s
+    symbol, by the C functions a native frame runs."""
+    with harness.Scenario(interp, "wrapper_call") as sc:
+        where = {"core": sc.make_core()} if source == "core" else {"pid": sc.pid}
+        out, _ = run_gdb(interp, "py-bt", **where)
+        f = expected(sc.truth["threads"][0]["frames"])
+        assert [x[0] for x in f] == ["items", f[1][0], "main", "<module>"], f
+        assert outline(out) == [SLEEP, f[0], "<method-wrapper '__init__' of MyList object at 0x…>", *f[1:]], out

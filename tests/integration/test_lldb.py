@@ -175,21 +175,48 @@ def test_lldb_locals_print_list_up_down(interp):
 
 @pytest.mark.parametrize("interp", INTERPS, ids=lambda i: i.id)
 def test_lldb_called_c_function_like_gdb(interp):
-    """With lldb's own frames (the frame provider off, or lldb 19), py-bt shows the C function
-    being called and py-up selects the innermost Python frame from below, as in gdb."""
+    """py-bt shows the C function being called and py-up selects the innermost Python frame
+    from below, as in gdb: with lldb 22's frame provider (the default; the core unwinds the
+    native frames itself) and with lldb's own frames (the provider off, or lldb 19)."""
     with harness.Scenario(interp, "cfunction_call") as sc:
         core = sc.make_core()
+        frames = sc.truth["threads"][0]["frames"]
         for where in ({"core": core}, {"pid": sc.pid}):
-            out = run_lldb(interp, "pyunwind set frame-provider off", mark("BT"), "py-bt", mark("UP"),
-                           "py-up", "py-print seconds", **where)
-            got = split(out, ["BT", "UP"])
-            frames = sc.truth["threads"][0]["frames"]
-            lines = got["BT"][got["BT"].index("Traceback (most recent call first):"):].splitlines()
-            assert re.match(r"^  <built-in method sleep of module object at remote 0x[0-9a-f]+>$", lines[1]), got["BT"]
-            assert traceback_frames(got["BT"]) == expected(frames)
-            assert re.search(r"#\d+ Frame 0x[0-9a-f]+, for file %s, line %d, in call_c \(seconds=3600\)"
-                             % (re.escape(frames[0]["file"]), frames[0]["line"]), got["UP"]), got["UP"]
-            assert "local 'seconds' = 3600" in got["UP"]
+            out = run_lldb(interp, mark("BT"), "py-bt", mark("UP"), "py-up", "py-print seconds", "frame info",
+                           mark("DOWN"), "py-down", mark("SWITCH"), "pyunwind set frame-provider off", "frame select 0",
+                           mark("BT_OFF"), "py-bt", mark("UP_OFF"), "py-up", "py-print seconds", **where)
+            got = split(out, ["BT", "UP", "DOWN", "SWITCH", "BT_OFF", "UP_OFF"])
+            for bt, up in ((got["BT"], got["UP"]), (got["BT_OFF"], got["UP_OFF"])):
+                lines = bt[bt.index("Traceback (most recent call first):"):].splitlines()
+                assert re.match(r"^  <built-in method sleep of module object at remote 0x[0-9a-f]+>$", lines[1]), bt
+                assert traceback_frames(bt) == expected(frames)
+                assert re.search(r"#\d+ Frame 0x[0-9a-f]+, for file %s, line %d, in call_c \(seconds=3600\)"
+                                 % (re.escape(frames[0]["file"]), frames[0]["line"]), up), up
+                assert "local 'seconds' = 3600" in up
+            # py-up selected the frame lldb shows the Python frame at (a provided frame in lldb
+            # 22), and py-down comes back to the C function's line at lldb's level for it.
+            level = int(re.search(r"#(\d+) Frame 0x", got["UP"]).group(1))
+            assert re.search(r"frame #%d: .*call_c" % level, got["UP"]), got["UP"]
+            assert re.search(r"^#\d+ <built-in method sleep of module object at remote 0x[0-9a-f]+>$",
+                             got["DOWN"], re.M), got["DOWN"]
+
+
+@pytest.mark.parametrize("interp", [i for i in INTERPS if i.id in ("debian-3.11", "pyenv-3.12")], ids=lambda i: i.id)
+def test_lldb_gc_and_method_wrapper_like_gdb(interp):
+    """Garbage-collecting under gc.collect and a method-wrapper being called: the same py-bt
+    as gdb's, with and without lldb 22's frame provider, on a core."""
+    from test_libpython_text import SLEEP, outline
+
+    for scenario, middle in (("gc_finalizer", ["Garbage-collecting",
+                                                "<built-in method collect of module object at remote 0x…>"]),
+                             ("wrapper_call", ["<method-wrapper '__init__' of MyList object at 0x…>"])):
+        with harness.Scenario(interp, scenario) as sc:
+            out = run_lldb(interp, mark("ON"), "py-bt", "pyunwind set frame-provider off", mark("OFF"), "py-bt",
+                           core=sc.make_core())
+            got = split(out, ["ON", "OFF"])
+            f = expected(sc.truth["threads"][0]["frames"])
+            for mode in ("ON", "OFF"):
+                assert outline(got[mode]) == [SLEEP, f[0], *middle, *f[1:]], (mode, got[mode])
 
 
 def test_lldb_py_up_down_ends_and_usage():
