@@ -721,3 +721,42 @@ impl Session {
         self.jit().unwind(&*self.snap.mem, regs)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(kind: &'static str, index: Option<usize>, level: usize) -> StackEntry {
+        StackEntry {
+            kind,
+            index,
+            level: Some(level),
+            text: (kind == "native").then(|| "line".to_string()),
+        }
+    }
+
+    #[test]
+    fn provided_levels_replace_ours_and_hidden_frames_take_the_next_shown_one() {
+        // Ours: 0 libc, 1 the C function, 2 plumbing (hidden by the debugger), 3 eval loop
+        // running Python frames 0 and 1, 4 main. The debugger shows: 0, 1, Python 0 at 2,
+        // Python 1 at 3, main at 4.
+        let actions = vec![
+            Splice::Keep,
+            Splice::Keep,
+            Splice::Hide,
+            Splice::Python { frames: vec![0, 1] },
+            Splice::Keep,
+        ];
+        let levels = vec![Some(0), Some(1), None, None, Some(4)];
+        let python_levels = vec![Some(2), Some(3)];
+        let mut entries = vec![
+            entry("native", None, 1),
+            entry("native", None, 2),
+            entry("python", Some(0), 3),
+            entry("python", Some(1), 3),
+        ];
+        shown_levels(&mut entries, &actions, &levels, Some(&python_levels));
+        let got: Vec<_> = entries.iter().map(|e| e.level).collect();
+        assert_eq!(got, vec![Some(1), Some(2), Some(2), Some(3)]);
+    }
+}
