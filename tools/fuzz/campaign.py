@@ -402,7 +402,8 @@ def run_debugger(kind, base, path, env):
         cmd = [os.environ.get("PYUNWIND_LLDB", "/usr/bin/lldb-22"), "-b", "--no-lldbinit",
                "-O", "settings set symbols.enable-external-lookup false", base["exe"], "-c",
                path, "-o", "command script import %s" % LLDB_SCRIPT, "-o", "py-bt -a --json",
-               "-o", "py-tasks", "-o", "bt all"]
+               # py-bt-full: with the frame provider on, the core's own native unwind.
+               "-o", "py-bt-full", "-o", "py-tasks", "-o", "bt all"]
     try:
         p = subprocess.run(cmd, capture_output=True, timeout=DEBUGGER_TIMEOUT_SECONDS, env=env)
     except subprocess.TimeoutExpired as e:
