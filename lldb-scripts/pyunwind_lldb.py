@@ -209,26 +209,31 @@ class LldbHost(fe.Host):
         if t is None or not t.IsValid():
             return None
         if _provider_on():
-            return self._own_frames(session) if session is not None else None
+            # The thread's frames are the provided ones, which the core cannot splice.
+            frames = [t.GetFrameAtIndex(i) for i in range(min(t.GetNumFrames(), MAX_NATIVE_FRAMES))]
+            return self._own_frames(session, frames, provided=True) if session is not None else None
         with _deferred():
             frames = [t.GetFrameAtIndex(i) for i in range(min(t.GetNumFrames(), MAX_NATIVE_FRAMES))]
             if not frames or any(f.IsSynthetic() for f in frames if hasattr(f, "IsSynthetic")):
                 return None
             rdi = frames[0].FindRegister("rdi")
-            return {
+            lldbs = {
                 "names": [f.GetFunctionName() for f in frames],
                 "pcs": [f.GetPC() for f in frames],
                 "sps": [f.GetSP() for f in frames],
                 "wait_addr": rdi.GetValueAsUnsigned() if rdi.IsValid() and rdi.GetValue() is not None else None,
             }
+            own = self._own_frames(session, frames, provided=False) if session is not None else None
+        # lldb 19 stops unwinding at CPython's call plumbing (PyObject_Vectorcall): then the
+        # core's own unwind, which goes further, places the Python frames.
+        return own if own is not None and len(own["pcs"]) > len(frames) else lldbs
 
-    def _own_frames(self, session):
-        """With the frame provider on, the thread's frames are the provided ones, which the
-        core cannot splice: the core unwinds the thread itself from the registers of lldb's
-        innermost frame, and each of its frames gets the level lldb shows it at."""
-        t = self.thread_
-        frames = [t.GetFrameAtIndex(i) for i in range(min(t.GetNumFrames(), MAX_NATIVE_FRAMES))]
-        if not frames or frames[0].IsSynthetic():
+    def _own_frames(self, session, frames, provided):
+        """The thread's native frames as the core unwinds them from the registers of lldb's
+        innermost frame, each with the level lldb shows it at (see `Session.stack_entries`):
+        the frame lldb shows with its pc, and for the frame provider's Python frames (`provided`),
+        the level the provider gave each."""
+        if not frames or (hasattr(frames[0], "IsSynthetic") and frames[0].IsSynthetic()):
             # A Python frame innermost: lldb's registers are behind it.
             return None
         regs = {}
@@ -237,19 +242,20 @@ class LldbHost(fe.Host):
                 if r.GetName() in OWN_UNWIND_REGISTERS and r.GetValue() is not None:
                     regs[r.GetName()] = r.GetValueAsUnsigned()
         own = json.loads(session.own_natives(regs))
-        # lldb's native frames are ours (by pc, in order); the provider hid the others.
         levels = [None] * len(own["pcs"])
         k = 0
         for level, f in enumerate(frames):
-            if f.IsSynthetic():
+            if hasattr(f, "IsSynthetic") and f.IsSynthetic():
                 continue
             pc = f.GetPC()
             m = next((i for i in range(k, len(levels)) if own["pcs"][i] == pc), None)
             if m is not None:
                 levels[m] = level
                 k = m + 1
-        shown = _python_levels.get(_plan_key(self.process, t.GetThreadID()), {})
-        python_levels = [shown.get(i) for i in range(max(shown, default=-1) + 1)]
+        python_levels = None
+        if provided:
+            shown = _python_levels.get(_plan_key(self.process, self.thread_.GetThreadID()), {})
+            python_levels = [shown.get(i) for i in range(max(shown, default=-1) + 1)]
         return {"names": own["names"], "pcs": own["pcs"], "sps": own["sps"], "wait_addr": own["wait_addr"],
                 "levels": levels, "python_levels": python_levels}
 

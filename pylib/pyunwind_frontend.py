@@ -503,7 +503,8 @@ Usage: py-print NAME""",
         if e["kind"] == "python":
             host.write(self.session(host).render_frame(e["index"], lwp=lwp, tp=tp, level=e.get("level")))
         else:
-            host.write("#%d %s\n" % (e["level"], e["text"]))
+            # A frame the debugger does not show (its unwind stopped early) has no level.
+            host.write("#%s %s\n" % (e.get("level", "?"), e["text"]))
 
     def py_up(self, host, arg):
         self._move(host, arg, "py-up", +1)

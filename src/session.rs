@@ -638,16 +638,23 @@ fn shown_levels(
     levels: &[Option<usize>],
     python_levels: Option<&[Option<usize>]>,
 ) {
+    // Without `python_levels` the debugger shows the eval-loop frames themselves.
+    let level = |k: usize| levels.get(k).copied().flatten();
     let python_level = |i: usize| python_levels.and_then(|p| p.get(i).copied().flatten());
     let outward = |k: usize| {
         (k..actions.len()).find_map(|j| match &actions[j] {
-            Splice::Python { frames } => frames.first().and_then(|&i| python_level(i)),
-            _ => levels.get(j).copied().flatten(),
+            Splice::Python { frames } if python_levels.is_some() => {
+                frames.first().and_then(|&i| python_level(i))
+            }
+            _ => level(j),
         })
     };
     for e in entries {
         e.level = match (e.kind, e.index) {
-            ("python", Some(i)) => python_level(i).or_else(|| e.level.and_then(outward)),
+            ("python", Some(i)) if python_levels.is_some() => {
+                python_level(i).or_else(|| e.level.and_then(outward))
+            }
+            ("python", _) => e.level.and_then(level),
             _ => e.level.and_then(outward),
         };
     }
@@ -755,8 +762,15 @@ mod tests {
             entry("python", Some(0), 3),
             entry("python", Some(1), 3),
         ];
+        let mut own = entries.clone();
         shown_levels(&mut entries, &actions, &levels, Some(&python_levels));
         let got: Vec<_> = entries.iter().map(|e| e.level).collect();
         assert_eq!(got, vec![Some(1), Some(2), Some(2), Some(3)]);
+        // The debugger's own frames, fewer than ours (lldb 19 stops early): its levels where
+        // it shows the frame, none past its last one.
+        let levels = vec![Some(0), Some(1), Some(2)];
+        shown_levels(&mut own, &actions, &levels, None);
+        let got: Vec<_> = own.iter().map(|e| e.level).collect();
+        assert_eq!(got, vec![Some(1), Some(2), None, None]);
     }
 }

@@ -278,9 +278,11 @@ pub fn entries(
         ) {
             (Some((i, f)), _) if full => full_frame(i, f, src, out),
             (Some((_, f)), _) => frames(std::slice::from_ref(f), "  ", src, out),
-            (None, Some(text)) if full => {
-                writeln!(out, "#{} {text}", e.level.unwrap_or(0)).unwrap()
-            }
+            // A frame the debugger does not show (its unwind stopped early) has no level.
+            (None, Some(text)) if full => match e.level {
+                Some(level) => writeln!(out, "#{level} {text}").unwrap(),
+                None => writeln!(out, "#? {text}").unwrap(),
+            },
             (None, Some(text)) => writeln!(out, "  {text}").unwrap(),
             (None, None) => {}
         }

@@ -194,14 +194,13 @@ def test_lldb_called_c_function_like_gdb(interp):
                 assert re.search(r"#\d+ Frame 0x[0-9a-f]+, for file %s, line %d, in call_c \(seconds=3600\)"
                                  % (re.escape(frames[0]["file"]), frames[0]["line"]), up), up
                 assert "local 'seconds' = 3600" in up
-            # py-up selected the frame lldb shows the Python frame at (a provided frame in lldb
-            # 22), and py-down comes back to the C function's line at lldb's level for it.
-            level = int(re.search(r"#(\d+) Frame 0x", got["UP"]).group(1))
-            selected = "call_c" if provider else "_PyEval_EvalFrameDefault"
-            if not interp.id.endswith("stripped") or provider:
-                assert re.search(r"frame #%d: .*%s" % (level, selected), got["UP"]), got["UP"]
-            else:
-                assert re.search(r"frame #%d: " % level, got["UP"]), got["UP"]
+            # py-up selected the frame lldb 22 shows the Python frame at (a provided frame), and
+            # py-down comes back to the C function's line.
+            # (lldb 19's own unwind stops at PyObject_Vectorcall, before any eval-loop frame:
+            # there py-up has no lldb frame to select.)
+            if provider:
+                level = int(re.search(r"#(\d+) Frame 0x", got["UP"]).group(1))
+                assert re.search(r"frame #%d: .*call_c" % level, got["UP"]), got["UP"]
             assert re.search(r"^#\d+ <built-in method sleep of module object at remote 0x[0-9a-f]+>$",
                              got["DOWN"], re.M), got["DOWN"]
 
