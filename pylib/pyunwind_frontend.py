@@ -234,6 +234,11 @@ class Host:
     def select_level(self, level):
         """py-up / py-down chose the stack entry shown at native frame `level`: select it."""
 
+    def python_frames_selectable(self):
+        """Whether each Python frame is a debugger frame of its own (gdb's real frames), which
+        python_frame_selected selects."""
+        return False
+
 
 def open_session(core, host, thread_ids=None):
     """A `_pyunwind.Session` for the host's target: a core file or a local process read
@@ -489,7 +494,9 @@ Usage: py-print NAME""",
             return
         e = entries[nxt]
         lwp, tp = host.thread()
-        if e.get("level") is not None:
+        if e["kind"] == "python" and host.python_frames_selectable():
+            host.python_frame_selected(self.session(host), e["index"])
+        elif e.get("level") is not None:
             host.select_level(e["level"])
         elif e["kind"] == "python":
             host.python_frame_selected(self.session(host), e["index"])

@@ -9,10 +9,13 @@ from gdb.FrameDecorator import FrameDecorator
 
 import pyunwind_frontend as fe
 import pyunwind_gdb_jit as jit
+import pyunwind_gdb_real as real
 
 _core = None
 _state = fe.StopState()
 _jit_stop = None  # the JIT map of this stop (pyunwind_gdb_jit), set by register()
+_real = None  # real frames' state (pyunwind_gdb_real), set by register()
+_real_unwinder = None
 
 
 def core():
@@ -61,6 +64,32 @@ class _HideParam(gdb.Parameter):
         return "Hiding CPython's internal frames in bt is %s." % svalue
 
 
+class _FramesParam(gdb.Parameter):
+    """How Python frames appear in gdb: `default`, the frame filter shows an eval-loop frame's
+    Python frames in its place (they share its number); `real`, each Python frame is a gdb
+    frame of its own, with its own number, for `frame N`, `up`, `down`, `info frame` and MI."""
+
+    set_doc = "Set how Python frames appear among gdb's frames (default or real)."
+    show_doc = "Show how Python frames appear among gdb's frames."
+
+    def __init__(self):
+        super().__init__("pyunwind-frames", gdb.COMMAND_STACK, gdb.PARAM_ENUM, ["default", "real"])
+        self.value = "default"
+
+    def get_set_string(self):
+        on = self.value == "real"
+        if on:
+            _remember_core()
+        _real.real = on
+        _real_unwinder.enabled = on
+        _real.drop()
+        gdb.invalidate_cached_frames()
+        return ""
+
+    def get_show_string(self, svalue):
+        return "Python frames are %s gdb frames." % ("real" if svalue == "real" else "shown in place of eval-loop")
+
+
 _params = {}
 
 
@@ -70,7 +99,20 @@ _params = {}
 def _core_file():
     text = gdb.execute("info target", to_string=True)
     m = re.search(r"core dump file:\s*\n?\s*`(.+?)'", text)
-    return m.group(1) if m else None
+    path = m.group(1) if m else None
+    _known_cores[gdb.selected_inferior().num] = path
+    return path
+
+
+# Inferior number -> its core file (None: a process), for what may not run `info target`.
+_known_cores = {}
+
+
+def _remember_core(_event=None):
+    try:
+        _core_file()
+    except gdb.error:
+        pass
 
 
 def _thread_key(thread=None):
@@ -121,14 +163,6 @@ def _native_frames():
         frames.append(f)
         f = f.older()
     return frames
-
-
-def _eval_frames():
-    """gdb's frames, innermost first, with the core's splice action for each."""
-    frames = _native_frames()
-    actions = json.loads(session().splice([f.name() for f in frames], lwp=_thread_key(), tp=_thread_pointer(),
-                                          sps=_stack_pointers(frames)))
-    return list(zip(frames, actions))
 
 
 def _stack_pointers(frames):
@@ -190,17 +224,29 @@ class _GdbHost(fe.Host):
         idx = _state.selected.get(_thread_key())
         try:
             level = gdb.selected_frame().level()
-            pairs = _eval_frames()
+            pairs = _python_by_level()
         except gdb.error:
             return None
-        a = pairs[level][1] if level < len(pairs) else None
-        if a and a["action"] == "python" and a["frames"]:
-            return idx if idx in a["frames"] else a["frames"][0]
+        shown = pairs[level][1] if level < len(pairs) else []
+        if shown:
+            return idx if idx in shown else shown[0]
         return None
+
+    def python_frames_selectable(self):
+        return _real is not None and _real.real
+
+    def _levels(self):
+        """gdb levels of the frames that are not copies (real frames), or None."""
+        if not self.python_frames_selectable():
+            return None
+        return _physical(_native_frames())[0]
 
     def native_frames(self):
         try:
             frames = _native_frames()
+            levels = self._levels()
+            if levels is not None:
+                frames = [frames[n] for n in levels]
             names = [f.name() for f in frames]
             pcs = [f.pc() & 0xFFFFFFFFFFFFFFFF for f in frames]
         except gdb.error:
@@ -213,12 +259,20 @@ class _GdbHost(fe.Host):
 
     def selected_level(self):
         try:
-            return gdb.selected_frame().level()
+            level = gdb.selected_frame().level()
+            levels = self._levels()
         except gdb.error:
             return None
+        if levels is None:
+            return level
+        # A copy stands for the eval-loop frame it copies: the next frame that is not one.
+        return next((p for p, n in enumerate(levels) if n >= level), None)
 
     def select_level(self, level):
         try:
+            levels = self._levels()
+            if levels is not None:
+                level = levels[level] if level < len(levels) else level
             f = gdb.newest_frame()
             while f is not None and f.level() < level:
                 f = f.older()
@@ -231,8 +285,8 @@ class _GdbHost(fe.Host):
         # Select the eval-loop native frame that runs Python frame `index`, if gdb can unwind
         # to it.
         try:
-            for f, a in _eval_frames():
-                if a["action"] == "python" and index in a["frames"]:
+            for f, shown in _python_by_level():
+                if index in shown:
                     f.select()
                     return
         except gdb.error:
@@ -251,8 +305,76 @@ def session():
         raise gdb.GdbError(str(e))
 
 
+def _quiet_session():
+    """The stop's session for the unwinder, which may not run gdb commands nor read registers
+    through frames: None when the target's core file is not known yet, or memory must be read
+    through gdb's commands."""
+    inf = gdb.selected_inferior()
+    conn = getattr(inf, "connection", None)
+    kind = getattr(conn, "type", None) if conn is not None else None
+    if kind == "native":
+        corefile = None
+    elif kind == "core" and _known_cores.get(inf.num):
+        corefile = _known_cores[inf.num]
+    else:
+        return None
+    key = (inf.num, inf.pid, corefile)
+    if _state.session is not None and _state.key == key:
+        return _state.session
+    host = _QuietHost(corefile)
+    if host.memory_mode() == "debugger":
+        return None
+    try:
+        return _state.get(key, lambda: fe.open_session(core(), host, None))
+    except Exception:
+        return None
+
+
+class _QuietHost(_GdbHost):
+    def __init__(self, corefile):
+        self._corefile = corefile
+
+    def core_file(self):
+        return self._corefile
+
+    def maps(self):
+        raise fe.FrontendError("pyunwind: no memory maps without gdb commands")
+
+
 def _frames():
     return fe.thread_frames(session(), _thread_key(), _thread_pointer())
+
+
+def _physical(frames):
+    """The frames that are not copies made by real frames (indices into `frames`), and for
+    each frame its copy (key, index) or None; (all, None) outside real mode."""
+    if _real is None or not _real.real:
+        return list(range(len(frames))), None
+    copies = [_real.copy_at(f) for f in frames]
+    return [n for n, c in enumerate(copies) if c is None], copies
+
+
+def _splice(frames, hide=True, with_pcs=True):
+    """The core's splice actions for these gdb frames (not copies)."""
+    sps = _stack_pointers(frames)
+    pcs = [f.pc() & 0xFFFFFFFFFFFFFFFF for f in frames] if with_pcs else None
+    return json.loads(session().splice([f.name() for f in frames], lwp=_thread_key(), tp=_thread_pointer(),
+                                       hide_internal=hide, sps=sps, pcs=pcs))
+
+
+def _python_by_level():
+    """gdb's frames of the selected thread, innermost first, each with the Python frames
+    (indices) shown at it."""
+    frames = _native_frames()
+    phys, copies = _physical(frames)
+    actions = _splice([frames[n] for n in phys], with_pcs=False)
+    if copies is None:
+        return [(f, a["frames"] if a["action"] == "python" else []) for f, a in zip(frames, actions)]
+    shown = [[] for _ in frames]
+    for row in real.rows(frames, actions, phys, copies)[0]:
+        if row[0] == "python":
+            shown[row[1]].append(row[2])
+    return list(zip(frames, shown))
 
 
 def _call(fn, *args, **kwargs):
@@ -384,20 +506,20 @@ class PythonFrameFilter:
     def filter(self, frame_iter):
         decorators = list(frame_iter)
         try:
-            s = session()
             frames = _frames()
-            names = [d.inferior_frame().name() for d in decorators]
             hide = _params["hide"].value if "hide" in _params else True
-            sps = _stack_pointers([d.inferior_frame() for d in decorators])
+            inferior = [d.inferior_frame() for d in decorators]
+            phys, copies = _physical(inferior)
             # The core hides the interpreter's plumbing by where it is: stripped builds too.
-            pcs = [d.inferior_frame().pc() & 0xFFFFFFFFFFFFFFFF for d in decorators]
-            actions = json.loads(s.splice(names, lwp=_thread_key(), tp=_thread_pointer(), hide_internal=hide,
-                                          sps=sps, pcs=pcs))
+            actions = _splice([inferior[n] for n in phys], hide)
         except Exception:
             # No Python here (or an unreadable target): show the native stack unchanged, with
             # JIT frames named after their executors' code.
             return map(_shown, jit.name_frames(_jit_stop, decorators))
-        return _spliced(jit.name_frames(_jit_stop, decorators, actions, frames), actions, frames)
+        named = jit.name_frames(_jit_stop, [decorators[n] for n in phys], actions, frames)
+        if copies is None:
+            return _spliced(named, actions, frames)
+        return _real_spliced(decorators, inferior, named, actions, phys, copies, frames)
 
 
 class _UnnamedFrameDecorator(FrameDecorator):
@@ -421,6 +543,17 @@ def _spliced(decorators, actions, frames):
             yield _shown(decorators[row[1]])
         # "tail" rows: gdb's own unwinder reaches the interpreter loop, and a decorator needs a
         # native frame to stand on, so frames no eval frame runs are left to py-bt.
+
+
+def _real_spliced(decorators, inferior, named, actions, phys, copies, frames):
+    """Real frames: each copy of an eval-loop frame shows one Python frame of its run."""
+    named_at = dict(zip(phys, named))
+    for row in real.rows(inferior, actions, phys, copies)[0]:
+        d = named_at.get(row[1], decorators[row[1]])
+        if row[0] == "python":
+            yield PythonFrameDecorator(d, frames[row[2]], row[2])
+        else:
+            yield _shown(d)
 
 
 # --- pretty-printers ----------------------------------------------------------------------------
@@ -497,8 +630,19 @@ def _on_new_objfile(_event):
     _reclaim = True
 
 
+def _remember_real_core(_event=None):
+    # A core loaded in real mode: the unwinder needs its path, and gdb's frames built before
+    # it was known have no copies.
+    if _real is not None and _real.real:
+        _remember_core()
+
+
 def _before_prompt():
     global _reclaim
+    if _real is not None and _real.real and _real.missed:
+        _remember_core()
+        _real.missed = False
+        gdb.invalidate_cached_frames()
     if _reclaim:
         _reclaim = False
         _register_commands()
@@ -514,6 +658,9 @@ def register():
     _registered = True
     _params["memory"] = _MemoryParam()
     _params["hide"] = _HideParam()
+    global _real, _real_unwinder
+    _real, _real_unwinder = real.register(_quiet_session, _thread_key)
+    _params["frames"] = _FramesParam()
     global _jit_stop
     _jit_stop = jit.register(core, _GdbHost())
     PythonFrameFilter()
@@ -524,6 +671,7 @@ def register():
     gdb.events.exited.connect(_state.drop)
     gdb.events.new_objfile.connect(_on_new_objfile)
     gdb.events.new_objfile.connect(_state.drop)
+    gdb.events.new_objfile.connect(_remember_real_core)
     # `set var` through gdb changes what the cached pages hold.
     gdb.events.memory_changed.connect(_state.drop)
     gdb.events.before_prompt.connect(_before_prompt)

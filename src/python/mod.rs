@@ -292,6 +292,27 @@ impl PySession {
         })
     }
 
+    /// The eval loop's code: sorted (start, end) target address ranges.
+    fn eval_ranges(&self, py: Python<'_>) -> PyResult<Vec<(u64, u64)>> {
+        guard("Session.eval_ranges", || Ok(self.off_gil(py, || self.inner.eval_ranges())))
+    }
+
+    /// The thread's runs of Python frames, innermost first: (frame indices, entry shim
+    /// address or None) for each eval-loop call.
+    #[pyo3(signature = (lwp=None, tp=None))]
+    fn runs(&self, lwp: Option<u64>, tp: Option<u64>) -> PyResult<Vec<(Vec<usize>, Option<u64>)>> {
+        guard("Session.runs", || self.inner.runs(key(lwp, tp)).map_err(err))
+    }
+
+    /// (address, value): the pointer that holds `value` once Python frame `index` returned.
+    #[pyo3(signature = (index, lwp=None, tp=None))]
+    fn return_watch(&self, index: usize, lwp: Option<u64>, tp: Option<u64>) -> PyResult<(u64, u64)> {
+        guard("Session.return_watch", || {
+            let w = self.inner.return_watch(key(lwp, tp), index).map_err(err)?;
+            Ok((w.addr, w.value))
+        })
+    }
+
     /// Locals of frame `index` (0 = innermost, counting every frame of the report) as JSON.
     #[pyo3(signature = (index, lwp=None, tp=None))]
     fn locals(&self, index: usize, lwp: Option<u64>, tp: Option<u64>) -> PyResult<String> {

@@ -80,6 +80,15 @@ impl SymbolTable {
         self.syms.is_empty()
     }
 
+    /// The (start, end) ELF address ranges of the functions whose name `keep` accepts.
+    pub fn ranges_where(&self, keep: impl Fn(&str) -> bool) -> Vec<(u64, u64)> {
+        self.syms
+            .iter()
+            .filter(|s| s.1 != u64::MAX && keep(&s.2))
+            .map(|s| (s.0, s.1))
+            .collect()
+    }
+
     /// The function holding ELF address `addr`, and `addr`'s offset in it.
     pub fn lookup(&self, addr: u64) -> Option<(&str, u64)> {
         let i = self.syms.partition_point(|s| s.0 <= addr);

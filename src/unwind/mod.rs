@@ -119,6 +119,19 @@ impl ModuleSet {
         self.modules[i].base.wrapping_sub(elf.first_vaddr)
     }
 
+    /// The target address ranges of module `i`'s functions whose name `keep` accepts.
+    pub fn function_ranges(&self, i: usize, keep: impl Fn(&str) -> bool) -> Vec<(u64, u64)> {
+        let Some(elf) = self.elf(i) else {
+            return Vec::new();
+        };
+        let bias = self.bias(i, elf);
+        elf.symbols
+            .ranges_where(keep)
+            .into_iter()
+            .map(|(s, e)| (s.wrapping_add(bias), e.wrapping_add(bias)))
+            .collect()
+    }
+
     /// The function, module and offset of a frame.
     pub fn name(&self, f: &Frame) -> Name {
         let Some(i) = f.module else {

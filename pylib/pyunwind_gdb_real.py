@@ -1,0 +1,243 @@
+"""gdb: real frames (`set pyunwind-frames real`). Since 3.11 one eval-loop call runs a run of
+Python frames; this unwinder gives each of them its own gdb frame, so that `frame N`, `up`,
+`down`, `info frame` and MI reach every Python frame, and the frame filter names them one to one.
+
+How: for an eval-loop frame running N Python frames the unwinder claims N-1 copies of it, each
+handing its caller the very same registers, with frame ids told apart by `special`; the last
+copy is left to gdb's own unwinder, which finds the real caller from those registers. The
+Python frames of each run, and which frame runs which run, come from the core (`runs`,
+`eval_ranges`): the sniffer may neither run gdb commands nor ask for frames (gdb 13 has no
+PendingFrame.function(), so "is this the eval loop" is the core's address check).
+
+State: per stop and thread, which (SP, PC) became which run and at which level its first copy
+sits. Dropped when the target resumes, never on `stop` (gdb unwinds before that event).
+"""
+
+import bisect
+
+import gdb
+from gdb.unwinder import Unwinder
+
+MASK = 0xFFFFFFFFFFFFFFFF
+# Every x86-64 register a copy hands its caller, so that gdb's unwinder, given the last copy,
+# unwinds it as the eval-loop frame itself (and `$fs_base` stays readable in every copy).
+_REGISTERS = ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12",
+              "r13", "r14", "r15", "rip", "eflags", "fs_base", "gs_base")
+# An innermost frame this close to the eval loop's start has not linked its Python frame yet
+# (a breakpoint on the function, a step into it): it gets no copies and takes no run.
+_PROLOGUE = 64
+
+
+class _FrameId:
+    def __init__(self, sp, pc, special):
+        self.sp = sp
+        self.pc = pc
+        self.special = special
+
+
+class _Thread:
+    """One thread's runs and the eval-loop frames the unwinder met in this stop."""
+
+    def __init__(self, runs):
+        self.runs = runs
+        # 3.12+: each run's entry shim lives in its eval-loop frame, so the run of a frame is
+        # the one with the lowest shim at or above its SP. 3.11: runs go to eval frames in
+        # the order gdb unwinds them (innermost first).
+        self.shims = sorted((r[1], k) for k, r in enumerate(runs)) if runs and all(r[1] for r in runs) else None
+        self.next_run = 0
+        self.run_of = {}   # (sp, pc) -> run index or None
+        self.base = {}     # (sp, pc) -> level of its first copy
+        self.copies = {}   # level -> ((sp, pc), copy index) for the copies the unwinder claimed
+
+    def place(self, key, entry):
+        if key in self.run_of:
+            return self.run_of[key]
+        run = None
+        if entry:
+            pass
+        elif self.shims is not None:
+            i = bisect.bisect_left(self.shims, (key[0], -1))
+            if i < len(self.shims):
+                run = self.shims[i][1]
+        elif self.next_run < len(self.runs):
+            run = self.next_run
+            self.next_run += 1
+        self.run_of[key] = run
+        return run
+
+    def count(self, key):
+        run = self.run_of.get(key)
+        return len(self.runs[run][0]) if run is not None else 1
+
+
+class State:
+    """The mode, the eval loop's address ranges of the current target and the per-stop
+    copies. `quiet_session()` opens the stop's session without gdb commands (or None)."""
+
+    def __init__(self, quiet_session, thread_key):
+        self.real = False
+        self._quiet_session = quiet_session
+        self._thread_key = thread_key
+        self.forget_target()
+
+    def forget_target(self, *_args):
+        self.ranges_of = None
+        self.starts = []
+        self.ranges = []
+        self.drop()
+
+    def drop(self, *_args):
+        self.threads = {}
+        # The sniffer could not open the session (a core whose path is not known yet): the
+        # frames gdb built meanwhile have no copies, so they are rebuilt once it is.
+        self.missed = False
+
+    def eval_range(self, session, pc):
+        if self.ranges_of is not session:
+            self.ranges = session.eval_ranges()
+            self.starts = [r[0] for r in self.ranges]
+            self.ranges_of = session
+        i = bisect.bisect_right(self.starts, pc) - 1
+        if i >= 0 and pc < self.ranges[i][1]:
+            return self.ranges[i]
+        return None
+
+    def thread(self, session, lwp, tp):
+        t = self.threads.get(lwp)
+        if t is None:
+            try:
+                runs = session.runs(lwp=lwp, tp=tp)
+            except Exception:
+                runs = []
+            t = self.threads[lwp] = _Thread(runs)
+        return t
+
+    def copy_at(self, frame):
+        """(key, copy index) when the unwinder claimed `frame` as a copy, else None."""
+        t = self.threads.get(self._thread_key())
+        if t is None:
+            return None
+        return t.copies.get(frame.level())
+
+    def key_of(self, frame):
+        t = self.threads.get(self._thread_key())
+        if t is None:
+            return None
+        try:
+            key = (int(frame.read_register("rsp")) & MASK, frame.pc() & MASK)
+        except (gdb.error, ValueError):
+            return None
+        return key if key in t.base else None
+
+
+class RealFramesUnwinder(Unwinder):
+    def __init__(self, state):
+        super().__init__("pyunwind-frames")
+        self._state = state
+        self.enabled = False
+
+    def __call__(self, pending_frame):
+        try:
+            return self._claim(pending_frame)
+        except Exception:
+            # Any doubt: the frame is gdb's, as without this mode.
+            return None
+
+    def _claim(self, pf):
+        st = self._state
+        session = st._quiet_session()
+        if session is None:
+            st.missed = True
+            return None
+        pc = int(pf.read_register("rip")) & MASK
+        r = st.eval_range(session, pc)
+        if r is None:
+            return None
+        sp = int(pf.read_register("rsp")) & MASK
+        level = pf.level()
+        thread = gdb.selected_thread()
+        lwp = thread.ptid[1] or thread.ptid[0]
+        tp = int(pf.read_register("fs_base")) & MASK
+        t = st.thread(session, lwp, tp)
+        key = (sp, pc)
+        base = t.base.setdefault(key, level)
+        t.place(key, level == 0 and pc - r[0] < _PROLOGUE)
+        i = level - base
+        if i >= t.count(key) - 1:
+            return None
+        sp_type = pf.read_register("rsp").type
+        pc_type = pf.read_register("rip").type
+        # The id's stack address is SP + 1: with SP itself, a callee's own id (its CFA is
+        # this SP, same code, no special) would match a copy's, and `next` would step into
+        # calls. `special` tells the copies apart and stays put while the eval loop steps.
+        fid = _FrameId(gdb.Value(sp + 1).cast(sp_type), gdb.Value(r[0]).cast(pc_type),
+                       gdb.Value(i + 1).cast(sp_type))
+        info = pf.create_unwind_info(fid)
+        for name in _REGISTERS:
+            try:
+                v = pf.read_register(name)
+            except (gdb.error, ValueError):
+                continue
+            if not v.is_optimized_out:
+                info.add_saved_register(name, v)
+        t.copies[level] = (key, i)
+        return info
+
+
+def rows(frames, actions, phys, copies):
+    """Backtrace rows with copies: like pyunwind_frontend.spliced_rows, but indices are into
+    `frames` (all of gdb's frames), `actions` are those of the frames `phys` (indices of the
+    frames that are not copies), and copy i of an eval-loop frame shows the i-th Python frame
+    of its run. `copies[n]` is (key, i) for a copy, else None; `keys[n]` below is the (SP, PC)
+    of each frame."""
+    keys = [c[0] if c else None for c in copies]
+    run_of_key = {}
+    action_of = {}
+    for p, a in zip(phys, actions):
+        action_of[p] = a
+        if a["action"] == "python":
+            run_of_key.setdefault(_key(frames[p]), a["frames"])
+    used = {}
+    shown = set()
+    out = []
+    for n in range(len(frames)):
+        if copies[n] is not None:
+            run = run_of_key.get(keys[n], [])
+            i = copies[n][1]
+            if i < len(run):
+                used[keys[n]] = used.get(keys[n], 0) + 1
+                shown.add(run[i])
+                out.append(("python", n, run[i]))
+            else:
+                out.append(("native", n))
+            continue
+        a = action_of.get(n)
+        if a is None:
+            continue
+        if a["action"] == "python":
+            for i in a["frames"][used.get(_key(frames[n]), 0):]:
+                shown.add(i)
+                out.append(("python", n, i))
+        elif a["action"] == "keep":
+            out.append(("native", n))
+    return out, shown
+
+
+def _key(frame):
+    try:
+        return (int(frame.read_register("rsp")) & MASK, frame.pc() & MASK)
+    except (gdb.error, ValueError):
+        return None
+
+
+def register(quiet_session, thread_key):
+    state = State(quiet_session, thread_key)
+    unwinder = RealFramesUnwinder(state)
+    gdb.unwinder.register_unwinder(None, unwinder, replace=True)
+    gdb.events.cont.connect(state.drop)
+    gdb.events.inferior_call.connect(state.drop)
+    gdb.events.exited.connect(state.forget_target)
+    gdb.events.new_objfile.connect(state.forget_target)
+    if hasattr(gdb.events, "clear_objfiles"):
+        gdb.events.clear_objfiles.connect(state.forget_target)
+    return state, unwinder
