@@ -80,6 +80,7 @@ class _FramesParam(gdb.Parameter):
         on = self.value == "real"
         if on:
             _remember_core()
+            _define_hooks()
         _real.real = on
         _real_unwinder.enabled = on
         _real.drop()
@@ -556,6 +557,137 @@ def _real_spliced(decorators, inferior, named, actions, phys, copies, frames):
             yield _shown(d)
 
 
+# --- real frames: what runs the target from a Python frame -------------------------------------
+
+
+def _selected_python():
+    """(level, Python frame index, frame dict, copy index or None) of the selected gdb frame
+    when it shows a Python frame, else None."""
+    level = gdb.selected_frame().level()
+    pairs = _python_by_level()
+    if level >= len(pairs) or len(pairs[level][1]) != 1:
+        return None
+    index = pairs[level][1][0]
+    frames = _frames()
+    copy = _real.copy_at(pairs[level][0])
+    return level, index, frames[index], copy[1] if copy else None
+
+
+def _guard(command):
+    """Refuses `command` (finish, return, next, step, until) when it cannot do what it says
+    from the selected Python frame; gdb runs it otherwise. Called by gdb's hooks in real
+    frames mode."""
+    if _real is None or not _real.real:
+        return
+    try:
+        sel = _selected_python()
+    except (gdb.error, gdb.GdbError, core().Error, fe.FrontendError):
+        return
+    if sel is None:
+        return
+    level, _index, f, copy = sel
+    name = "#%d %s" % (level, f.get("function", "?"))
+    if command == "return":
+        raise gdb.GdbError("pyunwind: return cannot pop Python frame %s: the interpreter would go on running "
+                           "a frame it no longer has; use py-finish to run until it returns" % name)
+    if command == "finish" and copy is not None:
+        raise gdb.GdbError("pyunwind: finish cannot stop when Python frame %s returns: its eval-loop call goes "
+                           "on running older Python frames; use py-finish" % name)
+    if command in ("next", "step", "until") and level > 0:
+        raise gdb.GdbError("pyunwind: %s steps the innermost frame (#0), not Python frame %s; use py-finish "
+                           "to run until it returns, or `frame 0` first" % (command, name))
+
+
+class _GuardCommand(gdb.Command):
+    """Used by pyunwind's hooks in real frames mode: refuses finish, return, next, step and
+    until from a Python frame when they would not do what they say."""
+
+    def __init__(self):
+        super().__init__("pyunwind-guard", gdb.COMMAND_OBSCURE)
+
+    def invoke(self, arg, from_tty):
+        _guard(arg.strip())
+
+
+_GUARDED = ("finish", "return", "next", "step", "until")
+_hooks_defined = False
+
+
+def _define_hooks():
+    global _hooks_defined
+    if _hooks_defined:
+        return
+    _hooks_defined = True
+    for c in _GUARDED:
+        gdb.execute("define hook-%s\npyunwind-guard %s\nend" % (c, c), to_string=True)
+
+
+class _WatchReturn(gdb.Breakpoint):
+    """py-finish's watchpoint: stops once the pointer holds the value it takes when the
+    selected Python frame has returned."""
+
+    def __init__(self, addr, value):
+        super().__init__("*(unsigned long *)0x%x" % addr, gdb.BP_WATCHPOINT, gdb.WP_WRITE, internal=True)
+        self.silent = True
+        self._addr = addr
+        self._value = value
+        self.hit = False
+
+    def stop(self):
+        try:
+            now = int.from_bytes(bytes(gdb.selected_inferior().read_memory(self._addr, 8)), "little")
+        except gdb.error:
+            return False
+        if now == self._value:
+            self.hit = True
+            return True
+        return False
+
+
+def _py_finish(arg):
+    if arg.strip():
+        raise fe.UsageError("usage: py-finish")
+    if _core_file():
+        raise fe.FrontendError("pyunwind: py-finish needs a running process, not a core file")
+    host = _GdbHost()
+    s = session()
+    frames = _frames()
+    index = _commands_object().selected_index(host, frames)
+    f = frames[index]
+    lwp, tp = host.thread()
+    addr, value = s.return_watch(index, lwp=lwp, tp=tp)
+    gdb.write("Run till exit from Python frame %s (%s:%s)\n" % (f["function"], f.get("file"), f.get("line")))
+    thread = gdb.selected_thread()
+    wp = _WatchReturn(addr, value)
+    try:
+        thread.switch()
+        gdb.execute("continue", to_string=True)
+    finally:
+        hit = wp.hit
+        if wp.is_valid():
+            wp.delete()
+    if not hit:
+        gdb.write("py-finish: stopped before %s returned\n" % f["function"])
+        return
+    gdb.write("py-finish: %s returned\n" % f["function"])
+    now = _frames()
+    if now and now[0].get("kind") == "python":
+        gdb.write("Now in %s (%s:%s)\n" % (now[0]["function"], now[0].get("file"), now[0].get("line")))
+
+
+class _PyFinishCommand(gdb.Command):
+    """Run until the selected Python frame returns (a live process), then stop.
+Usage: py-finish
+gdb's own finish stops when a native frame returns; in one eval-loop call many Python frames
+run, so py-finish watches the thread's current Python frame instead."""
+
+    def __init__(self):
+        super().__init__("py-finish", gdb.COMMAND_RUNNING)
+
+    def invoke(self, arg, from_tty):
+        _call(_py_finish, arg)
+
+
 # --- pretty-printers ----------------------------------------------------------------------------
 
 # The pointer types libpython.py prints (its `pretty_printer_lookup`), by their C names.
@@ -598,11 +730,15 @@ def _printer_lookup(val):
 _commands = None
 
 
-def _run(name, arg):
+def _commands_object():
     global _commands
     if _commands is None:
         _commands = fe.Commands(core(), _state, lambda host: session())
-    _commands.run(name, _GdbHost(), arg)
+    return _commands
+
+
+def _run(name, arg):
+    _commands_object().run(name, _GdbHost(), arg)
 
 
 def _make_command(name):
@@ -661,6 +797,8 @@ def register():
     global _real, _real_unwinder
     _real, _real_unwinder = real.register(_quiet_session, _thread_key)
     _params["frames"] = _FramesParam()
+    _GuardCommand()
+    _PyFinishCommand()
     global _jit_stop
     _jit_stop = jit.register(core, _GdbHost())
     PythonFrameFilter()
