@@ -38,8 +38,12 @@ class _FrameId:
 class _Thread:
     """One thread's runs and the eval-loop frames the unwinder met in this stop."""
 
-    def __init__(self, runs):
+    def __init__(self, runs, stamp):
         self.runs = runs
+        # (where the thread's current Python frame is, the innermost frame's (SP, PC)) when
+        # this was built: the unwinder starts again at frame 0 after every step of the
+        # target, not only after what gdb reports as a resume.
+        self.stamp = stamp
         # 3.12+: each run's entry shim lives in its eval-loop frame, so the run of a frame is
         # the one with the lowest shim at or above its SP. 3.11: runs go to eval frames in
         # the order gdb unwinds them (innermost first).
@@ -49,7 +53,9 @@ class _Thread:
         self.base = {}     # (sp, pc) -> level of its first copy
         self.copies = {}   # level -> ((sp, pc), copy index) for the copies the unwinder claimed
 
-    def place(self, key, entry):
+    def place(self, key, entry, frame_end):
+        """The run of the eval-loop frame at `key`; `frame_end()` is where its stack frame
+        ends (its caller's SP) or None."""
         if key in self.run_of:
             return self.run_of[key]
         run = None
@@ -57,7 +63,10 @@ class _Thread:
             pass
         elif self.shims is not None:
             i = bisect.bisect_left(self.shims, (key[0], -1))
-            if i < len(self.shims):
+            # A frame whose own run is gone (its entry frame just returned) must not take
+            # the next one out, which lies in an older eval-loop frame.
+            end = frame_end() if i < len(self.shims) else None
+            if i < len(self.shims) and (end is None or self.shims[i][0] < end):
                 run = self.shims[i][1]
         elif self.next_run < len(self.runs):
             run = self.next_run
@@ -74,10 +83,11 @@ class State:
     """The mode, the eval loop's address ranges of the current target and the per-stop
     copies. `quiet_session()` opens the stop's session without gdb commands (or None)."""
 
-    def __init__(self, quiet_session, thread_key):
+    def __init__(self, quiet_session, thread_key, drop_session):
         self.real = False
         self._quiet_session = quiet_session
         self._thread_key = thread_key
+        self._drop_session = drop_session
         self.forget_target()
 
     def forget_target(self, *_args):
@@ -93,24 +103,38 @@ class State:
         self.missed = False
 
     def eval_range(self, session, pc):
-        if self.ranges_of is not session:
+        # The eval loop does not move while the target lives (dropped on new objfiles).
+        inf = gdb.selected_inferior()
+        if self.ranges_of != (inf.num, inf.pid):
             self.ranges = session.eval_ranges()
             self.starts = [r[0] for r in self.ranges]
-            self.ranges_of = session
+            self.ranges_of = (inf.num, inf.pid)
         i = bisect.bisect_right(self.starts, pc) - 1
         if i >= 0 and pc < self.ranges[i][1]:
             return self.ranges[i]
         return None
 
-    def thread(self, session, lwp, tp):
+    def thread(self, session, lwp, tp, top=None):
+        """(the thread's runs and copies, the session). `top`: the innermost frame's
+        (SP, PC) when gdb unwinds it: the thread's state is rebuilt when that or its current
+        Python frame changed, and the session reopened when its memory is stale."""
         t = self.threads.get(lwp)
-        if t is None:
-            try:
-                runs = session.runs(lwp=lwp, tp=tp)
-            except Exception:
-                runs = []
-            t = self.threads[lwp] = _Thread(runs)
-        return t
+        if t is not None and top is None:
+            return t, session
+        now = _current_frame(session, lwp, tp)
+        if t is not None and (now, top) == t.stamp:
+            return t, session
+        if t is not None and now != t.stamp[0]:
+            self._drop_session()
+            session = self._quiet_session()
+            if session is None:
+                raise gdb.error("pyunwind: no session")
+        try:
+            runs = session.runs(lwp=lwp, tp=tp)
+        except Exception:
+            runs = []
+        t = self.threads[lwp] = _Thread(runs, (now, top))
+        return t, session
 
     def copy_at(self, frame):
         """(key, copy index) when the unwinder claimed `frame` as a copy, else None."""
@@ -158,12 +182,13 @@ class RealFramesUnwinder(Unwinder):
         thread = gdb.selected_thread()
         lwp = thread.ptid[1] or thread.ptid[0]
         tp = int(pf.read_register("fs_base")) & MASK
-        t = st.thread(session, lwp, tp)
+        t, session = st.thread(session, lwp, tp, (sp, pc) if level == 0 else None)
         key = (sp, pc)
         base = t.base.setdefault(key, level)
-        t.place(key, level == 0 and pc - r[0] < _PROLOGUE)
+        bp = int(pf.read_register("rbp")) & MASK
+        t.place(key, level == 0 and pc - r[0] < _PROLOGUE, lambda: session.frame_end(pc, sp, bp, level == 0))
         i = level - base
-        if i >= t.count(key) - 1:
+        if i < 0 or i >= t.count(key) - 1:
             return None
         sp_type = pf.read_register("rsp").type
         pc_type = pf.read_register("rip").type
@@ -182,6 +207,20 @@ class RealFramesUnwinder(Unwinder):
                 info.add_saved_register(name, v)
         t.copies[level] = (key, i)
         return info
+
+
+def _current_frame(session, lwp, tp):
+    """The thread's current Python frame pointer as the target holds it now (its memory,
+    not the session's copy), or None."""
+    try:
+        slot, inner = session.current_frame_slot(lwp=lwp, tp=tp)
+        mem = gdb.selected_inferior()
+        value = int.from_bytes(bytes(mem.read_memory(slot, 8)), "little")
+        if inner is not None:
+            value = (value, int.from_bytes(bytes(mem.read_memory(value + inner, 8)), "little"))
+        return value
+    except Exception:
+        return None
 
 
 def rows(frames, actions, phys, copies):
@@ -230,8 +269,8 @@ def _key(frame):
         return None
 
 
-def register(quiet_session, thread_key):
-    state = State(quiet_session, thread_key)
+def register(quiet_session, thread_key, drop_session):
+    state = State(quiet_session, thread_key, drop_session)
     unwinder = RealFramesUnwinder(state)
     gdb.unwinder.register_unwinder(None, unwinder, replace=True)
     gdb.events.cont.connect(state.drop)

@@ -2,12 +2,14 @@
 //! needs from a stop: where the eval loop's code is, which Python frames each eval-loop call
 //! runs, and which pointer to watch for a Python frame's return (`py-finish`).
 
+use std::sync::Mutex;
+
 use crate::cpython::layout::{CurrentFrame, FrameModel};
 use crate::cpython::objects::field;
 use crate::error::{Error, Result};
 use crate::native::{classify, runs, NativeRole, RunMark};
 use crate::session::{Session, ThreadKey};
-use crate::unwind::ModuleSet;
+use crate::unwind::{caller_sp, ModuleSet};
 
 /// `_PyCFrame.previous` follows `current_frame` (Include/cpython/pystate.h, 3.11 and 3.12).
 const CFRAME_PREVIOUS_AFTER_CURRENT: u64 = 8;
@@ -23,17 +25,36 @@ pub struct ReturnWatch {
 }
 
 impl Session {
+    fn with_modules<T>(&self, f: impl FnOnce(&ModuleSet) -> T) -> T {
+        let m = match self.modules.get() {
+            Some(m) => m,
+            None => {
+                let m = Mutex::new(ModuleSet::new(&self.target));
+                self.modules.get_or_init(|| m)
+            }
+        };
+        let set = m.lock().unwrap_or_else(|e| e.into_inner());
+        f(&set)
+    }
+
+    /// Where the stack frame of the native frame at `pc`, `sp`, `bp` ends (its caller's SP),
+    /// by the module's CFI: an eval-loop frame runs the run whose entry shim lies in it.
+    pub fn frame_end(&self, pc: u64, sp: u64, bp: u64, innermost: bool) -> Option<u64> {
+        self.with_modules(|set| caller_sp(self.snap.mem.as_ref(), set, pc, sp, bp, innermost))
+    }
+
     /// Target address ranges of the eval loop (with its `.cold` and LTO parts) in the
     /// interpreter's own modules, by their ELF symbols (`.dynsym` in a stripped build).
     pub fn eval_ranges(&self) -> Vec<(u64, u64)> {
-        let set = ModuleSet::new(&self.target);
         let inside = self.interpreter_ranges();
         let mut out = Vec::new();
-        for (i, m) in set.modules.iter().enumerate() {
-            if inside.iter().any(|&(s, e)| s <= m.start && m.start < e) {
-                out.extend(set.function_ranges(i, |n| classify(n) == NativeRole::Eval));
+        self.with_modules(|set| {
+            for (i, m) in set.modules.iter().enumerate() {
+                if inside.iter().any(|&(s, e)| s <= m.start && m.start < e) {
+                    out.extend(set.function_ranges(i, |n| classify(n) == NativeRole::Eval));
+                }
             }
-        }
+        });
         out.sort_unstable();
         out
     }
@@ -42,6 +63,20 @@ impl Session {
     pub fn runs(&self, key: ThreadKey) -> Result<Vec<(Vec<usize>, Option<u64>)>> {
         let t = self.thread(key)?;
         Ok(runs(&RunMark::of_walk(&t.walk)))
+    }
+
+    /// Where the thread's current Python frame is recorded: (address of a pointer, and for
+    /// 3.11 and 3.12 the offset of `current_frame` in the `_PyCFrame` it points to). Reading
+    /// it tells whether the thread's frames changed since this session was opened.
+    pub fn current_frame_slot(&self, key: ThreadKey) -> Result<(u64, Option<u64>)> {
+        let t = self.thread(key)?;
+        Ok(match self.snap.layout.thread_state.current_frame {
+            CurrentFrame::Direct(off) => (field(t.info.addr, off)?, None),
+            CurrentFrame::ViaCFrame {
+                cframe,
+                current_frame,
+            } => (field(t.info.addr, cframe)?, Some(current_frame)),
+        })
     }
 
     /// The pointer that changes to a known value when Python frame `index` returns: the

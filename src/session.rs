@@ -1,7 +1,7 @@
 //! One stop of one target, as the frontends use it: threads and their Python frames decoded
 //! once, reports and renderings on top.
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use crate::asyncio::{self, ThreadFrames};
 use crate::cpython::callables::NativeFrame;
@@ -16,6 +16,7 @@ use crate::report::{
     Report, StackEntry, TaskReport, ThreadReport,
 };
 use crate::target::{SourceKind, Target};
+use crate::unwind::ModuleSet;
 
 pub struct DecodedThread {
     pub info: ThreadInfo,
@@ -41,6 +42,10 @@ pub struct Session {
     thread_ids: Vec<(u64, u64)>,
     /// JIT and trampoline code of this stop, built on first use.
     jit: OnceLock<JitMap>,
+    /// The target's modules with their CFI and symbols, loaded on first use (gdb's real
+    /// frames, see [`crate::real_frames`]).
+    /// (Behind a lock: their DWARF line tables are not `Sync`.)
+    pub(crate) modules: OnceLock<Mutex<ModuleSet>>,
 }
 
 impl Session {
@@ -59,6 +64,7 @@ impl Session {
             async_report: OnceLock::new(),
             thread_ids,
             jit: OnceLock::new(),
+            modules: OnceLock::new(),
         })
     }
 
