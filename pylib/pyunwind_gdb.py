@@ -581,7 +581,8 @@ def _guard(command):
         return
     try:
         sel = _selected_python()
-    except (gdb.error, gdb.GdbError, core().Error, fe.FrontendError):
+    except Exception:
+        # Not knowing is no reason to stop gdb's own command.
         return
     if sel is None:
         return

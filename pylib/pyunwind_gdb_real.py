@@ -53,26 +53,27 @@ class _Thread:
         self.base = {}     # (sp, pc) -> level of its first copy
         self.copies = {}   # level -> ((sp, pc), copy index) for the copies the unwinder claimed
 
-    def place(self, key, entry, frame_end):
-        """The run of the eval-loop frame at `key`; `frame_end()` is where its stack frame
-        ends (its caller's SP) or None."""
-        if key in self.run_of:
-            return self.run_of[key]
-        run = None
-        if entry:
-            pass
-        elif self.shims is not None:
-            i = bisect.bisect_left(self.shims, (key[0], -1))
-            # A frame whose own run is gone (its entry frame just returned) must not take
-            # the next one out, which lies in an older eval-loop frame.
-            end = frame_end() if i < len(self.shims) else None
-            if i < len(self.shims) and (end is None or self.shims[i][0] < end):
-                run = self.shims[i][1]
-        elif self.next_run < len(self.runs):
-            run = self.next_run
+    def place(self, key, at_entry, frame_end):
+        """The run of the eval-loop frame at `key` (None: it runs none), placed once.
+        `at_entry`: the frame has not linked its Python frame yet; `frame_end()`: where its
+        stack frame ends (its caller's SP), or None."""
+        if key not in self.run_of:
+            self.run_of[key] = None if at_entry else self._find(key[0], frame_end)
+        return self.run_of[key]
+
+    def _find(self, sp, frame_end):
+        if self.shims is None:
+            if self.next_run >= len(self.runs):
+                return None
             self.next_run += 1
-        self.run_of[key] = run
-        return run
+            return self.next_run - 1
+        i = bisect.bisect_left(self.shims, (sp, -1))
+        if i == len(self.shims):
+            return None
+        # A frame whose own run is gone (its entry frame just returned) must not take the
+        # next one out, which lies in an older eval-loop frame.
+        end = frame_end()
+        return self.shims[i][1] if end is None or self.shims[i][0] < end else None
 
     def count(self, key):
         run = self.run_of.get(key)
@@ -142,16 +143,6 @@ class State:
         if t is None:
             return None
         return t.copies.get(frame.level())
-
-    def key_of(self, frame):
-        t = self.threads.get(self._thread_key())
-        if t is None:
-            return None
-        try:
-            key = (int(frame.read_register("rsp")) & MASK, frame.pc() & MASK)
-        except (gdb.error, ValueError):
-            return None
-        return key if key in t.base else None
 
 
 class RealFramesUnwinder(Unwinder):
@@ -227,8 +218,8 @@ def rows(frames, actions, phys, copies):
     """Backtrace rows with copies: like pyunwind_frontend.spliced_rows, but indices are into
     `frames` (all of gdb's frames), `actions` are those of the frames `phys` (indices of the
     frames that are not copies), and copy i of an eval-loop frame shows the i-th Python frame
-    of its run. `copies[n]` is (key, i) for a copy, else None; `keys[n]` below is the (SP, PC)
-    of each frame."""
+    of its run. `copies[n]` is (key, i) for a copy, else None: key is the eval-loop frame's
+    (SP, PC). Returns the rows and the set of Python frames shown."""
     keys = [c[0] if c else None for c in copies]
     run_of_key = {}
     action_of = {}

@@ -112,16 +112,11 @@ impl Session {
                 let slot = field(tstate, cframe)?;
                 let mut cf = mem.read_ptr(slot)?;
                 for _ in 0..run.min(MAX_CFRAMES) {
-                    cf = mem.read_ptr(field(
-                        cf,
-                        current_frame + CFRAME_PREVIOUS_AFTER_CURRENT,
-                    )?)?;
+                    cf = mem.read_ptr(field(cf, current_frame + CFRAME_PREVIOUS_AFTER_CURRENT)?)?;
                 }
                 if f.entry && layout.version.minor == 11 {
-                    let outer = mem.read_ptr(field(
-                        cf,
-                        current_frame + CFRAME_PREVIOUS_AFTER_CURRENT,
-                    )?)?;
+                    let outer =
+                        mem.read_ptr(field(cf, current_frame + CFRAME_PREVIOUS_AFTER_CURRENT)?)?;
                     return Ok(ReturnWatch {
                         addr: slot,
                         value: outer,

@@ -229,7 +229,14 @@ pub fn unwind(mem: &dyn Memory, set: &ModuleSet, jit: Option<&JitMap>, start: Re
 /// The stack pointer of the caller of the frame at `pc` with `sp` and `bp` (the frame's own
 /// stack frame is `sp..` this): one CFI step. `exact_pc`: the innermost frame's PC; other
 /// frames' PCs are return addresses, looked up one byte before.
-pub fn caller_sp(mem: &dyn Memory, set: &ModuleSet, pc: u64, sp: u64, bp: u64, exact_pc: bool) -> Option<u64> {
+pub fn caller_sp(
+    mem: &dyn Memory,
+    set: &ModuleSet,
+    pc: u64,
+    sp: u64,
+    bp: u64,
+    exact_pc: bool,
+) -> Option<u64> {
     let mut regs = Regs::default();
     regs.set(regs::RA, pc);
     regs.set(RSP, sp);
