@@ -233,6 +233,25 @@ mod tests {
         v.iter().map(|s| Some(s.to_string())).collect()
     }
     #[test]
+    fn runs_end_at_entry_frames() {
+        let mark = |entry, shim| RunMark { entry, shim };
+        let marks = [
+            mark(false, None),
+            mark(true, Some(0x10)),
+            mark(true, Some(0x20)),
+            mark(false, None),
+        ];
+        assert_eq!(
+            runs(&marks),
+            vec![
+                (vec![0, 1], Some(0x10)),
+                (vec![2], Some(0x20)),
+                (vec![3], None)
+            ]
+        );
+    }
+
+    #[test]
     fn runs_go_to_eval_frames_in_order() {
         let names = n(&[
             "select",

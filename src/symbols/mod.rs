@@ -122,5 +122,7 @@ mod tests {
         assert_eq!(t.lookup(0x2ff), Some(("b", 0xff)));
         assert_eq!(t.lookup(0x5000), Some(("c", 0x4d00)));
         assert_eq!(t.lookup(0x10), None);
+        // Unsized symbols (an end of u64::MAX) have no range to give.
+        assert_eq!(t.ranges_where(|n| n != "a"), vec![(0x200, 0x300)]);
     }
 }
