@@ -239,6 +239,10 @@ class Host:
         python_frame_selected selects."""
         return False
 
+    def selected_frame_number(self):
+        """The number the debugger shows for its selected frame, or None."""
+        return None
+
 
 def open_session(core, host, thread_ids=None):
     """A `_pyunwind.Session` for the host's target: a core file or a local process read
@@ -494,8 +498,10 @@ Usage: py-print NAME""",
             return
         e = entries[nxt]
         lwp, tp = host.thread()
+        number = e.get("level")
         if e["kind"] == "python" and host.python_frames_selectable():
             host.python_frame_selected(self.session(host), e["index"])
+            number = host.selected_frame_number()
         elif e.get("level") is not None:
             host.select_level(e["level"])
         elif e["kind"] == "python":
@@ -505,7 +511,7 @@ Usage: py-print NAME""",
         if older:
             self.state.selected[lwp] = older[0]
         if e["kind"] == "python":
-            host.write(self.session(host).render_frame(e["index"], lwp=lwp, tp=tp, level=e.get("level")))
+            host.write(self.session(host).render_frame(e["index"], lwp=lwp, tp=tp, level=number))
         else:
             host.write("#%d %s\n" % (e["level"], e["text"]))
 

@@ -236,6 +236,12 @@ class _GdbHost(fe.Host):
     def python_frames_selectable(self):
         return _real is not None and _real.real
 
+    def selected_frame_number(self):
+        try:
+            return gdb.selected_frame().level()
+        except gdb.error:
+            return None
+
     def _levels(self):
         """gdb levels of the frames that are not copies (real frames), or None."""
         if not self.python_frames_selectable():

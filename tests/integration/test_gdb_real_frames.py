@@ -109,7 +109,7 @@ def test_frame_up_down_info_frame(shapes):
         commands += ["frame %d" % lv, mark("LOCALS%d" % k), "py-locals"]
     first = py[0][0]
     commands += ["frame %d" % first, mark("INFO"), "info frame", "up", mark("UP"), "info frame", "py-locals",
-                 "down", mark("DOWN"), "py-locals", mark("END")]
+                 "down", mark("DOWN"), "py-locals", mark("PYUP"), "py-up", mark("END")]
     s2 = sections(gdb(interp, commands, core=core))
     # py-locals starts with the selected Python frame (then the older ones of its eval-loop
     # call, as libpython's).
@@ -119,6 +119,10 @@ def test_frame_up_down_info_frame(shapes):
     assert "Stack level %d, frame at" % (first + 1) in s2["UP"]
     assert locals_heading(s2["UP"]) == "Locals for %s" % short(truth[1]["function"])
     assert locals_heading(s2["DOWN"]) == "Locals for %s" % short(truth[0]["function"])
+    # py-up selects the calling Python frame's own gdb frame, and says its number.
+    caller = truth[1]
+    assert re.match(r"#%d Frame 0x[0-9a-f]+, for file %s, line %d, in %s " % (
+        first + 1, re.escape(caller["file"]), caller["line"], re.escape(caller["function"])), s2["PYUP"]), s2["PYUP"]
 
 
 def locals_heading(text):
