@@ -52,6 +52,7 @@ class _Thread:
         self.run_of = {}   # (sp, pc) -> run index or None
         self.base = {}     # (sp, pc) -> level of its first copy
         self.copies = {}   # level -> ((sp, pc), copy index) for the copies the unwinder claimed
+        self.saved = {}    # (sp, pc) -> the registers its copies hand on
 
     def place(self, key, at_entry, frame_end):
         """The run of the eval-loop frame at `key` (None: it runs none), placed once.
@@ -181,23 +182,34 @@ class RealFramesUnwinder(Unwinder):
         i = level - base
         if i < 0 or i >= t.count(key) - 1:
             return None
-        sp_type = pf.read_register("rsp").type
-        pc_type = pf.read_register("rip").type
+        saved = t.saved.get(key)
+        if saved is None:
+            # Every copy hands on the same registers: read them once.
+            saved = t.saved[key] = _registers(pf)
         # The id's stack address is SP + 1: with SP itself, a callee's own id (its CFA is
         # this SP, same code, no special) would match a copy's, and `next` would step into
         # calls. `special` tells the copies apart and stays put while the eval loop steps.
+        sp_type, pc_type = saved["rsp"].type, saved["rip"].type
         fid = _FrameId(gdb.Value(sp + 1).cast(sp_type), gdb.Value(r[0]).cast(pc_type),
                        gdb.Value(i + 1).cast(sp_type))
         info = pf.create_unwind_info(fid)
-        for name in _REGISTERS:
-            try:
-                v = pf.read_register(name)
-            except (gdb.error, ValueError):
-                continue
-            if not v.is_optimized_out:
-                info.add_saved_register(name, v)
+        for name, v in saved.items():
+            info.add_saved_register(name, v)
         t.copies[level] = (key, i)
         return info
+
+
+def _registers(pf):
+    """{name: value} of the pending frame's registers that are known."""
+    out = {}
+    for name in _REGISTERS:
+        try:
+            v = pf.read_register(name)
+        except (gdb.error, ValueError):
+            continue
+        if not v.is_optimized_out:
+            out[name] = v
+    return out
 
 
 def _current_frame(session, lwp, tp):
