@@ -378,7 +378,7 @@ def _python_by_level():
     if copies is None:
         return [(f, a["frames"] if a["action"] == "python" else []) for f, a in zip(frames, actions)]
     shown = [[] for _ in frames]
-    for row in real.rows(frames, actions, phys, copies)[0]:
+    for row in real.rows(frames, actions, phys, copies):
         if row[0] == "python":
             shown[row[1]].append(row[2])
     return list(zip(frames, shown))
@@ -555,7 +555,7 @@ def _spliced(decorators, actions, frames):
 def _real_spliced(decorators, inferior, named, actions, phys, copies, frames):
     """Real frames: each copy of an eval-loop frame shows one Python frame of its run."""
     named_at = dict(zip(phys, named))
-    for row in real.rows(inferior, actions, phys, copies)[0]:
+    for row in real.rows(inferior, actions, phys, copies):
         d = named_at.get(row[1], decorators[row[1]])
         if row[0] == "python":
             yield PythonFrameDecorator(d, frames[row[2]], row[2])

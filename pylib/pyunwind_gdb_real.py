@@ -231,7 +231,7 @@ def rows(frames, actions, phys, copies):
     `frames` (all of gdb's frames), `actions` are those of the frames `phys` (indices of the
     frames that are not copies), and copy i of an eval-loop frame shows the i-th Python frame
     of its run. `copies[n]` is (key, i) for a copy, else None: key is the eval-loop frame's
-    (SP, PC). Returns the rows and the set of Python frames shown."""
+    (SP, PC)."""
     keys = [c[0] if c else None for c in copies]
     run_of_key = {}
     action_of = {}
@@ -240,7 +240,6 @@ def rows(frames, actions, phys, copies):
         if a["action"] == "python":
             run_of_key.setdefault(_key(frames[p]), a["frames"])
     used = {}
-    shown = set()
     out = []
     for n in range(len(frames)):
         if copies[n] is not None:
@@ -248,7 +247,6 @@ def rows(frames, actions, phys, copies):
             i = copies[n][1]
             if i < len(run):
                 used[keys[n]] = used.get(keys[n], 0) + 1
-                shown.add(run[i])
                 out.append(("python", n, run[i]))
             else:
                 out.append(("native", n))
@@ -258,11 +256,10 @@ def rows(frames, actions, phys, copies):
             continue
         if a["action"] == "python":
             for i in a["frames"][used.get(_key(frames[n]), 0):]:
-                shown.add(i)
                 out.append(("python", n, i))
         elif a["action"] == "keep":
             out.append(("native", n))
-    return out, shown
+    return out
 
 
 def _key(frame):
