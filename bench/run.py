@@ -11,6 +11,8 @@ then a blocking read), is dumped with gcore and killed. Every tool then reads th
   ours-cli   target/release/pyunwind core CORE          (and once with --json)
   pystack-native  pystack core CORE /usr/bin/python3.11 --native
   ours-native     target/release/pyunwind core CORE --native --json
+  ours-bt         gdb ... -x gdb-scripts/pyunwind-gdb.py -ex bt     (the frame filter)
+  ours-bt-real    the same after `set pyunwind-frames real` (one gdb frame per Python frame)
 
 All gdb runs get the same `-iex` settings: debuginfod off, and auto-loading of Python scripts
 off (Debian's python3.11-dbg installs python3.11-gdb.py where gdb would otherwise auto-load it
@@ -63,8 +65,8 @@ BIG_STACK_BYTES = 1 << 30
 MIN_MEASURABLE_S = 0.001
 
 TOOLS = ("baseline", "libpython", "ours-gdb", "pystack", "ours-cli", "pystack-native",
-         "ours-native")
-OURS = ("ours-gdb", "ours-cli", "ours-native")
+         "ours-native", "ours-bt", "ours-bt-real")
+OURS = ("ours-gdb", "ours-cli", "ours-native", "ours-bt", "ours-bt-real")
 # `core --native --json` against `pystack core --native` (issue 12).
 TARGET_NATIVE_SPEEDUP = 5.0
 
@@ -76,6 +78,10 @@ GDB_COMMON = [
 
 # libpython / our gdb py-bt:  '  File "/x/deep.py", line 16, in recurse'
 TRACEBACK_FRAME = re.compile(r'^\s*File "[^"]*", line \d+, in ' + FUNC + r"\s*$")
+# gdb's bt through our frame filter: '#7  recurse () at /x/deep.py:16' (default mode numbers
+# only the first Python frame of an eval-loop frame; real frames number each).
+BT_FRAME = re.compile(r"^(?:#\d+\s+)?" + FUNC + r" \(")
+BT_NUMBERED_FRAME = re.compile(r"^#\d+\s+" + FUNC + r" \(")
 # pystack:  '    (Python) File "/x/deep.py", line 16, in recurse'
 PYSTACK_FRAME = re.compile(r'^\s*\(Python\) File "[^"]*", line \d+, in ' + FUNC + r"\s*$")
 # our CLI text: the function named on a frame line, whatever the exact format; a printed
@@ -149,6 +155,14 @@ def check_traceback(out, err, depth):
     return count_lines(TRACEBACK_FRAME, out)
 
 
+def check_bt(out, err, depth):
+    return count_lines(BT_FRAME, out)
+
+
+def check_bt_real(out, err, depth):
+    return count_lines(BT_NUMBERED_FRAME, out)
+
+
 def check_pystack(out, err, depth):
     return count_lines(PYSTACK_FRAME, out)
 
@@ -211,6 +225,15 @@ def make_tools(pystack):
         "ours-native": Tool(
             "ours-native", "ours CLI --native --json",
             lambda core: [CLI, "core", core, "--native", "--json"], check_cli_json, True),
+        "ours-bt": Tool(
+            "ours-bt", "ours bt (gdb, frame filter)",
+            lambda core: GDB_COMMON + ["-x", GDB_SCRIPT, "-ex", "bt", PYTHON, core],
+            check_bt, True),
+        "ours-bt-real": Tool(
+            "ours-bt-real", "ours bt (gdb, real frames)",
+            lambda core: GDB_COMMON + ["-x", GDB_SCRIPT, "-ex", "set pyunwind-frames real", "-ex", "bt",
+                                       PYTHON, core],
+            check_bt_real, True),
         "ours-cli-json": Tool(
             "ours-cli-json", "ours CLI --json (1 run)",
             lambda core: [CLI, "core", core, "--json"], check_cli_json, True),
@@ -449,6 +472,21 @@ def print_table(depths, all_results, core_sizes):
     row("pystack core --native", get("pystack-native"))
     row("ours CLI --native --json", get("ours-native"))
     row("pystack/ours, --native", pystack_over("pystack-native", "ours-native"))
+    row("ours bt (gdb, frame filter)", get("ours-bt"))
+    row("ours bt (gdb, real frames)", get("ours-bt-real"))
+
+    def real_over_default(res, d, use_beyond):
+        """What real frames cost on bt: real mode's time over default mode's."""
+        base = res.get("baseline") if use_beyond else None
+        real, default = res.get("ours-bt-real"), res.get("ours-bt")
+        if real is None or default is None or real.median is None or default.median is None:
+            return "-"
+        if use_beyond:
+            return ratio(beyond(real, base), beyond(default, base))
+        return ratio(real.median, default.median)
+
+    row("bt real/default, beyond start-up", lambda res, d: real_over_default(res, d, True))
+    row("bt real/default, total", lambda res, d: real_over_default(res, d, False))
 
     header = ["seconds, median of runs"] + [f"N={d}" for d in depths]
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]

@@ -236,6 +236,15 @@ class Host:
     def select_level(self, level):
         """py-up / py-down chose the stack entry shown at native frame `level`: select it."""
 
+    def python_frames_selectable(self):
+        """Whether each Python frame is a debugger frame of its own (gdb's real frames), which
+        python_frame_selected selects."""
+        return False
+
+    def selected_frame_number(self):
+        """The number the debugger shows for its selected frame, or None."""
+        return None
+
 
 def open_session(core, host, thread_ids=None):
     """A `_pyunwind.Session` for the host's target: a core file or a local process read
@@ -492,7 +501,11 @@ Usage: py-print NAME""",
             return
         e = entries[nxt]
         lwp, tp = host.thread()
-        if e.get("level") is not None:
+        number = e.get("level")
+        if e["kind"] == "python" and host.python_frames_selectable():
+            host.python_frame_selected(self.session(host), e["index"])
+            number = host.selected_frame_number()
+        elif e.get("level") is not None:
             host.select_level(e["level"])
         elif e["kind"] == "python":
             host.python_frame_selected(self.session(host), e["index"])
@@ -501,7 +514,7 @@ Usage: py-print NAME""",
         if older:
             self.state.selected[lwp] = older[0]
         if e["kind"] == "python":
-            host.write(self.session(host).render_frame(e["index"], lwp=lwp, tp=tp, level=e.get("level")))
+            host.write(self.session(host).render_frame(e["index"], lwp=lwp, tp=tp, level=number))
         else:
             # A frame the debugger does not show (its unwind stopped early) has no level.
             host.write("#%s %s\n" % (e.get("level", "?"), e["text"]))

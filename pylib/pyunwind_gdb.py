@@ -9,10 +9,13 @@ from gdb.FrameDecorator import FrameDecorator
 
 import pyunwind_frontend as fe
 import pyunwind_gdb_jit as jit
+import pyunwind_gdb_real as real
 
 _core = None
 _state = fe.StopState()
 _jit_stop = None  # the JIT map of this stop (pyunwind_gdb_jit), set by register()
+_real = None  # real frames' state (pyunwind_gdb_real), set by register()
+_real_unwinder = None
 
 
 def core():
@@ -61,6 +64,33 @@ class _HideParam(gdb.Parameter):
         return "Hiding CPython's internal frames in bt is %s." % svalue
 
 
+class _FramesParam(gdb.Parameter):
+    """How Python frames appear in gdb: `default`, the frame filter shows an eval-loop frame's
+    Python frames in its place (they share its number); `real`, each Python frame is a gdb
+    frame of its own, with its own number, for `frame N`, `up`, `down`, `info frame` and MI."""
+
+    set_doc = "Set how Python frames appear among gdb's frames (default or real)."
+    show_doc = "Show how Python frames appear among gdb's frames."
+
+    def __init__(self):
+        super().__init__("pyunwind-frames", gdb.COMMAND_STACK, gdb.PARAM_ENUM, ["default", "real"])
+        self.value = "default"
+
+    def get_set_string(self):
+        on = self.value == "real"
+        if on:
+            _remember_core()
+            _define_hooks()
+        _real.real = on
+        _real_unwinder.enabled = on
+        _real.drop()
+        gdb.invalidate_cached_frames()
+        return ""
+
+    def get_show_string(self, svalue):
+        return "Python frames are %s gdb frames." % ("real" if svalue == "real" else "shown in place of eval-loop")
+
+
 _params = {}
 
 
@@ -70,7 +100,20 @@ _params = {}
 def _core_file():
     text = gdb.execute("info target", to_string=True)
     m = re.search(r"core dump file:\s*\n?\s*`(.+?)'", text)
-    return m.group(1) if m else None
+    path = m.group(1) if m else None
+    _known_cores[gdb.selected_inferior().num] = path
+    return path
+
+
+# Inferior number -> its core file (None: a process), for what may not run `info target`.
+_known_cores = {}
+
+
+def _remember_core(_event=None):
+    try:
+        _core_file()
+    except gdb.error:
+        pass
 
 
 def _thread_key(thread=None):
@@ -121,14 +164,6 @@ def _native_frames():
         frames.append(f)
         f = f.older()
     return frames
-
-
-def _eval_frames():
-    """gdb's frames, innermost first, with the core's splice action for each."""
-    frames = _native_frames()
-    actions = json.loads(session().splice([f.name() for f in frames], lwp=_thread_key(), tp=_thread_pointer(),
-                                          sps=_stack_pointers(frames)))
-    return list(zip(frames, actions))
 
 
 def _stack_pointers(frames):
@@ -190,17 +225,35 @@ class _GdbHost(fe.Host):
         idx = _state.selected.get(_thread_key())
         try:
             level = gdb.selected_frame().level()
-            pairs = _eval_frames()
+            pairs = _python_by_level()
         except gdb.error:
             return None
-        a = pairs[level][1] if level < len(pairs) else None
-        if a and a["action"] == "python" and a["frames"]:
-            return idx if idx in a["frames"] else a["frames"][0]
+        shown = pairs[level][1] if level < len(pairs) else []
+        if shown:
+            return idx if idx in shown else shown[0]
         return None
+
+    def python_frames_selectable(self):
+        return _real is not None and _real.real
+
+    def selected_frame_number(self):
+        try:
+            return gdb.selected_frame().level()
+        except gdb.error:
+            return None
+
+    def _levels(self):
+        """gdb levels of the frames that are not copies (real frames), or None."""
+        if not self.python_frames_selectable():
+            return None
+        return _physical(_native_frames())[0]
 
     def native_frames(self, session=None):
         try:
             frames = _native_frames()
+            levels = self._levels()
+            if levels is not None:
+                frames = [frames[n] for n in levels]
             names = [f.name() for f in frames]
             pcs = [f.pc() & 0xFFFFFFFFFFFFFFFF for f in frames]
         except gdb.error:
@@ -213,12 +266,20 @@ class _GdbHost(fe.Host):
 
     def selected_level(self):
         try:
-            return gdb.selected_frame().level()
+            level = gdb.selected_frame().level()
+            levels = self._levels()
         except gdb.error:
             return None
+        if levels is None:
+            return level
+        # A copy stands for the eval-loop frame it copies: the next frame that is not one.
+        return next((p for p, n in enumerate(levels) if n >= level), None)
 
     def select_level(self, level):
         try:
+            levels = self._levels()
+            if levels is not None:
+                level = levels[level] if level < len(levels) else level
             f = gdb.newest_frame()
             while f is not None and f.level() < level:
                 f = f.older()
@@ -231,8 +292,8 @@ class _GdbHost(fe.Host):
         # Select the eval-loop native frame that runs Python frame `index`, if gdb can unwind
         # to it.
         try:
-            for f, a in _eval_frames():
-                if a["action"] == "python" and index in a["frames"]:
+            for f, shown in _python_by_level():
+                if index in shown:
                     f.select()
                     return
         except gdb.error:
@@ -251,8 +312,76 @@ def session():
         raise gdb.GdbError(str(e))
 
 
+def _quiet_session():
+    """The stop's session for the unwinder, which may not run gdb commands nor read registers
+    through frames: None when the target's core file is not known yet, or memory must be read
+    through gdb's commands."""
+    inf = gdb.selected_inferior()
+    conn = getattr(inf, "connection", None)
+    kind = getattr(conn, "type", None) if conn is not None else None
+    if kind == "native":
+        corefile = None
+    elif kind == "core" and _known_cores.get(inf.num):
+        corefile = _known_cores[inf.num]
+    else:
+        return None
+    key = (inf.num, inf.pid, corefile)
+    if _state.session is not None and _state.key == key:
+        return _state.session
+    host = _QuietHost(corefile)
+    if host.memory_mode() == "debugger":
+        return None
+    try:
+        return _state.get(key, lambda: fe.open_session(core(), host, None))
+    except Exception:
+        return None
+
+
+class _QuietHost(_GdbHost):
+    def __init__(self, corefile):
+        self._corefile = corefile
+
+    def core_file(self):
+        return self._corefile
+
+    def maps(self):
+        raise fe.FrontendError("pyunwind: no memory maps without gdb commands")
+
+
 def _frames():
     return fe.thread_frames(session(), _thread_key(), _thread_pointer())
+
+
+def _physical(frames):
+    """The frames that are not copies made by real frames (indices into `frames`), and for
+    each frame its copy (key, index) or None; (all, None) outside real mode."""
+    if _real is None or not _real.real:
+        return list(range(len(frames))), None
+    copies = [_real.copy_at(f) for f in frames]
+    return [n for n, c in enumerate(copies) if c is None], copies
+
+
+def _splice(frames, hide=True, with_pcs=True):
+    """The core's splice actions for these gdb frames (not copies)."""
+    sps = _stack_pointers(frames)
+    pcs = [f.pc() & 0xFFFFFFFFFFFFFFFF for f in frames] if with_pcs else None
+    return json.loads(session().splice([f.name() for f in frames], lwp=_thread_key(), tp=_thread_pointer(),
+                                       hide_internal=hide, sps=sps, pcs=pcs))
+
+
+def _python_by_level():
+    """gdb's frames of the selected thread, innermost first, each with the Python frames
+    (indices) shown at it."""
+    frames = _native_frames()
+    phys, copies = _physical(frames)
+    actions = _splice([frames[n] for n in phys], with_pcs=False)
+    if copies is None:
+        return [(f, a["frames"] if a["action"] == "python" else []) for f, a in zip(frames, actions)]
+    shown = [[] for _ in frames]
+    for row in real.rows(frames, actions, phys, copies):
+        if row[0] == "python":
+            shown[row[1]].append(row[2])
+    return list(zip(frames, shown))
 
 
 def _call(fn, *args, **kwargs):
@@ -384,20 +513,20 @@ class PythonFrameFilter:
     def filter(self, frame_iter):
         decorators = list(frame_iter)
         try:
-            s = session()
             frames = _frames()
-            names = [d.inferior_frame().name() for d in decorators]
             hide = _params["hide"].value if "hide" in _params else True
-            sps = _stack_pointers([d.inferior_frame() for d in decorators])
+            inferior = [d.inferior_frame() for d in decorators]
+            phys, copies = _physical(inferior)
             # The core hides the interpreter's plumbing by where it is: stripped builds too.
-            pcs = [d.inferior_frame().pc() & 0xFFFFFFFFFFFFFFFF for d in decorators]
-            actions = json.loads(s.splice(names, lwp=_thread_key(), tp=_thread_pointer(), hide_internal=hide,
-                                          sps=sps, pcs=pcs))
+            actions = _splice([inferior[n] for n in phys], hide)
         except Exception:
             # No Python here (or an unreadable target): show the native stack unchanged, with
             # JIT frames named after their executors' code.
             return map(_shown, jit.name_frames(_jit_stop, decorators))
-        return _spliced(jit.name_frames(_jit_stop, decorators, actions, frames), actions, frames)
+        named = jit.name_frames(_jit_stop, [decorators[n] for n in phys], actions, frames)
+        if copies is None:
+            return _spliced(named, actions, frames)
+        return _real_spliced(decorators, inferior, named, actions, phys, copies, frames)
 
 
 class _UnnamedFrameDecorator(FrameDecorator):
@@ -421,6 +550,149 @@ def _spliced(decorators, actions, frames):
             yield _shown(decorators[row[1]])
         # "tail" rows: gdb's own unwinder reaches the interpreter loop, and a decorator needs a
         # native frame to stand on, so frames no eval frame runs are left to py-bt.
+
+
+def _real_spliced(decorators, inferior, named, actions, phys, copies, frames):
+    """Real frames: each copy of an eval-loop frame shows one Python frame of its run."""
+    named_at = dict(zip(phys, named))
+    for row in real.rows(inferior, actions, phys, copies):
+        d = named_at.get(row[1], decorators[row[1]])
+        if row[0] == "python":
+            yield PythonFrameDecorator(d, frames[row[2]], row[2])
+        else:
+            yield _shown(d)
+
+
+# --- real frames: what runs the target from a Python frame -------------------------------------
+
+
+def _selected_python():
+    """(level, Python frame index, frame dict, copy index or None) of the selected gdb frame
+    when it shows a Python frame, else None."""
+    level = gdb.selected_frame().level()
+    pairs = _python_by_level()
+    if level >= len(pairs) or len(pairs[level][1]) != 1:
+        return None
+    index = pairs[level][1][0]
+    frames = _frames()
+    copy = _real.copy_at(pairs[level][0])
+    return level, index, frames[index], copy[1] if copy else None
+
+
+def _guard(command):
+    """Refuses `command` (finish, return, next, step, until) when it cannot do what it says
+    from the selected Python frame; gdb runs it otherwise. Called by gdb's hooks in real
+    frames mode."""
+    if _real is None or not _real.real:
+        return
+    try:
+        sel = _selected_python()
+    except Exception:
+        # Not knowing is no reason to stop gdb's own command.
+        return
+    if sel is None:
+        return
+    level, _index, f, copy = sel
+    name = "#%d %s" % (level, f.get("function", "?"))
+    if command == "return":
+        raise gdb.GdbError("pyunwind: return cannot pop Python frame %s: the interpreter would go on running "
+                           "a frame it no longer has; use py-finish to run until it returns" % name)
+    if command == "finish" and copy is not None:
+        raise gdb.GdbError("pyunwind: finish cannot stop when Python frame %s returns: its eval-loop call goes "
+                           "on running older Python frames; use py-finish" % name)
+    if command in ("next", "step", "until") and level > 0:
+        raise gdb.GdbError("pyunwind: %s steps the innermost frame (#0), not Python frame %s; use py-finish "
+                           "to run until it returns, or `frame 0` first" % (command, name))
+
+
+class _GuardCommand(gdb.Command):
+    """Used by pyunwind's hooks in real frames mode: refuses finish, return, next, step and
+    until from a Python frame when they would not do what they say."""
+
+    def __init__(self):
+        super().__init__("pyunwind-guard", gdb.COMMAND_OBSCURE)
+
+    def invoke(self, arg, from_tty):
+        _guard(arg.strip())
+
+
+_GUARDED = ("finish", "return", "next", "step", "until")
+_hooks_defined = False
+
+
+def _define_hooks():
+    global _hooks_defined
+    if _hooks_defined:
+        return
+    _hooks_defined = True
+    for c in _GUARDED:
+        gdb.execute("define hook-%s\npyunwind-guard %s\nend" % (c, c), to_string=True)
+
+
+class _WatchReturn(gdb.Breakpoint):
+    """py-finish's watchpoint: stops once the pointer holds the value it takes when the
+    selected Python frame has returned."""
+
+    def __init__(self, addr, value):
+        super().__init__("*(unsigned long *)0x%x" % addr, gdb.BP_WATCHPOINT, gdb.WP_WRITE, internal=True)
+        self.silent = True
+        self._addr = addr
+        self._value = value
+        self.hit = False
+
+    def stop(self):
+        try:
+            now = int.from_bytes(bytes(gdb.selected_inferior().read_memory(self._addr, 8)), "little")
+        except gdb.error:
+            return False
+        if now == self._value:
+            self.hit = True
+            return True
+        return False
+
+
+def _py_finish(arg):
+    if arg.strip():
+        raise fe.UsageError("usage: py-finish")
+    if _core_file():
+        raise fe.FrontendError("pyunwind: py-finish needs a running process, not a core file")
+    host = _GdbHost()
+    s = session()
+    frames = _frames()
+    index = _commands_object().selected_index(host, frames)
+    f = frames[index]
+    lwp, tp = host.thread()
+    addr, value = s.return_watch(index, lwp=lwp, tp=tp)
+    gdb.write("Run till exit from Python frame %s (%s:%s)\n" % (f["function"], f.get("file"), f.get("line")))
+    thread = gdb.selected_thread()
+    wp = _WatchReturn(addr, value)
+    try:
+        thread.switch()
+        gdb.execute("continue", to_string=True)
+    finally:
+        hit = wp.hit
+        if wp.is_valid():
+            wp.delete()
+    if not hit:
+        gdb.write("py-finish: stopped before %s returned\n" % f["function"])
+        return
+    gdb.write("py-finish: %s returned\n" % f["function"])
+    now = _frames()
+    if now and now[0].get("kind") == "python":
+        gdb.write("Now in %s (%s:%s)\n" % (now[0]["function"], now[0].get("file"), now[0].get("line")))
+
+
+class _PyFinishCommand(gdb.Command):
+    """Run until the selected Python frame returns (a live process), then stop.
+Usage: py-finish
+gdb's own finish stops when a native frame returns; in one eval-loop call many Python frames
+run, so py-finish watches the thread's current Python frame instead."""
+
+    def __init__(self):
+        super().__init__("py-finish", gdb.COMMAND_RUNNING)
+
+    def invoke(self, arg, from_tty):
+        _call(_py_finish, arg)
 
 
 # --- pretty-printers ----------------------------------------------------------------------------
@@ -465,11 +737,15 @@ def _printer_lookup(val):
 _commands = None
 
 
-def _run(name, arg):
+def _commands_object():
     global _commands
     if _commands is None:
         _commands = fe.Commands(core(), _state, lambda host: session())
-    _commands.run(name, _GdbHost(), arg)
+    return _commands
+
+
+def _run(name, arg):
+    _commands_object().run(name, _GdbHost(), arg)
 
 
 def _make_command(name):
@@ -497,8 +773,19 @@ def _on_new_objfile(_event):
     _reclaim = True
 
 
+def _remember_real_core(_event=None):
+    # A core loaded in real mode: the unwinder needs its path, and gdb's frames built before
+    # it was known have no copies.
+    if _real is not None and _real.real:
+        _remember_core()
+
+
 def _before_prompt():
     global _reclaim
+    if _real is not None and _real.real and _real.missed:
+        _remember_core()
+        _real.missed = False
+        gdb.invalidate_cached_frames()
     if _reclaim:
         _reclaim = False
         _register_commands()
@@ -514,6 +801,11 @@ def register():
     _registered = True
     _params["memory"] = _MemoryParam()
     _params["hide"] = _HideParam()
+    global _real, _real_unwinder
+    _real, _real_unwinder = real.register(_quiet_session, _thread_key, _state.drop)
+    _params["frames"] = _FramesParam()
+    _GuardCommand()
+    _PyFinishCommand()
     global _jit_stop
     _jit_stop = jit.register(core, _GdbHost())
     PythonFrameFilter()
@@ -524,6 +816,7 @@ def register():
     gdb.events.exited.connect(_state.drop)
     gdb.events.new_objfile.connect(_on_new_objfile)
     gdb.events.new_objfile.connect(_state.drop)
+    gdb.events.new_objfile.connect(_remember_real_core)
     # `set var` through gdb changes what the cached pages hold.
     gdb.events.memory_changed.connect(_state.drop)
     gdb.events.before_prompt.connect(_before_prompt)

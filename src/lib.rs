@@ -1,7 +1,7 @@
 //! pyunwind: CPython stacks from a process's memory or a core file, for gdb, lldb and the
 //! command line. Layers (each uses only those above it): [`memory`], [`binary`], [`target`],
 //! [`symbols`], [`cpython`], [`asyncio`], [`native`] and [`unwind`], [`report`], then [`session`]
-//! (with [`native_stacks`]) and the frontends (`python`, [`cli`]).
+//! (with [`native_stacks`] and [`real_frames`]) and the frontends (`python`, [`cli`]).
 
 pub mod asyncio;
 pub mod binary;
@@ -12,6 +12,7 @@ pub mod memory;
 pub mod native;
 pub mod native_stacks;
 pub mod panic;
+pub mod real_frames;
 pub mod report;
 pub mod session;
 pub mod symbols;

@@ -42,8 +42,8 @@ pub struct Session {
     thread_ids: Vec<(u64, u64)>,
     /// JIT and trampoline code of this stop, built on first use.
     jit: OnceLock<JitMap>,
-    /// The target's modules with their CFI and symbols, for our own native unwinds. DWARF's
-    /// line tables (addr2line) are not `Sync`: one unwind at a time uses them.
+    /// The target's modules with their CFI and symbols, loaded on first use: for our own
+    /// native unwinds and gdb's real frames (see [`Session::with_modules`]).
     modules: Mutex<Option<ModuleSet>>,
 }
 
@@ -513,15 +513,28 @@ impl Session {
     /// its own (lldb's frame provider). DWARF's inlined calls are frames of their own, as
     /// debuggers show them.
     pub fn own_natives(&self, start: unwind::regs::Regs) -> (Natives, Option<String>) {
-        // Never wait for the lock: a debugger's memory reads call into Python, which may run
-        // another thread asking for the same (see `once`). A second caller builds its own set.
-        let mut fresh = None;
-        let mut guard = self.modules.try_lock().ok();
-        let set = match guard.as_deref_mut() {
-            Some(cached) => cached.get_or_insert_with(|| ModuleSet::new(&self.target)),
-            None => fresh.insert(ModuleSet::new(&self.target)),
-        };
         let jit = (self.snap.layout.version.minor >= 13).then(|| self.jit());
+        self.with_modules(|set| self.own_natives_in(set, start, jit))
+    }
+
+    /// `f` with the target's modules. DWARF's line tables (addr2line) are not `Sync`, so one
+    /// caller at a time has the cached set; the lock is never waited for, since a debugger's
+    /// memory reads call into Python, which may run another thread asking for the same (see
+    /// `once`): a second caller builds its own set.
+    pub(crate) fn with_modules<T>(&self, f: impl FnOnce(&ModuleSet) -> T) -> T {
+        let mut guard = self.modules.try_lock().ok();
+        match guard.as_deref_mut() {
+            Some(cached) => f(cached.get_or_insert_with(|| ModuleSet::new(&self.target))),
+            None => f(&ModuleSet::new(&self.target)),
+        }
+    }
+
+    fn own_natives_in(
+        &self,
+        set: &ModuleSet,
+        start: unwind::regs::Regs,
+        jit: Option<&JitMap>,
+    ) -> (Natives, Option<String>) {
         let stack = unwind::unwind(&*self.snap.mem, set, jit, start);
         let mut n = Natives {
             sps: Some(Vec::new()),

@@ -104,6 +104,23 @@ impl RunMark {
     }
 }
 
+/// The runs of Python frames, innermost first: the frame indices each eval-loop call
+/// executes, and (3.12+) where that call's own entry frame lives.
+pub fn runs(marks: &[RunMark]) -> Vec<(Vec<usize>, Option<u64>)> {
+    let mut runs = Vec::new();
+    let mut cur = Vec::new();
+    for (i, m) in marks.iter().enumerate() {
+        cur.push(i);
+        if m.entry {
+            runs.push((std::mem::take(&mut cur), m.shim));
+        }
+    }
+    if !cur.is_empty() {
+        runs.push((cur, None));
+    }
+    runs
+}
+
 /// `names`: the native frames innermost first (`None` when the debugger has no name); `sps`:
 /// their stack pointers, when the debugger gives them; `marks`: for each Python frame
 /// (innermost first), where its eval-loop call ends.
@@ -125,17 +142,7 @@ pub fn splice(
     hide_internal: bool,
     in_interpreter: Option<&[bool]>,
 ) -> Vec<Splice> {
-    let mut runs: Vec<(Vec<usize>, Option<u64>)> = Vec::new();
-    let mut cur = Vec::new();
-    for (i, m) in marks.iter().enumerate() {
-        cur.push(i);
-        if m.entry {
-            runs.push((std::mem::take(&mut cur), m.shim));
-        }
-    }
-    if !cur.is_empty() {
-        runs.push((cur, None));
-    }
+    let runs = runs(marks);
     let placed = sps
         .filter(|s| s.len() == names.len())
         .and_then(|sps| place_by_stack(sps, &runs));
@@ -225,6 +232,25 @@ mod tests {
     fn n(v: &[&str]) -> Vec<Option<String>> {
         v.iter().map(|s| Some(s.to_string())).collect()
     }
+    #[test]
+    fn runs_end_at_entry_frames() {
+        let mark = |entry, shim| RunMark { entry, shim };
+        let marks = [
+            mark(false, None),
+            mark(true, Some(0x10)),
+            mark(true, Some(0x20)),
+            mark(false, None),
+        ];
+        assert_eq!(
+            runs(&marks),
+            vec![
+                (vec![0, 1], Some(0x10)),
+                (vec![2], Some(0x20)),
+                (vec![3], None)
+            ]
+        );
+    }
+
     #[test]
     fn runs_go_to_eval_frames_in_order() {
         let names = n(&[

@@ -327,6 +327,64 @@ impl PySession {
         })
     }
 
+    /// The eval loop's code: sorted (start, end) target address ranges.
+    fn eval_ranges(&self, py: Python<'_>) -> PyResult<Vec<(u64, u64)>> {
+        guard("Session.eval_ranges", || {
+            Ok(self.off_gil(py, || self.inner.eval_ranges()))
+        })
+    }
+
+    /// The SP of the caller of the native frame at `pc`, `sp`, `bp` (one CFI step), or None.
+    #[pyo3(signature = (pc, sp, bp, innermost=false))]
+    fn frame_end(
+        &self,
+        py: Python<'_>,
+        pc: u64,
+        sp: u64,
+        bp: u64,
+        innermost: bool,
+    ) -> PyResult<Option<u64>> {
+        guard("Session.frame_end", || {
+            Ok(self.off_gil(py, || self.inner.frame_end(pc, sp, bp, innermost)))
+        })
+    }
+
+    /// The thread's runs of Python frames, innermost first: (frame indices, entry shim
+    /// address or None) for each eval-loop call.
+    #[pyo3(signature = (lwp=None, tp=None))]
+    fn runs(&self, lwp: Option<u64>, tp: Option<u64>) -> PyResult<Vec<(Vec<usize>, Option<u64>)>> {
+        guard("Session.runs", || {
+            self.inner.runs(key(lwp, tp)).map_err(err)
+        })
+    }
+
+    /// (address, offset or None): where the thread's current Python frame is recorded (the
+    /// pointer at address; with an offset, the pointer at that offset in what it points to).
+    #[pyo3(signature = (lwp=None, tp=None))]
+    fn current_frame_slot(
+        &self,
+        lwp: Option<u64>,
+        tp: Option<u64>,
+    ) -> PyResult<(u64, Option<u64>)> {
+        guard("Session.current_frame_slot", || {
+            self.inner.current_frame_slot(key(lwp, tp)).map_err(err)
+        })
+    }
+
+    /// (address, value): the pointer that holds `value` once Python frame `index` returned.
+    #[pyo3(signature = (index, lwp=None, tp=None))]
+    fn return_watch(
+        &self,
+        index: usize,
+        lwp: Option<u64>,
+        tp: Option<u64>,
+    ) -> PyResult<(u64, u64)> {
+        guard("Session.return_watch", || {
+            let w = self.inner.return_watch(key(lwp, tp), index).map_err(err)?;
+            Ok((w.addr, w.value))
+        })
+    }
+
     /// Locals of frame `index` (0 = innermost, counting every frame of the report) as JSON.
     #[pyo3(signature = (index, lwp=None, tp=None))]
     fn locals(&self, index: usize, lwp: Option<u64>, tp: Option<u64>) -> PyResult<String> {

@@ -80,6 +80,15 @@ impl SymbolTable {
         self.syms.is_empty()
     }
 
+    /// The (start, end) ELF address ranges of the functions whose name `keep` accepts.
+    pub fn ranges_where(&self, keep: impl Fn(&str) -> bool) -> Vec<(u64, u64)> {
+        self.syms
+            .iter()
+            .filter(|s| s.1 != u64::MAX && keep(&s.2))
+            .map(|s| (s.0, s.1))
+            .collect()
+    }
+
     /// The function holding ELF address `addr`, and `addr`'s offset in it.
     pub fn lookup(&self, addr: u64) -> Option<(&str, u64)> {
         let i = self.syms.partition_point(|s| s.0 <= addr);
@@ -113,5 +122,7 @@ mod tests {
         assert_eq!(t.lookup(0x2ff), Some(("b", 0xff)));
         assert_eq!(t.lookup(0x5000), Some(("c", 0x4d00)));
         assert_eq!(t.lookup(0x10), None);
+        // Unsized symbols (an end of u64::MAX) have no range to give.
+        assert_eq!(t.ranges_where(|n| n != "a"), vec![(0x200, 0x300)]);
     }
 }

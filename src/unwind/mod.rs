@@ -119,6 +119,19 @@ impl ModuleSet {
         self.modules[i].base.wrapping_sub(elf.first_vaddr)
     }
 
+    /// The target address ranges of module `i`'s functions whose name `keep` accepts.
+    pub fn function_ranges(&self, i: usize, keep: impl Fn(&str) -> bool) -> Vec<(u64, u64)> {
+        let Some(elf) = self.elf(i) else {
+            return Vec::new();
+        };
+        let bias = self.bias(i, elf);
+        elf.symbols
+            .ranges_where(keep)
+            .into_iter()
+            .map(|(s, e)| (s.wrapping_add(bias), e.wrapping_add(bias)))
+            .collect()
+    }
+
     /// The function, module and offset of a frame.
     pub fn name(&self, f: &Frame) -> Name {
         let Some(i) = f.module else {
@@ -211,6 +224,29 @@ pub fn unwind(mem: &dyn Memory, set: &ModuleSet, jit: Option<&JitMap>, start: Re
         regs = next;
     }
     stack
+}
+
+/// The stack pointer of the caller of the frame at `pc` with `sp` and `bp` (the frame's own
+/// stack frame is `sp..` this): one CFI step. `exact_pc`: the innermost frame's PC; other
+/// frames' PCs are return addresses, looked up one byte before.
+pub fn caller_sp(
+    mem: &dyn Memory,
+    set: &ModuleSet,
+    pc: u64,
+    sp: u64,
+    bp: u64,
+    exact_pc: bool,
+) -> Option<u64> {
+    let mut regs = Regs::default();
+    regs.set(regs::RA, pc);
+    regs.set(RSP, sp);
+    regs.set(RBP, bp);
+    let lookup = if exact_pc { pc } else { pc.saturating_sub(1) };
+    let mut ctx: UnwindContext<usize> = UnwindContext::new();
+    match step_cfi(mem, set, &mut ctx, &regs, set.find(lookup), lookup) {
+        Ok((Step::Caller(next), _, _)) if next.sp() > sp => Some(next.sp()),
+        _ => None,
+    }
 }
 
 /// One step with the module's CFI, else with the frame pointer.
