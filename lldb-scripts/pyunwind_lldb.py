@@ -10,6 +10,7 @@ native frame: lldb's unwinder may stop before the interpreter loop (stripped bui
 Python stack read from the thread state is the one thing always there.
 """
 
+import bisect
 import contextlib
 import json
 import os
@@ -223,10 +224,19 @@ class LldbHost(fe.Host):
                 "sps": [f.GetSP() for f in frames],
                 "wait_addr": rdi.GetValueAsUnsigned() if rdi.IsValid() and rdi.GetValue() is not None else None,
             }
-            own = self._own_frames(session, frames, provided=False) if session is not None else None
-        # lldb 19 stops unwinding at CPython's call plumbing (PyObject_Vectorcall): then the
-        # core's own unwind, which goes further, places the Python frames.
+            if session is None or self._places_every_python_frame(session, lldbs):
+                return lldbs
+            # lldb 19 stops unwinding at CPython's call plumbing (PyObject_Vectorcall): then
+            # the core's own unwind, which goes further, places the Python frames.
+            own = self._own_frames(session, frames, provided=False)
         return own if own is not None and len(own["pcs"]) > len(frames) else lldbs
+
+    def _places_every_python_frame(self, session, natives):
+        lwp, tp = self.thread()
+        count = len(json.loads(session.stack_entries(lwp=lwp, tp=tp)))
+        actions = json.loads(session.splice(natives["names"], lwp=lwp, tp=tp, hide_internal=False,
+                                            sps=natives["sps"], pcs=natives["pcs"]))
+        return sum(len(a["frames"]) for a in actions if a["action"] == "python") >= count
 
     def _own_frames(self, session, frames, provided):
         """The thread's native frames as the core unwinds them from the registers of lldb's
@@ -243,15 +253,19 @@ class LldbHost(fe.Host):
                     regs[r.GetName()] = r.GetValueAsUnsigned()
         own = json.loads(session.own_natives(regs))
         levels = [None] * len(own["pcs"])
+        at = {}
+        for i, pc in enumerate(own["pcs"]):
+            at.setdefault(pc, []).append(i)
         k = 0
         for level, f in enumerate(frames):
             if hasattr(f, "IsSynthetic") and f.IsSynthetic():
                 continue
-            pc = f.GetPC()
-            m = next((i for i in range(k, len(levels)) if own["pcs"][i] == pc), None)
-            if m is not None:
-                levels[m] = level
-                k = m + 1
+            # lldb's frame is ours with its pc, the first one not before the last match.
+            found = at.get(f.GetPC(), [])
+            n = bisect.bisect_left(found, k)
+            if n < len(found):
+                levels[found[n]] = level
+                k = found[n] + 1
         python_levels = None
         if provided:
             shown = _python_levels.get(_plan_key(self.process, self.thread_.GetThreadID()), {})

@@ -457,13 +457,22 @@ impl Session {
         }
         // The collector runs under `gc.collect` when Python code called it (libpython shows
         // the line just inside that call), else it is the innermost code.
-        let gc_run = runs
-            .iter()
-            .position(|r| r.3.as_ref().is_some_and(|c| self.snap.is_gc_collect(c.obj)));
+        let gc_run = collecting
+            .then(|| {
+                runs.iter()
+                    .position(|r| r.3.as_ref().is_some_and(|c| self.snap.is_gc_collect(c.obj)))
+            })
+            .flatten();
         if collecting && gc_run.is_none() {
             from_memory.push((0, COLLECTING.to_string()));
         }
         let mut from_memory = Some(from_memory);
+        let native = |(level, text): (usize, String)| StackEntry {
+            kind: "native",
+            index: None,
+            level: Some(level),
+            text: Some(text),
+        };
         let mut out = Vec::new();
         let mut shown = vec![false; t.walk.items.len()];
         for (r, (level, frames, natives, called)) in runs.into_iter().enumerate() {
@@ -476,12 +485,7 @@ impl Session {
                 lines.push((natives[c.at], c.text));
             }
             lines.sort_by_key(|l| l.0);
-            out.extend(lines.into_iter().map(|(level, text)| StackEntry {
-                kind: "native",
-                index: None,
-                level: Some(level),
-                text: Some(text),
-            }));
+            out.extend(lines.into_iter().map(native));
             for &i in frames {
                 shown[i] = true;
                 out.push(python(i, Some(level)));
@@ -491,12 +495,7 @@ impl Session {
         let mut last = markers(&n.names, &pending);
         last.extend(from_memory.take().unwrap_or_default());
         last.sort_by_key(|l| l.0);
-        out.extend(last.into_iter().map(|(level, text)| StackEntry {
-            kind: "native",
-            index: None,
-            level: Some(level),
-            text: Some(text),
-        }));
+        out.extend(last.into_iter().map(native));
         out.extend(
             (0..shown.len())
                 .filter(|&i| !shown[i])
