@@ -768,6 +768,48 @@ def _sync_provider(target):
     return None
 
 
+class ProviderStopHook:
+    """Registers the frame provider on a target when it first stops. lldb copies the dummy
+    target's stop hooks to each target created later and runs them on the thread that attaches
+    or loads the core, before anyone can ask that target for frames. The new-target watcher
+    alone lost that race: lldb-dap answered `stackTrace` on a core before the watcher's thread
+    saw the target in about half of the runs."""
+
+    def __init__(self, target, extra_args, internal_dict):
+        pass
+
+    def handle_stop(self, exe_ctx, stream):
+        target = exe_ctx.GetTarget()
+        _sync_provider(target)
+        # Its work is done on this target: gone from it (lldb runs a copy of the hook list, so
+        # this is safe here), so that it adds nothing to the stop output of a user's own hooks
+        # (lldb heads each hook's output with its name when there are several).
+        if _stop_hook_id is not None:
+            result = lldb.SBCommandReturnObject()
+            target.GetDebugger().GetCommandInterpreter().HandleCommand(
+                "target stop-hook delete %d" % _stop_hook_id, exe_ctx, result)
+        # True: the stop stands.
+        return True
+
+
+# The id of ProviderStopHook on the dummy target, which the targets made later copy.
+_stop_hook_id = None
+
+
+def _add_provider_stop_hook(debugger):
+    """ProviderStopHook on the dummy target, where `target stop-hook add` puts a hook while no
+    target is selected (~/.lldbinit, lldb-dap's initCommands). With a target selected it would
+    go to that target, which has the provider already: the watcher covers targets made later."""
+    if debugger.GetSelectedTarget().IsValid():
+        return
+    global _stop_hook_id
+    result = lldb.SBCommandReturnObject()
+    debugger.GetCommandInterpreter().HandleCommand(
+        "target stop-hook add -P %s.ProviderStopHook" % __name__, result)
+    added = re.search(r"#(\d+)", result.GetOutput() or "") if result.Succeeded() else None
+    _stop_hook_id = int(added.group(1)) if added else None
+
+
 def _watch_new_targets(debugger):
     """Register the provider on targets created after this script was imported (from
     ~/.lldbinit, before `lldb EXE -c CORE` creates its target). lldb 22.1 sends class listeners
@@ -811,4 +853,5 @@ def __lldb_init_module(debugger, internal_dict):
     debugger.HandleCommand("frame recognizer add -l %s.PythonLocalsRecognizer -x -s python -n '%s' -f false"
                            % (__name__, STAND_IN_SYMBOL.pattern))
     debugger.HandleCommand("settings set target.display-recognized-arguments true")
+    _add_provider_stop_hook(debugger)
     _watch_new_targets(debugger)

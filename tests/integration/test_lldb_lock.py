@@ -5,6 +5,7 @@ from the thread state. The lock of another (the selected) target does not make i
 """
 
 import os
+import re
 
 import pytest
 
@@ -74,3 +75,23 @@ def test_another_targets_lock_does_not(shapes):
     assert "_PyEval_EvalFrameDefault" not in kept and kept[-1] == "_start", rows
     it = iter(native)
     assert all(r in it for r in kept), (kept, native)
+
+
+def test_provider_registered_on_a_core_loaded_after_import(shapes):
+    """The script imported before any target (~/.lldbinit, lldb-dap's initCommands): the core
+    loaded next has the provider by the time of its first command. The stop hook the script
+    puts on the dummy target registers it on the thread that loads the core (the new-target
+    watcher, a thread of its own, is stopped here: it lost that race to lldb-dap), then leaves
+    that target, so a user's own stop hook runs alone on later stops."""
+    cmd = [lldb_path(), "-b", "--no-lldbinit", "-o", "command script import %s" % SCRIPT,
+           # The watcher's next look is an hour away once its current sleep ends.
+           "-o", "script import time; pyunwind_lldb.TARGET_POLL_SECONDS = 3600; time.sleep(0.3)",
+           "-o", "target stop-hook add -o 'script print(\"@@USER-HOOK\")'",
+           "-o", "target create %s --core %s" % (INTERP.exe, shapes.make_core()),
+           "-o", "bt", "-o", "script print('@@HOOKS')", "-o", "target stop-hook list"]
+    rc, out, err = harness.run(cmd, 120, env=harness.child_env(INTERP.env))
+    assert rc == 0 and "Traceback" not in out + err, out + err
+    bt, hooks = out.split("\n@@HOOKS\n")
+    assert re.findall(r"frame #\d+: (\S+ at \S+\.py:\d+)", bt) == python_rows(shapes), bt
+    assert "@@USER-HOOK" in out
+    assert "ProviderStopHook" not in hooks and "Hook: 2" in hooks, hooks
