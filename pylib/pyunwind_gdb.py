@@ -250,10 +250,9 @@ class _GdbHost(fe.Host):
 
     def native_frames(self, session=None):
         try:
-            frames = _native_frames()
-            levels = self._levels()
-            if levels is not None:
-                frames = [frames[n] for n in levels]
+            shown = _native_frames()
+            phys, copies = _physical(shown)
+            frames = [shown[n] for n in phys]
             names = [f.name() for f in frames]
             pcs = [f.pc() & 0xFFFFFFFFFFFFFFFF for f in frames]
         except gdb.error:
@@ -262,7 +261,20 @@ class _GdbHost(fe.Host):
             wait_addr = int(frames[0].read_register("rdi")) & 0xFFFFFFFFFFFFFFFF if frames else None
         except (gdb.error, ValueError):
             wait_addr = None
-        return {"names": names, "pcs": pcs, "sps": _stack_pointers(frames), "wait_addr": wait_addr}
+        out = {"names": names, "pcs": pcs, "sps": _stack_pointers(frames), "wait_addr": wait_addr}
+        if copies is not None:
+            # Real frames: each Python frame has a gdb level of its own, and the native frames
+            # are numbered past them, as `bt` and `frame N` number them.
+            python_levels = {}
+            try:
+                for level, (_frame, here) in enumerate(_python_by_level()):
+                    for i in here:
+                        python_levels.setdefault(i, level)
+            except gdb.error:
+                return out
+            out["levels"] = phys
+            out["python_levels"] = [python_levels.get(i) for i in range(max(python_levels, default=-1) + 1)]
+        return out
 
     def selected_level(self):
         try:

@@ -276,7 +276,9 @@ pub fn entries(
             e.index.and_then(|i| t.frames.get(i).map(|f| (i, f))),
             &e.text,
         ) {
-            (Some((i, f)), _) if full => full_frame(i, f, src, out),
+            // Numbered as py-up numbers it: the debugger's level (libpython: gdb's frame number),
+            // else the Python frame's index.
+            (Some((i, f)), _) if full => full_frame(e.level.unwrap_or(i), f, src, out),
             (Some((_, f)), _) => frames(std::slice::from_ref(f), "  ", src, out),
             // A frame the debugger does not show (its unwind stopped early) has no level.
             (None, Some(text)) if full => match e.level {

@@ -70,8 +70,9 @@ def shapes(request):
     interp = request.param
     with harness.Scenario(interp, "shapes") as sc:
         core = sc.make_core()
-        out = gdb(interp, [mark("DEFAULT"), "bt", "set pyunwind-frames real", mark("REAL"), "bt", mark("RAW"),
-                           "bt -no-filters", "set pyunwind-frames default", mark("BACK"), "bt", mark("END")],
+        out = gdb(interp, [mark("DEFAULT"), "bt", mark("FULLDEFAULT"), "py-bt-full", "set pyunwind-frames real",
+                           mark("REAL"), "bt", mark("RAW"), "bt -no-filters", mark("FULLREAL"), "py-bt-full",
+                           "set pyunwind-frames default", mark("BACK"), "bt", mark("END")],
                   core=core)
         yield interp, sc.truth["threads"][0]["frames"], core, sections(out)
 
@@ -99,6 +100,23 @@ def test_bt_numbers_every_python_frame(shapes):
     # The native frames are default mode's.
     natives = lambda rows: [f for _, f, p, _ in rows if not (p and p.endswith(".py"))]  # noqa: E731
     assert natives(real) == natives(default)
+
+
+def test_py_bt_full_numbers_frames_as_bt(shapes):
+    """py-bt-full numbers a Python frame by its gdb frame, as libpython does (and py-up): by
+    default the eval-loop frame's level, which the Python frames it runs share; in real frames
+    its own."""
+    interp, truth, _core, s = shapes
+    full_line = re.compile(r"^#(\d+) Frame 0x[0-9a-f]+, for file \S+, line \d+, in (\S+) ", re.M)
+    for bt, full in (("DEFAULT", "FULLDEFAULT"), ("REAL", "FULLREAL")):
+        levels, last = [], None
+        for lv, _fn, path, _ln in bt_rows(s[bt]):
+            last = lv if lv is not None else last
+            if path and path.endswith(".py"):
+                levels.append(last)
+        assert len(levels) == len(truth)
+        got = [(int(n), fn) for n, fn in full_line.findall(s[full])]
+        assert got == [(lv, f["function"]) for lv, f in zip(levels, truth)], s[full]
 
 
 def test_frame_up_down_info_frame(shapes):

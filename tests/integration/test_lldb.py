@@ -169,7 +169,11 @@ def test_lldb_locals_print_list_up_down(interp):
             assert ("line %d, in %s" % (caller["line"], caller["function"])) in got["UP"]
             assert (">%d" % caller["line"]) in got["UP"]
             assert re.search(r"#\d+ Frame 0x", got["DOWN"]) and ("in %s" % truth_frame["function"]) in got["DOWN"]
-            assert "#0 Frame 0x" in got["FULL"] and "big=1267650600228229401496703205376" in got["FULL"]
+            # py-bt-full numbers each Python frame as py-up does.
+            up_level = int(re.search(r"#(\d+) Frame 0x", got["UP"]).group(1))
+            assert re.search(r"^#%d Frame 0x[0-9a-f]+, for file \S+, line %d, in %s " % (
+                up_level, caller["line"], re.escape(caller["function"])), got["FULL"], re.M), got
+            assert "big=1267650600228229401496703205376" in got["FULL"]
             assert "Usage: py-bt [-a|--all] [--json]" in got["HELP"]
 
 

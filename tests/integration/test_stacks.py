@@ -173,7 +173,11 @@ def test_gdb_locals_print_list_up_down(interp):
         assert re.search(r"#\d+ Frame 0x", up_part) and ("line %d, in %s" % (caller["line"], caller["function"])) in up_part
         assert (">%d" % caller["line"]) in up_part
         assert re.search(r"#\d+ Frame 0x", down_part) and ("in %s" % truth_frame["function"]) in down_part
-        assert "#0 Frame 0x" in full_part and "big=1267650600228229401496703205376" in full_part
+        # py-bt-full numbers each Python frame as py-up does: by gdb's level.
+        up_level = int(re.search(r"#(\d+) Frame 0x", up_part).group(1))
+        assert re.search(r"^#%d Frame 0x[0-9a-f]+, for file \S+, line %d, in %s " % (
+            up_level, caller["line"], re.escape(caller["function"])), full_part, re.M), (up_part, full_part)
+        assert "big=1267650600228229401496703205376" in full_part
 
 
 @pytest.mark.parametrize("interp", [i for i in INTERPS if i.id in ("pyenv-3.12", "debian-3.11")], ids=lambda i: i.id)
