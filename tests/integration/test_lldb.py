@@ -51,7 +51,11 @@ def run_lldb(interp, *commands, core=None, pid=None):
     cmd += [interp.exe, "-c", core] if core else ["-p", str(pid)]
     # lldb's event-handler thread prints the stop (and asks for frames) while batch commands
     # run; let it finish so that every thread's frame provider runs on the main thread.
-    cmd += ["-o", "command script import %s" % SCRIPT, "-o", "script import time; time.sleep(0.3)"]
+    cmd += ["-o", "command script import %s" % SCRIPT, "-o", "script import time; time.sleep(0.3)",
+            # The main thread (its id is the pid), which the truth lists first. On attach lldb
+            # selects the first thread its server saw stop, which a loaded machine may make
+            # another one (CI once showed `py-bt` of a worker thread of `threads`).
+            "-o", "script lldb.process.SetSelectedThreadByID(lldb.process.GetProcessID())"]
     for c in commands:
         cmd += ["-o", c]
     rc, out, err = harness.run(cmd, LLDB_TIMEOUT, env=harness.child_env(interp.env))
@@ -118,7 +122,7 @@ def check_py_bt_and_bt(interp, name):
             got = split(run_lldb(interp, *commands, **where), names)
             check_report(json_from(got["JSON"]), sc.truth)
             main = sc.truth["threads"][0]
-            assert traceback_frames(got["TEXT"]) == expected(main["frames"])
+            assert traceback_frames(got["TEXT"]) == expected(main["frames"]), (where, got["TEXT"])
             dbg = json_from(got["DBG"])
             check_report(dbg, sc.truth)
             assert dbg["python"]["source"] == "debugger"
