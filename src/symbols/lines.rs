@@ -4,8 +4,10 @@
 use std::fs::File;
 use std::sync::Arc;
 
-use gimli::{EndianArcSlice, LittleEndian, SectionId};
+use gimli::{EndianArcSlice, LittleEndian, Reader as _, SectionId};
 use object::{Object, ObjectSection, ReadCache};
+
+use super::gdb_lines::{self, RawRow, Sequence};
 
 type Reader = EndianArcSlice<LittleEndian>;
 
@@ -25,6 +27,8 @@ pub struct SourceFrame {
 
 pub struct Lines {
     ctx: addr2line::Context<Reader>,
+    /// Each unit's line table as gdb records it (see `gdb_lines`).
+    gdb_rows: gdb_lines::Cache,
 }
 
 impl Lines {
@@ -57,7 +61,10 @@ impl Lines {
         };
         let dwarf = gimli::Dwarf::load(load).ok()?;
         let ctx = addr2line::Context::from_dwarf(dwarf).ok()?;
-        Some(Lines { ctx })
+        Some(Lines {
+            ctx,
+            gdb_rows: gdb_lines::Cache::default(),
+        })
     }
 
     /// The functions at ELF address `addr`, innermost inlined call first; empty when DWARF
@@ -80,6 +87,85 @@ impl Lines {
                 line: f.location.as_ref().and_then(|l| l.line),
             });
         }
+        // The innermost location from the line table as gdb reads it, so that file and line
+        // are the ones gdb shows; inlined callers' locations are their call sites in both.
+        if let (Some(first), Some((file, line))) = (out.first_mut(), self.gdb_location(addr)) {
+            first.file = Some(file);
+            first.line = Some(line);
+        }
         out
+    }
+
+    /// The file and line gdb gives `addr`, when a unit's line table covers it.
+    fn gdb_location(&self, addr: u64) -> Option<(String, u32)> {
+        let unit = self.ctx.find_dwarf_and_unit(addr).skip_all_loads()?;
+        let key = unit.header.offset().0;
+        let program = unit.line_program.as_ref()?;
+        let seqs = self.gdb_rows.get(key, || recorded_rows(program.clone()));
+        let row = gdb_lines::lookup(&seqs, addr)?;
+        let header = program.header();
+        let file = header.file(row.file_index)?;
+        Some((render_file(unit, file, header)?, row.line))
+    }
+}
+
+/// gdb's recorded rows of one line program; a program that fails to decode keeps the rows
+/// read before the error.
+fn recorded_rows(program: gimli::IncompleteLineProgram<Reader>) -> Vec<Sequence> {
+    let mut rows = program.rows();
+    let raw = std::iter::from_fn(move || {
+        let (_, r) = rows.next_row().ok()??;
+        Some(RawRow {
+            address: r.address(),
+            file_index: r.file_index(),
+            line: r
+                .line()
+                .map_or(0, |l| u32::try_from(l.get()).unwrap_or(u32::MAX)),
+            is_stmt: r.is_stmt(),
+            discriminator: r.discriminator(),
+            end_sequence: r.end_sequence(),
+        })
+    });
+    gdb_lines::record(raw)
+}
+
+/// A file entry's path as `addr2line` renders it (comp_dir, then the entry's directory, then its
+/// name, an absolute part replacing what is before it), so both sources give the same text.
+fn render_file(
+    unit: gimli::UnitRef<Reader>,
+    file: &gimli::FileEntry<Reader>,
+    header: &gimli::LineProgramHeader<Reader>,
+) -> Option<String> {
+    let text = |v| -> Option<String> {
+        Some(
+            unit.attr_string(v)
+                .ok()?
+                .to_string_lossy()
+                .ok()?
+                .into_owned(),
+        )
+    };
+    let mut path = match &unit.comp_dir {
+        Some(d) => d.to_string_lossy().ok()?.into_owned(),
+        None => String::new(),
+    };
+    // Directory index 0 is the compilation directory itself.
+    if file.directory_index() != 0 {
+        if let Some(dir) = file.directory(header) {
+            push_path(&mut path, &text(dir)?);
+        }
+    }
+    push_path(&mut path, &text(file.path_name())?);
+    Some(path)
+}
+
+fn push_path(path: &mut String, part: &str) {
+    if part.starts_with('/') {
+        *path = part.to_string();
+    } else {
+        if !path.is_empty() && !path.ends_with('/') {
+            path.push('/');
+        }
+        path.push_str(part);
     }
 }
