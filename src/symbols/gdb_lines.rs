@@ -48,14 +48,17 @@ pub struct RawRow {
     pub end_sequence: bool,
 }
 
-/// A sequence's recorded rows, and the address its `end_sequence` row gives.
+/// A sequence's recorded rows, from its first row's address to the one its `end_sequence` row
+/// gives.
 #[derive(Debug, Default)]
 pub struct Sequence {
+    pub start: u64,
     pub end: u64,
     pub rows: Vec<Row>,
 }
 
-/// Applies gdb's recording rules to the rows of one line program.
+/// Applies gdb's recording rules to the rows of one line program; the sequences come out
+/// sorted by start.
 pub fn record(raw: impl IntoIterator<Item = RawRow>) -> Vec<Sequence> {
     let mut out = Vec::new();
     let mut cur = Sequence::default();
@@ -73,7 +76,8 @@ pub fn record(raw: impl IntoIterator<Item = RawRow>) -> Vec<Sequence> {
         }
         line_has_discriminator |= r.discriminator != 0;
         if r.end_sequence {
-            if !cur.rows.is_empty() {
+            if let Some(first) = cur.rows.first() {
+                cur.start = first.address;
                 cur.end = r.address;
                 out.push(std::mem::take(&mut cur));
             }
@@ -115,14 +119,17 @@ pub fn record(raw: impl IntoIterator<Item = RawRow>) -> Vec<Sequence> {
         }
         stmt_at_address |= r.is_stmt;
     }
+    out.sort_unstable_by_key(|s| s.start);
     out
 }
 
 /// The row gdb finds for `addr`, if a sequence covers it.
 pub fn lookup(seqs: &[Sequence], addr: u64) -> Option<Row> {
-    let seq = seqs
-        .iter()
-        .find(|s| s.rows.first().is_some_and(|f| f.address <= addr) && addr < s.end)?;
+    // A unit built with -ffunction-sections has a sequence per function: search, not scan.
+    let seq = &seqs[seqs.partition_point(|s| s.start <= addr).checked_sub(1)?];
+    if addr >= seq.end {
+        return None;
+    }
     let rows = &seq.rows;
     let mut i = rows.partition_point(|r| r.address <= addr).checked_sub(1)?;
     if !rows[i].is_stmt {
@@ -243,6 +250,19 @@ mod tests {
         assert_eq!(at(&s, 0x51e3ce), None);
         assert_eq!(at(&s, 0x51e3f0), None);
         assert_eq!(at(&record([end(0x10)]), 0x10), None);
+    }
+
+    #[test]
+    fn sequences_out_of_address_order_are_found() {
+        let s = record([
+            raw(0x40, 2, 9, true),
+            end(0x50),
+            raw(0x10, 1, 5, true),
+            end(0x20),
+        ]);
+        assert_eq!(at(&s, 0x18), Some((1, 5)));
+        assert_eq!(at(&s, 0x48), Some((2, 9)));
+        assert_eq!(at(&s, 0x30), None);
     }
 
     #[test]

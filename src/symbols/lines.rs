@@ -89,9 +89,11 @@ impl Lines {
         }
         // The innermost location from the line table as gdb reads it, so that file and line
         // are the ones gdb shows; inlined callers' locations are their call sites in both.
-        if let (Some(first), Some((file, line))) = (out.first_mut(), self.gdb_location(addr)) {
-            first.file = Some(file);
-            first.line = Some(line);
+        if let Some(first) = out.first_mut() {
+            if let Some((file, line)) = self.gdb_location(addr) {
+                first.file = Some(file);
+                first.line = Some(line);
+            }
         }
         out
     }
