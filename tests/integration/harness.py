@@ -461,6 +461,14 @@ def wait_off_the_fifo(pid, tid):
         time.sleep(0.002)
 
 
+def signalling_thread(truth):
+    """The native id of the thread that wrote `ready` to the FIFO: the `ready-signal` thread of
+    `_truth.signal_when_blocked` (it adds itself last), else the recording thread (first)."""
+    threads = truth.get("threads") or [{}]
+    signaller = [t for t in threads if t.get("name") == "ready-signal"]
+    return (signaller or threads)[0].get("native_id")
+
+
 def wait_ready(reader, truth_path, timeout):
     """For a scenario a debugger started (Scenario starts its own): wait for `ready` on the
     FIFO's reader end, and return the truth once its thread is back on its blocking line."""
@@ -474,9 +482,9 @@ def wait_ready(reader, truth_path, timeout):
             got += os.read(reader, 64)
     with open(truth_path, encoding="utf-8") as f:
         truth = json.load(f)
-    threads = truth.get("threads") or [{}]
-    if threads[0].get("native_id"):
-        wait_off_the_fifo(truth["pid"], threads[0]["native_id"])
+    tid = signalling_thread(truth)
+    if tid:
+        wait_off_the_fifo(truth["pid"], tid)
     return truth
 
 
@@ -541,9 +549,9 @@ class Scenario:
             raise HarnessError("%s: truth pid %r is not the child's %d"
                                % (self, self.truth.get("pid"), self.pid))
         check_libpython_mapping(self.interp, self.pid)
-        threads = self.truth.get("threads") or [{}]
-        if threads[0].get("native_id"):
-            self._wait_off_the_fifo(threads[0]["native_id"])
+        tid = signalling_thread(self.truth)
+        if tid:
+            self._wait_off_the_fifo(tid)
 
     def _wait_off_the_fifo(self, tid):
         wait_off_the_fifo(self.pid, tid)
