@@ -165,8 +165,11 @@ def error_line(e, core, debugger):
     if core is not None and isinstance(e, core.Error):
         return "pyunwind: %s" % e
     text = " ".join(str(e).split())
-    return "pyunwind: internal error in the %s frontend: %s%s" % (
-        debugger, type(e).__name__, ": " + text if text else "")
+    # The panic boundary's marker (src/panic.rs), so that checkers count a frontend bug as the
+    # bug it is; the literal only when the module could not be loaded.
+    marker = getattr(core, "PANIC_MARKER", "internal error")
+    return "pyunwind: %s in the %s frontend: %s%s" % (
+        marker, debugger, type(e).__name__, ": " + text if text else "")
 
 
 class Host:

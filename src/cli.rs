@@ -27,7 +27,8 @@ The same decoder is loaded into gdb and lldb: `pyunwind gdb-script` prints the s
 `install-lldb`).
 
 Errors are one line on stderr and exit status 1; a partially readable target still gives a
-report, with what could not be read listed under `errors`.";
+report, with what could not be read listed under `errors`. A bug in pyunwind itself is one line
+`pyunwind: internal error in ...` and exit status 70.";
 
 #[derive(Parser)]
 #[command(name = "pyunwind", version, about = ABOUT, long_about = LONG_ABOUT)]
@@ -171,7 +172,7 @@ where
         }
         Err(e) => {
             eprintln!("pyunwind: {e}");
-            return 1;
+            return e.exit_status();
         }
     };
     match crate::panic::catch_result("cli", || run(cli, scripts.as_ref())) {
@@ -183,7 +184,7 @@ where
         }
         Err(e) => {
             eprintln!("pyunwind: {e}");
-            1
+            e.exit_status()
         }
     }
 }

@@ -108,12 +108,27 @@ impl fmt::Display for Error {
                 entry,
                 location,
                 message,
-            } => write!(f, "internal error in {entry} at {location}: {message}"),
+            } => write!(
+                f,
+                "{} in {entry} at {location}: {message}",
+                crate::panic::MARKER
+            ),
         }
     }
 }
 
 impl std::error::Error for Error {}
+
+impl Error {
+    /// The CLI's exit status for this error: [`crate::panic::EXIT_STATUS`] for a caught
+    /// panic, 1 for every other.
+    pub fn exit_status(&self) -> i32 {
+        match self {
+            Error::Panic { .. } => crate::panic::EXIT_STATUS,
+            _ => 1,
+        }
+    }
+}
 
 impl From<ReadError> for Error {
     fn from(e: ReadError) -> Self {

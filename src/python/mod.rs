@@ -532,5 +532,7 @@ fn _pyunwind(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(render_list, m)?)?;
     m.add("Error", m.py().get_type::<Error>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("PANIC_MARKER", crate::panic::MARKER)?;
+    m.add("PANIC_EXIT_STATUS", crate::panic::EXIT_STATUS)?;
     Ok(())
 }

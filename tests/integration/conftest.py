@@ -9,7 +9,6 @@
   exist; a test run without them fails, it does not skip.
 """
 
-import mmap
 import os
 import pathlib
 import sys
@@ -19,16 +18,6 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import harness  # noqa: E402
-
-# Where the build may put the pyo3 extension module `_pyunwind` (cargo feature "python"), in
-# order of preference; the environment variable PYUNWIND_MODULE overrides. A candidate counts
-# only if it exports PyInit__pyunwind: the cdylib is also built without the feature.
-MODULE_CANDIDATES = (
-    "target/release/_pyunwind.so",
-    "target/release/libpyunwind.so",
-)
-MODULE_INIT_SYMBOL = b"PyInit__pyunwind"
-
 
 def harness_id(interp):
     """Test id of an interpreter, for ``parametrize(..., ids=harness_id)``."""
@@ -50,21 +39,6 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("interp", harness.interpreters(), ids=harness_id)
 
 
-def module_path():
-    """Path of the built Python extension module, or None when it is not there."""
-    override = os.environ.get("PYUNWIND_MODULE")
-    candidates = [override] if override else [harness.repo_root() / c for c in MODULE_CANDIDATES]
-    for candidate in map(pathlib.Path, candidates):
-        if candidate.is_file() and candidate.stat().st_size and _exports_module_init(candidate):
-            return candidate
-    return None
-
-
-def _exports_module_init(path):
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        return data.find(MODULE_INIT_SYMBOL) != -1
-
-
 class Build:
     def __init__(self, cli, module):
         self.cli = cli  # target/release/pyunwind
@@ -74,14 +48,14 @@ class Build:
 @pytest.fixture(scope="session", autouse=True)
 def pyunwind_build():
     cli = harness.cli_path()
-    module = module_path()
+    module = harness.module_path()
     missing = []
     if not os.access(cli, os.X_OK):
         missing.append(str(cli))
     if module is None:
-        where = os.environ.get("PYUNWIND_MODULE") or " or ".join(MODULE_CANDIDATES)
+        where = os.environ.get("PYUNWIND_MODULE") or " or ".join(harness.MODULE_CANDIDATES)
         missing.append("the _pyunwind module (%s, exporting %s)"
-                       % (where, MODULE_INIT_SYMBOL.decode()))
+                       % (where, harness.MODULE_INIT_SYMBOL.decode()))
     if missing:
         pytest.fail("not built: %s (run `make` first)" % ", ".join(missing), pytrace=False)
     return Build(cli, module)

@@ -155,6 +155,18 @@ def interpreters():
     return tuple(found)
 
 
+def pick(ids, among=None):
+    """The interpreters with these ids, in this order, from ``among`` (default: the whole
+    matrix, provisioned interpreters included). An id that names none is a HarnessError: a
+    renamed interpreter must not quietly shrink a test's parametrization."""
+    pool = {i.id: i for i in (among if among is not None
+                              else interpreters() + provisioned_interpreters())}
+    unknown = [i for i in ids if i not in pool]
+    if unknown:
+        raise HarnessError("no interpreter %s among %s" % (", ".join(unknown), sorted(pool)))
+    return [pool[i] for i in ids]
+
+
 def pythons_dir():
     """Where `make pythons` (tools/pythons.sh) puts Debian sid's 3.14/3.15 and the
     free-threaded 3.13."""
@@ -408,6 +420,73 @@ def cli_peak_rss(args, workdir):
 
 def _is_cli(path):
     return os.path.basename(str(path)) == "pyunwind"
+
+
+# --- panics --------------------------------------------------------------------------------
+
+# Where the build may put the pyo3 extension module `_pyunwind` (cargo feature "python"), in
+# order of preference; the environment variable PYUNWIND_MODULE overrides. A candidate counts
+# only if it exports PyInit__pyunwind: the cdylib is also built without the feature.
+MODULE_CANDIDATES = (
+    "target/release/_pyunwind.so",
+    "target/release/libpyunwind.so",
+)
+MODULE_INIT_SYMBOL = b"PyInit__pyunwind"
+
+
+def module_path():
+    """Path of the built Python extension module, or None when it is not there."""
+    override = os.environ.get("PYUNWIND_MODULE")
+    candidates = [override] if override else [repo_root() / c for c in MODULE_CANDIDATES]
+    for candidate in map(pathlib.Path, candidates):
+        if candidate.is_file() and candidate.stat().st_size and _exports_module_init(candidate):
+            return candidate
+    return None
+
+
+def _exports_module_init(path):
+    import mmap
+
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return data.find(MODULE_INIT_SYMBOL) != -1
+
+
+@functools.lru_cache(maxsize=None)
+def core_module():
+    """The built `_pyunwind` module, loaded into this process (abi3: any Python >= 3.8)."""
+    import importlib.util
+
+    path = module_path()
+    if path is None:
+        raise HarnessError("the _pyunwind module is not built (run `make build`)")
+    spec = importlib.util.spec_from_file_location("_pyunwind", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# What a panic the boundary missed looks like: Rust's default hook, pyo3's PanicException.
+UNCAUGHT_PANIC_SIGNS = ("panicked at", "PanicException", "RUST_BACKTRACE")
+
+
+def panic_in(text, rc=None):
+    """The line of ``text`` (a run's output) that shows a panic of pyunwind, or None. A caught
+    panic carries the panic boundary's one marker (src/panic.rs, read from the built module, so
+    no wording is copied here; the CLI also exits with its own status for it); an uncaught one
+    Rust's or pyo3's own words. A caught panic is a panic: it lost the whole report."""
+    m = core_module()
+    text = text.decode("utf-8", "replace") if isinstance(text, bytes) else (text or "")
+    for line in text.splitlines():
+        if m.PANIC_MARKER in line or any(s in line for s in UNCAUGHT_PANIC_SIGNS):
+            return line
+    if rc == m.PANIC_EXIT_STATUS or rc == 101:  # 101: Rust's own exit status for a panic
+        return "exit status %d" % rc
+    return None
+
+
+def assert_no_panic(text, rc=None):
+    line = panic_in(text, rc)
+    assert line is None, "pyunwind panicked: %s\n%s" % (line, (text or "")[-3000:])
 
 
 # --- the JSON report's schema ----------------------------------------------------------------

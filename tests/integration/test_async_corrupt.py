@@ -31,10 +31,9 @@ from corefile import CoreFile, u64
 from test_asyncio import CASES_SCRIPT, check_async
 from test_stacks import check_report, expected, got, json_from, run_gdb
 
-INTERPS = [i for i in harness.interpreters() if i.id in ("pyenv-3.11", "pyenv-3.12", "pyenv-3.13")]
+INTERPS = harness.pick(("pyenv-3.11", "pyenv-3.12", "pyenv-3.13"))
 # 3.14+: Debian sid's stripped builds, with their debug info hidden.
-LIST_INTERPS = [i for i in harness.provisioned_interpreters()
-                if i.id in ("debian-3.14", "debian-3.15")]
+LIST_INTERPS = harness.pick(("debian-3.14", "debian-3.15"))
 TIMEOUT_SECONDS = 30
 UNMAPPED = 0x10
 # TaskObj offsets (src/asyncio/layout.rs, checked against DWARF by tests/layout_dwarf.rs):

@@ -8,7 +8,7 @@ import json
 
 import harness
 
-INTERP = [i for i in harness.interpreters() if i.id == "pyenv-3.12"][0]
+INTERP = harness.pick(["pyenv-3.12"])[0]
 THREADS = 12
 DEPTH = 100_100
 MAX_FRAMES = 100_000            # src/cpython/frames.rs

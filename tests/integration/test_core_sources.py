@@ -35,11 +35,11 @@ CHROOT_PYTHON = "/opt/py/bin/python3"
 
 
 def pyenv(minor):
-    return next(i for i in harness.interpreters() if i.id == "pyenv-3.%d" % minor)
+    return harness.pick(["pyenv-3.%d" % minor])[0]
 
 
 def debian():
-    return next(i for i in harness.interpreters() if i.id == "debian-3.11")
+    return harness.pick(["debian-3.11"])[0]
 
 
 def cli(*args, timeout=CLI_TIMEOUT):

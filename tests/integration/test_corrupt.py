@@ -81,15 +81,15 @@ def describe_run(cmd, rc, out, err):
         " ".join(map(str, cmd)), rc, len(out), out[:3000], err[:3000])
 
 
-def assert_no_panic(text):
-    assert "panicked" not in text, text
-    assert "RUST_BACKTRACE" not in text, text
+def assert_no_panic(text, rc=None):
+    harness.assert_no_panic(text, rc)
     assert "stack backtrace" not in text, text
 
 
 def assert_clean_failure(rc, out, err, what):
-    """Exit status 1, nothing on stdout, exactly one line on stderr: ``pyunwind: ...``."""
-    assert_no_panic(err)
+    """Exit status 1, nothing on stdout, exactly one line on stderr: ``pyunwind: ...``, which
+    is not a caught panic (the panic boundary's line is one line too)."""
+    assert_no_panic(err, rc)
     lines = err.splitlines()
     assert rc == 1 and len(lines) == 1 and lines[0].startswith("pyunwind: ") and not out, (
         "%s: want exit 1 and one `pyunwind: ` line on stderr, got\n%s"
@@ -137,11 +137,17 @@ def run_gdb(exe, core, commands):
     return rc, out + err, cmd
 
 
-def assert_no_python_error(output, cmd):
-    """No Python exception escaped our gdb commands (an error line `pyunwind: ...` is fine)."""
+def assert_no_traceback(output, cmd):
+    """No Python exception escaped our gdb commands: each ended in one `pyunwind: ` line."""
     for bad in ("Traceback (most recent call last)", "Python Exception", "Error occurred in Python"):
         assert bad not in output, "%r in gdb output\n%s\n%s" % (bad, " ".join(map(str, cmd)),
                                                                   output[-6000:])
+
+
+def assert_no_python_error(output, cmd):
+    """No Python exception escaped our gdb commands, and none of their `pyunwind: ` error lines
+    is a caught panic."""
+    assert_no_traceback(output, cmd)
     assert_no_panic(output)
 
 

@@ -18,7 +18,7 @@ from dap_client import DapClient
 from test_stacks import expected, gdb_cmd
 
 SCRIPT = harness.repo_root() / "gdb-scripts" / "pyunwind-gdb.py"
-DAP_INTERPS = [i for i in harness.interpreters() if i.id in ("pyenv-3.12", "debian-3.11")]
+DAP_INTERPS = harness.pick(("pyenv-3.12", "debian-3.11"))
 GDB_TIMEOUT = 120
 # gdb's own bt line: `#6  leaf () at x.py:19`, `decorated () at x.py:33` (a second Python frame
 # of the same eval-loop call has no number), `#0  0x00007f… in ?? () from libc.so.6`.

@@ -12,7 +12,7 @@ import harness
 from test_dap import MI_FRAME
 from test_stacks import expected, gdb_cmd
 
-INTERPS = [i for i in harness.interpreters() if i.id in ("pyenv-3.12", "pyenv-3.13", "debian-3.11")]
+INTERPS = harness.pick(("pyenv-3.12", "pyenv-3.13", "debian-3.11"))
 GDB_TIMEOUT = 120
 EVAL = "_PyEval_EvalFrameDefault"
 # `#8  leaf () at /x/shapes.py:19`, `#2  0x00007f… in acquire (...) at Python/x.c:486`,

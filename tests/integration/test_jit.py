@@ -129,7 +129,7 @@ def test_trampolines(interp, perf):
             assert sum(f[2].startswith("[trampoline]") for f in filtered) == len(tramps)
 
 
-@pytest.mark.parametrize("interp", SID + [i for i in harness.interpreters() if i.id == "pyenv-3.12"],
+@pytest.mark.parametrize("interp", SID + harness.pick(["pyenv-3.12"]),
                          ids=lambda i: i.id)
 def test_unwinder_leaves_native_frames_to_gdb(interp):
     """No JIT code on the stack: `bt -no-filters` is the same with the unwinder and without."""

@@ -14,7 +14,7 @@ from test_stacks import INTERPS, expected, run_gdb, traceback_frames
 # none (or no single GIL): the text must come from memory and native PCs alone.
 MEMORY_ONLY = ("debian-3.11", "pyenv-3.10-stripped", "pyenv-3.12-stripped", "debian-3.14",
                "debian-3.15", "ft-3.13t")
-MEMORY_ONLY_INTERPS = [i for i in INTERPS if i.id in MEMORY_ONLY]
+MEMORY_ONLY_INTERPS = harness.pick(MEMORY_ONLY, INTERPS)
 
 CALL_LINE = re.compile(r"^  <built-in method sleep of module object at remote 0x[0-9a-f]+>$")
 FULL_CALL_LINE = re.compile(r"^#\d+ <built-in method sleep of module object at remote 0x[0-9a-f]+>$")

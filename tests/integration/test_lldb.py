@@ -213,7 +213,7 @@ def test_lldb_called_c_function_like_gdb(interp):
                              got["DOWN"], re.M), got["DOWN"]
 
 
-@pytest.mark.parametrize("interp", [i for i in INTERPS if i.id in ("debian-3.11", "pyenv-3.12")], ids=lambda i: i.id)
+@pytest.mark.parametrize("interp", harness.pick(("debian-3.11", "pyenv-3.12"), INTERPS), ids=lambda i: i.id)
 def test_lldb_gc_and_method_wrapper_like_gdb(interp):
     """Garbage-collecting under gc.collect and a method-wrapper being called: the same py-bt
     as gdb's, with and without lldb 22's frame provider, on a core."""
@@ -232,7 +232,7 @@ def test_lldb_gc_and_method_wrapper_like_gdb(interp):
 
 
 def test_lldb_py_up_down_ends_and_usage():
-    interp = [i for i in INTERPS if i.id == "pyenv-3.12"][0]
+    interp = harness.pick(["pyenv-3.12"], INTERPS)[0]
     with harness.Scenario(interp, "shapes") as sc:
         core = sc.make_core()
         out = run_lldb(interp, mark("DOWN"), "py-down", mark("USAGE"), failing("py-print"),

@@ -13,7 +13,7 @@ import harness
 from test_lldb import lldb_major, lldb_path
 from test_stacks import expected
 
-INTERP = [i for i in harness.interpreters() if i.id == "pyenv-3.12"][0]
+INTERP = harness.pick(["pyenv-3.12"])[0]
 HELPER = harness.repo_root() / "tests" / "integration" / "lldb_lock_helper.py"
 SCRIPT = harness.repo_root() / "lldb-scripts" / "pyunwind_lldb.py"
 

@@ -56,7 +56,7 @@ def venvs():
     isolated build environments have random paths): after the first run the build is a no-op."""
     root = harness.cache_dir() / "pip-test"
     root.mkdir(exist_ok=True)
-    pyenv312 = next(i for i in harness.interpreters() if i.id == "pyenv-3.12").exe
+    pyenv312 = harness.pick(["pyenv-3.12"])[0].exe
     a = _fresh_venv(pyenv312, root / "pyenv-3.12")
     _pip(a, "maturin>=1.5,<2")
     env = harness.child_env({"CARGO_TARGET_DIR": str(harness.repo_root() / "target" / "pip")})
@@ -70,7 +70,7 @@ def venvs():
 @pytest.fixture(scope="module")
 def shapes():
     """The `shapes` scenario on pyenv 3.12, running for the module, and its core."""
-    interp = next(i for i in harness.interpreters() if i.id == "pyenv-3.12")
+    interp = harness.pick(["pyenv-3.12"])[0]
     with harness.Scenario(interp, "shapes") as sc:
         sc.make_core()
         yield sc

@@ -12,9 +12,9 @@ import re
 import pytest
 
 import harness
-from test_corrupt import assert_no_python_error, run_gdb
+from test_corrupt import assert_clean_failure, assert_no_traceback, run_gdb
 
-INTERP = [i for i in harness.interpreters() if i.id == "pyenv-3.12"][0]
+INTERP = harness.pick(["pyenv-3.12"])[0]
 TIMEOUT = 60
 
 
@@ -35,10 +35,29 @@ def env(entry):
 
 
 @pytest.mark.parametrize("entry", ["cli", "cli-args"])
-def test_cli_panic_is_one_line_and_exit_1(core, entry):
+def test_cli_panic_is_one_line_and_its_own_exit_status(core, entry):
     rc, out, err = harness.run([harness.cli_path(), "core", core, "--json"], TIMEOUT, env=env(entry))
-    assert (rc, out) == (1, ""), (rc, out, err)
+    # EX_SOFTWARE: apart from a clean error's 1.
+    assert (rc, out) == (70, ""), (rc, out, err)
     assert len(err.splitlines()) == 1 and panic_line(entry).match(err.strip()), err
+
+
+def test_checkers_count_a_caught_panic(core):
+    """The caught panic is one clean-looking line, and still a failure for every checker."""
+    rc, out, err = harness.run([harness.cli_path(), "core", core, "--json"], TIMEOUT, env=env("cli"))
+    assert harness.panic_in(err, rc) == err.strip()
+    # Even with the exit status of a clean error, the marker alone gives it away.
+    assert harness.panic_in(err, 1) == err.strip()
+    with pytest.raises(AssertionError, match="panicked"):
+        assert_clean_failure(rc, out, err, "injected panic")
+    with pytest.raises(AssertionError, match="panicked"):
+        assert_clean_failure(1, out, err, "injected panic")
+    with pytest.raises(AssertionError, match="panicked"):
+        harness.assert_no_panic("pyunwind: internal error in the gdb frontend: KeyError: 'x'")
+    # ... and a clean one-line error is not a panic.
+    rc, out, err = harness.run([harness.cli_path(), "core", "/nonexistent.core"], TIMEOUT, env=env(""))
+    assert harness.panic_in(err, rc) is None
+    assert_clean_failure(rc, out, err, "missing core")
 
 
 def test_cli_without_injection_reports(core):
@@ -52,7 +71,7 @@ def test_gdb_panic_is_one_error_line(core, monkeypatch):
         "py-bt",
         # The class gdb's and lldb's frontends catch is an Exception, as are our errors.
         "python import _pyunwind; print('@@', issubclass(_pyunwind.Error, Exception))"])
-    assert_no_python_error(out, cmd)
+    assert_no_traceback(out, cmd)
     # gdb prints a command's error on stderr, after the output of every command.
     errors = [line for line in out.splitlines() if "pyunwind" in line]
     assert [panic_line("Session.render_bt").match(line) is not None for line in errors] == [True], out
@@ -62,7 +81,7 @@ def test_gdb_panic_is_one_error_line(core, monkeypatch):
 def test_gdb_bt_keeps_native_frames_when_the_filter_panics(core, monkeypatch):
     monkeypatch.setenv("PYUNWIND_TEST_PANIC", "Session.splice")
     rc, out, cmd = run_gdb(INTERP.exe, core, ["echo @@BT\\n", "bt"])
-    assert_no_python_error(out, cmd)
+    assert_no_traceback(out, cmd)
     out = out.split("@@BT\n")[1]
     # The filter falls back to gdb's own frames: the whole native stack, no Python frame.
     frames = re.findall(r"^#(\d+) ", out, re.M)
@@ -81,5 +100,5 @@ FRONTEND_BUG_LINE = ("pyunwind: internal error in the %s frontend: "
 def test_gdb_frontend_bug_is_one_error_line(core, monkeypatch):
     monkeypatch.delenv("PYUNWIND_TEST_PANIC", raising=False)
     rc, out, cmd = run_gdb(INTERP.exe, core, [FRONTEND_BUG, "py-bt"])
-    assert_no_python_error(out, cmd)
+    assert_no_traceback(out, cmd)
     assert [line for line in out.splitlines() if "pyunwind" in line] == [FRONTEND_BUG_LINE % "gdb"], out

@@ -9,10 +9,10 @@ import json
 import sys
 
 import harness
-from conftest import module_path
+from harness import module_path
 from test_stacks import check_report
 
-INTERP = [i for i in harness.interpreters() if i.id == "pyenv-3.12"][0]
+INTERP = harness.pick(["pyenv-3.12"])[0]
 
 DRIVER = """\
 import json, os, sys, threading, time

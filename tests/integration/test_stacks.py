@@ -180,7 +180,7 @@ def test_gdb_locals_print_list_up_down(interp):
         assert "big=1267650600228229401496703205376" in full_part
 
 
-@pytest.mark.parametrize("interp", [i for i in INTERPS if i.id in ("pyenv-3.12", "debian-3.11")], ids=lambda i: i.id)
+@pytest.mark.parametrize("interp", harness.pick(("pyenv-3.12", "debian-3.11"), INTERPS), ids=lambda i: i.id)
 def test_gdb_mi_stack_list_frames(interp):
     with harness.Scenario(interp, "shapes") as sc:
         core = sc.make_core()
@@ -194,7 +194,7 @@ def test_gdb_mi_stack_list_frames(interp):
         assert py == expected(sc.truth["threads"][0]["frames"]), out[-3000:]
 
 
-@pytest.mark.parametrize("interp", [i for i in INTERPS if i.id == "pyenv-3.12"], ids=lambda i: i.id)
+@pytest.mark.parametrize("interp", harness.pick(["pyenv-3.12"], INTERPS), ids=lambda i: i.id)
 def test_gdb_hide_internal_parameter_and_debugger_memory(interp):
     with harness.Scenario(interp, "shapes") as sc:
         out, _ = run_gdb(interp, "bt", "echo @@OFF@@\\n", "set pyunwind-hide-internal off", "bt",
@@ -212,7 +212,7 @@ def test_gdb_hide_internal_parameter_and_debugger_memory(interp):
 def test_gdb_coexists_with_libpython():
     """CPython's own python3.X-gdb.py, auto-loaded with the executable, before or after ours:
     our py-* commands answer either way (libpython's py-bt has no --json)."""
-    interp = [i for i in INTERPS if i.id == "pyenv-3.12"][0]
+    interp = harness.pick(["pyenv-3.12"], INTERPS)[0]
     ours = str(harness.repo_root() / "gdb-scripts" / "pyunwind-gdb.py")
     with harness.Scenario(interp, "shapes") as sc:
         core = sc.make_core()

@@ -41,7 +41,8 @@ UNMAPPED = 0x10
 
 def cli_json(core):
     rc, out, err = harness.run([harness.cli_path(), "core", core, "--json"], TIMEOUT_SECONDS)
-    assert rc == 0 and "panicked" not in err, err
+    harness.assert_no_panic(err, rc)
+    assert rc == 0, err
     return harness.check_report_schema(json.loads(out))
 
 

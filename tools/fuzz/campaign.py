@@ -28,7 +28,9 @@ p_filesz cut). Patches are written into a per-worker copy of the base core and u
 the run, so a run costs no copy of the core.
 
 Outcomes counted (each must be zero): crash (killed by a signal), hang (over 10 s), panic
-(exit 101 or "panicked"), invalid JSON (exit 0 and stdout not one JSON object), multi-line
+(a panic caught by the boundary: its marker, `_pyunwind.PANIC_MARKER`, or the CLI's exit status
+for it; or an uncaught one: exit 101, "panicked at", PanicException; see harness.panic_in),
+invalid JSON (exit 0 and stdout not one JSON object), multi-line
 error (exit 1 and stderr not exactly one `pyunwind: ` line, or another exit status), and, for
 gdb and lldb, a Python traceback or a panic in their output. Each failure is written as its
 spec to the output directory, ready to become a regression test (tests/fuzz_specs/).
@@ -336,7 +338,7 @@ def judge_cli(status, rc, out, err, json_mode):
     err_text = err.decode("utf-8", "replace")
     if status == "hang":
         return "hang"
-    if rc == 101 or "panicked" in err_text:
+    if harness.panic_in(err_text, rc):
         return "panic"
     if rc < 0:
         return "crash"
@@ -358,9 +360,10 @@ def judge_cli(status, rc, out, err, json_mode):
 def excerpt(text):
     """The line that says what went wrong (a panic's location and message), else the tail."""
     lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if "panicked at" in line:
-            return "\n".join(lines[i:i + 2])
+    panic = harness.panic_in(text)
+    if panic is not None and panic in lines:
+        i = lines.index(panic)
+        return "\n".join(lines[i:i + 2])
     return text[-600:]
 
 
@@ -382,7 +385,7 @@ def run_cli_modes(base, path, env, text):
 def debugger_failure(status, rc, text):
     if status == "hang":
         return "hang"
-    if "panicked" in text or "PanicException" in text:
+    if harness.panic_in(text):
         return "panic"
     if "Traceback (most recent call last)" in text or "Python Exception" in text \
             or "Error occurred in Python" in text:
@@ -446,13 +449,14 @@ def run_one(job):
     return spec, failures, time.monotonic() - started
 
 
-def campaign(bases, specs, jobs, root, debugger_sample):
-    """Run every spec; return (counts, failures, runs, debugger runs)."""
+def campaign(bases, specs, jobs, root, debugger_sample, text_every=TEXT_EVERY):
+    """Run every spec (every ``text_every``-th also in text; 0: none); return (counts,
+    failures)."""
     counts = dict.fromkeys(COUNTS, 0)
     failures = []
     work = []
     for i, spec in enumerate(specs):
-        work.append((spec, debugger_sample.get(i, ()), i % TEXT_EVERY == 0))
+        work.append((spec, debugger_sample.get(i, ()), bool(text_every) and i % text_every == 0))
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(jobs, initializer=_worker_init, initargs=(bases, root)) as pool:
         started = time.monotonic()
