@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 use crate::error::{Error, Result};
 use crate::native_stacks::ThreadRegs;
+use crate::report::text as render;
 use crate::session::Session;
 use crate::target::{FileSearch, Target};
 
@@ -251,16 +252,16 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<String> {
     } else {
         None
     };
+    let owned;
+    let report = if asyncio {
+        session.async_report()?
+    } else if let Some(r) = &native_report {
+        r
+    } else {
+        owned = session.report(None, out.locals)?;
+        &owned
+    };
     if out.json {
-        let owned;
-        let report = if asyncio {
-            session.async_report()?
-        } else if let Some(r) = &native_report {
-            r
-        } else {
-            owned = session.report(None, out.locals)?;
-            &owned
-        };
         // Streamed and compact: a report of 100,000 tasks is about 50 MB of JSON.
         let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
         let written = serde_json::to_writer(&mut w, report)
@@ -276,7 +277,9 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<String> {
         return Ok(String::new());
     }
     let py = session.python_report();
-    let mut text = format!(
+    // A crash is the first thing to say.
+    let mut text = render::report_crash_line(report).map_or_else(String::new, |l| l + "\n");
+    text += &format!(
         "Python {} ({} {})\n\n",
         py.version,
         py.source,
@@ -291,14 +294,9 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<String> {
         }
         text.push_str(&session.render_tasks(true, true)?);
     }
-    if let Some(r) = &native_report {
-        text.push_str(&crate::report::text::all_threads(
-            r,
-            &mut crate::report::text::Sources::default(),
-        ));
-        crate::report::text::native_stops(r, &mut text);
-    } else if !asyncio {
-        text.push_str(&session.render_bt(None, out.locals, None)?);
+    if !asyncio {
+        text.push_str(&render::threads(report, &mut render::Sources::default()));
+        render::native_stops(report, &mut text);
     }
     Ok(text)
 }

@@ -1,7 +1,8 @@
 //! pyunwind: CPython stacks from a process's memory or a core file, for gdb, lldb and the
 //! command line. Layers (each uses only those above it): [`memory`], [`binary`], [`target`],
-//! [`symbols`], [`cpython`], [`asyncio`], [`native`] and [`unwind`], [`report`], then [`session`]
-//! (with [`native_stacks`] and [`real_frames`]) and the frontends (`python`, [`cli`]).
+//! [`symbols`], [`cpython`], [`asyncio`], [`native`] and [`unwind`], [`why`], [`report`], then
+//! [`session`] (with [`native_stacks`] and [`real_frames`]) and the frontends (`python`,
+//! [`cli`]).
 
 pub mod asyncio;
 pub mod binary;
@@ -18,6 +19,7 @@ pub mod session;
 pub mod symbols;
 pub mod target;
 pub mod unwind;
+pub mod why;
 
 #[cfg(feature = "python")]
 mod python;

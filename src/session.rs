@@ -17,6 +17,7 @@ use crate::report::{
 };
 use crate::target::{SourceKind, Target};
 use crate::unwind::{self, ModuleSet};
+use crate::why::crash::{self, Crash};
 
 pub struct DecodedThread {
     pub info: ThreadInfo,
@@ -45,6 +46,8 @@ pub struct Session {
     /// The target's modules with their CFI and symbols, loaded on first use: for our own
     /// native unwinds and gdb's real frames (see [`Session::with_modules`]).
     modules: Mutex<Option<ModuleSet>>,
+    /// The fatal signal a core records, and what was wrong with its notes.
+    crash: (Option<Crash>, Vec<String>),
 }
 
 impl Session {
@@ -56,6 +59,11 @@ impl Session {
             .iter()
             .map(|t| (t.lwp as u64, t.fs_base))
             .collect();
+        let crash = target
+            .signal_notes
+            .as_ref()
+            .map(crash::crash)
+            .unwrap_or_default();
         Ok(Session {
             target,
             snap,
@@ -64,6 +72,7 @@ impl Session {
             thread_ids,
             jit: OnceLock::new(),
             modules: Mutex::new(None),
+            crash,
         })
     }
 
@@ -119,12 +128,27 @@ impl Session {
                     out.push(DecodedThread { info, walk });
                 }
             }
+            // The thread that crashed is the one to read first.
+            let crashed = self.crash().map(|c| c.thread);
+            if let Some(i) = out
+                .iter()
+                .position(|t| crashed.is_some() && t.info.native_id == crashed)
+            {
+                out[..=i].rotate_right(1);
+            }
             (out, errors)
         })
     }
 
+    /// The Python threads: the one that crashed first, then the main interpreter's, main
+    /// thread first, then by age.
     pub fn threads(&self) -> &[DecodedThread] {
         &self.decoded().0
+    }
+
+    /// The fatal signal, when the target is a core written for one ([`crate::why::crash`]).
+    pub fn crash(&self) -> Option<&Crash> {
+        self.crash.0.as_ref()
     }
 
     /// The thread with this LWP or thread pointer.
@@ -237,15 +261,20 @@ impl Session {
             None => self.threads().iter().collect(),
             Some(k) => vec![self.thread(k)?],
         };
+        // A core's notes are not target memory: their problems have no address.
         let mut errors: Vec<ErrorReport> = self
-            .decoded()
+            .crash
             .1
             .iter()
-            .map(|e| ErrorReport {
-                address: e.addr,
-                what: e.to_string(),
+            .map(|what| ErrorReport {
+                address: 0,
+                what: what.clone(),
             })
             .collect();
+        errors.extend(self.decoded().1.iter().map(|e| ErrorReport {
+            address: e.addr,
+            what: e.to_string(),
+        }));
         // A walk cut by a cap says which cap, and where (the first frame not walked).
         errors.extend(threads.iter().filter_map(|t| {
             let cut = t.walk.cut?;
@@ -276,6 +305,7 @@ impl Session {
         }
         Ok(Report {
             python: self.python_report(),
+            crash: self.crash().cloned(),
             threads,
             tasks: None,
             cycles: None,

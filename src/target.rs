@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use crate::binary::{read_proc_maps, ElfInfo, FileMapping, Module};
 use crate::error::{Error, Result};
-use crate::memory::{CoreMemory, CoreThread, FileLookup, LiveMemory, Memory, PageCache};
+use crate::memory::{
+    CoreMemory, CoreThread, FileLookup, LiveMemory, Memory, PageCache, SignalNotes,
+};
 
 pub use crate::memory::FileSearch;
 
@@ -23,6 +25,8 @@ pub struct Target {
     pub pid: Option<u32>,
     /// Threads of a core file (LWP and registers); empty for other sources.
     pub core_threads: Vec<CoreThread>,
+    /// What a core's notes say about the signal it stopped with; None for other sources.
+    pub signal_notes: Option<SignalNotes>,
     /// Which local file holds each file the target names.
     pub files: Arc<FileLookup>,
 }
@@ -53,6 +57,7 @@ impl Target {
             mappings,
             pid: Some(pid as u32),
             core_threads: Vec::new(),
+            signal_notes: None,
             files,
         })
     }
@@ -84,6 +89,7 @@ impl Target {
             mappings: info.mappings,
             pid: info.pid,
             core_threads: info.threads,
+            signal_notes: Some(info.signal),
             files,
         })
     }
@@ -102,6 +108,7 @@ impl Target {
             mappings,
             pid,
             core_threads: Vec::new(),
+            signal_notes: None,
             files: Arc::new(FileLookup::new(search)),
         }
     }

@@ -1,8 +1,9 @@
 //! ELF core files: PT_LOAD segments, the NT_FILE note (which file is mapped where), the
-//! NT_PRSTATUS notes (one per thread: LWP and registers). Bytes that the core left out but that
-//! a mapped file holds (`gcore` skips read-only file-backed pages such as libpython's text and
-//! rodata) are read from that file, found and checked by [`FileLookup`]. Compressed cores are
-//! unpacked first ([`super::unpack`]).
+//! NT_PRSTATUS notes (one per thread: LWP and registers), and what the notes say about the
+//! signal the process stopped with ([`SignalNotes`], read by `crate::why::crash`). Bytes that
+//! the core left out but that a mapped file holds (`gcore` skips read-only file-backed pages
+//! such as libpython's text and rodata) are read from that file, found and checked by
+//! [`FileLookup`]. Compressed cores are unpacked first ([`super::unpack`]).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -57,13 +58,58 @@ pub struct CoreThread {
     pub dwarf_regs: [u64; 17],
 }
 
+/// `siginfo_t` as an NT_SIGINFO note holds it. x86-64 and arm64 both use the generic layout
+/// (Linux include/uapi/asm-generic/siginfo.h; only MIPS swaps `si_errno` and `si_code`): three
+/// ints, then the union, which is pointer-aligned and so starts at 16.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Siginfo {
+    pub signo: i32,
+    pub errno: i32,
+    pub code: i32,
+    /// The union's first 8 bytes: `si_addr` for a fault (SIGSEGV, SIGBUS, ...); `si_pid` (low
+    /// half) and `si_uid` (high half) for a signal sent by kill, tgkill or sigqueue.
+    pub fields: u64,
+}
+
+/// The head of an NT_PRSTATUS note, common to every architecture (`struct
+/// elf_prstatus_common`, Linux include/linux/elfcore.h).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrStatusHead {
+    /// `pr_pid`: the thread's LWP.
+    pub lwp: u32,
+    /// `pr_cursig`: the signal the thread is stopped with (the kernel writes the fatal signal
+    /// into every thread's note; gdb's gcore writes the signal it last saw, 0 for none).
+    pub cursig: u16,
+}
+
+/// What a core's notes say about the signal the process stopped with. Both writers put the
+/// thread that took the signal first: the kernel's `fill_note_info` (fs/binfmt_elf.c) starts
+/// with the dumping thread, and gdb's `linux_make_corefile_notes` with its signalled thread.
+/// `Err(len)`: the note is there but too short to hold the fields (a garbled core).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SignalNotes {
+    /// The first NT_PRSTATUS note.
+    pub first_thread: Option<std::result::Result<PrStatusHead, usize>>,
+    /// The NT_SIGINFO note after the first NT_PRSTATUS and before the second: the kernel
+    /// writes one, for the dumping thread, right after it (and NT_PRPSINFO); gcore writes one
+    /// per thread after the thread's NT_PRSTATUS.
+    pub siginfo: Option<std::result::Result<Siginfo, usize>>,
+    /// A note of owner "GDB" is there (gcore writes NT_GDB_TDESC; kernels write none): a
+    /// debugger wrote the core.
+    pub by_gdb: bool,
+}
+
 /// What a core file says about the process, without its memory.
 #[derive(Clone, Debug)]
 pub struct CoreFile {
     pub path: String,
     pub mappings: Vec<FileMapping>,
     pub threads: Vec<CoreThread>,
+    /// The process id: NT_PRPSINFO's `pr_pid`, else the first thread's LWP. Not the first
+    /// thread's LWP when there is NT_PRPSINFO: a kernel core of a crash in a worker thread
+    /// starts with the worker.
     pub pid: Option<u32>,
+    pub signal: SignalNotes,
     segments: Vec<Segment>,
     file_len: u64,
 }
@@ -106,7 +152,10 @@ impl CoreFile {
         let mut segments = Vec::new();
         let mut mappings = Vec::new();
         let mut threads = Vec::new();
-        let mut pid = None;
+        let mut first_lwp = None;
+        let mut process_pid = None;
+        let mut signal = SignalNotes::default();
+        let mut prstatus_notes = 0usize;
         for ph in phdrs {
             match ph.p_type(endian) {
                 elf::PT_LOAD => segments.push(Segment {
@@ -124,17 +173,32 @@ impl CoreFile {
                         continue;
                     };
                     while let Ok(Some(note)) = notes.next() {
+                        if note.name() == b"GDB" {
+                            signal.by_gdb = true;
+                        }
                         if note.name() != b"CORE" {
                             continue;
                         }
+                        let desc = note.desc();
                         match note.n_type(endian) {
                             elf::NT_PRSTATUS => {
-                                if let Some(t) = parse_prstatus(note.desc()) {
-                                    pid.get_or_insert(t.lwp);
+                                if prstatus_notes == 0 {
+                                    signal.first_thread =
+                                        Some(parse_prstatus_head(desc).ok_or(desc.len()));
+                                }
+                                prstatus_notes += 1;
+                                if let Some(t) = parse_prstatus(desc) {
+                                    first_lwp.get_or_insert(t.lwp);
                                     threads.push(t);
                                 }
                             }
-                            elf::NT_FILE => mappings = parse_nt_file(note.desc()),
+                            elf::NT_PRPSINFO => {
+                                process_pid = process_pid.or_else(|| prpsinfo_pid(desc));
+                            }
+                            elf::NT_SIGINFO if prstatus_notes == 1 && signal.siginfo.is_none() => {
+                                signal.siginfo = Some(parse_siginfo(desc).ok_or(desc.len()));
+                            }
+                            elf::NT_FILE => mappings = parse_nt_file(desc),
                             _ => {}
                         }
                     }
@@ -147,7 +211,8 @@ impl CoreFile {
             path: path.to_string(),
             mappings,
             threads,
-            pid,
+            pid: process_pid.or(first_lwp),
+            signal,
             segments,
             file_len,
         })
@@ -339,6 +404,36 @@ fn parse_prstatus(d: &[u8]) -> Option<CoreThread> {
     })
 }
 
+fn i32_at(b: &[u8], off: usize) -> Option<i32> {
+    Some(i32::from_le_bytes(b.get(off..off + 4)?.try_into().ok()?))
+}
+
+/// `pr_cursig` (a short at 12) and `pr_pid` (at 32) of `struct elf_prstatus_common` (Linux
+/// include/linux/elfcore.h), the same on x86-64 and arm64.
+fn parse_prstatus_head(d: &[u8]) -> Option<PrStatusHead> {
+    Some(PrStatusHead {
+        cursig: u16::from_le_bytes(d.get(12..14)?.try_into().ok()?),
+        lwp: u32::from_le_bytes(d.get(32..36)?.try_into().ok()?),
+    })
+}
+
+/// `struct elf_prpsinfo` (Linux include/linux/elfcore.h): four chars, `pr_flag` (unsigned long)
+/// at 8, `pr_uid` and `pr_gid` (32-bit on x86-64 and arm64), then `pr_pid` at 24.
+fn prpsinfo_pid(d: &[u8]) -> Option<u32> {
+    Some(u32::from_le_bytes(d.get(24..28)?.try_into().ok()?))
+}
+
+/// The fields of `siginfo_t` that [`Siginfo`] keeps: 24 bytes at least (the kernel writes
+/// 128, `SI_MAX_SIZE`).
+fn parse_siginfo(d: &[u8]) -> Option<Siginfo> {
+    Some(Siginfo {
+        signo: i32_at(d, 0)?,
+        errno: i32_at(d, 4)?,
+        code: i32_at(d, 8)?,
+        fields: u64_at(d, 16)?,
+    })
+}
+
 /// NT_FILE: count, page size, `count` (start, end, page offset) triples, then `count` names.
 fn parse_nt_file(d: &[u8]) -> Vec<FileMapping> {
     let (Some(count), Some(page)) = (u64_at(d, 0), u64_at(d, 8)) else {
@@ -367,4 +462,194 @@ fn parse_nt_file(d: &[u8]) -> Vec<FileMapping> {
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// One ELF note: name, type, desc, each padded to 4 bytes.
+    fn note(name: &[u8], n_type: elf::NoteType, desc: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&(name.len() as u32 + 1).to_le_bytes());
+        out.extend_from_slice(&(desc.len() as u32).to_le_bytes());
+        out.extend_from_slice(&n_type.0.to_le_bytes());
+        out.extend_from_slice(name);
+        out.push(0);
+        out.resize(out.len().next_multiple_of(4), 0);
+        out.extend_from_slice(desc);
+        out.resize(out.len().next_multiple_of(4), 0);
+        out
+    }
+
+    /// An x86-64 ELF core with one PT_NOTE segment holding `notes` and nothing else.
+    fn core_with_notes(notes: &[u8]) -> CoreFile {
+        let mut f = Vec::new();
+        f.extend_from_slice(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+        f.extend_from_slice(&elf::ET_CORE.0.to_le_bytes());
+        f.extend_from_slice(&elf::EM_X86_64.0.to_le_bytes());
+        f.extend_from_slice(&1u32.to_le_bytes()); // e_version
+        f.extend_from_slice(&0u64.to_le_bytes()); // e_entry
+        f.extend_from_slice(&64u64.to_le_bytes()); // e_phoff
+        f.extend_from_slice(&0u64.to_le_bytes()); // e_shoff
+        f.extend_from_slice(&0u32.to_le_bytes()); // e_flags
+        for half in [64u16, 56, 1, 64, 0, 0] {
+            // e_ehsize, e_phentsize, e_phnum, e_shentsize, e_shnum, e_shstrndx
+            f.extend_from_slice(&half.to_le_bytes());
+        }
+        let at = 64 + 56u64;
+        f.extend_from_slice(&elf::PT_NOTE.0.to_le_bytes());
+        f.extend_from_slice(&0u32.to_le_bytes()); // p_flags
+        f.extend_from_slice(&at.to_le_bytes()); // p_offset
+        f.extend_from_slice(&[0u8; 16]); // p_vaddr, p_paddr
+        f.extend_from_slice(&(notes.len() as u64).to_le_bytes()); // p_filesz
+        f.extend_from_slice(&(notes.len() as u64).to_le_bytes()); // p_memsz
+        f.extend_from_slice(&4u64.to_le_bytes()); // p_align
+        f.extend_from_slice(notes);
+        let path = std::env::temp_dir().join(format!(
+            "pyunwind-core-notes-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::File::create(&path)
+            .and_then(|mut o| o.write_all(&f))
+            .unwrap();
+        let file = File::open(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        CoreFile::parse_file("test-core", file).unwrap()
+    }
+
+    fn prstatus(lwp: u32, cursig: u16, len: usize) -> Vec<u8> {
+        let mut d = vec![0u8; 336];
+        d[12..14].copy_from_slice(&cursig.to_le_bytes());
+        d[32..36].copy_from_slice(&lwp.to_le_bytes());
+        d.truncate(len);
+        d
+    }
+
+    fn siginfo(signo: i32, code: i32, fields: u64, len: usize) -> Vec<u8> {
+        let mut d = vec![0u8; 128];
+        d[0..4].copy_from_slice(&signo.to_le_bytes());
+        d[8..12].copy_from_slice(&code.to_le_bytes());
+        d[16..24].copy_from_slice(&fields.to_le_bytes());
+        d.truncate(len);
+        d
+    }
+
+    fn prpsinfo(pid: u32) -> Vec<u8> {
+        let mut d = vec![0u8; 136];
+        d[24..28].copy_from_slice(&pid.to_le_bytes());
+        d
+    }
+
+    #[test]
+    fn kernel_note_order_gives_the_dumping_thread_and_its_siginfo() {
+        // fs/binfmt_elf.c: PRSTATUS of the dumper, PRPSINFO, SIGINFO, ..., other threads.
+        let notes = [
+            note(b"CORE", elf::NT_PRSTATUS, &prstatus(102, 11, 336)),
+            note(b"CORE", elf::NT_PRPSINFO, &prpsinfo(100)),
+            note(b"CORE", elf::NT_SIGINFO, &siginfo(11, 1, 0x10, 128)),
+            note(b"LINUX", elf::NoteType(0x202), &[0u8; 64]),
+            note(b"CORE", elf::NT_PRSTATUS, &prstatus(100, 11, 336)),
+        ]
+        .concat();
+        let c = core_with_notes(&notes);
+        assert_eq!(c.pid, Some(100));
+        assert_eq!(
+            c.threads.iter().map(|t| t.lwp).collect::<Vec<_>>(),
+            [102, 100]
+        );
+        assert_eq!(
+            c.signal,
+            SignalNotes {
+                first_thread: Some(Ok(PrStatusHead {
+                    lwp: 102,
+                    cursig: 11
+                })),
+                siginfo: Some(Ok(Siginfo {
+                    signo: 11,
+                    errno: 0,
+                    code: 1,
+                    fields: 0x10
+                })),
+                by_gdb: false,
+            }
+        );
+    }
+
+    #[test]
+    fn gcore_note_order_keeps_the_first_threads_siginfo_and_sees_gdb() {
+        let notes = [
+            note(b"CORE", elf::NT_PRPSINFO, &prpsinfo(7)),
+            note(b"CORE", elf::NT_PRSTATUS, &prstatus(7, 0, 336)),
+            note(b"CORE", elf::NT_SIGINFO, &siginfo(19, 0x80, 0, 128)),
+            note(b"CORE", elf::NT_PRSTATUS, &prstatus(8, 0, 336)),
+            note(b"CORE", elf::NT_SIGINFO, &siginfo(11, 1, 0x10, 128)),
+            note(b"GDB", elf::NoteType(0xff00_0000), b"<target/>"),
+        ]
+        .concat();
+        let c = core_with_notes(&notes);
+        assert!(c.signal.by_gdb);
+        assert_eq!(c.signal.siginfo.unwrap().unwrap().signo, 19);
+        assert_eq!(c.signal.first_thread.unwrap().unwrap().cursig, 0);
+    }
+
+    #[test]
+    fn short_and_garbled_notes_are_kept_as_lengths() {
+        // A first NT_PRSTATUS too short for pr_pid, a siginfo cut before its union: both are
+        // said to be there, with their lengths; nothing is made up.
+        let notes = [
+            note(b"CORE", elf::NT_PRSTATUS, &prstatus(5, 11, 20)),
+            note(b"CORE", elf::NT_SIGINFO, &siginfo(11, 1, 0x10, 23)),
+            note(b"CORE", elf::NT_PRPSINFO, &[1, 2, 3]),
+            note(b"CORE", elf::NT_PRSTATUS, &prstatus(6, 11, 336)),
+        ]
+        .concat();
+        let c = core_with_notes(&notes);
+        assert_eq!(c.signal.first_thread, Some(Err(20)));
+        assert_eq!(c.signal.siginfo, Some(Err(23)));
+        assert_eq!(c.threads.iter().map(|t| t.lwp).collect::<Vec<_>>(), [6]);
+        assert_eq!(c.pid, Some(6));
+        // Empty notes, and a NT_SIGINFO before any thread (ignored).
+        let notes = [
+            note(b"CORE", elf::NT_SIGINFO, &siginfo(11, 1, 0x10, 128)),
+            note(b"CORE", elf::NT_PRSTATUS, &[]),
+            note(b"CORE", elf::NT_SIGINFO, &[]),
+        ]
+        .concat();
+        let c = core_with_notes(&notes);
+        assert_eq!(c.signal.first_thread, Some(Err(0)));
+        assert_eq!(c.signal.siginfo, Some(Err(0)));
+        assert!(c.threads.is_empty());
+    }
+
+    #[test]
+    fn garbage_notes_never_panic() {
+        // Deterministic pseudo-random bytes as note descriptors of every type we read, and as
+        // a whole PT_NOTE segment.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut bytes = |n: usize| -> Vec<u8> {
+            (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect()
+        };
+        for len in [0, 1, 11, 12, 13, 35, 36, 111, 112, 200, 336, 500] {
+            let notes = [
+                note(b"CORE", elf::NT_PRSTATUS, &bytes(len)),
+                note(b"CORE", elf::NT_PRPSINFO, &bytes(len)),
+                note(b"CORE", elf::NT_SIGINFO, &bytes(len)),
+                note(b"CORE", elf::NT_FILE, &bytes(len)),
+            ]
+            .concat();
+            let c = core_with_notes(&notes);
+            let _ = crate::why::crash::crash(&c.signal);
+            let _ = core_with_notes(&bytes(len));
+        }
+    }
 }

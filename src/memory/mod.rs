@@ -27,7 +27,10 @@ mod unpack;
 
 pub use self::cache::PageCache;
 pub use self::callback::CallbackMemory;
-pub use self::core::{CoreFile, CoreMemory, CoreThread, FileMapping, USER_REGS_OF_DWARF};
+pub use self::core::{
+    CoreFile, CoreMemory, CoreThread, FileMapping, PrStatusHead, Siginfo, SignalNotes,
+    USER_REGS_OF_DWARF,
+};
 pub use self::files::{file_build_id, hex, FileLookup, FileSearch};
 pub use self::live::LiveMemory;
 

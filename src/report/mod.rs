@@ -8,9 +8,16 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+pub use crate::why::crash::Crash;
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub python: PythonReport,
+    /// The fatal signal of a core written for one; left out when the stop is not a crash
+    /// (a live process, a gcore snapshot, the debugger's memory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crash: Option<Crash>,
+    /// Threads, the crashing one first.
     pub threads: Vec<ThreadReport>,
     /// asyncio tasks (when asked for): every pending task, placed and linked.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -493,6 +493,7 @@ mod tests {
                 source: "core",
                 pid: None,
             },
+            crash: None,
             threads: Vec::new(),
             tasks: Some(tasks),
             cycles: Some(Vec::new()),

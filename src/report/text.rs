@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use super::{FrameKind, FrameReport, LocalReport, Report, StackEntry, ThreadReport};
+use super::{Crash, FrameKind, FrameReport, LocalReport, Report, StackEntry, ThreadReport};
 
 /// Text one rendering builds at most; past it the frames left are not shown (with a line
 /// that says so). Every frame repeats its names and source line, so a deep stack of long
@@ -167,8 +167,53 @@ pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut
     }
 }
 
-/// Every thread, each with a header, then the errors.
+/// `Crashed: SIGSEGV (SEGV_MAPERR) at 0x10 in thread 1234 "parser"`, or for a signal a
+/// process sent, `Crashed: SIGABRT (SI_TKILL, sent by pid 1234) in thread 1234 "MainThread"`.
+pub fn crash_line(c: &Crash, thread_name: Option<&str>) -> String {
+    let mut s = String::from("Crashed: ");
+    match c.signal {
+        Some(name) => s.push_str(name),
+        None => write!(s, "signal {}", c.signo).unwrap(),
+    }
+    match (&c.code, c.sender_pid) {
+        (Some(code), Some(pid)) => write!(s, " ({code}, sent by pid {pid})").unwrap(),
+        (Some(code), None) => write!(s, " ({code})").unwrap(),
+        (None, _) => {}
+    }
+    if let Some(a) = c.address {
+        write!(s, " at {a:#x}").unwrap();
+    }
+    write!(s, " in thread {}", c.thread).unwrap();
+    if let Some(name) = thread_name {
+        write!(s, " \"{name}\"").unwrap();
+    }
+    s
+}
+
+/// The report's crash line (see [`crash_line`]), the thread named from the report.
+pub fn report_crash_line(r: &Report) -> Option<String> {
+    let c = r.crash.as_ref()?;
+    let name = r
+        .threads
+        .iter()
+        .find(|t| t.native_id == Some(c.thread))
+        .and_then(|t| t.name.as_deref());
+    Some(crash_line(c, name))
+}
+
+/// The crash line (when the target crashed), then every thread, each with a header, then the
+/// errors: `py-bt -a`.
 pub fn all_threads(r: &Report, src: &mut Sources) -> String {
+    let mut out = String::new();
+    if let Some(line) = report_crash_line(r) {
+        writeln!(out, "{line}\n").unwrap();
+    }
+    out.push_str(&threads(r, src));
+    out
+}
+
+/// Every thread, each with a header, then the errors.
+pub fn threads(r: &Report, src: &mut Sources) -> String {
     let mut out = String::new();
     for (i, t) in r.threads.iter().enumerate() {
         if i > 0 {
@@ -330,4 +375,36 @@ pub fn listing(
         writeln!(out, "{mark:>4}    {}", lines[(n - 1) as usize]).unwrap();
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crash_lines() {
+        let mut c = Crash {
+            signal: Some("SIGSEGV"),
+            signo: 11,
+            code: Some("SEGV_MAPERR".into()),
+            address: Some(0x10),
+            thread: 1234,
+            sender_pid: None,
+        };
+        assert_eq!(
+            crash_line(&c, Some("parser")),
+            "Crashed: SIGSEGV (SEGV_MAPERR) at 0x10 in thread 1234 \"parser\""
+        );
+        c.code = Some("SI_USER".into());
+        c.address = None;
+        c.sender_pid = Some(4321);
+        assert_eq!(
+            crash_line(&c, Some("MainThread")),
+            "Crashed: SIGSEGV (SI_USER, sent by pid 4321) in thread 1234 \"MainThread\""
+        );
+        c.signal = None;
+        c.signo = 40;
+        c.code = None;
+        assert_eq!(crash_line(&c, None), "Crashed: signal 40 in thread 1234");
+    }
 }
