@@ -22,5 +22,7 @@ cargo +nightly build --release --manifest-path fuzz/Cargo.toml --no-default-feat
 cargo +nightly fuzz run --fuzz-dir fuzz decoders "$corpus" -- \
   -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048
 
-# (b) the campaign.
+# (b) the campaign; its debugger sample runs lldb 22 too (installed here, as for the tests).
+PYUNWIND_LLDB=$(bash tools/lldb-env.sh 22)
+export PYUNWIND_LLDB
 "$py" tools/fuzz/campaign.py --cores "$FUZZ_CORES" --seed "$FUZZ_SEED"
