@@ -70,7 +70,8 @@ def parse_bt_args(prog, arg):
     return p.parse_args(shlex.split(arg or ""))
 
 
-def parse_async_args(prog, arg):
+def parse_json_arg(prog, arg):
+    """`--json` alone: py-bt-async, py-why."""
     p = _parser(prog)
     p.add_argument("--json", action="store_true")
     return p.parse_args(shlex.split(arg or ""))
@@ -395,6 +396,11 @@ Usage: py-bt-async [--json]
 coroutine frames, and under them the tasks it awaits) and a table (like `python -m asyncio ps`).
 Tasks awaited by several keep every awaiter; await cycles are printed as `cycle: a -> b -> a`.
 Usage: py-tasks [--tree | --table] [--json]""",
+        "py-why": """Say why the process is stuck or crashed: the crash (signal, code, address, thread), the
+deadlocks (threads waiting on each other's locks, asyncio await cycles), each blocked thread's
+wait and who holds what it waits for, then every thread with its state and stack.
+Usage: py-why [--json]
+  --json   the JSON report, with each thread's `state`, `waiting` and `holding`, and `deadlocks`""",
         "py-up": """Select and print the Python frame that called this one (if any).
 Usage: py-up""",
         "py-down": """Select and print the Python frame called by this one (if any).
@@ -451,7 +457,7 @@ Usage: py-print NAME""",
         self.py_bt(host, arg, full=True)
 
     def py_bt_async(self, host, arg):
-        a = parse_async_args("py-bt-async", arg)
+        a = parse_json_arg("py-bt-async", arg)
         s = self.session(host)
         host.write(s.async_report() + "\n" if a.json else s.render_async())
 
@@ -462,6 +468,11 @@ Usage: py-print NAME""",
             host.write(s.async_report() + "\n")
         else:
             host.write(s.render_tasks(tree=a.show_tree, table=a.show_table))
+
+    def py_why(self, host, arg):
+        a = parse_json_arg("py-why", arg)
+        text = self.session(host).why(as_json=a.json)
+        host.write(text + "\n" if a.json else text)
 
     def _entries(self, host):
         """The selected thread's stack as libpython's py-up walks it: Python frames and the

@@ -59,6 +59,11 @@ struct Output {
     /// Like --native, without hiding anything.
     #[arg(long = "native-all")]
     native_all: bool,
+    /// Why it is stuck or crashed: the crash, each thread's state, the wait it is blocked in
+    /// and who holds what it waits for, the locks it holds, and the deadlocks; the verdict
+    /// first.
+    #[arg(long)]
+    why: bool,
     /// Print the JSON report (docs/report.md, docs/report.schema.json) instead of text; with
     /// --async or --tasks it has `tasks`, `loops` and `cycles`.
     #[arg(long)]
@@ -261,6 +266,13 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<String> {
         owned = session.report(None, out.locals)?;
         &owned
     };
+    let why_owned;
+    let report = if out.why {
+        why_owned = crate::why::report(&session, report);
+        &why_owned
+    } else {
+        report
+    };
     if out.json {
         // Streamed and compact: a report of 100,000 tasks is about 50 MB of JSON.
         let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
@@ -277,8 +289,12 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<String> {
         return Ok(String::new());
     }
     let py = session.python_report();
-    // A crash is the first thing to say.
-    let mut text = render::report_crash_line(report).map_or_else(String::new, |l| l + "\n");
+    // A crash is the first thing to say; with --why, the whole verdict.
+    let mut text = if out.why {
+        render::verdict(report) + "\n"
+    } else {
+        render::report_crash_line(report).map_or_else(String::new, |l| l + "\n")
+    };
     text += &format!(
         "Python {} ({} {})\n\n",
         py.version,

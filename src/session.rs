@@ -252,6 +252,7 @@ impl Session {
                 .map(|i| self.frame_report(i, with_locals))
                 .collect(),
             truncated: t.walk.truncated,
+            why: None,
         }
     }
 
@@ -311,6 +312,7 @@ impl Session {
             cycles: None,
             loops: None,
             native_stops: None,
+            deadlocks: None,
             errors,
         })
     }

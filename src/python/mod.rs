@@ -179,6 +179,26 @@ impl PySession {
         })
     }
 
+    /// `py-why`: every thread's report with its state, wait and holds, and the deadlocks; as
+    /// JSON, else as text (the verdict first).
+    #[pyo3(signature = (as_json=false))]
+    fn why(&self, py: Python<'_>, as_json: bool) -> PyResult<String> {
+        guard("Session.why", || {
+            let r = self.off_gil(py, || -> crate::Result<crate::report::Report> {
+                Ok(crate::why::report(
+                    &self.inner,
+                    &self.inner.report(None, false)?,
+                ))
+            });
+            let r = r.map_err(err)?;
+            if as_json {
+                json(&r)
+            } else {
+                Ok(text::why(&r, &mut Sources::default()))
+            }
+        })
+    }
+
     /// asyncio: the JSON report of every thread plus `tasks`, `loops` and `cycles`.
     fn async_report(&self, py: Python<'_>) -> PyResult<String> {
         guard("Session.async_report", || {

@@ -31,7 +31,71 @@ pub struct Report {
     /// `pid --native`: how long each thread was stopped to read its registers and stack.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub native_stops: Option<Vec<StopReport>>,
+    /// `--why`: the cycles of the wait-for graph (threads waiting on each other's locks) and
+    /// asyncio's await cycles, each once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadlocks: Option<Vec<Deadlock>>,
     pub errors: Vec<ErrorReport>,
+}
+
+/// `--why`, per thread: what it is doing and waiting on, and what it holds, as far as memory
+/// (and a core's registers, or /proc live) shows it ([`crate::why`]).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ThreadWhy {
+    /// One word, null when nothing shows it: `running` (Python, holding the GIL),
+    /// `gil_wait`, `gc`, `syscall` (blocked in the system call `syscall` names), `loop_idle`
+    /// (an event loop waiting in its selector).
+    pub state: Option<&'static str>,
+    /// The system call the thread is blocked in (`futex`, `read`, `epoll_wait`, ...).
+    pub syscall: Option<String>,
+    /// The Python-level wait the thread is blocked in.
+    pub waiting: Option<Waiting>,
+    /// The locks the thread holds that memory shows.
+    pub holding: Vec<Holding>,
+}
+
+/// A thread blocked in a Python-level wait.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Waiting {
+    /// `lock`, `rlock`, `condition`, `event`, `semaphore`, `barrier`, `queue_get`,
+    /// `queue_put`, `simple_queue_get`, `join`, `future`, `gil`.
+    pub kind: &'static str,
+    /// The object the program waits on, the one it wrote (the Queue, not its Condition).
+    pub object: Option<u64>,
+    /// Its type's name (`Lock`, `RLock`, `Queue`, `Thread`, ...).
+    #[serde(rename = "type")]
+    pub type_name: Option<String>,
+    /// The native id of the thread that holds it; null where memory cannot show it.
+    pub owner: Option<u64>,
+    /// The index in the thread's `frames` of the Python frame that waits.
+    pub frame: usize,
+}
+
+/// A lock a thread holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Holding {
+    /// `lock`, `rlock`, `condition`.
+    pub kind: &'static str,
+    pub object: u64,
+    #[serde(rename = "type")]
+    pub type_name: Option<String>,
+    /// An RLock's recursion count, where known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// The index in the thread's `frames` of the frame that took it (a `with` block's frame),
+    /// null when memory shows the lock's owner but not where it was taken.
+    pub frame: Option<usize>,
+}
+
+/// A cycle of waits: threads each waiting for a lock the next one holds (`kind` "locks";
+/// `objects[i]` is what `threads[i]` waits for), or asyncio tasks awaiting each other
+/// (`kind` "await", `tasks`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Deadlock {
+    pub kind: &'static str,
+    pub threads: Vec<u64>,
+    pub objects: Vec<u64>,
+    pub tasks: Vec<u64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -118,6 +182,9 @@ pub struct ThreadReport {
     /// The walk stopped before the thread's first frame (a cap, a cycle, an unreadable or
     /// impossible frame); `frames` holds the innermost part and its last entry says why.
     pub truncated: bool,
+    /// `--why` only.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub why: Option<ThreadWhy>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -499,6 +499,7 @@ mod tests {
             cycles: Some(Vec::new()),
             loops: Some(Vec::new()),
             native_stops: None,
+            deadlocks: None,
             errors: Vec::new(),
         }
     }

@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use super::{Crash, FrameKind, FrameReport, LocalReport, Report, StackEntry, ThreadReport};
+use super::{
+    Crash, Deadlock, FrameKind, FrameReport, LocalReport, Report, StackEntry, ThreadReport, Waiting,
+};
 
 /// Text one rendering builds at most; past it the frames left are not shown (with a line
 /// that says so). Every frame repeats its names and source line, so a deep stack of long
@@ -75,8 +77,126 @@ pub fn thread_header(t: &ThreadReport) -> String {
         Some(false) => {}
         None => {}
     }
+    if let Some(why) = &t.why {
+        match (why.state, &why.syscall) {
+            (Some(state), Some(call)) => write!(s, " [{state}: {call}]").unwrap(),
+            (Some(state), None) => write!(s, " [{state}]").unwrap(),
+            (None, _) => {}
+        }
+    }
     s.push(':');
     s
+}
+
+/// `"poster"` (a thread's name), else its native id.
+fn who(r: &Report, native_id: u64) -> String {
+    match r
+        .threads
+        .iter()
+        .find(|t| t.native_id == Some(native_id))
+        .and_then(|t| t.name.as_deref())
+    {
+        Some(name) => format!("thread {native_id} \"{name}\""),
+        None => format!("thread {native_id}"),
+    }
+}
+
+/// Where the owner of `object` took it, from its holds: ` (taken at app.py:19)`.
+fn taken_at(r: &Report, owner: u64, object: u64) -> String {
+    let Some(t) = r.threads.iter().find(|t| t.native_id == Some(owner)) else {
+        return String::new();
+    };
+    let frame = t
+        .why
+        .iter()
+        .flat_map(|w| &w.holding)
+        .find(|h| h.object == object)
+        .and_then(|h| h.frame)
+        .and_then(|i| t.frames.get(i));
+    match frame {
+        Some(FrameReport {
+            file: Some(file),
+            line: Some(line),
+            ..
+        }) => format!(
+            " (taken at {}:{line})",
+            file.rsplit('/').next().unwrap_or(file)
+        ),
+        _ => String::new(),
+    }
+}
+
+/// `waits for RLock 0x7f.. held by thread 12 "rotator"`; the owner unknown says so.
+fn waits_for(r: &Report, w: &Waiting) -> String {
+    let mut s = format!("waits for {}", w.type_name.as_deref().unwrap_or(w.kind));
+    if let Some(o) = w.object {
+        write!(s, " {o:#x}").unwrap();
+    }
+    match (w.owner, w.object) {
+        (Some(owner), Some(object)) => write!(
+            s,
+            "{} held by {}",
+            taken_at(r, owner, object),
+            who(r, owner)
+        )
+        .unwrap(),
+        (Some(owner), None) => write!(s, " held by {}", who(r, owner)).unwrap(),
+        (None, _) if w.kind == "lock" => {
+            s.push_str(" (its holder is unknown: a Lock taken by acquire() leaves no trace)")
+        }
+        (None, _) => {}
+    }
+    s
+}
+
+/// `Deadlock: poster waits for RLock 0x.. held by rotator; rotator waits for ...`.
+pub fn deadlock_line(r: &Report, d: &Deadlock) -> String {
+    if d.kind == "await" {
+        let tasks: Vec<String> = d.tasks.iter().map(|t| format!("{t:#x}")).collect();
+        return format!(
+            "Deadlock: asyncio tasks await each other: {}",
+            tasks.join(" -> ")
+        );
+    }
+    let parts: Vec<String> = d
+        .threads
+        .iter()
+        .filter_map(|&n| {
+            let t = r.threads.iter().find(|t| t.native_id == Some(n))?;
+            let w = t.why.as_ref()?.waiting.as_ref()?;
+            Some(format!("{} {}", who(r, n), waits_for(r, w)))
+        })
+        .collect();
+    format!("Deadlock: {}", parts.join("; "))
+}
+
+/// `--why` and `py-why`'s first lines: the crash, the deadlocks, then each waiting thread's
+/// wait; one line when none of them is there.
+pub fn verdict(r: &Report) -> String {
+    let mut out = String::new();
+    if let Some(line) = report_crash_line(r) {
+        writeln!(out, "{line}").unwrap();
+    }
+    for d in r.deadlocks.iter().flatten() {
+        writeln!(out, "{}", deadlock_line(r, d)).unwrap();
+    }
+    for t in &r.threads {
+        if let (Some(n), Some(w)) = (t.native_id, t.why.as_ref().and_then(|w| w.waiting.as_ref())) {
+            writeln!(out, "{} {}", who(r, n), waits_for(r, w)).unwrap();
+        }
+    }
+    if out.is_empty() {
+        out.push_str("No crash, deadlock or blocked wait found.\n");
+    }
+    out
+}
+
+/// `py-why`: the verdict, then every thread with its state, then the errors.
+pub fn why(r: &Report, src: &mut Sources) -> String {
+    let mut out = verdict(r);
+    out.push('\n');
+    out.push_str(&threads(r, src));
+    out
 }
 
 /// libpython's `py-bt`: `Traceback (most recent call first):` and one `File` line per frame.

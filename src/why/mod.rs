@@ -4,6 +4,12 @@
 //!
 //! - [`crash`]: the fatal signal of a kernel core (or of a debugger's core of a process stopped
 //!   at one), its `si_code`, fault address or sender, and the thread that took it.
+//! - [`state`]: what each thread is doing, in one word.
+//! - [`waits`]: the Python-level wait each thread is blocked in, its owner, and what each
+//!   thread holds.
+//! - [`deadlock`]: the cycles of the wait-for graph, and asyncio's await cycles.
+//!
+//! [`annotate`] adds all of it to a report (`--why`, `py-why`).
 //!
 //! ```no_run
 //! # let core = pyunwind::memory::CoreFile::parse("core").unwrap();
@@ -15,4 +21,49 @@
 //! ```
 
 pub mod crash;
+pub mod deadlock;
 pub mod signals;
+pub mod state;
+pub mod waits;
+
+use crate::report::{Report, ThreadWhy};
+use crate::session::Session;
+
+/// `base` (a report of every thread, from `session`) with each thread's state, wait and holds
+/// and the deadlocks: the report of `--why` and `py-why`. Await cycles come from `base` when
+/// it has the task graph, else from the session's (none on 3.10).
+pub fn report(session: &Session, base: &Report) -> Report {
+    let mut r = base.clone();
+    let cycles = match &base.cycles {
+        Some(c) => c.clone(),
+        None => session
+            .async_report()
+            .ok()
+            .and_then(|a| a.cycles.clone())
+            .unwrap_or_default(),
+    };
+    annotate(session, &mut r, &cycles);
+    r
+}
+
+/// Adds to `report` (every thread's, from `session`) each thread's state, wait and holds, and
+/// the deadlocks among them; `await_cycles` are asyncio's (from the task graph, when read).
+pub fn annotate(session: &Session, report: &mut Report, await_cycles: &[Vec<u64>]) {
+    let whys: Vec<ThreadWhy> = report
+        .threads
+        .iter()
+        .map(|t| {
+            let (state, syscall) = state::thread_state(session, t);
+            ThreadWhy {
+                state,
+                syscall,
+                waiting: waits::waiting(session, t, &report.threads),
+                holding: waits::holding(session, t),
+            }
+        })
+        .collect();
+    for (t, why) in report.threads.iter_mut().zip(whys) {
+        t.why = Some(why);
+    }
+    report.deadlocks = Some(deadlock::deadlocks(&report.threads, await_cycles));
+}

@@ -1,0 +1,125 @@
+//! Deadlocks: the cycles of the wait-for graph. Each waiting thread has at most one edge, to
+//! the owner of what it waits for, so every cycle is found by following edges from each
+//! thread once; the walk is bounded by the thread count.
+
+use std::collections::HashMap;
+
+use crate::report::{Deadlock, ThreadReport};
+
+/// The cycles among `threads` (each once, starting at its thread listed first), then one
+/// `await` deadlock per asyncio await cycle in `await_cycles`.
+pub fn deadlocks(threads: &[ThreadReport], await_cycles: &[Vec<u64>]) -> Vec<Deadlock> {
+    // native id -> (what it waits for, its owner)
+    let edges: HashMap<u64, (u64, u64)> = threads
+        .iter()
+        .filter_map(|t| {
+            let w = t.why.as_ref()?.waiting.as_ref()?;
+            Some((t.native_id?, (w.object?, w.owner?)))
+        })
+        .collect();
+    let order: Vec<u64> = threads.iter().filter_map(|t| t.native_id).collect();
+    // 0: not seen, 1: on the current path, 2: done.
+    let mut mark: HashMap<u64, u8> = HashMap::new();
+    let mut out = Vec::new();
+    for &start in &order {
+        let mut path = Vec::new();
+        let mut at = start;
+        loop {
+            match mark.get(&at).copied().unwrap_or(0) {
+                0 => {}
+                1 => {
+                    let from = path.iter().position(|&p| p == at).unwrap_or(0);
+                    let cycle = &path[from..];
+                    // Listed from the thread that comes first in the report.
+                    let first = order
+                        .iter()
+                        .find_map(|n| cycle.iter().position(|c| c == n))
+                        .unwrap_or(0);
+                    let mut threads: Vec<u64> = cycle.to_vec();
+                    threads.rotate_left(first);
+                    let objects = threads.iter().map(|t| edges[t].0).collect();
+                    out.push(Deadlock {
+                        kind: "locks",
+                        threads,
+                        objects,
+                        tasks: Vec::new(),
+                    });
+                    break;
+                }
+                _ => break,
+            }
+            mark.insert(at, 1);
+            path.push(at);
+            match edges.get(&at) {
+                Some(&(_, owner)) => at = owner,
+                None => break,
+            }
+        }
+        for p in path {
+            mark.insert(p, 2);
+        }
+    }
+    out.extend(await_cycles.iter().map(|c| Deadlock {
+        kind: "await",
+        threads: Vec::new(),
+        objects: Vec::new(),
+        tasks: c.clone(),
+    }));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{ThreadWhy, Waiting};
+
+    fn thread(id: u64, waits: Option<(u64, Option<u64>)>) -> ThreadReport {
+        ThreadReport {
+            native_id: Some(id),
+            thread_id: id,
+            name: None,
+            holds_gil: None,
+            interpreter: 0,
+            thread_state: 0,
+            frames: Vec::new(),
+            truncated: false,
+            why: Some(ThreadWhy {
+                waiting: waits.map(|(object, owner)| Waiting {
+                    kind: "lock",
+                    object: Some(object),
+                    type_name: None,
+                    owner,
+                    frame: 0,
+                }),
+                ..ThreadWhy::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn a_cycle_is_found_once_from_its_first_listed_thread() {
+        let t = [
+            thread(1, Some((0x30, Some(3)))),
+            thread(2, Some((0x10, Some(1)))),
+            thread(3, Some((0x20, Some(2)))),
+            thread(4, Some((0x10, Some(1)))),
+            thread(5, Some((0x50, None))),
+        ];
+        let d = deadlocks(&t, &[]);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].threads, vec![1, 3, 2]);
+        assert_eq!(d[0].objects, vec![0x30, 0x20, 0x10]);
+    }
+
+    #[test]
+    fn a_thread_waiting_on_itself_is_a_cycle_and_chains_are_not() {
+        let t = [
+            thread(1, Some((0x10, Some(1)))),
+            thread(2, Some((0x20, Some(1)))),
+        ];
+        let d = deadlocks(&t, &[vec![7, 8]]);
+        assert_eq!(d.len(), 2);
+        assert_eq!((d[0].threads.clone(), d[0].kind), (vec![1], "locks"));
+        assert_eq!((d[1].tasks.clone(), d[1].kind), (vec![7, 8], "await"));
+    }
+}
