@@ -35,6 +35,9 @@ const CFUNCTION_M_MODULE: u64 = 16;
 const WRAPPERDESCR_D_BASE: u64 = 24;
 const WRAPPERDESCR_D_WRAPPED: u64 = 32;
 const WRAPPERBASE_WRAPPER: u64 = 24;
+// PyDescr_COMMON {d_type, d_name, d_qualname} (Include/cpython/descrobject.h).
+const DESCR_D_TYPE: u64 = 0;
+const DESCR_D_NAME: u64 = 8;
 
 /// End of x86-64 Linux user space: no object lies above it.
 const USER_SPACE_END: u64 = 1 << 47;
@@ -148,7 +151,16 @@ impl Snapshot {
     /// the live top hold stale pointers: callers confirm what they find.
     /// `inner`: the address of the frame it calls, where the frame's value stack ends at
     /// the latest (3.11+ push a callee's frame right after its caller's).
-    fn value_stack(&self, frame: &PyFrame, inner: Option<u64>) -> Vec<u64> {
+    pub fn value_stack(&self, frame: &PyFrame, inner: Option<u64>) -> Vec<u64> {
+        self.value_stack_slots(frame, inner)
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    /// [`Snapshot::value_stack`] slot by slot: None for a slot that holds no object pointer
+    /// (NULL, a tagged int, a stale non-pointer), so neighbours stay neighbours.
+    pub fn value_stack_slots(&self, frame: &PyFrame, inner: Option<u64>) -> Vec<Option<u64>> {
         let Ok((base, tag_bits)) = self.localsplus(frame) else {
             return Vec::new();
         };
@@ -166,13 +178,31 @@ impl Snapshot {
             match self.mem.read_u64(slot) {
                 // Objects are 8-byte aligned user-space addresses; anything else is stale.
                 Ok(v) if v & !tag_bits != 0 && v & 7 & !tag_bits == 0 && v < USER_SPACE_END => {
-                    out.push(v & !tag_bits)
+                    out.push(Some(v & !tag_bits))
                 }
-                Ok(_) => {}
+                Ok(_) => out.push(None),
                 Err(_) => break,
             }
         }
         out
+    }
+
+    /// A builtin method's name and its `self` (`PyCFunctionObject` `m_ml->ml_name`, `m_self`).
+    pub fn cfunction_name_and_self(&self, obj: u64) -> Result<(String, u64), ReadError> {
+        let f = self.object_fields(obj)?;
+        let ml = self.mem.read_ptr(field(f, CFUNCTION_M_ML)?)?;
+        let name = self.c_name(self.mem.read_ptr(field(ml, METHODDEF_ML_NAME)?)?)?;
+        Ok((name, self.mem.read_ptr(field(f, CFUNCTION_M_SELF)?)?))
+    }
+
+    /// A `method_descriptor`'s name and the type it belongs to: `PyMethodDescrObject` starts
+    /// with PyDescr_COMMON {d_type, d_name, d_qualname} (Include/cpython/descrobject.h,
+    /// 3.10 to 3.15).
+    pub fn method_descriptor_name_and_type(&self, obj: u64) -> Result<(String, u64), ReadError> {
+        let f = self.object_fields(obj)?;
+        let d_type = self.mem.read_ptr(field(f, DESCR_D_TYPE)?)?;
+        let name = self.read_name(self.mem.read_ptr(field(f, DESCR_D_NAME)?)?)?;
+        Ok((name, d_type))
     }
 
     /// Whether the builtin `obj` is `gc.collect`: libpython's "Garbage-collecting" frames run

@@ -277,6 +277,28 @@ impl Snapshot {
         Ok(out)
     }
 
+    /// The object a frame's local `name` holds (a cell's content for a cell variable), None
+    /// when the frame has no such local, it is unset, or it holds a tagged int (3.14+).
+    pub fn local_object(&self, frame: &PyFrame, name: &str) -> Result<Option<u64>, ReadError> {
+        let Some(i) = frame.code.locals.iter().position(|(n, _)| n == name) else {
+            return Ok(None);
+        };
+        let (base, tag_bits) = self.localsplus(frame)?;
+        let bits = self.mem.read_u64(field(base, i as u64 * 8)?)?;
+        if tag_bits != 0 && bits & tag_bits == tag_bits {
+            return Ok(None);
+        }
+        let mut v = bits & !tag_bits;
+        let kind = frame.code.locals[i].1;
+        if v != 0
+            && kind & (localkind::CELL | localkind::FREE) != 0
+            && self.type_of(v).map(|t| t.name == "cell").unwrap_or(false)
+        {
+            v = self.mem.read_ptr(field(v, self.layout.cell_ob_ref)?)?;
+        }
+        Ok((v != 0).then_some(v))
+    }
+
     /// Looks `name` up as libpython's `py-print` does: locals, then globals, then builtins.
     /// Returns the scope and the repr.
     pub fn lookup_name(

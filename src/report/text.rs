@@ -133,6 +133,9 @@ fn waits_for(r: &Report, w: &Waiting) -> String {
         write!(s, " {o:#x}").unwrap();
     }
     match (w.owner, w.object) {
+        (Some(owner), _) if w.kind == "join" => {
+            write!(s, " to end: it is {}", who(r, owner)).unwrap()
+        }
         (Some(owner), Some(object)) => write!(
             s,
             "{} held by {}",

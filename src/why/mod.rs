@@ -22,6 +22,7 @@
 
 pub mod crash;
 pub mod deadlock;
+pub mod locks;
 pub mod signals;
 pub mod state;
 pub mod waits;

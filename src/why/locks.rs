@@ -1,0 +1,280 @@
+//! `_thread.lock` (`threading.Lock`) and `_thread.RLock` (`threading.RLock`) as memory shows
+//! them: whether a lock is held, an RLock's owner and count, and the lock a builtin method
+//! call on a frame's value stack is bound to.
+//!
+//! Layouts (offsets past the object header; the header is 16 bytes, 32 on a free-threaded
+//! build), from Modules/_threadmodule.c and checked by `__sizeof__` and reads through ctypes on
+//! 3.10.13, 3.11.7, 3.12.1, 3.13.0, Debian 3.11.2, 3.14.10 and 3.15.2:
+//!
+//! | version | lock | RLock |
+//! | --- | --- | --- |
+//! | 3.10 to 3.13.0 | `lock_lock` (sem_t*) +0, `in_weakreflist` +8, `locked` (char) +16 | `rlock_lock` +0, `rlock_owner` (pthread ident) +8, `rlock_count` +16 |
+//! | 3.13.1+ | `lock` (PyMutex, one byte, bit 0 = locked) +0 | as 3.13.0 |
+//! | 3.14, 3.15 | as 3.13.1 | `_PyRecursiveMutex` {`mutex` +0, `thread` (ident) +8, `level` +16}; count = level + 1 |
+//!
+//! The lock's change inside 3.13 came with the backport of gh-117721 (PR #125116, merged the
+//! day after 3.13.0 was tagged), so it is keyed on the micro version. This table belongs in
+//! `Layout` (DESIGN.md principle 4) once `_Py_DebugOffsets` or the built-in tables carry it.
+
+use crate::cpython::callables::is_cfunction_type;
+use crate::cpython::objects::field;
+use crate::cpython::{Snapshot, Version};
+use crate::error::ReadError;
+
+/// An RLock count above this is not one (a corrupt or stale object).
+const MAX_RLOCK_COUNT: u64 = 1 << 40;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockKind {
+    Lock,
+    RLock,
+}
+
+impl LockKind {
+    /// The report's `kind`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            LockKind::Lock => "lock",
+            LockKind::RLock => "rlock",
+        }
+    }
+
+    /// The report's `type`: the name Python code writes (`threading.Lock`, `threading.RLock`).
+    pub fn type_name(self) -> &'static str {
+        match self {
+            LockKind::Lock => "Lock",
+            LockKind::RLock => "RLock",
+        }
+    }
+}
+
+/// What memory shows of a lock now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LockState {
+    pub held: bool,
+    /// An RLock's owner: its `PyThreadState.thread_id` (pthread ident), when held.
+    pub owner_ident: Option<u64>,
+    /// An RLock's recursion count, when held.
+    pub count: Option<u64>,
+}
+
+/// Whether `obj` is a `_thread.lock` or `_thread.RLock` (by its type's `tp_name`).
+pub fn lock_kind(snap: &Snapshot, obj: u64) -> Option<LockKind> {
+    let t = snap.type_of(obj).ok()?;
+    match t.name.as_str() {
+        "_thread.lock" | "lock" => Some(LockKind::Lock),
+        "_thread.RLock" | "RLock" => Some(LockKind::RLock),
+        _ => None,
+    }
+}
+
+/// 3.13.1 and later keep a `_thread.lock` in a one-byte PyMutex.
+fn lock_is_pymutex(v: Version) -> bool {
+    (v.major, v.minor) > (3, 13) || ((v.major, v.minor) == (3, 13) && v.micro >= 1)
+}
+
+/// The state of the lock `obj` of kind `kind`; an error when it cannot be read or makes no
+/// sense (a held RLock with no owner or an impossible count).
+pub fn lock_state(snap: &Snapshot, obj: u64, kind: LockKind) -> Result<LockState, ReadError> {
+    let fields = field(obj, snap.layout.pyobject.ob_type + 8)?;
+    let v = snap.layout.version;
+    match kind {
+        LockKind::Lock => {
+            let at = if lock_is_pymutex(v) {
+                field(fields, 0)?
+            } else {
+                field(fields, 16)?
+            };
+            let mut b = [0u8; 1];
+            snap.mem.read_into(at, &mut b)?;
+            let held = if lock_is_pymutex(v) {
+                // PyMutex `_bits`: _Py_LOCKED 1, _Py_HAS_PARKED 2 (Include/cpython/lock.h).
+                b[0] & 1 != 0
+            } else {
+                match b[0] {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(ReadError::corrupt(at, "lock: locked flag")),
+                }
+            };
+            Ok(LockState {
+                held,
+                owner_ident: None,
+                count: None,
+            })
+        }
+        LockKind::RLock => {
+            let owner = snap.mem.read_u64(field(fields, 8)?)?;
+            let raw = snap.mem.read_u64(field(fields, 16)?)?;
+            if owner == 0 {
+                return Ok(LockState::default());
+            }
+            let count = if v.minor >= 14 {
+                raw.checked_add(1)
+            } else {
+                Some(raw)
+            };
+            match count {
+                Some(c) if (1..=MAX_RLOCK_COUNT).contains(&c) => Ok(LockState {
+                    held: true,
+                    owner_ident: Some(owner),
+                    count: Some(c),
+                }),
+                _ => Err(ReadError::corrupt(fields, "RLock: count")),
+            }
+        }
+    }
+}
+
+/// A method call on a lock found on a value stack.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockCall {
+    /// The slot of the callable.
+    pub slot: usize,
+    /// The method's name (`acquire`, `__enter__`, `__exit__`, ...).
+    pub name: String,
+    pub lock: u64,
+    pub kind: LockKind,
+}
+
+/// Methods of a lock that one bound to it on a value stack shows: a builtin method bound to
+/// the lock (3.10 to 3.13's `with` keeps its bound `__exit__` there; a call through a bound
+/// method), or a `method_descriptor` of the lock's type right below the lock itself (a method
+/// call, `obj.acquire()`, on 3.10 to 3.15; 3.14+'s `with` keeps `__exit__` and the lock).
+/// Bottom first. `slots` from [`Snapshot::value_stack_slots`].
+pub fn lock_calls(snap: &Snapshot, slots: &[Option<u64>]) -> Vec<LockCall> {
+    let mut out = Vec::new();
+    for (i, v) in slots.iter().enumerate() {
+        let Some(v) = *v else { continue };
+        let Ok(t) = snap.type_of(v) else { continue };
+        if is_cfunction_type(&t.name) {
+            let Ok((name, this)) = snap.cfunction_name_and_self(v) else {
+                continue;
+            };
+            if this == 0 {
+                continue;
+            }
+            if let Some(kind) = lock_kind(snap, this) {
+                out.push(LockCall {
+                    slot: i,
+                    name,
+                    lock: this,
+                    kind,
+                });
+            }
+        } else if t.name == "method_descriptor" {
+            let Some(Some(this)) = slots.get(i + 1).copied() else {
+                continue;
+            };
+            let Ok((name, d_type)) = snap.method_descriptor_name_and_type(v) else {
+                continue;
+            };
+            let same_type = snap.type_of(this).is_ok_and(|t| t.addr == d_type);
+            if !same_type {
+                continue;
+            }
+            if let Some(kind) = lock_kind(snap, this) {
+                out.push(LockCall {
+                    slot: i,
+                    name,
+                    lock: this,
+                    kind,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// A call of a C method named `method` on an object whose type is named one of `types`, as
+/// [`lock_calls`] finds them: (slot, object). Bottom first.
+pub fn method_calls(
+    snap: &Snapshot,
+    slots: &[Option<u64>],
+    method: &str,
+    types: &[&str],
+) -> Vec<(usize, u64)> {
+    let mut out = Vec::new();
+    let typed = |o: u64| {
+        snap.type_of(o)
+            .is_ok_and(|t| types.contains(&t.name.as_str()))
+    };
+    for (i, v) in slots.iter().enumerate() {
+        let Some(v) = *v else { continue };
+        let Ok(t) = snap.type_of(v) else { continue };
+        if is_cfunction_type(&t.name) {
+            if let Ok((name, this)) = snap.cfunction_name_and_self(v) {
+                if name == method && this != 0 && typed(this) {
+                    out.push((i, this));
+                }
+            }
+        } else if t.name == "method_descriptor" {
+            let Some(Some(this)) = slots.get(i + 1).copied() else {
+                continue;
+            };
+            if let Ok((name, d_type)) = snap.method_descriptor_name_and_type(v) {
+                if name == method
+                    && snap.type_of(this).is_ok_and(|t| t.addr == d_type)
+                    && typed(this)
+                {
+                    out.push((i, this));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpython::Layout;
+    use crate::memory::FakeMemory;
+
+    fn snap(v: Version, obj: u64, fields: &[u64]) -> Snapshot {
+        let mut m = FakeMemory::new();
+        m.put(obj, &[0u8; 64]);
+        for (i, f) in fields.iter().enumerate() {
+            m.put_u64(obj + 16 + 8 * i as u64, *f);
+        }
+        Snapshot::for_test(m, Layout::builtin(v).unwrap())
+    }
+
+    #[test]
+    fn an_rlock_names_its_owner_and_count() {
+        let s = snap(Version::new(3, 12, 1), 0x1000, &[0x5000, 0x7f00, 2]);
+        let st = lock_state(&s, 0x1000, LockKind::RLock).unwrap();
+        assert_eq!(
+            (st.held, st.owner_ident, st.count),
+            (true, Some(0x7f00), Some(2))
+        );
+        let free = snap(Version::new(3, 12, 1), 0x1000, &[0x5000, 0, 0]);
+        assert!(!lock_state(&free, 0x1000, LockKind::RLock).unwrap().held);
+    }
+
+    #[test]
+    fn corrupt_or_unreadable_locks_are_errors() {
+        // Held with a count of zero, or an absurd one.
+        for count in [0, u64::MAX] {
+            let s = snap(Version::new(3, 12, 1), 0x1000, &[0x5000, 0x7f00, count]);
+            assert!(lock_state(&s, 0x1000, LockKind::RLock).is_err());
+        }
+        // 3.14+'s level + 1 must not overflow.
+        let s = snap(Version::new(3, 14, 0), 0x1000, &[1, 0x7f00, u64::MAX]);
+        assert!(lock_state(&s, 0x1000, LockKind::RLock).is_err());
+        // A `locked` byte that is neither 0 nor 1.
+        let s = snap(Version::new(3, 12, 1), 0x1000, &[0x5000, 0, 7]);
+        assert!(lock_state(&s, 0x1000, LockKind::Lock).is_err());
+        assert!(lock_state(&s, 0xdead_0000, LockKind::Lock).is_err());
+        assert!(lock_state(&s, u64::MAX - 4, LockKind::RLock).is_err());
+    }
+
+    #[test]
+    fn the_lock_became_a_pymutex_in_3_13_1() {
+        assert!(!lock_is_pymutex(Version::new(3, 10, 13)));
+        assert!(!lock_is_pymutex(Version::new(3, 13, 0)));
+        assert!(lock_is_pymutex(Version::new(3, 13, 1)));
+        assert!(lock_is_pymutex(Version::new(3, 14, 0)));
+        assert!(lock_is_pymutex(Version::new(3, 15, 2)));
+    }
+}

@@ -1,0 +1,148 @@
+"""--why's waits, holds and deadlocks (docs/report.md, `waiting`, `holding`, `deadlocks`),
+checked against tests/scenarios/why_waits.py: every object's `id()`, every thread's native id
+and every waiting frame's line come from the scenario itself. Live (`pid PID --why --json`)
+and from a gcore core (`core CORE --why --json`)."""
+
+import json
+
+import pytest
+
+import harness
+from test_stacks import json_from
+
+CLI_TIMEOUT = 60
+INTERPS = harness.pick(["pyenv-3.10", "pyenv-3.11", "pyenv-3.12", "pyenv-3.13",
+                        "debian-3.11", "debian-3.14", "debian-3.15"])
+SOURCES = ["live", "core"]
+
+
+@pytest.fixture(scope="module", params=INTERPS, ids=lambda i: i.id)
+def scenario(request):
+    with harness.Scenario(request.param, "why_waits") as sc:
+        sc.core = sc.make_core()
+        yield sc
+
+
+def cli(sc, source, *extra):
+    target = ["pid", str(sc.pid)] if source == "live" else ["core", sc.core]
+    rc, out, err = harness.run([harness.cli_path()] + target + ["--why"] + list(extra),
+                               timeout=CLI_TIMEOUT)
+    harness.assert_no_panic(out + err, rc)
+    assert rc == 0, err
+    return out
+
+
+def report(sc, source):
+    return json_from(cli(sc, source, "--json"))
+
+
+def by_name(r):
+    return {t["name"]: t for t in r["threads"]}
+
+
+def native(sc, name):
+    return next(t["native_id"] for t in sc.truth["threads"] if t["name"] == name)
+
+
+def truth_frames(sc, name):
+    return next(t["frames"] for t in sc.truth["threads"] if t["name"] == name)
+
+
+def waiting_frame(t, w):
+    return t["frames"][w["frame"]]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_lock_order_deadlock(scenario, source):
+    sc = scenario
+    r = report(sc, source)
+    threads = by_name(r)
+    objects = sc.truth["objects"]
+    poster, rotator = native(sc, "poster"), native(sc, "rotator")
+    p, q = threads["poster"], threads["rotator"]
+    assert p["waiting"] == {"kind": "rlock", "object": objects["R"], "type": "RLock",
+                            "owner": rotator, "frame": 0}
+    assert q["waiting"] == {"kind": "lock", "object": objects["L1"], "type": "Lock",
+                            "owner": poster, "frame": 0}
+    # The waiting frames are the scenario's own, on the lines it recorded.
+    for name, t in (("poster", p), ("rotator", q)):
+        frame = waiting_frame(t, t["waiting"])
+        want = truth_frames(sc, name)[0]
+        assert (frame["function"], frame["line"]) == (want["function"], want["line"])
+    # poster's `with L1:` block; rotator's R.acquire() has no trace but R names its owner.
+    assert p["holding"] == [{"kind": "lock", "object": objects["L1"], "type": "Lock",
+                             "frame": 0}]
+    assert q["holding"] == [{"kind": "rlock", "object": objects["R"], "type": "RLock",
+                             "count": 1, "frame": None}]
+    assert r["deadlocks"] == [{"kind": "locks", "threads": [poster, rotator],
+                               "objects": [objects["R"], objects["L1"]], "tasks": []}]
+    text = cli(sc, source)
+    first = text.splitlines()[0]
+    assert first == (
+        'Deadlock: thread %d "poster" waits for RLock %#x held by thread %d "rotator"; '
+        'thread %d "rotator" waits for Lock %#x (taken at why_waits.py:%d) held by thread %d '
+        '"poster"' % (poster, objects["R"], rotator, rotator, objects["L1"],
+                      truth_frames(sc, "poster")[0]["line"], poster))
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_main_thread_joins_poster(scenario, source):
+    sc = scenario
+    main = by_name(report(sc, source))["MainThread"]
+    w = main["waiting"]
+    assert (w["kind"], w["object"], w["type"], w["owner"]) == (
+        "join", sc.truth["objects"]["poster"], "Thread", native(sc, "poster"))
+    frame = waiting_frame(main, w)
+    assert frame["function"] in ("Thread.join", "join")  # 3.10 has no qualnames
+    assert frame["file"].endswith("/threading.py")
+    # The frame that calls join is the scenario's, on the line it recorded.
+    caller = main["frames"][w["frame"] + 1]
+    want = truth_frames(sc, "MainThread")[0]
+    assert (caller["function"], caller["line"]) == (want["function"], want["line"])
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_lock_taken_by_acquire_has_no_known_holder(scenario, source):
+    sc = scenario
+    plain = by_name(report(sc, source))["plain"]
+    assert plain["waiting"] == {"kind": "lock", "object": sc.truth["objects"]["PLAIN"],
+                                "type": "Lock", "owner": None, "frame": 0}
+    assert plain["holding"] == []
+    line = next(l for l in cli(sc, source).splitlines() if '"plain" waits for' in l)
+    assert line.endswith("(its holder is unknown: a Lock taken by acquire() leaves no trace)")
+
+
+# thread name -> (kind, object key, type, library method waiting).
+LIBRARY_WAITS = {
+    "eventer": ("event", "EV", "Event", "Event.wait"),
+    "getter": ("queue_get", "Q", "Queue", "Queue.get"),
+    "conder": ("condition", "C", "Condition", "Condition.wait"),
+    "semaphorer": ("semaphore", "S", "Semaphore", "Semaphore.acquire"),
+}
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("name", sorted(LIBRARY_WAITS))
+def test_library_waits_name_the_object_the_program_wrote(scenario, source, name):
+    sc = scenario
+    kind, key, type_name, method = LIBRARY_WAITS[name]
+    t = by_name(report(sc, source))[name]
+    w = t["waiting"]
+    assert (w["kind"], w["object"], w["type"], w["owner"]) == (
+        kind, sc.truth["objects"][key], type_name, None)
+    frame = waiting_frame(t, w)
+    # 3.10's code objects have only the method's name.
+    assert frame["function"] in (method, method.split(".")[1])
+    # The frame that calls it is the scenario's, on the line it recorded.
+    caller = t["frames"][w["frame"] + 1]
+    want = next(f for f in truth_frames(sc, name) if f["function"] == name)
+    assert (caller["function"], caller["line"]) == (want["function"], want["line"])
+    assert t["holding"] == []
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_simple_queue_get(scenario, source):
+    sc = scenario
+    t = by_name(report(sc, source))["simpleq"]
+    assert t["waiting"] == {"kind": "simple_queue_get", "object": sc.truth["objects"]["SQ"],
+                            "type": "_queue.SimpleQueue", "owner": None, "frame": 0}
