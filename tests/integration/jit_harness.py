@@ -9,18 +9,19 @@ import harness
 # and their -dbg debug files here.
 SID_ROOT = harness.pythons_dir() / "debian-sid"
 GDB_HELPER = pathlib.Path(__file__).resolve().parent / "jit_gdb_helper.py"
+GDB_TIMEOUT_SECONDS = 180
 
 
 def sid_interps():
     """Debian sid's 3.14 and 3.15 (harness.provisioned_interpreters: HarnessError, a failure,
-    never a skip, when one is missing); gdb_cmd decides about their debug info."""
+    never a skip, when one is missing); gdb_cmd gives gdb their debug info."""
     return [i for i in harness.provisioned_interpreters() if i.minor in (14, 15) and not i.debug_dir]
 
 
-def gdb_cmd(interp, *commands, core=None, pid=None, debug_info=True):
-    """gdb with pyunwind and the JIT test helper; the sid debug files when `debug_info`, so
-    native frames have names (the unwinder itself needs none)."""
-    debug_dir = SID_ROOT / "usr" / "lib" / "debug" if debug_info else "/nonexistent"
+def gdb_cmd(interp, *commands, core=None, pid=None):
+    """gdb with pyunwind, the JIT test helper and the sid debug files, so that native frames
+    have names (the unwinder itself needs none)."""
+    debug_dir = SID_ROOT / "usr" / "lib" / "debug"
     cmd = ["gdb", "-q", "-batch", "-nx", "-iex", "set auto-load off",
            "-iex", "set debug-file-directory %s" % debug_dir, "-iex", "set debuginfod enabled off",
            "-x", str(harness.repo_root() / "gdb-scripts" / "pyunwind-gdb.py"), "-x", str(GDB_HELPER)]
@@ -30,8 +31,9 @@ def gdb_cmd(interp, *commands, core=None, pid=None, debug_info=True):
     return cmd
 
 
-def run_gdb(interp, *commands, timeout=180, **kw):
-    rc, out, err = harness.run(gdb_cmd(interp, *commands, **kw), timeout, env=harness.child_env())
+def run_gdb(interp, *commands, **kw):
+    rc, out, err = harness.run(gdb_cmd(interp, *commands, **kw), GDB_TIMEOUT_SECONDS,
+                               env=harness.child_env())
     assert rc == 0, "gdb failed (%d):\n%s\n%s" % (rc, out, err)
     assert "Traceback (most recent call last)" not in out + err, out + err
     return out, err

@@ -4,6 +4,8 @@ without symbols, live and from a core (with symbols they come from the native fr
 memory: a thread that does not hold the GIL and is blocked on an address inside the GIL; the
 interpreter's `gc.collecting` while this thread is the GIL's last holder."""
 
+import os
+
 import pytest
 
 import harness
@@ -19,6 +21,20 @@ SPINNERS = 4
 
 def free_threaded(interp):
     return "3.13t" in interp.id
+
+
+def new_core(sc, stop):
+    """A core of the process as it is now: each stop must be a sample of its own, and
+    Scenario.make_core returns the scenario's one core again."""
+    prefix = sc.tmpdir / ("stop%d" % stop)
+    # No debuginfod: with no network, lookups would only add delays.
+    env = {k: v for k, v in os.environ.items() if k != "DEBUGINFOD_URLS"}
+    rc, out, err = harness.run(["gcore", "-o", prefix, sc.pid], harness.GCORE_TIMEOUT_SECONDS,
+                               env=env)
+    path = "%s.%d" % (prefix, sc.pid)
+    assert rc == 0 and os.path.isfile(path), "gcore failed (%d):\n%s\n%s" % (rc, out, err)
+    harness.refill_guarded_mappings(path, sc.pid)
+    return path
 
 
 @pytest.mark.parametrize("source", ["live", "core"])
@@ -48,8 +64,8 @@ def test_waiting_for_the_gil(interp, source):
         # during a hand-over (the GIL released, not yet taken) all four are; so at a stop 0 to 4
         # may show, and across STOPS stops at least one must.
         counts, outs = [], []
-        for _ in range(STOPS):
-            where = {"core": sc.make_core()} if source == "core" else {"pid": sc.pid}
+        for stop in range(STOPS):
+            where = {"core": new_core(sc, stop)} if source == "core" else {"pid": sc.pid}
             out, _ = run_gdb(interp, "thread apply all py-bt", **where)
             counts.append(out.count("\n  Waiting for the GIL\n"))
             outs.append(out)

@@ -3,8 +3,9 @@
 One process per interpreter (tests/scenarios/native_mix.py: a signal handler running during a
 ctypes callback from libc's qsort, under `map` and a `sorted` key; workers blocked in a lock
 and a pipe read), read live and from one gcore core, checked against independent references:
-gdb's own unwinding of the same core (every native PC, and every name we give) and
-`pystack --native` (where the Python frames sit among the native ones).
+plain gdb's unwinding of the same core (every native PC, name, file and line; pyunwind's gdb
+script is not loaded), `pystack --native` (where the Python frames sit among the native ones)
+and the scenario's truth (every thread and its Python frames).
 """
 
 import json
@@ -20,6 +21,7 @@ import time
 
 import pytest
 
+import jit_harness as jh
 from harness import (Interp, Scenario, cache_dir, cli_path, interpreters,
                      provisioned_interpreters, repo_root, run)
 
@@ -32,6 +34,11 @@ INTERP_IDS = ("pyenv-3.10", "pyenv-3.10-stripped", "pyenv-3.12", "pyenv-3.12-str
 # 3.14 it prints "Unable to merge native stack").
 PYSTACK_IDS = ("pyenv-3.10", "pyenv-3.12", "pyenv-3.13", "debian-3.11", "pyenv-3.11-cext", "debian-3.11-cext")
 TIMEOUT = 120
+# Plain gdb unwinds through JIT code only where CPython registers that code with gdb's JIT
+# interface (3.15: a `py::jit:executor` symbol and CFI for rip/rsp/rbp). 3.14 registers nothing
+# and its JIT code has no unwind information anywhere, so gdb's frames older than a 3.14 JIT
+# frame are junk.
+GDB_UNWINDS_JIT_FROM_MINOR = 15
 PYSTACK = os.path.join(os.path.dirname(sys.executable), "pystack")
 
 
@@ -150,12 +157,14 @@ def _base(name):
     return None if name is None else name.split("@")[0].split(".")[0]
 
 
-def _interp_module(_=None):
+def _is_interp(module):
     """Whether a module's file name is the interpreter's own (libpython or the executable)."""
-    return lambda m: bool(m) and bool(m.startswith("libpython3") or re.match(r"python3(\.\d+t?)?$", m))
+    return bool(module) and bool(module.startswith("libpython3") or re.match(r"python3(\.\d+t?)?$", module))
 
 
-GDB_SCRIPT = r'''
+# STOP_AFTER ([start, end) ranges) is set in front of this script: the walk ends after the
+# first frame whose PC lies in one (gdb's frames older than JIT code it cannot unwind).
+GDB_SCRIPT = r"""
 import gdb
 for th in gdb.selected_inferior().threads():
     th.switch()
@@ -177,31 +186,32 @@ for th in gdb.selected_inferior().threads():
                 lib = gdb.solib_name(pc) or gdb.current_progspace().filename or "?"
                 print("FRAME %#x %s %s|%s" % (pc, lib.rsplit("/", 1)[-1], name, where))
                 exact = f.type() == gdb.SIGTRAMP_FRAME
+                if any(start <= pc < end for start, end in STOP_AFTER):
+                    break
         try:
             f = f.older()
         except gdb.error:
             break
-'''
+"""
 
 
-def _gdb_frames(mix):
-    """gdb's raw frames (no frame filters; tail-call frames left out) of every thread:
-    {lwp: [(pc, minimal-symbol name or None, module, inlined, file, line)]}, `inlined` being
-    the [(function, file, line)] gdb shows inlined at that PC, innermost first."""
+def _gdb_frames(mix, stop_after=()):
+    """Plain gdb's raw frames (neither pyunwind's unwinder nor any frame filter; tail-call
+    frames left out) of every thread: {lwp: [(pc, minimal-symbol name or None, module,
+    inlined, file, line)]}, `inlined` being the [(function, file, line)] gdb shows inlined at
+    that PC, innermost first; a thread's walk ends after its first frame in `stop_after`."""
     interp = mix["interp"]
     script = os.path.join(mix["sc"].tmpdir, "frames.py")
     with open(script, "w") as f:
-        f.write(GDB_SCRIPT)
+        f.write("STOP_AFTER = %r\n" % (list(stop_after),) + GDB_SCRIPT)
     cmd = ["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off"]
     if interp.debug_dir:
         cmd += ["-iex", "set debug-file-directory %s" % interp.debug_dir]
-    if mix["jit"]:
-        # gdb alone cannot unwind JIT code: its unwinder is pyunwind's gdb script (tested
-        # on its own in test_jit.py).
-        cmd += ["-x", str(repo_root() / "gdb-scripts" / "pyunwind-gdb.py")]
     cmd += ["-ex", "source %s" % script, interp.exe, mix["core"]]
     env = dict(os.environ, **interp.env)
     rc, out, err = run(cmd, TIMEOUT, env=env)
+    assert rc == 0, "gdb failed (%d):\n%s\n%s" % (rc, out, err)
+    assert "Traceback (most recent call last)" not in out + err, out + err
     threads, cur, inlined = {}, None, []
     for line in out.splitlines():
         if line.startswith("THREAD "):
@@ -215,22 +225,43 @@ def _gdb_frames(mix):
             cur.append((int(pc, 16), name or None, lib, inlined, file or None,
                         int(num) if num else None))
             inlined = []
-    assert threads, "gdb printed no frames:\\n%s\\n%s" % (out, err)
+    assert threads, "gdb printed no frames:\n%s\n%s" % (out, err)
     return threads
+
+
+def _basename(path):
+    return None if path is None else os.path.basename(path)
 
 
 @on(INTERP_IDS)
 def test_native_frames_match_gdb(mix):
-    """Every native PC we report is gdb's, in gdb's order; the frames we leave out are the
-    eval-loop frames our Python runs replace (one per run, all in the interpreter); every
-    name we give is the symbol gdb finds at that address; with DWARF, every file, line and
-    inlined function is gdb's."""
-    gdb = _gdb_frames(mix)
-    is_interp = _interp_module(None)
+    """Every native PC we report is plain gdb's, in gdb's order; the frames we leave out are
+    the eval-loop frames our Python runs replace (one per run, all in the interpreter); each
+    frame's name is the symbol gdb finds at that address (none where gdb finds none); with
+    DWARF, its file, line and inlined functions are gdb's. JIT frames: see below."""
+    # The JIT frames are checked without pyunwind: a frame is JIT code exactly when its PC lies
+    # in an anonymous executable mapping of the live process (no perf trampolines in
+    # jit_call.py), and plain gdb reaches it through the C frames' own CFI. Older frames are
+    # compared with gdb only where gdb unwinds JIT code itself (GDB_UNWINDS_JIT_FROM_MINOR);
+    # on 3.14 nothing independent of pyunwind unwinds it (gdb's bt through it is pyunwind's
+    # own unwinder, test_jit.py), so the comparison ends at the first JIT frame.
+    jit_code = jh.anon_exec_ranges(mix["sc"].pid) if mix["jit"] else []
+    cut_at_jit = mix["jit"] and mix["interp"].minor < GDB_UNWINDS_JIT_FROM_MINOR
+    gdb = _gdb_frames(mix, jit_code if cut_at_jit else ())
+    jit_frames = 0
     for t in mix["all"]["threads"]:
-        assert not [f for f in t["frames"] if f["kind"] == "unreadable"], t["frames"]
+        frames = t["frames"]
+        assert not [f for f in frames if f["kind"] == "unreadable"], frames
+        for f in frames:
+            if f["kind"] in ("native", "jit"):
+                assert (f["kind"] == "jit") == jh.in_ranges(jit_code, f["address"]), (
+                    hex(f["address"]), f, jit_code)
+        kinds = [f["kind"] for f in frames]
+        jit_frames += kinds.count("jit")
+        if cut_at_jit and "jit" in kinds:
+            frames = frames[:kinds.index("jit") + 1]
         ours, inl = [], []
-        for f in t["frames"]:
+        for f in frames:
             if f["kind"] == "native" and f.get("inlined"):
                 inl.append(f)
             elif f["kind"] in ("native", "jit"):
@@ -247,29 +278,32 @@ def test_native_frames_match_gdb(mix):
             assert k < len(pcs), "native frame %#x (%s) not in gdb's stack %s" % (
                 f["address"], f.get("function"), [hex(p) for p in pcs])
             pc, name, lib, g_inlined, g_file, g_line = theirs[k]
-            if "function" in f and f["kind"] == "native":
-                assert _base(f["function"]) == _base(name), (hex(pc), f, name)
-            if "line" in f:
-                assert (os.path.basename(f["file"]), f["line"]) == (
-                    os.path.basename(g_file or ""), g_line), (hex(pc), f, theirs[k])
-            if inlined:
-                assert [(i["function"], i["line"]) for i in inlined] == [
-                    (n, ln) for n, _, ln in g_inlined], (hex(pc), inlined, g_inlined)
+            if f["kind"] == "jit":
+                # gdb names no 3.14 JIT code, and all of 3.15's `py::jit:executor` (the name
+                # CPython registers); ours names the executor's Python code (test_jit_frames).
+                assert f["function"].startswith("[jit] "), (hex(pc), f, name)
+            else:
+                assert _base(f.get("function")) == _base(name), (hex(pc), f, name)
+            assert (_basename(f.get("file")), f.get("line")) == (_basename(g_file), g_line), (
+                hex(pc), f, theirs[k])
+            assert [(i["function"], _basename(i.get("file")), i.get("line")) for i in inlined] == [
+                (n, _basename(fl), ln) for n, fl, ln in g_inlined], (hex(pc), inlined, g_inlined)
             k += 1
         assert k == len(pcs), "gdb has older frames: %s" % theirs[k:]
-        runs = sum(1 for f in t["frames"] if f["kind"] == "python" and f["entry"])
-        assert len(skipped) == runs, "skipped %s\\nours %s\\ngdb %s" % (
+        runs = sum(1 for f in frames if f["kind"] == "python" and f["entry"])
+        assert len(skipped) == runs, "skipped %s\nours %s\ngdb %s" % (
             _fmt([x[:3] for x in skipped]),
             _fmt([(f["address"], f.get("function"), f.get("module")) for f, _ in ours]),
             _fmt([x[:3] for x in theirs]))
-        assert all(is_interp(x[2]) for x in skipped), skipped
+        assert all(_is_interp(x[2]) for x in skipped), skipped
+    assert bool(jit_frames) == mix["jit"], mix["all"]["threads"]
 
 
 def _fmt(frames):
     return "\n  ".join([""] + ["%#x %s %s" % f for f in frames])
 
 
-def _project(frames, is_interp):
+def _project(frames):
     """Python frames as (file, line) and native frames outside the interpreter as their
     symbol (None when unnamed), innermost first; inlined functions left out (pystack's
     too)."""
@@ -277,7 +311,7 @@ def _project(frames, is_interp):
     for f in frames:
         if f["kind"] == "python":
             out.append(("py", os.path.basename(f["file"]), f["line"]))
-        elif f["kind"] == "native" and not f.get("inlined") and not is_interp(f.get("module")):
+        elif f["kind"] == "native" and not f.get("inlined") and not _is_interp(f.get("module")):
             out.append(("c", _base(f.get("function"))))
     return out
 
@@ -303,9 +337,9 @@ def _pystack_threads(cmd):
     return threads
 
 
-def _same_placement(ours, theirs, is_interp):
+def _same_placement(ours, theirs):
     theirs = [t[:2] if t[0] == "c" else t for t in theirs
-              if t[0] == "py" or not is_interp(t[2])]
+              if t[0] == "py" or not _is_interp(t[2])]
     assert len(ours) == len(theirs), "\nours:   %s\npystack: %s" % (ours, theirs)
     for a, b in zip(ours, theirs):
         if a[0] == "c" and (a[1] is None or b[1] == "???"):
@@ -323,7 +357,6 @@ def test_placement_matches_pystack(mix, where):
     """The Python frames sit among the native frames outside the interpreter (libc, libffi,
     _ctypes) where pystack --native puts them, thread by thread."""
     assert os.access(PYSTACK, os.X_OK), "pystack missing from the test venv (tools/test-env.sh)"
-    is_interp = _interp_module(None)
     if where == "core":
         theirs = _pystack_threads([PYSTACK, "core", mix["core"], mix["interp"].exe, "--native-all"])
         report = mix["all"]
@@ -331,7 +364,7 @@ def test_placement_matches_pystack(mix, where):
         theirs = _pystack_threads([PYSTACK, "remote", mix["sc"].pid, "--native-all"])
         report = mix["live"]
     for t in report["threads"]:
-        _same_placement(_project(t["frames"], is_interp), theirs[t["native_id"]], is_interp)
+        _same_placement(_project(t["frames"]), theirs[t["native_id"]])
 
 
 @on(INTERP_IDS)
@@ -381,6 +414,8 @@ def test_gdb_frame_filter_hides_the_same_frames(mix):
            str(repo_root() / "gdb-scripts" / "pyunwind-gdb.py"), "-ex", "source %s" % script,
            interp.exe, mix["core"]]
     rc, out, err = run(cmd, TIMEOUT, env=dict(os.environ, **interp.env))
+    assert rc == 0, "gdb failed (%d):\n%s\n%s" % (rc, out, err)
+    assert "Traceback (most recent call last)" not in out + err, out + err
     lines = [l.split() for l in out.splitlines() if l == "PY" or l.startswith("C ")]
     py = [i for i, l in enumerate(lines) if l[0] == "PY"]
     assert len(py) >= 2, out + err
@@ -409,20 +444,24 @@ def test_jit_frames(mix):
 
 @on(INTERP_IDS)
 def test_python_frames_and_truth(mix):
-    """--native keeps every Python frame of the truth, in order, and hides the interpreter's
-    plumbing between two Python frames (by address: stripped builds too)."""
-    is_interp = _interp_module(None)
-    truth = {t["native_id"]: t for t in mix["sc"].truth.get("threads", []) if t.get("native_id")}
+    """--native and --native-all list exactly the truth's threads, each with the truth's Python
+    frames in order; --native hides the interpreter's plumbing between two Python frames (by
+    address: stripped builds too)."""
+    truth = mix["sc"].truth["threads"]
+    # A thread the truth leaves out would go unchecked: the truth must cover the process.
+    assert sorted(t["native_id"] for t in truth) == sorted(
+        int(t) for t in os.listdir("/proc/%d/task" % mix["sc"].pid)), (
+        "the scenario's truth does not record every thread of the process", truth)
+    want = {t["native_id"]: [(f["function"], f["file"], f["line"]) for f in t["frames"]]
+            for t in truth}
+    for which in ("hidden", "all"):
+        ids = [t["native_id"] for t in mix[which]["threads"]]
+        assert sorted(ids) == sorted(want), (which, ids, sorted(want))
+        for t in mix[which]["threads"]:
+            got = [(f["function"], f["file"], f["line"]) for f in t["frames"] if f["kind"] == "python"]
+            assert got == want[t["native_id"]], (which, t["native_id"], got)
     for t in mix["hidden"]["threads"]:
-        py = [(f["function"], f["line"]) for f in t["frames"] if f["kind"] == "python"]
-        all_py = [(f["function"], f["line"]) for f in
-                  next(x for x in mix["all"]["threads"] if x["native_id"] == t["native_id"])["frames"]
-                  if f["kind"] == "python"]
-        assert py == all_py
-        if t["native_id"] in truth:
-            want = [(f["function"], f["line"]) for f in truth[t["native_id"]]["frames"]]
-            assert py == want
-        kinds = [(f["kind"], is_interp(f.get("module"))) for f in t["frames"]]
+        kinds = [(f["kind"], _is_interp(f.get("module"))) for f in t["frames"]]
         first = next(i for i, k in enumerate(kinds) if k[0] == "python")
         last = max(i for i, k in enumerate(kinds) if k[0] == "python")
         assert ("native", True) not in kinds[first:last], t["frames"]
