@@ -62,6 +62,7 @@ def check_async(report, truth, live_cli=False):
         g = tasks[tid]
         who = "task %s" % w["name"]
         assert g["name"] == w["name"], who
+        assert g["type"] == w["type"], who
         assert g["state"] == "pending", who
         assert g["supported"] is True, who
         assert g["on_cpu"] == w["on_cpu"], who

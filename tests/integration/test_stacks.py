@@ -54,6 +54,11 @@ def got(frames):
 
 def check_report(report, truth, live_cli=False):
     assert report["python"]["version"] == truth["python"]
+    assert report["python"]["free_threaded"] is truth["free_threaded"]
+    assert "gil_holder" in truth, (
+        "the truth of a running scenario has no GIL holder: check_report compares stops only")
+    holder = truth["gil_holder"]
+    assert holder is None or holder in [tt["thread_id"] for tt in truth["threads"]], holder
     by_id = {t["thread_id"]: t for t in report["threads"]}
     # Exactly the program's threads: an extra (misread or stale) thread is as wrong as a
     # missing one.
@@ -65,6 +70,12 @@ def check_report(report, truth, live_cli=False):
         assert t["name"] == tt["name"]
         # Every version names its threads, 3.10 too (glibc's pthread struct has the LWP).
         assert t["native_id"] == tt["native_id"], tt["name"]
+        # The thread the GIL names (`locked`, `last_holder`) holds it: at a stop nobody, as
+        # every thread waits in a call that released it. A free-threaded build's is null
+        # (docs/report.md), even where PYTHON_GIL=1 turns a GIL on.
+        want_gil = None if truth["free_threaded"] else tt["thread_id"] == holder
+        assert t["holds_gil"] is want_gil, "thread %s: holds_gil %r, want %r" % (
+            tt["name"], t["holds_gil"], want_gil)
         assert got(t["frames"]) == expected(tt["frames"]), "thread %s" % tt["name"]
         assert all(f["kind"] == "python" for f in t["frames"])
         assert t["truncated"] is False, "thread %s" % tt["name"]
@@ -98,6 +109,46 @@ def test_cli_core_and_live(interp, name):
         rc, out, err = harness.run([str(harness.cli_path()), "core", core, "--exe", sc.exe], 60)
         assert rc == 0, err
         assert len(traceback_frames(out)) == sum(len(t["frames"]) for t in sc.truth["threads"])
+
+
+# The types whose repr the decoder makes as Python does (`try_repr` in src/cpython/objects.rs),
+# within its bounds: 16 items, 3 levels, 256 characters (then `...`), ints of 1000 digits,
+# bytes of 4096. The locals scenario keeps its values within them, so a cut shows here as a
+# difference. Any other object is `<TP_NAME object at 0xADDR>` (Python's own repr would run
+# code in the target), the truth's `local_objects` giving its type's tp_name and its id.
+PYTHON_REPR_TYPES = {"NoneType", "bool", "int", "float", "str", "bytes", "tuple", "list", "dict",
+                     "set", "frozenset"}
+
+
+def expected_locals(frame):
+    """(name, repr, is_arg) of every local of a truth frame recorded with its locals, in the
+    frame's order (that of f_locals: arguments first)."""
+    out = []
+    for name, want in frame["locals"].items():
+        obj = frame["local_objects"][name]
+        if obj["type"] not in PYTHON_REPR_TYPES:
+            want = "<%s object at %#x>" % (obj["type"], obj["id"])
+        out.append((name, want, name in frame["args"]))
+    return out
+
+
+@pytest.mark.parametrize("interp", INTERPS, ids=lambda i: i.id)
+def test_cli_locals(interp):
+    """`--locals --json`, live and from the core: the stopped frame's locals, each value as the
+    program itself recorded it."""
+    with harness.Scenario(interp, "locals") as sc:
+        main = sc.truth["threads"][0]
+        for source in ("pid", "core"):
+            target = str(sc.pid) if source == "pid" else sc.make_core()
+            rc, out, err = harness.run(
+                [str(harness.cli_path()), source, target, "--locals", "--json"], 60)
+            assert rc == 0, err
+            report = json.loads(out)
+            check_report(report, sc.truth)
+            frames = next(t["frames"] for t in report["threads"]
+                          if t["thread_id"] == main["thread_id"])
+            shown = [(lc["name"], lc["repr"], lc["is_arg"]) for lc in frames[0]["locals"]]
+            assert shown == expected_locals(main["frames"][0]), source
 
 
 @pytest.mark.parametrize("name", STACK_SCENARIOS)
@@ -155,12 +206,7 @@ def test_gdb_locals_print_list_up_down(interp):
         down_part, full_part = rest.split("@@FULL@@")
         truth_frame = sc.truth["threads"][0]["frames"][0]
         shown = dict(line.split(" = ", 1) for line in locals_part.strip().splitlines() if " = " in line)
-        for name, want in truth_frame["locals"].items():
-            if want.startswith("<"):
-                # Python prints `<module.Type object at 0x..>`; we print the type's tp_name.
-                assert re.match(r"^<\w+ object at 0x[0-9a-f]+>$", shown[name]), (name, shown[name])
-            else:
-                assert shown[name] == want, name
+        assert shown == {name: want for name, want, _ in expected_locals(truth_frame)}
         assert "local 'big' = 1267650600228229401496703205376" in print_part
         assert "local 'ucs4_text' = '𝄞x'" in print_part
         assert "global 'Thing' = <type object at" in print_part

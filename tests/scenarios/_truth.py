@@ -15,23 +15,41 @@ extra Python frame sits on top.
 Worker threads use the same trick: ``started.set(); _truth.HELD.acquire()``.
 
 Everything here comes from the interpreter itself; nothing about frames is hand-typed.
-Runs on CPython 3.10 to 3.13.
+Runs on CPython 3.10 to 3.15, free-threaded 3.13 included.
 """
 
 import json
 import os
 import platform
 import sys
+import sysconfig
 import threading
 import time
 
 HELD = threading.Lock()
 HELD.acquire()
 
+# A --disable-gil build: Py_GIL_DISABLED is 1 there, 0 on other 3.13+ builds, unset (None)
+# before 3.13.
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
 # How long ready() waits for other threads to stop moving, and how far apart two samples of
 # their stacks are taken.
 MAX_SETTLE_SECONDS = 10.0
 SAMPLE_GAP_SECONDS = 0.1
+
+
+def type_name(cls):
+    """``cls``'s ``tp_name``, the name a reader of the process's memory finds: ``_asyncio.Task``
+    for the C Task (its ``__name__`` drops the module), ``Task`` for the pure-Python one,
+    ``Thing`` for a class statement's (no ``__module__``, no ``__qualname__``). No attribute
+    holds it, so it is read where the interpreter keeps it: ``tp_name`` is the first field
+    after the ``PyVarObject`` header (Include/cpython/object.h, 3.10 to 3.15), and that header
+    is ``object``'s instance size (16 bytes, 32 on a free-threaded build) plus ``ob_size``."""
+    import ctypes  # only where a scenario needs it: it maps libffi into the process
+
+    at = id(cls) + object.__basicsize__ + ctypes.sizeof(ctypes.c_ssize_t)
+    return ctypes.c_char_p.from_address(at).value.decode("utf-8")
 
 
 def code_name(code):
@@ -98,13 +116,25 @@ def collect(caller, with_locals=False):
     """The truth dict: the calling thread (from ``caller``) first, then the others by name.
 
     ``with_locals``: the innermost frame of the calling thread gets
-    ``"locals": {name: repr(value)}`` for every entry of ``caller.f_locals``.
+    ``"locals": {name: repr(value)}`` for every entry of ``caller.f_locals`` (in its order:
+    the frame's own, arguments first), ``"local_objects": {name: {"type": tp_name, "id":
+    id(value)}}`` (what a reader of memory can say of an object whose repr it cannot make) and
+    ``"args"``: the names of the frame's arguments.
+
+    ``free_threaded``: a --disable-gil build. ``gil_holder``: the ``thread_id`` of the thread
+    holding the GIL at the stop, None for nobody: at a scenario's stop every thread blocks in
+    a C call that released it (``HELD.acquire()``, ``time.sleep``, a read, the event loop's
+    ``select``). A running scenario has no such stop: write_truth leaves the key out.
     """
     threads_by_ident = _thread_by_ident()
     me = threading.current_thread()
     mine = frames_from(caller)
     if with_locals:
-        mine[0]["locals"] = {name: repr(value) for name, value in caller.f_locals.items()}
+        values = caller.f_locals
+        mine[0]["locals"] = {name: repr(value) for name, value in values.items()}
+        mine[0]["local_objects"] = {name: {"type": type_name(type(value)), "id": id(value)}
+                                    for name, value in values.items()}
+        mine[0]["args"] = list(caller.f_code.co_varnames[:_arg_count(caller.f_code)])
     entries = [_thread_entry(me, mine)]
     others = []
     for ident, frames in settled_thread_stacks().items():
@@ -118,13 +148,26 @@ def collect(caller, with_locals=False):
         "python": platform.python_version(),
         "pid": os.getpid(),
         "executable": sys.executable,
+        "free_threaded": FREE_THREADED,
+        "gil_holder": None,
         "threads": entries + others,
     }
+
+
+def _arg_count(code):
+    """How many of ``co_varnames`` are arguments: positional (and positional-only), keyword-only,
+    then ``*args`` and ``**kwargs`` (Include/cpython/code.h: CO_VARARGS 0x4, CO_VARKEYWORDS
+    0x8)."""
+    return (code.co_argcount + code.co_kwonlyargcount
+            + bool(code.co_flags & 0x4) + bool(code.co_flags & 0x8))
 
 
 def write_truth(truth, signal=True):
     """Write the truth file, then (unless ``signal`` is false) signal the harness through the
     FIFO."""
+    if truth.get("running"):
+        # A program that keeps running has no holder at a fixed point.
+        truth.pop("gil_holder", None)
     truth_path = sys.argv[1]
     tmp = truth_path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:

@@ -1,6 +1,7 @@
 """A frame holding locals of every kind the decoder must print.
 
-The truth of the stopping frame (``inspect_me``) carries ``"locals": {name: repr(value)}``.
+The truth of the stopping frame (``inspect_me``) carries ``"locals": {name: repr(value)}``,
+and each value's type (``tp_name``) and id, and the frame's argument names (``_truth.collect``).
 ``counter`` is a cell variable, read by the closure ``bump``.
 """
 

@@ -186,7 +186,7 @@ def task_truth(ctx, stacks):
             entry = {"id": id(t), "name": ctx.names.get(id(t)) or t.get_name(),
                      "awaited_by": sorted(ctx.awaited_by.get(id(t), ())),
                      "owned_by": sorted(ctx.owned_by.get(id(t), ())),
-                     "loop": id(loop), "type": type(t).__name__}
+                     "loop": id(loop), "type": _truth.type_name(type(t))}
             if id(t) in tops:
                 nid, i = tops[id(t)]
                 newer = [j for (n2, j) in tops.values() if n2 == nid and j < i]
@@ -649,7 +649,7 @@ async def case_subclass(ctx):
     duck = DuckTask(loop)
     ctx.keep.append(duck)
     asyncio.tasks._register_task(duck)
-    ctx.non_tasks.append({"id": id(duck), "type": "DuckTask"})
+    ctx.non_tasks.append({"id": id(duck), "type": _truth.type_name(DuckTask)})
     ctx.idle()
     await t  # awaits: task
 
