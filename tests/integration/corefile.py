@@ -7,6 +7,8 @@ address, in a copy of the core.
     core = CoreFile(path)
     core.read_u64(addr)                 # bytes the core holds for addr
     patched = core.patched_copy(dest, {addr: struct.pack("<Q", value)})
+    core.mapped_files()                 # NT_FILE: (start, end, file offset, path) of each mapping
+    core.stack_pointers()               # NT_PRSTATUS: {LWP: rsp}
 """
 
 import os
@@ -14,6 +16,13 @@ import shutil
 import struct
 
 PT_LOAD = 1
+PT_NOTE = 4
+NT_PRSTATUS = 1
+NT_FILE = 0x46494C45
+# `struct elf_prstatus` of x86-64 (linux/elfcore.h): pr_pid at 32, pr_reg (user_regs_struct,
+# sys/user.h) at 112; rsp is its 20th register.
+PRSTATUS_PID = 32
+PRSTATUS_RSP = 112 + 8 * 19
 
 
 class CoreFileError(Exception):
@@ -37,11 +46,15 @@ class CoreFile:
             table = f.read(phentsize * phnum)
         # (vaddr, offset, filesz, memsz) of every PT_LOAD with bytes in the file.
         self.loads = []
+        # (offset, filesz) of every PT_NOTE (gcore lists its one note segment twice).
+        self.note_segments = []
         for i in range(phnum):
             p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, _align = \
                 struct.unpack_from("<IIQQQQQQ", table, i * phentsize)
             if p_type == PT_LOAD and p_filesz:
                 self.loads.append((p_vaddr, p_offset, p_filesz, p_memsz))
+            elif p_type == PT_NOTE and p_filesz and (p_offset, p_filesz) not in self.note_segments:
+                self.note_segments.append((p_offset, p_filesz))
 
     def offset_of(self, addr, size=1):
         """The file offset of the ``size`` bytes at virtual address ``addr``."""
@@ -63,6 +76,47 @@ class CoreFile:
             return self.offset_of(addr, size) + size <= self.size
         except CoreFileError:
             return False
+
+    def notes(self):
+        """(n_type, name, desc) of every note, in file order."""
+        out = []
+        with open(self.path, "rb") as f:
+            for offset, filesz in self.note_segments:
+                f.seek(offset)
+                data = f.read(filesz)
+                if len(data) != filesz:
+                    raise CoreFileError("%s: its notes are cut off" % self.path)
+                pos = 0
+                while pos + 12 <= len(data):
+                    namesz, descsz, n_type = struct.unpack_from("<III", data, pos)
+                    pos += 12
+                    name = data[pos:pos + namesz].rstrip(b"\0")
+                    pos += (namesz + 3) & ~3
+                    out.append((n_type, name, data[pos:pos + descsz]))
+                    pos += (descsz + 3) & ~3
+        return out
+
+    def mapped_files(self):
+        """(start, end, file offset, path) of every file mapping (the NT_FILE note)."""
+        found = [desc for n_type, name, desc in self.notes()
+                 if n_type == NT_FILE and name == b"CORE"]
+        if len(found) != 1:
+            raise CoreFileError("%s has %d NT_FILE notes" % (self.path, len(found)))
+        desc = found[0]
+        count, page_size = struct.unpack_from("<QQ", desc, 0)
+        paths = desc[16 + 24 * count:].split(b"\0")[:count]
+        out = []
+        for i, path in enumerate(paths):
+            start, end, page = struct.unpack_from("<QQQ", desc, 16 + 24 * i)
+            out.append((start, end, page * page_size, os.fsdecode(path)))
+        return out
+
+    def stack_pointers(self):
+        """{LWP: rsp} of every thread (its NT_PRSTATUS note)."""
+        return {struct.unpack_from("<I", desc, PRSTATUS_PID)[0]:
+                struct.unpack_from("<Q", desc, PRSTATUS_RSP)[0]
+                for n_type, name, desc in self.notes()
+                if n_type == NT_PRSTATUS and name == b"CORE"}
 
     def read(self, addr, size):
         with open(self.path, "rb") as f:

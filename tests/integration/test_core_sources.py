@@ -31,6 +31,8 @@ CLI_TIMEOUT = 120
 BIG_CORE_PAYLOAD_BYTES = 192 << 20
 MAX_RSS_FRACTION = 0.25
 DEBIAN_LIBDIR = "/lib/x86_64-linux-gnu"
+# A compressed core that unpacks to fewer bytes than an ELF header is refused as damaged.
+ELF_HEADER_BYTES = 64
 CHROOT_PYTHON = "/opt/py/bin/python3"
 
 
@@ -103,37 +105,42 @@ def test_systemd_coredump_style_zstd_core(shapes_core):
     assert cli_json("core", packed) == plain
 
 
+def error_line(path):
+    """The CLI's one error line for the core at ``path``, with ``path`` written CORE."""
+    rc, out, err = cli("core", path, "--json")
+    harness.assert_no_panic(err, rc)
+    assert not out, out[:3000]
+    return one_line_error(rc, err).replace(str(path), "CORE")
+
+
 @pytest.mark.parametrize("tool", sorted(COMPRESSORS))
 def test_cut_compressed_core_is_a_cut_core(shapes_core, tool):
-    """A compressed core cut short reads like a plain core cut short: the same one-line error,
-    or the same partial report, as the plain core cut where the decompressor stops."""
-    core, truth, plain = shapes_core
+    """A compressed core cut short reads like the plain core cut where the tool's own
+    decompressor stops: the same error line (but for the file's name). gcore writes the notes
+    last, so every cut loses them; one that unpacks to less than an ELF header is refused as
+    a damaged compressed core (src/memory/unpack.rs), not as the empty file it unpacks to."""
+    core = shapes_core[0]
     packed = compress(tool, core, core.parent / ("cut-src-" + tool))
     data = packed.read_bytes()
     for fraction in (0.02, 0.5, 0.97):
         cut = core.parent / ("cut-%s-%d" % (tool, fraction * 100))
         cut.write_bytes(data[:int(len(data) * fraction)])
-        rc, out, err = cli("core", cut, "--json")
-        if rc != 0:
-            one_line_error(rc, err)
+        with open(cut, "rb") as f:
+            unpacked = subprocess.run([COMPRESSORS[tool][0], "-d", "-c"], stdin=f,
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                      timeout=300)
+        assert unpacked.returncode != 0, "%s unpacked a cut file without an error" % tool
+        what = "%s cut to %d%%, %d bytes unpacked" % (tool, fraction * 100, len(unpacked.stdout))
+        got = error_line(cut)
+        if len(unpacked.stdout) < ELF_HEADER_BYTES:
+            assert got.startswith("pyunwind: CORE: not a readable %s core: " % tool), (what, got)
             continue
-        report = json.loads(out)
-        # What is there is right: each thread's frames are the innermost part of the truth.
-        assert report["python"]["version"] == truth["python"]
-        truth_frames = {t["thread_id"]: t["frames"] for t in truth["threads"]}
-        for t in report["threads"]:
-            readable = [f for f in t["frames"] if f["kind"] == "python"]
-            want = [(f["function"], f["file"], f["line"]) for f in truth_frames.get(t["thread_id"], [])]
-            assert [(f["function"], f["file"], f["line"]) for f in readable] == want[:len(readable)]
-        # ... and the same as from the plain core cut at the length the tool itself unpacks.
-        tool_out = subprocess.run([COMPRESSORS[tool][0], "-d", "-c"], stdin=open(cut, "rb"),
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
         plain_cut = core.parent / ("plain-cut-%s-%d" % (tool, fraction * 100))
-        plain_cut.write_bytes(tool_out)
-        assert len(tool_out) < core.stat().st_size
-        rc2, out2, err2 = cli("core", plain_cut, "--json")
-        assert rc2 == 0, err2
-        assert len(report["threads"]) == len(json.loads(out2)["threads"])
+        plain_cut.write_bytes(unpacked.stdout)
+        want = error_line(plain_cut)
+        assert want == "pyunwind: CORE: core file has no NT_FILE note (mapped files unknown)\n", (
+            what, want)
+        assert got == want, what
 
 
 def test_compressed_core_is_not_held_in_memory(tmp_path):

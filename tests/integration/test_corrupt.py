@@ -61,6 +61,10 @@ TSTATE_FRAME = {10: ("direct", 24), 11: ("cframe", 56, 8), 12: ("cframe", 56, 0)
                 13: ("direct", 72)}
 # Bytes of PyThreadState the thread walk reads (up to the end of thread_id / native_thread_id).
 TSTATE_READ_SIZE = {10: 184, 11: 168, 12: 152, 13: 168}
+# Where the thread walk starts: `_PyRuntimeState.interpreters.head`, then the interpreter's
+# `next` (at 0 in every version) and `threads.head` (3.10: `tstate_head`).
+RUNTIME_INTERPRETERS_HEAD = {10: 32, 11: 40, 12: 40, 13: 632}
+INTERP_THREADS_HEAD = {10: 8, 11: 16, 12: 72, 13: 7344}
 
 HUGE_STR_LENGTH = 1 << 40
 UNMAPPED_ADDRESS = 0x10  # never mapped: reads of it fail
@@ -100,7 +104,7 @@ def cli_report(path, *extra):
     """The CLI's JSON report of the core at ``path``; it must exit 0 without a panic."""
     cmd = ["core", str(path), "--json", *extra]
     rc, out, err = cli(*cmd)
-    assert_no_panic(err)
+    assert_no_panic(err, rc)
     assert rc == 0, describe_run(["pyunwind"] + cmd, rc, out, err)
     return json.loads(out)
 
@@ -109,16 +113,16 @@ NO_NOTES = "core file has no NT_FILE note"
 NO_HEADERS = "unreadable program headers"
 
 
-def cli_outcome(path, what, failure=None):
-    """The one outcome the CLI must give for the core at ``path``: with ``failure`` None, a
-    JSON report (exit 0), returned; else a clean failure (exit 1, one `pyunwind: ` line) whose
-    line holds ``failure``."""
+def cli_outcome(path, what, failure=None, extra=()):
+    """The one outcome the CLI (with the options ``extra``) must give for the core at
+    ``path``: with ``failure`` None, a JSON report (exit 0), returned; else a clean failure
+    (exit 1, one `pyunwind: ` line) whose line holds ``failure``, returned."""
     if failure is None:
-        return cli_report(path)
-    rc, out, err = cli("core", str(path), "--json")
+        return cli_report(path, *extra)
+    rc, out, err = cli("core", str(path), "--json", *extra)
     assert_clean_failure(rc, out, err, what)
     assert failure in err, "%s: want an error about %r, got %r" % (what, failure, err)
-    return None
+    return err
 
 
 def gdb_env():
@@ -165,16 +169,31 @@ def truth_frames(truth_thread):
     return [(f["function"], f["file"], f["line"]) for f in truth_thread["frames"]]
 
 
+# The reason of the unreadable frame that ends a native walk cut short (src/native_stacks.rs).
+NATIVE_LOST = "native frames: "
+
+
+def is_native_loss(frame):
+    return frame["kind"] == "unreadable" and (frame.get("reason") or "").startswith(NATIVE_LOST)
+
+
 def stack(report_thread):
     """A report thread's Python-level frames: (function, file, line) for a Python frame,
-    ("unreadable", address, reason) for an unreadable one. Native frames are left out."""
+    ("unreadable", address, reason) for an unreadable one. Native frames, and the unreadable
+    frame that ends a cut native walk, are left out (native_walk)."""
     out = []
     for f in report_thread["frames"]:
         if f["kind"] == "python":
             out.append((f["function"], f["file"], f["line"]))
-        elif f["kind"] == "unreadable":
+        elif f["kind"] == "unreadable" and not is_native_loss(f):
             out.append(("unreadable", f.get("address"), f.get("reason")))
     return out
+
+
+def native_walk(report_thread):
+    """(PCs of the native and JIT frames, reasons of the native walk's error frames)."""
+    pcs = [f["address"] for f in report_thread["frames"] if f["kind"] in ("native", "jit")]
+    return pcs, [f["reason"] for f in report_thread["frames"] if is_native_loss(f)]
 
 
 def is_unreadable(item):
@@ -236,6 +255,38 @@ def main_thread(truth):
 # --- real cores, made once per (interpreter, scenario) -----------------------------------
 
 
+def dynamic_symbol(path, name):
+    """The value of the dynamic symbol ``name`` of the ELF file at ``path`` (stripped builds
+    keep their .dynsym)."""
+    sections = harness.elf_sections(path)
+    with open(path, "rb") as f:
+        f.seek(sections[".dynsym"][0])
+        symbols = f.read(sections[".dynsym"][1])
+        f.seek(sections[".dynstr"][0])
+        strings = f.read(sections[".dynstr"][1])
+    want = name.encode() + b"\0"
+    found = [struct.unpack_from("<Q", symbols, i + 8)[0] for i in range(0, len(symbols), 24)
+             if strings[struct.unpack_from("<I", symbols, i)[0]:].startswith(want)]
+    assert len(found) == 1, "%s: %d dynamic symbols %s" % (path, len(found), name)
+    return found[0]
+
+
+def first_load_vaddr(path):
+    """p_vaddr of the ELF file's PT_LOAD at file offset 0 (where its mapping of offset 0 is
+    placed, relative to the load bias)."""
+    with open(path, "rb") as f:
+        header = f.read(64)
+        phoff, = struct.unpack_from("<Q", header, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", header, 0x36)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    found = [vaddr for p_type, offset, vaddr in
+             (struct.unpack_from("<I4xQQ", table, i * phentsize) for i in range(phnum))
+             if p_type == 1 and offset == 0]
+    assert len(found) == 1, path
+    return found[0]
+
+
 class RealCore:
     """A gcore core of a scenario, its truth and our report of the untouched core."""
 
@@ -246,6 +297,7 @@ class RealCore:
         self.truth = truth
         self.report = report
         self.minor = interp.minor
+        self._native_report = None
 
     def report_thread(self, truth_thread):
         t = report_threads(self.report).get(truth_thread["thread_id"])
@@ -263,6 +315,21 @@ class RealCore:
         found = [t for t in self.truth["threads"] if t["name"] == name]
         assert len(found) == 1, name
         return found[0]
+
+    def runtime(self):
+        """`_PyRuntime` in the core: the symbol of the interpreter's libpython (or of its
+        executable, which then holds libpython), where the core maps that file."""
+        module = os.path.realpath(self.interp.libpython or self.interp.exe)
+        starts = [start for start, _, offset, path in self.core.mapped_files()
+                  if offset == 0 and path == module]
+        assert len(starts) == 1, "%s mapped %d times at offset 0" % (module, len(starts))
+        return starts[0] - first_load_vaddr(module) + dynamic_symbol(module, "_PyRuntime")
+
+    def native_report(self):
+        """`--native` on the untouched core, made once."""
+        if self._native_report is None:
+            self._native_report = cli_report(self.core.path, "--native")
+        return self._native_report
 
 
 class Workdir:
@@ -531,6 +598,8 @@ TRUNCATIONS = [
     ("kernel", 0.9), ("kernel", 0.6), ("kernel", 0.2), ("kernel", 0.01),
     ("kernel", "main-frame0"), ("kernel", "worker-frame0"),
 ]
+TRUNCATION_IDS = ["%s-%s" % (l, "%d%%" % (c * 100) if isinstance(c, float) else c)
+                  for l, c in TRUNCATIONS]
 
 
 def truncated_core(rc, w, layout, cut):
@@ -551,29 +620,35 @@ def truncated_core(rc, w, layout, cut):
 def check_truncated(rc, report, cut_core=None):
     """What a report of a damaged core shows is right; whatever is missing has an error; and
     (with ``cut_core``, the damaged core) a thread whose PyThreadState is still in the core
-    is listed when every thread state before it in the interpreter's list is there too."""
+    is listed when the heads of the runtime's and the interpreter's lists, and every thread
+    state before it in the interpreter's list, are there too: also when the report lists no
+    thread at all."""
     assert_consistent(report, rc.truth)
     threads = report_threads(report)
     complete = [tt for tt in rc.truth["threads"] if tt["thread_id"] in threads
                 and stack(threads[tt["thread_id"]]) == truth_frames(tt)]
     if len(complete) < len(rc.truth["threads"]):
         assert report["errors"], "threads are missing or incomplete and no error says why"
-    if cut_core is None or not report["threads"]:
+    if cut_core is None:
         return
+    interps = {t["interpreter"] for t in rc.report["threads"]}
+    assert len(interps) == 1, interps
+    interp = interps.pop()
+    heads = [rc.runtime() + RUNTIME_INTERPRETERS_HEAD[rc.minor], interp,
+             interp + INTERP_THREADS_HEAD[rc.minor]]
+    reachable = all(cut_core.has(a, 8) for a in heads)
     # The report lists threads oldest first; CPython links them newest first.
-    reachable = True
     for t in reversed(rc.report["threads"]):
         reachable = reachable and cut_core.has(t["thread_state"], TSTATE_READ_SIZE[rc.minor])
         if reachable:
             assert t["thread_id"] in threads, (
-                "thread %s (native id %s) is missing although its PyThreadState %#x and every "
-                "newer one are in the core; errors %r"
-                % (t["name"], t["native_id"], t["thread_state"], report["errors"]))
+                "thread %s (native id %s) is missing although the list heads %s, its "
+                "PyThreadState %#x and every newer one are in the core; errors %r"
+                % (t["name"], t["native_id"], ", ".join("%#x" % a for a in heads),
+                   t["thread_state"], report["errors"]))
 
 
-@pytest.mark.parametrize("layout,cut", TRUNCATIONS,
-                         ids=["%s-%s" % (l, "%d%%" % (c * 100) if isinstance(c, float) else c)
-                              for l, c in TRUNCATIONS])
+@pytest.mark.parametrize("layout,cut", TRUNCATIONS, ids=TRUNCATION_IDS)
 def test_truncated_core(interp, layout, cut, real_core, workdir):
     rc = real_core(interp, "threads")
     cut_core = truncated_core(rc, workdir, layout, cut)
@@ -673,9 +748,9 @@ def broken_elf(rc, w, how):
 def test_broken_elf_headers(interp, how, real_core, workdir):
     rc = real_core(interp, "threads")
     path = broken_elf(rc, workdir, how)
-    report = cli_outcome(path, "core with %s" % how, ELF_BREAKS[how])
-    if report is not None:
-        check_truncated(rc, report)
+    outcome = cli_outcome(path, "core with %s" % how, ELF_BREAKS[how])
+    if ELF_BREAKS[how] is None:
+        check_truncated(rc, outcome)
 
 
 # --- 6. not a core, no such file, wrong executable, no Python ------------------------------
@@ -798,29 +873,66 @@ def test_gdb_corrupt_core(interp, case, real_core, workdir):
                 assert "unreadable frame at %#x" % f["address"] in output, f
 
 
-def python_frames(report):
-    """Each thread's Python frames (function, line), by thread state."""
-    return {t["thread_state"]: [(f.get("function"), f.get("line")) for f in t["frames"]
-                                if f["kind"] == "python"]
-            for t in report["threads"]}
-
-
-@pytest.mark.parametrize("layout,cut", [("gcore", 0.6), ("kernel", 0.6), ("kernel", 0.01),
-                                        ("kernel", "main-frame0"), ("kernel", "worker-frame0")],
-                         ids=["gcore-60%", "kernel-60%", "kernel-1%", "kernel-main-frame0",
-                              "kernel-worker-frame0"])
+@pytest.mark.parametrize("layout,cut", TRUNCATIONS, ids=TRUNCATION_IDS)
 def test_native_on_cut_cores(interp, layout, cut, real_core, workdir):
-    """--native on a cut core: no panic; a lost stack costs native frames (with an error
-    entry), never a Python frame the report without --native has."""
+    """--native on a cut core has the outcome test_truncated_core requires without it:
+    gcore's cuts the same one error line; the kernel's a report with the same threads and
+    Python frames. Each thread's native walk starts where the untouched core's does and
+    reaches its outermost frame (surely when the thread's stack is still in the core) or ends
+    in an error entry; a thread that lost Python frames has an error entry too. With neither
+    loss, its native frames are the untouched core's."""
     rc = real_core(interp, "threads")
     cut_core = truncated_core(rc, workdir, layout, cut)
-    code, out, err = cli("core", str(cut_core.path), "--json", "--native")
-    assert_no_panic(err)
-    if code != 0:
-        assert_clean_failure(code, out, err, "--native on a core cut at %s" % (cut,))
+    what = "%s core cut at %s" % (layout, cut)
+    if layout == "gcore":
+        plain_err = cli_outcome(cut_core.path, what, NO_NOTES)
+        native_err = cli_outcome(cut_core.path, what + " (--native)", NO_NOTES, ("--native",))
+        assert native_err == plain_err
         return
-    plain = cli_report(cut_core.path)
-    assert python_frames(json.loads(out)) == python_frames(plain)
+    plain = cli_outcome(cut_core.path, what)
+    native = cli_outcome(cut_core.path, what + " (--native)", extra=("--native",))
+    check_truncated(rc, native, cut_core)
+    assert [t["thread_id"] for t in native["threads"]] == [
+        t["thread_id"] for t in plain["threads"]], (native["errors"], plain["errors"])
+    missing = [e for e in plain["errors"] if e not in native["errors"]]
+    assert not missing, "errors of the plain run missing with --native: %r" % missing
+    whole = report_threads(rc.native_report())
+    sps = rc.core.stack_pointers()
+    for t, p in zip(native["threads"], plain["threads"]):
+        label = "%s (native id %s)" % (t["name"], t["native_id"])
+        assert stack(t) == stack(p), "%s: other Python frames with --native:\n got %r\nwant " \
+            "%r" % (label, stack(t), stack(p))
+        # Errors name a thread by its LWP, or by its thread id where the plain run has none.
+        names = {"thread %d: " % i for i in (t["native_id"], p["native_id"], t["thread_id"])
+                 if i is not None}
+        own_errors = [e["what"] for e in native["errors"] if e["what"][:e["what"].find(": ") + 2]
+                      in names]
+        truth = truth_frames(next(tt for tt in rc.truth["threads"]
+                                  if tt["thread_id"] == t["thread_id"]))
+        if stack(p) != truth:
+            assert own_errors, "%s lost Python frames and no error names it: %r" % (
+                label, native["errors"])
+        got, losses = native_walk(t)
+        want, _ = native_walk(whole[t["thread_id"]])
+        # The registers are in the notes, which every kernel cut keeps: the walk starts where
+        # the untouched core's does, and reaches its outermost frame or says where it stopped.
+        assert got[:1] == want[:1], (label, got, want)
+        assert len(losses) <= 1, (label, losses)
+        if losses:
+            assert "thread %d: %s" % (t["native_id"], losses[0]) in own_errors, (
+                label, losses, own_errors)
+        else:
+            assert got[-1] == want[-1], "%s lost native frames and no error frame says so:\n" \
+                " got %s\nwant %s" % (label, [hex(a) for a in got], [hex(a) for a in want])
+        rsp = sps[t["native_id"]]
+        vaddr, _, filesz = rc.core.segment_of(rsp)
+        if cut_core.has(rsp, vaddr + filesz - rsp):
+            assert not losses, "%s: its stack is in the core, yet the native walk stopped: " \
+                "%r" % (label, losses)
+        # Lost Python frames may leave an eval-loop frame in place of the run it executed.
+        if not losses and stack(p) == truth:
+            assert got == want, "%s: native frames are not the untouched core's:\n got %s\n" \
+                "want %s" % (label, [hex(a) for a in got], [hex(a) for a in want])
 
 
 def test_native_main_thread_stack_lost(interp, real_core, workdir):
@@ -832,8 +944,9 @@ def test_native_main_thread_stack_lost(interp, real_core, workdir):
     cut_core = CoreFile(core.truncated_copy(workdir.file("core.cut"), offset))
     os.unlink(core.path)
     native = cli_report(cut_core.path, "--native")
-    assert python_frames(native) == python_frames(cli_report(cut_core.path))
+    plain = cli_report(cut_core.path)
+    assert {t["thread_id"]: stack(t) for t in native["threads"]} == {
+        t["thread_id"]: stack(t) for t in plain["threads"]}
     mt = main_thread(rc.truth)
     t = report_threads(native)[mt["thread_id"]]
-    assert any(f["kind"] == "unreadable" and "native frames" in f["reason"]
-               for f in t["frames"]), t["frames"]
+    assert any(is_native_loss(f) for f in t["frames"]), t["frames"]
