@@ -9,8 +9,11 @@
 //! | xz | `fd 37 7a 58 5a 00` | `xz` |
 //! | gzip | `1f 8b` | `gzip` |
 //!
-//! A cut compressed core unpacks to a cut core: whatever decompressed before the damage is kept
-//! and read like a truncated plain core (partial results, unreadable pages as errors).
+//! A cut compressed core unpacks to a cut core: what decompressed before the damage is kept
+//! and read like a truncated plain core (partial results, unreadable pages as errors). For zstd
+//! that is all but the frame's last window (512 KiB at `zstd -1`, 8 MiB at most by default):
+//! ruzstd 0.9's decoder holds the window back until the frame ends and has no way to hand it
+//! over when the frame is cut, so a cut zstd core ends that much earlier than `zstd -d` says.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, Write};
