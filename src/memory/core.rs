@@ -56,6 +56,10 @@ pub struct CoreThread {
     /// The general registers in DWARF numbering (x86-64 psABI: rax, rdx, rcx, rbx, rsi, rdi,
     /// rbp, rsp, r8..r15, then rip as the return-address column 16), for native unwinding.
     pub dwarf_regs: [u64; 17],
+    /// `orig_rax`: the system call the thread is in (its arguments stay in rdi, rsi, rdx,
+    /// r10, r8, r9 of `dwarf_regs`; only rax takes the result), or -1 as u64 when it is in
+    /// none (arch/x86/include/asm/syscall.h `syscall_get_nr`).
+    pub orig_rax: u64,
 }
 
 /// `siginfo_t` as an NT_SIGINFO note holds it. x86-64 and arm64 both use the generic layout
@@ -401,6 +405,7 @@ fn parse_prstatus(d: &[u8]) -> Option<CoreThread> {
         rsp: reg(19)?,
         fs_base: reg(21)?,
         dwarf_regs,
+        orig_rax: reg(15)?,
     })
 }
 
@@ -622,6 +627,28 @@ mod tests {
         assert_eq!(c.signal.first_thread, Some(Err(0)));
         assert_eq!(c.signal.siginfo, Some(Err(0)));
         assert!(c.threads.is_empty());
+    }
+
+    #[test]
+    fn orig_rax_is_read_and_a_note_without_the_registers_gives_no_thread() {
+        // pr_reg at 112, orig_rax its 16th register (sys/user.h user_regs_struct).
+        let mut d = prstatus(9, 0, 336);
+        d[232..240].copy_from_slice(&202u64.to_le_bytes());
+        let mut cut = prstatus(10, 0, 336);
+        cut.truncate(240);
+        let notes = [
+            note(b"CORE", elf::NT_PRSTATUS, &d),
+            note(b"CORE", elf::NT_PRSTATUS, &cut),
+        ]
+        .concat();
+        let c = core_with_notes(&notes);
+        assert_eq!(
+            c.threads
+                .iter()
+                .map(|t| (t.lwp, t.orig_rax))
+                .collect::<Vec<_>>(),
+            [(9, 202)]
+        );
     }
 
     #[test]

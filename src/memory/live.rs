@@ -71,3 +71,107 @@ impl Memory for LiveMemory {
         Ok(())
     }
 }
+
+/// What `/proc/PID/task/TID/syscall` shows of a thread (Linux fs/proc/base.c
+/// `proc_pid_syscall`): `NR ARG1 .. ARG6 SP PC` (NR in decimal, the rest in hex) while it is
+/// blocked in system call NR, `-1 SP PC` while it is blocked outside one, `running` while it is
+/// on a CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcSyscall {
+    In { nr: u64, args: [u64; 6] },
+    Outside,
+    Running,
+}
+
+/// Threads of one process looked through to find a thread by its id in the process's own pid
+/// namespace.
+const MAX_TASKS_SCANNED: usize = 1 << 16;
+
+/// What `/proc/PID/task/TID/syscall` shows of the thread whose id is `tid` as the process
+/// itself sees it (CPython's `native_thread_id`, `gettid()`: in a container, not /proc's id);
+/// None when it cannot be read (no such thread, no ptrace access, not Linux's format).
+pub fn proc_syscall(pid: u32, tid: u64) -> Option<ProcSyscall> {
+    let text = std::fs::read_to_string(format!("{}/syscall", task_dir(pid, tid)?)).ok()?;
+    parse_proc_syscall(&text)
+}
+
+/// The /proc directory of `tid`: `/proc/PID/task/TID` when that thread's innermost id is
+/// `tid` (the same pid namespace), else the task whose innermost id it is.
+fn task_dir(pid: u32, tid: u64) -> Option<String> {
+    let direct = format!("/proc/{pid}/task/{tid}");
+    if innermost_id(&direct) == Some(tid) {
+        return Some(direct);
+    }
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .take(MAX_TASKS_SCANNED)
+        .filter_map(|e| Some(e.ok()?.path().to_str()?.to_string()))
+        .find(|dir| innermost_id(dir) == Some(tid))
+}
+
+/// A task's id in its innermost pid namespace: the last field of `NSpid` in its `status`
+/// (Linux 4.1+), else `Pid` (/proc's own namespace).
+fn innermost_id(dir: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("{dir}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().last()?.parse().ok())
+    };
+    field("NSpid:").or_else(|| field("Pid:"))
+}
+
+pub fn parse_proc_syscall(text: &str) -> Option<ProcSyscall> {
+    let mut words = text.split_whitespace();
+    let first = words.next()?;
+    if first == "running" {
+        return Some(ProcSyscall::Running);
+    }
+    let nr: i64 = first.parse().ok()?;
+    if nr < 0 {
+        return Some(ProcSyscall::Outside);
+    }
+    let mut args = [0u64; 6];
+    for a in &mut args {
+        *a = u64::from_str_radix(words.next()?.strip_prefix("0x")?, 16).ok()?;
+    }
+    Some(ProcSyscall::In {
+        nr: nr as u64,
+        args,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_syscall_lines() {
+        assert_eq!(
+            parse_proc_syscall(
+                "202 0x561dad981600 0x189 0x0 0x0 0x0 0xffffffff 0x7ffd4a80 0x7f3f16\n"
+            ),
+            Some(ProcSyscall::In {
+                nr: 202,
+                args: [0x561dad981600, 0x189, 0, 0, 0, 0xffffffff]
+            })
+        );
+        assert_eq!(
+            parse_proc_syscall("-1 0x7ffd4a80 0x7f3f16\n"),
+            Some(ProcSyscall::Outside)
+        );
+        assert_eq!(parse_proc_syscall("running\n"), Some(ProcSyscall::Running));
+        for bad in ["", "x", "0 0x1", "7 1 2 3 4 5 6", "0 0xzz 0 0 0 0 0"] {
+            assert_eq!(parse_proc_syscall(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn own_thread_is_found() {
+        // This thread, reading its own file: blocked in nothing, or the read itself.
+        // SAFETY: gettid takes no arguments and cannot fail.
+        let tid = unsafe { libc::gettid() } as u64;
+        assert!(proc_syscall(std::process::id(), tid).is_some());
+    }
+}

@@ -32,7 +32,7 @@ pub use self::core::{
     USER_REGS_OF_DWARF,
 };
 pub use self::files::{file_build_id, hex, FileLookup, FileSearch};
-pub use self::live::LiveMemory;
+pub use self::live::{parse_proc_syscall, proc_syscall, LiveMemory, ProcSyscall};
 
 use crate::error::{ReadError, ReadErrorKind};
 

@@ -1,15 +1,155 @@
 //! What each thread is doing, in one word: running Python, waiting for the GIL, collecting
 //! garbage, blocked in a system call (its name: from a core's NT_PRSTATUS registers, live from
 //! /proc/PID/task/TID/syscall), or an event loop idle in its selector.
+//!
+//! Each word needs its evidence, else the state is null:
+//!
+//! | state | shown by |
+//! | --- | --- |
+//! | `gc` | the interpreter's `gc.collecting`, and the thread the GIL's last holder |
+//! | `gil_wait` | not holding the GIL, blocked in `futex` on an address inside the GIL |
+//! | `loop_idle` | innermost Python frame a `selectors` module `select`, blocked in a poll-like call |
+//! | `syscall` | blocked in a system call |
+//! | `running` | holding the GIL, in no system call |
+//!
+//! The first that holds wins, in that order. The debugger's memory source has no registers:
+//! only `gc` can show there.
 
-use crate::report::ThreadReport;
+mod syscalls_x86_64;
+
+use crate::cpython::Snapshot;
+use crate::memory::{proc_syscall, ProcSyscall};
+use crate::report::{FrameKind, ThreadReport};
 use crate::session::Session;
+use crate::target::SourceKind;
+
+pub use syscalls_x86_64::x86_64_syscall_name;
+
+/// A thread's system call at the stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Syscall {
+    pub nr: u64,
+    /// rdi, rsi, rdx, r10, r8, r9 (x86-64).
+    pub args: [u64; 6],
+}
+
+/// x86-64 `orig_rax` when a thread is in no system call (-1).
+const NO_SYSCALL: u64 = u64::MAX;
+/// Past this an `orig_rax` is no system call number (the kernel reads it as an int, and x32's
+/// numbers set bit 30): a garbled note, shown as unknown.
+const MAX_SYSCALL_NR: u64 = i32::MAX as u64;
+
+/// DWARF numbers (x86-64 psABI) of the system call argument registers, in order: rdi, rsi,
+/// rdx, r10, r8, r9 (arch/x86/entry/entry_64.S).
+const SYSCALL_ARG_DWARF: [usize; 6] = [5, 4, 1, 10, 8, 9];
+
+/// Calls a selector waits in, by name: those of `selectors`' epoll, poll and select selectors,
+/// and the `p` variants a C library may make of them.
+const SELECTOR_CALLS: &[&str] = &[
+    "epoll_wait",
+    "epoll_pwait",
+    "epoll_pwait2",
+    "poll",
+    "ppoll",
+    "select",
+    "pselect6",
+];
 
 /// The state and system call of `t` (see [`crate::report::ThreadWhy`]); (None, None) where
-/// nothing shows it.
-pub fn thread_state(
-    _session: &Session,
-    _t: &ThreadReport,
-) -> (Option<&'static str>, Option<String>) {
-    (None, None)
+/// nothing shows it. The system call is given whatever the state (`gil_wait` in `futex`,
+/// `loop_idle` in `epoll_wait`).
+pub fn thread_state(session: &Session, t: &ThreadReport) -> (Option<&'static str>, Option<String>) {
+    let call = syscall(session, t);
+    let name = call.flatten().map(|c| syscall_name(c.nr));
+    (state(&session.snap, t, call), name)
+}
+
+/// The one word for `t`, given its system call: None when unknown, Some(None) when it is in
+/// none.
+fn state(snap: &Snapshot, t: &ThreadReport, call: Option<Option<Syscall>>) -> Option<&'static str> {
+    if collecting(snap, t.interpreter, t.thread_state) {
+        return Some("gc");
+    }
+    let in_call = call?;
+    if let Some(c) = in_call {
+        if t.holds_gil == Some(false) && waits_for_gil(snap, t.interpreter, c) {
+            return Some("gil_wait");
+        }
+        if in_selector(t) && x86_64_syscall_name(c.nr).is_some_and(|n| SELECTOR_CALLS.contains(&n))
+        {
+            return Some("loop_idle");
+        }
+        return Some("syscall");
+    }
+    // A free-threaded build shows no holder; whether its thread is attached is not read.
+    (t.holds_gil == Some(true)).then_some("running")
+}
+
+/// Whether the thread of `tstate` is collecting garbage: libpython's "Garbage-collecting"
+/// rule from memory (the interpreter's `gc.collecting`, and that thread the GIL's last
+/// holder: a finalizer the collector runs may have released it).
+pub fn collecting(snap: &Snapshot, interp: u64, tstate: u64) -> bool {
+    snap.gc_collecting(interp) == Some(true) && snap.gil_last_holder(interp) == Some(tstate)
+}
+
+/// Whether `call`, by a thread that does not hold the GIL, is a wait for it: a futex on an
+/// address inside the GIL's condition variables and mutexes (`take_gil`'s
+/// `pthread_cond_timedwait`, its mutex).
+pub fn waits_for_gil(snap: &Snapshot, interp: u64, call: Syscall) -> bool {
+    x86_64_syscall_name(call.nr) == Some("futex") && snap.is_gil_address(interp, call.args[0])
+}
+
+/// Whether the innermost Python frame is a `selectors` module's `select` (`EpollSelector`'s,
+/// `_PollLikeSelector.select` from 3.11's qualnames, plain `select` on 3.10): asyncio's loop
+/// between two rounds, or any program's selector.
+fn in_selector(t: &ThreadReport) -> bool {
+    let Some(f) = t
+        .frames
+        .iter()
+        .find(|f| matches!(f.kind, FrameKind::Python | FrameKind::Unreadable))
+        .filter(|f| f.kind == FrameKind::Python)
+    else {
+        return false;
+    };
+    let file = f.file.as_deref().unwrap_or("");
+    let function = f.function.as_deref().unwrap_or("");
+    file.ends_with("/selectors.py") && function.rsplit('.').next() == Some("select")
+}
+
+/// The name of system call `nr` of the target's architecture (x86-64: cores of other
+/// architectures are refused, and a live target runs on this host), else its number.
+fn syscall_name(nr: u64) -> String {
+    x86_64_syscall_name(nr).map_or_else(|| nr.to_string(), str::to_string)
+}
+
+/// `t`'s system call: None when the source cannot show it, Some(None) when it is in none.
+fn syscall(session: &Session, t: &ThreadReport) -> Option<Option<Syscall>> {
+    let lwp = t.native_id?;
+    match session.target.kind {
+        SourceKind::Core => {
+            let ct = session
+                .target
+                .core_threads
+                .iter()
+                .find(|c| u64::from(c.lwp) == lwp)?;
+            if ct.orig_rax == NO_SYSCALL {
+                return Some(None);
+            }
+            if ct.orig_rax > MAX_SYSCALL_NR {
+                return None;
+            }
+            Some(Some(Syscall {
+                nr: ct.orig_rax,
+                args: SYSCALL_ARG_DWARF.map(|r| ct.dwarf_regs[r]),
+            }))
+        }
+        // /proc shows the host's system calls, and the table is x86-64's.
+        SourceKind::Live if std::env::consts::ARCH == "x86_64" => {
+            match proc_syscall(session.target.pid?, lwp)? {
+                ProcSyscall::In { nr, args } => Some(Some(Syscall { nr, args })),
+                ProcSyscall::Outside | ProcSyscall::Running => Some(None),
+            }
+        }
+        _ => None,
+    }
 }

@@ -1,0 +1,231 @@
+"""--why's `state` and `syscall` of each thread (docs/report.md, `state` and `syscall`),
+checked against tests/scenarios/why_state.py: the scenario names what each thread does; which
+system call that is comes from the kernel, never from a per-interpreter list: live from
+/proc/PID/task/TID/syscall read around pyunwind's own read, from a core from the core's
+NT_PRSTATUS `orig_rax` read here. Live (`pid PID --why --json`), from a gcore core (`core CORE
+--why --json`), and gdb's `py-why --json` on that core."""
+
+import re
+import struct
+
+import pytest
+
+import harness
+from test_gil_gc_markers import new_core
+from test_stacks import expected, got, json_from, run_gdb
+
+CLI_TIMEOUT = 60
+INTERPS = harness.pick(["pyenv-3.10", "pyenv-3.12", "debian-3.11", "debian-3.14"])
+GC_INTERPS = harness.pick(["pyenv-3.10", "pyenv-3.12", "debian-3.14"])
+SOURCES = ["live", "core"]
+# x86-64 system call numbers and names, from the kernel's own header (the CLI's table has the
+# same source: src/why/state/syscalls_x86_64.rs).
+UNISTD_64 = "/usr/include/x86_64-linux-gnu/asm/unistd_64.h"
+
+# What a thread does (the truth's `doing`) -> (its state, the system calls it may show). The
+# exact call is the kernel's: the test takes it from /proc or the core and checks it is one of
+# these. `time.sleep` is select() on 3.10 (glibc: pselect6) and clock_nanosleep from 3.11. Once
+# a stop (gcore's) has interrupted a sleep or a poll, the kernel resumes it as restart_syscall
+# (kernel/time/hrtimer.c `hrtimer_nanosleep`, fs/select.c `do_sys_poll`: -ERESTART_RESTARTBLOCK);
+# reads, recv and untimed futex waits restart as themselves.
+DOING = {
+    "read": ("syscall", {"read"}),
+    "sleep": ("syscall", {"clock_nanosleep", "pselect6", "select", "restart_syscall"}),
+    "recv": ("syscall", {"recvfrom"}),
+    "poll": ("syscall", {"poll", "ppoll", "restart_syscall"}),
+    "lock": ("syscall", {"futex"}),
+    "loop": ("loop_idle", {"epoll_wait", "epoll_pwait", "epoll_pwait2"}),
+}
+
+NT_PRSTATUS = 1
+# `struct elf_prstatus` of x86-64 (linux/elfcore.h): pr_pid at 32, pr_reg (user_regs_struct,
+# sys/user.h) at 112; orig_rax is its 16th register.
+PRSTATUS_PID = 32
+PRSTATUS_ORIG_RAX = 112 + 8 * 15
+NOT_IN_SYSCALL = (1 << 64) - 1
+
+
+def syscall_names():
+    names = {}
+    with open(UNISTD_64, encoding="ascii") as f:
+        for line in f:
+            m = re.match(r"#define __NR_(\w+)\s+(\d+)\s*$", line)
+            if m:
+                names[int(m.group(2))] = m.group(1)
+    return names
+
+
+NAMES = syscall_names()
+
+
+def proc_syscall(pid, tid):
+    """The name of the system call /proc shows `tid` blocked in; None when it is in none."""
+    with open("/proc/%d/task/%d/syscall" % (pid, tid), encoding="ascii") as f:
+        first = f.read().split()[0]
+    if first == "running" or int(first) < 0:
+        return None
+    return NAMES.get(int(first), first)
+
+
+def core_syscalls(path):
+    """{LWP: name of the system call its NT_PRSTATUS orig_rax names, None for none}."""
+    with open(path, "rb") as f:
+        data = f.read()
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    out = {}
+    for i in range(phnum):
+        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", data,
+                                                                 phoff + i * phentsize)
+        if p_type != 4:  # PT_NOTE
+            continue
+        pos, end = p_offset, p_offset + p_filesz
+        while pos + 12 <= end:
+            namesz, descsz, n_type = struct.unpack_from("<III", data, pos)
+            pos += 12
+            name = data[pos:pos + namesz].rstrip(b"\0")
+            pos += (namesz + 3) & ~3
+            if n_type == NT_PRSTATUS and name == b"CORE":
+                lwp, = struct.unpack_from("<I", data, pos + PRSTATUS_PID)
+                nr, = struct.unpack_from("<Q", data, pos + PRSTATUS_ORIG_RAX)
+                out[lwp] = None if nr == NOT_IN_SYSCALL else NAMES.get(nr, str(nr))
+            pos += (descsz + 3) & ~3
+    return out
+
+
+@pytest.fixture(scope="module", params=INTERPS, ids=lambda i: i.id)
+def scenario(request):
+    with harness.Scenario(request.param, "why_state") as sc:
+        sc.core = sc.make_core()
+        sc.core_calls = core_syscalls(sc.core)
+        yield sc
+
+
+def cli(sc, source, *extra):
+    target = ["pid", str(sc.pid)] if source == "live" else ["core", sc.core]
+    rc, out, err = harness.run([harness.cli_path()] + target + ["--why"] + list(extra),
+                               timeout=CLI_TIMEOUT)
+    harness.assert_no_panic(out + err, rc)
+    assert rc == 0, err
+    return out
+
+
+def by_name(r):
+    return {t["name"]: t for t in r["threads"]}
+
+
+def kernel_calls(sc, source):
+    """{thread name: the system call the kernel shows it in}, for the truth's threads."""
+    natives = {t["name"]: t["native_id"] for t in sc.truth["threads"]}
+    if source == "core":
+        return {name: sc.core_calls[n] for name, n in natives.items()}
+    return {name: proc_syscall(sc.pid, n) for name, n in natives.items()}
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_each_thread_state_and_syscall(scenario, source):
+    sc = scenario
+    before = kernel_calls(sc, source)
+    r = json_from(cli(sc, source, "--json"))
+    after = kernel_calls(sc, source)
+    assert before == after, "a thread moved while pyunwind read it: %r %r" % (before, after)
+    threads = by_name(r)
+    assert set(threads) == set(sc.truth["doing"]), sorted(threads)
+    for name, doing in sc.truth["doing"].items():
+        state, calls = DOING[doing]
+        t = threads[name]
+        assert before[name] in calls, (name, before[name])
+        assert (t["state"], t["syscall"]) == (state, before[name]), (name, t)
+        assert t["holds_gil"] is (None if sc.truth["free_threaded"] else False), (name, t)
+        truth = next(tt for tt in sc.truth["threads"] if tt["name"] == name)
+        assert got(t["frames"]) == expected(truth["frames"]), name
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_text_header_names_the_syscall(scenario, source):
+    sc = scenario
+    text = cli(sc, source)
+    reader = next(t["native_id"] for t in sc.truth["threads"] if t["name"] == "reader")
+    assert '\nThread %d "reader" [syscall: read]:' % reader in "\n" + text, text
+    looper = next(t["native_id"] for t in sc.truth["threads"] if t["name"] == "looper")
+    assert re.search(r'\nThread %d "looper" \[loop_idle: epoll_p?wait2?\]:' % looper,
+                     "\n" + text), text
+
+
+def test_gdb_py_why_on_the_core(scenario):
+    """gdb opens the core itself (pyunwind-memory auto): the same registers, the same states
+    and frames as the CLI's."""
+    sc = scenario
+    out, _ = run_gdb(sc.interp, "py-why --json", core=sc.core)
+    ours = by_name(json_from(out))
+    cli_report = by_name(json_from(cli(sc, "core", "--json")))
+    for name in sc.truth["doing"]:
+        g, c = ours[name], cli_report[name]
+        assert got(g["frames"]) == got(c["frames"]), name
+        assert (g["state"], g["syscall"]) == (c["state"], c["syscall"]), name
+
+
+def test_gdb_debugger_memory_has_no_registers(scenario):
+    """Memory read through gdb (`set pyunwind-memory debugger`) has no registers: every state is
+    null but the frames are the same."""
+    sc = scenario
+    out, _ = run_gdb(sc.interp, "set pyunwind-memory debugger", "py-why --json", core=sc.core)
+    ours = by_name(json_from(out))
+    assert ours["reader"]["state"] is None and ours["reader"]["syscall"] is None
+    truth = next(t for t in sc.truth["threads"] if t["name"] == "reader")
+    assert got(ours["reader"]["frames"]) == expected(truth["frames"])
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("interp", GC_INTERPS, ids=lambda i: i.id)
+def test_a_collection_stopped_in_a_finalizer_is_gc(interp, source):
+    """tests/scenarios/gc_finalizer.py: the collector's thread sleeps in a finalizer: `gc`
+    wins over the system call, which is still named."""
+    with harness.Scenario(interp, "gc_finalizer") as sc:
+        main = sc.truth["threads"][0]
+        core = sc.make_core() if source == "core" else None
+        calls = core_syscalls(core) if core else None
+        target = ["pid", str(sc.pid)] if source == "live" else ["core", core]
+        rc, out, err = harness.run([harness.cli_path()] + target + ["--why", "--json"],
+                                   timeout=CLI_TIMEOUT)
+        harness.assert_no_panic(out + err, rc)
+        assert rc == 0, err
+        t = json_from(out)["threads"][0]
+        kernel = calls[main["native_id"]] if calls else proc_syscall(sc.pid, main["native_id"])
+        if sc.truth["free_threaded"]:
+            assert t["state"] in (None, "syscall")
+        else:
+            assert (t["state"], t["syscall"]) == ("gc", kernel), t
+        assert kernel in DOING["sleep"][1]
+
+
+# Cores of the spinning process looked at, at most, for a thread waiting for the GIL.
+GIL_STOPS = 3
+
+
+@pytest.mark.parametrize("interp", GC_INTERPS, ids=lambda i: i.id)
+def test_spinning_threads_run_or_wait_for_the_gil(interp):
+    """tests/scenarios/gil_wait.py from cores: four threads spin in Python; the GIL's holder is
+    `running`, a thread blocked on the GIL is `gil_wait` (in futex). A waiter between two waits
+    at the stop is in no system call (null), so across GIL_STOPS cores at least one must wait."""
+    with harness.Scenario(interp, "gil_wait") as sc:
+        waits = 0
+        for stop in range(GIL_STOPS):
+            core = new_core(sc, stop)
+            calls = core_syscalls(core)
+            rc, out, err = harness.run([harness.cli_path(), "core", core, "--why", "--json"],
+                                       timeout=CLI_TIMEOUT)
+            assert rc == 0, err
+            for t in json_from(out)["threads"]:
+                call = calls[t["native_id"]]
+                assert t["syscall"] == call, t
+                if t["state"] == "gil_wait":
+                    assert t["holds_gil"] is False and call == "futex", t
+                    waits += 1
+                elif t["holds_gil"]:
+                    assert t["state"] == ("running" if call is None else "syscall"), t
+                else:
+                    assert t["state"] in (None, "syscall"), t
+            if waits:
+                break
+        assert waits >= 1
