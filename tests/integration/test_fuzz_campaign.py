@@ -70,7 +70,7 @@ def test_campaign_counts_a_caught_panic(root, monkeypatch):
     monkeypatch.setenv("PYUNWIND_TEST_PANIC", "cli")
     counts, failures = campaign.campaign(bases, specs, 1, root, {}, text_every=0)
     assert counts == dict(dict.fromkeys(campaign.COUNTS, 0), panic=1), describe(failures)
-    assert [(f["where"], f["kind"]) for f in failures] == [("cli --json --locals --tasks", "panic")]
+    assert [(f["where"], f["kind"]) for f in failures] == [("cli --json --locals --tasks --why", "panic")]
     assert "internal error in cli at src/panic.rs:" in failures[0]["detail"], failures
 
 

@@ -327,8 +327,8 @@ class Overlay:
 # --- running and judging ---------------------------------------------------------------------
 
 COUNTS = ("crash", "hang", "panic", "invalid_json", "multi_line_error", "debugger_traceback")
-# Every core: the JSON report with locals and tasks (3.10 has no asyncio support); every
-# TEXT_EVERY-th core also the text of `--async --locals`.
+# Every core: the JSON report with locals, tasks and --why (3.10 has no asyncio support);
+# every TEXT_EVERY-th core also the text of `--async --locals --why`.
 TEXT_EVERY = 4
 PROGRESS_EVERY = 500
 
@@ -371,9 +371,11 @@ def run_cli_modes(base, path, env, text):
     """[(mode, failure kind, detail)] of the failing runs of one corrupted core."""
     failures = []
     asyncio = base["minor"] >= 11
-    modes = [("--json", "--locals", "--tasks") if asyncio else ("--json", "--locals")]
+    # --why reads more of the target (lock objects, value stacks, the core's registers).
+    modes = [("--json", "--locals", "--tasks", "--why") if asyncio
+             else ("--json", "--locals", "--why")]
     if text:
-        modes.append(("--async", "--locals") if asyncio else ("--locals",))
+        modes.append(("--async", "--locals", "--why") if asyncio else ("--locals", "--why"))
     for mode in modes:
         status, rc, out, err = cli(["core", path, "--exe", base["exe"], *mode], env=env)
         kind = judge_cli(status, rc, out, err, "--json" in mode)
@@ -399,14 +401,15 @@ def run_debugger(kind, base, path, env):
     if kind == "gdb":
         cmd = ["gdb", "-q", "-batch", "-nx", "-iex", "set auto-load off",
                "-iex", "set debuginfod enabled off", "-x", GDB_SCRIPT,
-               "-ex", "py-bt -a --json", "-ex", "py-bt-full", "-ex", "py-tasks", "-ex", "bt",
+               "-ex", "py-bt -a --json", "-ex", "py-bt-full", "-ex", "py-tasks",
+               "-ex", "py-why --json", "-ex", "bt",
                base["exe"], path]
     else:
         cmd = [os.environ.get("PYUNWIND_LLDB", "/usr/bin/lldb-22"), "-b", "--no-lldbinit",
                "-O", "settings set symbols.enable-external-lookup false", base["exe"], "-c",
                path, "-o", "command script import %s" % LLDB_SCRIPT, "-o", "py-bt -a --json",
                # py-bt-full: with the frame provider on, the core's own native unwind.
-               "-o", "py-bt-full", "-o", "py-tasks", "-o", "bt all"]
+               "-o", "py-bt-full", "-o", "py-tasks", "-o", "py-why --json", "-o", "bt all"]
     try:
         p = subprocess.run(cmd, capture_output=True, timeout=DEBUGGER_TIMEOUT_SECONDS, env=env)
     except subprocess.TimeoutExpired as e:
