@@ -133,8 +133,13 @@ const MAP: &[(u8, u8, &str, &str, &str)] = &[
     (10, 15, "code_object.argcount", "PyCodeObject", "co_argcount"),
     (10, 15, "code_object.kwonlyargcount", "PyCodeObject", "co_kwonlyargcount"),
     (10, 15, "code_object.flags", "PyCodeObject", "co_flags"),
+    (10, 15, "code_object.stacksize", "PyCodeObject", "co_stacksize"),
     (10, 10, "code_object.co_code_adaptive", "!PyCodeObject", "co_code_adaptive"),
     (11, 15, "code_object.co_code_adaptive", "PyCodeObject", "co_code_adaptive"),
+    (10, 10, "code_object.co_code", "PyCodeObject", "co_code"),
+    (11, 15, "code_object.co_code", "!PyCodeObject", "co_code"),
+    (10, 10, "code_object.exceptiontable", "!PyCodeObject", "co_exceptiontable"),
+    (11, 15, "code_object.exceptiontable", "PyCodeObject", "co_exceptiontable"),
     (10, 10, "code_object.locals.varnames", "PyCodeObject", "co_varnames"),
     (10, 10, "code_object.locals.cellvars", "PyCodeObject", "co_cellvars"),
     (10, 10, "code_object.locals.freevars", "PyCodeObject", "co_freevars"),
@@ -180,6 +185,15 @@ const MAP: &[(u8, u8, &str, &str, &str)] = &[
     (10, 15, "set_object.table", "PySetObject", "table"),
     (10, 15, "cell_ob_ref", "PyCellObject", "ob_ref"),
     (10, 15, "module_md_dict", "PyModuleObject", "md_dict"),
+    // Opcodes are macros (Include/opcode.h, opcode_ids.h): not in DWARF.
+    (10, 10, "with_entry.opcode", "=", "143"),
+    (10, 10, "with_entry.extended_arg", "=", "144"),
+    (10, 10, "with_entry.f_iblock", "struct _frame", "f_iblock"),
+    (10, 10, "with_entry.f_blockstack", "struct _frame", "f_blockstack"),
+    (10, 10, "with_entry.tryblock_size", "PyTryBlock", "sizeof"),
+    (10, 10, "with_entry.b_level", "PyTryBlock", "b_level"),
+    (11, 12, "with_entry.opcode", "=", "53"),
+    (13, 13, "with_entry.opcode", "=", "2"),
 ];
 
 /// Every numeric leaf of the layout (but its version), read from its `{:#?}` form so that no

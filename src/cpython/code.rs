@@ -14,6 +14,12 @@ const MAX_LOCALS: u64 = 1 << 16;
 /// Most lines remembered per code object (each suspended coroutine of 100,000 tasks asks the
 /// line of the same few instructions).
 const MAX_LINE_MEMO: usize = 4096;
+/// A code object longer than this (in 2-byte code units) is not one.
+const MAX_CODE_UNITS: u64 = 1 << 24;
+/// A value stack larger than this (slots) is not one.
+const MAX_STACK_SLOTS: u64 = 1 << 20;
+/// Cap on an exception table (bytes).
+const MAX_EXCEPTION_TABLE_BYTES: u64 = 1 << 20;
 
 #[derive(Clone, Debug)]
 pub struct Code {
@@ -27,8 +33,14 @@ pub struct Code {
     line_table: LineTable,
     /// Address of the first code unit (3.11+), for `_PyInterpreterFrame_LASTI`.
     pub code_start: u64,
+    /// The bytecode as (address of the first code unit, number of code units): 3.11+'s
+    /// inline `co_code_adaptive`, 3.10's `co_code` bytes. None when it cannot be read (the
+    /// code's other fields are still good).
+    pub bytecode: Option<(u64, u64)>,
     pub argcount: u32,
     pub flags: u32,
+    /// `co_stacksize`: slots in a frame's value stack, when readable and sane.
+    pub stacksize: Option<u32>,
     /// Local names in `localsplus` order, with their kind bits (3.11+) or a synthetic kind.
     pub locals: Vec<(String, u8)>,
     /// Instruction offset -> line, as already decoded.
@@ -77,6 +89,11 @@ impl Snapshot {
                 None => 0,
             };
         let flags = self.mem.read_u32(field(addr, co.flags)?)?;
+        let stacksize = field(addr, co.stacksize)
+            .and_then(|a| self.mem.read_i32(a))
+            .ok()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| u64::from(*n) <= MAX_STACK_SLOTS);
         let mut locals = Vec::new();
         match co.locals {
             CodeLocals::LocalsPlus {
@@ -104,6 +121,7 @@ impl Snapshot {
                 }
             }
         }
+        let bytecode = self.bytecode_of(addr).ok();
         Ok(Code {
             addr,
             name,
@@ -117,12 +135,104 @@ impl Snapshot {
                 .map(|o| field(addr, o))
                 .transpose()?
                 .unwrap_or(0),
+            bytecode,
             argcount,
             flags,
+            stacksize,
             locals,
             line_memo: Arc::default(),
         })
     }
+}
+
+impl Snapshot {
+    /// Where the code object at `addr` keeps its bytecode, and its length in code units.
+    fn bytecode_of(&self, addr: u64) -> Result<(u64, u64), ReadError> {
+        let co = &self.layout.code_object;
+        let (start, units) = match (co.co_code_adaptive, co.co_code) {
+            // Inline: the code object's own `ob_size` counts its code units
+            // (Objects/codeobject.c `_PyCode_NBYTES` = Py_SIZE(co) * 2).
+            (Some(off), _) => (
+                field(addr, off)?,
+                self.mem
+                    .read_u64(field(addr, self.layout.tuple_object.ob_size)?)?,
+            ),
+            (None, Some(off)) => {
+                let b = self.mem.read_ptr(field(addr, off)?)?;
+                let n = self
+                    .mem
+                    .read_u64(field(b, self.layout.bytes_object.ob_size)?)?;
+                (field(b, self.layout.bytes_object.ob_sval)?, n / 2)
+            }
+            (None, None) => return Err(ReadError::corrupt(addr, "code object: no bytecode")),
+        };
+        if units == 0 || units > MAX_CODE_UNITS {
+            return Err(ReadError::corrupt(addr, "code object: bytecode size"));
+        }
+        Ok((start, units))
+    }
+
+    /// The opcode of the instruction at `lasti` (code units) of `code`; None when it is
+    /// outside the bytecode or cannot be read. 3.11+ reads the adaptive bytecode: a
+    /// specialized or instrumented instruction shows its own opcode there.
+    pub fn opcode_at(&self, code: &Code, lasti: u32) -> Option<u8> {
+        let (start, units) = code.bytecode?;
+        if u64::from(lasti) >= units {
+            return None;
+        }
+        let mut b = [0u8; 1];
+        self.mem
+            .read_into(start.checked_add(u64::from(lasti) * 2)?, &mut b)
+            .ok()?;
+        Some(b[0])
+    }
+}
+
+impl Snapshot {
+    /// The stack depth of the exception-table entry (3.11+ `co_exceptiontable`) that covers
+    /// the instruction at `lasti` (code units): the number of value-stack items its handler
+    /// keeps. None when no entry covers it or the table cannot be read.
+    pub fn handler_depth(&self, code: &Code, lasti: u32) -> Option<u64> {
+        let off = self.layout.code_object.exceptiontable?;
+        let table = self.mem.read_ptr(field(code.addr, off).ok()?).ok()?;
+        let (t, _) = self.read_bytes(table, MAX_EXCEPTION_TABLE_BYTES).ok()?;
+        exception_depth(&t, u64::from(lasti))
+    }
+}
+
+/// Objects/exception_handling_notes.txt (3.11 to 3.15): entries of four varints (start,
+/// length, target, depth << 1 | lasti), each varint big-endian in 6-bit groups with 0x40 as
+/// "more", the first byte of an entry marked with 0x80; offsets in code units. Entries do not
+/// overlap. The depth of the entry covering `at`.
+fn exception_depth(t: &[u8], at: u64) -> Option<u64> {
+    let mut i = 0usize;
+    let varint = |i: &mut usize| -> Option<u64> {
+        let mut b = *t.get(*i)?;
+        *i += 1;
+        let mut v = u64::from(b & 63);
+        while b & 64 != 0 {
+            b = *t.get(*i)?;
+            *i += 1;
+            v = v.checked_shl(6)? | u64::from(b & 63);
+            if v >> 58 != 0 {
+                return None;
+            }
+        }
+        Some(v)
+    };
+    while i < t.len() {
+        if t[i] & 0x80 == 0 {
+            return None; // not at an entry start: corrupt table
+        }
+        let start = varint(&mut i)?;
+        let length = varint(&mut i)?;
+        let _target = varint(&mut i)?;
+        let depth_lasti = varint(&mut i)?;
+        if start <= at && at - start < length {
+            return Some(depth_lasti >> 1);
+        }
+    }
+    None
 }
 
 impl Code {
@@ -150,6 +260,18 @@ impl Code {
     /// `_PyInterpreterFrame_LASTI` counts code units from the start of the bytecode.
     pub fn line_at_ptr(&self, instr_ptr: u64) -> Option<u32> {
         self.line_at((instr_ptr as i64).wrapping_sub(self.code_start as i64) / 2)
+    }
+
+    /// The index in code units of the instruction `instr_ptr` points at (3.11+), None when
+    /// it points before the first one (3.11, 3.12's `prev_instr` of a frame not yet started),
+    /// between two code units or past the bytecode.
+    pub fn lasti_at_ptr(&self, instr_ptr: u64) -> Option<u32> {
+        let off = instr_ptr.checked_sub(self.code_start)?;
+        if off % 2 != 0 {
+            return None;
+        }
+        let units = self.bytecode.map_or(MAX_CODE_UNITS, |b| b.1);
+        (off / 2 < units).then(|| u32::try_from(off / 2).ok())?
     }
 
     /// Number of arguments (positional and keyword-only, plus *args and **kwargs).
@@ -276,6 +398,48 @@ mod tests {
         assert_eq!(line_311(&t, 10, 4), Some(12));
         assert_eq!(line_311(&t, 10, 5), None);
     }
+    #[test]
+    fn bad_instruction_pointers_have_no_instruction() {
+        let code = Code {
+            addr: 0x1000,
+            name: "f".into(),
+            qualname: "f".into(),
+            filename: "/m.py".into(),
+            firstlineno: 1,
+            linetable: Vec::new(),
+            line_table: LineTable::Locations311,
+            code_start: 0x10c0,
+            bytecode: Some((0x10c0, 4)),
+            argcount: 0,
+            flags: 0,
+            stacksize: Some(2),
+            locals: Vec::new(),
+            line_memo: Arc::default(),
+        };
+        assert_eq!(code.lasti_at_ptr(0x10c0), Some(0));
+        assert_eq!(code.lasti_at_ptr(0x10c6), Some(3));
+        // Before the first unit (a frame not started), odd, past the end, all ones.
+        for bad in [0x10be, 0x10c1, 0x10c8, 0, u64::MAX] {
+            assert_eq!(code.lasti_at_ptr(bad), None, "{bad:#x}");
+        }
+    }
+
+    #[test]
+    fn exception_table_entries() {
+        // (start 2, length 3, target 20, depth 1 with lasti); (start 70 (two bytes: 1, 6),
+        // length 1, target 9, depth 4).
+        let t = [0x80 | 2, 3, 20, 3, 0x80 | 0x40 | 1, 6, 1, 9, 8];
+        assert_eq!(exception_depth(&t, 1), None);
+        assert_eq!(exception_depth(&t, 2), Some(1));
+        assert_eq!(exception_depth(&t, 4), Some(1));
+        assert_eq!(exception_depth(&t, 5), None);
+        assert_eq!(exception_depth(&t, 70), Some(4));
+        // Truncated, unmarked or endless varints are no answer, never a panic.
+        assert_eq!(exception_depth(&t[..6], 70), None);
+        assert_eq!(exception_depth(&[2, 3, 20, 3], 2), None);
+        assert_eq!(exception_depth(&[0x80 | 0x40; 64], 2), None);
+    }
+
     #[test]
     fn pairs_310() {
         // 4 bytes at +1, 0 bytes +2 (empty), 6 bytes +0, 2 bytes no line

@@ -19,6 +19,10 @@ pub struct PyFrame {
     pub addr: u64,
     pub code: Arc<Code>,
     pub line: Option<u32>,
+    /// The index of the frame's current instruction in code units (3.10 `f_lasti`; 3.11+
+    /// `_PyInterpreterFrame_LASTI`), None when the frame has not started or points outside
+    /// its code.
+    pub lasti: Option<u32>,
     /// The outermost frame of its eval-loop call: the frame an eval-loop native frame was
     /// entered with.
     pub entry: bool,
@@ -97,6 +101,7 @@ impl Snapshot {
                             Ok(PyFrame {
                                 addr: cur,
                                 line: code.line_at(lasti),
+                                lasti: u32::try_from(lasti).ok(),
                                 code,
                                 entry: true,
                                 shim: None,
@@ -177,6 +182,7 @@ impl Snapshot {
                         PyFrame {
                             addr: cur,
                             line: code.line_at_ptr(word(f.instr_ptr)),
+                            lasti: code.lasti_at_ptr(word(f.instr_ptr)),
                             code,
                             entry,
                             shim: None,
@@ -219,6 +225,7 @@ impl Snapshot {
         let frame = PyFrame {
             addr,
             line: code.line_at_ptr(word(f.instr_ptr)),
+            lasti: code.lasti_at_ptr(word(f.instr_ptr)),
             code,
             entry: false,
             shim: None,
@@ -331,6 +338,14 @@ impl Snapshot {
             }
         }
         Ok(None)
+    }
+}
+
+impl Snapshot {
+    /// The opcode of `frame`'s current instruction (see [`PyFrame::lasti`]), None when it
+    /// cannot be known.
+    pub fn current_opcode(&self, frame: &PyFrame) -> Option<u8> {
+        self.opcode_at(&frame.code, frame.lasti?)
     }
 }
 

@@ -101,8 +101,10 @@ fn who(r: &Report, native_id: u64) -> String {
     }
 }
 
-/// Where the owner of `object` took it, from its holds: ` (taken at app.py:19)`.
-fn taken_at(r: &Report, owner: u64, object: u64) -> String {
+/// Which of the owner's frames holds `object` by a `with` block, and the line that frame is at
+/// now: ` (its with block in poster, now at app.py:19)`. The line of the `with` statement itself
+/// is not recorded anywhere in memory once the block is entered.
+fn held_in(r: &Report, owner: u64, object: u64) -> String {
     let Some(t) = r.threads.iter().find(|t| t.native_id == Some(owner)) else {
         return String::new();
     };
@@ -115,11 +117,12 @@ fn taken_at(r: &Report, owner: u64, object: u64) -> String {
         .and_then(|i| t.frames.get(i));
     match frame {
         Some(FrameReport {
+            function: Some(function),
             file: Some(file),
             line: Some(line),
             ..
         }) => format!(
-            " (taken at {}:{line})",
+            " (its with block in {function}, now at {}:{line})",
             file.rsplit('/').next().unwrap_or(file)
         ),
         _ => String::new(),
@@ -136,13 +139,9 @@ fn waits_for(r: &Report, w: &Waiting) -> String {
         (Some(owner), _) if w.kind == "join" => {
             write!(s, " to end: it is {}", who(r, owner)).unwrap()
         }
-        (Some(owner), Some(object)) => write!(
-            s,
-            "{} held by {}",
-            taken_at(r, owner, object),
-            who(r, owner)
-        )
-        .unwrap(),
+        (Some(owner), Some(object)) => {
+            write!(s, " held by {}{}", who(r, owner), held_in(r, owner, object)).unwrap()
+        }
         (Some(owner), None) => write!(s, " held by {}", who(r, owner)).unwrap(),
         (None, _) if w.kind == "lock" => {
             s.push_str(" (its holder is unknown: a Lock taken by acquire() leaves no trace)")

@@ -12,9 +12,14 @@
 //!   in progress, `lock.acquire()` (a `method_descriptor` of the lock's type and the lock;
 //!   [`locks::lock_calls`]), and the lock is held now. An RLock's owner is in the RLock; a
 //!   Lock's is the thread whose `with` block holds it, else unknown.
+//! - A thread blocked entering a `with lock:` block (the classic lock-order deadlock): its
+//!   frame's current instruction is the version's with entry (`Layout::with_entry`) and the
+//!   lock is the manager being entered ([`entering`]).
 //! - Holds: a `with lock:` block keeps the lock's `__exit__` on its frame's value stack for
-//!   the whole block, and an RLock names its owner.
+//!   the whole block (but not the one a frame is still entering), and an RLock names its
+//!   owner.
 
+use crate::cpython::layout::{WithEntry, WithTop};
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
 use crate::report::{FrameKind, Holding, ThreadReport, Waiting};
 use crate::session::{DecodedThread, Session};
@@ -27,6 +32,11 @@ const MAX_WAIT_FRAMES: usize = 64;
 const MAX_HOLD_FRAMES: usize = 1024;
 /// Base classes followed to find which library class a `self` is (3.10 has no qualnames).
 const MAX_BASES: usize = 32;
+
+/// `EXTENDED_ARG`s that may precede 3.10's `SETUP_WITH` (its argument has at most 32 bits).
+const MAX_EXTENDED_ARGS: u32 = 3;
+/// `CO_MAXBLOCKS` (Include/cpython/code.h 3.10): the size of `f_blockstack`.
+const MAX_BLOCKS: i32 = 20;
 
 /// The files of the library whose frames make a wait.
 const LIBRARY_FILES: &[&str] = &["/threading.py", "/queue.py", "/concurrent/futures/_base.py"];
@@ -101,6 +111,17 @@ fn frames_with_inner<'a>(snap: &Snapshot, d: &'a DecodedThread) -> Vec<(&'a PyFr
         }
     }
     out
+}
+
+/// A frame's value stack ([`Snapshot::value_stack_slots`]) cut at its `co_stacksize`: the
+/// slots past it belong to other frames (3.10's next frame object, 3.11+'s frames called
+/// before on the data stack), whose `with` blocks are not this frame's.
+fn stack_slots(snap: &Snapshot, p: &PyFrame, inner: Option<u64>) -> Vec<Option<u64>> {
+    let mut slots = snap.value_stack_slots(p, inner);
+    if let Some(n) = p.code.stacksize {
+        slots.truncate(n as usize);
+    }
+    slots
 }
 
 /// `file`'s library suffix, if the frame's file is one of the library's.
@@ -187,14 +208,151 @@ fn thread_of(snap: &Snapshot, thread: u64, threads: &[ThreadReport]) -> Option<u
         .then_some(native)
 }
 
+/// A frame entering a `with` block: its manager's `__enter__` is running.
+#[derive(Debug)]
+struct Entering {
+    /// The lock being entered (as an `__enter__` call), when the manager is one.
+    call: Option<LockCall>,
+    /// The slot of the entered lock's `__exit__` (3.10, 3.11, 3.14+), which the frame does
+    /// not hold yet.
+    exit_slot: Option<usize>,
+}
+
+/// Whether `p` is entering a `with` block (None: it is not, or memory cannot tell), and the
+/// lock it enters. `slots` and `calls` are its value stack and the lock calls on it.
+///
+/// The manager's slot is the live top of the value stack. 3.10 to 3.13 keep no valid depth
+/// while a C call runs (slots above the top are stale), so the top is found exactly:
+/// - 3.11 to 3.13: the exception-table entry of the instruction after `BEFORE_WITH` is the
+///   with block's own, and its depth counts the items up to and including the slot where
+///   `BEFORE_WITH` leaves `__exit__`, the manager's slot (compile.c puts the handler of
+///   SETUP_WITH at the depth of `[..., exit]`): the slot is `depth - 1`. 3.11 has put the
+///   bound `__exit__` there already, 3.12 and 3.13 still hold the manager.
+/// - 3.10: SETUP_WITH sets up its block only after `__enter__` returns, so the top block is
+///   the enclosing one and its `b_level` the depth when it was set up. Between that level
+///   and the top lie only items pushed by statements inside that block (for-loop
+///   iterators, a handled exception, a return value kept across a `finally`), never a lock's
+///   bound `__exit__`: the lowest lock `__exit__` at or above `b_level` is the entered one
+///   when the manager is a lock. (When the manager is another C type whose `__enter__`
+///   blocks, a stale lock `__exit__` above the top could be taken; its lock must still be
+///   held for a wait to be reported.)
+/// - 3.14+: the `__exit__` pair right below the `__enter__` pair of the same lock: a
+///   finished `__enter__` leaves its result in the `__enter__` slot.
+fn entering(
+    snap: &Snapshot,
+    p: &PyFrame,
+    slots: &[Option<u64>],
+    calls: &[LockCall],
+) -> Option<Entering> {
+    let as_enter = |c: &LockCall| LockCall {
+        name: "__enter__".to_string(),
+        ..c.clone()
+    };
+    match snap.layout.with_entry {
+        WithEntry::BlockStack {
+            opcode,
+            extended_arg,
+            f_iblock,
+            f_blockstack,
+            tryblock_size,
+            b_level,
+        } => {
+            let mut at = p.lasti?;
+            let mut op = snap.current_opcode(p)?;
+            for _ in 0..MAX_EXTENDED_ARGS {
+                if op != extended_arg {
+                    break;
+                }
+                at = at.checked_add(1)?;
+                op = snap.opcode_at(&p.code, at)?;
+            }
+            if op != opcode {
+                return None;
+            }
+            let iblock = snap.mem.read_i32(p.addr.checked_add(f_iblock)?).ok()?;
+            let level = match iblock {
+                0 => 0,
+                1..=MAX_BLOCKS => {
+                    let block = (iblock as u64 - 1).checked_mul(tryblock_size)?;
+                    let at = p
+                        .addr
+                        .checked_add(f_blockstack)?
+                        .checked_add(block)?
+                        .checked_add(b_level)?;
+                    usize::try_from(snap.mem.read_i32(at).ok()?).ok()?
+                }
+                _ => return None,
+            };
+            let exit = calls
+                .iter()
+                .find(|c| c.name == "__exit__" && c.slot >= level);
+            Some(Entering {
+                call: exit.map(as_enter),
+                exit_slot: exit.map(|c| c.slot),
+            })
+        }
+        WithEntry::ExceptionTable { opcode, top } => {
+            let lasti = p.lasti?;
+            if snap.current_opcode(p)? != opcode {
+                return None;
+            }
+            let depth = snap.handler_depth(&p.code, lasti.checked_add(1)?)?;
+            let slot = usize::try_from(depth.checked_sub(1)?).ok()?;
+            match top {
+                WithTop::Exit => {
+                    let exit = calls
+                        .iter()
+                        .find(|c| c.slot == slot && c.name == "__exit__");
+                    Some(Entering {
+                        call: exit.map(as_enter),
+                        exit_slot: exit.map(|c| c.slot),
+                    })
+                }
+                WithTop::Manager => {
+                    let lock = slots.get(slot).copied().flatten();
+                    let call = lock.and_then(|l| {
+                        locks::lock_kind(snap, l).map(|kind| LockCall {
+                            slot,
+                            name: "__enter__".to_string(),
+                            lock: l,
+                            kind,
+                        })
+                    });
+                    Some(Entering {
+                        call,
+                        exit_slot: None,
+                    })
+                }
+            }
+        }
+        WithEntry::SpecialCall => calls
+            .iter()
+            .filter(|c| c.name == "__enter__")
+            .find_map(|c| {
+                let exit = calls.iter().find(|e| {
+                    e.name == "__exit__"
+                        && e.lock == c.lock
+                        && e.slot.checked_add(2) == Some(c.slot)
+                })?;
+                Some(Entering {
+                    call: Some(c.clone()),
+                    exit_slot: Some(exit.slot),
+                })
+            }),
+    }
+}
+
 /// Locks a `with` block in `d` holds: (lock, kind, the frame's address), innermost first.
 /// Only locks held now; an RLock only when `d`'s thread owns it.
 fn with_holds(snap: &Snapshot, d: &DecodedThread) -> Vec<(u64, LockKind, u64)> {
     let mut out = Vec::new();
     for (p, inner) in frames_with_inner(snap, d) {
-        let slots = snap.value_stack_slots(p, inner);
-        for c in locks::lock_calls(snap, &slots) {
-            if c.name != "__exit__" {
+        let slots = stack_slots(snap, p, inner);
+        let calls = locks::lock_calls(snap, &slots);
+        // The `__exit__` of a `with` the frame is still entering is no hold (yet).
+        let entered = entering(snap, p, &slots, &calls).and_then(|e| e.exit_slot);
+        for c in calls {
+            if c.name != "__exit__" || Some(c.slot) == entered {
                 continue;
             }
             let Ok(state) = locks::lock_state(snap, c.lock, c.kind) else {
@@ -212,17 +370,22 @@ fn with_holds(snap: &Snapshot, d: &DecodedThread) -> Vec<(u64, LockKind, u64)> {
     out
 }
 
-/// The lock call the innermost frame of `d` is blocked in: the lowest acquire on its value
-/// stack, if its lock is held now (by another thread, for an RLock). The call in progress is
-/// the live stack's top and no acquire can wait below another in one frame, so an acquire
-/// above the lowest is a stale slot past the top (3.10 to 3.13 keep no valid depth while a
-/// C call runs).
+/// The lock call the innermost frame of `d` is blocked in, if its lock is held now (by
+/// another thread, for an RLock): the lock of a `with` it is entering ([`entering`]), else the
+/// lowest acquire on its value stack. The call in progress is the live stack's top and no
+/// acquire can wait below another in one frame, so an acquire above the lowest is a stale
+/// slot past the top (3.10 to 3.13 keep no valid depth while a C call runs).
 fn lock_wait(snap: &Snapshot, d: &DecodedThread) -> Option<LockCall> {
     let p = innermost(d)?;
-    let slots = snap.value_stack_slots(p, None);
-    let call = locks::lock_calls(snap, &slots)
-        .into_iter()
-        .find(|c| ACQUIRE_NAMES.contains(&c.name.as_str()))?;
+    let slots = stack_slots(snap, p, None);
+    let calls = locks::lock_calls(snap, &slots);
+    let call = match entering(snap, p, &slots, &calls) {
+        // The call in progress is the manager's `__enter__`: no acquire is.
+        Some(e) => e.call?,
+        None => calls
+            .into_iter()
+            .find(|c| ACQUIRE_NAMES.contains(&c.name.as_str()))?,
+    };
     let state = locks::lock_state(snap, call.lock, call.kind).ok()?;
     let blocked = match call.kind {
         LockKind::Lock => state.held,
@@ -290,7 +453,7 @@ pub fn waiting(session: &Session, t: &ThreadReport, threads: &[ThreadReport]) ->
     }
     // `SimpleQueue.get()`, a C method: the queue itself shows no waiter to confirm it by; the
     // lowest such call is the live one, as for locks.
-    let slots = snap.value_stack_slots(first, None);
+    let slots = stack_slots(snap, first, None);
     let (_, q) = locks::method_calls(snap, &slots, "get", SIMPLE_QUEUE_TYPES)
         .into_iter()
         .next()?;

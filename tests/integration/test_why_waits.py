@@ -80,9 +80,10 @@ def test_lock_order_deadlock(scenario, source):
     first = text.splitlines()[0]
     assert first == (
         'Deadlock: thread %d "poster" waits for RLock %#x held by thread %d "rotator"; '
-        'thread %d "rotator" waits for Lock %#x (taken at why_waits.py:%d) held by thread %d '
-        '"poster"' % (poster, objects["R"], rotator, rotator, objects["L1"],
-                      truth_frames(sc, "poster")[0]["line"], poster))
+        'thread %d "rotator" waits for Lock %#x held by thread %d "poster" (its with block in '
+        '%s, now at why_waits.py:%d)' % (
+            poster, objects["R"], rotator, rotator, objects["L1"], poster,
+            truth_frames(sc, "poster")[0]["function"], truth_frames(sc, "poster")[0]["line"]))
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -146,3 +147,62 @@ def test_simple_queue_get(scenario, source):
     t = by_name(report(sc, source))["simpleq"]
     assert t["waiting"] == {"kind": "simple_queue_get", "object": sc.truth["objects"]["SQ"],
                             "type": "_queue.SimpleQueue", "owner": None, "frame": 0}
+
+
+# --- blocked entering a `with` block (tests/scenarios/why_with_deadlock.py) ----------------
+
+
+@pytest.fixture(scope="module", params=INTERPS, ids=lambda i: i.id)
+def with_scenario(request):
+    with harness.Scenario(request.param, "why_with_deadlock") as sc:
+        sc.core = sc.make_core()
+        yield sc
+
+
+# (first thread, second thread, its first lock, its second lock, type): each holds its first
+# lock in a `with` block and is blocked entering the `with` of its second.
+WITH_PAIRS = [("left", "right", "A", "B", "Lock"), ("rleft", "rright", "R1", "R2", "RLock")]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("pair", WITH_PAIRS, ids=lambda p: p[4])
+def test_blocked_entering_a_with_block(with_scenario, source, pair):
+    sc = with_scenario
+    first, second, lock1, lock2, type_name = pair
+    kind = type_name.lower()
+    r = report(sc, source)
+    threads = by_name(r)
+    objects = sc.truth["objects"]
+    n1, n2 = native(sc, first), native(sc, second)
+    # (thread, what it holds, what it waits for, that lock's owner)
+    for name, holds, waits, owner in ((first, lock1, lock2, n2), (second, lock2, lock1, n1)):
+        t = threads[name]
+        assert t["waiting"] == {"kind": kind, "object": objects[waits], "type": type_name,
+                                "owner": owner, "frame": 0}, name
+        # The waiting frame is the thread's own, on the line of the `with` it enters.
+        frame = waiting_frame(t, t["waiting"])
+        want = truth_frames(sc, name)[0]
+        assert (frame["function"], frame["line"]) == (want["function"], want["line"])
+        # Only the lock of the `with` block it is in: not the one it is entering.
+        held = [{k: h[k] for k in ("kind", "object", "type", "frame")} for h in t["holding"]]
+        assert held == [{"kind": kind, "object": objects[holds], "type": type_name,
+                         "frame": 0}], name
+        if kind == "rlock":
+            assert [h["count"] for h in t["holding"]] == [1]
+    ours = [d for d in r["deadlocks"] if set(d["threads"]) & {n1, n2}]
+    assert ours == [{"kind": "locks", "threads": [n1, n2],
+                     "objects": [objects[lock2], objects[lock1]], "tasks": []}]
+    # Nobody else is waiting or deadlocked.
+    assert len(r["deadlocks"]) == 2
+    line = next(l for l in cli(sc, source).splitlines()
+                if l.startswith("Deadlock: ") and '"%s"' % first in l)
+
+    def at(name):
+        f = truth_frames(sc, name)[0]
+        return "its with block in %s, now at why_with_deadlock.py:%d" % (f["function"], f["line"])
+
+    assert line == (
+        'Deadlock: thread %d "%s" waits for %s %#x held by thread %d "%s" (%s); '
+        'thread %d "%s" waits for %s %#x held by thread %d "%s" (%s)' % (
+            n1, first, type_name, objects[lock2], n2, second, at(second),
+            n2, second, type_name, objects[lock1], n1, first, at(first)))

@@ -43,6 +43,9 @@ pub struct Layout {
     /// `PyModuleObject.md_dict`.
     pub module_md_dict: u64,
     pub instance_dict: InstanceDict,
+    /// How a frame shows that it is entering a `with` block (running the manager's
+    /// `__enter__`).
+    pub with_entry: WithEntry,
     /// The target's own `_Py_DebugOffsets` (3.13+), for readers of the groups the table above
     /// does not carry (`gen_object`, `llist_node`, `interpreter_frame.stackpointer`).
     pub debug_offsets: Option<DebugOffsets>,
@@ -163,9 +166,57 @@ pub struct CodeObject {
     pub argcount: u64,
     pub kwonlyargcount: Option<u64>,
     pub flags: u64,
+    /// `co_stacksize` (int): the value stack's size in slots.
+    pub stacksize: u64,
     /// The bytecode: inline at this offset (3.11+ `co_code_adaptive`)...
     pub co_code_adaptive: Option<u64>,
+    /// ...or in the bytes object this field points to (3.10 `co_code`).
+    pub co_code: Option<u64>,
+    /// `co_exceptiontable` (3.11+, a bytes object; Objects/exception_handling_notes.txt).
+    pub exceptiontable: Option<u64>,
     pub locals: CodeLocals,
+}
+
+/// How a frame that is entering a `with` block (its manager's `__enter__` is running) shows
+/// it, and where on its value stack the manager being entered is. The value stack of 3.10 to
+/// 3.13 has no valid depth while a C call runs (slots above the live top are stale), so the
+/// live top is found another way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WithEntry {
+    /// 3.10: the frame's `f_lasti` is at `SETUP_WITH` (`opcode`), or at the `EXTENDED_ARG`s
+    /// (`extended_arg`) before it (the eval loop's `EXTENDED_ARG` dispatches without updating
+    /// `f_lasti`). SETUP_WITH replaces the manager with its bound `__exit__` before calling
+    /// `__enter__` and sets up its block only after (Python/ceval.c 3.10), so the top block
+    /// of `f_blockstack[f_iblock]` is the enclosing one: its `b_level` is the live depth below
+    /// which the entered `__exit__` cannot be.
+    BlockStack {
+        opcode: u8,
+        extended_arg: u8,
+        f_iblock: u64,
+        f_blockstack: u64,
+        /// `sizeof(PyTryBlock)` and `PyTryBlock.b_level` (Include/cpython/frameobject.h).
+        tryblock_size: u64,
+        b_level: u64,
+    },
+    /// 3.11 to 3.13: `prev_instr` (3.11, 3.12) / `instr_ptr` (3.13) is at `BEFORE_WITH`
+    /// (`opcode`; it has no specialized or instrumented form). The exception-table entry
+    /// that covers the next instruction is the with block's own; its depth counts the live
+    /// items up to and including the manager's slot (`code_object.exceptiontable`).
+    ExceptionTable { opcode: u8, top: WithTop },
+    /// 3.14+: no with opcode: `LOAD_SPECIAL __exit__`, `LOAD_SPECIAL __enter__`, `CALL 0`
+    /// (Python/codegen.c), so while `__enter__` runs the stack holds the `__exit__` pair
+    /// (unbound method, manager) right below the `__enter__` pair (Python/bytecodes.c).
+    SpecialCall,
+}
+
+/// What sits in the manager's slot while its `__enter__` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WithTop {
+    /// Its bound `__exit__` (3.10 SETUP_WITH, 3.11 BEFORE_WITH push it first).
+    Exit,
+    /// The manager itself (3.12, 3.13 BEFORE_WITH store `__exit__` after `__enter__`
+    /// returns, Python/bytecodes.c).
+    Manager,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -349,6 +400,7 @@ impl Layout {
             &mut c.firstlineno,
             &mut c.argcount,
             &mut c.flags,
+            &mut c.stacksize,
         ] {
             *f += by;
         }
@@ -356,6 +408,8 @@ impl Layout {
             &mut c.qualname,
             &mut c.kwonlyargcount,
             &mut c.co_code_adaptive,
+            &mut c.co_code,
+            &mut c.exceptiontable,
         ]
         .into_iter()
         .flatten()

@@ -57,7 +57,10 @@ pub fn layout() -> Layout {
             argcount: 16,
             kwonlyargcount: Some(24),
             flags: 36,
+            stacksize: 32,
             co_code_adaptive: None,
+            co_code: Some(48),
+            exceptiontable: None,
             locals: CodeLocals::Tuples310 {
                 varnames: 72,
                 cellvars: 88,
@@ -117,6 +120,17 @@ pub fn layout() -> Layout {
         cell_ob_ref: 16,
         module_md_dict: 16,
         instance_dict: InstanceDict::DictOffset,
+        // Include/opcode.h: SETUP_WITH 143, EXTENDED_ARG 144; `PyFrameObject.f_iblock`,
+        // `.f_blockstack` and `PyTryBlock` {b_type, b_handler, b_level} (ints):
+        // Include/cpython/frameobject.h; Python/ceval.c `TARGET(SETUP_WITH)`.
+        with_entry: WithEntry::BlockStack {
+            opcode: 143,
+            extended_arg: 144,
+            f_iblock: 104,
+            f_blockstack: 112,
+            tryblock_size: 12,
+            b_level: 8,
+        },
         debug_offsets: None,
     }
 }

@@ -59,7 +59,11 @@ pub fn layout() -> Layout {
             argcount: 56,
             kwonlyargcount: Some(64),
             flags: 48,
+            stacksize: 68,
             co_code_adaptive: Some(184),
+            co_code: None,
+            // `co_exceptiontable`
+            exceptiontable: Some(40),
             locals: CodeLocals::LocalsPlus {
                 localsplusnames: 96,
                 localspluskinds: 104,
@@ -118,6 +122,11 @@ pub fn layout() -> Layout {
         cell_ob_ref: 16,
         module_md_dict: 16,
         instance_dict: InstanceDict::Managed311,
+        // Include/opcode.h 3.11: BEFORE_WITH 53; Python/ceval.c `TARGET(BEFORE_WITH)` sets `__exit__` on the stack before calling `__enter__`.
+        with_entry: WithEntry::ExceptionTable {
+            opcode: 53,
+            top: WithTop::Exit,
+        },
         debug_offsets: None,
     }
 }

@@ -62,7 +62,11 @@ pub fn layout() -> Layout {
             argcount: 52,
             kwonlyargcount: Some(60),
             flags: 48,
+            stacksize: 64,
             co_code_adaptive: Some(192),
+            co_code: None,
+            // `co_exceptiontable`
+            exceptiontable: Some(40),
             locals: CodeLocals::LocalsPlus {
                 localsplusnames: 96,
                 localspluskinds: 104,
@@ -121,6 +125,11 @@ pub fn layout() -> Layout {
         cell_ob_ref: 16,
         module_md_dict: 16,
         instance_dict: InstanceDict::Managed312,
+        // Include/opcode.h 3.12: BEFORE_WITH 53; Python/bytecodes.c `inst(BEFORE_WITH, (mgr -- exit, res))` writes its outputs after `__enter__` returns.
+        with_entry: WithEntry::ExceptionTable {
+            opcode: 53,
+            top: WithTop::Manager,
+        },
         debug_offsets: None,
     }
 }

@@ -61,7 +61,11 @@ pub fn layout() -> Layout {
             argcount: 52,
             kwonlyargcount: Some(60),
             flags: 48,
+            stacksize: 64,
             co_code_adaptive: Some(200),
+            co_code: None,
+            // `co_exceptiontable`
+            exceptiontable: Some(40),
             locals: CodeLocals::LocalsPlus {
                 localsplusnames: 96,
                 localspluskinds: 104,
@@ -120,6 +124,11 @@ pub fn layout() -> Layout {
         cell_ob_ref: 16,
         module_md_dict: 16,
         instance_dict: InstanceDict::Managed313,
+        // Include/opcode_ids.h 3.13: BEFORE_WITH 2; Python/bytecodes.c as in 3.12.
+        with_entry: WithEntry::ExceptionTable {
+            opcode: 2,
+            top: WithTop::Manager,
+        },
         debug_offsets: None,
     }
 }

@@ -26,6 +26,9 @@ pub fn layout() -> Layout {
         f.tag_bits = 3;
     }
     l.code_object.co_code_adaptive = Some(208);
+    // Include/opcode_ids.h 3.14 has no BEFORE_WITH: Python/codegen.c `codegen_with` emits
+    // LOAD_SPECIAL __exit__, LOAD_SPECIAL __enter__, CALL 0.
+    l.with_entry = WithEntry::SpecialCall;
     l.type_object.ht_cached_keys = 880;
     l.tuple_object.ob_item = 32;
     l
