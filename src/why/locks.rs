@@ -147,40 +147,37 @@ pub fn lock_calls(snap: &Snapshot, slots: &[Option<u64>]) -> Vec<LockCall> {
     for (i, v) in slots.iter().enumerate() {
         let Some(v) = *v else { continue };
         let Ok(t) = snap.type_of(v) else { continue };
-        if is_cfunction_type(&t.name) {
+        let (name, this) = if is_cfunction_type(&t.name) {
             let Ok((name, this)) = snap.cfunction_name_and_self(v) else {
                 continue;
             };
-            if this == 0 {
-                continue;
-            }
-            if let Some(kind) = lock_kind(snap, this) {
-                out.push(LockCall {
-                    slot: i,
-                    name,
-                    lock: this,
-                    kind,
-                });
-            }
+            (name, this)
         } else if t.name == "method_descriptor" {
+            // An unbound method and its `self` in the next slot (3.12+'s method calls, 3.14+'s
+            // `with`): only when `self` has the descriptor's type.
             let Some(Some(this)) = slots.get(i + 1).copied() else {
                 continue;
             };
             let Ok((name, d_type)) = snap.method_descriptor_name_and_type(v) else {
                 continue;
             };
-            let same_type = snap.type_of(this).is_ok_and(|t| t.addr == d_type);
-            if !same_type {
+            if !snap.type_of(this).is_ok_and(|t| t.addr == d_type) {
                 continue;
             }
-            if let Some(kind) = lock_kind(snap, this) {
-                out.push(LockCall {
-                    slot: i,
-                    name,
-                    lock: this,
-                    kind,
-                });
-            }
+            (name, this)
+        } else {
+            continue;
+        };
+        if this == 0 {
+            continue;
+        }
+        if let Some(kind) = lock_kind(snap, this) {
+            out.push(LockCall {
+                slot: i,
+                name,
+                lock: this,
+                kind,
+            });
         }
     }
     out

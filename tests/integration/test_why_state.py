@@ -13,6 +13,7 @@ import pytest
 import harness
 from test_gil_gc_markers import new_core
 from test_stacks import expected, got, json_from, run_gdb
+from test_why_waits import cli
 
 CLI_TIMEOUT = 60
 INTERPS = harness.pick(["pyenv-3.10", "pyenv-3.12", "debian-3.11", "debian-3.14"])
@@ -101,13 +102,6 @@ def scenario(request):
         yield sc
 
 
-def cli(sc, source, *extra):
-    target = ["pid", str(sc.pid)] if source == "live" else ["core", sc.core]
-    rc, out, err = harness.run([harness.cli_path()] + target + ["--why"] + list(extra),
-                               timeout=CLI_TIMEOUT)
-    harness.assert_no_panic(out + err, rc)
-    assert rc == 0, err
-    return out
 
 
 def by_name(r):
