@@ -206,3 +206,36 @@ def test_blocked_entering_a_with_block(with_scenario, source, pair):
         'thread %d "%s" waits for %s %#x held by thread %d "%s" (%s)' % (
             n1, first, type_name, objects[lock2], n2, second, at(second),
             n2, second, type_name, objects[lock1], n1, first, at(first)))
+
+
+# --- asyncio: await cycles are deadlocks too --------------------------------------------------
+
+
+@pytest.mark.parametrize("interp", harness.pick(["pyenv-3.11", "pyenv-3.13", "debian-3.14"]),
+                         ids=lambda i: i.id)
+def test_await_cycles_are_deadlocks(interp):
+    """The asyncio `cycle` case (two tasks awaiting each other, and a ring of three): each await
+    cycle of the scenario's truth is one `await` deadlock, and the verdict says so."""
+    from test_asyncio import start
+
+    with start(harness.Scenario, interp, "cycle", "c") as s:
+        core = s.make_core()
+        check_await_deadlocks(s, core)
+
+
+def check_await_deadlocks(s, core):
+    from test_asyncio import rotate
+
+    rc, out, err = harness.run([harness.cli_path(), "core", core, "--why", "--json"], CLI_TIMEOUT)
+    harness.assert_no_panic(err, rc)
+    assert rc == 0, err
+    r = json.loads(out)
+    got = sorted(rotate(d["tasks"]) for d in r["deadlocks"] if d["kind"] == "await")
+    assert got == sorted(map(rotate, s.truth["cycles"])) and len(got) == 2, r["deadlocks"]
+    assert all(d["threads"] == [] and d["objects"] == [] for d in r["deadlocks"])
+    rc, text, err = harness.run([harness.cli_path(), "core", core, "--why"], CLI_TIMEOUT)
+    # The deadlocks first; then the threads' own waits (the recorder on _truth.HELD).
+    verdict = text.split("\n\n", 1)[0].splitlines()[:len(r["deadlocks"])]
+    want = ["Deadlock: asyncio tasks await each other: %s" % " -> ".join(
+        "%#x" % t for t in d["tasks"]) for d in r["deadlocks"]]
+    assert verdict == want, text
