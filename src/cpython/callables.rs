@@ -167,20 +167,31 @@ impl Snapshot {
         let Some(start) = base.checked_add(frame.code.locals.len() as u64 * 8) else {
             return Vec::new();
         };
+        // The slots below the frame it calls, at most MAX_VALUE_STACK_SLOTS of them.
+        let mut n = MAX_VALUE_STACK_SLOTS;
+        if let Some(f) = inner.filter(|&f| f > start) {
+            n = n.min((f - start).div_ceil(8));
+        }
+        let object = |v: u64| {
+            // Objects are 8-byte aligned user-space addresses; anything else is stale.
+            (v & !tag_bits != 0 && v & 7 & !tag_bits == 0 && v < USER_SPACE_END)
+                .then_some(v & !tag_bits)
+        };
+        // One read for the whole stack; slot by slot, up to the first unreadable one, when
+        // it crosses into memory that cannot be read.
+        if let Ok(bytes) = self.mem.read_vec(start, n * 8, n * 8) {
+            return bytes
+                .chunks_exact(8)
+                .map(|c| object(u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))))
+                .collect();
+        }
         let mut out = Vec::new();
-        for i in 0..MAX_VALUE_STACK_SLOTS {
+        for i in 0..n {
             let Some(slot) = start.checked_add(i * 8) else {
                 break;
             };
-            if inner.is_some_and(|f| f > start && slot >= f) {
-                break;
-            }
             match self.mem.read_u64(slot) {
-                // Objects are 8-byte aligned user-space addresses; anything else is stale.
-                Ok(v) if v & !tag_bits != 0 && v & 7 & !tag_bits == 0 && v < USER_SPACE_END => {
-                    out.push(Some(v & !tag_bits))
-                }
-                Ok(_) => out.push(None),
+                Ok(v) => out.push(object(v)),
                 Err(_) => break,
             }
         }

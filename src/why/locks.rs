@@ -12,13 +12,13 @@
 //! | 3.13.1+ | `lock` (PyMutex, one byte, bit 0 = locked) +0 | as 3.13.0 |
 //! | 3.14, 3.15 | as 3.13.1 | `_PyRecursiveMutex` {`mutex` +0, `thread` (ident) +8, `level` +16}; count = level + 1 |
 //!
-//! The lock's change inside 3.13 came with the backport of gh-117721 (PR #125116, merged the
-//! day after 3.13.0 was tagged), so it is keyed on the micro version. This table belongs in
-//! `Layout` (DESIGN.md principle 4) once `_Py_DebugOffsets` or the built-in tables carry it.
+//! Which row a target has is `Layout::thread_locks` (the change inside 3.13 came with the
+//! backport of gh-117721, PR #125116, merged the day after 3.13.0 was tagged).
 
 use crate::cpython::callables::is_cfunction_type;
+use crate::cpython::layout::{RLockCount, ThreadLockModel};
 use crate::cpython::objects::field;
-use crate::cpython::{Snapshot, Version};
+use crate::cpython::Snapshot;
 use crate::error::ReadError;
 
 /// An RLock count above this is not one (a corrupt or stale object).
@@ -68,26 +68,22 @@ pub fn lock_kind(snap: &Snapshot, obj: u64) -> Option<LockKind> {
     }
 }
 
-/// 3.13.1 and later keep a `_thread.lock` in a one-byte PyMutex.
-fn lock_is_pymutex(v: Version) -> bool {
-    (v.major, v.minor) > (3, 13) || ((v.major, v.minor) == (3, 13) && v.micro >= 1)
-}
-
 /// The state of the lock `obj` of kind `kind`; an error when it cannot be read or makes no
 /// sense (a held RLock with no owner or an impossible count).
 pub fn lock_state(snap: &Snapshot, obj: u64, kind: LockKind) -> Result<LockState, ReadError> {
     let fields = field(obj, snap.layout.pyobject.ob_type + 8)?;
-    let v = snap.layout.version;
+    let model = snap.layout.thread_locks;
+    let pymutex = model.lock == ThreadLockModel::PyMutex;
     match kind {
         LockKind::Lock => {
-            let at = if lock_is_pymutex(v) {
+            let at = if pymutex {
                 field(fields, 0)?
             } else {
                 field(fields, 16)?
             };
             let mut b = [0u8; 1];
             snap.mem.read_into(at, &mut b)?;
-            let held = if lock_is_pymutex(v) {
+            let held = if pymutex {
                 // PyMutex `_bits`: _Py_LOCKED 1, _Py_HAS_PARKED 2 (Include/cpython/lock.h).
                 b[0] & 1 != 0
             } else {
@@ -109,10 +105,9 @@ pub fn lock_state(snap: &Snapshot, obj: u64, kind: LockKind) -> Result<LockState
             if owner == 0 {
                 return Ok(LockState::default());
             }
-            let count = if v.minor >= 14 {
-                raw.checked_add(1)
-            } else {
-                Some(raw)
+            let count = match model.rlock_count {
+                RLockCount::LevelPlusOne => raw.checked_add(1),
+                RLockCount::Count => Some(raw),
             };
             match count {
                 Some(c) if (1..=MAX_RLOCK_COUNT).contains(&c) => Ok(LockState {
@@ -225,7 +220,7 @@ pub fn method_calls(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpython::Layout;
+    use crate::cpython::{Layout, Version};
     use crate::memory::FakeMemory;
 
     fn snap(v: Version, obj: u64, fields: &[u64]) -> Snapshot {
@@ -268,10 +263,18 @@ mod tests {
 
     #[test]
     fn the_lock_became_a_pymutex_in_3_13_1() {
-        assert!(!lock_is_pymutex(Version::new(3, 10, 13)));
-        assert!(!lock_is_pymutex(Version::new(3, 13, 0)));
-        assert!(lock_is_pymutex(Version::new(3, 13, 1)));
-        assert!(lock_is_pymutex(Version::new(3, 14, 0)));
-        assert!(lock_is_pymutex(Version::new(3, 15, 2)));
+        let model = |major, minor, micro| {
+            Layout::builtin(Version::new(major, minor, micro))
+                .unwrap()
+                .thread_locks
+                .lock
+        };
+        assert_eq!(model(3, 10, 13), ThreadLockModel::LockedFlag);
+        assert_eq!(model(3, 13, 0), ThreadLockModel::LockedFlag);
+        assert_eq!(model(3, 13, 1), ThreadLockModel::PyMutex);
+        assert_eq!(model(3, 14, 0), ThreadLockModel::PyMutex);
+        assert_eq!(model(3, 15, 2), ThreadLockModel::PyMutex);
+        let ft = Layout::builtin_free_threaded(Version::new(3, 13, 15)).unwrap();
+        assert_eq!(ft.thread_locks.lock, ThreadLockModel::PyMutex);
     }
 }

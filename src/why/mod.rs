@@ -50,16 +50,18 @@ pub fn report(session: &Session, base: &Report) -> Report {
 /// Adds to `report` (every thread's, from `session`) each thread's state, wait and holds, and
 /// the deadlocks among them; `await_cycles` are asyncio's (from the task graph, when read).
 pub fn annotate(session: &Session, report: &mut Report, await_cycles: &[Vec<u64>]) {
+    let waits = waits::waits_and_holds(session, &report.threads);
     let whys: Vec<ThreadWhy> = report
         .threads
         .iter()
-        .map(|t| {
+        .zip(waits)
+        .map(|(t, (waiting, holding))| {
             let (state, syscall) = state::thread_state(session, t);
             ThreadWhy {
                 state,
                 syscall,
-                waiting: waits::waiting(session, t, &report.threads),
-                holding: waits::holding(session, t),
+                waiting,
+                holding,
             }
         })
         .collect();

@@ -69,12 +69,9 @@ const ACQUIRE_NAMES: &[&str] = &["acquire", "acquire_lock", "__enter__"];
 /// `SimpleQueue`'s type names (C, and the pure-Python `_PySimpleQueue`).
 const SIMPLE_QUEUE_TYPES: &[&str] = &["_queue.SimpleQueue", "SimpleQueue"];
 
-/// The decoded thread a report's thread came from.
-fn decoded<'a>(session: &'a Session, t: &ThreadReport) -> Option<&'a DecodedThread> {
-    session
-        .threads()
-        .iter()
-        .find(|d| d.info.addr == t.thread_state && d.info.thread_id == t.thread_id)
+/// Whether a report's thread came from the decoded thread `d`.
+fn is_thread(d: &DecodedThread, t: &ThreadReport) -> bool {
+    d.info.addr == t.thread_state && d.info.thread_id == t.thread_id
 }
 
 /// The index in the report's `frames` of the Python frame at `addr`.
@@ -394,14 +391,64 @@ fn lock_wait(snap: &Snapshot, d: &DecodedThread) -> Option<LockCall> {
     blocked.then_some(call)
 }
 
+/// What one thread's value stacks show of locks, read once per stop: every thread's waits
+/// and holds are needed to name each other thread's owners.
+struct LockFacts<'a> {
+    thread: &'a DecodedThread,
+    /// [`with_holds`].
+    holds: Vec<(u64, LockKind, u64)>,
+    /// [`lock_wait`].
+    wait: Option<LockCall>,
+}
+
+impl<'a> LockFacts<'a> {
+    fn of(snap: &Snapshot, threads: &'a [DecodedThread]) -> Vec<LockFacts<'a>> {
+        threads
+            .iter()
+            .map(|thread| LockFacts {
+                thread,
+                holds: with_holds(snap, thread),
+                wait: lock_wait(snap, thread),
+            })
+            .collect()
+    }
+}
+
+/// Each thread's wait and holds (see [`waiting`], [`holding`]), in `threads`' order: every
+/// thread of the report, from `session`.
+pub fn waits_and_holds(
+    session: &Session,
+    threads: &[ThreadReport],
+) -> Vec<(Option<Waiting>, Vec<Holding>)> {
+    let facts = LockFacts::of(&session.snap, session.threads());
+    threads
+        .iter()
+        .map(
+            |t| match facts.iter().position(|f| is_thread(f.thread, t)) {
+                Some(i) => (
+                    waiting(session, t, threads, &facts, i),
+                    holding(session, t, &facts, i),
+                ),
+                None => (None, Vec::new()),
+            },
+        )
+        .collect()
+}
+
 /// The wait `t` is blocked in; `threads` is every thread of the report (owners are found
-/// among them).
-pub fn waiting(session: &Session, t: &ThreadReport, threads: &[ThreadReport]) -> Option<Waiting> {
+/// among them), `facts[me]` `t`'s own.
+fn waiting(
+    session: &Session,
+    t: &ThreadReport,
+    threads: &[ThreadReport],
+    facts: &[LockFacts],
+    me: usize,
+) -> Option<Waiting> {
     if t.holds_gil == Some(true) {
         return None;
     }
     let snap = &session.snap;
-    let d = decoded(session, t)?;
+    let d = facts[me].thread;
     let first = innermost(d)?;
     if library_file(&first.code.filename).is_some() {
         // The library frames from the innermost outwards; the outermost wait wins.
@@ -429,19 +476,19 @@ pub fn waiting(session: &Session, t: &ThreadReport, threads: &[ThreadReport]) ->
         });
     }
     let frame = report_index(t, first.addr)?;
-    if let Some(call) = lock_wait(snap, d) {
+    if let Some(call) = facts[me].wait.clone() {
         let owner = match call.kind {
             LockKind::RLock => locks::lock_state(snap, call.lock, call.kind)
                 .ok()
                 .and_then(|s| s.owner_ident)
                 .and_then(|i| native_of_ident(threads, i)),
             // A Lock names no owner: only a `with` block that holds it shows one.
-            LockKind::Lock => session
-                .threads()
+            LockKind::Lock => facts
                 .iter()
-                .filter(|o| o.info.addr != d.info.addr)
-                .find(|o| with_holds(snap, o).iter().any(|h| h.0 == call.lock))
-                .and_then(|o| o.info.native_id),
+                .enumerate()
+                .filter(|(i, _)| *i != me)
+                .find(|(_, o)| o.holds.iter().any(|h| h.0 == call.lock))
+                .and_then(|(_, o)| o.thread.info.native_id),
         };
         return Some(Waiting {
             kind: call.kind.kind(),
@@ -468,15 +515,13 @@ pub fn waiting(session: &Session, t: &ThreadReport, threads: &[ThreadReport]) ->
 
 /// The locks `t` holds that memory shows: `with` blocks (with their frame), and the RLocks
 /// other threads wait for (or that `t`'s own `with` blocks name) whose owner is `t`.
-pub fn holding(session: &Session, t: &ThreadReport) -> Vec<Holding> {
+fn holding(session: &Session, t: &ThreadReport, facts: &[LockFacts], me: usize) -> Vec<Holding> {
     let snap = &session.snap;
-    let Some(d) = decoded(session, t) else {
-        return Vec::new();
-    };
+    let d = facts[me].thread;
     let mut out: Vec<Holding> = Vec::new();
     // Innermost first: an outer `with` on the same RLock replaces an inner one, so the frame
     // that took it is the outermost.
-    for (lock, kind, addr) in with_holds(snap, d) {
+    for &(lock, kind, addr) in &facts[me].holds {
         let count = match kind {
             LockKind::RLock => locks::lock_state(snap, lock, kind)
                 .ok()
@@ -496,8 +541,8 @@ pub fn holding(session: &Session, t: &ThreadReport) -> Vec<Holding> {
         }
     }
     // RLocks name their owner: those other threads wait for.
-    for other in session.threads() {
-        let Some(call) = lock_wait(snap, other) else {
+    for other in facts {
+        let Some(call) = &other.wait else {
             continue;
         };
         if call.kind != LockKind::RLock || out.iter().any(|h| h.object == call.lock) {

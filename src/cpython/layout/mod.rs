@@ -46,6 +46,8 @@ pub struct Layout {
     /// How a frame shows that it is entering a `with` block (running the manager's
     /// `__enter__`).
     pub with_entry: WithEntry,
+    /// How `_thread.lock` and `_thread.RLock` keep their state (src/why/locks.rs reads them).
+    pub thread_locks: ThreadLocks,
     /// The target's own `_Py_DebugOffsets` (3.13+), for readers of the groups the table above
     /// does not carry (`gen_object`, `llist_node`, `interpreter_frame.stackpointer`).
     pub debug_offsets: Option<DebugOffsets>,
@@ -207,6 +209,38 @@ pub enum WithEntry {
     /// (Python/codegen.c), so while `__enter__` runs the stack holds the `__exit__` pair
     /// (unbound method, manager) right below the `__enter__` pair (Python/bytecodes.c).
     SpecialCall,
+}
+
+/// How `threading.Lock` and `threading.RLock` objects keep their state (Modules/_threadmodule.c
+/// of each version). Strategies only: the offsets each implies are in src/why/locks.rs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadLocks {
+    pub lock: ThreadLockModel,
+    pub rlock_count: RLockCount,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadLockModel {
+    /// 3.10 to 3.13.0: `lock_lock` (a `sem_t*`), `in_weakreflist`, `char locked`.
+    LockedFlag,
+    /// 3.13.1+ (the backport of gh-117721, PR #125116) and 3.14+: one `PyMutex`.
+    PyMutex,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RLockCount {
+    /// 3.10 to 3.13: `rlock_count` is the count.
+    Count,
+    /// 3.14+: `_PyRecursiveMutex.level` is the count less one (`rlock_repr`).
+    LevelPlusOne,
+}
+
+impl ThreadLocks {
+    /// 3.10 to 3.13.0.
+    pub const OLD: ThreadLocks = ThreadLocks {
+        lock: ThreadLockModel::LockedFlag,
+        rlock_count: RLockCount::Count,
+    };
 }
 
 /// What sits in the manager's slot while its `__enter__` runs.
@@ -374,7 +408,7 @@ impl Layout {
             (3, 15) => v3_15::layout(),
             _ => return None,
         };
-        l.version = version;
+        l.set_version(version);
         Some(l)
     }
 
@@ -384,8 +418,17 @@ impl Layout {
             (3, 13) => v3_13::free_threaded(),
             _ => return None,
         };
-        l.version = version;
+        l.set_version(version);
         Some(l)
+    }
+
+    /// The exact version, and what changed inside a minor version: 3.13.1 took
+    /// `_thread.lock`'s PyMutex from 3.14 (PR #125116, merged the day after 3.13.0).
+    fn set_version(&mut self, version: Version) {
+        self.version = version;
+        if (version.major, version.minor) == (3, 13) && version.micro >= 1 {
+            self.thread_locks.lock = ThreadLockModel::PyMutex;
+        }
     }
 
     /// Moves every offset inside a Python object by `by` bytes: a free-threaded build's larger

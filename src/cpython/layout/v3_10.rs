@@ -123,6 +123,7 @@ pub fn layout() -> Layout {
         // Include/opcode.h: SETUP_WITH 143, EXTENDED_ARG 144; `PyFrameObject.f_iblock`,
         // `.f_blockstack` and `PyTryBlock` {b_type, b_handler, b_level} (ints):
         // Include/cpython/frameobject.h; Python/ceval.c `TARGET(SETUP_WITH)`.
+        thread_locks: ThreadLocks::OLD,
         with_entry: WithEntry::BlockStack {
             opcode: 143,
             extended_arg: 144,

@@ -123,6 +123,7 @@ pub fn layout() -> Layout {
         module_md_dict: 16,
         instance_dict: InstanceDict::Managed311,
         // Include/opcode.h 3.11: BEFORE_WITH 53; Python/ceval.c `TARGET(BEFORE_WITH)` sets `__exit__` on the stack before calling `__enter__`.
+        thread_locks: ThreadLocks::OLD,
         with_entry: WithEntry::ExceptionTable {
             opcode: 53,
             top: WithTop::Exit,

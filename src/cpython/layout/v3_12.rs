@@ -126,6 +126,7 @@ pub fn layout() -> Layout {
         module_md_dict: 16,
         instance_dict: InstanceDict::Managed312,
         // Include/opcode.h 3.12: BEFORE_WITH 53; Python/bytecodes.c `inst(BEFORE_WITH, (mgr -- exit, res))` writes its outputs after `__enter__` returns.
+        thread_locks: ThreadLocks::OLD,
         with_entry: WithEntry::ExceptionTable {
             opcode: 53,
             top: WithTop::Manager,

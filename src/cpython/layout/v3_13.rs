@@ -125,6 +125,7 @@ pub fn layout() -> Layout {
         module_md_dict: 16,
         instance_dict: InstanceDict::Managed313,
         // Include/opcode_ids.h 3.13: BEFORE_WITH 2; Python/bytecodes.c as in 3.12.
+        thread_locks: ThreadLocks::OLD,
         with_entry: WithEntry::ExceptionTable {
             opcode: 2,
             top: WithTop::Manager,

@@ -29,6 +29,12 @@ pub fn layout() -> Layout {
     // Include/opcode_ids.h 3.14 has no BEFORE_WITH: Python/codegen.c `codegen_with` emits
     // LOAD_SPECIAL __exit__, LOAD_SPECIAL __enter__, CALL 0.
     l.with_entry = WithEntry::SpecialCall;
+    // Modules/_threadmodule.c 3.14: lockobject and rlockobject hold a PyMutex and a
+    // _PyRecursiveMutex.
+    l.thread_locks = ThreadLocks {
+        lock: ThreadLockModel::PyMutex,
+        rlock_count: RLockCount::LevelPlusOne,
+    };
     l.type_object.ht_cached_keys = 880;
     l.tuple_object.ob_item = 32;
     l
