@@ -203,7 +203,7 @@ class LldbHost(fe.Host):
         return lwp, tp
 
     def write(self, text):
-        self.result.Print(text)
+        self.result.Print(fe.printable(text))
 
     def native_frames(self, session=None):
         t = self.thread_

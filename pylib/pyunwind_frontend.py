@@ -153,6 +153,13 @@ def info_proc_mappings_to_maps(text):
 MEMORY_MODES = ("auto", "direct", "debugger")
 
 
+def printable(text):
+    """``text`` as a debugger can print it: a NUL (a corrupt name read from the target) as
+    ``\\x00``, as the CLI prints it (report::text::printable); gdb.write refuses a NUL and
+    lldb's C strings end at one."""
+    return text.replace("\0", "\\x00")
+
+
 class FrontendError(Exception):
     """A message for the user; each frontend turns it into its debugger's error."""
 

@@ -217,7 +217,7 @@ class _GdbHost(fe.Host):
         return _thread_key(), _thread_pointer()
 
     def write(self, text):
-        gdb.write(text)
+        gdb.write(fe.printable(text))
 
     def selected_python_frame(self, session, frames):
         # gdb's selected frame wins when it is an eval-loop frame (`frame N`, `up`): the Python

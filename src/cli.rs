@@ -183,6 +183,7 @@ where
     };
     match crate::panic::catch_result("cli", || run(cli, scripts.as_ref())) {
         Ok(s) => {
+            let s = crate::report::text::printable(s);
             // A closed pipe (`| head`) is not an error worth a message.
             let _ = std::io::stdout().write_all(s.as_bytes());
             let _ = std::io::stdout().flush();

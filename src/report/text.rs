@@ -62,6 +62,17 @@ fn read_lines(file: &str, kept: &mut u64) -> Option<Vec<String>> {
     )
 }
 
+/// `text` as a terminal or a debugger can print it: a NUL (only a corrupt name read from the
+/// target holds one) as `\x00`, as the debuggers' frontend prints it
+/// (`pyunwind_frontend.printable`: gdb.write refuses a NUL).
+pub fn printable(text: String) -> String {
+    if text.contains('\0') {
+        text.replace('\0', "\\x00")
+    } else {
+        text
+    }
+}
+
 /// `Thread 4242 "worker-1" (holds the GIL):`
 pub fn thread_header(t: &ThreadReport) -> String {
     let mut s = String::from("Thread ");
