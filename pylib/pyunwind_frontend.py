@@ -180,6 +180,20 @@ def error_line(e, core, debugger):
         marker, debugger, type(e).__name__, ": " + text if text else "")
 
 
+FALLBACK_SUFFIX = "; showing native frames only"
+
+
+def fallback_line(e, core, debugger):
+    """The one line a frame filter, unwinder or frame provider prints when an error makes it
+    show the debugger's own native frames instead of Python's: never a silent fallback. The
+    error is worded as for a command (`error_line`), so a frontend bug still carries the
+    panic marker."""
+    text = error_line(e, core, debugger)
+    if not text.startswith("pyunwind: "):
+        text = "pyunwind: " + text
+    return printable(text) + FALLBACK_SUFFIX
+
+
 class Host:
     """What a debugger frontend tells the shared code. gdb and lldb each subclass it; the
     defaults are what a frontend without that knowledge answers."""
