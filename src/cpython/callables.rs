@@ -38,6 +38,9 @@ const WRAPPERBASE_WRAPPER: u64 = 24;
 // PyDescr_COMMON {d_type, d_name, d_qualname} (Include/cpython/descrobject.h).
 const DESCR_D_TYPE: u64 = 0;
 const DESCR_D_NAME: u64 = 8;
+// `PyMethodObject` {im_func, im_self, ...} (Include/cpython/classobject.h 3.10 to 3.15).
+const METHOD_IM_FUNC: u64 = 0;
+const METHOD_IM_SELF: u64 = 8;
 
 /// End of x86-64 Linux user space: no object lies above it.
 const USER_SPACE_END: u64 = 1 << 47;
@@ -214,6 +217,20 @@ impl Snapshot {
         let d_type = self.mem.read_ptr(field(f, DESCR_D_TYPE)?)?;
         let name = self.read_name(self.mem.read_ptr(field(f, DESCR_D_NAME)?)?)?;
         Ok((name, d_type))
+    }
+
+    /// A bound method's (`method`, `PyMethodObject`) function and `self`.
+    pub fn method_func_and_self(&self, obj: u64) -> Result<(u64, u64), ReadError> {
+        let f = self.object_fields(obj)?;
+        Ok((
+            self.mem.read_ptr(field(f, METHOD_IM_FUNC)?)?,
+            self.mem.read_ptr(field(f, METHOD_IM_SELF)?)?,
+        ))
+    }
+
+    /// The code a Python function (`function`, `PyFunctionObject`) runs.
+    pub fn function_code(&self, func: u64) -> Result<std::sync::Arc<super::code::Code>, ReadError> {
+        self.code(self.mem.read_ptr(field(func, self.layout.function_code)?)?)
     }
 
     /// Whether the builtin `obj` is `gc.collect`: libpython's "Garbage-collecting" frames run

@@ -30,6 +30,8 @@ pub struct ThreadInfo {
 /// Bytes of `struct _gil_runtime_state` from `locked` to its end: int locked (and padding),
 /// unsigned long switch_number, two pthread_cond_t (48) and two pthread_mutex_t (40) on
 /// x86-64 glibc (Include/internal/pycore_gil.h).
+/// `sizeof(unsigned long)`: `interval`, the GIL's first field.
+const GIL_INTERVAL_BYTES: u64 = 8;
 const GIL_BYTES_FROM_LOCKED: u64 = 8 + 8 + 2 * 48 + 2 * 40;
 
 fn limit(addr: u64, what: &'static str, max: usize) -> ReadError {
@@ -162,6 +164,14 @@ impl Snapshot {
     pub fn is_gil_address(&self, interp: u64, addr: u64) -> bool {
         self.gil_fields(interp)
             .is_some_and(|(locked, _)| addr >= locked && addr - locked < GIL_BYTES_FROM_LOCKED)
+    }
+
+    /// The address of the interpreter's `struct _gil_runtime_state`: `last_holder` is its
+    /// second field, after `unsigned long interval` (Include/internal/pycore_gil.h 3.10 to
+    /// 3.15).
+    pub fn gil_address(&self, interp: u64) -> Option<u64> {
+        let (_, holder) = self.gil_fields(interp)?;
+        holder.checked_sub(GIL_INTERVAL_BYTES)
     }
 
     /// The thread state that last held the GIL (`last_holder`, kept when it is released).

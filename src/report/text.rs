@@ -142,7 +142,10 @@ fn held_in(r: &Report, owner: u64, object: u64) -> String {
 
 /// `waits for RLock 0x7f.. held by thread 12 "rotator"`; the owner unknown says so.
 fn waits_for(r: &Report, w: &Waiting) -> String {
-    let mut s = format!("waits for {}", w.type_name.as_deref().unwrap_or(w.kind));
+    let mut s = match w.kind {
+        "gil" => "waits for the GIL".to_string(),
+        _ => format!("waits for {}", w.type_name.as_deref().unwrap_or(w.kind)),
+    };
     if let Some(o) = w.object {
         write!(s, " {o:#x}").unwrap();
     }

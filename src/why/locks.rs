@@ -28,6 +28,8 @@ const MAX_RLOCK_COUNT: u64 = 1 << 40;
 pub enum LockKind {
     Lock,
     RLock,
+    /// A `threading.Condition`: held when the Lock or RLock it wraps (its `_lock`) is.
+    Condition,
 }
 
 impl LockKind {
@@ -36,6 +38,7 @@ impl LockKind {
         match self {
             LockKind::Lock => "lock",
             LockKind::RLock => "rlock",
+            LockKind::Condition => "condition",
         }
     }
 
@@ -44,6 +47,7 @@ impl LockKind {
         match self {
             LockKind::Lock => "Lock",
             LockKind::RLock => "RLock",
+            LockKind::Condition => "Condition",
         }
     }
 }
@@ -58,19 +62,54 @@ pub struct LockState {
     pub count: Option<u64>,
 }
 
-/// Whether `obj` is a `_thread.lock` or `_thread.RLock` (by its type's `tp_name`).
+/// Base classes followed to find whether a type is `threading.Condition` or a subclass.
+const MAX_BASES: usize = 32;
+
+/// Whether `obj` is a `_thread.lock` or `_thread.RLock` (by its type's `tp_name`), or a
+/// `threading.Condition` (a Python class of that name, or a subclass of one).
 pub fn lock_kind(snap: &Snapshot, obj: u64) -> Option<LockKind> {
-    let t = snap.type_of(obj).ok()?;
+    let mut t = snap.type_of(obj).ok()?;
     match t.name.as_str() {
-        "_thread.lock" | "lock" => Some(LockKind::Lock),
-        "_thread.RLock" | "RLock" => Some(LockKind::RLock),
-        _ => None,
+        "_thread.lock" | "lock" => return Some(LockKind::Lock),
+        "_thread.RLock" | "RLock" => return Some(LockKind::RLock),
+        _ => {}
+    }
+    for _ in 0..MAX_BASES {
+        if t.name == "Condition" {
+            return Some(LockKind::Condition);
+        }
+        if t.base == 0 {
+            break;
+        }
+        t = snap.type_at(t.base).ok()?;
+    }
+    None
+}
+
+/// The lock a lock of kind `kind` acquires: itself, or a Condition's `_lock` (a Lock or an
+/// RLock; anything else is no lock we know).
+pub fn acquired_lock(
+    snap: &Snapshot,
+    obj: u64,
+    kind: LockKind,
+) -> Result<(u64, LockKind), ReadError> {
+    if kind != LockKind::Condition {
+        return Ok((obj, kind));
+    }
+    let inner = snap
+        .instance_attr(obj, "_lock")?
+        .ok_or_else(|| ReadError::corrupt(obj, "Condition: no _lock"))?;
+    match lock_kind(snap, inner) {
+        Some(k @ (LockKind::Lock | LockKind::RLock)) => Ok((inner, k)),
+        _ => Err(ReadError::corrupt(inner, "Condition: _lock is no lock")),
     }
 }
 
 /// The state of the lock `obj` of kind `kind`; an error when it cannot be read or makes no
 /// sense (a held RLock with no owner or an impossible count).
+/// A Condition's state is its `_lock`'s.
 pub fn lock_state(snap: &Snapshot, obj: u64, kind: LockKind) -> Result<LockState, ReadError> {
+    let (obj, kind) = acquired_lock(snap, obj, kind)?;
     let fields = field(obj, snap.layout.pyobject.ob_type + 8)?;
     let model = snap.layout.thread_locks;
     let pymutex = model.lock == ThreadLockModel::PyMutex;
@@ -99,7 +138,7 @@ pub fn lock_state(snap: &Snapshot, obj: u64, kind: LockKind) -> Result<LockState
                 count: None,
             })
         }
-        LockKind::RLock => {
+        LockKind::RLock | LockKind::Condition => {
             let owner = snap.mem.read_u64(field(fields, 8)?)?;
             let raw = snap.mem.read_u64(field(fields, 16)?)?;
             if owner == 0 {
@@ -136,6 +175,8 @@ pub struct LockCall {
 /// the lock (3.10 to 3.13's `with` keeps its bound `__exit__` there; a call through a bound
 /// method), or a `method_descriptor` of the lock's type right below the lock itself (a method
 /// call, `obj.acquire()`, on 3.10 to 3.15; 3.14+'s `with` keeps `__exit__` and the lock).
+/// A Condition's methods are Python functions of threading.py: a bound method (3.10 to
+/// 3.13's `with`), or a function right below the Condition (3.14+'s `with`).
 /// Bottom first. `slots` from [`Snapshot::value_stack_slots`].
 pub fn lock_calls(snap: &Snapshot, slots: &[Option<u64>]) -> Vec<LockCall> {
     let mut out = Vec::new();
@@ -160,6 +201,11 @@ pub fn lock_calls(snap: &Snapshot, slots: &[Option<u64>]) -> Vec<LockCall> {
                 continue;
             }
             (name, this)
+        } else if let Some((name, this)) = threading_method(snap, &t.name, v, slots.get(i + 1)) {
+            if lock_kind(snap, this) != Some(LockKind::Condition) {
+                continue;
+            }
+            (name, this)
         } else {
             continue;
         };
@@ -176,6 +222,25 @@ pub fn lock_calls(snap: &Snapshot, slots: &[Option<u64>]) -> Vec<LockCall> {
         }
     }
     out
+}
+
+/// A method of threading.py found on a value stack, `v` of type `type_name`: its name and
+/// `self`. A bound method; or a function and, in `next`, its `self`.
+fn threading_method(
+    snap: &Snapshot,
+    type_name: &str,
+    v: u64,
+    next: Option<&Option<u64>>,
+) -> Option<(String, u64)> {
+    let (func, this) = match type_name {
+        "method" => snap.method_func_and_self(v).ok()?,
+        "function" => (v, (*next?)?),
+        _ => return None,
+    };
+    let code = snap.function_code(func).ok()?;
+    code.filename
+        .ends_with("/threading.py")
+        .then(|| (code.name.clone(), this))
 }
 
 /// A call of a C method named `method` on an object whose type is named one of `types`, as

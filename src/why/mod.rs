@@ -57,6 +57,11 @@ pub fn annotate(session: &Session, report: &mut Report, await_cycles: &[Vec<u64>
         .zip(waits)
         .map(|(t, (waiting, holding))| {
             let (state, syscall) = state::thread_state(session, t);
+            let waiting = waiting.or_else(|| {
+                (state == Some("gil_wait"))
+                    .then(|| waits::gil_wait(session, t, &report.threads))
+                    .flatten()
+            });
             ThreadWhy {
                 state,
                 syscall,

@@ -339,9 +339,21 @@ fn entering(
     }
 }
 
-/// Locks a `with` block in `d` holds: (lock, kind, the frame's address), innermost first.
-/// Only locks held now; an RLock only when `d`'s thread owns it.
-fn with_holds(snap: &Snapshot, d: &DecodedThread) -> Vec<(u64, LockKind, u64)> {
+/// A lock a `with` block holds.
+#[derive(Clone, Copy, Debug)]
+struct WithHold {
+    /// The manager: the lock, or the Condition.
+    object: u64,
+    kind: LockKind,
+    /// The lock it acquired: the lock itself, or the Condition's `_lock`.
+    acquired: u64,
+    /// The address of the frame whose `with` holds it.
+    frame: u64,
+}
+
+/// Locks a `with` block in `d` holds, innermost first. Only locks held now; an RLock (or a
+/// Condition over one) only when `d`'s thread owns it.
+fn with_holds(snap: &Snapshot, d: &DecodedThread) -> Vec<WithHold> {
     let mut out = Vec::new();
     for (p, inner) in frames_with_inner(snap, d) {
         let slots = stack_slots(snap, p, inner);
@@ -352,15 +364,23 @@ fn with_holds(snap: &Snapshot, d: &DecodedThread) -> Vec<(u64, LockKind, u64)> {
             if c.name != "__exit__" || Some(c.slot) == entered {
                 continue;
             }
-            let Ok(state) = locks::lock_state(snap, c.lock, c.kind) else {
+            let Ok((acquired, acquired_kind)) = locks::acquired_lock(snap, c.lock, c.kind) else {
                 continue;
             };
-            let mine = match c.kind {
+            let Ok(state) = locks::lock_state(snap, acquired, acquired_kind) else {
+                continue;
+            };
+            let mine = match acquired_kind {
                 LockKind::Lock => state.held,
-                LockKind::RLock => state.owner_ident == Some(d.info.thread_id),
+                _ => state.owner_ident == Some(d.info.thread_id),
             };
             if mine {
-                out.push((c.lock, c.kind, p.addr));
+                out.push(WithHold {
+                    object: c.lock,
+                    kind: c.kind,
+                    acquired,
+                    frame: p.addr,
+                });
             }
         }
     }
@@ -383,10 +403,14 @@ fn lock_wait(snap: &Snapshot, d: &DecodedThread) -> Option<LockCall> {
             .into_iter()
             .find(|c| ACQUIRE_NAMES.contains(&c.name.as_str()))?,
     };
+    // A Condition's methods run in frames of their own: the library wait names them.
+    if call.kind == LockKind::Condition {
+        return None;
+    }
     let state = locks::lock_state(snap, call.lock, call.kind).ok()?;
     let blocked = match call.kind {
         LockKind::Lock => state.held,
-        LockKind::RLock => state.held && state.owner_ident != Some(d.info.thread_id),
+        _ => state.held && state.owner_ident != Some(d.info.thread_id),
     };
     blocked.then_some(call)
 }
@@ -396,7 +420,7 @@ fn lock_wait(snap: &Snapshot, d: &DecodedThread) -> Option<LockCall> {
 struct LockFacts<'a> {
     thread: &'a DecodedThread,
     /// [`with_holds`].
-    holds: Vec<(u64, LockKind, u64)>,
+    holds: Vec<WithHold>,
     /// [`lock_wait`].
     wait: Option<LockCall>,
 }
@@ -459,12 +483,17 @@ fn waiting(
                 break;
             }
             if let Some(w) = library_wait(snap, p) {
-                found = Some((w, p.addr));
+                found = Some((w, p.addr, &*p.code.name == "__enter__"));
             }
         }
-        let ((kind, object), addr) = found?;
+        let ((kind, object), addr, entering_condition) = found?;
         let owner = match kind {
             "join" => thread_of(snap, object, threads),
+            // Entering `with cond:` waits for the lock the Condition wraps; `cond.wait()`
+            // waits for a notify, which no thread owes.
+            "condition" if entering_condition => {
+                owner(snap, object, LockKind::Condition, threads, facts, me)
+            }
             _ => None,
         };
         return Some(Waiting {
@@ -477,24 +506,11 @@ fn waiting(
     }
     let frame = report_index(t, first.addr)?;
     if let Some(call) = facts[me].wait.clone() {
-        let owner = match call.kind {
-            LockKind::RLock => locks::lock_state(snap, call.lock, call.kind)
-                .ok()
-                .and_then(|s| s.owner_ident)
-                .and_then(|i| native_of_ident(threads, i)),
-            // A Lock names no owner: only a `with` block that holds it shows one.
-            LockKind::Lock => facts
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| *i != me)
-                .find(|(_, o)| o.holds.iter().any(|h| h.0 == call.lock))
-                .and_then(|(_, o)| o.thread.info.native_id),
-        };
         return Some(Waiting {
             kind: call.kind.kind(),
             object: Some(call.lock),
             type_name: Some(call.kind.type_name().to_string()),
-            owner,
+            owner: owner(snap, call.lock, call.kind, threads, facts, me),
             frame,
         });
     }
@@ -513,6 +529,51 @@ fn waiting(
     })
 }
 
+/// The wait of `t`, a thread blocked taking the GIL (state `gil_wait`): the GIL of its
+/// interpreter, held by the thread of `threads` that holds it now, if one does (it may be
+/// between two holders).
+pub fn gil_wait(session: &Session, t: &ThreadReport, threads: &[ThreadReport]) -> Option<Waiting> {
+    let frame = t.frames.iter().position(|f| f.kind == FrameKind::Python)?;
+    let owner = threads
+        .iter()
+        .find(|o| o.interpreter == t.interpreter && o.holds_gil == Some(true))
+        .and_then(|o| o.native_id);
+    Some(Waiting {
+        kind: "gil",
+        object: session.snap.gil_address(t.interpreter),
+        type_name: None,
+        owner,
+        frame,
+    })
+}
+
+/// The native id of the thread that holds `lock` (of kind `kind`), where memory shows it: an
+/// RLock's (or a Condition over one's) owner; for a Lock, the thread whose `with` block holds
+/// it. A Lock names no owner of its own, so one taken by `.acquire()` has none. `me` (in
+/// `facts`) is the waiting thread.
+fn owner(
+    snap: &Snapshot,
+    lock: u64,
+    kind: LockKind,
+    threads: &[ThreadReport],
+    facts: &[LockFacts],
+    me: usize,
+) -> Option<u64> {
+    let (acquired, acquired_kind) = locks::acquired_lock(snap, lock, kind).ok()?;
+    match acquired_kind {
+        LockKind::Lock => facts
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != me)
+            .find(|(_, o)| o.holds.iter().any(|h| h.acquired == acquired))
+            .and_then(|(_, o)| o.thread.info.native_id),
+        _ => locks::lock_state(snap, acquired, acquired_kind)
+            .ok()
+            .and_then(|s| s.owner_ident)
+            .and_then(|i| native_of_ident(threads, i)),
+    }
+}
+
 /// The locks `t` holds that memory shows: `with` blocks (with their frame), and the RLocks
 /// other threads wait for (or that `t`'s own `with` blocks name) whose owner is `t`.
 fn holding(session: &Session, t: &ThreadReport, facts: &[LockFacts], me: usize) -> Vec<Holding> {
@@ -521,23 +582,23 @@ fn holding(session: &Session, t: &ThreadReport, facts: &[LockFacts], me: usize) 
     let mut out: Vec<Holding> = Vec::new();
     // Innermost first: an outer `with` on the same RLock replaces an inner one, so the frame
     // that took it is the outermost.
-    for &(lock, kind, addr) in &facts[me].holds {
-        let count = match kind {
-            LockKind::RLock => locks::lock_state(snap, lock, kind)
+    for h in &facts[me].holds {
+        let count = match h.kind {
+            LockKind::Lock => None,
+            _ => locks::lock_state(snap, h.object, h.kind)
                 .ok()
                 .and_then(|s| s.count),
-            LockKind::Lock => None,
         };
-        let h = Holding {
-            kind: kind.kind(),
-            object: lock,
-            type_name: Some(kind.type_name().to_string()),
+        let held = Holding {
+            kind: h.kind.kind(),
+            object: h.object,
+            type_name: Some(h.kind.type_name().to_string()),
             count,
-            frame: report_index(t, addr),
+            frame: report_index(t, h.frame),
         };
-        match out.iter_mut().find(|o| o.object == lock) {
-            Some(o) => *o = h,
-            None => out.push(h),
+        match out.iter_mut().find(|o| o.object == h.object) {
+            Some(o) => *o = held,
+            None => out.push(held),
         }
     }
     // RLocks name their owner: those other threads wait for.
@@ -545,7 +606,11 @@ fn holding(session: &Session, t: &ThreadReport, facts: &[LockFacts], me: usize) 
         let Some(call) = &other.wait else {
             continue;
         };
-        if call.kind != LockKind::RLock || out.iter().any(|h| h.object == call.lock) {
+        let shown = |lock| {
+            out.iter().any(|h| h.object == lock)
+                || facts[me].holds.iter().any(|h| h.acquired == lock)
+        };
+        if call.kind != LockKind::RLock || shown(call.lock) {
             continue;
         }
         let Ok(state) = locks::lock_state(snap, call.lock, call.kind) else {

@@ -197,11 +197,35 @@ def test_a_collection_stopped_in_a_finalizer_is_gc(interp, source):
 GIL_STOPS = 3
 
 
+# The GIL's address as gdb reads it from debug info: `_PyRuntime.ceval.gil` up to 3.11, the
+# main interpreter's `ceval.gil` pointer from 3.12 (Include/internal/pycore_ceval_state.h).
+GIL_EXPRESSIONS = {10: "&_PyRuntime.ceval.gil", 11: "&_PyRuntime.ceval.gil"}
+GIL_EXPRESSION_312 = "_PyRuntime.interpreters.main->ceval.gil"
+# The sid 3.14 build's GIL is read with its detached debug info (the dbgsym interpreter's).
+GIL_DEBUG_INTERPS = {"debian-3.14": "debian-3.14-dbgsym"}
+
+
+def gil_address(interp, core):
+    """The GIL's address in `core`, read by gdb from the interpreter's debug info."""
+    debug = GIL_DEBUG_INTERPS.get(interp.id)
+    debug_dir = (harness.pick([debug])[0].debug_dir if debug else None) or "/nonexistent"
+    expr = GIL_EXPRESSIONS.get(interp.minor, GIL_EXPRESSION_312)
+    rc, out, err = harness.run(
+        ["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off",
+         "-iex", "set debug-file-directory %s" % debug_dir, interp.exe, core,
+         "-ex", "printf \"GIL=%%lu\\n\", (unsigned long)(%s)" % expr], timeout=CLI_TIMEOUT)
+    found = [line for line in out.splitlines() if line.startswith("GIL=")]
+    assert rc == 0 and len(found) == 1, (rc, out, err)
+    return int(found[0][4:])
+
+
 @pytest.mark.parametrize("interp", GC_INTERPS, ids=lambda i: i.id)
 def test_spinning_threads_run_or_wait_for_the_gil(interp):
     """tests/scenarios/gil_wait.py from cores: four threads spin in Python; the GIL's holder is
     `running`, a thread blocked on the GIL is `gil_wait` (in futex). A waiter between two waits
-    at the stop is in no system call (null), so across GIL_STOPS cores at least one must wait."""
+    at the stop is in no system call (null), so across GIL_STOPS cores at least one must wait.
+    A thread that waits for the GIL has `waiting` kind `gil`: the GIL's address (as gdb reads it
+    from debug info), and the thread that holds it as owner (null between two holders)."""
     with harness.Scenario(interp, "gil_wait") as sc:
         waits = 0
         for stop in range(GIL_STOPS):
@@ -210,14 +234,24 @@ def test_spinning_threads_run_or_wait_for_the_gil(interp):
             rc, out, err = harness.run([harness.cli_path(), "core", core, "--why", "--json"],
                                        timeout=CLI_TIMEOUT)
             assert rc == 0, err
-            for t in json_from(out)["threads"]:
+            threads = json_from(out)["threads"]
+            holders = [t["native_id"] for t in threads if t["holds_gil"]]
+            assert len(holders) <= 1, holders
+            gil = None
+            for t in threads:
                 call = calls[t["native_id"]]
                 assert t["syscall"] == call, t
                 if t["state"] == "gil_wait":
                     assert t["holds_gil"] is False and call == "futex", t
+                    gil = gil or gil_address(interp, core)
+                    assert t["waiting"] == {"kind": "gil", "object": gil, "type": None,
+                                            "owner": holders[0] if holders else None,
+                                            "frame": 0}, t
+                    assert t["frames"][0]["function"] in ("spin", "main_spin"), t["frames"][0]
                     waits += 1
                 elif t["holds_gil"]:
                     assert t["state"] == ("running" if call is None else "syscall"), t
+                    assert t["waiting"] is None, t
                 else:
                     assert t["state"] in (None, "syscall"), t
             if waits:

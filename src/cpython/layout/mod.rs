@@ -42,6 +42,10 @@ pub struct Layout {
     pub cell_ob_ref: u64,
     /// `PyModuleObject.md_dict`.
     pub module_md_dict: u64,
+    /// `PyFunctionObject.func_code`: the fifth field, after `COMMON_FIELDS`' globals,
+    /// builtins, name and qualname (Include/funcobject.h 3.10, `_Py_COMMON_FIELDS` in
+    /// Include/cpython/funcobject.h 3.11 to 3.15).
+    pub function_code: u64,
     pub instance_dict: InstanceDict,
     /// How a frame shows that it is entering a `with` block (running the manager's
     /// `__enter__`).
@@ -509,6 +513,7 @@ impl Layout {
         }
         self.cell_ob_ref += by;
         self.module_md_dict += by;
+        self.function_code += by;
     }
 
     /// Minor versions with a built-in table.

@@ -119,6 +119,7 @@ pub fn layout() -> Layout {
         },
         cell_ob_ref: 16,
         module_md_dict: 16,
+        function_code: 48,
         instance_dict: InstanceDict::DictOffset,
         // Include/opcode.h: SETUP_WITH 143, EXTENDED_ARG 144; `PyFrameObject.f_iblock`,
         // `.f_blockstack` and `PyTryBlock` {b_type, b_handler, b_level} (ints):

@@ -121,6 +121,7 @@ pub fn layout() -> Layout {
         },
         cell_ob_ref: 16,
         module_md_dict: 16,
+        function_code: 48,
         instance_dict: InstanceDict::Managed311,
         // Include/opcode.h 3.11: BEFORE_WITH 53; Python/ceval.c `TARGET(BEFORE_WITH)` sets `__exit__` on the stack before calling `__enter__`.
         thread_locks: ThreadLocks::OLD,

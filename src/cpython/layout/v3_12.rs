@@ -124,6 +124,7 @@ pub fn layout() -> Layout {
         },
         cell_ob_ref: 16,
         module_md_dict: 16,
+        function_code: 48,
         instance_dict: InstanceDict::Managed312,
         // Include/opcode.h 3.12: BEFORE_WITH 53; Python/bytecodes.c `inst(BEFORE_WITH, (mgr -- exit, res))` writes its outputs after `__enter__` returns.
         thread_locks: ThreadLocks::OLD,

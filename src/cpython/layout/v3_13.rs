@@ -123,6 +123,7 @@ pub fn layout() -> Layout {
         },
         cell_ob_ref: 16,
         module_md_dict: 16,
+        function_code: 48,
         instance_dict: InstanceDict::Managed313,
         // Include/opcode_ids.h 3.13: BEFORE_WITH 2; Python/bytecodes.c as in 3.12.
         thread_locks: ThreadLocks::OLD,
