@@ -210,9 +210,10 @@ fn thread_of(snap: &Snapshot, thread: u64, threads: &[ThreadReport]) -> Option<u
 struct Entering {
     /// The lock being entered (as an `__enter__` call), when the manager is one.
     call: Option<LockCall>,
-    /// The slot of the entered lock's `__exit__` (3.10, 3.11, 3.14+), which the frame does
-    /// not hold yet.
-    exit_slot: Option<usize>,
+    /// The lowest slot of the with being entered, where known: the live top of the value
+    /// stack is there, and the slots above it are stale (a freed object's address may have
+    /// been reused by an `__exit__` bound since).
+    top: Option<usize>,
 }
 
 /// Whether `p` is entering a `with` block (None: it is not, or memory cannot tell), and the
@@ -285,7 +286,7 @@ fn entering(
                 .find(|c| c.name == "__exit__" && c.slot >= level);
             Some(Entering {
                 call: exit.map(as_enter),
-                exit_slot: exit.map(|c| c.slot),
+                top: Some(exit.map_or(level, |c| c.slot)),
             })
         }
         WithEntry::ExceptionTable { opcode, top } => {
@@ -302,7 +303,7 @@ fn entering(
                         .find(|c| c.slot == slot && c.name == "__exit__");
                     Some(Entering {
                         call: exit.map(as_enter),
-                        exit_slot: exit.map(|c| c.slot),
+                        top: Some(slot),
                     })
                 }
                 WithTop::Manager => {
@@ -317,7 +318,7 @@ fn entering(
                     });
                     Some(Entering {
                         call,
-                        exit_slot: None,
+                        top: Some(slot),
                     })
                 }
             }
@@ -333,7 +334,7 @@ fn entering(
                 })?;
                 Some(Entering {
                     call: Some(c.clone()),
-                    exit_slot: Some(exit.slot),
+                    top: Some(exit.slot),
                 })
             }),
     }
@@ -355,13 +356,21 @@ struct WithHold {
 /// Condition over one) only when `d`'s thread owns it.
 fn with_holds(snap: &Snapshot, d: &DecodedThread) -> Vec<WithHold> {
     let mut out = Vec::new();
-    for (p, inner) in frames_with_inner(snap, d) {
+    for (i, (p, inner)) in frames_with_inner(snap, d).into_iter().enumerate() {
         let slots = stack_slots(snap, p, inner);
         let calls = locks::lock_calls(snap, &slots);
-        // The `__exit__` of a `with` the frame is still entering is no hold (yet).
-        let entered = entering(snap, p, &slots, &calls).and_then(|e| e.exit_slot);
+        // The `__exit__` of a `with` the frame is still entering is no hold (yet), and the
+        // live top is there.
+        let mut top = entering(snap, p, &slots, &calls).and_then(|e| e.top);
+        if i == 0 && top.is_none() {
+            // The innermost frame blocked in `lock.acquire()`: the call is the live top.
+            top = calls
+                .iter()
+                .find(|c| c.name != "__exit__" && ACQUIRE_NAMES.contains(&c.name.as_str()))
+                .map(|c| c.slot);
+        }
         for c in calls {
-            if c.name != "__exit__" || Some(c.slot) == entered {
+            if c.name != "__exit__" || top.is_some_and(|t| c.slot >= t) {
                 continue;
             }
             let Ok((acquired, acquired_kind)) = locks::acquired_lock(snap, c.lock, c.kind) else {

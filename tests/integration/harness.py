@@ -7,6 +7,9 @@ Standard library only; no pytest in here (conftest.py adds the pytest glue).
             s.pid, s.truth, s.exe
             core = s.make_core()          # gcore; one core per scenario, reused
 
+A scenario that stops more than once (why_handover.py): ``s.next_stop()`` waits for its next
+ready and reads its new truth; ``s.make_core_named("stop2")`` makes a new core at each call.
+
 Environment:
     PYUNWIND_CACHE  cache directory (default ~/.cache/pyunwind): stripped libpython copies
     PYUNWIND_CLI    the command-line tool to test (default target/release/pyunwind)
@@ -675,6 +678,43 @@ class Scenario:
             self.core_seconds = time.monotonic() - started
             self._core = path
         return str(self._core)
+
+    def make_core_named(self, stem):
+        """A new gcore core file of the process, ``<tmpdir>/<stem>.<pid>``, made at every call
+        (make_core makes one per scenario): one per stop of a scenario that stops twice."""
+        prefix = self.tmpdir / stem
+        env = {k: v for k, v in os.environ.items() if k != "DEBUGINFOD_URLS"}
+        rc, out, err = run(["gcore", "-o", prefix, self.pid], timeout=GCORE_TIMEOUT_SECONDS,
+                           env=env)
+        path = self.tmpdir / ("%s.%d" % (stem, self.pid))
+        if rc != 0 or not path.is_file():
+            raise HarnessError("gcore of %s failed (rc %d):\n%s\n%s" % (self, rc, out, err))
+        refill_guarded_mappings(path, self.pid)
+        return str(path)
+
+    def next_stop(self, timeout=READY_TIMEOUT_SECONDS):
+        """Wait for the scenario's next ``ready`` on the FIFO (a scenario that stops more than
+        once: the harness made it move on, by a signal for example), then read its truth again
+        into ``truth`` and wait until the signalling thread is back on its blocking line.
+        Returns the new truth. Cores made before keep their files."""
+        fifo = self.tmpdir / "ready.fifo"
+        # As in _start: our own writer, so the reader never sees end-of-file.
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        writer = os.open(fifo, os.O_WRONLY)
+        try:
+            self._wait_ready(reader, time.monotonic() + timeout, timeout)
+        finally:
+            os.close(reader)
+            os.close(writer)
+        with open(self.tmpdir / "truth.json", encoding="utf-8") as f:
+            self.truth = json.load(f)
+        if self.truth.get("pid") != self.pid:
+            raise HarnessError("%s: truth pid %r is not the child's %d"
+                               % (self, self.truth.get("pid"), self.pid))
+        tid = signalling_thread(self.truth)
+        if tid:
+            self._wait_off_the_fifo(tid)
+        return self.truth
 
     def close(self):
         """Kill the process group and remove the temp dir (unless PYUNWIND_KEEP=1)."""
