@@ -3,7 +3,7 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use crate::asyncio::{self, ThreadFrames};
+use crate::asyncio::{self, AsyncView, ThreadFrames};
 use crate::cpython::callables::NativeFrame;
 use crate::cpython::{find_python, FrameItem, FrameWalk, PyFrame, Snapshot, ThreadInfo};
 use crate::error::{Error, ReadError, Result};
@@ -39,6 +39,8 @@ pub struct Session {
     decoded: OnceLock<(Vec<DecodedThread>, Vec<ReadError>)>,
     /// The asyncio report, built once per stop (`py-bt-async` then `py-tasks` reuse it).
     async_report: OnceLock<Report>,
+    /// The asyncio tasks as decoded, under `async_report` and `--why`'s task waits.
+    async_view: OnceLock<AsyncView>,
     /// (lwp, thread pointer) pairs the frontend or core knows, to name threads on 3.10.
     thread_ids: Vec<(u64, u64)>,
     /// JIT and trampoline code of this stop, built on first use.
@@ -69,6 +71,7 @@ impl Session {
             snap,
             decoded: OnceLock::new(),
             async_report: OnceLock::new(),
+            async_view: OnceLock::new(),
             thread_ids,
             jit: OnceLock::new(),
             modules: Mutex::new(None),
@@ -81,6 +84,7 @@ impl Session {
         self.thread_ids = ids;
         self.decoded = OnceLock::new();
         self.async_report = OnceLock::new();
+        self.async_view = OnceLock::new();
     }
 
     fn decoded(&self) -> &(Vec<DecodedThread>, Vec<ReadError>) {
@@ -326,10 +330,13 @@ impl Session {
         Ok(once(&self.async_report, || r))
     }
 
-    fn build_async_report(&self) -> Result<Report> {
-        let mut r = self.report(None, false)?;
-        let threads = self.threads();
-        let frames: Vec<ThreadFrames> = threads
+    /// Every pending asyncio task, decoded once per stop.
+    pub fn async_view(&self) -> Result<&AsyncView> {
+        if let Some(v) = self.async_view.get() {
+            return Ok(v);
+        }
+        let frames: Vec<ThreadFrames> = self
+            .threads()
             .iter()
             .map(|t| ThreadFrames {
                 tstate: t.info.addr,
@@ -339,6 +346,13 @@ impl Session {
             .collect();
         let dbg = asyncio::debug_section::AsyncioDebug::find(&self.target);
         let view = asyncio::analyze(&self.snap, &frames, dbg)?;
+        Ok(once(&self.async_view, || view))
+    }
+
+    fn build_async_report(&self) -> Result<Report> {
+        let mut r = self.report(None, false)?;
+        let threads = self.threads();
+        let view = self.async_view()?;
         let native_id = |ti: Option<usize>| ti.and_then(|i| threads[i].info.native_id);
         let frame_reports = |items: &[FrameItem]| -> Vec<FrameReport> {
             items.iter().map(|i| self.frame_report(i, false)).collect()
@@ -364,6 +378,7 @@ impl Session {
                     }),
                     awaited_by: t.awaited_by.clone(),
                     owned_by: t.owned_by.clone(),
+                    why: None,
                 })
                 .collect(),
         );
@@ -379,12 +394,12 @@ impl Session {
                 })
                 .collect(),
         );
-        r.cycles = Some(view.cycles);
-        r.errors.extend(
-            view.errors
-                .into_iter()
-                .map(|(address, what)| ErrorReport { address, what }),
-        );
+        r.cycles = Some(view.cycles.clone());
+        r.errors
+            .extend(view.errors.iter().map(|(address, what)| ErrorReport {
+                address: *address,
+                what: what.clone(),
+            }));
         Ok(r)
     }
 

@@ -119,6 +119,39 @@ pub enum StackTop {
     Pointer { stackpointer: u64, below: u64 },
 }
 
+/// Value-stack slots of a frame above which a recorded stack top is taken for garbage.
+const MAX_LIVE_SLOTS: u64 = 1 << 16;
+
+impl StackTop {
+    /// How many value-stack slots (above the `nlocalsplus` locals) of the suspended frame at
+    /// `faddr`, whose `localsplus` is at offset `localsplus`, are live; None when the frame
+    /// records no sane top (a running frame keeps it elsewhere: 3.12 and 3.13 store -1).
+    pub fn live_slots(
+        &self,
+        mem: &dyn crate::memory::Memory,
+        faddr: u64,
+        localsplus: u64,
+        nlocalsplus: u64,
+    ) -> Option<u64> {
+        let base = faddr.checked_add(localsplus)?;
+        let top = match *self {
+            StackTop::Depth { stacktop } => {
+                let top = mem.read_i32(faddr.checked_add(stacktop)?).ok()?;
+                u64::try_from(top).ok()?
+            }
+            StackTop::Pointer { stackpointer, .. } => {
+                let sp = mem.read_u64(faddr.checked_add(stackpointer)?).ok()?;
+                if sp < base || sp % 8 != 0 {
+                    return None;
+                }
+                (sp - base) / 8
+            }
+        };
+        let live = top.checked_sub(nlocalsplus)?;
+        (live <= MAX_LIVE_SLOTS).then_some(live)
+    }
+}
+
 /// What `asyncio.get_running_loop()` returns for a thread, as the C `_asyncio` keeps it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunningLoop {

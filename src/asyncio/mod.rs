@@ -86,6 +86,8 @@ pub struct AsyncView {
     /// Await cycles, each as task ids in await order, each once.
     pub cycles: Vec<Vec<u64>>,
     pub errors: Vec<(u64, String)>,
+    /// Where a suspended frame keeps its value stack's live top (None: no tasks were read).
+    pub stack_top: Option<layout::StackTop>,
 }
 
 impl AsyncView {
@@ -111,6 +113,7 @@ pub fn analyze(
     };
     let lay =
         AsyncioLayout::for_target(&snap.layout, dbg.as_ref()).map_err(Error::UnsupportedVersion)?;
+    view.stack_top = Some(lay.stack_top);
     let mut err = |addr: u64, what: String| view_err(&mut view.errors, addr, what);
     let interps = snap.interpreters()?;
     let mut found: Vec<u64> = Vec::new();

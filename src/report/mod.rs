@@ -65,9 +65,10 @@ pub struct Waiting {
     /// Its type's name (`Lock`, `RLock`, `Queue`, `Thread`, ...).
     #[serde(rename = "type")]
     pub type_name: Option<String>,
-    /// The native id of the thread that holds it; null where memory cannot show it.
+    /// The native id of the thread that holds it (a task's: the id of the task that holds
+    /// it); null where memory cannot show it.
     pub owner: Option<u64>,
-    /// The index in the thread's `frames` of the Python frame that waits.
+    /// The index in the thread's (task's) `frames` of the Python frame that waits.
     pub frame: usize,
 }
 
@@ -130,6 +131,18 @@ pub struct TaskReport {
     pub awaited_by: Vec<u64>,
     /// Tasks that own this one but are running, so do not await it (TaskGroup, gather).
     pub owned_by: Vec<u64>,
+    /// `--why` only.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub why: Option<TaskWhy>,
+}
+
+/// `--why`, per asyncio task: the asyncio primitive it waits on and the locks it holds
+/// ([`crate::why::tasks`]). `waiting.owner` is a task's id here, `frame` an index in the
+/// task's `frames`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TaskWhy {
+    pub waiting: Option<Waiting>,
+    pub holding: Vec<Holding>,
 }
 
 #[derive(Clone, Debug, Serialize)]

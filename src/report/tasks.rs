@@ -480,6 +480,7 @@ mod tests {
             awaiting: None,
             awaited_by: awaited_by.to_vec(),
             owned_by: Vec::new(),
+            why: None,
         }
     }
 

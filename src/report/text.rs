@@ -165,8 +165,43 @@ fn waits_for(r: &Report, w: &Waiting) -> String {
     s
 }
 
+/// `task 0x7f.. "worker-1"` (its name when the report lists the tasks), else `task 0x7f..`.
+fn which_task(r: &Report, id: u64) -> String {
+    match r.tasks.iter().flatten().find(|t| t.id == id) {
+        Some(t) => format!("task {id:#x} \"{}\"", t.name),
+        None => format!("task {id:#x}"),
+    }
+}
+
+/// `waits for asyncio Lock 0x7f.. held by task 0x7f.. "writer"`.
+fn task_waits_for(r: &Report, w: &Waiting) -> String {
+    let mut s = format!(
+        "waits for asyncio {}",
+        w.type_name.as_deref().unwrap_or(w.kind)
+    );
+    if let Some(o) = w.object {
+        write!(s, " {o:#x}").unwrap();
+    }
+    if let Some(owner) = w.owner {
+        write!(s, " held by {}", which_task(r, owner)).unwrap();
+    }
+    s
+}
+
 /// `Deadlock: poster waits for RLock 0x.. held by rotator; rotator waits for ...`.
 pub fn deadlock_line(r: &Report, d: &Deadlock) -> String {
+    if d.kind == "task_locks" {
+        let parts: Vec<String> = d
+            .tasks
+            .iter()
+            .zip(&d.objects)
+            .map(|(&t, &o)| format!("{} waits for asyncio lock {o:#x}", which_task(r, t)))
+            .collect();
+        return format!(
+            "Deadlock: asyncio tasks wait for each other's locks: {}",
+            parts.join("; ")
+        );
+    }
     if d.kind == "await" {
         let tasks: Vec<String> = d.tasks.iter().map(|t| format!("{t:#x}")).collect();
         return format!(
@@ -199,6 +234,18 @@ pub fn verdict(r: &Report) -> String {
     for t in &r.threads {
         if let (Some(n), Some(w)) = (t.native_id, t.why.as_ref().and_then(|w| w.waiting.as_ref())) {
             writeln!(out, "{} {}", who(r, n), waits_for(r, w)).unwrap();
+        }
+    }
+    // Tasks waiting for a lock another task holds; not every task parked on a queue or an
+    // event (a server has thousands).
+    for t in r.tasks.iter().flatten() {
+        if let Some(w) = t
+            .why
+            .as_ref()
+            .and_then(|w| w.waiting.as_ref())
+            .filter(|w| w.owner.is_some())
+        {
+            writeln!(out, "{} {}", which_task(r, t.id), task_waits_for(r, w)).unwrap();
         }
     }
     if out.is_empty() {

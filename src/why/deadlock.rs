@@ -18,10 +18,49 @@ pub fn deadlocks(threads: &[ThreadReport], await_cycles: &[Vec<u64>]) -> Vec<Dea
         })
         .collect();
     let order: Vec<u64> = threads.iter().filter_map(|t| t.native_id).collect();
+    let mut out: Vec<Deadlock> = cycles(&order, &edges)
+        .into_iter()
+        .map(|threads| Deadlock {
+            kind: "locks",
+            objects: threads.iter().map(|t| edges[t].0).collect(),
+            threads,
+            tasks: Vec::new(),
+        })
+        .collect();
+    out.extend(await_cycles.iter().map(|c| Deadlock {
+        kind: "await",
+        threads: Vec::new(),
+        objects: Vec::new(),
+        tasks: c.clone(),
+    }));
+    out
+}
+
+/// The cycles among asyncio tasks waiting for each other's locks: `tasks` are (task id, what
+/// it waits for and the task that holds it), in report order.
+pub fn task_deadlocks(tasks: &[(u64, Option<(u64, u64)>)]) -> Vec<Deadlock> {
+    let edges: HashMap<u64, (u64, u64)> =
+        tasks.iter().filter_map(|&(id, e)| Some((id, e?))).collect();
+    let order: Vec<u64> = tasks.iter().map(|t| t.0).collect();
+    cycles(&order, &edges)
+        .into_iter()
+        .map(|tasks| Deadlock {
+            kind: "task_locks",
+            objects: tasks.iter().map(|t| edges[t].0).collect(),
+            threads: Vec::new(),
+            tasks,
+        })
+        .collect()
+}
+
+/// The cycles of the graph whose nodes are `order` and whose edges are `edges` (node ->
+/// (object, next node)): each once, listed from its node that comes first in `order`. Each
+/// node has at most one edge, so following edges from each node once finds them all.
+fn cycles(order: &[u64], edges: &HashMap<u64, (u64, u64)>) -> Vec<Vec<u64>> {
     // 0: not seen, 1: on the current path, 2: done.
     let mut mark: HashMap<u64, u8> = HashMap::new();
     let mut out = Vec::new();
-    for &start in &order {
+    for &start in order {
         let mut path = Vec::new();
         let mut at = start;
         loop {
@@ -30,20 +69,13 @@ pub fn deadlocks(threads: &[ThreadReport], await_cycles: &[Vec<u64>]) -> Vec<Dea
                 1 => {
                     let from = path.iter().position(|&p| p == at).unwrap_or(0);
                     let cycle = &path[from..];
-                    // Listed from the thread that comes first in the report.
                     let first = order
                         .iter()
                         .find_map(|n| cycle.iter().position(|c| c == n))
                         .unwrap_or(0);
-                    let mut threads: Vec<u64> = cycle.to_vec();
-                    threads.rotate_left(first);
-                    let objects = threads.iter().map(|t| edges[t].0).collect();
-                    out.push(Deadlock {
-                        kind: "locks",
-                        threads,
-                        objects,
-                        tasks: Vec::new(),
-                    });
+                    let mut nodes: Vec<u64> = cycle.to_vec();
+                    nodes.rotate_left(first);
+                    out.push(nodes);
                     break;
                 }
                 _ => break,
@@ -51,7 +83,7 @@ pub fn deadlocks(threads: &[ThreadReport], await_cycles: &[Vec<u64>]) -> Vec<Dea
             mark.insert(at, 1);
             path.push(at);
             match edges.get(&at) {
-                Some(&(_, owner)) => at = owner,
+                Some(&(_, next)) => at = next,
                 None => break,
             }
         }
@@ -59,12 +91,6 @@ pub fn deadlocks(threads: &[ThreadReport], await_cycles: &[Vec<u64>]) -> Vec<Dea
             mark.insert(p, 2);
         }
     }
-    out.extend(await_cycles.iter().map(|c| Deadlock {
-        kind: "await",
-        threads: Vec::new(),
-        objects: Vec::new(),
-        tasks: c.clone(),
-    }));
     out
 }
 

@@ -25,25 +25,47 @@ pub mod deadlock;
 pub mod locks;
 pub mod signals;
 pub mod state;
+pub mod tasks;
 pub mod waits;
 
 use crate::report::{Report, ThreadWhy};
 use crate::session::Session;
 
 /// `base` (a report of every thread, from `session`) with each thread's state, wait and holds
-/// and the deadlocks: the report of `--why` and `py-why`. Await cycles come from `base` when
-/// it has the task graph, else from the session's (none on 3.10).
+/// and the deadlocks: the report of `--why` and `py-why`. asyncio's tasks (read once per stop,
+/// none on 3.10) add their await cycles and their lock cycles; a report that lists the tasks
+/// also gets each task's wait and holds.
 pub fn report(session: &Session, base: &Report) -> Report {
     let mut r = base.clone();
-    let cycles = match &base.cycles {
-        Some(c) => c.clone(),
-        None => session
-            .async_report()
-            .ok()
-            .and_then(|a| a.cycles.clone())
-            .unwrap_or_default(),
+    let view = session.async_view().ok();
+    let await_cycles = match (&base.cycles, view) {
+        (Some(c), _) => c.clone(),
+        (None, Some(v)) => v.cycles.clone(),
+        (None, None) => Vec::new(),
     };
-    annotate(session, &mut r, &cycles);
+    annotate(session, &mut r, &await_cycles);
+    if let Some(view) = view {
+        let whys = tasks::task_whys(&session.snap, view);
+        let edges: Vec<(u64, Option<(u64, u64)>)> = view
+            .tasks
+            .iter()
+            .zip(&whys)
+            .map(|(t, w)| {
+                let e = w.waiting.as_ref().and_then(|w| Some((w.object?, w.owner?)));
+                (t.raw.addr, e)
+            })
+            .collect();
+        r.deadlocks
+            .get_or_insert_with(Vec::new)
+            .extend(deadlock::task_deadlocks(&edges));
+        if let Some(listed) = r.tasks.as_mut() {
+            for t in listed.iter_mut() {
+                if let Some(i) = view.tasks.iter().position(|v| v.raw.addr == t.id) {
+                    t.why = Some(whys[i].clone());
+                }
+            }
+        }
+    }
     r
 }
 
