@@ -8,7 +8,7 @@
 //! | --- | --- |
 //! | `gc` | the interpreter's `gc.collecting`, and the thread the GIL's last holder |
 //! | `gil_wait` | not holding the GIL, blocked in `futex` on an address inside the GIL |
-//! | `loop_idle` | innermost Python frame a `selectors` module `select`, blocked in a poll-like call |
+//! | `loop_idle` | blocked in a poll-like call, with the innermost Python frame a `selectors` module `select`, or the frame that runs an event loop no task of which is running (uvloop: its loop is C code, with no Python frame of its own) |
 //! | `syscall` | blocked in a system call |
 //! | `running` | holding the GIL, in no system call |
 //!
@@ -17,7 +17,7 @@
 
 mod syscalls_x86_64;
 
-use crate::cpython::Snapshot;
+use crate::cpython::{FrameItem, Snapshot};
 use crate::memory::{proc_syscall, ProcSyscall};
 use crate::report::{FrameKind, ThreadReport};
 use crate::session::Session;
@@ -61,12 +61,17 @@ const SELECTOR_CALLS: &[&str] = &[
 pub fn thread_state(session: &Session, t: &ThreadReport) -> (Option<&'static str>, Option<String>) {
     let call = syscall(session, t);
     let name = call.flatten().map(|c| syscall_name(c.nr));
-    (state(&session.snap, t, call), name)
+    (state(session, t, call), name)
 }
 
 /// The one word for `t`, given its system call: None when unknown, Some(None) when it is in
 /// none.
-fn state(snap: &Snapshot, t: &ThreadReport, call: Option<Option<Syscall>>) -> Option<&'static str> {
+fn state(
+    session: &Session,
+    t: &ThreadReport,
+    call: Option<Option<Syscall>>,
+) -> Option<&'static str> {
+    let snap = &session.snap;
     if collecting(snap, t.interpreter, t.thread_state) {
         return Some("gc");
     }
@@ -75,7 +80,8 @@ fn state(snap: &Snapshot, t: &ThreadReport, call: Option<Option<Syscall>>) -> Op
         if t.holds_gil == Some(false) && waits_for_gil(snap, t.interpreter, c) {
             return Some("gil_wait");
         }
-        if in_selector(t) && x86_64_syscall_name(c.nr).is_some_and(|n| SELECTOR_CALLS.contains(&n))
+        if x86_64_syscall_name(c.nr).is_some_and(|n| SELECTOR_CALLS.contains(&n))
+            && (in_selector(t) || runs_idle_loop(session, t))
         {
             return Some("loop_idle");
         }
@@ -114,6 +120,30 @@ fn in_selector(t: &ThreadReport) -> bool {
     let file = f.file.as_deref().unwrap_or("");
     let function = f.function.as_deref().unwrap_or("");
     file.ends_with("/selectors.py") && function.rsplit('.').next() == Some("select")
+}
+
+/// Whether `t` runs an event loop of which no task is running: its innermost Python frame is
+/// the one the loop was started from (the loop's outer frames, as the asyncio reader places
+/// them). uvloop's loop is C code (libuv), so its selector has no Python frame of its own.
+fn runs_idle_loop(session: &Session, t: &ThreadReport) -> bool {
+    let Some(innermost) = t
+        .frames
+        .iter()
+        .find(|f| f.kind == FrameKind::Python)
+        .and_then(|f| f.address)
+    else {
+        return false;
+    };
+    let Ok(view) = session.async_view() else {
+        return false;
+    };
+    let threads = session.threads();
+    view.loops.iter().any(|l| {
+        l.thread
+            .and_then(|i| threads.get(i))
+            .is_some_and(|d| d.info.addr == t.thread_state)
+            && matches!(l.upper.first(), Some(FrameItem::Python(p)) if p.addr == innermost)
+    })
 }
 
 /// The name of system call `nr` of the target's architecture (x86-64: cores of other

@@ -94,9 +94,20 @@ def core_syscalls(path):
     return out
 
 
+# uvloop (tools/uvloop.sh) has wheels from cp311 on: its idle loop is a thread of the scenario
+# there.
+UVLOOP_MIN_MINOR = 11
+
+
+def uvloop_env(interp):
+    if interp.minor < UVLOOP_MIN_MINOR:
+        return {}
+    return {"PYUNWIND_UVLOOP": str(harness.cache_dir() / "uvloop" / ("cp3%d" % interp.minor))}
+
+
 @pytest.fixture(scope="module", params=INTERPS, ids=lambda i: i.id)
 def scenario(request):
-    with harness.Scenario(request.param, "why_state") as sc:
+    with harness.Scenario(request.param, "why_state", env=uvloop_env(request.param)) as sc:
         sc.core = sc.make_core()
         sc.core_calls = core_syscalls(sc.core)
         yield sc

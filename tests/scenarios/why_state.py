@@ -6,6 +6,8 @@
 - "poller" in ``select.poll().poll()`` on that pipe, with no timeout;
 - "locker" in ``LOCK.acquire()``, a Lock the main thread holds;
 - "looper" in an asyncio event loop with nothing to do: idle in its selector;
+- "uvlooper" (when ``PYUNWIND_UVLOOP`` names the folder holding uvloop) in a uvloop loop with
+  nothing to do: idle in libuv, with no Python frame of the loop's own;
 - the main thread records the truth and blocks in ``_truth.HELD.acquire()``.
 
 The truth has ``doing``: thread name -> what it does (``read``, ``sleep``, ``recv``, ``poll``,
@@ -63,10 +65,21 @@ def looper(started):
     asyncio.run(idle(started))
 
 
+def uvlooper(started):
+    loop = uvloop.new_event_loop()
+    loop.run_until_complete(idle(started))
+
+
 WORKERS = {"reader": reader, "sleeper": sleeper, "receiver": receiver, "poller": poller,
            "locker": locker, "looper": looper}
 DOING = {"reader": "read", "sleeper": "sleep", "receiver": "recv", "poller": "poll",
          "locker": "lock", "looper": "loop", "MainThread": "lock"}
+if os.environ.get("PYUNWIND_UVLOOP"):
+    # The uvloop wheel for this interpreter, installed by tools/uvloop.sh.
+    sys.path.insert(0, os.environ["PYUNWIND_UVLOOP"])
+    import uvloop  # noqa: E402
+    WORKERS["uvlooper"] = uvlooper
+    DOING["uvlooper"] = "loop"
 
 
 def main():
