@@ -174,6 +174,14 @@ impl Snapshot {
         holder.checked_sub(GIL_INTERVAL_BYTES)
     }
 
+    /// Whether the thread of `tstate` is attached (`_Py_THREAD_ATTACHED` = 1,
+    /// Include/internal/pycore_pystate.h 3.13 to 3.15): it may run Python. None before 3.13
+    /// or when unreadable.
+    pub fn thread_attached(&self, tstate: u64) -> Option<bool> {
+        let off = self.layout.thread_state.state?;
+        Some(self.mem.read_i32(tstate.checked_add(off)?).ok()? == 1)
+    }
+
     /// The thread state that last held the GIL (`last_holder`, kept when it is released).
     pub fn gil_last_holder(&self, interp: u64) -> Option<u64> {
         let (_, holder) = self.gil_fields(interp)?;

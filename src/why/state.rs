@@ -10,7 +10,7 @@
 //! | `gil_wait` | not holding the GIL, blocked in `futex` on an address inside the GIL |
 //! | `loop_idle` | blocked in a poll-like call, with the innermost Python frame a `selectors` module `select`, or the frame that runs an event loop no task of which is running (uvloop: its loop is C code, with no Python frame of its own) |
 //! | `syscall` | blocked in a system call |
-//! | `running` | holding the GIL, in no system call |
+//! | `running` | holding the GIL (free-threaded: attached, 3.13+), in no system call |
 //!
 //! The first that holds wins, in that order. The debugger's memory source has no registers:
 //! only `gc` can show there.
@@ -87,8 +87,14 @@ fn state(
         }
         return Some("syscall");
     }
-    // A free-threaded build shows no holder; whether its thread is attached is not read.
-    (t.holds_gil == Some(true)).then_some("running")
+    match t.holds_gil {
+        Some(held) => held.then_some("running"),
+        // A free-threaded build has no GIL: a thread attached to its interpreter runs.
+        None => snap
+            .thread_attached(t.thread_state)
+            .filter(|&a| a)
+            .map(|_| "running"),
+    }
 }
 
 /// Whether the thread of `tstate` is collecting garbage: libpython's "Garbage-collecting"

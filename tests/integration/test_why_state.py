@@ -268,3 +268,28 @@ def test_spinning_threads_run_or_wait_for_the_gil(interp):
             if waits:
                 break
         assert waits >= 1
+
+
+def test_free_threaded_spinners_are_running():
+    """A free-threaded build has no GIL to hold: a thread attached to its interpreter
+    (`PyThreadState.state`, 3.13+) and in no system call is `running`. The gil_wait scenario's
+    four threads spin in Python, so at a stop each is running or, between two bytecodes, in a
+    system call (a stop-the-world pause of the collector); never gil_wait."""
+    interp = harness.pick(["ft-3.13t"])[0]
+    with harness.Scenario(interp, "gil_wait") as sc:
+        core = new_core(sc, 0)
+        calls = core_syscalls(core)
+        rc, out, err = harness.run([harness.cli_path(), "core", core, "--why", "--json"],
+                                   timeout=CLI_TIMEOUT)
+        assert rc == 0, err
+        threads = json_from(out)["threads"]
+        spinners = [t for t in threads if t["name"].startswith("spinner-")
+                    or t["name"] == "MainThread"]
+        assert len(spinners) == 4, [t["name"] for t in threads]
+        running = 0
+        for t in spinners:
+            call = calls[t["native_id"]]
+            assert t["holds_gil"] is None and t["syscall"] == call, t
+            assert t["state"] == ("running" if call is None else "syscall"), t
+            running += call is None
+        assert running >= 1

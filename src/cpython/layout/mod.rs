@@ -80,6 +80,9 @@ pub struct ThreadState {
     pub current_frame: CurrentFrame,
     pub thread_id: u64,
     pub native_thread_id: Option<u64>,
+    /// `state` (3.13+, an int: `_Py_THREAD_ATTACHED` while the thread may run Python;
+    /// Include/internal/pycore_pystate.h): on a free-threaded build, which threads run.
+    pub state: Option<u64>,
 }
 
 /// How a thread state leads to its innermost frame.

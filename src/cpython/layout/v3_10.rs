@@ -31,6 +31,7 @@ pub fn layout() -> Layout {
             current_frame: CurrentFrame::Direct(24),
             thread_id: 176,
             native_thread_id: None,
+            state: None,
         },
         // `_PyRuntime.ceval.gil.locked` / `.last_holder`
         gil: GilLocation::Runtime {

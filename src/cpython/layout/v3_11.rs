@@ -33,6 +33,7 @@ pub fn layout() -> Layout {
             },
             thread_id: 152,
             native_thread_id: Some(160),
+            state: None,
         },
         gil: GilLocation::Runtime {
             locked: 376,

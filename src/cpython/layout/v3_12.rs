@@ -33,6 +33,7 @@ pub fn layout() -> Layout {
             },
             thread_id: 136,
             native_thread_id: Some(144),
+            state: None,
         },
         // `interp->ceval.gil` -> `struct _gil_runtime_state` { .last_holder, .locked }
         gil: GilLocation::Interpreter {

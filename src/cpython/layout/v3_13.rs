@@ -32,6 +32,7 @@ pub fn layout() -> Layout {
             current_frame: CurrentFrame::Direct(72),
             thread_id: 152,
             native_thread_id: Some(160),
+            state: Some(40),
         },
         // `interp->ceval.gil` -> `struct _gil_runtime_state` { .last_holder, .locked }
         gil: GilLocation::Interpreter {

@@ -9,6 +9,8 @@ use super::*;
 
 pub fn layout() -> Layout {
     let mut l = v3_13::layout();
+    // PyThreadState.state (Include/cpython/pystate.h 3.14).
+    l.thread_state.state = Some(44);
     l.version = Version::new(3, 14, 0);
     l.source = "built-in 3.14".into();
     l.runtime_state.interpreters_head = 808;

@@ -20,6 +20,8 @@ pub fn layout() -> Layout {
     };
     l.thread_state.thread_id = 176;
     l.thread_state.native_thread_id = Some(184);
+    // PyThreadState.state (Include/cpython/pystate.h 3.15).
+    l.thread_state.state = Some(48);
     l.type_object.ht_cached_keys = 888;
     l
 }
