@@ -1,5 +1,7 @@
 //! Code objects: names, file, and the line table that maps an instruction to its line.
 
+use super::frames::PyFrame;
+use super::layout::WithEntry;
 use std::sync::{Arc, Mutex};
 
 use super::layout::{CodeLocals, LineTable};
@@ -200,11 +202,21 @@ impl Snapshot {
     }
 }
 
+/// An exception-table entry: the code units `start..end` jump to `target` with `depth` items
+/// kept on the value stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ExceptionEntry {
+    start: u64,
+    end: u64,
+    target: u64,
+    depth: u64,
+}
+
 /// Objects/exception_handling_notes.txt (3.11 to 3.15): entries of four varints (start,
 /// length, target, depth << 1 | lasti), each varint big-endian in 6-bit groups with 0x40 as
 /// "more", the first byte of an entry marked with 0x80; offsets in code units. Entries do not
-/// overlap. The depth of the entry covering `at`.
-fn exception_depth(t: &[u8], at: u64) -> Option<u64> {
+/// overlap. None for a corrupt table.
+fn exception_entries(t: &[u8]) -> Option<Vec<ExceptionEntry>> {
     let mut i = 0usize;
     let varint = |i: &mut usize| -> Option<u64> {
         let mut b = *t.get(*i)?;
@@ -220,19 +232,134 @@ fn exception_depth(t: &[u8], at: u64) -> Option<u64> {
         }
         Some(v)
     };
+    let mut out = Vec::new();
     while i < t.len() {
         if t[i] & 0x80 == 0 {
             return None; // not at an entry start: corrupt table
         }
         let start = varint(&mut i)?;
         let length = varint(&mut i)?;
-        let _target = varint(&mut i)?;
+        let target = varint(&mut i)?;
         let depth_lasti = varint(&mut i)?;
-        if start <= at && at - start < length {
-            return Some(depth_lasti >> 1);
-        }
+        out.push(ExceptionEntry {
+            start,
+            end: start.checked_add(length)?,
+            target,
+            depth: depth_lasti >> 1,
+        });
     }
-    None
+    Some(out)
+}
+
+/// The depth of the entry covering `at`.
+fn exception_depth(t: &[u8], at: u64) -> Option<u64> {
+    exception_entries(t)?
+        .into_iter()
+        .find(|e| e.start <= at && at < e.end)
+        .map(|e| e.depth)
+}
+
+/// Code units of 3.10 bytecode read to find a `SETUP_WITH`.
+const MAX_WITH_SCAN_UNITS: u64 = 1 << 16;
+
+impl Snapshot {
+    fn exception_table(&self, code: &Code) -> Option<Vec<ExceptionEntry>> {
+        let off = self.layout.code_object.exceptiontable?;
+        let table = self.mem.read_ptr(field(code.addr, off).ok()?).ok()?;
+        let (t, _) = self.read_bytes(table, MAX_EXCEPTION_TABLE_BYTES).ok()?;
+        exception_entries(&t)
+    }
+
+    /// The line of the `with` statement whose block keeps its `__exit__` in value-stack slot
+    /// `slot` of `frame` (a block the frame is inside): where the lock it holds was taken.
+    /// None where the code does not show it.
+    ///
+    /// - 3.11+: the block's body is covered by exception-table entries of depth `slot` +
+    ///   `exit_depth` whose handler is the with's cleanup (`PUSH_EXC_INFO`,
+    ///   `WITH_EXCEPT_START`; a `try` at the same depth has another handler). Of those blocks,
+    ///   the one whose first entry starts last at or before the current instruction is the
+    ///   innermost open one at that depth; its first entry starts right after the instruction
+    ///   that entered it (`BEFORE_WITH`, 3.14+'s `CALL 0` and its caches), whose line is the
+    ///   statement's.
+    /// - 3.10: the frame's block stack holds the block `SETUP_WITH` set up at level `slot` +
+    ///   1; its handler is `SETUP_WITH`'s jump target, which finds the instruction.
+    pub fn with_line(&self, frame: &PyFrame, slot: usize) -> Option<u32> {
+        if let WithEntry::BlockStack { .. } = self.layout.with_entry {
+            return self.with_line_310(frame, slot);
+        }
+        let cleanup = self.layout.with_cleanup?;
+        let lasti = u64::from(frame.lasti?);
+        let depth = (slot as u64).checked_add(cleanup.exit_depth)?;
+        let entries = self.exception_table(&frame.code)?;
+        let mut targets: Vec<(u64, u64)> = Vec::new(); // (target, first start)
+        for e in entries.iter().filter(|e| e.depth == depth) {
+            match targets.iter_mut().find(|t| t.0 == e.target) {
+                Some(t) => t.1 = t.1.min(e.start),
+                None => targets.push((e.target, e.start)),
+            }
+        }
+        let is_cleanup = |target: u64| {
+            let op = |k: u64| {
+                let at = u32::try_from(target.checked_add(k)?).ok()?;
+                self.opcode_at(&frame.code, at)
+            };
+            op(0) == Some(cleanup.push_exc_info) && op(1) == Some(cleanup.with_except_start)
+        };
+        let first = targets
+            .into_iter()
+            .filter(|&(t, first)| first <= lasti && first > 0 && is_cleanup(t))
+            .map(|(_, first)| first)
+            .max()?;
+        frame.code.line_at(first as i64 - 1)
+    }
+
+    fn with_line_310(&self, frame: &PyFrame, slot: usize) -> Option<u32> {
+        let WithEntry::BlockStack {
+            opcode,
+            extended_arg,
+            f_iblock,
+            f_blockstack,
+            tryblock_size,
+            b_level,
+            b_handler,
+        } = self.layout.with_entry
+        else {
+            return None;
+        };
+        let level = i32::try_from(slot.checked_add(1)?).ok()?;
+        let iblock = self.mem.read_i32(frame.addr.checked_add(f_iblock)?).ok()?;
+        // CO_MAXBLOCKS (Include/cpython/code.h 3.10).
+        if !(0..=20).contains(&iblock) {
+            return None;
+        }
+        let (start, units) = frame.code.bytecode?;
+        for b in (0..iblock as u64).rev() {
+            let block = frame
+                .addr
+                .checked_add(f_blockstack)?
+                .checked_add(b.checked_mul(tryblock_size)?)?;
+            if self.mem.read_i32(block.checked_add(b_level)?).ok()? != level {
+                continue;
+            }
+            let handler =
+                u64::try_from(self.mem.read_i32(block.checked_add(b_handler)?).ok()?).ok()?;
+            let n = handler.min(units).min(MAX_WITH_SCAN_UNITS);
+            let code = self.mem.read_vec(start, n * 2, n * 2).ok()?;
+            let mut arg: u64 = 0;
+            for (i, unit) in code.chunks_exact(2).enumerate() {
+                let full = arg << 8 | u64::from(unit[1]);
+                if unit[0] == extended_arg {
+                    arg = full;
+                    continue;
+                }
+                arg = 0;
+                if unit[0] == opcode && (i as u64 + 1).checked_add(full) == Some(handler) {
+                    return frame.code.line_at(i as i64);
+                }
+            }
+        }
+        None
+    }
 }
 
 impl Code {

@@ -86,6 +86,9 @@ pub struct Holding {
     /// The index in the thread's `frames` of the frame that took it (a `with` block's frame),
     /// null when memory shows the lock's owner but not where it was taken.
     pub frame: Option<usize>,
+    /// The line of the `with` statement that took it (in that frame's file), where the
+    /// code shows it.
+    pub line: Option<u32>,
 }
 
 /// A cycle of waits: threads each waiting for a lock the next one holds (`kind` "locks";

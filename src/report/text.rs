@@ -112,30 +112,34 @@ fn who(r: &Report, native_id: u64) -> String {
     }
 }
 
-/// Which of the owner's frames holds `object` by a `with` block, and the line that frame is at
-/// now: ` (its with block in poster, now at app.py:19)`. The line of the `with` statement itself
-/// is not recorded anywhere in memory once the block is entered.
+/// Where the owner took `object` by a `with` block: ` (taken at app.py:19, in poster)`, the
+/// `with` statement's line; else the line its frame is at now, where the code does not show
+/// the statement: ` (its with block in poster, now at app.py:21)`.
 fn held_in(r: &Report, owner: u64, object: u64) -> String {
     let Some(t) = r.threads.iter().find(|t| t.native_id == Some(owner)) else {
         return String::new();
     };
-    let frame = t
+    let Some(h) = t
         .why
         .iter()
         .flat_map(|w| &w.holding)
         .find(|h| h.object == object)
-        .and_then(|h| h.frame)
-        .and_then(|i| t.frames.get(i));
-    match frame {
+    else {
+        return String::new();
+    };
+    match h.frame.and_then(|i| t.frames.get(i)) {
         Some(FrameReport {
             function: Some(function),
             file: Some(file),
             line: Some(line),
             ..
-        }) => format!(
-            " (its with block in {function}, now at {}:{line})",
-            file.rsplit('/').next().unwrap_or(file)
-        ),
+        }) => {
+            let file = file.rsplit('/').next().unwrap_or(file);
+            match h.line {
+                Some(taken) => format!(" (taken at {file}:{taken}, in {function})"),
+                None => format!(" (its with block in {function}, now at {file}:{line})"),
+            }
+        }
         _ => String::new(),
     }
 }

@@ -28,6 +28,8 @@ const MAX_BASES: usize = 32;
 
 const LOCKS_PY: &str = "/asyncio/locks.py";
 const QUEUES_PY: &str = "/asyncio/queues.py";
+/// The pure-Python Future's `__await__`: the innermost frame of a task that awaits one.
+const FUTURES_PY: &str = "/asyncio/futures.py";
 
 /// (file, class of `self` or one of its bases, method, kind). The outermost one of a task's
 /// library frames wins: `Condition.__aenter__` over the `Lock.acquire` it awaits.
@@ -54,6 +56,8 @@ struct AsyncHold {
     acquired: u64,
     /// The index of the holding frame in the task's frames.
     frame: usize,
+    /// The line of its `async with` statement (the same cleanup as a `with`'s).
+    line: Option<u32>,
 }
 
 /// Each task's wait and holds, in `view.tasks`' order.
@@ -76,6 +80,7 @@ pub fn task_whys(snap: &Snapshot, view: &AsyncView) -> Vec<TaskWhy> {
                     type_name: Some(h.type_name.to_string()),
                     count: None,
                     frame: Some(h.frame),
+                    line: h.line,
                 })
                 .collect(),
         })
@@ -220,7 +225,7 @@ fn task_holds(snap: &Snapshot, view: &AsyncView, t: &TaskView) -> Vec<AsyncHold>
                 exits.remove(k);
             }
         }
-        for (_, manager) in exits {
+        for (slot, manager) in exits {
             let Some((lock, kind, type_name)) = acquired_lock(snap, manager) else {
                 continue;
             };
@@ -234,6 +239,7 @@ fn task_holds(snap: &Snapshot, view: &AsyncView, t: &TaskView) -> Vec<AsyncHold>
                 type_name,
                 acquired: lock,
                 frame: i,
+                line: snap.with_line(p, slot),
             };
             match out.iter_mut().find(|o| o.object == manager) {
                 Some(o) => *o = h,
@@ -255,9 +261,12 @@ fn task_waiting(
     me: usize,
 ) -> Option<Waiting> {
     let mut found = None;
-    for item in t.frames.iter().take(MAX_WAIT_FRAMES) {
+    for (i, item) in t.frames.iter().take(MAX_WAIT_FRAMES).enumerate() {
         let FrameItem::Python(p) = item else { break };
         if library_file(p).is_none() {
+            if i == 0 && p.code.filename.ends_with(FUTURES_PY) {
+                continue;
+            }
             break;
         }
         if let Some(w) = library_wait(snap, p) {

@@ -254,6 +254,7 @@ fn entering(
             f_blockstack,
             tryblock_size,
             b_level,
+            ..
         } => {
             let mut at = p.lasti?;
             let mut op = snap.current_opcode(p)?;
@@ -350,6 +351,8 @@ struct WithHold {
     acquired: u64,
     /// The address of the frame whose `with` holds it.
     frame: u64,
+    /// The line of that `with` statement, where the code shows it.
+    line: Option<u32>,
 }
 
 /// Locks a `with` block in `d` holds, innermost first. Only locks held now; an RLock (or a
@@ -389,6 +392,7 @@ fn with_holds(snap: &Snapshot, d: &DecodedThread) -> Vec<WithHold> {
                     kind: c.kind,
                     acquired,
                     frame: p.addr,
+                    line: snap.with_line(p, c.slot),
                 });
             }
         }
@@ -604,6 +608,7 @@ fn holding(session: &Session, t: &ThreadReport, facts: &[LockFacts], me: usize) 
             type_name: Some(h.kind.type_name().to_string()),
             count,
             frame: report_index(t, h.frame),
+            line: h.line,
         };
         match out.iter_mut().find(|o| o.object == h.object) {
             Some(o) => *o = held,
@@ -632,6 +637,7 @@ fn holding(session: &Session, t: &ThreadReport, facts: &[LockFacts], me: usize) 
                 type_name: Some(call.kind.type_name().to_string()),
                 count: state.count,
                 frame: None,
+                line: None,
             });
         }
     }

@@ -50,6 +50,9 @@ pub struct Layout {
     /// How a frame shows that it is entering a `with` block (running the manager's
     /// `__enter__`).
     pub with_entry: WithEntry,
+    /// How a `with` block's cleanup handler starts (3.11+), to find the `with` statement that
+    /// took a held lock (`Snapshot::with_line`).
+    pub with_cleanup: Option<WithCleanup>,
     /// How `_thread.lock` and `_thread.RLock` keep their state (src/why/locks.rs reads them).
     pub thread_locks: ThreadLocks,
     /// The target's own `_Py_DebugOffsets` (3.13+), for readers of the groups the table above
@@ -203,9 +206,11 @@ pub enum WithEntry {
         extended_arg: u8,
         f_iblock: u64,
         f_blockstack: u64,
-        /// `sizeof(PyTryBlock)` and `PyTryBlock.b_level` (Include/cpython/frameobject.h).
+        /// `sizeof(PyTryBlock)`, `PyTryBlock.b_level` and `b_handler`
+        /// (Include/cpython/frameobject.h).
         tryblock_size: u64,
         b_level: u64,
+        b_handler: u64,
     },
     /// 3.11 to 3.13: `prev_instr` (3.11, 3.12) / `instr_ptr` (3.13) is at `BEFORE_WITH`
     /// (`opcode`; it has no specialized or instrumented form). The exception-table entry
@@ -248,6 +253,16 @@ impl ThreadLocks {
         lock: ThreadLockModel::LockedFlag,
         rlock_count: RLockCount::Count,
     };
+}
+
+/// A `with` block's exception handler (Python/compile.c, codegen.c 3.11 to 3.15: the cleanup
+/// is `PUSH_EXC_INFO`, `WITH_EXCEPT_START`), and the depth its body's entries keep above the
+/// `__exit__` slot: the bound `__exit__` (3.11 to 3.13), the function and its `self` (3.14+).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WithCleanup {
+    pub push_exc_info: u8,
+    pub with_except_start: u8,
+    pub exit_depth: u64,
 }
 
 /// What sits in the manager's slot while its `__enter__` runs.

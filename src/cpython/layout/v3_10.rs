@@ -133,7 +133,9 @@ pub fn layout() -> Layout {
             f_blockstack: 112,
             tryblock_size: 12,
             b_level: 8,
+            b_handler: 4,
         },
+        with_cleanup: None,
         debug_offsets: None,
     }
 }

@@ -130,6 +130,12 @@ pub fn layout() -> Layout {
             opcode: 53,
             top: WithTop::Exit,
         },
+        // Include/opcode.h 3.11: PUSH_EXC_INFO, WITH_EXCEPT_START.
+        with_cleanup: Some(WithCleanup {
+            push_exc_info: 35,
+            with_except_start: 49,
+            exit_depth: 1,
+        }),
         debug_offsets: None,
     }
 }

@@ -132,6 +132,12 @@ pub fn layout() -> Layout {
             opcode: 2,
             top: WithTop::Manager,
         },
+        // Include/opcode.h 3.13: PUSH_EXC_INFO, WITH_EXCEPT_START.
+        with_cleanup: Some(WithCleanup {
+            push_exc_info: 33,
+            with_except_start: 44,
+            exit_depth: 1,
+        }),
         debug_offsets: None,
     }
 }

@@ -31,6 +31,13 @@ pub fn layout() -> Layout {
     // Include/opcode_ids.h 3.14 has no BEFORE_WITH: Python/codegen.c `codegen_with` emits
     // LOAD_SPECIAL __exit__, LOAD_SPECIAL __enter__, CALL 0.
     l.with_entry = WithEntry::SpecialCall;
+    // Include/opcode_ids.h 3.14: PUSH_EXC_INFO 32, WITH_EXCEPT_START 43; the body keeps the
+    // `__exit__` function and its `self`.
+    l.with_cleanup = Some(WithCleanup {
+        push_exc_info: 32,
+        with_except_start: 43,
+        exit_depth: 2,
+    });
     // Modules/_threadmodule.c 3.14: lockobject and rlockobject hold a PyMutex and a
     // _PyRecursiveMutex.
     l.thread_locks = ThreadLocks {

@@ -23,5 +23,11 @@ pub fn layout() -> Layout {
     // PyThreadState.state (Include/cpython/pystate.h 3.15).
     l.thread_state.state = Some(48);
     l.type_object.ht_cached_keys = 888;
+    // Include/opcode_ids.h 3.15: PUSH_EXC_INFO 30, WITH_EXCEPT_START 41.
+    l.with_cleanup = Some(WithCleanup {
+        push_exc_info: 30,
+        with_except_start: 41,
+        exit_depth: 2,
+    });
     l
 }
