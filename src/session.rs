@@ -454,9 +454,8 @@ impl Session {
         let mut from_memory = Vec::new();
         let (interp, holds) = (t.info.interp, t.info.holds_gil);
         if !named.iter().any(|m| m == WAITING_FOR_GIL)
-            && holds == Some(false)
             && n.wait_addr
-                .is_some_and(|a| self.snap.is_gil_address(interp, a))
+                .is_some_and(|a| self.snap.waits_for_gil(interp, holds, a))
         {
             // At the interpreter's innermost frame, where libpython finds `take_gil` by name:
             // the frames inside it are the C library's wait.
@@ -468,9 +467,8 @@ impl Session {
             let at = (0..first_run).find(|&k| inside.get(k) == Some(&true));
             from_memory.push((at.unwrap_or(0), WAITING_FOR_GIL.to_string()));
         }
-        let collecting = !named.iter().any(|m| m == COLLECTING)
-            && self.snap.gil_last_holder(interp) == Some(t.info.addr)
-            && self.snap.gc_collecting(interp) == Some(true);
+        let collecting =
+            !named.iter().any(|m| m == COLLECTING) && self.snap.is_collecting(interp, t.info.addr);
         // Each Python run with the native frames between it and the next inner one, and the C
         // callable its innermost frame is calling.
         let mut runs = Vec::new();

@@ -182,6 +182,19 @@ impl Snapshot {
         Some(self.mem.read_i32(tstate.checked_add(off)?).ok()? == 1)
     }
 
+    /// libpython's "Garbage-collecting" rule from memory: the interpreter's `gc.collecting`,
+    /// and `tstate`'s thread the GIL's last holder (a finalizer the collector runs may have
+    /// released it).
+    pub fn is_collecting(&self, interp: u64, tstate: u64) -> bool {
+        self.gc_collecting(interp) == Some(true) && self.gil_last_holder(interp) == Some(tstate)
+    }
+
+    /// libpython's "Waiting for the GIL" rule from memory: a thread that does not hold the GIL
+    /// (`holds_gil`) blocked on a futex word inside the GIL (`futex`, its first argument).
+    pub fn waits_for_gil(&self, interp: u64, holds_gil: Option<bool>, futex: u64) -> bool {
+        holds_gil == Some(false) && self.is_gil_address(interp, futex)
+    }
+
     /// The thread state that last held the GIL (`last_holder`, kept when it is released).
     pub fn gil_last_holder(&self, interp: u64) -> Option<u64> {
         let (_, holder) = self.gil_fields(interp)?;

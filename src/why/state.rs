@@ -17,7 +17,7 @@
 
 mod syscalls_x86_64;
 
-use crate::cpython::{FrameItem, Snapshot};
+use crate::cpython::FrameItem;
 use crate::memory::{proc_syscall, ProcSyscall};
 use crate::report::{FrameKind, ThreadReport};
 use crate::session::Session;
@@ -72,12 +72,14 @@ fn state(
     call: Option<Option<Syscall>>,
 ) -> Option<&'static str> {
     let snap = &session.snap;
-    if collecting(snap, t.interpreter, t.thread_state) {
+    if snap.is_collecting(t.interpreter, t.thread_state) {
         return Some("gc");
     }
     let in_call = call?;
     if let Some(c) = in_call {
-        if t.holds_gil == Some(false) && waits_for_gil(snap, t.interpreter, c) {
+        if x86_64_syscall_name(c.nr) == Some("futex")
+            && snap.waits_for_gil(t.interpreter, t.holds_gil, c.args[0])
+        {
             return Some("gil_wait");
         }
         if x86_64_syscall_name(c.nr).is_some_and(|n| SELECTOR_CALLS.contains(&n))
@@ -95,20 +97,6 @@ fn state(
             .filter(|&a| a)
             .map(|_| "running"),
     }
-}
-
-/// Whether the thread of `tstate` is collecting garbage: libpython's "Garbage-collecting"
-/// rule from memory (the interpreter's `gc.collecting`, and that thread the GIL's last
-/// holder: a finalizer the collector runs may have released it).
-pub fn collecting(snap: &Snapshot, interp: u64, tstate: u64) -> bool {
-    snap.gc_collecting(interp) == Some(true) && snap.gil_last_holder(interp) == Some(tstate)
-}
-
-/// Whether `call`, by a thread that does not hold the GIL, is a wait for it: a futex on an
-/// address inside the GIL's condition variables and mutexes (`take_gil`'s
-/// `pthread_cond_timedwait`, its mutex).
-pub fn waits_for_gil(snap: &Snapshot, interp: u64, call: Syscall) -> bool {
-    x86_64_syscall_name(call.nr) == Some("futex") && snap.is_gil_address(interp, call.args[0])
 }
 
 /// Whether the innermost Python frame is a `selectors` module's `select` (`EpollSelector`'s,
