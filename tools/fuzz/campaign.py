@@ -59,7 +59,9 @@ DEBUGGER_TIMEOUT_SECONDS = 60.0
 CASES_SCRIPT = os.path.join(ROOT, "tests", "scenarios", "asyncio", "cases.py")
 GDB_SCRIPT = os.path.join(ROOT, "gdb-scripts", "pyunwind-gdb.py")
 LLDB_SCRIPT = os.path.join(ROOT, "lldb-scripts", "pyunwind_lldb.py")
-SCENARIOS = ("threads", "locals", "gather")
+# why_waits: threads in each kind of wait and a lock-order deadlock (lock objects, with blocks'
+# value stacks, exception tables); why_async_locks: asyncio tasks in async with blocks (3.11+).
+SCENARIOS = ("threads", "locals", "gather", "why_waits", "why_async_locks")
 
 # --- layouts (src/cpython/layout/v3_1X.rs; free-threaded 3.13: object fields +16) ----------
 # `f_code` of PyFrameObject (3.10) / `f_executable` of _PyInterpreterFrame (3.11+).
@@ -76,7 +78,8 @@ FREE_THREADED_OBJECT_DELTA = 16
 TASK_CORO = {11: 136, 12: 136, 13: 120, 14: 128, 15: 128}
 # Bytes of each kind of structure a patch may land in (a word at a random aligned offset).
 SPAN = {"tstate": 256, "interp": 1024, "frame": 96, "code": 192, "str": 64, "local": 64,
-        "task": 192, "coro": 128, "future": 128, "loop": 64, "debug_offsets": 1024}
+        "task": 192, "coro": 128, "future": 128, "loop": 64, "debug_offsets": 1024,
+        "waited": 64}
 STACKREF_TAG_BITS = 3
 
 VALUES = [0, 0x10, 0xffffffffffffffff, 1 << 63, (1 << 63) - 1, 1 << 62, 1 << 31, (1 << 31) - 1,
@@ -95,6 +98,8 @@ def interpreters():
 
 
 def scenario_for(interp, scenario):
+    if scenario == "why_async_locks" and interp.minor < 11:
+        return None
     if scenario == "gather":
         if interp.minor < 11:
             return None
@@ -122,7 +127,8 @@ def make_base(interp, scenario, workdir):
         src = s.make_core()
         core = os.path.join(workdir, "core.%s.%s" % (interp.id, scenario))
         shutil.move(src, core)
-    flags = ["--json", "--locals"] + (["--tasks"] if scenario == "gather" else [])
+    flags = ["--json", "--locals", "--why"] + (
+        ["--tasks"] if scenario in ("gather", "why_async_locks") else [])
     status, rc, out, err = cli(["core", core, *flags], timeout=60)
     if status != "ok" or rc != 0:
         raise RuntimeError("base core %s: CLI failed: %r" % (core, err[-2000:]))
@@ -176,6 +182,14 @@ def locate(base, report):
         if aw.get("id") and aw.get("kind") != "task" and aw["id"] not in st["future"]:
             st["future"].append(aw["id"])
     st["loop"] = [lp["id"] for lp in report.get("loops") or []]
+    # What --why names: the objects waited on and held (locks, Conditions, queues, tasks'
+    # asyncio locks).
+    for w in report["threads"] + (report.get("tasks") or []):
+        held = [h["object"] for h in w.get("holding") or []]
+        waited = (w.get("waiting") or {}).get("object")
+        for obj in held + ([waited] if waited else []):
+            if obj not in st["waited"]:
+                st["waited"].append(obj)
     cookie = debug_offsets_address(core)
     if cookie:
         st["debug_offsets"].append(cookie)
