@@ -276,9 +276,10 @@ impl Snapshot {
     ///
     /// - 3.11+: the block's body is covered by exception-table entries of depth `slot` +
     ///   `exit_depth` whose handler is the with's cleanup (`PUSH_EXC_INFO`,
-    ///   `WITH_EXCEPT_START`; a `try` at the same depth has another handler). Of those blocks,
-    ///   the one whose first entry starts last at or before the current instruction is the
-    ///   innermost open one at that depth; its first entry starts right after the instruction
+    ///   `WITH_EXCEPT_START`; a `try` at the same depth has another handler). Of those blocks
+    ///   whose entries span the current instruction, the one whose first entry starts last is
+    ///   the innermost open one at that depth (None: no `with` block keeps a `__exit__` there
+    ///   now, so the slot is stale); its first entry starts right after the instruction
     ///   that entered it (`BEFORE_WITH`, 3.14+'s `CALL 0` and its caches), whose line is the
     ///   statement's.
     /// - 3.10: the frame's block stack holds the block `SETUP_WITH` set up at level `slot` +
@@ -291,11 +292,15 @@ impl Snapshot {
         let lasti = u64::from(frame.lasti?);
         let depth = (slot as u64).checked_add(cleanup.exit_depth)?;
         let entries = self.exception_table(&frame.code)?;
-        let mut targets: Vec<(u64, u64)> = Vec::new(); // (target, first start)
+        // (target, first start, last end) of each handler's entries at that depth.
+        let mut targets: Vec<(u64, u64, u64)> = Vec::new();
         for e in entries.iter().filter(|e| e.depth == depth) {
             match targets.iter_mut().find(|t| t.0 == e.target) {
-                Some(t) => t.1 = t.1.min(e.start),
-                None => targets.push((e.target, e.start)),
+                Some(t) => {
+                    t.1 = t.1.min(e.start);
+                    t.2 = t.2.max(e.end);
+                }
+                None => targets.push((e.target, e.start, e.end)),
             }
         }
         let is_cleanup = |target: u64| {
@@ -305,10 +310,12 @@ impl Snapshot {
             };
             op(0) == Some(cleanup.push_exc_info) && op(1) == Some(cleanup.with_except_start)
         };
+        // The block must still be open at the current instruction: a `__exit__` left above
+        // the live top by a block that has ended (or never existed at that depth) has none.
         let first = targets
             .into_iter()
-            .filter(|&(t, first)| first <= lasti && first > 0 && is_cleanup(t))
-            .map(|(_, first)| first)
+            .filter(|&(t, first, end)| first <= lasti && lasti < end && first > 0 && is_cleanup(t))
+            .map(|(_, first, _)| first)
             .max()?;
         frame.code.line_at(first as i64 - 1)
     }

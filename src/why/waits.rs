@@ -386,13 +386,18 @@ fn with_holds(snap: &Snapshot, d: &DecodedThread) -> Vec<WithHold> {
                 LockKind::Lock => state.held,
                 _ => state.owner_ident == Some(d.info.thread_id),
             };
+            // Only a `with` block open at the frame's current instruction keeps a `__exit__`
+            // in that slot; anything else is a stale slot above the live top.
+            let Some(line) = snap.with_line(p, c.slot) else {
+                continue;
+            };
             if mine {
                 out.push(WithHold {
                     object: c.lock,
                     kind: c.kind,
                     acquired,
                     frame: p.addr,
-                    line: snap.with_line(p, c.slot),
+                    line: Some(line),
                 });
             }
         }
@@ -595,6 +600,8 @@ fn holding(session: &Session, t: &ThreadReport, facts: &[LockFacts], me: usize) 
     let mut out: Vec<Holding> = Vec::new();
     // Innermost first: an outer `with` on the same RLock replaces an inner one, so the frame
     // that took it is the outermost.
+    // The frame of each entry of `out`.
+    let mut frames: Vec<u64> = Vec::new();
     for h in &facts[me].holds {
         let count = match h.kind {
             LockKind::Lock => None,
@@ -610,9 +617,18 @@ fn holding(session: &Session, t: &ThreadReport, facts: &[LockFacts], me: usize) 
             frame: report_index(t, h.frame),
             line: h.line,
         };
-        match out.iter_mut().find(|o| o.object == h.object) {
-            Some(o) => *o = held,
-            None => out.push(held),
+        // Within a frame the lowest slot is the outermost block; across frames the outer
+        // frame (later here) took it.
+        match out.iter().position(|o| o.object == h.object) {
+            Some(i) if frames[i] != h.frame => {
+                out[i] = held;
+                frames[i] = h.frame;
+            }
+            Some(_) => {}
+            None => {
+                out.push(held);
+                frames.push(h.frame);
+            }
         }
     }
     // RLocks name their owner: those other threads wait for.

@@ -4,8 +4,9 @@ threads through `with` blocks, RLocks re-entered in one frame and across two (an
 naming the owner), `Barrier.wait`, `Queue.put`, `Future.result`, a Condition held by a `with`
 block and a thread entering it; the same with `--native`; and tests/scenarios/why_handover.py,
 a Lock released by one thread and taken by another between two stops. Every object's `id()`,
-every thread's native id and every frame's line come from the scenarios themselves. Live
-(`pid PID --why --json`) and from gcore cores (`core CORE --why --json`)."""
+every thread's native id, every frame's line and the line of every `with` holding a lock come
+from the scenarios themselves. Live (`pid PID --why --json`) and from gcore cores
+(`core CORE --why --json`)."""
 
 import os
 import signal
@@ -103,9 +104,10 @@ def test_three_thread_lock_order_deadlock(scenario, source):
         # The waiting frame is the thread's own, on the line of the `with` it enters.
         assert frame_at(t, 0) == truth_at(truth, name, 0)
         assert frame_at(t, 0)[0] == name
-        # Only the lock of the `with` block it is in: not the one it is entering.
+        # Only the lock of the `with` block it is in, on the line of that `with`: not the one
+        # it is entering.
         assert t["holding"] == [{"kind": "lock", "object": objects[holds], "type": "Lock",
-                                 "frame": 0}], name
+                                 "frame": 0, "line": truth["with_lines"][name]}], name
     ring = [native(truth, name) for name, _, _, _ in RING]
     # The only cycle of the scenario, listed from t1 (the oldest): what each thread waits for.
     assert r["deadlocks"] == [{"kind": "locks", "threads": ring,
@@ -113,10 +115,10 @@ def test_three_thread_lock_order_deadlock(scenario, source):
     first = cli(sc, source).splitlines()[0]
 
     def clause(name, waits, owner):
-        return ('thread %d "%s" waits for Lock %#x held by thread %d "%s" (its with block in '
-                '%s, now at why_more.py:%d)' % (
+        return ('thread %d "%s" waits for Lock %#x held by thread %d "%s" (taken at '
+                'why_more.py:%d, in %s)' % (
                     native(truth, name), name, objects[waits], native(truth, owner), owner,
-                    owner, truth_frames(truth, owner)[0]["line"]))
+                    truth["with_lines"][owner], truth_frames(truth, owner)[0]["function"]))
 
     assert first == "Deadlock: " + "; ".join(clause(n, w, o) for n, _, w, o in RING)
 
@@ -133,9 +135,9 @@ def test_reentered_rlock_is_held_once_with_its_count(scenario, source):
     t = threads["reenter"]
     own = own_frame(truth, "reenter")
     # Two `with RR:` blocks in one frame and an RR.acquire(): one hold, its count 3, the frame
-    # of the (outermost) `with` that took it.
+    # and the line of the (outermost) `with` that took it.
     assert t["holding"] == [{"kind": "rlock", "object": objects["RR"], "type": "RLock",
-                             "count": 3, "frame": own}]
+                             "count": 3, "frame": own, "line": truth["with_lines"]["reenter"]}]
     assert frame_at(t, own) == truth_at(truth, "reenter", own)
     # It parks on PARK_R.
     assert t["waiting"] == {"kind": "event", "object": objects["PARK_R"], "type": "Event",
@@ -153,9 +155,10 @@ def test_reentered_rlock_names_the_outermost_with(scenario, source):
     outer = own_frame(truth, "reenter_nested")
     assert outer == inner + 1
     # `with RR2:` in reenter_nested, `with RR2:` and RR2.acquire() in reenter_inner: one hold,
-    # count 3, in the outer frame, whose `with` took it first.
+    # count 3, in the outer frame, on the line of its `with`, which took it first.
     assert t["holding"] == [{"kind": "rlock", "object": objects["RR2"], "type": "RLock",
-                             "count": 3, "frame": outer}]
+                             "count": 3, "frame": outer,
+                             "line": truth["with_lines"]["reenter_nested"]}]
     assert frame_at(t, outer) == truth_at(truth, "reenter_nested", outer)
     assert frame_at(t, inner) == truth_at(truth, "reenter_nested", inner)
     assert t["waiting"] == {"kind": "event", "object": objects["PARK_R"], "type": "Event",
@@ -233,9 +236,11 @@ def test_condition_held_by_a_with_block(scenario, source):
     objects = truth["objects"]
     holder = by_name(report(sc, source))["condholder"]
     own = own_frame(truth, "condholder")
-    # The Condition its `with C2:` holds (not C2's RLock on its own, with no frame).
+    # The Condition its `with C2:` holds, on that `with`'s line (not C2's RLock on its own,
+    # with no frame).
     assert holder["holding"] == [{"kind": "condition", "object": objects["C2"],
-                                  "type": "Condition", "count": 1, "frame": own}]
+                                  "type": "Condition", "count": 1, "frame": own,
+                                  "line": truth["with_lines"]["condholder"]}]
     assert frame_at(holder, own) == truth_at(truth, "condholder", own)
     assert holder["waiting"] == {"kind": "event", "object": objects["PARK_C"], "type": "Event",
                                  "owner": None, "frame": own - 1}
@@ -313,7 +318,8 @@ def check_stop1(truth, r):
     objects = truth["objects"]
     threads = by_name(r)
     first, second = threads["first"], threads["second"]
-    # second is blocked entering `with H:`; first's `with H:` block holds it.
+    # second is blocked entering `with H:`; first's `with H:` block holds it, taken on the line
+    # of that `with`.
     assert second["waiting"] == {"kind": "lock", "object": objects["H"], "type": "Lock",
                                  "owner": native(truth, "first"), "frame": 0}
     assert frame_at(second, 0) == truth_at(truth, "second", 0)
@@ -321,7 +327,7 @@ def check_stop1(truth, r):
     assert second["holding"] == []
     own = own_frame(truth, "first")
     assert first["holding"] == [{"kind": "lock", "object": objects["H"], "type": "Lock",
-                                 "frame": own}]
+                                 "frame": own, "line": truth["with_lines"]["first"]}]
     assert frame_at(first, own) == truth_at(truth, "first", own)
     assert first["waiting"] == {"kind": "event", "object": objects["GO"], "type": "Event",
                                 "owner": None, "frame": own - 1}
@@ -339,10 +345,10 @@ def check_stop2(truth, r):
     assert first["waiting"] == {"kind": "event", "object": objects["AFTER"], "type": "Event",
                                 "owner": None, "frame": own - 1}
     assert frame_at(first, own) == truth_at(truth, "first", own)
-    # second took H and parks on INSIDE inside its `with H:` block.
+    # second took H and parks on INSIDE inside its `with H:` block, on the line of that `with`.
     own = own_frame(truth, "second")
     assert second["holding"] == [{"kind": "lock", "object": objects["H"], "type": "Lock",
-                                  "frame": own}]
+                                  "frame": own, "line": truth["with_lines"]["second"]}]
     assert frame_at(second, own) == truth_at(truth, "second", own)
     assert second["waiting"] == {"kind": "event", "object": objects["INSIDE"], "type": "Event",
                                  "owner": None, "frame": own - 1}

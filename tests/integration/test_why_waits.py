@@ -1,7 +1,7 @@
 """--why's waits, holds and deadlocks (docs/report.md, `waiting`, `holding`, `deadlocks`),
-checked against tests/scenarios/why_waits.py: every object's `id()`, every thread's native id
-and every waiting frame's line come from the scenario itself. Live (`pid PID --why --json`)
-and from a gcore core (`core CORE --why --json`)."""
+checked against tests/scenarios/why_waits.py: every object's `id()`, every thread's native id,
+every waiting frame's line and the line of every `with` holding a lock come from the scenario
+itself. Live (`pid PID --why --json`) and from a gcore core (`core CORE --why --json`)."""
 
 import json
 
@@ -69,21 +69,22 @@ def test_lock_order_deadlock(scenario, source):
         frame = waiting_frame(t, t["waiting"])
         want = truth_frames(sc, name)[0]
         assert (frame["function"], frame["line"]) == (want["function"], want["line"])
-    # poster's `with L1:` block; rotator's R.acquire() has no trace but R names its owner.
+    # poster's `with L1:` block, on the line of its `with`; rotator's R.acquire() has no trace
+    # but R names its owner (no frame, no line).
     assert p["holding"] == [{"kind": "lock", "object": objects["L1"], "type": "Lock",
-                             "frame": 0}]
+                             "frame": 0, "line": sc.truth["poster_with_line"]}]
     assert q["holding"] == [{"kind": "rlock", "object": objects["R"], "type": "RLock",
-                             "count": 1, "frame": None}]
+                             "count": 1, "frame": None, "line": None}]
     assert r["deadlocks"] == [{"kind": "locks", "threads": [poster, rotator],
                                "objects": [objects["R"], objects["L1"]], "tasks": []}]
     text = cli(sc, source)
     first = text.splitlines()[0]
     assert first == (
         'Deadlock: thread %d "poster" waits for RLock %#x held by thread %d "rotator"; '
-        'thread %d "rotator" waits for Lock %#x held by thread %d "poster" (its with block in '
-        '%s, now at why_waits.py:%d)' % (
+        'thread %d "rotator" waits for Lock %#x held by thread %d "poster" (taken at '
+        'why_waits.py:%d, in %s)' % (
             poster, objects["R"], rotator, rotator, objects["L1"], poster,
-            truth_frames(sc, "poster")[0]["function"], truth_frames(sc, "poster")[0]["line"]))
+            sc.truth["poster_with_line"], truth_frames(sc, "poster")[0]["function"]))
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -183,10 +184,12 @@ def test_blocked_entering_a_with_block(with_scenario, source, pair):
         frame = waiting_frame(t, t["waiting"])
         want = truth_frames(sc, name)[0]
         assert (frame["function"], frame["line"]) == (want["function"], want["line"])
-        # Only the lock of the `with` block it is in: not the one it is entering.
-        held = [{k: h[k] for k in ("kind", "object", "type", "frame")} for h in t["holding"]]
+        # Only the lock of the `with` block it is in, on the line of that `with`: not the one
+        # it is entering.
+        held = [{k: h[k] for k in ("kind", "object", "type", "frame", "line")}
+                for h in t["holding"]]
         assert held == [{"kind": kind, "object": objects[holds], "type": type_name,
-                         "frame": 0}], name
+                         "frame": 0, "line": sc.truth["with_lines"][name]}], name
         if kind == "rlock":
             assert [h["count"] for h in t["holding"]] == [1]
     ours = [d for d in r["deadlocks"] if set(d["threads"]) & {n1, n2}]
@@ -198,8 +201,8 @@ def test_blocked_entering_a_with_block(with_scenario, source, pair):
                 if l.startswith("Deadlock: ") and '"%s"' % first in l)
 
     def at(name):
-        f = truth_frames(sc, name)[0]
-        return "its with block in %s, now at why_with_deadlock.py:%d" % (f["function"], f["line"])
+        return "taken at why_with_deadlock.py:%d, in %s" % (
+            sc.truth["with_lines"][name], truth_frames(sc, name)[0]["function"])
 
     assert line == (
         'Deadlock: thread %d "%s" waits for %s %#x held by thread %d "%s" (%s); '

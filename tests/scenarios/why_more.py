@@ -17,7 +17,9 @@ in why_waits.py, and a Condition held by a ``with`` block.
   inside the block; "condenter" is blocked entering ``with C2:``.
 - The main thread records the truth and waits on ``_truth.HELD``.
 
-The truth has ``objects``: ``id()`` of each object waited on or held.
+The truth has ``objects``: ``id()`` of each object waited on or held, and ``with_lines``: the
+line of the ``with`` that took each held lock (the outermost on it), from the
+``# <thread> takes`` markers below.
 """
 
 import concurrent.futures
@@ -47,7 +49,7 @@ COND_HELD = threading.Event()
 
 
 def t1(started):
-    with LA:
+    with LA:  # t1 takes LA
         RING.wait()
         started.set()
         with LB:
@@ -55,7 +57,7 @@ def t1(started):
 
 
 def t2(started):
-    with LB:
+    with LB:  # t2 takes LB
         RING.wait()
         started.set()
         with LC:
@@ -63,7 +65,7 @@ def t2(started):
 
 
 def t3(started):
-    with LC:
+    with LC:  # t3 takes LC
         RING.wait()
         started.set()
         with LA:
@@ -71,7 +73,7 @@ def t3(started):
 
 
 def reenter(started):
-    with RR:
+    with RR:  # reenter takes RR
         with RR:
             RR.acquire()
             REENTERED.set()
@@ -85,7 +87,7 @@ def reenter_inner(started):
 
 
 def reenter_nested(started):
-    with RR2:
+    with RR2:  # reenter_nested takes RR2
         reenter_inner(started)
 
 
@@ -107,7 +109,7 @@ def futurer(started):
 
 
 def condholder(started):
-    with C2:
+    with C2:  # condholder takes C2
         COND_HELD.set()
         started.set(); PARK_C.wait()  # noqa: E702
 
@@ -123,6 +125,11 @@ def condenter(started):
 WORKERS = {"t1": t1, "t2": t2, "t3": t3, "reenter": reenter, "rr_waiter": rr_waiter,
            "reenter_nested": reenter_nested, "barrier": barrier, "putter": putter,
            "futurer": futurer, "condholder": condholder, "condenter": condenter}
+# The `with` that took each thread's held lock (its outermost on that lock) is on the line of
+# its marker: "# " then these words.
+WITH_MARKERS = {"t1": "t1 takes LA", "t2": "t2 takes LB", "t3": "t3 takes LC",
+                "reenter": "reenter takes RR", "reenter_nested": "reenter_nested takes RR2",
+                "condholder": "condholder takes C2"}
 
 
 def main():
@@ -131,7 +138,9 @@ def main():
     objects = {"LA": id(LA), "LB": id(LB), "LC": id(LC), "RR": id(RR), "RR2": id(RR2),
                "PARK_R": id(PARK_R), "B3": id(B3), "QF": id(QF), "F": id(F), "C2": id(C2),
                "PARK_C": id(PARK_C)}
-    _truth.ready(objects=objects); _truth.HELD.acquire()  # noqa: E702
+    with_lines = {name: _truth.source_line_of("# " + marker, __file__)
+                  for name, marker in WITH_MARKERS.items()}
+    _truth.ready(objects=objects, with_lines=with_lines); _truth.HELD.acquire()  # noqa: E702
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ A barrier between the two ``with``s makes each hold its first lock before it tri
 second; each sets ``started`` only once past the barrier. The main thread records the truth
 and waits on ``_truth.HELD``.
 
-The truth has ``objects``: ``id()`` of each lock.
+The truth has ``objects``: ``id()`` of each lock, and ``with_lines``: the line of each
+thread's first ``with`` (the one whose block holds its first lock), from the ``# <thread> takes``
+markers below.
 """
 
 import os
@@ -29,7 +31,7 @@ RBOTH = threading.Barrier(2)
 
 
 def left(started):
-    with A:
+    with A:  # left takes A
         BOTH.wait()
         started.set()
         with B:
@@ -37,7 +39,7 @@ def left(started):
 
 
 def right(started):
-    with B:
+    with B:  # right takes B
         BOTH.wait()
         started.set()
         with A:
@@ -45,7 +47,7 @@ def right(started):
 
 
 def rleft(started):
-    with R1:
+    with R1:  # rleft takes R1
         RBOTH.wait()
         started.set()
         with R2:
@@ -53,7 +55,7 @@ def rleft(started):
 
 
 def rright(started):
-    with R2:
+    with R2:  # rright takes R2
         RBOTH.wait()
         started.set()
         with R1:
@@ -62,12 +64,17 @@ def rright(started):
 
 # Started in this order: the report lists threads by age.
 WORKERS = {"left": left, "right": right, "rleft": rleft, "rright": rright}
+# Each thread's first `with` is on the line of its marker: "# " then these words.
+WITH_MARKERS = {"left": "left takes A", "right": "right takes B", "rleft": "rleft takes R1",
+                "rright": "rright takes R2"}
 
 
 def main():
     _truth.start_threads(WORKERS)
     objects = {"A": id(A), "B": id(B), "R1": id(R1), "R2": id(R2)}
-    _truth.ready(objects=objects); _truth.HELD.acquire()  # noqa: E702
+    with_lines = {name: _truth.source_line_of("# " + marker, __file__)
+                  for name, marker in WITH_MARKERS.items()}
+    _truth.ready(objects=objects, with_lines=with_lines); _truth.HELD.acquire()  # noqa: E702
 
 
 if __name__ == "__main__":
