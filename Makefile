@@ -17,7 +17,8 @@ DEMO_PYTHON ?= /usr/bin/python3.11
 build:
 	$(CARGO) build --release --bin pyunwind
 	$(CARGO) build --release --lib --features python
-	cp target/release/libpyunwind.so target/release/_pyunwind.so
+	# A copy then a rename: gdb and lldb processes that have the module loaded keep the old file.
+	cp target/release/libpyunwind.so target/release/_pyunwind.so.tmp && mv -f target/release/_pyunwind.so.tmp target/release/_pyunwind.so
 
 # The pip package (abi3, manylinux) in target/wheels, built by maturin from the test venv
 # (tools/test-env.sh installs it); its own target dir keeps it apart from `make build`.

@@ -194,6 +194,21 @@ def fallback_line(e, core, debugger):
     return printable(text) + FALLBACK_SUFFIX
 
 
+# How the core words its "no CPython in this target" error (src/error.rs, Error::NoPython).
+NOT_PYTHON_PREFIX = "no Python interpreter found"
+
+
+def is_not_python(e, core):
+    """Whether `e` says the target runs no Python at all: no error for a frame filter,
+    unwinder or frame provider, which then shows the native frames without a fallback_line.
+    `_pyunwind.NoPythonError` where the module has it, else the core's wording."""
+    if core is None:
+        return False
+    if hasattr(core, "NoPythonError"):
+        return isinstance(e, core.NoPythonError)
+    return isinstance(e, core.Error) and str(e).startswith(NOT_PYTHON_PREFIX)
+
+
 class Host:
     """What a debugger frontend tells the shared code. gdb and lldb each subclass it; the
     defaults are what a frontend without that knowledge answers."""

@@ -229,6 +229,8 @@ class _GdbHost(fe.Host):
         except gdb.error:
             return None
         shown = pairs[level][1] if level < len(pairs) else []
+        if not shown and self.python_frames_selectable():
+            shown = _inlined_into(pairs, level)
         if shown:
             return idx if idx in shown else shown[0]
         return None
@@ -312,12 +314,18 @@ class _GdbHost(fe.Host):
             pass
 
 
-def session():
+def _open_session():
+    """The stop's session; its errors as they are (the frame filter tells "no Python here"
+    from a failure by the exception's class)."""
     inf = gdb.selected_inferior()
     key = (inf.num, inf.pid, _core_file())
     host = _GdbHost()
+    return _state.with_thread_ids(key, lambda ids: fe.open_session(core(), host, ids), host.thread_ids)
+
+
+def session():
     try:
-        return _state.with_thread_ids(key, lambda ids: fe.open_session(core(), host, ids), host.thread_ids)
+        return _open_session()
     except core().Error as e:
         raise gdb.GdbError("pyunwind: %s" % e)
     except fe.FrontendError as e:
@@ -394,6 +402,22 @@ def _python_by_level():
         if row[0] == "python":
             shown[row[1]].append(row[2])
     return list(zip(frames, shown))
+
+
+def _inlined_into(pairs, level):
+    """Real frames: the Python frames of the eval-loop frame that the inline frame at `level`
+    is part of (with debug info, gdb shows the eval loop's inlined call site as inline frames
+    before each copy: `up` from a Python frame stops there first), else []."""
+    try:
+        frame = pairs[level][0]
+        if frame.type() != gdb.INLINE_FRAME:
+            return []
+        for older, shown in pairs[level + 1:]:
+            if older.type() != gdb.INLINE_FRAME:
+                return shown if real.same_frame(older, frame) else []
+    except (gdb.error, IndexError):
+        pass
+    return []
 
 
 def _call(fn, *args, **kwargs):
@@ -525,20 +549,61 @@ class PythonFrameFilter:
     def filter(self, frame_iter):
         decorators = list(frame_iter)
         try:
+            if not _open_session().python_thread(lwp=_thread_key(), tp=_thread_pointer()):
+                # A thread that never ran Python: its native frames are all there is.
+                return _native_only(decorators)
             frames = _frames()
             hide = _params["hide"].value if "hide" in _params else True
             inferior = [d.inferior_frame() for d in decorators]
             phys, copies = _physical(inferior)
             # The core hides the interpreter's plumbing by where it is: stripped builds too.
             actions = _splice([inferior[n] for n in phys], hide)
-        except Exception:
-            # No Python here (or an unreadable target): show the native stack unchanged, with
-            # JIT frames named after their executors' code.
-            return map(_shown, jit.name_frames(_jit_stop, decorators))
-        named = jit.name_frames(_jit_stop, [decorators[n] for n in phys], actions, frames)
-        if copies is None:
-            return _spliced(named, actions, frames)
-        return _real_spliced(decorators, inferior, named, actions, phys, copies, frames)
+            named = jit.name_frames(_jit_stop, [decorators[n] for n in phys], actions, frames)
+            # Built here, not lazily while gdb prints, so that an error still falls back.
+            if copies is None:
+                return iter(list(_spliced(named, actions, frames)))
+            return iter(list(_real_spliced(decorators, inferior, named, actions, phys, copies, frames)))
+        except Exception as e:
+            # No Python here, or an error, which one line says: the native stack unchanged.
+            report_fallback(e)
+            return _native_only(decorators)
+
+
+def _native_only(decorators):
+    """gdb's own frames, with JIT frames named after their executors' code where that works."""
+    try:
+        return iter([_shown(d) for d in jit.name_frames(_jit_stop, decorators)])
+    except Exception as e:
+        report_fallback(e)
+        return iter(decorators)
+
+
+# Fallback lines already printed in this stop: each once, however many times gdb's frame
+# filter and unwinders meet the same error until the target runs again. The filter runs for
+# every `bt` (each thread of `thread apply all bt`), every MI stack listing and every DAP
+# stackTrace request, which an editor sends several times per stop; the error lies in the
+# stop's memory, which stays the same until then.
+_fallbacks_shown = set()
+
+
+def report_fallback(e):
+    """Say once per stop why gdb shows its native frames only: `pyunwind: <error>; showing
+    native frames only`. Nothing for a target with no Python in it."""
+    if fe.is_not_python(e, _core):
+        return
+    if isinstance(e, (gdb.GdbError, gdb.error)):
+        # gdb's own failures (a register, memory) and our command errors are not bugs.
+        text = str(e)
+        e = fe.FrontendError(text if text.startswith("pyunwind: ") else "pyunwind: " + text)
+    line = fe.fallback_line(e, _core, "gdb")
+    if line in _fallbacks_shown:
+        return
+    _fallbacks_shown.add(line)
+    gdb.write(line + "\n", gdb.STDERR)
+
+
+def _forget_fallbacks(_event=None):
+    _fallbacks_shown.clear()
 
 
 class _UnnamedFrameDecorator(FrameDecorator):
@@ -819,12 +884,15 @@ def register():
     _GuardCommand()
     _PyFinishCommand()
     global _jit_stop
-    _jit_stop = jit.register(core, _GdbHost())
+    _jit_stop = jit.register(core, _GdbHost(), report_fallback)
     PythonFrameFilter()
     gdb.pretty_printers.append(_printer_lookup)
     _register_commands()
     gdb.events.cont.connect(_state.drop)
     gdb.events.cont.connect(_drop_dap_reprs)
+    for event in ("cont", "exited", "new_objfile", "clear_objfiles"):
+        if hasattr(gdb.events, event):
+            getattr(gdb.events, event).connect(_forget_fallbacks)
     gdb.events.exited.connect(_state.drop)
     gdb.events.new_objfile.connect(_on_new_objfile)
     gdb.events.new_objfile.connect(_state.drop)

@@ -21,11 +21,13 @@ import pyunwind_frontend as fe
 
 class _Stop:
     """The JIT map of the current stop: region rows sorted by start, built on first use and
-    dropped when the target resumes. ELF symbol results survive stops of the same target."""
+    dropped when the target resumes. ELF symbol results survive stops of the same target.
+    `report(e)` says why an error leaves gdb's native frames as they are (once per stop)."""
 
-    def __init__(self, core, host):
+    def __init__(self, core, host, report):
         self._core = core
         self._host = host
+        self.report = report
         self._inputs = {}
         self.drop()
 
@@ -52,7 +54,7 @@ class _Stop:
                 return self  # not a Python process: known from an earlier stop
             try:
                 self.jit = fe.open_jit(self._core(), self._host, inputs)
-            except self._core().Error as e:
+            except self._core().NoPythonError as e:
                 self._inputs[target_key] = False
                 self.error = str(e)
                 return self
@@ -61,7 +63,8 @@ class _Stop:
             self.starts = [r[0] for r in self.rows]
         except Exception as e:  # never break gdb's unwinding: no map, gdb does its own thing
             self.error = "%s: %s" % (type(e).__name__, e)
-            self.rows, self.starts = [], []
+            self.jit, self.rows, self.starts = None, [], []
+            self.report(e)
         return self
 
     def forget_target(self, *_args):
@@ -94,8 +97,9 @@ class JitUnwinder(Unwinder):
         return gdb.Value(v).cast(t)
 
     def __call__(self, pending_frame):
+        st = self._stop
         try:
-            st = self._stop.get()
+            st = st.get()
             if not st.starts:
                 return None
             pc = int(pending_frame.read_register("rip"))
@@ -119,8 +123,9 @@ class JitUnwinder(Unwinder):
             for name, v in u["caller"].items():
                 info.add_saved_register(name, self._value(v, t.get(name, t["other"])))
             return info
-        except Exception:
-            # Any doubt: let gdb unwind the frame its own way.
+        except Exception as e:
+            # gdb unwinds the frame its own way (and stops at JIT code it cannot unwind).
+            st.report(e)
             return None
 
 
@@ -173,12 +178,13 @@ def name_frames(stop, decorators, actions=None, frames=None):
 _stop = None
 
 
-def register(core, host):
-    """Register the unwinder (once) and return the per-stop state the frame filter shares."""
+def register(core, host, report):
+    """Register the unwinder (once) and return the per-stop state the frame filter shares.
+    `report(e)`: prints the one line saying an error left gdb's own frames."""
     global _stop
     if _stop is not None:
         return _stop
-    _stop = _Stop(core, host)
+    _stop = _Stop(core, host, report)
     gdb.unwinder.register_unwinder(None, JitUnwinder(_stop), replace=True)
     gdb.events.cont.connect(_stop.drop)
     gdb.events.exited.connect(_stop.forget_target)

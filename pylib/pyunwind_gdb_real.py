@@ -6,11 +6,13 @@ How: for an eval-loop frame running N Python frames the unwinder claims N-1 copi
 handing its caller the very same registers, with frame ids told apart by `special`; the last
 copy is left to gdb's own unwinder, which finds the real caller from those registers. The
 Python frames of each run, and which frame runs which run, come from the core (`runs`,
-`eval_ranges`): the sniffer may neither run gdb commands nor ask for frames (gdb 13 has no
-PendingFrame.function(), so "is this the eval loop" is the core's address check).
+`eval_ranges`, `frame_end`): the sniffer may neither run gdb commands nor ask for frames (gdb 13
+has no PendingFrame.function(), so "is this the eval loop" is the core's address check). Where
+the eval loop has no symbol (sid's `.cold`), any frame of the interpreter's own modules
+(`interpreter_ranges`) whose stack frame holds a run's entry frame (3.12+) is that run's.
 
-State: per stop and thread, which (SP, PC) became which run and at which level its first copy
-sits. Dropped when the target resumes, never on `stop` (gdb unwinds before that event).
+State: per stop and thread, which (SP, PC) became which run and at which levels its copies
+sit. Dropped when the target resumes, never on `stop` (gdb unwinds before that event).
 """
 
 import bisect
@@ -50,19 +52,23 @@ class _Thread:
         self.shims = sorted((r[1], k) for k, r in enumerate(runs)) if runs and all(r[1] for r in runs) else None
         self.next_run = 0
         self.run_of = {}   # (sp, pc) -> run index or None
-        self.base = {}     # (sp, pc) -> level of its first copy
+        # (sp, pc) -> the levels gdb gave its copies, ascending: with debug info gdb puts the
+        # eval loop's inlined callees (3.14: PyObject_Vectorcall at the call's return address)
+        # as inline frames before each copy, so copies are not at consecutive levels.
+        self.levels = {}
         self.copies = {}   # level -> ((sp, pc), copy index) for the copies the unwinder claimed
         self.saved = {}    # (sp, pc) -> the registers its copies hand on
 
-    def place(self, key, at_entry, frame_end):
+    def place(self, key, at_entry, frame_end, by_symbol=True):
         """The run of the eval-loop frame at `key` (None: it runs none), placed once.
         `at_entry`: the frame has not linked its Python frame yet; `frame_end()`: where its
-        stack frame ends (its caller's SP), or None."""
+        stack frame ends (its caller's SP), or None; `by_symbol`: the frame is known to be the
+        eval loop's, else any frame of the interpreter that may be."""
         if key not in self.run_of:
-            self.run_of[key] = None if at_entry else self._find(key[0], frame_end)
+            self.run_of[key] = None if at_entry else self._find(key[0], frame_end, by_symbol)
         return self.run_of[key]
 
-    def _find(self, sp, frame_end):
+    def _find(self, sp, frame_end, by_symbol=True):
         if self.shims is None:
             if self.next_run >= len(self.runs):
                 return None
@@ -74,7 +80,11 @@ class _Thread:
         # A frame whose own run is gone (its entry frame just returned) must not take the
         # next one out, which lies in an older eval-loop frame.
         end = frame_end()
-        return self.shims[i][1] if end is None or self.shims[i][0] < end else None
+        if end is None:
+            # Without the frame's end only the eval loop's own symbol vouches for it: any
+            # other frame below an eval-loop frame would take that frame's run.
+            return self.shims[i][1] if by_symbol else None
+        return self.shims[i][1] if self.shims[i][0] < end else None
 
     def count(self, key):
         run = self.run_of.get(key)
@@ -96,6 +106,8 @@ class State:
         self.ranges_of = None
         self.starts = []
         self.ranges = []
+        self.own_starts = []
+        self.own = []
         self.drop()
 
     def drop(self, *_args):
@@ -105,15 +117,21 @@ class State:
         self.missed = False
 
     def eval_range(self, session, pc):
-        # The eval loop does not move while the target lives (dropped on new objfiles).
+        """(the eval loop's range holding `pc`, True) when its symbol says so; else (the range
+        of the interpreter's own module holding `pc`, False): an eval-loop frame there is
+        known by the entry frame in its stack frame alone; else None."""
+        # Neither moves while the target lives (dropped on new objfiles).
         inf = gdb.selected_inferior()
         if self.ranges_of != (inf.num, inf.pid):
             self.ranges = session.eval_ranges()
             self.starts = [r[0] for r in self.ranges]
+            self.own = session.interpreter_ranges()
+            self.own_starts = [r[0] for r in self.own]
             self.ranges_of = (inf.num, inf.pid)
-        i = bisect.bisect_right(self.starts, pc) - 1
-        if i >= 0 and pc < self.ranges[i][1]:
-            return self.ranges[i]
+        for starts, ranges, by_symbol in ((self.starts, self.ranges, True), (self.own_starts, self.own, False)):
+            i = bisect.bisect_right(starts, pc) - 1
+            if i >= 0 and pc < ranges[i][1]:
+                return ranges[i], by_symbol
         return None
 
     def thread(self, session, lwp, tp, top=None):
@@ -166,21 +184,28 @@ class RealFramesUnwinder(Unwinder):
             st.missed = True
             return None
         pc = int(pf.read_register("rip")) & MASK
-        r = st.eval_range(session, pc)
-        if r is None:
+        found = st.eval_range(session, pc)
+        if found is None:
             return None
+        r, by_symbol = found
         sp = int(pf.read_register("rsp")) & MASK
         level = pf.level()
         thread = gdb.selected_thread()
         lwp = thread.ptid[1] or thread.ptid[0]
         tp = int(pf.read_register("fs_base")) & MASK
         t, session = st.thread(session, lwp, tp, (sp, pc) if level == 0 else None)
+        if not by_symbol and t.shims is None:
+            # Without a symbol only an entry frame on the C stack tells the eval loop (3.12+).
+            return None
         key = (sp, pc)
-        base = t.base.setdefault(key, level)
         bp = int(pf.read_register("rbp")) & MASK
-        t.place(key, level == 0 and pc - r[0] < _PROLOGUE, lambda: session.frame_end(pc, sp, bp, level == 0))
-        i = level - base
-        if i < 0 or i >= t.count(key) - 1:
+        t.place(key, by_symbol and level == 0 and pc - r[0] < _PROLOGUE,
+                lambda: session.frame_end(pc, sp, bp, level == 0), by_symbol)
+        levels = t.levels.setdefault(key, [])
+        if level not in levels:
+            bisect.insort(levels, level)
+        i = levels.index(level)
+        if i >= t.count(key) - 1:
             return None
         saved = t.saved.get(key)
         if saved is None:
@@ -233,6 +258,9 @@ def rows(frames, actions, phys, copies):
     of its run. `copies[n]` is (key, i) for a copy, else None: key is the eval-loop frame's
     (SP, PC)."""
     keys = [c[0] if c else None for c in copies]
+    # gdb's inline frames of the eval loop's call site (with debug info) come again before
+    # each further copy: shown once, before the first.
+    copied = set()
     run_of_key = {}
     action_of = {}
     for p, a in zip(phys, actions):
@@ -243,6 +271,7 @@ def rows(frames, actions, phys, copies):
     out = []
     for n in range(len(frames)):
         if copies[n] is not None:
+            copied.add(keys[n])
             run = run_of_key.get(keys[n], [])
             i = copies[n][1]
             if i < len(run):
@@ -254,12 +283,27 @@ def rows(frames, actions, phys, copies):
         a = action_of.get(n)
         if a is None:
             continue
+        if copied and a["action"] != "python" and _inline(frames[n]) and _key(frames[n]) in copied:
+            continue
         if a["action"] == "python":
             for i in a["frames"][used.get(_key(frames[n]), 0):]:
                 out.append(("python", n, i))
         elif a["action"] == "keep":
             out.append(("native", n))
     return out
+
+
+def _inline(frame):
+    try:
+        return frame.type() == gdb.INLINE_FRAME
+    except gdb.error:
+        return False
+
+
+def same_frame(a, b):
+    """Whether two of gdb's frames stand on the same registers (a copy, its inline frames)."""
+    k = _key(a)
+    return k is not None and k == _key(b)
 
 
 def _key(frame):

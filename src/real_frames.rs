@@ -1,6 +1,7 @@
 //! What gdb's real-frames mode (`set pyunwind-frames real`, one gdb frame per Python frame)
 //! needs from a stop: where the eval loop's code is, which Python frames each eval-loop call
-//! runs, and which pointer to watch for a Python frame's return (`py-finish`).
+//! runs, and which pointer to watch for a Python frame's return (`py-finish`); and, for its
+//! frame filter, whether a thread without Python frames is one or a thread list cut short.
 
 use crate::cpython::layout::{CurrentFrame, FrameModel};
 use crate::cpython::objects::field;
@@ -43,6 +44,41 @@ impl Session {
         });
         out.sort_unstable();
         out
+    }
+
+    /// Target address ranges of the interpreter's own modules, sorted. Where the eval loop's
+    /// body has no symbol we read (Debian sid's 3.14 and 3.15 run it in
+    /// `_PyEval_EvalFrameDefault.cold`, a local symbol of the detached debug file's `.symtab`
+    /// only; `.dynsym` has the 1 KiB `_PyEval_EvalFrameDefault` that enters it), a frame in
+    /// these ranges whose stack frame holds a run's entry frame is that run's eval-loop frame.
+    pub fn own_code_ranges(&self) -> Vec<(u64, u64)> {
+        let mut out = self.interpreter_ranges();
+        out.sort_unstable();
+        out
+    }
+
+    /// Whether the thread runs Python. A thread missing from the thread list is one that C
+    /// code started (`false`, its native frames are all it has), unless the list could not be
+    /// read whole: then the error that cut it, for the frontend to say.
+    pub fn python_thread(&self, key: ThreadKey) -> Result<bool> {
+        if self.find_thread(key).is_some() {
+            return Ok(true);
+        }
+        // Walked again only here, a thread with no Python frames: the walk keeps no errors.
+        let snap = &self.snap;
+        let mut errors = Vec::new();
+        match snap.interpreters_noting_cap(&mut errors) {
+            Ok(interps) => {
+                for interp in interps {
+                    snap.threads(interp, &mut errors);
+                }
+            }
+            Err(e) => errors.push(e),
+        }
+        match errors.first() {
+            None => Ok(false),
+            Some(e) => Err(Error::Read(*e)),
+        }
     }
 
     /// The thread's runs of Python frames, innermost first (see [`crate::native::runs`]).

@@ -17,9 +17,18 @@ use crate::target::{FileSearch, SourceKind, Target};
 mod jit;
 
 create_exception!(_pyunwind, Error, PyException);
+// A target with no CPython in it: not a failure for what runs on every stop of any program
+// (gdb's frame filter and unwinders), which then say nothing, unlike for an error.
+create_exception!(_pyunwind, NoPythonError, Error);
 
-fn err(e: impl std::fmt::Display) -> PyErr {
-    Error::new_err(e.to_string())
+/// The core's errors (and any other message) as `_pyunwind.Error`; [`crate::Error::NoPython`]
+/// as its subclass `NoPythonError`.
+fn err<E: std::fmt::Display + 'static>(e: E) -> PyErr {
+    let any: &dyn std::any::Any = &e;
+    match any.downcast_ref::<crate::Error>() {
+        Some(crate::Error::NoPython(_)) => NoPythonError::new_err(e.to_string()),
+        _ => Error::new_err(e.to_string()),
+    }
 }
 
 /// The panic boundary of every entry point (see [`crate::panic`]): a panic in `f` becomes
@@ -354,6 +363,14 @@ impl PySession {
         })
     }
 
+    /// The interpreter's own modules (its executable, libpython): sorted (start, end) target
+    /// address ranges, where an eval-loop frame with no symbol may run.
+    fn interpreter_ranges(&self, py: Python<'_>) -> PyResult<Vec<(u64, u64)>> {
+        guard("Session.interpreter_ranges", || {
+            Ok(self.off_gil(py, || self.inner.own_code_ranges()))
+        })
+    }
+
     /// The SP of the caller of the native frame at `pc`, `sp`, `bp` (one CFI step), or None.
     #[pyo3(signature = (pc, sp, bp, innermost=false))]
     fn frame_end(
@@ -366,6 +383,17 @@ impl PySession {
     ) -> PyResult<Option<u64>> {
         guard("Session.frame_end", || {
             Ok(self.off_gil(py, || self.inner.frame_end(pc, sp, bp, innermost)))
+        })
+    }
+
+    /// Whether the thread runs Python (has a thread state): a thread that C code started and
+    /// that never called into Python has none, and shows its native frames only. Raises when
+    /// the thread list could not be read whole.
+    #[pyo3(signature = (lwp=None, tp=None))]
+    fn python_thread(&self, py: Python<'_>, lwp: Option<u64>, tp: Option<u64>) -> PyResult<bool> {
+        guard("Session.python_thread", || {
+            self.off_gil(py, || self.inner.python_thread(key(lwp, tp)))
+                .map_err(err)
         })
     }
 
@@ -551,6 +579,7 @@ fn _pyunwind(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<jit::PyJit>()?;
     m.add_function(wrap_pyfunction!(render_list, m)?)?;
     m.add("Error", m.py().get_type::<Error>())?;
+    m.add("NoPythonError", m.py().get_type::<NoPythonError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("PANIC_MARKER", crate::panic::MARKER)?;
     m.add("PANIC_EXIT_STATUS", crate::panic::EXIT_STATUS)?;

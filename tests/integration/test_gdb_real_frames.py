@@ -2,7 +2,10 @@
 with its own number, reached by `frame N`, `up`, `down`, `info frame` and MI (with and without
 frame filters); `finish`, `return` and `next` from a Python frame work or refuse, never run
 away; `py-finish` runs until the selected Python frame returns. On pyenv 3.12 and 3.13 and
-Debian's stripped 3.11, on cores (shapes) and live processes (finish)."""
+Debian's stripped 3.11, on cores (shapes) and live processes (finish); and on Debian sid's 3.14
+and 3.15, stripped and with their debug info, whose eval loop runs in
+`_PyEval_EvalFrameDefault.cold`, a function with no dynamic symbol: there the eval-loop frame
+is the one whose stack frame holds its run's entry frame."""
 
 import re
 
@@ -13,8 +16,17 @@ from test_dap import MI_FRAME
 from test_stacks import expected, gdb_cmd
 
 INTERPS = harness.pick(("pyenv-3.12", "pyenv-3.13", "debian-3.11"))
+SID = harness.pick(("debian-3.14", "debian-3.14-dbgsym", "debian-3.15", "debian-3.15-dbgsym"))
 GDB_TIMEOUT = 120
 EVAL = "_PyEval_EvalFrameDefault"
+# What `bt -no-filters` names an eval-loop frame: sid's stripped builds have no symbol for the
+# `.cold` part the eval loop waits in (a `??` frame).
+RAW_EVAL = {"debian-3.14": "??", "debian-3.15": "??"}
+# gdb frames between two Python frames of one eval-loop call: with debug info, 3.14's eval
+# loop calls through `PyObject_Vectorcall` and `_PyObject_VectorcallTstate`, inlined at the
+# call's return address, and gdb shows them as inline frames before every copy (bt hides
+# them after the first).
+INLINE_AT_CALL = {"debian-3.14-dbgsym": ("_PyObject_VectorcallTstate", "PyObject_Vectorcall")}
 # `#8  leaf () at /x/shapes.py:19`, `#2  0x00007f… in acquire (...) at Python/x.c:486`,
 # `decorated () at …` (no number: a second Python frame of one eval-loop frame, default mode).
 BT_LINE = re.compile(r"^(?:#(\d+)\s+)?(?:0x[0-9a-f]+ in )?(\S+) \(.*?\)(?: (?:at|from) (\S+?)(?::(\d+))?)?$")
@@ -22,6 +34,8 @@ BT_LINE = re.compile(r"^(?:#(\d+)\s+)?(?:0x[0-9a-f]+ in )?(\S+) \(.*?\)(?: (?:at
 
 def test_interpreters_present():
     assert sorted(i.id for i in INTERPS) == ["debian-3.11", "pyenv-3.12", "pyenv-3.13"]
+    assert sorted(i.id for i in SID) == ["debian-3.14", "debian-3.14-dbgsym", "debian-3.15",
+                                         "debian-3.15-dbgsym"]
 
 
 def gdb(interp, commands, core=None, pid=None, errors=False):
@@ -55,6 +69,13 @@ def bt_rows(text):
     return rows
 
 
+def raw_pc(text, level):
+    """The PC `bt -no-filters` prints for frame `level`."""
+    m = re.search(r"^#%d\s+0x([0-9a-f]+) in " % level, text, re.M)
+    assert m, (level, text)
+    return int(m.group(1), 16)
+
+
 def python_rows(rows):
     return [r for r in rows if r[2] and r[2].endswith(".py")]
 
@@ -63,7 +84,7 @@ def short(function):
     return function.rpartition(".")[2]
 
 
-@pytest.fixture(scope="module", params=INTERPS, ids=lambda i: i.id)
+@pytest.fixture(scope="module", params=INTERPS + SID, ids=lambda i: i.id)
 def shapes(request):
     """(interp, truth frames, core, the outputs of one gdb run on the core: bt in default
     mode, bt and `bt -no-filters` in real mode, bt back in default mode)."""
@@ -93,10 +114,17 @@ def test_bt_numbers_every_python_frame(shapes):
     assert [lv for lv, *_ in raw] == list(range(len(raw)))
     assert levels[-1] == len(raw) - 1
     for lv, *_ in python_rows(real):
-        assert raw[lv][1] == EVAL, raw[lv]
-    # Python frames of one eval-loop call are consecutive gdb frames.
+        assert raw[lv][1] == RAW_EVAL.get(interp.id, EVAL), raw[lv]
+    # Python frames of one eval-loop call are consecutive gdb frames (but for the inline
+    # frames of its call site).
     py_levels = [lv for lv, *_ in python_rows(real)]
-    assert py_levels[1] == py_levels[0] + 1
+    inline = INLINE_AT_CALL.get(interp.id, ())
+    assert py_levels[1] == py_levels[0] + 1 + len(inline), py_levels
+    assert [raw[lv][1] for lv in range(py_levels[0] + 1, py_levels[1])] == list(inline)
+    if interp.id in RAW_EVAL:
+        # Where `??` cannot tell frames apart: the copies of the innermost eval-loop frame
+        # are at its one PC (gdb prints it for frames with no symbol).
+        assert raw_pc(s["RAW"], py_levels[0]) == raw_pc(s["RAW"], py_levels[1]), s["RAW"]
     # The native frames are default mode's.
     natives = lambda rows: [f for _, f, p, _ in rows if not (p and p.endswith(".py"))]  # noqa: E731
     assert natives(real) == natives(default)
@@ -140,7 +168,7 @@ def test_frame_up_down_info_frame(shapes):
     # py-up selects the calling Python frame's own gdb frame, and says its number.
     caller = truth[1]
     assert re.match(r"#%d Frame 0x[0-9a-f]+, for file %s, line %d, in %s " % (
-        first + 1, re.escape(caller["file"]), caller["line"], re.escape(caller["function"])), s2["PYUP"]), s2["PYUP"]
+        py[1][0], re.escape(caller["file"]), caller["line"], re.escape(caller["function"])), s2["PYUP"]), s2["PYUP"]
 
 
 def locals_heading(text):
@@ -169,7 +197,7 @@ def test_mi_frames(shapes):
     assert all(lv for lv, *_ in filtered)
 
 
-@pytest.fixture(scope="module", params=INTERPS, ids=lambda i: i.id)
+@pytest.fixture(scope="module", params=INTERPS + SID, ids=lambda i: i.id)
 def finishing(request):
     with harness.Scenario(request.param, "finish") as sc:
         yield request.param, sc

@@ -82,6 +82,10 @@ def test_gdb_bt_keeps_native_frames_when_the_filter_panics(core, monkeypatch):
     monkeypatch.setenv("PYUNWIND_TEST_PANIC", "Session.splice")
     rc, out, cmd = run_gdb(INTERP.exe, core, ["echo @@BT\\n", "bt"])
     assert_no_traceback(out, cmd)
+    # Not silently: one line says why (test_gdb_fallback.py has the other paths).
+    said = [line for line in out.splitlines() if "pyunwind" in line]
+    assert len(said) == 1 and panic_line("Session.splice").match(
+        said[0][:-len("; showing native frames only")]) and said[0].endswith("; showing native frames only"), out
     out = out.split("@@BT\n")[1]
     # The filter falls back to gdb's own frames: the whole native stack, no Python frame.
     frames = re.findall(r"^#(\d+) ", out, re.M)
