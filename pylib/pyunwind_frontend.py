@@ -251,6 +251,12 @@ class Host:
         """(LWP, thread pointer or None) of the selected thread."""
         raise NotImplementedError
 
+    def thread_syscalls(self):
+        """(LWP, orig_rax, [rdi, rsi, rdx, r10, r8, r9]) of each thread, from the debugger's
+        registers, for `py-why` when memory is read through the debugger; None when it cannot
+        read them."""
+        return None
+
     def write(self, text):
         raise NotImplementedError
 
@@ -507,7 +513,9 @@ Usage: py-print NAME""",
 
     def py_why(self, host, arg):
         a = parse_json_arg("py-why", arg)
-        text = self.session(host).why(as_json=a.json)
+        s = self.session(host)
+        calls = host.thread_syscalls() if s.wants_registers() else None
+        text = s.why(as_json=a.json, syscalls=calls)
         host.write(text + "\n" if a.json else text)
 
     def _entries(self, host):

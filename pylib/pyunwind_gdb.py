@@ -130,10 +130,10 @@ def _thread_pointer():
         return None
 
 
-def _all_thread_ids(inf):
-    """(lwp, thread pointer) of every thread; versions without native thread ids (3.10) need
-    these. Switching threads is restored afterwards."""
-    ids = []
+def _each_thread(inf, read):
+    """`read(thread)` with each thread of `inf` selected in turn, the non-None results; the
+    selected thread and frame are restored afterwards."""
+    out = []
     cur = gdb.selected_thread()
     try:
         frame = gdb.selected_frame()
@@ -142,9 +142,9 @@ def _all_thread_ids(inf):
     try:
         for t in inf.threads():
             t.switch()
-            tp = _thread_pointer()
-            if tp is not None:
-                ids.append((_thread_key(t), tp))
+            v = read(t)
+            if v is not None:
+                out.append(v)
     finally:
         if cur is not None:
             cur.switch()
@@ -153,7 +153,36 @@ def _all_thread_ids(inf):
                 frame.select()
             except gdb.error:
                 pass
-    return ids
+    return out
+
+
+def _all_thread_ids(inf):
+    """(lwp, thread pointer) of every thread; versions without native thread ids (3.10) need
+    these."""
+    def read(t):
+        tp = _thread_pointer()
+        return None if tp is None else (_thread_key(t), tp)
+    return _each_thread(inf, read)
+
+
+# The x86-64 system call argument registers, in order (arch/x86/entry/entry_64.S).
+SYSCALL_ARG_REGISTERS = ("rdi", "rsi", "rdx", "r10", "r8", "r9")
+U64 = (1 << 64) - 1
+
+
+def _thread_syscalls(inf):
+    """(lwp, orig_rax, [argument registers]) of every thread gdb can read them for: the
+    system call each is in (-1: none), for memory read through gdb, which has no core notes
+    or /proc to say."""
+    def read(t):
+        try:
+            f = gdb.newest_frame()
+            nr = int(f.read_register("orig_rax"))
+            args = [int(f.read_register(r)) & U64 for r in SYSCALL_ARG_REGISTERS]
+        except (gdb.error, ValueError):
+            return None
+        return _thread_key(t), nr, args
+    return _each_thread(inf, read)
 
 
 def _native_frames():
@@ -215,6 +244,9 @@ class _GdbHost(fe.Host):
 
     def thread(self):
         return _thread_key(), _thread_pointer()
+
+    def thread_syscalls(self):
+        return _thread_syscalls(gdb.selected_inferior())
 
     def write(self, text):
         gdb.write(fe.printable(text))

@@ -50,6 +50,9 @@ pub struct Session {
     modules: Mutex<Option<ModuleSet>>,
     /// The fatal signal a core records, and what was wrong with its notes.
     crash: (Option<Crash>, Vec<String>),
+    /// Each thread's system call as the debugger's registers show it (memory read through
+    /// the debugger has no notes or /proc to say): (lwp, orig_rax, argument registers).
+    debugger_syscalls: OnceLock<Vec<(u64, i64, [u64; 6])>>,
 }
 
 impl Session {
@@ -76,7 +79,23 @@ impl Session {
             jit: OnceLock::new(),
             modules: Mutex::new(None),
             crash,
+            debugger_syscalls: OnceLock::new(),
         })
+    }
+
+    /// The debugger's registers of each thread's system call (see `debugger_syscalls`); the
+    /// first call of a stop sets them.
+    pub fn set_debugger_syscalls(&self, calls: Vec<(u64, i64, [u64; 6])>) {
+        let _ = self.debugger_syscalls.set(calls);
+    }
+
+    /// What the debugger's registers say of thread `lwp`'s system call: (orig_rax, arguments).
+    pub fn debugger_syscall(&self, lwp: u64) -> Option<(i64, [u64; 6])> {
+        self.debugger_syscalls
+            .get()?
+            .iter()
+            .find(|c| c.0 == lwp)
+            .map(|c| (c.1, c.2))
     }
 
     /// Tell the session which LWP has which thread pointer (gdb knows; the core says).

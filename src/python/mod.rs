@@ -189,10 +189,20 @@ impl PySession {
     }
 
     /// `py-why`: every thread's report with its state, wait and holds, and the deadlocks; as
-    /// JSON, else as text (the verdict first).
-    #[pyo3(signature = (as_json=false))]
-    fn why(&self, py: Python<'_>, as_json: bool) -> PyResult<String> {
+    /// JSON, else as text (the verdict first). `syscalls`: what the debugger's registers say of
+    /// each thread's system call, `(lwp, orig_rax, [rdi, rsi, rdx, r10, r8, r9])`, for a
+    /// session reading memory through the debugger (see `wants_registers`).
+    #[pyo3(signature = (as_json=false, syscalls=None))]
+    fn why(
+        &self,
+        py: Python<'_>,
+        as_json: bool,
+        syscalls: Option<Vec<(u64, i64, [u64; 6])>>,
+    ) -> PyResult<String> {
         guard("Session.why", || {
+            if let Some(calls) = syscalls {
+                self.inner.set_debugger_syscalls(calls);
+            }
             let r = self.off_gil(py, || -> crate::Result<crate::report::Report> {
                 Ok(crate::why::report(
                     &self.inner,
@@ -206,6 +216,12 @@ impl PySession {
                 Ok(text::why(&r, &mut Sources::default()))
             }
         })
+    }
+
+    /// Whether `why` needs the debugger's registers for the threads' system calls: memory is
+    /// read through the debugger, so no core notes or /proc give them.
+    fn wants_registers(&self) -> bool {
+        self.inner.target.kind == SourceKind::Debugger
     }
 
     /// asyncio: the JSON report of every thread plus `tasks`, `loops` and `cycles`.

@@ -12,7 +12,8 @@
 //! | `syscall` | blocked in a system call |
 //! | `running` | holding the GIL (free-threaded: attached, 3.13+), in no system call |
 //!
-//! The first that holds wins, in that order. The debugger's memory source has no registers:
+//! The first that holds wins, in that order. The debugger's memory source has no notes or
+//! /proc: the frontend gives the debugger's registers (`Session::set_debugger_syscalls`), else
 //! only `gc` can show there.
 
 mod syscalls_x86_64;
@@ -172,6 +173,15 @@ fn syscall(session: &Session, t: &ThreadReport) -> Option<Option<Syscall>> {
             match proc_syscall(session.target.pid?, lwp)? {
                 ProcSyscall::In { nr, args } => Some(Some(Syscall { nr, args })),
                 ProcSyscall::Outside | ProcSyscall::Running => Some(None),
+            }
+        }
+        // Memory read through the debugger: its registers, where the frontend gave them.
+        SourceKind::Debugger => {
+            let (nr, args) = session.debugger_syscall(lwp)?;
+            match u64::try_from(nr) {
+                Err(_) if nr == -1 => Some(None),
+                Ok(nr) if nr <= MAX_SYSCALL_NR => Some(Some(Syscall { nr, args })),
+                _ => None,
             }
         }
         _ => None,

@@ -170,15 +170,19 @@ def test_gdb_py_why_on_the_core(scenario):
         assert (g["state"], g["syscall"]) == (c["state"], c["syscall"]), name
 
 
-def test_gdb_debugger_memory_has_no_registers(scenario):
-    """Memory read through gdb (`set pyunwind-memory debugger`) has no registers: every state is
-    null but the frames are the same."""
+def test_gdb_debugger_memory_reads_gdbs_registers(scenario):
+    """Memory read through gdb (`set pyunwind-memory debugger`) has no core notes or /proc:
+    py-why takes each thread's system call from gdb's registers (`$orig_rax` and the argument
+    registers), so the states, system calls and frames are the CLI's."""
     sc = scenario
     out, _ = run_gdb(sc.interp, "set pyunwind-memory debugger", "py-why --json", core=sc.core)
     ours = by_name(json_from(out))
-    assert ours["reader"]["state"] is None and ours["reader"]["syscall"] is None
-    truth = next(t for t in sc.truth["threads"] if t["name"] == "reader")
-    assert got(ours["reader"]["frames"]) == expected(truth["frames"])
+    cli_report = by_name(json_from(cli(sc, "core", "--json")))
+    for name in sc.truth["doing"]:
+        g, c = ours[name], cli_report[name]
+        assert (g["state"], g["syscall"]) == (c["state"], c["syscall"]), (name, g, c)
+        assert g["state"] is not None, (name, g)
+        assert got(g["frames"]) == got(c["frames"]), name
 
 
 @pytest.mark.parametrize("source", SOURCES)
