@@ -1,8 +1,9 @@
 """pyunwind for lldb: `command script import /path/to/lldb-scripts/pyunwind_lldb.py`.
 
 Registers the py-* commands (the same as in gdb, from pylib/pyunwind_frontend.py), a `pyunwind`
-command for settings, and on lldb 22+ a scripted frame provider that puts Python frames into
-lldb's own `bt`. Thin: decoding and text rendering are in the Rust core.
+command for settings, and on lldb 22+ a scripted frame provider that puts Python frames, and
+names for JIT and perf-trampoline frames, into lldb's own `bt`. Thin: decoding, text rendering
+and the unwinding through JIT code are in the Rust core.
 
 The selected Python frame (py-up, py-down, and what py-list, py-locals and py-print show) is kept
 per thread and per stop, as an index into the thread's Python stack, not tied to lldb's selected
@@ -82,6 +83,19 @@ def _thread_pointer(frames):
         if reg.IsValid() and reg.GetValue() is not None:
             return reg.GetValueAsUnsigned()
     return None
+
+
+def _function_name(frame):
+    """The frame's function name, None where lldb has none: lldb calls a stripped function
+    `___lldb_unnamed_symbol_<address>` (from its unwind info), which the core would take for a
+    name, while it places unnamed frames by their address."""
+    name = frame.GetFunctionName()
+    return None if name is None or name.startswith(UNNAMED_SYMBOL_PREFIX) else name
+
+
+# lldb's name for a function its symbol table lacks (lldb 19: `___lldb_unnamed_symbol3755`,
+# lldb 22: `___lldb_unnamed_symbol_9ced0`).
+UNNAMED_SYMBOL_PREFIX = "___lldb_unnamed_symbol"
 
 
 def _core_file(process):
@@ -219,7 +233,7 @@ class LldbHost(fe.Host):
                 return None
             rdi = frames[0].FindRegister("rdi")
             lldbs = {
-                "names": [f.GetFunctionName() for f in frames],
+                "names": [_function_name(f) for f in frames],
                 "pcs": [f.GetPC() for f in frames],
                 "sps": [f.GetSP() for f in frames],
                 "wait_addr": rdi.GetValueAsUnsigned() if rdi.IsValid() and rdi.GetValue() is not None else None,
@@ -243,14 +257,17 @@ class LldbHost(fe.Host):
         innermost frame, each with the level lldb shows it at (see `Session.stack_entries`):
         the frame lldb shows with its pc, and for the frame provider's Python frames (`provided`),
         the level the provider gave each."""
-        if not frames or (hasattr(frames[0], "IsSynthetic") and frames[0].IsSynthetic()):
-            # A Python frame innermost: lldb's registers are behind it.
+        if not frames:
             return None
-        regs = {}
-        for regset in frames[0].GetRegisters():
-            for r in regset:
-                if r.GetName() in OWN_UNWIND_REGISTERS and r.GetValue() is not None:
-                    regs[r.GetName()] = r.GetValueAsUnsigned()
+        if hasattr(frames[0], "IsSynthetic") and frames[0].IsSynthetic():
+            # A frame of the provider innermost (a JIT frame): the registers the provider
+            # started from, if it planned this stop.
+            key = _plan_key(self.process, self.thread_.GetThreadID())
+            regs = _input_registers.get(key) if provided else None
+            if not regs:
+                return None
+        else:
+            regs = _registers(frames[0])
         own = json.loads(session.own_natives(regs))
         levels = [None] * len(own["pcs"])
         at = {}
@@ -258,9 +275,8 @@ class LldbHost(fe.Host):
             at.setdefault(pc, []).append(i)
         k = 0
         for level, f in enumerate(frames):
-            if hasattr(f, "IsSynthetic") and f.IsSynthetic():
-                continue
-            # lldb's frame is ours with its pc, the first one not before the last match.
+            # lldb's frame is ours with its pc, the first one not before the last match
+            # (a Python frame's pc, if any, is its interpreter frame's address: never code).
             found = at.get(f.GetPC(), [])
             n = bisect.bisect_left(found, k)
             if n < len(found):
@@ -469,11 +485,53 @@ if _has_provider_api:
         def get_register_context(self):
             return None
 
+    class NativeFrame(ScriptedFrame):
+        """A native frame lldb cannot name: JIT code or a perf trampoline, shown at its pc
+        with the name the core gives it (`[jit] qualname (file:line)`, `[jit] side exit`,
+        `[trampoline] qualname (file)`)."""
+
+        def __init__(self, thread, index, row):
+            # No base class __init__: see PythonFrame.
+            self.thread = thread
+            self.index = index
+            self.pc = row.pc
+            self.row = row
+            # lldb's bt names a frame after the symbol it finds at its pc, if any, whatever the
+            # frame's own name: on 3.15 every executor is `py::jit:executor` of the ELF object
+            # CPython registers through the GDB JIT interface. There the frame gets no pc,
+            # unless the SB API's frames need one (see _frame_addresses; lldb-dap shows
+            # the frame's own name).
+            if row.symbolicated and not _frame_addresses():
+                self.pc = LLDB_INVALID_ADDRESS
+
+        def get_id(self):
+            return self.index
+
+        def get_pc(self):
+            return self.pc
+
+        def get_function_name(self):
+            return self.row.function_name()
+
+        def is_artificial(self):
+            return False
+
+        def get_symbol_context(self):
+            return lldb.SBSymbolContext()
+
+        def get_register_info(self):
+            return None
+
+        def get_register_context(self):
+            return None
+
     class PythonFrameProvider(ScriptedFrameProvider):
         """Each eval-loop frame becomes the Python frames it runs, CPython's call plumbing
-        between them is hidden (`pyunwind set hide-internal off` keeps it), and Python frames
-        that no unwound eval-loop frame runs follow the native frames. A thread without Python,
-        or any failure, leaves lldb's own frames as they are."""
+        between them is hidden (`pyunwind set hide-internal off` keeps it), JIT and trampoline
+        frames are named after their Python code, and where lldb's unwind stops early or goes
+        wrong past JIT code the core's own unwind goes on (see _natives); Python frames that no
+        unwound eval-loop frame runs follow the native frames. A thread without Python leaves
+        lldb's own frames as they are; so does a failure, which one line says (_say_fallback)."""
 
         @staticmethod
         def get_description():
@@ -489,6 +547,12 @@ if _has_provider_api:
             self.committed = 0
             self.size = input_frames.GetSize()
             self.names, self.sps, self.pcs, self.tp, self.modules = [], None, None, None, []
+            # Registers of lldb's innermost frame, where the core's own unwind starts.
+            self.regs = {}
+            self.anonymous0 = False
+            # Frame 0 handed out before the plan when it may be JIT code (see
+            # get_frame_at_index): the plan names it.
+            self.frame0 = None
             self._read_input()
 
         def _read_input(self):
@@ -508,12 +572,16 @@ if _has_provider_api:
                     return
             try:
                 frames = [self.input_frames.GetFrameAtIndex(i) for i in range(min(self.size, MAX_NATIVE_FRAMES))]
-                self.names = [f.GetFunctionName() for f in frames]
+                self.names = [_function_name(f) for f in frames]
                 self.modules = [f.GetModule() for f in frames]
                 self.sps = [f.GetSP() for f in frames]
                 # The core hides the interpreter's plumbing by where it is.
                 self.pcs = [f.GetPC() for f in frames]
                 self.tp = _thread_pointer(self.input_frames)
+                if frames:
+                    self.regs = _registers(frames[0])
+                    process = self.input_frames.GetThread().GetProcess()
+                    self.anonymous0 = _in_anonymous_code(process, self.pcs[0])
             except Exception:
                 pass
             finally:
@@ -522,6 +590,7 @@ if _has_provider_api:
 
         def _plan(self):
             passthrough = list(range(self.size))
+            s = lwp = tp = None
             try:
                 self.thread = self.input_frames.GetThread()
                 self.process = self.thread.GetProcess()
@@ -531,21 +600,31 @@ if _has_provider_api:
                 lwp = self.thread.GetThreadID()
                 tp = self.tp or _state.thread_pointers.get(lwp)
                 frames = fe.thread_frames(s, lwp, tp)
-                actions = json.loads(s.splice(self.names, lwp=lwp, tp=tp, sps=self.sps, pcs=self.pcs,
+                natives = self._natives(s, lwp, tp, len(frames))
+                names = [n.get("name") for n in natives]
+                sps = [n["sp"] for n in natives] if self.sps is not None else None
+                actions = json.loads(s.splice(names, lwp=lwp, tp=tp, sps=sps, pcs=[n["pc"] for n in natives],
                                               hide_internal=_settings["hide-internal"] == "on"))
-            except Exception:
-                # No Python in this thread, or nothing readable: lldb's frames as they are.
+                regions = [s.jit_lookup(n["pc"]) for n in natives]
+            except Exception as e:
+                # lldb's frames as they are; said once, unless there is no Python to show.
+                error = _fallback_error(e, s, lwp, tp)
+                if error is not None:
+                    _say_fallback(error, self.process)
                 return passthrough
             head = list(range(self.committed))
             early, rest, tail = [], [], []
             # This stop's Python frames of the thread replace the last stop's.
             readers = _frame_locals[lwp] = {}
+            # A trampoline is named after the function it started, as in gdb.
+            is_trampoline = lambda n: regions[n] is not None and regions[n][2] == "trampoline"  # noqa: E731
+            started = fe.trampoline_names(actions, frames, is_trampoline)
             for row in fe.spliced_rows(actions, len(frames)):
                 if row[0] == "native":
                     if row[1] >= self.committed:
-                        rest.append(row[1])
+                        rest.append(self._native_row(natives[row[1]], regions[row[1]], started.get(row[1])))
                     continue
-                module = self.modules[row[1]] if row[0] == "python" and row[1] < len(self.modules) else None
+                module = natives[row[1]].get("module") if row[0] == "python" else None
                 item = (frames[row[-1]], row[0] == "tail", _frame_context(module, row[-1]))
                 address = frames[row[-1]].get("address")
                 if address and item[2] is not None:
@@ -557,15 +636,84 @@ if _has_provider_api:
                     (early if row[1] < self.committed else rest).append(item)
             # Native frames past the names read (a stack deeper than MAX_NATIVE_FRAMES, or none
             # read: the fallback) stay, and Python frames no eval-loop frame runs follow them.
-            rest += range(max(len(self.names), self.committed), self.size)
+            if all("input" in n for n in natives):
+                rest += range(max(len(natives), self.committed), self.size)
+            if self.frame0 is not None and natives and regions[0] is not None:
+                self.frame0.name = self._native_row(natives[0], regions[0], started.get(0)).name
             rows = head + early + rest + tail
             key = _plan_key(self.process, lwp)
             for old in [k for k in _python_levels if k[:2] != key[:2]]:
                 del _python_levels[old]
+                _input_registers.pop(old, None)
             index = {id(f): i for i, f in enumerate(frames)}
             _python_levels[key] = {index[id(row[0])]: level for level, row in enumerate(rows)
-                                   if not isinstance(row, int)}
+                                   if isinstance(row, tuple)}
+            _input_registers[key] = self.regs
             return rows
+
+        def _natives(self, s, lwp, tp, python_count):
+            """The thread's native frames, innermost first, each a dict of `pc`, `sp`, `name`,
+            `module` and, for lldb's own frames, `input` (its index). lldb's own as far as they
+            go; the core's own unwind (which knows JIT code and perf trampolines) after a JIT
+            or trampoline frame where lldb's next frame is not the core's, and after lldb's last
+            frame when lldb stopped before placing every Python frame (lldb 22 cannot unwind
+            3.14's JIT code: its frame pointer and CFA are the JIT's own)."""
+            mine = [{"input": i, "pc": pc, "sp": self.sps[i] if self.sps is not None else None,
+                     "name": self.names[i], "module": self.modules[i] if i < len(self.modules) else None}
+                    for i, pc in enumerate(self.pcs or [])]
+            if not mine or not self.regs:
+                return mine
+            in_code = [s.jit_lookup(n["pc"]) is not None for n in mine]
+            if not any(in_code) and self._places_every_python_frame(s, lwp, tp, python_count):
+                return mine
+            own = json.loads(s.own_natives(self.regs))
+            # Each of lldb's frames is the core's with its pc, the first not before the last one.
+            at = {}
+            for j, pc in enumerate(own["pcs"]):
+                at.setdefault(pc, []).append(j)
+            j, switch = 0, None
+            for i, n in enumerate(mine):
+                found = at.get(n["pc"], [])
+                k = bisect.bisect_left(found, j)
+                if k == len(found):
+                    if in_code[i]:
+                        break  # the core does not see this JIT frame: lldb's frames as they are
+                    continue
+                j = found[k] + 1
+                last = i + 1 == len(mine)
+                lldb_goes_on = not last and mine[i + 1]["pc"] == own["pcs"][min(j, len(own["pcs"]) - 1)]
+                if (in_code[i] or last) and j < len(own["pcs"]) and not lldb_goes_on:
+                    switch = (i + 1, j)
+                    break
+            if switch is None or switch[0] < self.committed:
+                return mine
+            i, j = switch
+            return mine[:i] + [{"pc": own["pcs"][k], "sp": own["sps"][k] if own["sps"] else None,
+                                "name": own["names"][k], "module": self._module_at(own["pcs"][k])}
+                               for k in range(j, len(own["pcs"]))]
+
+        def _places_every_python_frame(self, s, lwp, tp, python_count):
+            actions = json.loads(s.splice(self.names, lwp=lwp, tp=tp, sps=self.sps, pcs=self.pcs,
+                                          hide_internal=False))
+            return sum(len(a["frames"]) for a in actions if a["action"] == "python") >= python_count
+
+        def _module_at(self, pc):
+            module = self.target.ResolveLoadAddress(pc).GetModule()
+            return module if module.IsValid() else None
+
+        def _native_row(self, native, region, started):
+            """How native frame `native` is shown: lldb's own (its input index), a JIT or
+            trampoline frame named after its Python code, or a frame at the pc the core's own
+            unwind found (a dict, which lldb symbolicates)."""
+            if region is not None:
+                name = region[3]
+                if region[2] == "trampoline" and started is not None and started.get("kind") == "python":
+                    name = "[trampoline] %s (%s)" % (started["function"], started.get("file"))
+                symbol = self.target.ResolveLoadAddress(native["pc"]).GetSymbol()
+                return NamedNativeFrame(native["pc"], name, symbol.IsValid())
+            if "input" in native:
+                return native["input"]
+            return {"pc": native["pc"]}
 
         def get_frame_at_index(self, index):
             if self.rows is None:
@@ -578,6 +726,11 @@ if _has_provider_api:
                     if index >= self.size:
                         return None
                     self.committed = max(self.committed, index + 1)
+                    if index == 0 and self.anonymous0 and self.pcs:
+                        # lldb prints a stop with frame 0 and keeps it: a frame whose name
+                        # the plan gives later, if it is JIT code.
+                        self.frame0 = NamedNativeFrame(self.pcs[0], None, self.modules[0].IsValid(), self)
+                        return NativeFrame(None, 0, self.frame0)
                     return index
                 self.rows = self._plan()
             if index >= len(self.rows):
@@ -585,7 +738,100 @@ if _has_provider_api:
             row = self.rows[index]
             if isinstance(row, int):
                 return row
+            if isinstance(row, dict):
+                return dict(row, idx=index)
+            if isinstance(row, NamedNativeFrame):
+                return NativeFrame(self.thread, index, row)
             return PythonFrame(self.thread, index, *row)
+
+
+def _fallback_error(e, s, lwp, tp):
+    """What the provider's failure `e` is to say, or None when it only means that there is no
+    Python to show: the target runs no Python, or this thread has no Python thread state (a
+    thread the program made in C). A thread list that cannot be read is said as such (rather
+    than "no Python thread state")."""
+    if fe.is_not_python(e, _core):
+        return None
+    if s is None:
+        return e
+    try:
+        python = s.python_thread(lwp=lwp, tp=tp)
+    except Exception as cause:
+        return cause
+    return e if python else None
+
+
+# (process, stop id, line) of each fallback line printed: each once per stop, however many
+# threads or frame lists met it.
+_fallbacks_said = set()
+
+
+def _say_fallback(e, process):
+    """fe.fallback_line on the debugger's error stream (lldb-dap shows it in its console), once
+    per stop."""
+    line = fe.fallback_line(e, _core, "lldb")
+    key = (process.GetUniqueID(), process.GetStopID(), line)
+    if key in _fallbacks_said:
+        return
+    for old in [k for k in _fallbacks_said if k[:2] != key[:2]]:
+        _fallbacks_said.discard(old)
+    _fallbacks_said.add(key)
+    err = process.GetTarget().GetDebugger().GetErrorFile()
+    if err is not None and err.IsValid():
+        err.Write((line + "\n").encode())
+        err.Flush()
+    else:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+class NamedNativeFrame:
+    """A planned NativeFrame: its pc, its name, and whether lldb has a symbol at the pc. A
+    frame handed out before the plan (`provider`) gets its name when lldb first shows it on
+    the main thread; until then (and if it is no JIT code) lldb names it as its own."""
+
+    __slots__ = ("pc", "name", "symbolicated", "provider")
+
+    def __init__(self, pc, name, symbolicated, provider=None):
+        self.pc = pc
+        self.name = name
+        self.symbolicated = symbolicated
+        self.provider = provider
+
+    def function_name(self):
+        p = self.provider
+        if (self.name is None and p is not None and p.rows is None and not _deferring
+                and threading.current_thread() is threading.main_thread()):
+            p.rows = p._plan()
+        return self.name
+
+
+def _in_anonymous_code(process, pc):
+    """Whether `pc` is in executable memory that maps no file: where JIT code and perf
+    trampolines live (3.15's registered executor objects are lldb modules, but their code is
+    still the executor's anonymous mapping). Not a pc of 0 or in an unmapped page (a crash),
+    nor in the vdso."""
+    region = lldb.SBMemoryRegionInfo()
+    if process.GetMemoryRegionInfo(pc, region).Fail():
+        return False
+    name = region.GetName() or ""
+    # 3.15 names its JIT mappings under -X dev (`[anon:cpython:jit]`, PR_SET_VMA_ANON_NAME).
+    return region.IsMapped() and region.IsExecutable() and (not name or name.startswith("[anon:"))
+
+
+# _plan_key -> the registers of lldb's innermost frame the last plan started from: a command's
+# own unwind starts there when the provider shows another frame innermost (a JIT frame).
+_input_registers = {}
+
+
+def _registers(frame):
+    """{name: value} of `frame`'s OWN_UNWIND_REGISTERS."""
+    regs = {}
+    for regset in frame.GetRegisters():
+        for r in regset:
+            if r.GetName() in OWN_UNWIND_REGISTERS and r.GetValue() is not None:
+                regs[r.GetName()] = r.GetValueAsUnsigned()
+    return regs
 
 
 # LWP -> {interpreter frame address: its locals' reader}, for the thread's Python frames of the

@@ -7,12 +7,13 @@ The lldb is $PYUNWIND_LLDB (`make integration-lldb` runs this file for lldb 22 a
 lldb 19 has no frame provider); its lldb-dap is the same version's."""
 
 import os
+import time
 
 import pytest
 
 import editors_doc
 import harness
-from dap_client import DapClient
+from dap_client import DapClient, DapError
 from test_dap import DAP_INTERPS, check_locals, launched_and_paused, python_frames, stopped  # noqa: F401
 from test_lldb import SCRIPT, lldb_major, lldb_path
 from test_stacks import expected
@@ -67,6 +68,34 @@ def test_lldb_dap_attach_and_core(stopped, name):
         check_stack(client, s.sc.truth)
 
 
+@pytest.mark.parametrize("name", ["shapes", "locals"])
+def test_lldb_dap_attach_without_stop_on_entry(stopped, name):
+    """An attach configuration without `stopOnEntry`: lldb-dap lets the process run on after
+    `configurationDone` (no `stopped` event), and the editor's pause button stops it; the
+    stack and locals are the same as with `stopOnEntry`."""
+    interp, made = stopped
+    s = made[name]
+    with lldb_dap(interp) as client:
+        client.initialize()
+        seq = client.request_async("attach", pid=s.sc.pid, program=interp.exe, initCommands=INIT_COMMANDS)
+        client.wait_event("initialized")
+        client.request("configurationDone")
+        client.response(seq, "attach")
+        # lldb-dap resumes the process after configurationDone, with no event to say so: the
+        # pause button is refused ("Process is not running") until it has.
+        thread = client.request("threads")["threads"][0]["id"]
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                client.request("pause", threadId=thread)
+                break
+            except DapError as e:
+                assert "not running" in str(e) and time.monotonic() < deadline, e
+                time.sleep(0.1)
+        client.wait_event("stopped")
+        check_stack(client, s.sc.truth)
+
+
 @pytest.mark.parametrize("interp", DAP_INTERPS, ids=lambda i: i.id)
 def test_lldb_dap_launch(interp):
     with lldb_dap(interp) as client, \
@@ -95,3 +124,28 @@ def test_editors_doc_lldb_dap(stopped):
     with lldb_dap(interp) as client, \
             launched_and_paused(client, interp, "locals", initCommands=launch["initCommands"]) as truth:
         check_stack(client, truth)
+
+
+@pytest.mark.parametrize("interp", [i for i in harness.provisioned_interpreters()
+                                    if i.minor in (14, 15) and not i.debug_dir], ids=lambda i: i.id)
+def test_lldb_dap_jit_frames(interp):
+    """A core of JIT code calling into C (sid's 3.14 and 3.15, PYTHON_JIT=1): lldb-dap's
+    stackTrace names the JIT frame as `bt` does, with its pc, right above the Python frames,
+    and goes on to `_start` (lldb 22 alone stops at 3.14's JIT frame)."""
+    import jit_harness as jh
+
+    with harness.Scenario(interp, "jit_call", env={"PYTHON_JIT": "1"}) as sc:
+        anon = jh.anon_exec_ranges(sc.pid)
+        with lldb_dap(interp) as client:
+            client.initialize()
+            client.start("attach", program=interp.exe, coreFile=sc.make_core(), initCommands=INIT_COMMANDS)
+            frames = client.stack(client.request("threads")["threads"][0]["id"])
+    names = [f["name"] for f in frames]
+    want = "[jit] leaf (%s:%d)" % (sc.script, jh.def_line("jit_call.py", "leaf"))
+    assert names.count(want) == 1 and not [n for n in names if n.startswith("[jit]") and n != want], names
+    j = names.index(want)
+    assert jh.in_ranges(anon, int(frames[j]["instructionPointerReference"], 16)), frames[j]
+    main = expected(sc.truth["threads"][0]["frames"])
+    assert python_frames(frames) == main, frames
+    assert python_frames(frames[j + 1:j + 1 + len(main)]) == main, frames
+    assert names[-1] == "_start", names
