@@ -182,6 +182,11 @@ def error_line(e, core, debugger):
 
 FALLBACK_SUFFIX = "; showing native frames only"
 
+# The x86-64 system call registers: the call's number as the kernel saved it, and its
+# arguments in order (arch/x86/entry/entry_64.S), for Host.thread_syscalls.
+SYSCALL_NUMBER_REGISTER = "orig_rax"
+SYSCALL_ARG_REGISTERS = ("rdi", "rsi", "rdx", "r10", "r8", "r9")
+
 
 def fallback_line(e, core, debugger):
     """The one line a frame filter, unwinder or frame provider prints when an error makes it

@@ -165,8 +165,6 @@ def _all_thread_ids(inf):
     return _each_thread(inf, read)
 
 
-# The x86-64 system call argument registers, in order (arch/x86/entry/entry_64.S).
-SYSCALL_ARG_REGISTERS = ("rdi", "rsi", "rdx", "r10", "r8", "r9")
 U64 = (1 << 64) - 1
 
 
@@ -177,8 +175,8 @@ def _thread_syscalls(inf):
     def read(t):
         try:
             f = gdb.newest_frame()
-            nr = int(f.read_register("orig_rax"))
-            args = [int(f.read_register(r)) & U64 for r in SYSCALL_ARG_REGISTERS]
+            nr = int(f.read_register(fe.SYSCALL_NUMBER_REGISTER))
+            args = [int(f.read_register(r)) & U64 for r in fe.SYSCALL_ARG_REGISTERS]
         except (gdb.error, ValueError):
             return None
         return _thread_key(t), nr, args
