@@ -11,6 +11,8 @@ pub const MAX_STR_CHARS: u64 = 1 << 20;
 /// Longest name (qualname, file name, local or attribute name) decoded: every frame of a code
 /// object repeats its names in text output. Longer than any path (PATH_MAX is 4096 bytes).
 pub const MAX_NAME_CHARS: u64 = 4096;
+/// Base classes followed from a type (a deeper chain is corrupt or cyclic).
+const MAX_BASES: usize = 32;
 /// Longest bytes object we read for a repr.
 const MAX_BYTES_READ: u64 = 4096;
 /// Most digits (30-bit) of an int we convert to decimal.
@@ -434,6 +436,26 @@ impl Snapshot {
             return Ok(None);
         }
         self.dict_items(dict, MAX_DICT_ENTRIES).map(Some)
+    }
+
+    /// The names of `obj`'s type and its bases (`tp_base`), innermost first: which class,
+    /// or subclass of one, an object is (3.10's code objects have no qualnames to say it).
+    pub fn class_names(&self, obj: u64) -> Vec<String> {
+        let mut out = Vec::new();
+        let Ok(mut t) = self.type_of(obj) else {
+            return out;
+        };
+        for _ in 0..MAX_BASES {
+            out.push(t.name.clone());
+            if t.base == 0 {
+                break;
+            }
+            match self.type_at(t.base) {
+                Ok(b) => t = b,
+                Err(_) => break,
+            }
+        }
+        out
     }
 
     /// A short, bounded repr of any object, in Python's style where we know the type.

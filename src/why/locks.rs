@@ -62,28 +62,19 @@ pub struct LockState {
     pub count: Option<u64>,
 }
 
-/// Base classes followed to find whether a type is `threading.Condition` or a subclass.
-const MAX_BASES: usize = 32;
-
 /// Whether `obj` is a `_thread.lock` or `_thread.RLock` (by its type's `tp_name`), or a
 /// `threading.Condition` (a Python class of that name, or a subclass of one).
 pub fn lock_kind(snap: &Snapshot, obj: u64) -> Option<LockKind> {
-    let mut t = snap.type_of(obj).ok()?;
+    let t = snap.type_of(obj).ok()?;
     match t.name.as_str() {
-        "_thread.lock" | "lock" => return Some(LockKind::Lock),
-        "_thread.RLock" | "RLock" => return Some(LockKind::RLock),
-        _ => {}
+        "_thread.lock" | "lock" => Some(LockKind::Lock),
+        "_thread.RLock" | "RLock" => Some(LockKind::RLock),
+        _ => snap
+            .class_names(obj)
+            .iter()
+            .any(|n| n == "Condition")
+            .then_some(LockKind::Condition),
     }
-    for _ in 0..MAX_BASES {
-        if t.name == "Condition" {
-            return Some(LockKind::Condition);
-        }
-        if t.base == 0 {
-            break;
-        }
-        t = snap.type_at(t.base).ok()?;
-    }
-    None
 }
 
 /// The lock a lock of kind `kind` acquires: itself, or a Condition's `_lock` (a Lock or an

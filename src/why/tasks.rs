@@ -23,8 +23,6 @@ const MAX_WAIT_FRAMES: usize = 64;
 const MAX_HOLD_FRAMES: usize = 1024;
 /// Value-stack slots read per frame.
 const MAX_SLOTS: usize = 256;
-/// Base classes followed to find which asyncio class a `self` is.
-const MAX_BASES: usize = 32;
 
 const LOCKS_PY: &str = "/asyncio/locks.py";
 const QUEUES_PY: &str = "/asyncio/queues.py";
@@ -87,27 +85,8 @@ pub fn task_whys(snap: &Snapshot, view: &AsyncView) -> Vec<TaskWhy> {
         .collect()
 }
 
-/// The names of `obj`'s type and its bases, innermost first.
-fn class_names(snap: &Snapshot, obj: u64) -> Vec<String> {
-    let mut out = Vec::new();
-    let Ok(mut t) = snap.type_of(obj) else {
-        return out;
-    };
-    for _ in 0..MAX_BASES {
-        out.push(t.name.clone());
-        if t.base == 0 {
-            break;
-        }
-        match snap.type_at(t.base) {
-            Ok(b) => t = b,
-            Err(_) => break,
-        }
-    }
-    out
-}
-
 fn is_instance(snap: &Snapshot, obj: u64, class: &str) -> bool {
-    class_names(snap, obj).iter().any(|n| n == class)
+    snap.class_names(obj).iter().any(|n| n == class)
 }
 
 /// The asyncio file of a frame, if it is one of the library's.
@@ -121,7 +100,7 @@ fn library_file(p: &PyFrame) -> Option<&'static str> {
 fn library_wait(snap: &Snapshot, p: &PyFrame) -> Option<(&'static str, u64)> {
     let file = library_file(p)?;
     let this = snap.local_object(p, "self").ok()??;
-    let names = class_names(snap, this);
+    let names = snap.class_names(this);
     ASYNC_WAITS
         .iter()
         .find(|(f, c, m, _)| *f == file && *m == p.code.name && names.iter().any(|n| n == c))

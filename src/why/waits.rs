@@ -30,8 +30,6 @@ use super::locks::{self, LockCall, LockKind};
 const MAX_WAIT_FRAMES: usize = 64;
 /// Frames of one thread scanned for `with` blocks.
 const MAX_HOLD_FRAMES: usize = 1024;
-/// Base classes followed to find which library class a `self` is (3.10 has no qualnames).
-const MAX_BASES: usize = 32;
 
 /// `EXTENDED_ARG`s that may precede 3.10's `SETUP_WITH` (its argument has at most 32 bits).
 const MAX_EXTENDED_ARGS: u32 = 3;
@@ -126,25 +124,6 @@ fn library_file(file: &str) -> Option<&'static str> {
     LIBRARY_FILES.iter().copied().find(|f| file.ends_with(f))
 }
 
-/// The names of `obj`'s type and its bases, innermost first.
-fn class_names(snap: &Snapshot, obj: u64) -> Vec<String> {
-    let mut out = Vec::new();
-    let Ok(mut t) = snap.type_of(obj) else {
-        return out;
-    };
-    for _ in 0..MAX_BASES {
-        out.push(t.name.clone());
-        if t.base == 0 {
-            break;
-        }
-        match snap.type_at(t.base) {
-            Ok(b) => t = b,
-            Err(_) => break,
-        }
-    }
-    out
-}
-
 /// The library wait a frame makes: (kind, its `self`).
 fn library_wait(snap: &Snapshot, p: &PyFrame) -> Option<(&'static str, u64)> {
     let file = library_file(&p.code.filename)?;
@@ -156,7 +135,7 @@ fn library_wait(snap: &Snapshot, p: &PyFrame) -> Option<(&'static str, u64)> {
         None => (None, &*p.code.qualname),
     };
     let bases = if class.is_none() {
-        class_names(snap, this)
+        snap.class_names(this)
     } else {
         Vec::new()
     };
