@@ -909,7 +909,7 @@ def register():
     _params["memory"] = _MemoryParam()
     _params["hide"] = _HideParam()
     global _real, _real_unwinder
-    _real, _real_unwinder = real.register(_quiet_session, _thread_key, _state.drop)
+    _real, _real_unwinder = real.register(_quiet_session, _thread_key, _state.drop, report_fallback)
     _params["frames"] = _FramesParam()
     _GuardCommand()
     _PyFinishCommand()

@@ -93,13 +93,15 @@ class _Thread:
 
 class State:
     """The mode, the eval loop's address ranges of the current target and the per-stop
-    copies. `quiet_session()` opens the stop's session without gdb commands (or None)."""
+    copies. `quiet_session()` opens the stop's session without gdb commands (or None);
+    `report(e)` says why an error leaves gdb's frames."""
 
-    def __init__(self, quiet_session, thread_key, drop_session):
+    def __init__(self, quiet_session, thread_key, drop_session, report):
         self.real = False
         self._quiet_session = quiet_session
         self._thread_key = thread_key
         self._drop_session = drop_session
+        self.report = report
         self.forget_target()
 
     def forget_target(self, *_args):
@@ -151,7 +153,9 @@ class State:
                 raise gdb.error("pyunwind: no session")
         try:
             runs = session.runs(lwp=lwp, tp=tp)
-        except Exception:
+        except Exception as e:
+            # No runs, no copies: the thread's frames stay gdb's, and the line says why.
+            self.report(e)
             runs = []
         t = self.threads[lwp] = _Thread(runs, (now, top))
         return t, session
@@ -173,8 +177,12 @@ class RealFramesUnwinder(Unwinder):
     def __call__(self, pending_frame):
         try:
             return self._claim(pending_frame)
-        except Exception:
-            # Any doubt: the frame is gdb's, as without this mode.
+        except gdb.error:
+            # gdb's own doubts (a register, memory, no session yet): the frame is gdb's, as
+            # without this mode.
+            return None
+        except Exception as e:
+            self._state.report(e)
             return None
 
     def _claim(self, pf):
@@ -313,8 +321,10 @@ def _key(frame):
         return None
 
 
-def register(quiet_session, thread_key, drop_session):
-    state = State(quiet_session, thread_key, drop_session)
+def register(quiet_session, thread_key, drop_session, report):
+    """`report(e)`: prints the one line saying an error left gdb's own frames (once per
+    stop)."""
+    state = State(quiet_session, thread_key, drop_session, report)
     unwinder = RealFramesUnwinder(state)
     gdb.unwinder.register_unwinder(None, unwinder, replace=True)
     gdb.events.cont.connect(state.drop)

@@ -106,6 +106,22 @@ def test_filter_error_is_one_line_and_native_frames(shapes, entry):
     check_native_only(out, err, panic_fallback(entry))
 
 
+def test_real_frames_error_is_one_line(shapes):
+    """`set pyunwind-frames real`: when the real-frames unwinder cannot read a thread's runs,
+    gdb keeps its own frames for them (no Python frame is a gdb frame of its own) and one line
+    says why, once for the stop."""
+    sc, core = shapes
+    out, err = run(gdb_cmd(INTERP, "set pyunwind-frames real", *FILTER_COMMANDS, core=core),
+                   {"PYUNWIND_TEST_PANIC": "Session.runs"})
+    got = ours(out, err)
+    assert len(got) == 1 and panic_fallback("Session.runs").match(got[0]), err
+    s = sections(out)
+    raw = frames(s["RAW"])
+    assert len(raw) > 5 and raw[-1][2] == "_start", s["RAW"]
+    # The filter still names the Python frames; none has a gdb frame (a level) of its own.
+    assert "leaf" in s["BT"] and frames(s["BT"]) == frames(s["AGAIN"]), out
+
+
 def test_filter_on_a_core_with_no_thread_list(shapes, tmp_path):
     """A core whose `_PyRuntime.interpreters.head` points nowhere: the session opens, but no
     thread can be found, and the line says where reading stopped (`next` of the
