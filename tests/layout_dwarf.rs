@@ -185,6 +185,9 @@ const MAP: &[(u8, u8, &str, &str, &str)] = &[
     (10, 15, "set_object.table", "PySetObject", "table"),
     (10, 15, "cell_ob_ref", "PyCellObject", "ob_ref"),
     (10, 15, "module_md_dict", "PyModuleObject", "md_dict"),
+    (10, 15, "function_code", "PyFunctionObject", "func_code"),
+    (10, 12, "thread_state.state", "!PyThreadState", "state"),
+    (13, 15, "thread_state.state", "PyThreadState", "state"),
     // Opcodes are macros (Include/opcode.h, opcode_ids.h): not in DWARF.
     (10, 10, "with_entry.opcode", "=", "143"),
     (10, 10, "with_entry.extended_arg", "=", "144"),
@@ -192,6 +195,22 @@ const MAP: &[(u8, u8, &str, &str, &str)] = &[
     (10, 10, "with_entry.f_blockstack", "struct _frame", "f_blockstack"),
     (10, 10, "with_entry.tryblock_size", "PyTryBlock", "sizeof"),
     (10, 10, "with_entry.b_level", "PyTryBlock", "b_level"),
+    (10, 10, "with_entry.b_handler", "PyTryBlock", "b_handler"),
+    // 3.10's with blocks are found through the block stack: no with cleanup table (a "="
+    // value that is no number is None).
+    (10, 10, "with_cleanup", "=", "none"),
+    (11, 12, "with_cleanup.push_exc_info", "=", "35"),
+    (13, 13, "with_cleanup.push_exc_info", "=", "33"),
+    (14, 14, "with_cleanup.push_exc_info", "=", "32"),
+    (15, 15, "with_cleanup.push_exc_info", "=", "30"),
+    (11, 12, "with_cleanup.with_except_start", "=", "49"),
+    (13, 13, "with_cleanup.with_except_start", "=", "44"),
+    (14, 14, "with_cleanup.with_except_start", "=", "43"),
+    (15, 15, "with_cleanup.with_except_start", "=", "41"),
+    // The `__exit__` a with block keeps: a bound method (one slot), or 3.14+'s function and
+    // `self` (two).
+    (11, 13, "with_cleanup.exit_depth", "=", "1"),
+    (14, 15, "with_cleanup.exit_depth", "=", "2"),
     (11, 12, "with_entry.opcode", "=", "53"),
     (13, 13, "with_entry.opcode", "=", "2"),
 ];
