@@ -4,9 +4,11 @@
 
 use std::collections::HashMap;
 
+use crate::cpython::callables::NativeFrame;
+use crate::cpython::FrameItem;
 use crate::error::Result;
 use crate::native::jit::JitMap;
-use crate::native::{splice, RunMark, Splice};
+use crate::native::{is_plumbing, name_builtins, run_gaps, splice, RunMark, Splice};
 use crate::report::{ErrorReport, FrameKind, FrameReport, Report, StopReport};
 use crate::session::{DecodedThread, Session};
 use crate::unwind::regs::Regs;
@@ -161,11 +163,26 @@ impl Session {
             .iter()
             .map(|f| f.jit_label.is_none() && f.module.is_some_and(|m| interp_modules.contains(&m)))
             .collect();
-        let marks = RunMark::of_walk(&t.walk);
-        let actions = splice(&fnames, Some(&sps), &marks, !all, Some(&inside));
+        let pcs: Vec<u64> = stack.frames.iter().map(|f| f.pc).collect();
+        let actions = splice_thread(
+            self,
+            t,
+            &fnames,
+            Some(&sps),
+            Some(&pcs),
+            Some(&inside),
+            !all,
+        );
+        // Between two Python runs, the plumbing inlined into a frame that stays is hidden
+        // too, as gdb and lldb hide it: they list inlined calls as frames of their own.
+        let python_at = |k: usize| matches!(actions.get(k), Some(Splice::Python { .. }));
+        let first_run = (0..actions.len()).find(|&k| python_at(k));
+        let last_run = (0..actions.len()).rev().find(|&k| python_at(k));
         let mut out = Vec::new();
         let mut shown = vec![false; t.walk.items.len()];
-        for ((f, n), a) in stack.frames.iter().zip(names).zip(&actions) {
+        for (i, ((f, n), a)) in stack.frames.iter().zip(names).zip(&actions).enumerate() {
+            let hide_inlined =
+                !all && first_run.is_some_and(|r| r < i) && last_run.is_some_and(|r| r > i);
             match a {
                 Splice::Python { frames } => {
                     for &i in frames {
@@ -176,7 +193,7 @@ impl Session {
                     }
                 }
                 Splice::Hide => {}
-                Splice::Keep => {
+                Splice::Keep { builtin } => {
                     if let Some(label) = &f.jit_label {
                         let mut j = FrameReport::native(f.pc, Some(label.clone()), None, None);
                         j.kind = FrameKind::Jit;
@@ -189,6 +206,9 @@ impl Session {
                             None => (None, &[][..]),
                         };
                         for s in inlined {
+                            if hide_inlined && s.function.as_deref().is_some_and(is_plumbing) {
+                                continue;
+                            }
                             let mut r = FrameReport::native(
                                 f.pc,
                                 s.function.clone(),
@@ -200,12 +220,12 @@ impl Session {
                             r.inlined = Some(true);
                             out.push(r);
                         }
-                        let mut r = FrameReport::native(
-                            f.pc,
-                            n.function.or_else(|| own.and_then(|o| o.function.clone())),
-                            n.module,
-                            n.offset,
-                        );
+                        // A stripped interpreter's frame running a builtin: named after it.
+                        let function = n
+                            .function
+                            .or_else(|| own.and_then(|o| o.function.clone()))
+                            .or_else(|| builtin.as_ref().map(|b| format!("{b} (builtin)")));
+                        let mut r = FrameReport::native(f.pc, function, n.module, n.offset);
                         if let Some(o) = own {
                             r.file = o.file.as_deref().map(Into::into);
                             r.line = o.line;
@@ -227,4 +247,65 @@ impl Session {
         }
         out
     }
+}
+
+/// [`crate::native::splice`] for thread `t`, the rule every frontend shares; where it
+/// hides frames without symbols (a stripped interpreter) and `pcs` are given, the frame
+/// running the builtin a Python frame calls is shown again, named from its `PyMethodDef`.
+pub fn splice_thread(
+    session: &Session,
+    t: &DecodedThread,
+    names: &[Option<String>],
+    sps: Option<&[u64]>,
+    pcs: Option<&[u64]>,
+    inside: Option<&[bool]>,
+    hide_internal: bool,
+) -> Vec<Splice> {
+    let marks = RunMark::of_walk(&t.walk);
+    let mut actions = splice(names, sps, &marks, hide_internal, inside);
+    let Some(pcs) = pcs.filter(|p| p.len() == names.len()) else {
+        return actions;
+    };
+    let mut running = Vec::new();
+    for (level, frames, between) in run_gaps(&actions) {
+        // Only a gap where a frame without a name was hidden: with symbols the builtin's
+        // own frame is kept by name, and nothing is read.
+        let unnamed_hidden = between
+            .iter()
+            .any(|&k| names[k].is_none() && actions[k] == Splice::Hide);
+        if !unnamed_hidden {
+            continue;
+        }
+        let Some(FrameItem::Python(p)) = frames.first().and_then(|&i| t.walk.items.get(i)) else {
+            continue;
+        };
+        let natives: Vec<NativeFrame> = between
+            .iter()
+            .map(|&k| NativeFrame {
+                name: names[k].clone(),
+                pc: pcs[k],
+            })
+            .collect();
+        let inner = frames
+            .first()
+            .and_then(|&i| i.checked_sub(1))
+            .and_then(|i| t.walk.items.get(i))
+            .map(|f| match f {
+                FrameItem::Python(f) => f.addr,
+                FrameItem::Unreadable { addr, .. } => *addr,
+            });
+        let called = session.snap.called_callable(p, &natives, pcs[level], inner);
+        let Some(c) = called.filter(|c| c.is_cfunction) else {
+            continue;
+        };
+        let (Some(k), Ok((name, _))) = (c.running, session.snap.cfunction_name_and_self(c.obj))
+        else {
+            continue;
+        };
+        if names[between[k]].is_none() {
+            running.push((between[k], name));
+        }
+    }
+    name_builtins(&mut actions, &running);
+    actions
 }

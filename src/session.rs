@@ -8,7 +8,7 @@ use crate::cpython::callables::NativeFrame;
 use crate::cpython::{find_python, FrameItem, FrameWalk, PyFrame, Snapshot, ThreadInfo};
 use crate::error::{Error, ReadError, Result};
 use crate::native::jit::{jit_entry, JitMap, Region, Regs, Unwound};
-use crate::native::{pthread, splice, RunMark, Splice};
+use crate::native::{pthread, splice, Splice};
 use crate::report::tasks;
 use crate::report::text::{self, Sources};
 use crate::report::{
@@ -680,12 +680,19 @@ impl Session {
         pcs: Option<&[u64]>,
         hide_internal: bool,
     ) -> Vec<Splice> {
-        let marks = match self.find_thread(key) {
-            Some(t) => RunMark::of_walk(&t.walk),
-            None => Vec::new(),
-        };
         let inside = pcs.map(|p| self.in_interpreter(p));
-        splice(names, sps, &marks, hide_internal, inside.as_deref())
+        match self.find_thread(key) {
+            Some(t) => crate::native_stacks::splice_thread(
+                self,
+                t,
+                names,
+                sps,
+                pcs,
+                inside.as_deref(),
+                hide_internal,
+            ),
+            None => splice(names, sps, &[], hide_internal, inside.as_deref()),
+        }
     }
 }
 
@@ -824,11 +831,11 @@ mod tests {
         // running Python frames 0 and 1, 4 main. The debugger shows: 0, 1, Python 0 at 2,
         // Python 1 at 3, main at 4.
         let actions = vec![
-            Splice::Keep,
-            Splice::Keep,
+            Splice::KEEP,
+            Splice::KEEP,
             Splice::Hide,
             Splice::Python { frames: vec![0, 1] },
-            Splice::Keep,
+            Splice::KEEP,
         ];
         let levels = vec![Some(0), Some(1), None, None, Some(4)];
         let python_levels = vec![Some(2), Some(3)];

@@ -86,6 +86,11 @@ pub struct Called {
     pub text: String,
     /// The callable object.
     pub obj: u64,
+    /// The index in the native frames given of the frame running its C function, when one
+    /// was found by address (a stripped build's frame then gets the builtin's name).
+    pub running: Option<usize>,
+    /// Whether it is a builtin (`PyCFunctionObject`), not a method-wrapper.
+    pub is_cfunction: bool,
 }
 
 /// A native frame as the debugger unwound it.
@@ -319,16 +324,22 @@ impl Snapshot {
                 consider(found, v, true);
             }
         }
-        let called = |at: usize, obj: u64, wrapper: bool| {
+        let called = |at: usize, obj: u64, wrapper: bool, running: Option<usize>| {
             let text = if wrapper {
                 self.method_wrapper_repr(obj)
             } else {
                 self.cfunction_repr(obj)
             };
-            text.ok().map(|text| Called { at, text, obj })
+            text.ok().map(|text| Called {
+                at,
+                text,
+                obj,
+                running,
+                is_cfunction: !wrapper,
+            })
         };
         if let Some((_, k, v, w)) = best {
-            return called((k + 1).min(natives.len() - 1), v, w);
+            return called((k + 1).min(natives.len() - 1), v, w, Some(k));
         }
         // A C function that tail-calls (PyObject_Vectorcall as its last act) leaves no native
         // frame of its own; CPython's dispatcher to it still names it.
@@ -338,10 +349,10 @@ impl Snapshot {
                 .position(|n| n.name.as_deref().is_some_and(f))
         };
         if let (Some(at), Some(v)) = (named(is_cfunction_dispatcher), lowest_cfunction) {
-            return called(at, v, false);
+            return called(at, v, false, None);
         }
         let at = named(|n| n == "wrapper_call")?;
-        called(at, wrapper?, true)
+        called(at, wrapper?, true, None)
     }
 
     /// A method-wrapper's C functions: its descriptor's `wrapper` and the slot it wraps.
