@@ -643,10 +643,25 @@ class _UnnamedFrameDecorator(FrameDecorator):
         return "??"
 
 
-def _shown(d):
-    """A native frame as `bt` shows it: `??` when neither gdb nor the JIT map names it."""
+class _BuiltinFrameDecorator(FrameDecorator):
+    """A native frame of a stripped build running the builtin the Python frame above calls:
+    named from its PyMethodDef as the core found it (`sorted (builtin)`)."""
+
+    def __init__(self, base, builtin):
+        super().__init__(base)
+        self._builtin = builtin
+
+    def function(self):
+        return "%s (builtin)" % self._builtin
+
+
+def _shown(d, builtin=None):
+    """A native frame as `bt` shows it: `??` when neither gdb, the JIT map nor the core (the
+    builtin it runs) names it."""
     named = d.inferior_frame().name() or isinstance(d, jit.JitFrameDecorator)
-    return d if named else _UnnamedFrameDecorator(d)
+    if named:
+        return d
+    return _BuiltinFrameDecorator(d, builtin) if builtin else _UnnamedFrameDecorator(d)
 
 
 def _spliced(decorators, actions, frames):
@@ -654,7 +669,7 @@ def _spliced(decorators, actions, frames):
         if row[0] == "python":
             yield PythonFrameDecorator(decorators[row[1]], frames[row[2]], row[2])
         elif row[0] == "native":
-            yield _shown(decorators[row[1]])
+            yield _shown(decorators[row[1]], actions[row[1]].get("builtin"))
         # "tail" rows: gdb's own unwinder reaches the interpreter loop, and a decorator needs a
         # native frame to stand on, so frames no eval frame runs are left to py-bt.
 

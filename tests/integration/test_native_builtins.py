@@ -243,6 +243,21 @@ def test_gdb_bt_shows_the_same_frames(stop):
     assert shown == ours, "gdb:  %s\nours: %s" % (shown, ours)
 
 
+@on(STRIPPED)
+def test_gdb_bt_names_the_builtin_without_symbols(stop):
+    """gdb has no symbol for the frame running `sorted` on a stripped build: `bt` names it as
+    the CLI does, from the builtin's PyMethodDef (`sorted (builtin)`), once."""
+    interp = stop["interp"]
+    cmd = ["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off", "-iex",
+           "set debug-file-directory /nonexistent", "-x",
+           str(repo_root() / "gdb-scripts" / "pyunwind-gdb.py"), "-ex", "bt", interp.exe,
+           stop["core"]]
+    rc, out, err = run(cmd, TIMEOUT, env=dict(os.environ, **interp.env))
+    assert rc == 0, "gdb failed (%d):\n%s\n%s" % (rc, out, err)
+    named = [l for l in out.splitlines() if re.match(r"#\d+\s+0x[0-9a-f]+ in sorted \(builtin\) \(", l)]
+    assert len(named) == 1, out
+
+
 @pytest.fixture(scope="module")
 def mix(request):
     interp = _interp(request.param)
