@@ -66,7 +66,7 @@ integration-lldb: build wheel
 	  for v in $(LLDB_VERSIONS); do \
 	    lldb=$$(bash tools/lldb-env.sh $$v) || exit 1; \
 	    echo "== lldb $$v: $$lldb"; \
-	    lock=$$([ $$v -ge 22 ] && echo tests/integration/test_lldb_lock.py); \
+	    lock=$$([ $$v -ge 22 ] && echo tests/integration/test_lldb_lock.py tests/integration/test_lldb_provider.py); \
 	    dap=$$([ $$v -ge 22 ] && echo tests/integration/test_lldb_dap.py); \
 	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST_LOAD) tests/integration/test_lldb.py \
 	      tests/integration/test_lldb_robust.py tests/integration/test_lldb_crash.py \
@@ -84,6 +84,7 @@ bench: build pythons
 	python3 bench/asyncio_bench.py
 	python3 bench/versions_bench.py
 	python3 bench/jit_unwinder_bench.py
+	python3 bench/many.py
 
 # libFuzzer over memory images of real stops, then 10,000 corrupted real cores through the CLI,
 # gdb and lldb (tools/fuzz/run.sh; FUZZ_SECONDS, FUZZ_CORES, FUZZ_SEED).
