@@ -3,7 +3,6 @@
 records about itself. The lldb to drive is $PYUNWIND_LLDB (`make integration-lldb` runs this
 file once per lldb version); a missing lldb fails the run."""
 
-import json
 import os
 import re
 import shutil
