@@ -5,11 +5,13 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::error::{Error, Result};
 use crate::native_stacks::ThreadRegs;
+use crate::report::group::{self, GroupBy, Grouper, TargetError};
 use crate::report::text as render;
+use crate::report::{Hosted, Report};
 use crate::session::Session;
 use crate::target::{FileSearch, Target};
 
@@ -29,7 +31,13 @@ The same decoder is loaded into gdb and lldb: `pyunwind gdb-script` prints the s
 
 Errors are one line on stderr and exit status 1; a partially readable target still gives a
 report, with what could not be read listed under `errors`. A bug in pyunwind itself is one line
-`pyunwind: internal error in ...` and exit status 70.";
+`pyunwind: internal error in ...` and exit status 70.
+
+Several targets (`pid PID...`, `pid --children PID`, `core CORE...`) are read in parallel; one
+that cannot be read gets an error entry in the output and the others are still read. Exit
+status 0 when every target was read, 1 when some could not be (70 for a bug). `--group` groups
+identical Python stacks across the targets' threads; `merge` does the same over saved `--json`
+reports from any number of machines.";
 
 #[derive(Parser)]
 #[command(name = "pyunwind", version, about = ABOUT, long_about = LONG_ABOUT)]
@@ -65,7 +73,8 @@ struct Output {
     #[arg(long)]
     why: bool,
     /// Print the JSON report (docs/report.md, docs/report.schema.json) instead of text; with
-    /// --async or --tasks it has `tasks`, `loops` and `cycles`.
+    /// --async or --tasks it has `tasks`, `loops` and `cycles`. Several targets: one line per
+    /// target; with --group: one object with the groups.
     #[arg(long)]
     json: bool,
 }
@@ -82,6 +91,37 @@ struct Files {
 }
 
 #[derive(clap::Args)]
+struct Grouping {
+    /// Group identical Python stacks (same functions, files and lines) across every thread
+    /// of every target: biggest group first, groups of a single process flagged as outliers.
+    /// With --native the Python frames are the key and the first thread's native frames are
+    /// shown; with --async or --tasks, asyncio tasks are grouped too, by their await chains;
+    /// with --why, each thread's state is part of the key.
+    #[arg(long)]
+    group: bool,
+    /// What makes two stacks identical: `line` (functions, files and lines) or `function`
+    /// (lines may differ). Implies --group.
+    #[arg(long = "group-by", value_name = "KEY", value_enum)]
+    group_by: Option<GroupByArg>,
+}
+
+impl Grouping {
+    fn by(&self) -> Option<GroupBy> {
+        match self.group_by {
+            Some(GroupByArg::Line) => Some(GroupBy::Line),
+            Some(GroupByArg::Function) => Some(GroupBy::Function),
+            None => self.group.then_some(GroupBy::Line),
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum GroupByArg {
+    Line,
+    Function,
+}
+
+#[derive(clap::Args)]
 struct InitFile {
     /// The debugger's init file to edit (default: ~/.gdbinit for gdb, ~/.lldbinit for lldb).
     #[arg(long, value_name = "PATH")]
@@ -94,9 +134,21 @@ enum Cmd {
     ///
     /// Files are read through /proc/PID/root and /proc/PID/map_files, so a process in another
     /// mount namespace (a container) or whose executable was deleted or replaced works too.
+    ///
+    /// Several pids are read in parallel. --json then prints one line per process: its report
+    /// with `host` and `pid`, or `{"target", "host", "pid", "error"}` for one that could not be
+    /// read (the lines can be concatenated from many hosts into `pyunwind merge -`).
     Pid {
-        /// The process id.
-        pid: i32,
+        /// The process ids.
+        #[arg(required = true, num_args = 1..)]
+        pids: Vec<i32>,
+        /// Also every process under each PID (its children, theirs, ...: from /proc), for a
+        /// pre-fork server, a pool or a launcher; those in which no Python is found are left
+        /// out (named on stderr).
+        #[arg(long)]
+        children: bool,
+        #[command(flatten)]
+        group: Grouping,
         #[command(flatten)]
         out: Output,
     },
@@ -105,16 +157,43 @@ enum Cmd {
     /// The files the core names are checked against the build-ids the core records; one that
     /// differs is refused. Use --sysroot, --lib-search-path or --exe when the core comes from
     /// elsewhere.
+    ///
+    /// Several cores are read in parallel, as several pids are (see `pid`).
     Core {
-        /// The core file (plain, or compressed with zstd, lz4, xz or gzip).
-        core: PathBuf,
+        /// The core files (plain, or compressed with zstd, lz4, xz or gzip).
+        #[arg(required = true, num_args = 1..)]
+        cores: Vec<PathBuf>,
         /// The executable, when the path recorded in the core is wrong or missing.
         #[arg(long, value_name = "PATH")]
         exe: Option<PathBuf>,
         #[command(flatten)]
         files: Files,
         #[command(flatten)]
+        group: Grouping,
+        #[command(flatten)]
         out: Output,
+    },
+    /// Group identical Python stacks over saved `--json` reports (from any number of
+    /// machines): as `--group` does, streamed, one report held at a time.
+    ///
+    /// Each file holds reports one after the other (as `pid|core --json` prints them, or
+    /// pretty-printed); `-` reads them from stdin. A report that is corrupt or cut short gets
+    /// an error entry and the others are merged; exit status 1 then.
+    Merge {
+        /// Saved reports (`-`: stdin).
+        #[arg(required = true, num_args = 1..)]
+        reports: Vec<PathBuf>,
+        /// What makes two stacks identical: `line` or `function` (lines may differ).
+        #[arg(
+            long = "group-by",
+            value_name = "KEY",
+            value_enum,
+            default_value = "line"
+        )]
+        group_by: GroupByArg,
+        /// Print the groups as JSON (docs/report.md).
+        #[arg(long)]
+        json: bool,
     },
     /// Print the path of the gdb script (`source` it, or `gdb -x PATH`).
     GdbScript,
@@ -182,12 +261,12 @@ where
         }
     };
     match crate::panic::catch_result("cli", || run(cli, scripts.as_ref())) {
-        Ok(s) => {
+        Ok((s, status)) => {
             let s = crate::report::text::printable(s);
             // A closed pipe (`| head`) is not an error worth a message.
             let _ = std::io::stdout().write_all(s.as_bytes());
             let _ = std::io::stdout().flush();
-            0
+            status
         }
         Err(e) => {
             eprintln!("pyunwind: {e}");
@@ -196,55 +275,311 @@ where
     }
 }
 
-fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<String> {
-    let mut live_pid = None;
-    let (target, out) = match cli.cmd {
-        Cmd::Pid { pid, out } => {
-            live_pid = Some(pid);
-            (Target::live(pid)?, out)
+/// One target of a run.
+#[derive(Clone, Debug)]
+enum Spec {
+    Live(i32),
+    Core(PathBuf),
+}
+
+impl Spec {
+    /// How the target was given, for error entries.
+    fn label(&self) -> String {
+        match self {
+            Spec::Live(pid) => pid.to_string(),
+            Spec::Core(p) => p.display().to_string(),
         }
+    }
+}
+
+/// What is needed to open a core besides its path.
+#[derive(Clone, Default)]
+struct CoreFiles {
+    exe: Option<String>,
+    search: FileSearch,
+}
+
+fn open_target(spec: &Spec, files: &CoreFiles) -> Result<Target> {
+    match spec {
+        Spec::Live(pid) => Target::live(*pid),
+        Spec::Core(core) => {
+            Target::core_with(&path_str(core)?, files.exe.as_deref(), files.search.clone())
+        }
+    }
+}
+
+/// Exit status 0 (`Ok`, `(text, status)`), or the error of a run that printed nothing.
+fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
+    let (specs, children, grouping, files, out) = match cli.cmd {
+        Cmd::Pid {
+            pids,
+            children,
+            group,
+            out,
+        } => (
+            pids.into_iter().map(Spec::Live).collect::<Vec<_>>(),
+            children,
+            group,
+            CoreFiles::default(),
+            out,
+        ),
         Cmd::Core {
-            core,
+            cores,
             exe,
             files,
+            group,
             out,
-        } => {
-            let files = FileSearch {
-                sysroot: files.sysroot,
-                search_path: files.lib_search_path,
-            };
-            (
-                Target::core_with(
-                    &path_str(&core)?,
-                    exe.as_deref().map(path_str).transpose()?.as_deref(),
-                    files,
-                )?,
-                out,
-            )
-        }
+        } => (
+            cores.into_iter().map(Spec::Core).collect(),
+            false,
+            group,
+            CoreFiles {
+                exe: exe.as_deref().map(path_str).transpose()?,
+                search: FileSearch {
+                    sysroot: files.sysroot,
+                    search_path: files.lib_search_path,
+                },
+            },
+            out,
+        ),
+        Cmd::Merge {
+            reports,
+            group_by,
+            json,
+        } => return merge(&reports, group_by, json),
         Cmd::GdbScript => {
-            return Ok(script_path(scripts, Debugger::Gdb)?.display().to_string() + "\n")
+            return Ok((
+                script_path(scripts, Debugger::Gdb)?.display().to_string() + "\n",
+                0,
+            ))
         }
         Cmd::LldbScript => {
-            return Ok(script_path(scripts, Debugger::Lldb)?.display().to_string() + "\n")
+            return Ok((
+                script_path(scripts, Debugger::Lldb)?.display().to_string() + "\n",
+                0,
+            ))
         }
-        Cmd::InstallGdb { init } => return install(scripts, Debugger::Gdb, init.init_file, true),
-        Cmd::InstallLldb { init } => return install(scripts, Debugger::Lldb, init.init_file, true),
+        Cmd::InstallGdb { init } => {
+            return install(scripts, Debugger::Gdb, init.init_file, true).map(|s| (s, 0))
+        }
+        Cmd::InstallLldb { init } => {
+            return install(scripts, Debugger::Lldb, init.init_file, true).map(|s| (s, 0))
+        }
         Cmd::UninstallGdb { init } => {
-            return install(scripts, Debugger::Gdb, init.init_file, false)
+            return install(scripts, Debugger::Gdb, init.init_file, false).map(|s| (s, 0))
         }
         Cmd::UninstallLldb { init } => {
-            return install(scripts, Debugger::Lldb, init.init_file, false)
+            return install(scripts, Debugger::Lldb, init.init_file, false).map(|s| (s, 0))
         }
     };
-    let mut session = Session::open(target)?;
-    let asyncio = out.async_ || out.tasks;
-    let native = out.native || out.native_all;
-    if native && asyncio {
+    check_output(&out)?;
+    let by = grouping.by();
+    let host = crate::report::host_name();
+    if specs.len() == 1 && !children && by.is_none() {
+        // One target: its report as before (errors end the run), plus `host`.
+        let target = open_target(&specs[0], &files)?;
+        let live_pid = match specs[0] {
+            Spec::Live(pid) => Some(pid),
+            Spec::Core(_) => None,
+        };
+        return with_report(target, live_pid, &out, |session, report| {
+            if out.json {
+                write_json(&Hosted {
+                    host: &host,
+                    pid: None,
+                    report,
+                })?;
+                return Ok((String::new(), 0));
+            }
+            Ok((render_text(session, report, &out)?, 0))
+        });
+    }
+    let mut targets: Vec<(Spec, bool)> = Vec::new();
+    for spec in specs {
+        match (&spec, children) {
+            // With --children the root is part of the tree too: a launcher may be a shell.
+            (Spec::Live(root), true) => {
+                // A root that is gone is read as a target, which gives its error entry.
+                let Ok(tree) = descendants(*root) else {
+                    targets.push((spec, false));
+                    continue;
+                };
+                targets.push((spec.clone(), true));
+                for pid in tree {
+                    if !targets
+                        .iter()
+                        .any(|(s, _)| matches!(s, Spec::Live(p) if *p == pid))
+                    {
+                        targets.push((Spec::Live(pid), true));
+                    }
+                }
+            }
+            _ => targets.push((spec, false)),
+        }
+    }
+    let text_each = by.is_none() && !out.json;
+    let results = read_all(&targets, &|(spec, _)| {
+        let live_pid = match spec {
+            Spec::Live(pid) => Some(*pid),
+            Spec::Core(_) => None,
+        };
+        with_report(
+            open_target(spec, &files)?,
+            live_pid,
+            &out,
+            |session, report| {
+                let text = if text_each {
+                    render_text(session, report, &out)?
+                } else {
+                    String::new()
+                };
+                Ok((report.clone(), text))
+            },
+        )
+    });
+    // Processes of a tree in which no Python runs (a shell, a compiler) are not targets.
+    let mut left_out = Vec::new();
+    let mut status = 0;
+    let mut read = Vec::new();
+    for ((spec, from_tree), r) in targets.into_iter().zip(results) {
+        match r {
+            Err(Error::NoPython(_)) if from_tree => left_out.push(match &spec {
+                // Named as ps names it, so that the note says what was left out.
+                Spec::Live(pid) => match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+                    Ok(comm) => format!("{pid} ({})", comm.trim_end()),
+                    Err(_) => pid.to_string(),
+                },
+                Spec::Core(_) => spec.label(),
+            }),
+            Err(e) => {
+                status = status.max(e.exit_status());
+                let pid = match spec {
+                    Spec::Live(pid) => u32::try_from(pid).ok(),
+                    Spec::Core(_) => None,
+                };
+                let error = TargetError {
+                    target: spec.label(),
+                    host: Some(host.clone()),
+                    pid,
+                    error: e.to_string(),
+                };
+                read.push((spec, pid, Err(error)));
+            }
+            Ok((report, text)) => {
+                let pid = match spec {
+                    Spec::Live(pid) => u32::try_from(pid).ok(),
+                    Spec::Core(_) => report.python.pid,
+                };
+                read.push((spec, pid, Ok((report, text))));
+            }
+        }
+    }
+    if read.is_empty() {
+        return Err(Error::NoPython(format!(
+            "no process of the tree runs Python ({} looked at)",
+            left_out.len()
+        )));
+    }
+    if !left_out.is_empty() {
+        eprintln!(
+            "pyunwind: no Python in {} process(es) of the tree, left out: {}",
+            left_out.len(),
+            left_out.join(", ")
+        );
+    }
+    if let Some(by) = by {
+        let mut grouper = Grouper::new(by);
+        // Every report goes to both, so that both count the same processes.
+        let mut tasks = Grouper::new(by);
+        let mut failed = Vec::new();
+        for (_, pid, r) in read {
+            match r {
+                Ok((report, _)) => {
+                    grouper.add_report(Some(&host), pid, report.threads.iter().map(From::from));
+                    tasks.add_report(
+                        Some(&host),
+                        pid,
+                        report.tasks.iter().flatten().map(From::from),
+                    );
+                }
+                Err(e) => failed.push(e),
+            }
+        }
+        let mut grouped = grouper.finish(failed);
+        if out.async_ || out.tasks {
+            grouped.task_groups = Some(tasks.finish(Vec::new()).groups);
+        }
+        if out.json {
+            write_json(&grouped)?;
+            return Ok((String::new(), status));
+        }
+        return Ok((
+            group::render(&grouped, &mut render::Sources::default()),
+            status,
+        ));
+    }
+    if out.json {
+        // One line per target, in the order given: each what `pid PID --json` prints for it.
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+        for (_, pid, r) in &read {
+            let written = match r {
+                Ok((report, _)) => serde_json::to_writer(
+                    &mut w,
+                    &Hosted {
+                        host: &host,
+                        pid: *pid,
+                        report,
+                    },
+                ),
+                Err(e) => serde_json::to_writer(&mut w, e),
+            }
+            .map_err(std::io::Error::from)
+            .and_then(|()| w.write_all(b"\n"));
+            if let Err(e) = written {
+                return broken_pipe_ok(Err(e)).map(|()| (String::new(), status));
+            }
+        }
+        return broken_pipe_ok(w.flush()).map(|()| (String::new(), status));
+    }
+    let mut text = String::new();
+    for (i, (spec, pid, r)) in read.iter().enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        // `==> pid 4101 on b7 <==`, `==> core /cores/core.4101 (pid 4101) on b7 <==`.
+        let what = match (spec, pid) {
+            (Spec::Live(p), _) => format!("pid {p}"),
+            (Spec::Core(c), Some(p)) => format!("core {} (pid {p})", c.display()),
+            (Spec::Core(c), None) => format!("core {}", c.display()),
+        };
+        match r {
+            Ok((_, body)) => text += &format!("==> {what} on {host} <==\n{body}"),
+            Err(e) => text += &format!("==> {what} on {host} <==\nerror: {}\n", e.error),
+        }
+    }
+    Ok((text, status))
+}
+
+/// The options that do not go together, for every target.
+fn check_output(out: &Output) -> Result<()> {
+    if (out.native || out.native_all) && (out.async_ || out.tasks) {
         return Err(Error::Usage(
             "--native does not go with --async or --tasks".into(),
         ));
     }
+    Ok(())
+}
+
+/// Opens `target`, builds the report `out` asks for and hands it to `f` with the session.
+fn with_report<T>(
+    target: Target,
+    live_pid: Option<i32>,
+    out: &Output,
+    f: impl FnOnce(&Session, &Report) -> Result<T>,
+) -> Result<T> {
+    let mut session = Session::open(target)?;
+    let asyncio = out.async_ || out.tasks;
+    let native = out.native || out.native_all;
     let native_report = if native {
         let regs = match live_pid {
             Some(pid) => {
@@ -274,21 +609,32 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<String> {
     } else {
         report
     };
-    if out.json {
-        // Streamed and compact: a report of 100,000 tasks is about 50 MB of JSON.
-        let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-        let written = serde_json::to_writer(&mut w, report)
-            .map_err(std::io::Error::from)
-            .and_then(|()| w.write_all(b"\n"))
-            .and_then(|()| w.flush());
-        // A closed pipe (`| head`) is not an error worth a message.
-        if let Err(e) = written {
-            if e.kind() != std::io::ErrorKind::BrokenPipe {
-                return Err(Error::Usage(format!("writing the report: {e}")));
-            }
+    f(&session, report)
+}
+
+/// Streamed and compact: a report of 100,000 tasks is about 50 MB of JSON.
+fn write_json<T: serde::Serialize>(v: &T) -> Result<()> {
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let written = serde_json::to_writer(&mut w, v)
+        .map_err(std::io::Error::from)
+        .and_then(|()| w.write_all(b"\n"))
+        .and_then(|()| w.flush());
+    broken_pipe_ok(written)
+}
+
+/// A closed pipe (`| head`) is not an error worth a message.
+fn broken_pipe_ok(r: std::io::Result<()>) -> Result<()> {
+    match r {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::Usage(format!("writing the report: {e}")))
         }
-        return Ok(String::new());
+        _ => Ok(()),
     }
+}
+
+/// The text of one target's report.
+fn render_text(session: &Session, report: &Report, out: &Output) -> Result<String> {
+    let asyncio = out.async_ || out.tasks;
     let py = session.python_report();
     // A crash is the first thing to say; with --why, the whole verdict.
     let mut text = if out.why {
@@ -316,6 +662,147 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<String> {
         render::native_stops(report, &mut text);
     }
     Ok(text)
+}
+
+/// Targets read at once: enough to hide the waits on /proc and on core files' pages,
+/// few enough that many cores do not all hold their mappings and caches at once.
+const MAX_READER_THREADS: usize = 16;
+
+/// `job` over every item, in parallel on up to [`MAX_READER_THREADS`] threads; results in the
+/// items' order. A panic in one job is that item's error.
+fn read_all<I: Sync, T: Send>(
+    items: &[I],
+    job: &(dyn Fn(&I) -> Result<T> + Sync),
+) -> Vec<Result<T>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let workers = std::thread::available_parallelism()
+        .map_or(4, |n| n.get())
+        .clamp(1, MAX_READER_THREADS)
+        .min(items.len());
+    let next = AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<Result<T>>>> = items.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(item) = items.get(i) else { break };
+                let r = crate::panic::catch_result("cli-target", || job(item));
+                *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(|| Err(Error::Usage("not read".into())))
+        })
+        .collect()
+}
+
+/// Every process under `root` (children, theirs, ...), from the parent pids in
+/// /proc/PID/stat; breadth first, each level by pid. `root` itself must exist.
+fn descendants(root: i32) -> Result<Vec<i32>> {
+    let stat = format!("/proc/{root}/stat");
+    std::fs::metadata(&stat).map_err(|e| Error::io(stat, e))?;
+    let mut parent_of: Vec<(i32, i32)> = Vec::new();
+    let dir = std::fs::read_dir("/proc").map_err(|e| Error::io("/proc", e))?;
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // A process may end while the list is read: it is simply not in the tree.
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`: comm may hold spaces and parentheses, so the fields
+        // are counted from the last `)`.
+        let ppid = text
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<i32>().ok());
+        // Not pyunwind itself (run from a shell under the root).
+        if let Some(ppid) = ppid.filter(|_| u32::try_from(pid).ok() != Some(std::process::id())) {
+            parent_of.push((pid, ppid));
+        }
+    }
+    parent_of.sort_unstable();
+    let mut out = Vec::new();
+    let mut level = vec![root];
+    while !level.is_empty() {
+        let next: Vec<i32> = parent_of
+            .iter()
+            .filter(|(pid, ppid)| level.contains(ppid) && *pid != root && !out.contains(pid))
+            .map(|(pid, _)| *pid)
+            .collect();
+        out.extend(&next);
+        level = next;
+    }
+    Ok(out)
+}
+
+/// `pyunwind merge`: every report of every input, grouped.
+fn merge(inputs: &[PathBuf], by: GroupByArg, json: bool) -> Result<(String, i32)> {
+    let by = match by {
+        GroupByArg::Line => GroupBy::Line,
+        GroupByArg::Function => GroupBy::Function,
+    };
+    let mut grouper = Grouper::new(by);
+    let mut tasks = Grouper::new(by);
+    let mut saw_tasks = false;
+    let mut failed = Vec::new();
+    for path in inputs {
+        let name = path.display().to_string();
+        if name == "-" {
+            let stdin = std::io::stdin();
+            let input = std::io::BufReader::with_capacity(1 << 16, stdin.lock());
+            saw_tasks |= crate::report::merge::merge_input(
+                &name,
+                input,
+                &mut grouper,
+                &mut tasks,
+                &mut failed,
+            );
+            continue;
+        }
+        match std::fs::File::open(path) {
+            Ok(f) => {
+                saw_tasks |= crate::report::merge::merge_input(
+                    &name,
+                    std::io::BufReader::with_capacity(1 << 16, f),
+                    &mut grouper,
+                    &mut tasks,
+                    &mut failed,
+                )
+            }
+            Err(e) => failed.push(TargetError {
+                target: name,
+                host: None,
+                pid: None,
+                error: e.to_string(),
+            }),
+        }
+    }
+    let status = if failed.is_empty() { 0 } else { 1 };
+    let mut grouped = grouper.finish(failed);
+    // Reports made with --async or --tasks have their tasks grouped too.
+    if saw_tasks {
+        grouped.task_groups = Some(tasks.finish(Vec::new()).groups);
+    }
+    if json {
+        write_json(&grouped)?;
+        return Ok((String::new(), status));
+    }
+    Ok((
+        group::render(&grouped, &mut render::Sources::default()),
+        status,
+    ))
 }
 
 fn path_str(p: &Path) -> Result<String> {

@@ -41,6 +41,15 @@ fn json<T: serde::Serialize>(v: &T) -> PyResult<String> {
     serde_json::to_string(v).map_err(err)
 }
 
+/// A report as JSON, with `host` as the command line's has it (docs/report.md).
+fn report_json(r: &crate::report::Report) -> PyResult<String> {
+    json(&crate::report::Hosted {
+        host: &crate::report::host_name(),
+        pid: None,
+        report: r,
+    })
+}
+
 /// One stop of one target. Drop it when the target resumes.
 #[pyclass(name = "Session", module = "_pyunwind", frozen)]
 struct PySession {
@@ -184,7 +193,7 @@ impl PySession {
         guard("Session.report", || {
             let k = (!all_threads).then(|| key(lwp, tp));
             let r = self.off_gil(py, || self.inner.report(k, locals));
-            json(&r.map_err(err)?)
+            report_json(&r.map_err(err)?)
         })
     }
 
@@ -211,7 +220,7 @@ impl PySession {
             });
             let r = r.map_err(err)?;
             if as_json {
-                json(&r)
+                report_json(&r)
             } else {
                 Ok(text::why(&r, &mut Sources::default()))
             }
@@ -227,7 +236,7 @@ impl PySession {
     /// asyncio: the JSON report of every thread plus `tasks`, `loops` and `cycles`.
     fn async_report(&self, py: Python<'_>) -> PyResult<String> {
         guard("Session.async_report", || {
-            json(
+            report_json(
                 self.off_gil(py, || self.inner.async_report())
                     .map_err(err)?,
             )

@@ -1,12 +1,14 @@
 //! The report model (`docs/report.md`, `docs/report.schema.json`), shared by every frontend,
 //! and its text rendering.
 
+pub mod group;
+pub mod merge;
 pub mod tasks;
 pub mod text;
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use crate::why::crash::Crash;
 
@@ -36,6 +38,35 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadlocks: Option<Vec<Deadlock>>,
     pub errors: Vec<ErrorReport>,
+}
+
+/// A report as the command line prints it: with the host name of the machine that read the
+/// target (so that reports saved on many machines can be merged) and, when several targets
+/// are read in one run, the process id (also for a target that could not be read).
+#[derive(Serialize)]
+pub struct Hosted<'a> {
+    pub host: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(flatten)]
+    pub report: &'a Report,
+}
+
+/// The name of the machine pyunwind runs on (its UTS namespace's, as `hostname` prints it).
+pub fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes into the buffer it is given.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc == 0 {
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        let name = String::from_utf8_lossy(&buf[..end]).into_owned();
+        if !name.is_empty() {
+            return name;
+        }
+    }
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
 }
 
 /// `--why`, per thread: what it is doing and waiting on, and what it holds, as far as memory
@@ -203,7 +234,7 @@ pub struct ThreadReport {
     pub why: Option<ThreadWhy>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FrameKind {
     Python,

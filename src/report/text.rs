@@ -11,9 +11,9 @@ use super::{
 /// that says so). Every frame repeats its names and source line, so a deep stack of long
 /// names could otherwise take gigabytes.
 pub const MAX_TEXT_BYTES: usize = 256 << 20;
-const TEXT_CUT: &str = "(output cut: over 256 MiB of text)\n";
+pub(crate) const TEXT_CUT: &str = "(output cut: over 256 MiB of text)\n";
 /// Characters of one source line shown.
-const MAX_SOURCE_LINE_CHARS: usize = 1024;
+pub(crate) const MAX_SOURCE_LINE_CHARS: usize = 1024;
 
 /// Source files larger than this are not read for display.
 const MAX_SOURCE_BYTES: u64 = 16 << 20;

@@ -22,7 +22,7 @@ PIP_TIMEOUT = 1200
 GDB_TIMEOUT = 120
 VENVS = ["pip-checkout-pyenv-3.12", "wheel-debian-3.11"]
 SUBCOMMANDS = ["pid", "core", "gdb-script", "lldb-script", "install-gdb", "install-lldb",
-               "uninstall-gdb", "uninstall-lldb"]
+               "uninstall-gdb", "uninstall-lldb", "merge"]
 
 
 def wheel_path():

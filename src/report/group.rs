@@ -1,0 +1,756 @@
+//! Identical Python stacks grouped across threads and processes (`pyunwind pid|core --group`,
+//! `pyunwind merge`).
+//!
+//! ```
+//! use pyunwind::report::group::{GroupBy, Grouper};
+//! let mut g = Grouper::new(GroupBy::Line);
+//! // For each report, in order (one report is one process):
+//! // g.add_report(Some("b7"), Some(1234), report.threads.iter().map(From::from));
+//! let grouped = g.finish(Vec::new());
+//! assert!(grouped.groups.is_empty());
+//! ```
+//!
+//! Only the groups are kept: each group holds its key stack once (the first member's frames)
+//! and, per member thread, its host, pid, native id and name. A report is dropped once its
+//! threads are added, so `merge` over a stream of reports holds one report at a time.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::text::{self, Sources};
+use super::{FrameKind, FrameReport, ThreadReport};
+
+/// What makes two Python stacks identical.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum GroupBy {
+    /// The same functions, files and lines, frame by frame.
+    #[default]
+    Line,
+    /// The same functions and files; lines may differ.
+    Function,
+}
+
+/// One thread as the grouping sees it: its Python frames are the key, any native frames
+/// are shown for the first member only.
+pub struct ThreadIn<'a> {
+    /// An asyncio task's id (`--async`): its await chain is the stack, `native_id` the thread
+    /// of its loop.
+    pub task: Option<u64>,
+    pub native_id: Option<u64>,
+    pub name: Option<&'a str>,
+    pub frames: &'a [FrameReport],
+    pub truncated: bool,
+    /// `--why`: what the thread is doing, part of the key (the same stack running and blocked
+    /// are two groups).
+    pub why: Option<GroupWhy>,
+}
+
+/// `--why`: the state shared by every thread of a group (docs/report.md, `state`, `syscall`,
+/// `waiting.kind`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+pub struct GroupWhy {
+    pub state: Option<String>,
+    pub syscall: Option<String>,
+    /// The kind of Python-level wait (`lock`, `queue_get`, ...).
+    pub waiting: Option<String>,
+}
+
+impl<'a> From<&'a ThreadReport> for ThreadIn<'a> {
+    fn from(t: &'a ThreadReport) -> Self {
+        ThreadIn {
+            task: None,
+            native_id: t.native_id,
+            name: t.name.as_deref(),
+            frames: &t.frames,
+            truncated: t.truncated,
+            why: t.why.as_ref().map(|w| GroupWhy {
+                state: w.state.map(str::to_string),
+                syscall: w.syscall.clone(),
+                waiting: w.waiting.as_ref().map(|w| w.kind.to_string()),
+            }),
+        }
+    }
+}
+
+impl<'a> From<&'a super::TaskReport> for ThreadIn<'a> {
+    fn from(t: &'a super::TaskReport) -> Self {
+        ThreadIn {
+            task: Some(t.id),
+            native_id: t.native_id,
+            name: Some(&t.name),
+            frames: &t.frames,
+            truncated: false,
+            why: None,
+        }
+    }
+}
+
+/// One frame of a group's key. Unreadable frames match each other whatever their address
+/// and reason (both differ from process to process).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct FrameKey {
+    kind: FrameKind,
+    function: Option<Arc<str>>,
+    file: Option<Arc<str>>,
+    line: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    frames: Vec<FrameKey>,
+    truncated: bool,
+    why: Option<GroupWhy>,
+}
+
+/// A frame of a group's stack: what every member has there. `line` (with `--group-by
+/// function`) and `reason` (an unreadable frame) are left out where members differ.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupFrame {
+    pub kind: FrameKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function: Option<Arc<str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<Arc<str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Members differ in this frame's line or reason (then left out).
+    #[serde(skip)]
+    mixed: bool,
+}
+
+/// A thread (or an asyncio task) of a group.
+#[derive(Clone, Debug, Serialize)]
+pub struct Member {
+    pub host: Option<Arc<str>>,
+    pub pid: Option<u32>,
+    /// A task's id (task groups only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<u64>,
+    pub native_id: Option<u64>,
+    pub name: Option<Arc<str>>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Group {
+    /// The Python stack, innermost first.
+    pub frames: Vec<GroupFrame>,
+    /// Its threads, in the order their reports came.
+    pub threads: Vec<Member>,
+    /// How many threads.
+    pub count: usize,
+    /// How many reports (processes) have a thread in the group.
+    pub processes: usize,
+    /// All its threads are in one process, and more than one process was grouped.
+    pub outlier: bool,
+    /// The stacks were cut short (the walk stopped before the thread's first frame).
+    pub truncated: bool,
+    /// `--why`: `state`, `syscall`, `waiting` (a kind), the same for every thread.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub why: Option<GroupWhy>,
+    /// With `--native`: the first member's whole stack, native frames with its Python frames
+    /// in place.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub native_frames: Option<Vec<FrameReport>>,
+    /// The index of the last report that added a thread, to count processes.
+    #[serde(skip)]
+    last_report: usize,
+}
+
+/// A target (or a saved report) that could not be read: a line of its own in multi-target
+/// `--json` output, and an entry of `failed` in grouped output.
+#[derive(Clone, Debug, Serialize)]
+pub struct TargetError {
+    /// The pid, core file or saved report as given on the command line (`-` for stdin).
+    pub target: String,
+    pub host: Option<String>,
+    pub pid: Option<u32>,
+    pub error: String,
+}
+
+/// `--group --json` and `merge --json`: the groups, biggest first.
+#[derive(Clone, Debug, Serialize)]
+pub struct Grouped {
+    pub groups: Vec<Group>,
+    /// How many reports (processes) were grouped.
+    pub reports: usize,
+    /// How many threads.
+    pub threads: usize,
+    /// The targets or saved reports that could not be read.
+    pub failed: Vec<TargetError>,
+    /// `--async`/`--tasks`: asyncio tasks grouped by their await chains, as threads are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_groups: Option<Vec<Group>>,
+}
+
+/// Groups threads report after report.
+pub struct Grouper {
+    by: GroupBy,
+    index: HashMap<Key, usize>,
+    groups: Vec<Group>,
+    reports: usize,
+    threads: usize,
+    /// Host and thread names, kept once each (thousands of `MainThread`s).
+    strings: HashSet<Arc<str>>,
+}
+
+impl Grouper {
+    pub fn new(by: GroupBy) -> Self {
+        Grouper {
+            by,
+            index: HashMap::new(),
+            groups: Vec::new(),
+            reports: 0,
+            threads: 0,
+            strings: HashSet::new(),
+        }
+    }
+
+    fn intern(&mut self, s: &str) -> Arc<str> {
+        if let Some(k) = self.strings.get(s) {
+            return k.clone();
+        }
+        let k: Arc<str> = s.into();
+        self.strings.insert(k.clone());
+        k
+    }
+
+    /// Adds one report's threads (one process: `host`, `pid`).
+    pub fn add_report<'a>(
+        &mut self,
+        host: Option<&str>,
+        pid: Option<u32>,
+        threads: impl IntoIterator<Item = ThreadIn<'a>>,
+    ) {
+        self.reports += 1;
+        let report = self.reports;
+        let host = host.map(|h| self.intern(h));
+        for t in threads {
+            self.add_thread(report, host.clone(), pid, t);
+        }
+    }
+
+    fn add_thread(&mut self, report: usize, host: Option<Arc<str>>, pid: Option<u32>, t: ThreadIn) {
+        self.threads += 1;
+        let key = Key {
+            frames: t
+                .frames
+                .iter()
+                .filter(|f| in_key(f))
+                .map(|f| self.frame_key(f))
+                .collect(),
+            truncated: t.truncated,
+            why: t.why.clone(),
+        };
+        let member = Member {
+            host,
+            pid,
+            task: t.task,
+            native_id: t.native_id,
+            name: t.name.map(|n| self.intern(n)),
+        };
+        let i = match self.index.get(&key) {
+            Some(&i) => {
+                let g = &mut self.groups[i];
+                let shown = t.frames.iter().filter(|f| in_key(f));
+                for (gf, f) in g.frames.iter_mut().zip(shown) {
+                    if !gf.mixed && (gf.line != f.line || gf.reason != f.reason) {
+                        gf.mixed = true;
+                        gf.line = None;
+                        gf.reason = None;
+                    }
+                }
+                i
+            }
+            None => {
+                let native = t
+                    .frames
+                    .iter()
+                    .any(|f| matches!(f.kind, FrameKind::Native | FrameKind::Jit));
+                self.groups.push(Group {
+                    frames: t
+                        .frames
+                        .iter()
+                        .filter(|f| in_key(f))
+                        .map(|f| GroupFrame {
+                            kind: f.kind,
+                            function: f.function.clone(),
+                            file: f.file.clone(),
+                            line: f.line,
+                            reason: f.reason.clone(),
+                            mixed: false,
+                        })
+                        .collect(),
+                    threads: Vec::new(),
+                    count: 0,
+                    processes: 0,
+                    outlier: false,
+                    truncated: t.truncated,
+                    why: t.why.clone(),
+                    native_frames: native.then(|| t.frames.to_vec()),
+                    last_report: 0,
+                });
+                self.index.insert(key, self.groups.len() - 1);
+                self.groups.len() - 1
+            }
+        };
+        let g = &mut self.groups[i];
+        g.threads.push(member);
+        g.count += 1;
+        if g.last_report != report {
+            g.last_report = report;
+            g.processes += 1;
+        }
+    }
+
+    fn frame_key(&self, f: &FrameReport) -> FrameKey {
+        match f.kind {
+            FrameKind::Unreadable => FrameKey {
+                kind: f.kind,
+                function: None,
+                file: None,
+                line: None,
+            },
+            _ => FrameKey {
+                kind: f.kind,
+                function: f.function.clone(),
+                file: f.file.clone(),
+                line: match self.by {
+                    GroupBy::Line => f.line,
+                    GroupBy::Function => None,
+                },
+            },
+        }
+    }
+
+    /// The groups, biggest (most threads) first, then those spanning more processes; equal
+    /// ones in the order they were first seen.
+    pub fn finish(self, failed: Vec<TargetError>) -> Grouped {
+        let mut groups = self.groups;
+        let several = self.reports > 1;
+        for g in &mut groups {
+            g.outlier = several && g.processes == 1;
+        }
+        // A stable sort keeps first-seen order among equals.
+        groups.sort_by_key(|g| std::cmp::Reverse((g.count, g.processes)));
+        Grouped {
+            groups,
+            reports: self.reports,
+            threads: self.threads,
+            failed,
+            task_groups: None,
+        }
+    }
+}
+
+/// The Python part of a stack is the key: its Python frames, and where it could not be read.
+fn in_key(f: &FrameReport) -> bool {
+    matches!(f.kind, FrameKind::Python | FrameKind::Unreadable)
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `15 processes × MainThread`, `1 process (pid 1234, host b7) × MainThread [outlier]`,
+/// `3 processes on 2 hosts × 6 threads (worker-0, worker-1, ...)`.
+pub fn headline(g: &Group) -> String {
+    let mut s = if g.processes == 1 {
+        let m = &g.threads[0];
+        let mut s = String::from("1 process (pid ");
+        match m.pid {
+            Some(p) => write!(s, "{p}").unwrap(),
+            None => s.push('?'),
+        }
+        if let Some(h) = &m.host {
+            write!(s, ", host {h}").unwrap();
+        }
+        s.push(')');
+        s
+    } else {
+        let hosts: HashSet<Option<&str>> = g.threads.iter().map(|m| m.host.as_deref()).collect();
+        let mut s = plural(g.processes, "process", "processes");
+        if hosts.len() > 1 {
+            write!(s, " on {} hosts", hosts.len()).unwrap();
+        }
+        s
+    };
+    s.push_str(" × ");
+    // Distinct names, most common first (then first seen).
+    let mut names: Vec<(Option<&str>, usize)> = Vec::new();
+    for m in &g.threads {
+        let name = m.name.as_deref();
+        match names.iter_mut().find(|(n, _)| *n == name) {
+            Some(e) => e.1 += 1,
+            None => names.push((name, 1)),
+        }
+    }
+    names.sort_by_key(|n| std::cmp::Reverse(n.1));
+    let shown = |n: Option<&str>| n.unwrap_or("(unnamed)").to_string();
+    let (one, many) = if g.threads[0].task.is_some() {
+        ("task", "tasks")
+    } else {
+        ("thread", "threads")
+    };
+    if names.len() == 1 && g.count == g.processes && one == "thread" {
+        s.push_str(&shown(names[0].0));
+    } else if names.len() == 1 {
+        write!(
+            s,
+            "{} named {}",
+            plural(g.count, one, many),
+            shown(names[0].0)
+        )
+        .unwrap();
+    } else {
+        const MAX_NAMES_SHOWN: usize = 3;
+        let mut list: Vec<String> = names
+            .iter()
+            .take(MAX_NAMES_SHOWN)
+            .map(|(n, _)| shown(*n))
+            .collect();
+        if names.len() > MAX_NAMES_SHOWN {
+            list.push("...".into());
+        }
+        write!(s, "{} ({})", plural(g.count, one, many), list.join(", ")).unwrap();
+    }
+    // As a thread's header says it: `[syscall: futex]`.
+    if let Some(why) = &g.why {
+        match (&why.state, &why.syscall) {
+            (Some(state), Some(call)) => write!(s, " [{state}: {call}]").unwrap(),
+            (Some(state), None) => write!(s, " [{state}]").unwrap(),
+            (None, _) => {}
+        }
+        if let Some(kind) = &why.waiting {
+            write!(s, " (waits: {kind})").unwrap();
+        }
+    }
+    if g.outlier {
+        s.push_str(" [outlier]");
+    }
+    s
+}
+
+/// The text of grouped output: a summary line, then each group's headline over its stack,
+/// then the targets that could not be read.
+pub fn render(grouped: &Grouped, src: &mut Sources) -> String {
+    let mut out = format!(
+        "{} of identical Python stacks over {}, {}\n",
+        plural(grouped.groups.len(), "group", "groups"),
+        plural(grouped.reports, "process", "processes"),
+        plural(grouped.threads, "thread", "threads"),
+    );
+    groups(&grouped.groups, src, &mut out);
+    if let Some(tasks) = &grouped.task_groups {
+        let count: usize = tasks.iter().map(|g| g.count).sum();
+        write!(
+            out,
+            "\nasyncio: {} of identical await chains, {}\n",
+            plural(tasks.len(), "group", "groups"),
+            plural(count, "task", "tasks")
+        )
+        .unwrap();
+        groups(tasks, src, &mut out);
+    }
+    for f in &grouped.failed {
+        writeln!(out, "\nerror: {}: {}", f.target, f.error).unwrap();
+    }
+    out
+}
+
+/// Each group's headline over its stack.
+fn groups(groups: &[Group], src: &mut Sources, out: &mut String) {
+    for g in groups {
+        if out.len() >= text::MAX_TEXT_BYTES {
+            if !out.ends_with(text::TEXT_CUT) {
+                out.push_str(text::TEXT_CUT);
+            }
+            break;
+        }
+        writeln!(out, "\n{}", headline(g)).unwrap();
+        if let Some(native) = &g.native_frames {
+            let first = &g.threads[0];
+            writeln!(
+                out,
+                "  (native frames of thread {} in pid {})",
+                first.native_id.map_or("?".into(), |n| n.to_string()),
+                first.pid.map_or("?".into(), |p| p.to_string())
+            )
+            .unwrap();
+            text::frames(native, "  ", src, out);
+        } else if g.frames.is_empty() {
+            out.push_str("  (no Python frames)\n");
+        } else {
+            group_frames(&g.frames, src, out);
+        }
+        if g.truncated {
+            out.push_str("  (older frames not shown: the walk stopped before the first frame)\n");
+        }
+    }
+}
+
+fn group_frames(frames: &[GroupFrame], src: &mut Sources, out: &mut String) {
+    for f in frames {
+        if out.len() >= text::MAX_TEXT_BYTES {
+            if !out.ends_with(text::TEXT_CUT) {
+                out.push_str(text::TEXT_CUT);
+            }
+            return;
+        }
+        match f.kind {
+            FrameKind::Unreadable => match &f.reason {
+                Some(r) => writeln!(out, "  (unreadable frame: {r})").unwrap(),
+                None => out.push_str("  (unreadable frame)\n"),
+            },
+            _ => {
+                let file = f.file.as_deref().unwrap_or("???");
+                let func = f.function.as_deref().unwrap_or("???");
+                match (f.line, f.mixed) {
+                    (Some(l), _) => {
+                        writeln!(out, "  File \"{file}\", line {l}, in {func}").unwrap();
+                        if let Some(code) = src.line(file, l) {
+                            let code: String = code
+                                .trim()
+                                .chars()
+                                .take(text::MAX_SOURCE_LINE_CHARS)
+                                .collect();
+                            writeln!(out, "    {code}").unwrap();
+                        }
+                    }
+                    (None, true) => {
+                        writeln!(out, "  File \"{file}\", lines differ, in {func}").unwrap()
+                    }
+                    (None, false) => writeln!(out, "  File \"{file}\", line ?, in {func}").unwrap(),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn py(function: &str, file: &str, line: u32) -> FrameReport {
+        FrameReport {
+            kind: FrameKind::Python,
+            function: Some(function.into()),
+            file: Some(file.into()),
+            line: Some(line),
+            entry: Some(false),
+            address: Some(0x1000 + line as u64),
+            reason: None,
+            locals: None,
+            module: None,
+            offset: None,
+            inlined: None,
+        }
+    }
+
+    fn thread<'a>(id: u64, name: &'a str, frames: &'a [FrameReport]) -> ThreadIn<'a> {
+        ThreadIn {
+            task: None,
+            native_id: Some(id),
+            name: Some(name),
+            frames,
+            truncated: false,
+            why: None,
+        }
+    }
+
+    fn pids(g: &Group) -> Vec<u32> {
+        g.threads.iter().map(|m| m.pid.unwrap()).collect()
+    }
+
+    #[test]
+    fn the_straggler_is_an_outlier_and_the_rest_one_group() {
+        let wait = [py("allreduce", "r.py", 10), py("<module>", "r.py", 30)];
+        let load = [py("load", "r.py", 20), py("<module>", "r.py", 31)];
+        let mut g = Grouper::new(GroupBy::Line);
+        for pid in 100..104 {
+            let frames: &[FrameReport] = if pid == 102 { &load } else { &wait };
+            g.add_report(
+                Some("b7"),
+                Some(pid),
+                [thread(pid as u64, "MainThread", frames)],
+            );
+        }
+        let out = g.finish(Vec::new());
+        assert_eq!(out.groups.len(), 2);
+        assert_eq!(out.reports, 4);
+        assert_eq!(out.threads, 4);
+        let (big, odd) = (&out.groups[0], &out.groups[1]);
+        assert_eq!(pids(big), [100, 101, 103]);
+        assert_eq!((big.count, big.processes, big.outlier), (3, 3, false));
+        assert_eq!(pids(odd), [102]);
+        assert_eq!((odd.count, odd.processes, odd.outlier), (1, 1, true));
+        assert_eq!(odd.frames[0].function.as_deref(), Some("load"));
+        assert_eq!(headline(big), "3 processes × MainThread");
+        assert_eq!(
+            headline(odd),
+            "1 process (pid 102, host b7) × MainThread [outlier]"
+        );
+    }
+
+    #[test]
+    fn lines_split_groups_unless_grouped_by_function() {
+        let a = [py("work", "w.py", 5)];
+        let b = [py("work", "w.py", 6)];
+        let mut by_line = Grouper::new(GroupBy::Line);
+        let mut by_function = Grouper::new(GroupBy::Function);
+        for g in [&mut by_line, &mut by_function] {
+            g.add_report(Some("h"), Some(1), [thread(1, "MainThread", &a)]);
+            g.add_report(Some("h"), Some(2), [thread(2, "MainThread", &b)]);
+        }
+        assert_eq!(by_line.finish(Vec::new()).groups.len(), 2);
+        let f = by_function.finish(Vec::new());
+        assert_eq!(f.groups.len(), 1);
+        // The lines differ: none is shown, and the text says so.
+        assert_eq!(f.groups[0].frames[0].line, None);
+        let text = render(&f, &mut Sources::default());
+        assert!(
+            text.contains("File \"w.py\", lines differ, in work"),
+            "{text}"
+        );
+        assert!(
+            text.starts_with("1 group of identical Python stacks over 2 processes, 2 threads\n")
+        );
+    }
+
+    #[test]
+    fn threads_of_one_process_count_once_and_biggest_group_comes_first() {
+        let idle = [py("idle", "p.py", 1)];
+        let busy = [py("busy", "p.py", 2)];
+        let mut g = Grouper::new(GroupBy::Line);
+        g.add_report(
+            Some("h"),
+            Some(7),
+            [
+                thread(1, "MainThread", &busy),
+                thread(2, "worker-0", &idle),
+                thread(3, "worker-1", &idle),
+                thread(4, "worker-2", &idle),
+            ],
+        );
+        g.add_report(Some("h"), Some(8), [thread(5, "MainThread", &busy)]);
+        let out = g.finish(Vec::new());
+        assert_eq!(out.groups[0].frames[0].function.as_deref(), Some("idle"));
+        assert_eq!((out.groups[0].count, out.groups[0].processes), (3, 1));
+        assert!(out.groups[0].outlier);
+        assert_eq!(
+            headline(&out.groups[0]),
+            "1 process (pid 7, host h) × 3 threads (worker-0, worker-1, worker-2) [outlier]"
+        );
+        assert_eq!((out.groups[1].count, out.groups[1].processes), (2, 2));
+        assert!(!out.groups[1].outlier);
+    }
+
+    #[test]
+    fn one_process_alone_has_no_outliers() {
+        let a = [py("a", "x.py", 1)];
+        let b = [py("b", "x.py", 2)];
+        let mut g = Grouper::new(GroupBy::Line);
+        g.add_report(
+            None,
+            Some(1),
+            [thread(1, "MainThread", &a), thread(2, "t", &b)],
+        );
+        let out = g.finish(Vec::new());
+        assert!(out.groups.iter().all(|g| !g.outlier));
+    }
+
+    #[test]
+    fn native_frames_are_not_the_key_and_unreadable_frames_match() {
+        let mut n1 = FrameReport::native(0x10, Some("sem_wait".into()), None, None);
+        n1.address = Some(0x10);
+        let n2 = FrameReport::native(0x20, Some("futex_wait".into()), None, None);
+        let s1 = [
+            n1,
+            py("get", "q.py", 3),
+            FrameReport::unreadable(0x1, "page not in core at 0x1".into()),
+        ];
+        let s2 = [
+            n2,
+            py("get", "q.py", 3),
+            FrameReport::unreadable(0x2, "page not in core at 0x2".into()),
+        ];
+        let mut g = Grouper::new(GroupBy::Line);
+        g.add_report(Some("h"), Some(1), [thread(1, "MainThread", &s1)]);
+        g.add_report(Some("h"), Some(2), [thread(2, "MainThread", &s2)]);
+        let out = g.finish(Vec::new());
+        assert_eq!(out.groups.len(), 1);
+        let grp = &out.groups[0];
+        assert_eq!(grp.frames.len(), 2);
+        assert_eq!(grp.frames[1].kind, FrameKind::Unreadable);
+        // The reasons differ (their addresses): none is shown.
+        assert_eq!(grp.frames[1].reason, None);
+        let native = grp.native_frames.as_ref().unwrap();
+        assert_eq!(native[0].function.as_deref(), Some("sem_wait"));
+    }
+
+    #[test]
+    fn tasks_are_counted_as_tasks() {
+        let chain = [py("Event.wait", "locks.py", 212), py("fetch", "a.py", 3)];
+        let mut g = Grouper::new(GroupBy::Line);
+        for pid in [1, 2] {
+            let tasks = (0..2).map(|i| ThreadIn {
+                task: Some(0x7000 + i),
+                native_id: Some(pid as u64),
+                name: Some(["fetch-0", "fetch-1"][i as usize]),
+                frames: &chain,
+                truncated: false,
+                why: None,
+            });
+            g.add_report(Some("h"), Some(pid), tasks);
+        }
+        let out = g.finish(Vec::new());
+        assert_eq!(out.groups.len(), 1);
+        assert_eq!(out.groups[0].threads[0].task, Some(0x7000));
+        assert_eq!(
+            headline(&out.groups[0]),
+            "2 processes × 4 tasks (fetch-0, fetch-1)"
+        );
+    }
+
+    #[test]
+    fn with_why_the_same_stack_in_two_states_is_two_groups() {
+        let a = [py("get", "q.py", 3)];
+        let mut g = Grouper::new(GroupBy::Line);
+        for (pid, state) in [(1, "running"), (2, "syscall"), (3, "syscall")] {
+            let mut t = thread(pid as u64, "MainThread", &a);
+            t.why = Some(GroupWhy {
+                state: Some(state.into()),
+                syscall: (state == "syscall").then(|| "futex".into()),
+                waiting: None,
+            });
+            g.add_report(Some("h"), Some(pid), [t]);
+        }
+        let out = g.finish(Vec::new());
+        assert_eq!(out.groups.len(), 2);
+        assert_eq!(
+            headline(&out.groups[0]),
+            "2 processes × MainThread [syscall: futex]"
+        );
+        assert_eq!(
+            headline(&out.groups[1]),
+            "1 process (pid 1, host h) × MainThread [running] [outlier]"
+        );
+    }
+
+    #[test]
+    fn a_truncated_stack_is_not_the_same_as_a_short_one() {
+        let a = [py("f", "x.py", 1)];
+        let mut g = Grouper::new(GroupBy::Line);
+        g.add_report(Some("h"), Some(1), [thread(1, "MainThread", &a)]);
+        let mut t = thread(2, "MainThread", &a);
+        t.truncated = true;
+        g.add_report(Some("h"), Some(2), [t]);
+        let out = g.finish(Vec::new());
+        assert_eq!(out.groups.len(), 2);
+        assert_eq!(out.groups.iter().filter(|g| g.truncated).count(), 1);
+    }
+}

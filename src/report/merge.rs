@@ -1,0 +1,532 @@
+//! `pyunwind merge`: saved `--json` reports, read as a stream and grouped ([`super::group`]).
+//!
+//! An input is any number of JSON documents one after the other: reports as `pyunwind
+//! pid|core --json` prints them (one per line; several targets print one line each), or
+//! pretty-printed (`jq .`), concatenated from many machines. [`Documents`] cuts the stream into
+//! documents without parsing it, so that a corrupt or truncated report costs only itself: a
+//! document that does not parse is an error entry, and a `{` at the start of a line always
+//! starts a new document (compact JSON has no newline inside a document, pretty-printed JSON
+//! indents everything but its outer braces), so a report cut short does not swallow the next
+//! one. One document is held at a time.
+
+use std::io::{BufRead, ErrorKind};
+use std::sync::Arc;
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+
+use super::group::{GroupWhy, Grouper, TargetError, ThreadIn};
+use super::{FrameKind, FrameReport};
+
+/// The largest document read; past it the document is an error entry (a report of 100,000
+/// asyncio tasks is about 50 MB).
+pub const MAX_DOCUMENT_BYTES: usize = 512 << 20;
+
+/// A document and the line it starts on, or the line and why that part of the input is none.
+pub type Document = Result<(u64, Vec<u8>), (u64, String)>;
+
+/// The documents of a stream, each `Ok(bytes)`, or `Err(why)` for what cannot be one.
+pub struct Documents<R> {
+    input: R,
+    doc: Vec<u8>,
+    depth: usize,
+    in_string: bool,
+    escape: bool,
+    line_start: bool,
+    /// Bytes that cannot start a document, skipped until a line starts with `{`.
+    garbage: bool,
+    /// The document is over the size cap: skipped as garbage, with its own message.
+    oversize: bool,
+    /// The line the document starts on (1-based), for error messages.
+    line: u64,
+    start_line: u64,
+    done: bool,
+    pending: std::collections::VecDeque<Document>,
+}
+
+impl<R: BufRead> Documents<R> {
+    pub fn new(input: R) -> Self {
+        Documents {
+            input,
+            doc: Vec::new(),
+            depth: 0,
+            in_string: false,
+            escape: false,
+            line_start: true,
+            garbage: false,
+            oversize: false,
+            line: 1,
+            start_line: 1,
+            done: false,
+            pending: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// What was pending when a new document started, or the input ended.
+    fn cut(&mut self, why: &str) {
+        if self.oversize {
+            self.pending.push_back(Err((
+                self.start_line,
+                format!("over the limit of {MAX_DOCUMENT_BYTES} bytes per report"),
+            )));
+        } else if self.garbage {
+            self.pending.push_back(Err((
+                self.start_line,
+                "not JSON: skipped to the next report".into(),
+            )));
+        } else if self.depth > 0 {
+            self.pending.push_back(Err((self.start_line, why.into())));
+        }
+        self.doc.clear();
+        self.depth = 0;
+        self.in_string = false;
+        self.escape = false;
+        self.garbage = false;
+        self.oversize = false;
+    }
+
+    fn byte(&mut self, b: u8) {
+        if self.line_start && b == b'{' && (self.depth > 0 || self.garbage) {
+            self.cut("truncated: a new report starts before this one ends");
+        }
+        self.line_start = b == b'\n';
+        if b == b'\n' {
+            self.line += 1;
+        }
+        if self.garbage {
+            return;
+        }
+        if self.depth == 0 {
+            match b {
+                b' ' | b'\t' | b'\r' | b'\n' => {}
+                b'{' | b'[' => {
+                    self.start_line = self.line;
+                    self.depth = 1;
+                    self.doc.push(b);
+                }
+                _ => {
+                    self.start_line = self.line;
+                    self.garbage = true;
+                }
+            }
+            return;
+        }
+        if self.doc.len() >= MAX_DOCUMENT_BYTES {
+            self.doc = Vec::new();
+            self.garbage = true;
+            self.oversize = true;
+            return;
+        }
+        self.doc.push(b);
+        if self.in_string {
+            if self.escape {
+                self.escape = false;
+            } else if b == b'\\' {
+                self.escape = true;
+            } else if b == b'"' {
+                self.in_string = false;
+            }
+            return;
+        }
+        match b {
+            b'"' => self.in_string = true,
+            b'{' | b'[' => self.depth += 1,
+            b'}' | b']' => {
+                self.depth -= 1;
+                if self.depth == 0 {
+                    let doc = std::mem::take(&mut self.doc);
+                    self.pending.push_back(Ok((self.start_line, doc)));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for Documents<R> {
+    /// `(line, document)`, or `(line, why)` for a part of the input that is no document.
+    type Item = Document;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(d) = self.pending.pop_front() {
+                return Some(d);
+            }
+            if self.done {
+                return None;
+            }
+            let buf = match self.input.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // An input that fails to read ends here, like one cut short.
+                    self.done = true;
+                    let line = self.line;
+                    self.cut("truncated: the input could not be read further");
+                    self.pending
+                        .push_back(Err((line, format!("read error: {e}"))));
+                    continue;
+                }
+            };
+            if buf.is_empty() {
+                self.done = true;
+                self.cut("truncated: the input ends inside this report");
+                continue;
+            }
+            // Copied out so that `byte` may borrow self; a read buffer is 64 KiB.
+            let chunk = buf.to_vec();
+            self.input.consume(chunk.len());
+            for b in chunk {
+                self.byte(b);
+            }
+        }
+    }
+}
+
+/// What merge reads of a document: a report's threads and where it comes from, or a
+/// multi-target run's entry for a target it could not read. Everything else (locals, tasks,
+/// `--why` fields) is skipped as it is parsed.
+#[derive(Deserialize)]
+struct Doc {
+    host: Option<String>,
+    pid: Option<u32>,
+    python: Option<DocPython>,
+    threads: Option<Vec<DocThread>>,
+    /// `--async`/`--tasks` reports.
+    tasks: Option<Vec<DocTask>>,
+    target: Option<String>,
+    error: Option<String>,
+    groups: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct DocPython {
+    pid: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct DocThread {
+    native_id: Option<u64>,
+    name: Option<String>,
+    frames: Vec<DocFrame>,
+    #[serde(default)]
+    truncated: bool,
+    /// `--why` reports have `state` (null or a word): present, even null, means `--why`.
+    #[serde(default, deserialize_with = "present")]
+    state: Option<Option<String>>,
+    #[serde(default)]
+    syscall: Option<String>,
+    #[serde(default)]
+    waiting: Option<DocWaiting>,
+}
+
+#[derive(Deserialize)]
+struct DocWaiting {
+    kind: String,
+}
+
+/// A field that is there, null or not (missing: `None` by `default`).
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+#[derive(Deserialize)]
+struct DocTask {
+    id: u64,
+    name: String,
+    native_id: Option<u64>,
+    frames: Vec<DocFrame>,
+}
+
+#[derive(Deserialize)]
+struct DocFrame {
+    kind: FrameKind,
+    function: Option<Arc<str>>,
+    file: Option<Arc<str>>,
+    line: Option<u32>,
+    entry: Option<bool>,
+    address: Option<u64>,
+    reason: Option<String>,
+    module: Option<String>,
+    offset: Option<u64>,
+    inlined: Option<bool>,
+}
+
+impl From<DocFrame> for FrameReport {
+    fn from(f: DocFrame) -> Self {
+        FrameReport {
+            kind: f.kind,
+            function: f.function,
+            file: f.file,
+            line: f.line,
+            entry: f.entry,
+            address: f.address,
+            reason: f.reason,
+            locals: None,
+            module: f.module,
+            offset: f.offset,
+            inlined: f.inlined,
+        }
+    }
+}
+
+/// Groups every report of `input` (named `name` in error entries) into `grouper` (its tasks
+/// into `tasks`: every report is added to both, so that they count the same processes); what
+/// cannot be read goes to `failed`. Returns whether a report had tasks.
+pub fn merge_input<R: BufRead>(
+    name: &str,
+    input: R,
+    grouper: &mut Grouper,
+    tasks: &mut Grouper,
+    failed: &mut Vec<TargetError>,
+) -> bool {
+    let mut saw_tasks = false;
+    let error = |line: u64, why: String| TargetError {
+        target: name.to_string(),
+        host: None,
+        pid: None,
+        error: format!("report at line {line}: {why}"),
+    };
+    for item in Documents::new(input) {
+        let (line, bytes) = match item {
+            Ok(d) => d,
+            Err((line, why)) => {
+                failed.push(error(line, why));
+                continue;
+            }
+        };
+        let doc: Doc = match serde_json::from_slice(&bytes) {
+            Ok(d) => d,
+            Err(e) => {
+                failed.push(error(line, format!("not a report: {e}")));
+                continue;
+            }
+        };
+        drop(bytes);
+        match doc {
+            Doc {
+                python: Some(python),
+                threads: Some(threads),
+                tasks: doc_tasks,
+                host,
+                pid,
+                ..
+            } => {
+                let pid = pid.or(python.pid);
+                saw_tasks |= doc_tasks.is_some();
+                let doc_tasks: Vec<(DocTask, Vec<FrameReport>)> = doc_tasks
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|mut t| {
+                        let frames = std::mem::take(&mut t.frames)
+                            .into_iter()
+                            .map(FrameReport::from)
+                            .collect();
+                        (t, frames)
+                    })
+                    .collect();
+                tasks.add_report(
+                    host.as_deref(),
+                    pid,
+                    doc_tasks.iter().map(|(t, frames)| ThreadIn {
+                        task: Some(t.id),
+                        native_id: t.native_id,
+                        name: Some(&t.name),
+                        frames,
+                        truncated: false,
+                        why: None,
+                    }),
+                );
+                let threads: Vec<(DocThread, Vec<FrameReport>)> = threads
+                    .into_iter()
+                    .map(|mut t| {
+                        let frames = std::mem::take(&mut t.frames)
+                            .into_iter()
+                            .map(FrameReport::from)
+                            .collect();
+                        (t, frames)
+                    })
+                    .collect();
+                grouper.add_report(
+                    host.as_deref(),
+                    pid,
+                    threads.iter().map(|(t, frames)| ThreadIn {
+                        task: None,
+                        native_id: t.native_id,
+                        name: t.name.as_deref(),
+                        frames,
+                        truncated: t.truncated,
+                        why: t.state.as_ref().map(|state| GroupWhy {
+                            state: state.clone(),
+                            syscall: t.syscall.clone(),
+                            waiting: t.waiting.as_ref().map(|w| w.kind.clone()),
+                        }),
+                    }),
+                );
+            }
+            Doc {
+                error: Some(e),
+                target,
+                host,
+                pid,
+                ..
+            } => failed.push(TargetError {
+                target: target.unwrap_or_else(|| name.to_string()),
+                host,
+                pid,
+                error: e,
+            }),
+            Doc {
+                groups: Some(_), ..
+            } => failed.push(error(
+                line,
+                "grouped output (--group or merge), not a report: merge the reports".into(),
+            )),
+            _ => failed.push(error(
+                line,
+                "not a report: it has no `python` and `threads`".into(),
+            )),
+        }
+    }
+    saw_tasks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::group::GroupBy;
+
+    fn docs(input: &str) -> Vec<Result<String, String>> {
+        Documents::new(input.as_bytes())
+            .map(|d| {
+                d.map(|(_, b)| String::from_utf8(b).unwrap())
+                    .map_err(|(line, why)| format!("{line}: {why}"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn documents_are_cut_at_their_outer_braces() {
+        let got = docs("{\"a\": \"}{\\\"\"}\n{\"b\": [1, {\"c\": 2}]}{\"d\": 3}\n");
+        assert_eq!(
+            got,
+            [
+                Ok("{\"a\": \"}{\\\"\"}".to_string()),
+                Ok("{\"b\": [1, {\"c\": 2}]}".to_string()),
+                Ok("{\"d\": 3}".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_truncated_document_costs_only_itself() {
+        let got = docs("{\"a\": 1}\n{\"b\": {\"c\n{\"d\": 4}\n{\"e\": [");
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[0], Ok("{\"a\": 1}".into()));
+        assert!(got[1]
+            .as_ref()
+            .unwrap_err()
+            .starts_with("2: truncated: a new report starts"));
+        assert_eq!(got[2], Ok("{\"d\": 4}".into()));
+        assert!(got[3]
+            .as_ref()
+            .unwrap_err()
+            .starts_with("4: truncated: the input ends"));
+    }
+
+    #[test]
+    fn pretty_printed_documents_and_garbage() {
+        let got = docs("{\n  \"a\": {\n    \"b\": 1\n  }\n}\nnot json\n{\"c\": 2}\n");
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0], Ok("{\n  \"a\": {\n    \"b\": 1\n  }\n}".into()));
+        assert!(got[1].as_ref().unwrap_err().starts_with("6: not JSON"));
+        assert_eq!(got[2], Ok("{\"c\": 2}".into()));
+    }
+
+    fn report(host: &str, pid: u32, function: &str) -> String {
+        format!(
+            r#"{{"host":"{host}","python":{{"version":"3.12.1","pid":{pid}}},"threads":[{{"native_id":{pid},"thread_id":1,"name":"MainThread","frames":[{{"kind":"python","function":"{function}","file":"r.py","line":3,"locals":[{{"name":"x","repr":"1","is_arg":true}}]}}],"truncated":false}}],"errors":[]}}"#
+        )
+    }
+
+    #[test]
+    fn why_states_are_read_even_null() {
+        let plain = report("a", 1, "wait");
+        let why = |state: &str| {
+            report("a", 2, "wait").replace(
+                r#""truncated":false"#,
+                &format!(r#""truncated":false,"state":{state},"syscall":null,"waiting":null"#),
+            )
+        };
+        let input = [plain, why("null"), why("\"running\""), why("null")].join("\n");
+        let mut g = Grouper::new(GroupBy::Line);
+        let mut tasks = Grouper::new(GroupBy::Line);
+        let mut failed = Vec::new();
+        merge_input("w.json", input.as_bytes(), &mut g, &mut tasks, &mut failed);
+        assert!(failed.is_empty(), "{failed:?}");
+        let out = g.finish(Vec::new());
+        // No --why; --why with a null state (twice); --why running.
+        let whys: Vec<_> = out
+            .groups
+            .iter()
+            .map(|g| (g.count, g.why.clone()))
+            .collect();
+        assert_eq!(
+            whys,
+            [
+                (2, Some(GroupWhy::default())),
+                (1, None),
+                (
+                    1,
+                    Some(GroupWhy {
+                        state: Some("running".into()),
+                        ..GroupWhy::default()
+                    })
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn reports_merge_and_bad_ones_are_error_entries() {
+        let input = [
+            report("a", 1, "wait"),
+            report("b", 2, "wait"),
+            "{\"threads\": 3}".into(),
+            report("b", 3, "load")[..60].to_string(),
+            report("c", 4, "wait"),
+            r#"{"target":"99","host":"c","pid":99,"error":"no such process"}"#.into(),
+        ]
+        .join("\n");
+        let mut g = Grouper::new(GroupBy::Line);
+        let mut tasks = Grouper::new(GroupBy::Line);
+        let mut failed = Vec::new();
+        assert!(!merge_input(
+            "saved.json",
+            input.as_bytes(),
+            &mut g,
+            &mut tasks,
+            &mut failed
+        ));
+        let out = g.finish(failed);
+        assert_eq!(out.reports, 3);
+        assert_eq!(out.groups.len(), 1);
+        let hosts: Vec<_> = out.groups[0]
+            .threads
+            .iter()
+            .map(|m| m.host.as_deref().unwrap())
+            .collect();
+        assert_eq!(hosts, ["a", "b", "c"]);
+        assert_eq!(out.failed.len(), 3);
+        assert!(out.failed[0]
+            .error
+            .starts_with("report at line 3: not a report"));
+        assert!(out.failed[1]
+            .error
+            .starts_with("report at line 4: truncated"));
+        assert_eq!(out.failed[2].target, "99");
+        assert_eq!(out.failed[2].pid, Some(99));
+    }
+}
