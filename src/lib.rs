@@ -4,6 +4,7 @@
 //! [`session`] (with [`native_stacks`] and [`real_frames`]) and the frontends (`python`,
 //! [`cli`]).
 
+pub mod arch;
 pub mod asyncio;
 pub mod binary;
 pub mod cli;

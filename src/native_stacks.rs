@@ -34,7 +34,7 @@ impl ThreadRegs {
                 .target
                 .core_threads
                 .iter()
-                .map(|t| (t.lwp as u64, (Regs::from_dwarf(t.dwarf_regs), t.fs_base)))
+                .map(|t| (t.lwp as u64, (t.regs, t.thread_pointer)))
                 .collect(),
             ..ThreadRegs::default()
         }

@@ -27,7 +27,17 @@ impl Session {
     /// Where the stack frame of the native frame at `pc`, `sp`, `bp` ends (its caller's SP),
     /// by the module's CFI: an eval-loop frame runs the run whose entry shim lies in it.
     pub fn frame_end(&self, pc: u64, sp: u64, bp: u64, innermost: bool) -> Option<u64> {
-        self.with_modules(|set| caller_sp(self.snap.mem.as_ref(), set, pc, sp, bp, innermost))
+        self.with_modules(|set| {
+            caller_sp(
+                self.snap.mem.as_ref(),
+                set,
+                self.target.arch,
+                pc,
+                sp,
+                bp,
+                innermost,
+            )
+        })
     }
 
     /// Target address ranges of the eval loop (with its `.cold` and LTO parts) in the

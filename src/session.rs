@@ -62,7 +62,7 @@ impl Session {
         let thread_ids = target
             .core_threads
             .iter()
-            .map(|t| (t.lwp as u64, t.fs_base))
+            .map(|t| (t.lwp as u64, t.thread_pointer))
             .collect();
         let crash = target
             .signal_notes

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::arch::Arch;
 use crate::binary::{read_proc_maps, ElfInfo, FileMapping, Module};
 use crate::error::{Error, Result};
 use crate::memory::{
@@ -20,6 +21,8 @@ pub enum SourceKind {
 
 pub struct Target {
     pub mem: Arc<dyn Memory>,
+    /// The target's architecture: the core's, else its executable's.
+    pub arch: Arch,
     pub kind: SourceKind,
     pub mappings: Vec<FileMapping>,
     pub pid: Option<u32>,
@@ -51,8 +54,10 @@ impl Target {
             }
         }
         let files = Arc::new(FileLookup::live(pid, &mappings));
+        let arch = Arch::of_file(&format!("/proc/{pid}/exe")).unwrap_or_default();
         Ok(Target {
             mem: Arc::new(PageCache::new(mem)),
+            arch,
             kind: SourceKind::Live,
             mappings,
             pid: Some(pid as u32),
@@ -69,7 +74,7 @@ impl Target {
 
     /// A core file (plain or compressed) whose files are looked up as `search` says.
     pub fn core_with(path: &str, exe: Option<&str>, search: FileSearch) -> Result<Target> {
-        let mut mem = CoreMemory::open(path, search)?;
+        let mut mem = CoreMemory::open_with_exe(path, search, exe)?;
         let info = mem.info().clone();
         if info.mappings.is_empty() {
             return Err(Error::bad_file(
@@ -84,6 +89,7 @@ impl Target {
         }
         let files = mem.lookup();
         Ok(Target {
+            arch: info.arch,
             mem: Arc::new(PageCache::new(mem)),
             kind: SourceKind::Core,
             mappings: info.mappings,
@@ -102,14 +108,22 @@ impl Target {
         pid: Option<u32>,
         search: FileSearch,
     ) -> Target {
+        let files = Arc::new(FileLookup::new(search));
+        // The executable's (the first mapping's) architecture: a debugger may read a target
+        // of another architecture than its host's (gdb-multiarch).
+        let arch = mappings
+            .first()
+            .and_then(|m| Arch::of_file(&files.resolve(&m.path).ok()?))
+            .unwrap_or_default();
         Target {
             mem,
+            arch,
             kind: SourceKind::Debugger,
             mappings,
             pid,
             core_threads: Vec::new(),
             signal_notes: None,
-            files: Arc::new(FileLookup::new(search)),
+            files,
         }
     }
 

@@ -42,41 +42,6 @@ const DESCR_D_NAME: u64 = 8;
 const METHOD_IM_FUNC: u64 = 0;
 const METHOD_IM_SELF: u64 = 8;
 
-/// End of x86-64 Linux user space: no object lies above it.
-const USER_SPACE_END: u64 = 1 << 47;
-
-/// Whether the call that returns to `ret` was a direct `call rel32` (x86-64 opcode E8): its
-/// target then, else None (an indirect call, or bytes we cannot read or tell).
-fn direct_call_target(mem: &dyn crate::memory::Memory, ret: u64) -> Option<u64> {
-    let mut b = [0u8; 7];
-    mem.read_into(ret.checked_sub(7)?, &mut b).ok()?;
-    // The indirect forms `call *...` (FF /2) that end at `ret`, by length: a register
-    // (FF D0+r), a register's memory (FF 10+r) with an optional REX prefix, disp8 (FF 50+r
-    // d8), disp32 or rip-relative (FF 90+r d32, FF 15 d32), and their SIB forms (FF 14/54/94
-    // 24 ...). Checked first: their displacement bytes may hold an E8.
-    let modrm = |i: usize| b.get(i + 1).map(|m| (m >> 3) & 7 == 2 && b[i] == 0xff);
-    let indirect = [
-        (5, 0xc0u8, 0xc0u8), // FF /2 mod=11: call *%reg
-        (5, 0xc0, 0x00),     // mod=00: call *(%reg)
-        (4, 0xc0, 0x00),     // mod=00, SIB
-        (4, 0xc0, 0x40),     // mod=01 with disp8
-        (3, 0xc0, 0x40),     // mod=01, SIB, disp8
-        (1, 0xc0, 0x80),     // mod=10 with disp32
-        (0, 0xc0, 0x80),     // mod=10, SIB, disp32
-        (1, 0xc7, 0x05),     // mod=00 r/m=101: rip-relative disp32
-    ];
-    for (i, mask, want) in indirect {
-        if modrm(i) == Some(true) && b[i + 1] & mask == want {
-            return None;
-        }
-    }
-    if b[2] != 0xe8 {
-        return None;
-    }
-    let rel = i32::from_le_bytes([b[3], b[4], b[5], b[6]]);
-    Some(ret.wrapping_add(rel as i64 as u64))
-}
-
 /// The C callable a Python frame is calling (see [`Snapshot::called_callable`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Called {
@@ -182,7 +147,7 @@ impl Snapshot {
         }
         let object = |v: u64| {
             // Objects are 8-byte aligned user-space addresses; anything else is stale.
-            (v & !tag_bits != 0 && v & 7 & !tag_bits == 0 && v < USER_SPACE_END)
+            (v & !tag_bits != 0 && v & 7 & !tag_bits == 0 && v < self.arch.user_space_end())
                 .then_some(v & !tag_bits)
         };
         // One read for the whole stack; slot by slot, up to the first unreadable one, when
@@ -262,7 +227,11 @@ impl Snapshot {
                 // A stale value-stack slot naming a builtin defined beside the eval loop
                 // (3.10's `exec`) matched the call plumbing before this check.
                 let ret = natives.get(k + 1).map_or(outer_pc, |c| c.pc);
-                if direct_call_target(&*self.mem, ret).is_some_and(|t| t != entry) {
+                if self
+                    .arch
+                    .direct_call_target(&|a, b| self.mem.read_into(a, b).is_ok(), ret)
+                    .is_some_and(|t| t != entry)
+                {
                     continue;
                 }
                 best = Some((dist, k));
@@ -365,46 +334,5 @@ impl Snapshot {
         let wrapped = self.mem.read_ptr(field(d, WRAPPERDESCR_D_WRAPPED)?)?;
         let call = self.mem.read_ptr(field(base, WRAPPERBASE_WRAPPER)?)?;
         Ok((call, wrapped))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::direct_call_target;
-    use crate::memory::FakeMemory;
-
-    fn target_of(code: &[u8]) -> Option<u64> {
-        let mut mem = FakeMemory::default();
-        let at = 0x1000;
-        mem.put(at, code);
-        direct_call_target(&mem, at + code.len() as u64)
-    }
-
-    #[test]
-    fn direct_calls_give_their_target() {
-        // call rel32 = -0x100 from the end of the instruction.
-        assert_eq!(
-            target_of(&[0x90, 0x90, 0xe8, 0x00, 0xff, 0xff, 0xff]),
-            Some(0x1007 - 0x100)
-        );
-    }
-
-    #[test]
-    fn indirect_calls_give_none() {
-        for code in [
-            &[0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0xd0][..], // call *%rax
-            &[0x90, 0x90, 0x90, 0x90, 0x41, 0xff, 0xd3],     // call *%r11
-            &[0x90, 0x90, 0x90, 0x90, 0xff, 0x50, 0x08],     // call *0x8(%rax)
-            &[0x90, 0xff, 0x15, 0xe8, 0x00, 0x00, 0x00],     // call *0xe8(%rip): an E8 inside
-            &[0x90, 0xff, 0x90, 0x00, 0xe8, 0x00, 0x00],     // call *disp32(%rax)
-            &[0xff, 0x94, 0x24, 0x00, 0x01, 0x00, 0x00],     // call *disp32(%rsp)
-        ] {
-            assert_eq!(target_of(code), None, "{code:02x?}");
-        }
-    }
-
-    #[test]
-    fn unreadable_bytes_give_none() {
-        assert_eq!(direct_call_target(&FakeMemory::default(), 0x2000), None);
     }
 }

@@ -15,6 +15,7 @@ pub struct Found {
     pub layout: Layout,
     /// e.g. "dynamic symbol _PyRuntime in libpython3.12.so.1.0; version from Py_Version".
     pub found_by: String,
+    pub arch: crate::arch::Arch,
 }
 
 const SYMBOLS: [&str; 2] = ["_PyRuntime", "Py_Version"];
@@ -76,6 +77,7 @@ pub fn find_python(target: &Target) -> Result<Found> {
             runtime,
             layout,
             found_by,
+            arch: target.arch,
         });
     }
     Err(Error::NoPython(tried.join("; ")))

@@ -13,6 +13,7 @@ use crate::memory::Memory;
 pub struct Snapshot {
     pub mem: Arc<dyn Memory>,
     pub layout: Layout,
+    pub arch: crate::arch::Arch,
     /// Address of `_PyRuntime`.
     pub runtime: u64,
     pub found_by: String,
@@ -31,6 +32,7 @@ impl Snapshot {
                 budget: budget.clone(),
             }),
             layout: found.layout.clone(),
+            arch: found.arch,
             runtime: found.runtime,
             found_by: found.found_by.clone(),
             codes: Mutex::new(AddrMap::default()),
@@ -52,6 +54,7 @@ impl Snapshot {
                 base: 0,
             },
             runtime: 0,
+            arch: Default::default(),
             layout,
             found_by: "test".into(),
         };

@@ -16,6 +16,7 @@ use object::{Endianness, ReadCache};
 
 use super::files::{build_id_in_first_page, FileLookup, FileSearch};
 use super::{unpack, Memory};
+use crate::arch::{u64_at, Arch};
 use crate::error::{Error, ReadError, ReadErrorKind, Result};
 
 /// Caps on what a core's headers may claim, so a corrupt core cannot make us allocate.
@@ -43,24 +44,9 @@ pub struct FileMapping {
     pub path: String,
 }
 
-/// One NT_PRSTATUS note: a thread of the dumped process.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CoreThread {
-    pub lwp: u32,
-    pub rip: u64,
-    pub rsp: u64,
-    pub rbp: u64,
-    /// The thread pointer; on x86-64 glibc it equals `pthread_self()`, which CPython stores as
-    /// `PyThreadState.thread_id`.
-    pub fs_base: u64,
-    /// The general registers in DWARF numbering (x86-64 psABI: rax, rdx, rcx, rbx, rsi, rdi,
-    /// rbp, rsp, r8..r15, then rip as the return-address column 16), for native unwinding.
-    pub dwarf_regs: [u64; 17],
-    /// `orig_rax`: the system call the thread is in (its arguments stay in rdi, rsi, rdx,
-    /// r10, r8, r9 of `dwarf_regs`; only rax takes the result), or -1 as u64 when it is in
-    /// none (arch/x86/include/asm/syscall.h `syscall_get_nr`).
-    pub orig_rax: u64,
-}
+/// One NT_PRSTATUS note: a thread of the dumped process (its LWP, registers, thread pointer
+/// and system call, as the core's architecture lays them out).
+pub type CoreThread = crate::arch::PrStatus;
 
 /// `siginfo_t` as an NT_SIGINFO note holds it. x86-64 and arm64 both use the generic layout
 /// (Linux include/uapi/asm-generic/siginfo.h; only MIPS swaps `si_errno` and `si_code`): three
@@ -114,6 +100,11 @@ pub struct CoreFile {
     /// starts with the worker.
     pub pid: Option<u32>,
     pub signal: SignalNotes,
+    pub arch: Arch,
+    /// NT_AUXV: (type, value) pairs (elf.h `AT_*`).
+    pub auxv: Vec<(u64, u64)>,
+    /// Where the modules of a core without NT_FILE could not all be found (one line each).
+    pub module_problems: Vec<String>,
     segments: Vec<Segment>,
     file_len: u64,
 }
@@ -144,9 +135,12 @@ impl CoreFile {
         if header.e_type(endian) != elf::ET_CORE {
             return Err(bad("not a core file (ELF type is not ET_CORE)"));
         }
-        if header.e_machine(endian) != elf::EM_X86_64 {
-            return Err(bad("not an x86-64 core file"));
-        }
+        let Some(arch) = Arch::from_elf_machine(header.e_machine(endian).0) else {
+            return Err(bad(&format!(
+                "not an x86-64 or arm64 core file (ELF machine {})",
+                header.e_machine(endian).0
+            )));
+        };
         let phdrs = header
             .program_headers(endian, &data)
             .map_err(|_| bad("unreadable program headers"))?;
@@ -160,6 +154,7 @@ impl CoreFile {
         let mut process_pid = None;
         let mut signal = SignalNotes::default();
         let mut prstatus_notes = 0usize;
+        let mut auxv = Vec::new();
         for ph in phdrs {
             match ph.p_type(endian) {
                 elf::PT_LOAD => segments.push(Segment {
@@ -191,7 +186,7 @@ impl CoreFile {
                                         Some(parse_prstatus_head(desc).ok_or(desc.len()));
                                 }
                                 prstatus_notes += 1;
-                                if let Some(t) = parse_prstatus(desc) {
+                                if let Some(t) = arch.parse_prstatus(desc) {
                                     first_lwp.get_or_insert(t.lwp);
                                     threads.push(t);
                                 }
@@ -203,6 +198,7 @@ impl CoreFile {
                                 signal.siginfo = Some(parse_siginfo(desc).ok_or(desc.len()));
                             }
                             elf::NT_FILE => mappings = parse_nt_file(desc),
+                            elf::NT_AUXV => auxv = parse_auxv(desc),
                             _ => {}
                         }
                     }
@@ -217,6 +213,9 @@ impl CoreFile {
             threads,
             pid: process_pid.or(first_lwp),
             signal,
+            arch,
+            auxv,
+            module_problems: Vec::new(),
             segments,
             file_len,
         })
@@ -241,6 +240,12 @@ impl CoreFile {
 impl CoreMemory {
     /// Opens a core (plain or compressed); the files it names are looked up as `search` says.
     pub fn open(path: &str, search: FileSearch) -> Result<CoreMemory> {
+        CoreMemory::open_with_exe(path, search, None)
+    }
+
+    /// As [`Self::open`]; `exe` is the executable the user named, which places the modules of a
+    /// core that has no NT_FILE note ([`super::link_map`]).
+    pub fn open_with_exe(path: &str, search: FileSearch, exe: Option<&str>) -> Result<CoreMemory> {
         let core = unpack::open_core(path)?;
         let dup = core.try_clone().map_err(|e| Error::io(path, e))?;
         let info = CoreFile::parse_file(path, dup)?;
@@ -250,6 +255,14 @@ impl CoreMemory {
             lookup: Arc::new(FileLookup::new(search)),
             files: Mutex::new(HashMap::new()),
         };
+        if mem.info.mappings.is_empty() && !mem.info.auxv.is_empty() {
+            let found =
+                super::link_map::find(&mem, &mem.info.auxv, &mem.lookup, exe).map_err(|e| {
+                    Error::bad_file(path, format!("core file has no NT_FILE note, and {e}"))
+                })?;
+            mem.info.mappings = found.mappings;
+            mem.info.module_problems = found.problems;
+        }
         let ids = mem.recorded_build_ids();
         if let Some(l) = Arc::get_mut(&mut mem.lookup) {
             l.set_build_ids(ids);
@@ -378,37 +391,6 @@ impl Memory for CoreMemory {
     }
 }
 
-fn u64_at(b: &[u8], off: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(off..off + 8)?.try_into().ok()?))
-}
-
-/// For DWARF register i (rax, rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8..r15, rip), its index in
-/// `struct user_regs_struct` (sys/user.h: r15, r14, r13, r12, rbp, rbx, r11, r10, r9, r8, rax,
-/// rcx, rdx, rsi, rdi, orig_rax, rip, cs, eflags, rsp, ...). PTRACE_GETREGS fills the same
-/// struct.
-pub const USER_REGS_OF_DWARF: [usize; 17] =
-    [10, 12, 11, 5, 13, 14, 4, 19, 9, 8, 7, 6, 3, 2, 1, 0, 16];
-
-/// `struct elf_prstatus` of x86-64 (linux/elfcore.h): pr_pid at 32, `pr_reg` (user_regs_struct,
-/// sys/user.h) at 112.
-fn parse_prstatus(d: &[u8]) -> Option<CoreThread> {
-    let lwp = u32::from_le_bytes(d.get(32..36)?.try_into().ok()?);
-    let reg = |i: usize| u64_at(d, 112 + 8 * i);
-    let mut dwarf_regs = [0u64; 17];
-    for (out, &i) in dwarf_regs.iter_mut().zip(USER_REGS_OF_DWARF.iter()) {
-        *out = reg(i)?;
-    }
-    Some(CoreThread {
-        lwp,
-        rbp: reg(4)?,
-        rip: reg(16)?,
-        rsp: reg(19)?,
-        fs_base: reg(21)?,
-        dwarf_regs,
-        orig_rax: reg(15)?,
-    })
-}
-
 fn i32_at(b: &[u8], off: usize) -> Option<i32> {
     Some(i32::from_le_bytes(b.get(off..off + 4)?.try_into().ok()?))
 }
@@ -437,6 +419,20 @@ fn parse_siginfo(d: &[u8]) -> Option<Siginfo> {
         code: i32_at(d, 8)?,
         fields: u64_at(d, 16)?,
     })
+}
+
+/// Cap on the auxiliary vector's entries (Linux has fewer than 40 `AT_*` types).
+const MAX_AUXV: usize = 256;
+
+/// NT_AUXV: (type, value) pairs of u64, up to `AT_NULL`.
+fn parse_auxv(d: &[u8]) -> Vec<(u64, u64)> {
+    d.chunks_exact(16)
+        .take(MAX_AUXV)
+        .map_while(|c| {
+            let (t, v) = (u64_at(c, 0)?, u64_at(c, 8)?);
+            (t != 0).then_some((t, v))
+        })
+        .collect()
 }
 
 /// NT_FILE: count, page size, `count` (start, end, page offset) triples, then `count` names.
@@ -645,9 +641,9 @@ mod tests {
         assert_eq!(
             c.threads
                 .iter()
-                .map(|t| (t.lwp, t.orig_rax))
+                .map(|t| (t.lwp, t.syscall))
                 .collect::<Vec<_>>(),
-            [(9, 202)]
+            [(9, Some(202))]
         );
     }
 

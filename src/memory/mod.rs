@@ -22,6 +22,7 @@ mod cache;
 mod callback;
 mod core;
 mod files;
+mod link_map;
 mod live;
 mod unpack;
 
@@ -29,7 +30,6 @@ pub use self::cache::PageCache;
 pub use self::callback::CallbackMemory;
 pub use self::core::{
     CoreFile, CoreMemory, CoreThread, FileMapping, PrStatusHead, Siginfo, SignalNotes,
-    USER_REGS_OF_DWARF,
 };
 pub use self::files::{file_build_id, hex, FileLookup, FileSearch};
 pub use self::live::{parse_proc_syscall, proc_syscall, LiveMemory, ProcSyscall};

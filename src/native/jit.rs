@@ -289,6 +289,7 @@ impl JitInputs {
             module,
             runtime: self.runtime,
             layout,
+            arch: target.arch,
         };
         Ok(Snapshot::new(target.mem.clone(), &found))
     }
@@ -324,6 +325,13 @@ impl JitMap {
     /// and left out.
     pub fn build(snap: &Snapshot, jit_entry: Option<u64>) -> JitMap {
         let mut map = JitMap::default();
+        if snap.arch != crate::arch::Arch::X86_64 {
+            map.errors.push(format!(
+                "JIT and trampoline code is only decoded on x86-64, not on {}",
+                snap.arch.name()
+            ));
+            return map;
+        }
         let mem = &*snap.mem;
         let t = match choose_table(snap) {
             Ok(t) => t,
@@ -876,6 +884,7 @@ mod tests {
             runtime: RT,
             layout: l,
             found_by: "test".into(),
+            arch: Default::default(),
         };
         JitMap::build(&Snapshot::new(target.mem.clone(), &found), jit_entry)
     }

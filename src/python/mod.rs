@@ -340,12 +340,10 @@ impl PySession {
         regs: std::collections::HashMap<String, u64>,
     ) -> PyResult<String> {
         guard("Session.own_natives", || {
-            let mut start = crate::unwind::regs::Regs::default();
-            for (name, v) in &regs {
-                if let Some(r) = crate::unwind::regs::Regs::number(name) {
-                    start.set(r, *v);
-                }
-            }
+            let start = crate::arch::Regs::from_names(
+                self.inner.target.arch,
+                regs.iter().map(|(n, v)| (n.as_str(), *v)),
+            );
             let (n, error) = self.off_gil(py, || self.inner.own_natives(start));
             json(&serde_json::json!({
                 "names": n.names,

@@ -9,7 +9,7 @@ use gimli::{
 };
 use object::{Object, ObjectSection, ReadCache};
 
-use super::regs::{Regs, RA, RSP};
+use crate::arch::{Arch, Regs};
 use crate::error::{Error, Result};
 use crate::memory::Memory;
 use crate::symbols::{debugfile, SymbolTable};
@@ -44,11 +44,16 @@ pub struct ElfUnwind {
     /// Sorted by start.
     fdes: Vec<Fde>,
     pub symbols: SymbolTable,
+    /// The file's architecture (x86-64 when `object` names another: such a file's CFI is not
+    /// read as arm64's).
+    pub arch: Arch,
     /// The separate debug file found for it.
     pub debug_file: Option<String>,
 }
 
-/// How a step found the caller.
+/// How a step found the caller. One is made per frame and consumed at once: boxing the
+/// registers would cost an allocation per frame for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
     Caller(Regs),
@@ -65,6 +70,7 @@ impl ElfUnwind {
         let obj = object::File::parse(&data)
             .map_err(|e| Error::bad_file(path, format!("not an ELF file ({e})")))?;
         let first_vaddr = crate::binary::first_vaddr(&obj);
+        let arch = Arch::from_object_architecture(obj.architecture()).unwrap_or_default();
         let section = |name: &str| -> Option<(u64, Vec<u8>)> {
             let s = obj.section_by_name(name)?;
             if s.size() > MAX_CFI_BYTES {
@@ -113,6 +119,7 @@ impl ElfUnwind {
             debug_frame,
             fdes: Vec::new(),
             symbols,
+            arch,
             debug_file,
         };
         u.index();
@@ -130,7 +137,7 @@ impl ElfUnwind {
     fn index(&mut self) {
         let bases = self.bases();
         let mut fdes = Vec::new();
-        let eh = EhFrame::new(&self.eh_frame, LittleEndian);
+        let eh = self.eh_frame_section();
         let mut entries = eh.entries(&bases);
         while let Ok(Some(e)) = entries.next() {
             if fdes.len() >= MAX_FDES {
@@ -142,8 +149,7 @@ impl ElfUnwind {
                 }
             }
         }
-        let mut df = DebugFrame::new(&self.debug_frame, LittleEndian);
-        df.set_address_size(8);
+        let df = self.debug_frame_section();
         let mut entries = df.entries(&bases);
         while let Ok(Some(e)) = entries.next() {
             if fdes.len() >= MAX_FDES {
@@ -158,6 +164,19 @@ impl ElfUnwind {
         // `.eh_frame` first for one address: it is what the runtime itself uses.
         fdes.sort_by_key(|f| (f.start, f.debug_frame));
         self.fdes = fdes;
+    }
+
+    fn eh_frame_section(&self) -> EhFrame<Slice<'_>> {
+        let mut eh = EhFrame::new(&self.eh_frame, LittleEndian);
+        eh.set_vendor(self.arch.cfi_vendor());
+        eh
+    }
+
+    fn debug_frame_section(&self) -> DebugFrame<Slice<'_>> {
+        let mut df = DebugFrame::new(&self.debug_frame, LittleEndian);
+        df.set_address_size(8);
+        df.set_vendor(self.arch.cfi_vendor());
+        df
     }
 
     fn fde_for(&self, addr: u64) -> Option<Fde> {
@@ -191,12 +210,25 @@ impl ElfUnwind {
         let f = self.fde_for(addr)?;
         let bases = self.bases();
         Some(if f.debug_frame {
-            let mut df = DebugFrame::new(&self.debug_frame, LittleEndian);
-            df.set_address_size(8);
-            step_in(&df, &bases, f.offset, mem, ctx, regs, addr)
+            step_in(
+                &self.debug_frame_section(),
+                &bases,
+                f.offset,
+                mem,
+                ctx,
+                regs,
+                addr,
+            )
         } else {
-            let eh = EhFrame::new(&self.eh_frame, LittleEndian);
-            step_in(&eh, &bases, f.offset, mem, ctx, regs, addr)
+            step_in(
+                &self.eh_frame_section(),
+                &bases,
+                f.offset,
+                mem,
+                ctx,
+                regs,
+                addr,
+            )
         })
     }
 }
@@ -259,20 +291,25 @@ fn apply_row<'a, S: UnwindSection<Slice<'a>>>(
             evaluate(e, mem, regs, None)?
         }
     };
-    let mut out = Regs::default();
-    out.set(RSP, cfa);
-    for r in 0..=RA {
-        if r == RSP {
+    let arch = regs.arch();
+    let mut out = Regs::new(arch);
+    out.set_sp(cfa);
+    // The caller's PC is the return address (x86-64: column 16, which is rip; arm64: x30,
+    // whose value the caller also sees, since the call wrote it), without the bits that are
+    // not address (arm64 pointer authentication).
+    let (pc, sp) = (arch.pc(), arch.sp());
+    for r in 0..arch.register_count() {
+        if r == sp || (r == pc && ra_reg.0 != pc) {
             continue;
         }
-        let rule = if r == RA {
+        let rule = if r == pc {
             row.register(ra_reg)
         } else {
             row.register(Register(r))
         };
         let value = match rule {
             // Unmentioned: the ABI's callee-saved registers keep their value.
-            None if Regs::callee_saved(r) => regs.get(r),
+            None if arch.callee_saved(r) => regs.get(r),
             None | Some(RegisterRule::Undefined) => None,
             Some(RegisterRule::SameValue) => regs.get(r),
             Some(RegisterRule::Offset(n)) => {
@@ -294,12 +331,22 @@ fn apply_row<'a, S: UnwindSection<Slice<'a>>>(
             Some(RegisterRule::Constant(c)) => Some(c),
             Some(RegisterRule::Architectural) => None,
         };
-        if r == RA && value.is_none() {
-            return Ok(Step::Outermost);
+        if r == ra_reg.0 {
+            let Some(v) = value else {
+                return Ok(Step::Outermost);
+            };
+            out.set_pc(arch.code_address(v));
         }
         if let Some(v) = value {
             out.set(r, v);
         }
+    }
+    if out.get(pc).is_none() {
+        return Err(format!(
+            "return address in register {}, not one of {}'s",
+            ra_reg.0,
+            arch.name()
+        ));
     }
     Ok(Step::Caller(out))
 }

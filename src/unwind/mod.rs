@@ -16,7 +16,8 @@ use std::sync::{Arc, OnceLock};
 use gimli::UnwindContext;
 
 use self::cfi::{ElfUnwind, Step};
-use self::regs::{Regs, RBP, RSP};
+use self::regs::{Regs, RBP};
+use crate::arch::Arch;
 use crate::binary::Module;
 use crate::memory::Memory;
 use crate::native::jit::{self, JitMap};
@@ -229,18 +230,20 @@ pub fn unwind(mem: &dyn Memory, set: &ModuleSet, jit: Option<&JitMap>, start: Re
 /// The stack pointer of the caller of the frame at `pc` with `sp` and `bp` (the frame's own
 /// stack frame is `sp..` this): one CFI step. `exact_pc`: the innermost frame's PC; other
 /// frames' PCs are return addresses, looked up one byte before.
+#[allow(clippy::too_many_arguments)]
 pub fn caller_sp(
     mem: &dyn Memory,
     set: &ModuleSet,
+    arch: Arch,
     pc: u64,
     sp: u64,
     bp: u64,
     exact_pc: bool,
 ) -> Option<u64> {
-    let mut regs = Regs::default();
-    regs.set(regs::RA, pc);
-    regs.set(RSP, sp);
-    regs.set(RBP, bp);
+    let mut regs = Regs::new(arch);
+    regs.set_pc(pc);
+    regs.set_sp(sp);
+    regs.set_fp(bp);
     let lookup = if exact_pc { pc } else { pc.saturating_sub(1) };
     let mut ctx: UnwindContext<usize> = UnwindContext::new();
     match step_cfi(mem, set, &mut ctx, &regs, set.find(lookup), lookup) {
@@ -249,7 +252,8 @@ pub fn caller_sp(
     }
 }
 
-/// One step with the module's CFI, else with the frame pointer.
+/// One step with the module's CFI, else with the frame pointer. A signal trampoline that has
+/// no CFI (qemu-user's on arm64) is recognized by its code.
 fn step_cfi(
     mem: &dyn Memory,
     set: &ModuleSet,
@@ -258,6 +262,10 @@ fn step_cfi(
     module: Option<usize>,
     lookup: u64,
 ) -> Result<(Step, bool, How), String> {
+    let read = |a: u64| mem.read_u64(a).ok();
+    if let Some(next) = regs.arch().signal_frame(&read, regs) {
+        return Ok((Step::Caller(next), true, How::Cfi));
+    }
     if let Some(i) = module {
         if let Some(elf) = set.elf(i) {
             let addr = lookup.wrapping_sub(set.bias(i, elf));
@@ -269,20 +277,25 @@ fn step_cfi(
     step_fp(mem, regs).map(|r| (Step::Caller(r), false, How::FramePointer))
 }
 
-/// The caller by the frame-pointer chain: `[rbp]` is the caller's rbp, `[rbp+8]` the return
-/// address, and the caller's rsp is `rbp+16`.
+/// The caller by the frame-pointer chain, the same shape on both architectures: `[fp]` is the
+/// caller's frame pointer, `[fp+8]` the return address (x86-64 rbp; arm64's frame record at
+/// x29, AAPCS64 6.2.3), and the caller's stack pointer is taken as `fp+16` (exact on x86-64; on
+/// arm64 the record sits at the bottom of its frame, so the caller's CFI, which is usually
+/// x29-based there, is what counts).
 fn step_fp(mem: &dyn Memory, regs: &Regs) -> Result<Regs, String> {
     let no = || "no CFI, and no frame pointer to follow".to_string();
-    let bp = regs.get(RBP).ok_or_else(no)?;
+    let bp = regs.fp().ok_or_else(no)?;
     let sp = regs.sp();
     if bp < sp || bp - sp > MAX_FP_FRAME_BYTES || bp % 8 != 0 {
         return Err(no());
     }
     let ra_at = bp.checked_add(8).ok_or_else(no)?;
+    let arch = regs.arch();
     let mut out = *regs;
-    out.set(RBP, mem.read_u64(bp).map_err(|e| e.to_string())?);
-    out.set(regs::RA, mem.read_u64(ra_at).map_err(|e| e.to_string())?);
-    out.set(RSP, bp.checked_add(16).ok_or_else(no)?);
+    out.set_fp(mem.read_u64(bp).map_err(|e| e.to_string())?);
+    let ra = mem.read_u64(ra_at).map_err(|e| e.to_string())?;
+    out.set_pc(arch.code_address(ra));
+    out.set_sp(bp.checked_add(16).ok_or_else(no)?);
     Ok(out)
 }
 
@@ -297,16 +310,17 @@ fn step_jit(mem: &dyn Memory, j: &JitMap, regs: &Regs) -> Result<Regs, String> {
             },
         )
         .ok_or("JIT frame: no way to its caller")?;
-    let mut out = Regs::default();
-    for r in 0..=regs::RA {
-        if Regs::callee_saved(r) {
+    let arch = regs.arch();
+    let mut out = Regs::new(arch);
+    for r in 0..arch.register_count() {
+        if arch.callee_saved(r) {
             if let Some(v) = regs.get(r) {
                 out.set(r, v);
             }
         }
     }
     for (name, v) in &u.caller {
-        if let Some(r) = Regs::number(name) {
+        if let Some(r) = arch.register_number(name) {
             out.set(r, *v);
         }
     }
@@ -335,6 +349,7 @@ impl Memory for StackCopy<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::regs::RSP;
     use super::*;
     use crate::memory::FakeMemory;
 

@@ -11,8 +11,8 @@
 use std::time::{Duration, Instant};
 
 use super::regs::Regs;
+use crate::arch::x86_64::USER_REGS_OF_DWARF;
 use crate::error::{Error, Result};
-use crate::memory::USER_REGS_OF_DWARF;
 
 /// The most of a thread's stack copied while it is stopped (from its stack pointer up).
 const MAX_STACK_COPY: u64 = 8 << 20;

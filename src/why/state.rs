@@ -157,15 +157,16 @@ fn syscall(session: &Session, t: &ThreadReport) -> Option<Option<Syscall>> {
                 .core_threads
                 .iter()
                 .find(|c| u64::from(c.lwp) == lwp)?;
-            if ct.orig_rax == NO_SYSCALL {
+            let nr = ct.syscall?;
+            if nr == NO_SYSCALL {
                 return Some(None);
             }
-            if ct.orig_rax > MAX_SYSCALL_NR {
+            if nr > MAX_SYSCALL_NR {
                 return None;
             }
             Some(Some(Syscall {
-                nr: ct.orig_rax,
-                args: SYSCALL_ARG_DWARF.map(|r| ct.dwarf_regs[r]),
+                nr,
+                args: SYSCALL_ARG_DWARF.map(|r| ct.regs.get(r as u16).unwrap_or(0)),
             }))
         }
         // /proc shows the host's system calls, and the table is x86-64's.

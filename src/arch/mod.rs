@@ -1,0 +1,193 @@
+//! The target's architecture, as data: x86-64 or arm64 (aarch64), from the core's or the
+//! executable's ELF header, never from the host (an arm64 core is read on an x86-64 laptop).
+//! What differs between the two sits here: register numbers (DWARF), the `NT_PRSTATUS` layout,
+//! callee-saved registers, code-pointer signing, the frame-record shape and signal frames.
+//! Decoders above ask an [`Arch`]; none tests `cfg(target_arch)`.
+
+pub mod aarch64;
+mod regs;
+pub mod x86_64;
+
+pub use self::regs::Regs;
+
+/// A target architecture pyunwind reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Arch {
+    #[default]
+    X86_64,
+    Aarch64,
+}
+
+/// What one `NT_PRSTATUS` note says about a thread.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PrStatus {
+    /// `pr_pid`: the thread's LWP.
+    pub lwp: u32,
+    pub regs: Regs,
+    /// The thread pointer (x86-64 `fs_base`, which glibc makes `pthread_self()`); 0 where the
+    /// note does not hold it (arm64 keeps TPIDR_EL0 in NT_ARM_TLS).
+    pub thread_pointer: u64,
+    /// The system call the thread is in (x86-64 `orig_rax`, -1 as u64 when in none); None
+    /// where the note does not say (arm64 keeps it in NT_ARM_SYSTEM_CALL).
+    pub syscall: Option<u64>,
+}
+
+impl Arch {
+    /// From an ELF header's `e_machine` (elf.h: EM_X86_64 62, EM_AARCH64 183).
+    pub fn from_elf_machine(machine: u16) -> Option<Arch> {
+        match machine {
+            m if m == object::elf::EM_X86_64.0 => Some(Arch::X86_64),
+            m if m == object::elf::EM_AARCH64.0 => Some(Arch::Aarch64),
+            _ => None,
+        }
+    }
+
+    /// The architecture of the ELF file at `path`, from its header's `e_machine` (at 18, in the
+    /// file's byte order, little-endian for both).
+    pub fn of_file(path: &str) -> Option<Arch> {
+        use std::io::Read;
+        let mut h = [0u8; 20];
+        std::fs::File::open(path).ok()?.read_exact(&mut h).ok()?;
+        (h[..4] == *b"\x7fELF" && h[5] == 1)
+            .then(|| Arch::from_elf_machine(u16::from_le_bytes([h[18], h[19]])))
+            .flatten()
+    }
+
+    pub fn from_object_architecture(a: object::Architecture) -> Option<Arch> {
+        match a {
+            object::Architecture::X86_64 => Some(Arch::X86_64),
+            object::Architecture::Aarch64 => Some(Arch::Aarch64),
+            _ => None,
+        }
+    }
+
+    /// The name users know it by (as `uname -m` prints it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "x86_64",
+            Arch::Aarch64 => "aarch64",
+        }
+    }
+
+    /// DWARF number of the register that holds the PC in [`Regs`] (x86-64: the
+    /// return-address column 16, rip; arm64: 32, PC).
+    pub fn pc(self) -> u16 {
+        match self {
+            Arch::X86_64 => x86_64::RIP,
+            Arch::Aarch64 => aarch64::PC,
+        }
+    }
+
+    pub fn sp(self) -> u16 {
+        match self {
+            Arch::X86_64 => x86_64::RSP,
+            Arch::Aarch64 => aarch64::SP,
+        }
+    }
+
+    /// The frame-pointer register (rbp; x29).
+    pub fn fp(self) -> u16 {
+        match self {
+            Arch::X86_64 => x86_64::RBP,
+            Arch::Aarch64 => aarch64::FP,
+        }
+    }
+
+    /// How many DWARF registers [`Regs`] tracks: 0..this.
+    pub fn register_count(self) -> u16 {
+        match self {
+            Arch::X86_64 => 17,
+            Arch::Aarch64 => 33,
+        }
+    }
+
+    /// Whether a callee hands register `r` back unchanged (the psABI's callee-saved set).
+    pub fn callee_saved(self, r: u16) -> bool {
+        match self {
+            // rbx, rbp, r12..r15.
+            Arch::X86_64 => matches!(r, 3 | 6 | 12..=15),
+            // x19..x29 (AAPCS64 6.1.1); sp is the CFA.
+            Arch::Aarch64 => matches!(r, 19..=29),
+        }
+    }
+
+    /// The DWARF number of a register by the name debuggers give it.
+    pub fn register_number(self, name: &str) -> Option<u16> {
+        match self {
+            Arch::X86_64 => x86_64::register_number(name),
+            Arch::Aarch64 => aarch64::register_number(name),
+        }
+    }
+
+    /// A code address as read from the stack or a register, without the bits that are not
+    /// address (arm64 pointer authentication codes, see [`aarch64::strip_code_pointer`]).
+    pub fn code_address(self, a: u64) -> u64 {
+        match self {
+            Arch::X86_64 => a,
+            Arch::Aarch64 => aarch64::strip_code_pointer(a),
+        }
+    }
+
+    /// Where a call that returns to `ret` went, when it was a direct call (x86-64 `call rel32`,
+    /// arm64 `BL`); None for an indirect call or unreadable code. `read` fills a buffer from
+    /// the target's memory, false when it cannot.
+    pub fn direct_call_target(
+        self,
+        read: &dyn Fn(u64, &mut [u8]) -> bool,
+        ret: u64,
+    ) -> Option<u64> {
+        match self {
+            Arch::X86_64 => x86_64::direct_call_target(read, ret),
+            Arch::Aarch64 => aarch64::direct_call_target(read, ret),
+        }
+    }
+
+    /// End of Linux user space (x86-64: 47-bit addresses with 4-level page tables; arm64:
+    /// 48-bit): no object lies above it.
+    pub fn user_space_end(self) -> u64 {
+        match self {
+            Arch::X86_64 => 1 << 47,
+            Arch::Aarch64 => 1 << 48,
+        }
+    }
+
+    /// The CFI vendor gimli must parse this architecture's call-frame information with (arm64
+    /// has its own opcode, `DW_CFA_AARCH64_negate_ra_state`).
+    pub fn cfi_vendor(self) -> gimli::Vendor {
+        match self {
+            Arch::X86_64 => gimli::Vendor::Default,
+            Arch::Aarch64 => gimli::Vendor::AArch64,
+        }
+    }
+
+    /// One `NT_PRSTATUS` note's thread, or None when the note is too short.
+    pub fn parse_prstatus(self, desc: &[u8]) -> Option<PrStatus> {
+        match self {
+            Arch::X86_64 => x86_64::parse_prstatus(desc),
+            Arch::Aarch64 => aarch64::parse_prstatus(desc),
+        }
+    }
+
+    /// The registers of the frame a signal interrupted, when `pc` (with `sp`) is the
+    /// architecture's signal-return trampoline and its CFI does not say (qemu-user's arm64
+    /// trampoline has no CFI); None otherwise.
+    /// `read` reads one word of the target.
+    pub fn signal_frame(self, read: &dyn Fn(u64) -> Option<u64>, regs: &Regs) -> Option<Regs> {
+        match self {
+            Arch::X86_64 => None,
+            Arch::Aarch64 => aarch64::signal_frame(read, regs),
+        }
+    }
+}
+
+pub(crate) fn u64_at(b: &[u8], off: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(
+        b.get(off..off.checked_add(8)?)?.try_into().ok()?,
+    ))
+}
+
+pub(crate) fn u32_at(b: &[u8], off: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(
+        b.get(off..off.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
