@@ -22,7 +22,7 @@ mod cache;
 mod callback;
 mod core;
 mod files;
-mod link_map;
+pub mod link_map;
 mod live;
 mod unpack;
 

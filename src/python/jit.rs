@@ -102,16 +102,22 @@ impl PyJit {
     }
 
     #[staticmethod]
-    #[pyo3(signature = (read, maps, pid=None, inputs=None, sysroot=None))]
+    #[pyo3(signature = (read, maps, pid=None, inputs=None, sysroot=None, auxv=None, exe=None))]
+    #[allow(clippy::too_many_arguments)]
     fn debugger(
         read: Py<PyAny>,
         maps: &str,
         pid: Option<u32>,
         inputs: Inputs,
         sysroot: Option<String>,
+        auxv: Option<Vec<(u64, u64)>>,
+        exe: Option<&str>,
     ) -> PyResult<Self> {
         guard("Jit.debugger", || {
-            make(super::callback_target(read, maps, pid, sysroot), inputs)
+            make(
+                super::callback_target(read, maps, pid, sysroot, auxv, exe).map_err(err)?,
+                inputs,
+            )
         })
     }
 

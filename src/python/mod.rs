@@ -76,12 +76,16 @@ fn search(sysroot: Option<String>) -> FileSearch {
 }
 
 /// A target read through the debugger's `read(addr, size) -> bytes`.
+/// `auxv` and `exe`: for a debugger that shows no mappings, where the modules are found
+/// from ([`Target::place_modules`]).
 fn callback_target(
     read: Py<PyAny>,
     maps: &str,
     pid: Option<u32>,
     sysroot: Option<String>,
-) -> Target {
+    auxv: Option<Vec<(u64, u64)>>,
+    exe: Option<&str>,
+) -> crate::Result<Target> {
     let mem = CallbackMemory::new(move |addr: u64, len: usize| {
         Python::attach(|py| {
             read.call1(py, (addr, len))
@@ -90,12 +94,16 @@ fn callback_target(
                 .ok()
         })
     });
-    Target::with_memory(
+    let mut t = Target::with_memory(
         Arc::new(PageCache::new(mem)),
         parse_proc_maps(maps),
         pid,
         search(sysroot),
-    )
+    );
+    if let Some(a) = auxv.filter(|_| t.mappings.is_empty()) {
+        t.place_modules(&a, exe)?;
+    }
+    Ok(t)
 }
 
 fn key(lwp: Option<u64>, tp: Option<u64>) -> ThreadKey {
@@ -150,16 +158,22 @@ impl PySession {
     /// Memory through `read(addr, size) -> bytes` (raising on failure); `maps` is the text of
     /// /proc/PID/maps (or the debugger's equivalent).
     #[staticmethod]
-    #[pyo3(signature = (read, maps, pid=None, thread_ids=None, sysroot=None))]
+    #[pyo3(signature = (read, maps, pid=None, thread_ids=None, sysroot=None, auxv=None, exe=None))]
+    #[allow(clippy::too_many_arguments)]
     fn debugger(
         read: Py<PyAny>,
         maps: &str,
         pid: Option<u32>,
         thread_ids: Option<Vec<(u64, u64)>>,
         sysroot: Option<String>,
+        auxv: Option<Vec<(u64, u64)>>,
+        exe: Option<&str>,
     ) -> PyResult<Self> {
         guard("Session.debugger", || {
-            open(callback_target(read, maps, pid, sysroot), thread_ids)
+            open(
+                callback_target(read, maps, pid, sysroot, auxv, exe).map_err(err)?,
+                thread_ids,
+            )
         })
     }
 
