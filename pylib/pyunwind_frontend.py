@@ -244,6 +244,12 @@ class Host:
         """bytes, or an exception when unreadable."""
         raise NotImplementedError
 
+    def auxv(self):
+        """The target's auxiliary vector as (type, value) pairs, or None: asked for only when
+        maps() is empty (a remote stub such as qemu-user's), so that the core can find the
+        modules from the dynamic linker's list."""
+        return None
+
     def maps(self):
         """/proc/PID/maps-like text of the target's file mappings (see maps_text)."""
         raise NotImplementedError
@@ -329,8 +335,24 @@ def _open(core, cls, host, **kwargs):
             return cls.live(pid, **kwargs)
         if mode == "direct":
             raise FrontendError("pyunwind: no direct memory source for this target")
-    return cls.debugger(host.read_memory, host.maps(), pid=host.pid() or None, sysroot=host.sysroot(),
-                        **kwargs)
+    maps = host.maps()
+    auxv = None if maps.strip() else host.auxv()
+    return cls.debugger(host.read_memory, maps, pid=host.pid() or None, sysroot=host.sysroot(),
+                        auxv=auxv, exe=host.executable() if auxv else None, **kwargs)
+
+
+_AUXV_ROW = re.compile(r"^\s*(\d+)\s+\S+\s.*?\s(0x[0-9a-fA-F]+|\d+)(\s+\".*\")?\s*$")
+
+
+def parse_info_auxv(text):
+    """gdb's `info auxv` table (`3   AT_PHDR   Program headers for program   0x400040`; a
+    string entry ends with its quoted text) as (type, value) pairs."""
+    out = []
+    for line in text.splitlines():
+        m = _AUXV_ROW.match(line)
+        if m:
+            out.append((int(m.group(1)), int(m.group(2), 0)))
+    return out
 
 
 def trampoline_names(actions, frames, is_trampoline):

@@ -235,6 +235,12 @@ class _GdbHost(fe.Host):
         except gdb.error as e:
             raise gdb.GdbError("pyunwind: %s" % e)
 
+    def auxv(self):
+        try:
+            return fe.parse_info_auxv(gdb.execute("info auxv", to_string=True)) or None
+        except gdb.error:
+            return None
+
     def thread_ids(self):
         # Threads that record no LWP are matched through their thread pointer, which costs a
         # switch to every thread: only asked for when needed.
