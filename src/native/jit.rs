@@ -248,6 +248,7 @@ pub struct JitMap {
     pub errors: Vec<String>,
     /// Which table and strategy was used.
     pub source: String,
+    arch: crate::arch::Arch,
 }
 
 /// What a frontend keeps between stops of one target, so that a stop reads no ELF symbols:
@@ -325,13 +326,6 @@ impl JitMap {
     /// and left out.
     pub fn build(snap: &Snapshot, jit_entry: Option<u64>) -> JitMap {
         let mut map = JitMap::default();
-        if snap.arch != crate::arch::Arch::X86_64 {
-            map.errors.push(format!(
-                "JIT and trampoline code is only decoded on x86-64, not on {}",
-                snap.arch.name()
-            ));
-            return map;
-        }
         let mem = &*snap.mem;
         let t = match choose_table(snap) {
             Ok(t) => t,
@@ -341,6 +335,7 @@ impl JitMap {
             }
         };
         map.source = t.source.to_string();
+        map.arch = snap.arch;
         map.collect_executors(snap, t);
         map.collect_trampolines(mem, snap.runtime.wrapping_add(t.perf_code_arena));
         map.regions.sort_by_key(|r| r.start);
@@ -353,8 +348,17 @@ impl JitMap {
             }
             keep
         });
-        map.find_shims(mem, jit_entry);
+        // arm64 JIT code and trampolines keep AAPCS64 frame records (x29, x30): the native
+        // unwinder steps through them by frame pointer, so there is no shim to decode.
+        if snap.arch == crate::arch::Arch::X86_64 {
+            map.find_shims(mem, jit_entry);
+        }
         map
+    }
+
+    /// The architecture of the code the map describes.
+    pub fn arch(&self) -> crate::arch::Arch {
+        self.arch
     }
 
     pub fn regions(&self) -> &[Region] {
@@ -515,7 +519,11 @@ impl JitMap {
                 start.saturating_add(size.min(MAX_JIT_SIZE_BYTES))
             };
             if start != 0 && end > start {
-                if self.trampoline.is_none() && code_size > 0 && code_size <= MAX_TRAMPOLINE_BYTES {
+                if self.arch == crate::arch::Arch::X86_64
+                    && self.trampoline.is_none()
+                    && code_size > 0
+                    && code_size <= MAX_TRAMPOLINE_BYTES
+                {
                     match mem.read_vec(start, code_size, MAX_TRAMPOLINE_BYTES) {
                         Ok(b) => {
                             self.trampoline = decode_trampoline(&b);

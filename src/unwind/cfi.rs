@@ -308,8 +308,10 @@ fn apply_row<'a, S: UnwindSection<Slice<'a>>>(
             row.register(Register(r))
         };
         let value = match rule {
-            // Unmentioned: the ABI's callee-saved registers keep their value.
-            None if arch.callee_saved(r) => regs.get(r),
+            // Unmentioned: the ABI's callee-saved registers keep their value, and so does a
+            // return address still in its register (arm64's x30 in a leaf function, which
+            // never saves it; x86-64's CIE always gives the column a rule).
+            None if arch.callee_saved(r) || r == ra_reg.0 => regs.get(r),
             None | Some(RegisterRule::Undefined) => None,
             Some(RegisterRule::SameValue) => regs.get(r),
             Some(RegisterRule::Offset(n)) => {

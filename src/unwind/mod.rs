@@ -198,6 +198,10 @@ pub fn unwind(mem: &dyn Memory, set: &ModuleSet, jit: Option<&JitMap>, start: Re
             break;
         }
         let step = match (region, jit) {
+            // arm64 JIT code and trampolines keep frame records.
+            (Some(_), Some(_)) if regs.arch() == Arch::Aarch64 => {
+                step_fp(mem, &regs).map(|r| (Step::Caller(r), false, How::Jit))
+            }
             (Some(_), Some(j)) => {
                 step_jit(mem, j, &regs).map(|r| (Step::Caller(r), false, How::Jit))
             }
@@ -214,7 +218,11 @@ pub fn unwind(mem: &dyn Memory, set: &ModuleSet, jit: Option<&JitMap>, start: Re
         if next.pc() == 0 {
             break;
         }
-        if next.sp() <= sp {
+        // A leaf function (arm64 keeps its return address in x30 and may leave sp alone) can
+        // only be the innermost frame or one a signal interrupted: only there may the caller
+        // share its stack pointer, and then at another PC.
+        let leaf = exact_pc && next.sp() == sp && next.pc() != pc;
+        if next.sp() <= sp && !leaf {
             stack.error = Some(format!(
                 "unwinding from {pc:#x}: the stack pointer did not move up ({:#x} after {sp:#x})",
                 next.sp()
