@@ -295,6 +295,10 @@ impl Session {
                 what: what.clone(),
             })
             .collect();
+        errors.extend(self.target.module_problems.iter().map(|p| ErrorReport {
+            address: 0,
+            what: format!("loaded modules: {p}"),
+        }));
         errors.extend(self.decoded().1.iter().map(|e| ErrorReport {
             address: e.addr,
             what: e.to_string(),

@@ -32,6 +32,9 @@ pub struct Target {
     pub signal_notes: Option<SignalNotes>,
     /// Which local file holds each file the target names.
     pub files: Arc<FileLookup>,
+    /// What could not be found of the loaded modules when they came from the dynamic
+    /// linker's list (a core without NT_FILE, a remote stub): one line each.
+    pub module_problems: Vec<String>,
 }
 
 impl Target {
@@ -64,6 +67,7 @@ impl Target {
             core_threads: Vec::new(),
             signal_notes: None,
             files,
+            module_problems: Vec::new(),
         })
     }
 
@@ -97,6 +101,7 @@ impl Target {
             core_threads: info.threads,
             signal_notes: Some(info.signal),
             files,
+            module_problems: info.module_problems,
         })
     }
 
@@ -124,6 +129,7 @@ impl Target {
             core_threads: Vec::new(),
             signal_notes: None,
             files,
+            module_problems: Vec::new(),
         }
     }
 
@@ -138,6 +144,7 @@ impl Target {
         let found = crate::memory::link_map::find(&*self.mem, auxv, &self.files, exe)
             .map_err(|e| Error::Usage(format!("the debugger shows no mappings, and {e}")))?;
         self.mappings = found.mappings;
+        self.module_problems = found.problems.clone();
         if let Some(a) = self
             .mappings
             .first()

@@ -28,6 +28,7 @@ const DT_NULL: u64 = 0;
 const R_MAP: u64 = 8;
 /// LP64 `struct link_map` (link.h): `l_addr` at 0, `l_name` at 8, `l_ld` at 16, `l_next` at 24.
 const L_NAME: u64 = 8;
+const L_LD: u64 = 16;
 const L_NEXT: u64 = 24;
 /// Caps: a process has a few hundred loaded objects at most; paths are short.
 const MAX_OBJECTS: usize = 4096;
@@ -74,12 +75,27 @@ pub fn find(
     image.push_mappings(&exe_path, bias, page, &mut found.mappings);
     let interp = image.interp.clone();
 
-    let push_object = |found: &mut Found, path: &str, bias: u64| match lookup
+    // `l_ld`, where the process has the object's dynamic section, checks the file found for
+    // it: a file of another build has it elsewhere (a core without NT_FILE keeps no
+    // build-ids to check).
+    let push_object = |found: &mut Found, path: &str, bias: u64, l_ld: Option<u64>| match lookup
         .resolve(path)
         .map_err(|e| e.to_string())
-        .and_then(|l| Image::load(&l).map_err(|e| format!("{l}: {e}")))
-    {
-        Ok(img) => img.push_mappings(path, bias, page, &mut found.mappings),
+        .and_then(|l| {
+            Image::load(&l)
+                .map_err(|e| format!("{l}: {e}"))
+                .map(|i| (l, i))
+        }) {
+        Ok((local, img)) => {
+            let at = img.dynamic.map(|(v, _)| bias.wrapping_add(v));
+            match l_ld {
+                Some(ld) if at != Some(ld) => found.problems.push(format!(
+                    "{local} is not the {path} the process loaded (its dynamic section would be at {}, the process has it at {ld:#x}): left out",
+                    at.map_or("nowhere".to_string(), |a| format!("{a:#x}"))
+                )),
+                _ => img.push_mappings(path, bias, page, &mut found.mappings),
+            }
+        }
         Err(e) => found.problems.push(e),
     };
     let base = aux(AT_BASE).filter(|&b| b != 0);
@@ -90,7 +106,7 @@ pub fn find(
         // No list (a static executable, or a core written before the dynamic linker ran): the
         // dynamic linker alone is still known.
         if let (Some(b), Some(i)) = (base, &interp) {
-            push_object(&mut found, i, b);
+            push_object(&mut found, i, b, None);
         }
         found
             .problems
@@ -107,9 +123,10 @@ pub fn find(
             ));
             break;
         }
-        let (Ok(l_addr), Ok(l_name), Ok(next)) = (
+        let (Ok(l_addr), Ok(l_name), Ok(l_ld), Ok(next)) = (
             mem.read_u64(node),
             mem.read_u64(node.wrapping_add(L_NAME)),
+            mem.read_u64(node.wrapping_add(L_LD)),
             mem.read_u64(node.wrapping_add(L_NEXT)),
         ) else {
             found
@@ -131,7 +148,7 @@ pub fn find(
         first = false;
         if let Some(p) = path {
             if !found.mappings.iter().any(|m| m.path == p) {
-                push_object(&mut found, &p, l_addr);
+                push_object(&mut found, &p, l_addr, Some(l_ld));
             }
         }
         node = next;
@@ -262,5 +279,98 @@ impl Image {
                 path: path.to_string(),
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{FakeMemory, FileSearch};
+
+    /// This test binary as the executable, loaded at `bias`, with a fake dynamic section,
+    /// `r_debug` and `link_map` chain in memory.
+    fn setup(chain: &[(u64, u64, u64)]) -> (FakeMemory, Vec<(u64, u64)>, Image, u64, String) {
+        let exe = std::env::current_exe().unwrap().display().to_string();
+        let img = Image::load(&exe).unwrap();
+        let bias = 0x5555_0000_0000u64;
+        let mut m = FakeMemory::new();
+        let execfn = 0x7000_0000u64;
+        m.put(execfn, format!("{exe}\0").as_bytes());
+        let (dyn_vaddr, _) = img.dynamic.expect("the test binary is dynamic");
+        let r_debug = 0x7100_0000u64;
+        m.put_u64(bias + dyn_vaddr, DT_DEBUG)
+            .put_u64(bias + dyn_vaddr + 8, r_debug);
+        m.put_u64(bias + dyn_vaddr + 16, DT_NULL);
+        m.put_u64(r_debug + R_MAP, chain.first().map_or(0, |c| c.0));
+        for &(node, name, next) in chain {
+            m.put_u64(node, 0)
+                .put_u64(node + L_NAME, name)
+                .put_u64(node + L_LD, 0)
+                .put_u64(node + L_NEXT, next);
+        }
+        let auxv = vec![
+            (AT_PHDR, bias + img.phdr_vaddr.unwrap()),
+            (AT_PAGESZ, 4096),
+            (AT_EXECFN, execfn),
+        ];
+        (m, auxv, img, bias, exe)
+    }
+
+    #[test]
+    fn the_executable_is_placed_and_a_looping_list_is_cut() {
+        // exe (empty name) -> an object with an unreadable name -> back to the exe: a loop.
+        let empty = 0x7200_0000u64;
+        let chain = [
+            (0x7300_0000, empty, 0x7300_1000),
+            (0x7300_1000, 0xdead_0000, 0x7300_0000),
+        ];
+        let (mut m, auxv, img, bias, exe) = setup(&chain);
+        m.put(empty, b"\0");
+        let found = find(&m, &auxv, &FileLookup::new(FileSearch::default()), None).unwrap();
+        let first_load = img.loads.iter().find(|l| l.2 > 0).unwrap();
+        assert_eq!(found.mappings[0].path, exe);
+        assert_eq!(found.mappings[0].start, (bias + first_load.0) & !0xfff);
+        assert!(found.mappings.iter().all(|m| m.path == exe));
+        assert!(
+            found.problems.iter().any(|p| p.contains("loops")),
+            "{:?}",
+            found.problems
+        );
+    }
+
+    #[test]
+    fn a_missing_file_and_a_cut_list_are_problems_not_errors() {
+        let name = 0x7200_0000u64;
+        let chain = [
+            (0x7300_0000, 0, 0x7300_1000),
+            (0x7300_1000, name, 0x7400_0000),
+        ];
+        let (mut m, auxv, _, _, _) = setup(&chain);
+        m.put(name, b"/nonexistent/libfoo.so\0");
+        let found = find(&m, &auxv, &FileLookup::new(FileSearch::default()), None).unwrap();
+        assert!(
+            found.problems.iter().any(|p| p.contains("libfoo")),
+            "{:?}",
+            found.problems
+        );
+        assert!(
+            found
+                .problems
+                .iter()
+                .any(|p| p.contains("unreadable link_map")),
+            "{:?}",
+            found.problems
+        );
+    }
+
+    #[test]
+    fn no_executable_is_an_error() {
+        let m = FakeMemory::new();
+        let lookup = FileLookup::new(FileSearch::default());
+        assert!(find(&m, &[], &lookup, None).unwrap_err().contains("--exe"));
+        assert!(find(&m, &[(AT_EXECFN, 0x10)], &lookup, None)
+            .unwrap_err()
+            .contains("unreadable"));
+        assert!(find(&m, &[(AT_PHDR, 0x10)], &lookup, Some("/nonexistent/python")).is_err());
     }
 }
