@@ -36,6 +36,8 @@ pub enum How {
     Cfi,
     FramePointer,
     Jit,
+    /// A signal trampoline recognized by its code.
+    Signal,
 }
 
 #[derive(Clone, Debug)]
@@ -49,7 +51,13 @@ pub struct Frame {
     pub module: Option<usize>,
     /// The JIT executor or trampoline holding `pc`.
     pub jit_label: Option<String>,
+    /// A signal-return trampoline recognized by its code (it has no symbol or CFI: qemu-user's
+    /// on arm64): named as gdb names such frames.
+    pub sigreturn: bool,
 }
+
+/// gdb's name for a signal trampoline's frame.
+pub const SIGNAL_FRAME_NAME: &str = "<signal handler called>";
 
 #[derive(Clone, Debug, Default)]
 pub struct Stack {
@@ -135,6 +143,12 @@ impl ModuleSet {
 
     /// The function, module and offset of a frame.
     pub fn name(&self, f: &Frame) -> Name {
+        if f.sigreturn {
+            return Name {
+                function: Some(SIGNAL_FRAME_NAME.to_string()),
+                ..Name::default()
+            };
+        }
         let Some(i) = f.module else {
             return Name::default();
         };
@@ -190,6 +204,7 @@ pub fn unwind(mem: &dyn Memory, set: &ModuleSet, jit: Option<&JitMap>, start: Re
             lookup,
             module,
             jit_label: region.map(|r| r.label.clone()),
+            sigreturn: false,
         });
         if stack.frames.len() >= MAX_NATIVE_FRAMES {
             stack.error = Some(format!(
@@ -209,7 +224,15 @@ pub fn unwind(mem: &dyn Memory, set: &ModuleSet, jit: Option<&JitMap>, start: Re
         };
         let (next, signal) = match step {
             Ok((Step::Outermost, _, _)) => break,
-            Ok((Step::Caller(next), signal, _)) => (next, signal),
+            Ok((Step::Caller(next), signal, how)) => {
+                if how == How::Signal {
+                    if let Some(f) = stack.frames.last_mut() {
+                        f.sigreturn = true;
+                        f.module = None;
+                    }
+                }
+                (next, signal)
+            }
             Err(e) => {
                 stack.error = Some(format!("unwinding from {pc:#x}: {e}"));
                 break;
@@ -272,7 +295,7 @@ fn step_cfi(
 ) -> Result<(Step, bool, How), String> {
     let read = |a: u64| mem.read_u64(a).ok();
     if let Some(next) = regs.arch().signal_frame(&read, regs) {
-        return Ok((Step::Caller(next), true, How::Cfi));
+        return Ok((Step::Caller(next), true, How::Signal));
     }
     if let Some(i) = module {
         if let Some(elf) = set.elf(i) {
