@@ -157,7 +157,8 @@ def assert_no_python_error(output, cmd):
 
 def gdb_json_report(output):
     """The report printed by `py-bt -a --json` (the one line of gdb's output that is JSON)."""
-    found = [line for line in output.splitlines() if line.startswith('{"python"')]
+    found = [line for line in output.splitlines()
+             if line.startswith('{"') and '"python":{' in line and line.endswith("}")]
     assert len(found) == 1, "no single JSON report in gdb output:\n%s" % output[-6000:]
     return json.loads(found[0])
 
