@@ -214,8 +214,8 @@ pub fn unwind(mem: &dyn Memory, set: &ModuleSet, jit: Option<&JitMap>, start: Re
         }
         let step = match (region, jit) {
             // arm64 JIT code and trampolines keep frame records.
-            (Some(_), Some(_)) if regs.arch() == Arch::Aarch64 => {
-                step_fp(mem, &regs).map(|r| (Step::Caller(r), false, How::Jit))
+            (Some(r), Some(_)) if regs.arch() == Arch::Aarch64 => {
+                step_fp_out_of(mem, r, &regs).map(|r| (Step::Caller(r), false, How::Jit))
             }
             (Some(_), Some(j)) => {
                 step_jit(mem, j, &regs).map(|r| (Step::Caller(r), false, How::Jit))
@@ -328,6 +328,36 @@ fn step_fp(mem: &dyn Memory, regs: &Regs) -> Result<Regs, String> {
     out.set_pc(arch.code_address(ra));
     out.set_sp(bp.checked_add(16).ok_or_else(no)?);
     Ok(out)
+}
+
+/// Frame records a 3.14 executor's own entry shim may add: it sits at the start of the
+/// executor's mapping, sets up a frame record and branches into the code.
+const MAX_SHIM_RECORDS: usize = 4;
+
+/// arm64: the caller of a frame in JIT or trampoline code, by frame records. A 3.14 executor
+/// starts with its entry shim, which keeps a frame record of its own: a step that lands in the
+/// same executor is the shim, stepped through (on x86-64 [`step_jit`] restores what the shim
+/// saved), so the executor shows once, as the x86-64 unwind shows it.
+fn step_fp_out_of(
+    mem: &dyn Memory,
+    region: &crate::native::jit::Region,
+    regs: &Regs,
+) -> Result<Regs, String> {
+    let mut next = step_fp(mem, regs)?;
+    if matches!(region.kind, crate::native::jit::RegionKind::Executor { .. }) {
+        for _ in 0..MAX_SHIM_RECORDS {
+            if !(region.start <= next.pc() && next.pc() < region.end) {
+                return Ok(next);
+            }
+            let sp = next.sp();
+            next = step_fp(mem, &next)?;
+            if next.sp() <= sp {
+                return Err("JIT entry shim: the frame records do not move up the stack".into());
+            }
+        }
+        return Err("JIT entry shim: too many frame records in one executor".into());
+    }
+    Ok(next)
 }
 
 fn step_jit(mem: &dyn Memory, j: &JitMap, regs: &Regs) -> Result<Regs, String> {
