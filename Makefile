@@ -9,7 +9,7 @@ LLDBINIT ?= $(HOME)/.lldbinit
 LLDB_VERSIONS ?= 19 22
 DEMO_PYTHON ?= /usr/bin/python3.11
 
-.PHONY: build wheel demo pythons test unit integration integration-lldb lint bench fuzz install uninstall clean
+.PHONY: build wheel demo pythons arm64 test unit integration integration-lldb lint bench fuzz install uninstall clean
 
 # The CLI is built without the `python` feature (it must not need libpython symbols); the
 # extension module with it. Both builds write target/release/libpyunwind.so, so the module is
@@ -35,6 +35,12 @@ demo: build
 pythons:
 	bash tools/pythons.sh
 
+# Debian's arm64 python3.11 (bookworm) and python3.14/3.15 (sid), each root with its library
+# closure, in $(PYUNWIND_CACHE)/arm64, run under qemu-user by tests/integration/test_arm64.py
+# (installs qemu-user and gdb-multiarch when missing; about 6 minutes once, then reused).
+arm64:
+	bash tools/arm64.sh
+
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
@@ -53,7 +59,7 @@ PYTEST := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile
 # test_lldb.py holds most lldb tests: those files spread test by test. test_lldb_sources (the pip
 # venvs at a fixed path) and test_lldb_dap (one scenario and core per interpreter) run by file.
 PYTEST_LOAD := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist load
-integration: build pythons wheel
+integration: build pythons arm64 wheel
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  "$$py" $(PYTEST) tests/integration --ignore-glob='*/test_lldb*.py'
 	$(MAKE) integration-lldb

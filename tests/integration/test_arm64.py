@@ -1,0 +1,452 @@
+"""arm64 (aarch64) cores: Debian's own arm64 interpreters (bookworm's python3.11, sid's python3.14
+and python3.15; tools/arm64.sh) run under qemu-user, stopped at their known point and dumped by
+qemu itself (arm64_harness: SIGABRT, `qemu_<prog>_<date>-<time>_<pid>.core`), then read with
+`pyunwind core CORE --sysroot ROOT`, ROOT being the root the interpreter ran in.
+
+What such a core holds (qemu 7.2): NT_PRSTATUS per thread, NT_PRPSINFO, NT_AUXV; no NT_FILE
+(the modules come from the auxv and the dynamic linker's r_debug/link_map), no NT_SIGINFO, no
+NT_ARM_PAC_MASK, and no bytes for the executable ELF-headed mappings (text, read-only data and
+CFI come from the files under ROOT). sid's builds sign their return addresses (PAC).
+
+Checked against each scenario's truth, exactly: every thread and its Python frames (function,
+file, line) in the JSON, the text and the --native reports; the locals scenario's locals; an
+asyncio task graph; the crash (the core's first NT_PRSTATUS: SIGABRT, that thread); with
+PYTHON_JIT=1 on sid, the JIT frame. Native frames are checked against gdb-multiarch's own
+unwinding of the same core, given the PAC mask a kernel core would carry (an NT_ARM_PAC_MASK
+note after each NT_PRSTATUS, in a copy of the core: gdb cannot unwind sid's signed return
+addresses without it); pyunwind reads that copy as it reads the original.
+
+One core per (interpreter, scenario), made once for the module (module-scoped fixture). A
+missing root, qemu or gdb-multiarch fails the tests (make arm64); nothing is skipped.
+"""
+
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+
+import pytest
+
+import arm64_harness
+import harness
+from jit_harness import in_ranges
+from test_asyncio import check_async
+from test_native import GDB_SCRIPT, GDB_UNWINDS_JIT_FROM_MINOR, PLUMBING, _base, _is_interp
+from test_stacks import check_report, expected, expected_locals, traceback_frames
+
+CLI_TIMEOUT = 120
+GDB_TIMEOUT = 300
+SCENARIOS = ["recursion", "threads", "locals"]
+# One asyncio case (tests/scenarios/asyncio/cases.py), with the C Task: a task group.
+ASYNC_CASE = ("taskgroup", "c")
+ASYNC_SCRIPT = harness.repo_root() / "tests" / "scenarios" / "asyncio" / "cases.py"
+INTERP_IDS = [i for i, _, _ in arm64_harness.ARM64_INTERPRETERS]
+JIT_IDS = [i for i, _, minor in arm64_harness.ARM64_INTERPRETERS if minor >= 14]
+
+# A stop: "<interpreter id>:<scenario>", "<interpreter id>:asyncio" or "<interpreter id>:jit".
+STOPS = ["%s:%s" % (i, s) for i in INTERP_IDS for s in SCENARIOS + ["asyncio"]] + \
+    ["%s:jit" % i for i in JIT_IDS]
+# `bits 54..48`: the user PAC mask of a 48-bit-VA arm64 kernel (data and instruction keys).
+PAC_MASK = ((1 << 55) - 1) & ~((1 << 48) - 1)
+NT_ARM_PAC_MASK = 0x406
+
+
+def stops(kind=None):
+    return [s for s in STOPS if kind is None or s.endswith(":" + kind)]
+
+
+def on(ids):
+    """Run a test on these stops' cores, made once for the module."""
+    return pytest.mark.parametrize("stop", ids, indirect=True)
+
+
+class Stop:
+    def __init__(self, interp, sc, core, kind):
+        self.interp, self.sc, self.core, self.kind = interp, sc, core, kind
+        self.truth = sc.truth
+        self.root = interp.root
+        self._pac_core = None
+
+    def cli(self, *args, core=None):
+        """`pyunwind core CORE --sysroot ROOT ARGS...`: its stdout (exit status 0)."""
+        cmd = [harness.cli_path(), "core", core or self.core, "--sysroot", self.root, *args]
+        rc, out, err = harness.run(cmd, CLI_TIMEOUT)
+        assert rc == 0, "%s failed (%d):\n%s" % (" ".join(map(str, cmd)), rc, err)
+        return out
+
+    def cli_json(self, *args, core=None):
+        return json.loads(self.cli(*args, "--json", core=core))
+
+    def pac_core(self):
+        """A copy of the core with an NT_ARM_PAC_MASK note after each NT_PRSTATUS note, as a
+        kernel core of a process on a PAuth CPU has (the mask of a 48-bit VA)."""
+        if self._pac_core is None:
+            path = self.sc.tmpdir / "pac-mask.core"
+            add_pac_mask_notes(self.core, path)
+            self._pac_core = str(path)
+        return self._pac_core
+
+
+@pytest.fixture(scope="module")
+def stop(request):
+    interp_id, kind = request.param.split(":")
+    interp = arm64_harness.pick(interp_id)
+    if kind == "asyncio":
+        case, impl = ASYNC_CASE
+        sc = arm64_harness.Scenario(interp, "asyncio-" + case, script=ASYNC_SCRIPT,
+                                    args=(case, impl))
+    elif kind == "jit":
+        # A call from JIT code (tests/scenarios/jit_call.py).
+        sc = arm64_harness.Scenario(interp, "jit_call", env={"PYTHON_JIT": "1"})
+    else:
+        sc = arm64_harness.Scenario(interp, kind)
+    try:
+        core = sc.make_core()
+        yield Stop(interp, sc, core, kind)
+    finally:
+        sc.close()
+
+
+def add_pac_mask_notes(src, dst):
+    """Copy core ``src`` to ``dst`` with an NT_ARM_PAC_MASK note (owner LINUX, {data_mask,
+    insn_mask}) after each NT_PRSTATUS note (BFD ties a register note to the thread of the
+    NT_PRSTATUS before it): the notes are rewritten at the end of the file and the PT_NOTE
+    program header pointed at them."""
+    shutil.copyfile(src, dst)
+    with open(dst, "r+b") as f:
+        head = f.read(64)
+        phoff, = struct.unpack_from("<Q", head, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+        notes = [i for i in range(phnum) if struct.unpack_from("<I", table, i * phentsize)[0] == 4]
+        assert len(notes) == 1, "%s: %d PT_NOTE segments" % (src, len(notes))
+        at = notes[0] * phentsize
+        _, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", table, at)
+        f.seek(p_offset)
+        blob = f.read(p_filesz)
+        pac = struct.pack("<III", 6, 16, NT_ARM_PAC_MASK) + b"LINUX\0\0\0" + \
+            struct.pack("<QQ", PAC_MASK, PAC_MASK)
+        out, off = b"", 0
+        while off + 12 <= len(blob):
+            namesz, descsz, ntype = struct.unpack_from("<III", blob, off)
+            end = off + 12 + (namesz + 3) // 4 * 4 + (descsz + 3) // 4 * 4
+            out += blob[off:end]
+            if ntype == arm64_harness.NT_PRSTATUS:
+                out += pac
+            off = end
+        new = (f.seek(0, os.SEEK_END) + 7) // 8 * 8
+        f.seek(new)
+        f.write(out)
+        f.seek(phoff + at + 8)
+        f.write(struct.pack("<Q", new))  # p_offset
+        f.seek(phoff + at + 32)
+        f.write(struct.pack("<Q", len(out)))  # p_filesz
+
+
+# --- the core itself -------------------------------------------------------------------------
+
+
+@on(stops())
+def test_guest_core(stop):
+    """The core is qemu's arm64 core of the scenario: EM_AARCH64, a thread note per thread of
+    the truth, and none of the notes a kernel core adds (so the tests below read the modules
+    from the auxv and r_debug, not NT_FILE)."""
+    notes = arm64_harness.read_core_notes(stop.core)
+    assert notes.machine == arm64_harness.EM_AARCH64
+    assert sorted(notes.threads) == sorted(t["native_id"] for t in stop.truth["threads"])
+    assert arm64_harness.NT_FILE not in notes.types
+    assert NT_ARM_PAC_MASK not in notes.types
+    assert stop.truth["executable"] == stop.interp.guest_exe
+    if stop.kind == "jit":
+        assert stop.truth["jit"] is True
+
+
+# --- Python frames: JSON, text ---------------------------------------------------------------
+
+
+def expected_crash(stop):
+    """The crash the core records: the first NT_PRSTATUS's pr_cursig and thread; no
+    NT_SIGINFO, so no code, address or sender."""
+    notes = arm64_harness.read_core_notes(stop.core)
+    return {"signal": "SIGABRT", "signo": 6, "code": None, "address": None,
+            "thread": notes.threads[0]}
+
+
+@on(stops())
+def test_json(stop):
+    """`--json`: every thread (native id, name, GIL) and its Python frames, exactly; the
+    crash; the thread that took the signal listed first."""
+    report = stop.cli_json()
+    check_report(report, stop.truth)
+    assert report["python"]["source"] == "core"
+    assert report["python"]["pid"] == stop.sc.pid
+    assert report["crash"] == expected_crash(stop)
+    assert report["threads"][0]["native_id"] == expected_crash(stop)["thread"]
+
+
+THREAD_HEADER = re.compile(r'^Thread (\d+)(?: "(.*)")?(?: \(holds the GIL\))?:$')
+
+
+def text_threads(out):
+    """{native id: (name, [(function, file, line)])} of a text report."""
+    threads, frames = {}, None
+    for line in out.splitlines():
+        m = THREAD_HEADER.match(line)
+        if m:
+            assert int(m.group(1)) not in threads, "thread %s twice:\n%s" % (m.group(1), out)
+            frames = []
+            threads[int(m.group(1))] = (m.group(2), frames)
+        elif frames is not None:
+            frames.extend(traceback_frames(line))
+    return threads
+
+
+@on(stops())
+def test_text(stop):
+    """The text report: the crash line, the version, then every thread with its Python
+    frames, exactly."""
+    out = stop.cli()
+    lines = out.splitlines()
+    crash = expected_crash(stop)
+    name = next(t["name"] for t in stop.truth["threads"] if t["native_id"] == crash["thread"])
+    assert lines[0] == 'Crashed: SIGABRT in thread %d "%s"' % (crash["thread"], name), out
+    assert "Python %s (core pid %d)" % (stop.truth["python"], stop.sc.pid) in lines, out
+    want = {t["native_id"]: (t["name"], expected(t["frames"])) for t in stop.truth["threads"]}
+    assert text_threads(out) == want, out
+
+
+@on(stops("locals"))
+def test_locals(stop):
+    """`--locals --json`: the stopped frame's locals, each value as the program recorded it."""
+    report = stop.cli_json("--locals")
+    check_report(report, stop.truth)
+    main = stop.truth["threads"][0]
+    frames = next(t["frames"] for t in report["threads"] if t["thread_id"] == main["thread_id"])
+    shown = [(lc["name"], lc["repr"], lc["is_arg"]) for lc in frames[0]["locals"]]
+    assert shown == expected_locals(main["frames"][0])
+
+
+@on(stops("asyncio"))
+def test_async(stop):
+    """`--async --json`: every task, edge, frame and loop of the truth (test_asyncio's check)."""
+    check_async(stop.cli_json("--async"), stop.truth)
+
+
+# --- native frames ---------------------------------------------------------------------------
+
+
+def python_frames(thread):
+    return [(f["function"], f["file"], f["line"]) for f in thread["frames"]
+            if f["kind"] == "python"]
+
+
+@on(stops())
+def test_native_python_frames(stop):
+    """`--native` and `--native-all`: exactly the truth's threads, each with the truth's Python
+    frames in order, native frames around them and none unreadable; `--native` hides the
+    interpreter's call plumbing between two Python frames."""
+    want = {t["native_id"]: expected(t["frames"]) for t in stop.truth["threads"]}
+    for flag in ("--native", "--native-all"):
+        report = stop.cli_json(flag)
+        assert report["errors"] == [], (flag, report["errors"])
+        assert sorted(t["native_id"] for t in report["threads"]) == sorted(want), flag
+        for t in report["threads"]:
+            assert python_frames(t) == want[t["native_id"]], (flag, t["native_id"], t["frames"])
+            kinds = [f["kind"] for f in t["frames"]]
+            assert "unreadable" not in kinds, (flag, t["frames"])
+            # The thread blocks in a system call: native frames below its Python frames
+            # (libc's wait, the lock), and the thread's start above them.
+            assert kinds[0] == "native" and kinds[-1] == "native", (flag, t["frames"])
+        if flag == "--native":
+            for t in report["threads"]:
+                kinds = [f["kind"] for f in t["frames"]]
+                first = kinds.index("python")
+                last = len(kinds) - 1 - kinds[::-1].index("python")
+                for f in t["frames"][first:last]:
+                    if f["kind"] == "native" and _is_interp(f.get("module")):
+                        name = f.get("function")
+                        assert name is not None and not PLUMBING.match(name), (f, t["frames"])
+
+
+def gdb_frames(stop):
+    """gdb-multiarch's own frames of every thread of the core (with the PAC mask notes; no
+    pyunwind, no libthread_db): {lwp: [(pc, module, name or None)]}."""
+    script = stop.sc.tmpdir / "frames.py"
+    script.write_text("STOP_AFTER = []\n" + GDB_SCRIPT)
+    cmd = ["gdb-multiarch", "-nx", "-batch", "-iex", "set auto-load off",
+           "-iex", "set debuginfod enabled off",
+           "-iex", "set libthread-db-search-path /nonexistent",
+           "-ex", "set sysroot %s" % stop.root, "-ex", "source %s" % script,
+           stop.interp.guest_exe, stop.pac_core()]
+    rc, out, err = harness.run(cmd, GDB_TIMEOUT, env=harness.child_env())
+    assert rc == 0, "gdb-multiarch failed (%d):\n%s\n%s" % (rc, out, err)
+    assert "Traceback (most recent call last)" not in out + err, out + err
+    threads, cur = {}, None
+    for line in out.splitlines():
+        if line.startswith("THREAD "):
+            cur = threads.setdefault(int(line.split()[1]), [])
+        elif line.startswith("FRAME ") and cur is not None:
+            _, pc, lib, rest = line.split(" ", 3)
+            name = rest.rsplit("|", 2)[0]
+            cur.append((int(pc, 16), lib, name or None))
+    assert threads, "gdb-multiarch printed no frames:\n%s\n%s" % (out, err)
+    return threads
+
+
+# Not the recursion scenario: gdb-multiarch takes minutes over its ~8,000 native frames of
+# sid's builds (test_native_python_frames reads it).
+@on([s for s in stops() if not s.endswith(":recursion")])
+def test_native_frames_match_gdb(stop):
+    """`--native-all`: every native PC is gdb-multiarch's, in gdb's order, with gdb's module
+    and symbol name; the frames left out are the eval-loop frames the Python runs replace (one
+    per run, all in the interpreter). With the JIT on 3.14, up to the JIT frame: gdb unwinds
+    JIT code only where CPython registers it with gdb's JIT interface (3.15's
+    `py::jit:executor`, read from the core). The core with NT_ARM_PAC_MASK notes gives the
+    same report."""
+    report = stop.cli_json("--native-all")
+    assert stop.cli_json("--native-all", core=stop.pac_core())["threads"] == report["threads"]
+    gdb = gdb_frames(stop)
+    jit_code = arm64_harness.anon_exec_ranges(stop.core)
+    for t in report["threads"]:
+        frames = t["frames"]
+        # A frame is JIT code exactly when its PC lies in anonymous executable memory.
+        for f in frames:
+            if f["kind"] in ("native", "jit"):
+                assert (f["kind"] == "jit") == in_ranges(jit_code, f["address"]), (
+                    hex(f["address"]), f, [(hex(a), hex(b)) for a, b in jit_code])
+        kinds = [f["kind"] for f in frames]
+        cut = "jit" in kinds and stop.interp.minor < GDB_UNWINDS_JIT_FROM_MINOR
+        if cut:
+            frames = frames[:kinds.index("jit") + 1]
+        ours = [f for f in frames if f["kind"] in ("native", "jit") and not f.get("inlined")]
+        theirs = gdb[t["native_id"]]
+        k, skipped = 0, []
+        for f in ours:
+            while k < len(theirs) and theirs[k][0] != f["address"]:
+                skipped.append(theirs[k])
+                k += 1
+            assert k < len(theirs), "thread %d: frame %#x (%s) not in gdb's stack %s" % (
+                t["native_id"], f["address"], f.get("function"), [hex(x[0]) for x in theirs])
+            pc, lib, name = theirs[k]
+            if f["kind"] == "native":
+                assert (f.get("module"), _base(f.get("function"))) == (lib, _base(name)), (
+                    hex(pc), f, theirs[k])
+            k += 1
+        if not cut:
+            assert k == len(theirs), "thread %d: gdb has older frames %s" % (
+                t["native_id"], [(hex(p), m, n) for p, m, n in theirs[k:]])
+        runs = sum(1 for f in frames if f["kind"] == "python" and f["entry"])
+        assert len(skipped) == runs, "thread %d: skipped %s, %d Python runs" % (
+            t["native_id"], [(hex(p), m, n) for p, m, n in skipped], runs)
+        assert all(_is_interp(m) for _, m, _ in skipped), skipped
+
+
+@on(stops("jit"))
+def test_jit_frame(stop):
+    """PYTHON_JIT=1: the JIT frame is unwound and named after its executor's code, directly
+    above the Python frame that runs it (test_native.test_jit_frames, on arm64)."""
+    assert stop.truth["jit"] is True
+    # The main thread (recorded first): the thread that took SIGABRT is listed first.
+    main = stop.truth["threads"][0]["native_id"]
+    for flag in ("--native", "--native-all"):
+        t = next(t for t in stop.cli_json(flag)["threads"] if t["native_id"] == main)
+        kinds = [f["kind"] for f in t["frames"]]
+        assert kinds.count("jit") == 1, (flag, t["frames"])
+        j = kinds.index("jit")
+        with open(stop.sc.script, encoding="utf-8") as f:
+            first = 1 + next(i for i, text in enumerate(f) if text.startswith("def leaf("))
+        assert t["frames"][j]["function"] == "[jit] leaf (%s:%d)" % (stop.sc.script, first), flag
+        assert in_ranges(arm64_harness.anon_exec_ranges(stop.core), t["frames"][j]["address"])
+        assert kinds[j + 1] == "python" and t["frames"][j + 1]["function"] == "leaf", flag
+
+
+# --- gdb-multiarch with pyunwind's script: arm64 cores, and a live process under qemu's gdb stub
+
+
+def gdb_with_pyunwind(root, exe, target_args, commands, timeout=GDB_TIMEOUT):
+    """gdb-multiarch with pyunwind's gdb script, `commands` run after the target is loaded
+    (`target_args`: a core path, or `-ex 'target remote ...'` arguments). Its stdout."""
+    cmd = ["gdb-multiarch", "-nx", "-batch", "-iex", "set auto-load off",
+           "-iex", "set debuginfod enabled off", "-iex", "set sysroot %s" % root,
+           "-iex", "source %s" % (harness.repo_root() / "gdb-scripts" / "pyunwind-gdb.py"),
+           exe, *target_args]
+    for c in commands:
+        cmd += ["-ex", c]
+    rc, out, err = harness.run(cmd, timeout, env=harness.child_env())
+    assert rc == 0, "gdb-multiarch failed (%d):\n%s\n%s" % (rc, out, err)
+    assert "Traceback (most recent call last)" not in out + err, out + err
+    assert "pyunwind:" not in out + err, out + err
+    harness.assert_no_panic(out + err)
+    return out
+
+
+def gdb_json(out):
+    found = [line for line in out.splitlines() if line.startswith('{"') and '"python":{' in line]
+    assert len(found) == 1, out
+    return harness.check_report_schema(json.loads(found[0]))
+
+
+@on(stops("threads") + stops("locals"))
+def test_gdb_multiarch_core(stop):
+    """gdb-multiarch reading the arm64 core, pyunwind's commands in it: `py-bt -a --json` is the
+    truth; `py-locals`; the `bt` filter puts the Python frames in gdb's own stack (on sid's
+    builds, the copy of the core with the PAC mask notes: gdb unwinds no signed return address
+    without it)."""
+    core = stop.pac_core() if stop.interp.minor >= 14 else stop.core
+    out = gdb_with_pyunwind(stop.root, stop.interp.guest_exe, [core],
+                            ["py-bt -a --json", "thread apply all bt"])
+    check_report(gdb_json(out), stop.truth)
+    for tt in stop.truth["threads"]:
+        want = ["%s () at %s:%d" % (f["function"], f["file"], f["line"]) for f in tt["frames"]]
+        assert bt_python_frames(out, tt["native_id"]) == want, (tt["name"], out)
+
+
+BT_PYTHON = re.compile(r"^(?:#\d+\s+)?(\S+ \(\) at .+:\d+)$")
+
+
+def bt_python_frames(out, lwp):
+    """The Python frames (`leaf () at app.py:9`) the `bt` filter put in thread `lwp`'s section
+    of `thread apply all bt`."""
+    section = re.split(r"\n(?=Thread \d+ )", out)
+    mine = [s for s in section if re.match(r"Thread \d+ .*\bLWP %d\b" % lwp, s)]
+    assert len(mine) == 1, (lwp, out)
+    return [m.group(1) for m in map(BT_PYTHON.match, mine[0].splitlines()) if m]
+
+
+@pytest.mark.parametrize("interp_id", ["arm64-bookworm-3.11"])
+def test_gdb_multiarch_live_stub(interp_id, tmp_path):
+    """gdb-multiarch attached to `qemu-aarch64 -g PORT` (no /proc, no `info proc mappings`: the
+    modules come from `info auxv` and the dynamic linker's list): `py-bt -a --json` is the
+    truth of tests/scenarios/stub_stop.py, stopped by its own SIGUSR1 (qemu's stub cannot
+    interrupt a guest blocked in a system call)."""
+    interp = arm64_harness.pick(interp_id)
+    port = _free_port()
+    truth_path = tmp_path / "truth.json"
+    script = harness.repo_root() / "tests" / "scenarios" / "stub_stop.py"
+    guest = subprocess.Popen([arm64_harness.qemu(), "-g", str(port), "-L", interp.root,
+                              interp.guest_exe, str(script), str(truth_path), "-"],
+                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        out = gdb_with_pyunwind(interp.root, interp.guest_exe,
+                                ["-ex", "target remote :%d" % port],
+                                ["continue", "py-bt -a --json", "bt", "kill"])
+        assert "received signal SIGUSR1" in out, out
+        truth = json.loads(truth_path.read_text())
+        check_report(gdb_json(out), truth)
+        main = truth["threads"][0]
+        assert bt_python_frames("Thread 1 (LWP %d)\n" % main["native_id"] + out[out.index("\n#0 "):],
+                                main["native_id"]) == [
+            "%s () at %s:%d" % (f["function"], f["file"], f["line"]) for f in main["frames"]], out
+    finally:
+        guest.kill()
+        guest.wait(timeout=30)
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
