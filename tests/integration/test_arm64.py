@@ -33,7 +33,8 @@ import arm64_harness
 import harness
 from jit_harness import in_ranges
 from test_asyncio import check_async
-from test_native import GDB_SCRIPT, GDB_UNWINDS_JIT_FROM_MINOR, PLUMBING, _base, _is_interp
+from test_native import (GDB_SCRIPT, GDB_UNWINDS_JIT_FROM_MINOR, _base, _is_interp,
+                         assert_no_plumbing_between_python)
 from test_stacks import check_report, expected, expected_locals, traceback_frames
 
 CLI_TIMEOUT = 120
@@ -261,14 +262,7 @@ def test_native_python_frames(stop):
             # (libc's wait, the lock), and the thread's start above them.
             assert kinds[0] == "native" and kinds[-1] == "native", (flag, t["frames"])
         if flag == "--native":
-            for t in report["threads"]:
-                kinds = [f["kind"] for f in t["frames"]]
-                first = kinds.index("python")
-                last = len(kinds) - 1 - kinds[::-1].index("python")
-                for f in t["frames"][first:last]:
-                    if f["kind"] == "native" and _is_interp(f.get("module")):
-                        name = f.get("function")
-                        assert name is not None and not PLUMBING.match(name), (f, t["frames"])
+            assert_no_plumbing_between_python(report["threads"])
 
 
 def gdb_frames(stop):

@@ -470,15 +470,19 @@ def test_python_frames_and_truth(mix):
         for t in mix[which]["threads"]:
             got = [(f["function"], f["file"], f["line"]) for f in t["frames"] if f["kind"] == "python"]
             assert got == want[t["native_id"]], (which, t["native_id"], got)
-    for t in mix["hidden"]["threads"]:
+    assert_no_plumbing_between_python(mix["hidden"]["threads"])
+
+
+def assert_no_plumbing_between_python(threads):
+    """Between a thread's first and last Python frame, the interpreter's frames left are the C
+    functions doing the work: named (without symbols: the builtin a Python frame calls, from
+    its PyMethodDef), and none of them call plumbing."""
+    for t in threads:
         kinds = [f["kind"] for f in t["frames"]]
         first = kinds.index("python")
         last = len(kinds) - 1 - kinds[::-1].index("python")
         for f in t["frames"][first:last]:
             if f["kind"] == "native" and _is_interp(f.get("module")):
-                # The interpreter's frames left are the C functions doing the work: named
-                # (without symbols: the builtin a Python frame calls, from its PyMethodDef),
-                # and none of them call plumbing.
                 name = f.get("function")
                 assert name is not None and not PLUMBING.match(name), (f, t["frames"])
 
