@@ -15,6 +15,14 @@
 //! return-address slot is at a fixed place below `%rbp` when the shim keeps a frame pointer and
 //! JIT code leaves `%rbp` alone (3.15, `-mframe-pointer=reserved`); otherwise (3.14) the stack
 //! is scanned upward from the JIT frame's `%rsp` for a value equal to a shim return address.
+//! On arm64 the shim keeps a frame record (x29, x30) inside its frame and JIT code keeps x29:
+//! x29 is the shim's record or a stencil's record just below it, and the shim's decoded
+//! prologue gives its CFA and saved registers. arm64 perf trampolines are plain frame records
+//! at the bottom of their frames, left to the native unwinder's frame-pointer step.
+//!
+//! The offsets of the interpreter's lists come from per-build tables (x86-64 and arm64 builds of
+//! Debian sid's python3.14 and python3.15, release and pydebug), chosen by the target's
+//! architecture and the struct sizes in its `_Py_DebugOffsets`.
 //!
 //! ```no_run
 //! # use pyunwind::native::jit::{JitMap, Regs};
@@ -33,6 +41,7 @@ use serde::Serialize;
 use super::x86::{
     decode_shim, decode_trampoline, Reg, ShimFrame, TrampolineTemplate, MAX_SHIM_BYTES,
 };
+use crate::arch::Arch;
 use crate::binary::{ElfInfo, Module};
 use crate::cpython::debug_offsets::DebugOffsets;
 use crate::cpython::discovery::{choose_layout, find_python, Found};
@@ -67,13 +76,16 @@ pub enum ExecutorRoots {
 }
 
 /// Per-build offsets the target's `_Py_DebugOffsets` do not carry. A table is chosen only when
-/// the layout's minor version and the sizes `_Py_DebugOffsets` gives for `_PyRuntimeState` and
-/// `PyInterpreterState` all match, so a build with another layout gets no JIT map rather than a
-/// wrong one.
+/// the target's architecture, the layout's minor version and the sizes `_Py_DebugOffsets` gives
+/// for `_PyRuntimeState` and `PyInterpreterState` all match, so a build with another layout gets
+/// no JIT map rather than a wrong one.
 /// Its fields are public for the DWARF check (tests/layout_dwarf.rs) only.
 #[derive(Clone, Copy, Debug)]
 pub struct Table {
     pub source: &'static str,
+    /// The architecture the build is for: struct sizes alone do not tell an x86-64 build from
+    /// an arm64 one.
+    pub arch: Arch,
     pub minor: u8,
     pub runtime_size: u64,
     pub interp_size: u64,
@@ -88,21 +100,33 @@ pub struct Table {
     pub jit_code: u64,
 }
 
-/// The built-in tables, for the DWARF check.
+/// The x86-64 tables, which the DWARF check (tests/layout_dwarf.rs) compares with the DWARF of
+/// the x86-64 Debian sid builds it unpacks. The arm64 ones ([`tables_for`]) were checked by
+/// hand: their debug packages are not in the test roots.
 pub fn builtin_tables() -> &'static [Table] {
-    TABLES
+    X86_64_TABLES
+}
+
+/// The built-in tables of the builds for `arch`.
+pub fn tables_for(arch: Arch) -> &'static [Table] {
+    match arch {
+        Arch::X86_64 => X86_64_TABLES,
+        Arch::Aarch64 => AARCH64_TABLES,
+    }
 }
 
 /// `_PyExecutorObject` of 3.14: vm_data at 32 (links.next at +40, code at +56), jit_size 104,
 /// jit_code 112 (DWARF of Debian python3.14 3.14.10-1 and python3.14-dbg, the same in both).
+/// The same on arm64 (the arm64 python3.14-dbg 3.14.10-1: python3.14d and the detached debug
+/// info of python3.14).
 const EXEC_314: (u64, u64, u64, u64) = (0x48, 0x58, 0x68, 0x70);
 /// `_PyExecutorObject` of 3.15: vm_data at 32 (links.next at +16, code at +32), jit_size 80,
-/// jit_code 88 (DWARF of Debian python3.15 3.15.2-1 and python3.15-dbg).
+/// jit_code 88 (DWARF of Debian python3.15 3.15.2-1 and python3.15-dbg, x86-64 and arm64).
 const EXEC_315: (u64, u64, u64, u64) = (0x30, 0x40, 0x50, 0x58);
 
 const fn table(
     source: &'static str,
-    minor: u8,
+    (arch, minor): (Arch, u8),
     sizes: (u64, u64),
     roots: ExecutorRoots,
     deletion_head: u64,
@@ -111,6 +135,7 @@ const fn table(
 ) -> Table {
     Table {
         source,
+        arch,
         minor,
         runtime_size: sizes.0,
         interp_size: sizes.1,
@@ -126,10 +151,10 @@ const fn table(
 
 /// Offsets read with `ptype /o` from the DWARF of each build (interpreter fields from
 /// `struct _is`, `perf.code_arena` from `_PyRuntimeState`).
-const TABLES: &[Table] = &[
+const X86_64_TABLES: &[Table] = &[
     table(
         "DWARF of Debian python3.14 3.14.10-1",
-        14,
+        (Arch::X86_64, 14),
         (316_616, 225_864),
         ExecutorRoots::List { head: 223_192 },
         223_200,
@@ -138,7 +163,7 @@ const TABLES: &[Table] = &[
     ),
     table(
         "DWARF of Debian python3.14d 3.14.10-1 (pydebug)",
-        14,
+        (Arch::X86_64, 14),
         (332_632, 225_880),
         ExecutorRoots::List { head: 0x367e8 },
         0x367f0,
@@ -147,7 +172,7 @@ const TABLES: &[Table] = &[
     ),
     table(
         "DWARF of Debian python3.15 3.15.2-1",
-        15,
+        (Arch::X86_64, 15),
         (346_568, 226_240),
         ExecutorRoots::Array {
             ptrs: 0x368d0,
@@ -160,7 +185,7 @@ const TABLES: &[Table] = &[
     ),
     table(
         "DWARF of Debian python3.15d 3.15.2-1 (pydebug)",
-        15,
+        (Arch::X86_64, 15),
         (362_592, 226_256),
         ExecutorRoots::Array {
             ptrs: 0x368e0,
@@ -168,6 +193,60 @@ const TABLES: &[Table] = &[
             cold: [0x36900, 0x36908],
         },
         0x368f8,
+        0x49c0,
+        EXEC_315,
+    ),
+];
+
+/// The arm64 builds of the same Debian packages, read the same way from the arm64
+/// python3.14-dbg and python3.15-dbg (the detached debug info of python3.14/python3.15 and the
+/// pydebug executables python3.14d/python3.15d). Both structs are 16 bytes larger than on
+/// x86-64 (glibc's arm64 `pthread_mutex_t` is 48 bytes, not 40: `struct _is`'s
+/// `_gil_runtime_state` is 224 bytes, not 208), so every `struct _is` field the map reads sits
+/// 16 bytes further; the `_PyExecutorObject` and `code_arena_st` fields and
+/// `ceval.perf.code_arena` do not move.
+const AARCH64_TABLES: &[Table] = &[
+    table(
+        "DWARF of Debian python3.14 3.14.10-1 arm64",
+        (Arch::Aarch64, 14),
+        (316_632, 225_880),
+        ExecutorRoots::List { head: 0x367e8 },
+        0x367f0,
+        0xac8,
+        EXEC_314,
+    ),
+    table(
+        "DWARF of Debian python3.14d 3.14.10-1 arm64 (pydebug)",
+        (Arch::Aarch64, 14),
+        (332_648, 225_896),
+        ExecutorRoots::List { head: 0x367f8 },
+        0x36800,
+        0x4940,
+        EXEC_314,
+    ),
+    table(
+        "DWARF of Debian python3.15 3.15.2-1 arm64",
+        (Arch::Aarch64, 15),
+        (346_584, 226_256),
+        ExecutorRoots::Array {
+            ptrs: 0x368e0,
+            count: 0x368e8,
+            cold: [0x36900, 0x36908],
+        },
+        0x368f8,
+        0xb40,
+        EXEC_315,
+    ),
+    table(
+        "DWARF of Debian python3.15d 3.15.2-1 arm64 (pydebug)",
+        (Arch::Aarch64, 15),
+        (362_608, 226_272),
+        ExecutorRoots::Array {
+            ptrs: 0x368f0,
+            count: 0x368f8,
+            cold: [0x36910, 0x36918],
+        },
+        0x36908,
         0x49c0,
         EXEC_315,
     ),
@@ -221,7 +300,7 @@ pub struct Unwound {
 
 impl Unwound {
     pub fn caller_pc(&self) -> u64 {
-        self.get("rip").unwrap_or(0)
+        self.get("rip").or_else(|| self.get("pc")).unwrap_or(0)
     }
     pub fn get(&self, reg: &str) -> Option<u64> {
         self.caller.iter().find(|(n, _)| *n == reg).map(|(_, v)| *v)
@@ -232,6 +311,8 @@ impl Unwound {
 #[derive(Clone, Debug, Default)]
 struct Shims {
     frame: Option<ShimFrame>,
+    /// The arm64 shim's frame (then `frame` is None).
+    a64: Option<A64Shim>,
     /// Length of the shim copy at the start of each executor (3.14; 0 when the shim is in the
     /// binary), so a PC inside the shim itself is not taken for JIT code.
     copy_len: u64,
@@ -248,7 +329,7 @@ pub struct JitMap {
     pub errors: Vec<String>,
     /// Which table and strategy was used.
     pub source: String,
-    arch: crate::arch::Arch,
+    arch: Arch,
 }
 
 /// What a frontend keeps between stops of one target, so that a stop reads no ELF symbols:
@@ -348,16 +429,12 @@ impl JitMap {
             }
             keep
         });
-        // arm64 JIT code and trampolines keep AAPCS64 frame records (x29, x30): the native
-        // unwinder steps through them by frame pointer, so there is no shim to decode.
-        if snap.arch == crate::arch::Arch::X86_64 {
-            map.find_shims(mem, jit_entry);
-        }
+        map.find_shims(mem, jit_entry);
         map
     }
 
     /// The architecture of the code the map describes.
-    pub fn arch(&self) -> crate::arch::Arch {
+    pub fn arch(&self) -> Arch {
         self.arch
     }
 
@@ -519,7 +596,7 @@ impl JitMap {
                 start.saturating_add(size.min(MAX_JIT_SIZE_BYTES))
             };
             if start != 0 && end > start {
-                if self.arch == crate::arch::Arch::X86_64
+                if self.arch == Arch::X86_64
                     && self.trampoline.is_none()
                     && code_size > 0
                     && code_size <= MAX_TRAMPOLINE_BYTES
@@ -547,6 +624,8 @@ impl JitMap {
         }
     }
 
+    /// Decodes the entry shim (3.15: `_PyJIT_Entry` at `jit_entry`; 3.14: the copy at the
+    /// start of every executor, read from the first) and lists its return addresses.
     fn find_shims(&mut self, mem: &dyn Memory, jit_entry: Option<u64>) {
         let executors: Vec<u64> = self
             .regions
@@ -561,38 +640,54 @@ impl JitMap {
                 None => return,
             },
         };
-        let mut buf = [0u8; MAX_SHIM_BYTES];
-        // The shim may sit at the end of a readable range; read what we can, down to 16 bytes.
-        let mut got = None;
-        for len in [MAX_SHIM_BYTES, 48, 32] {
-            if mem.read_into(bytes_at, &mut buf[..len]).is_ok() {
-                got = Some(len);
-                break;
-            }
-        }
-        let Some(len) = got else {
+        let mut buf = [0u8; MAX_A64_SHIM_BYTES];
+        let lens: [usize; 3] = match self.arch {
+            Arch::X86_64 => [MAX_SHIM_BYTES, 48, 32],
+            Arch::Aarch64 => [MAX_A64_SHIM_BYTES, 128, 64],
+        };
+        // The shim may sit at the end of a readable range; read what we can.
+        let Some(len) = lens
+            .into_iter()
+            .find(|&len| mem.read_into(bytes_at, &mut buf[..len]).is_ok())
+        else {
             return self
                 .errors
                 .push(format!("JIT entry shim at {bytes_at:#x} is unreadable"));
         };
-        let Some(frame) = decode_shim(&buf[..len]) else {
+        let code = &buf[..len];
+        // Its return offset and where a copy of it ends.
+        let (x86, a64, return_offset, end) = match self.arch {
+            Arch::X86_64 => match decode_shim(code) {
+                Some(f) => {
+                    let end = shim_tail_end(code, f.return_offset as usize);
+                    let ret = f.return_offset;
+                    (Some(f), None, ret, end)
+                }
+                None => (None, None, 0, None),
+            },
+            Arch::Aarch64 => match decode_a64_shim(code) {
+                Some(s) => {
+                    let (ret, end) = (s.return_offset, s.end);
+                    (None, Some(s), ret, end)
+                }
+                None => (None, None, 0, None),
+            },
+        };
+        if x86.is_none() && a64.is_none() {
             return self.errors.push(format!(
                 "JIT entry shim at {bytes_at:#x}: unknown instructions"
             ));
-        };
+        }
         self.shims.returns = if per_executor {
             executors
                 .iter()
-                .filter_map(|s| s.checked_add(frame.return_offset))
+                .filter_map(|s| s.checked_add(return_offset))
                 .collect()
         } else {
-            bytes_at
-                .checked_add(frame.return_offset)
-                .into_iter()
-                .collect()
+            bytes_at.checked_add(return_offset).into_iter().collect()
         };
         if per_executor {
-            match shim_tail_end(&buf[..len], frame.return_offset as usize) {
+            match end {
                 Some(end) => self.shims.copy_len = end,
                 None => {
                     return self
@@ -601,17 +696,74 @@ impl JitMap {
                 }
             }
         }
-        self.shims.frame = Some(frame);
+        self.shims.frame = x86;
+        self.shims.a64 = a64;
     }
 
     /// The caller of the frame at `regs`, when its PC is JIT or trampoline code and the frame
     /// can be unwound; None otherwise (the debugger's own unwinder then has the frame).
+    ///
+    /// On arm64 `regs.bp` is x29 and the caller's registers are named `pc`, `sp`, `x29` and
+    /// `x19`..`x28`; a trampoline frame (a frame record at the bottom of a 16-byte frame) is
+    /// left to the frame-pointer step.
     pub fn unwind(&self, mem: &dyn Memory, regs: Regs) -> Option<Unwound> {
         let region = self.lookup(regs.pc)?;
-        match region.kind {
-            RegionKind::Executor { .. } => self.unwind_jit(mem, region, regs),
-            RegionKind::Trampolines { .. } => self.unwind_trampoline(mem, region, regs),
+        match (region.kind.clone(), self.arch) {
+            (RegionKind::Executor { .. }, Arch::Aarch64) => self.unwind_jit_a64(mem, region, regs),
+            (RegionKind::Trampolines { .. }, Arch::Aarch64) => None,
+            (RegionKind::Executor { .. }, Arch::X86_64) => self.unwind_jit(mem, region, regs),
+            (RegionKind::Trampolines { .. }, Arch::X86_64) => {
+                self.unwind_trampoline(mem, region, regs)
+            }
         }
+    }
+
+    /// arm64 JIT code runs on the shim's stack frame, and x29 is either the shim's frame
+    /// record or (3.14, in a stencil that calls C) the stencil's own record, pushed just below
+    /// the shim's frame with the shim's x29 and a stale x30: the shim's return address. Either
+    /// way the shim's record gives the eval loop's pc and x29, and the shim's prologue the
+    /// caller's stack pointer (its CFA) and callee-saved registers: the JIT frame's caller is
+    /// the eval loop, the shim folded into it as on x86-64. Following the record alone would
+    /// give the caller the stack pointer just above the record, 80 bytes short of its own.
+    fn unwind_jit_a64(&self, mem: &dyn Memory, region: &Region, regs: Regs) -> Option<Unwound> {
+        let shim = self.shims.a64.as_ref()?;
+        let off = regs.pc.wrapping_sub(region.start);
+        if off < self.shims.copy_len && off != shim.return_offset {
+            // Inside the 3.14 shim copy's prologue or epilogue: its frame is half built.
+            return None;
+        }
+        let plausible = |fp: u64| fp % 8 == 0 && fp >= regs.sp && fp - regs.sp < MAX_SCAN_BYTES;
+        let code = |a: u64| Arch::Aarch64.code_address(a);
+        let mut fp = regs.bp;
+        if !plausible(fp) {
+            return None;
+        }
+        let ra = code(mem.read_ptr(fp.checked_add(8)?).ok()?);
+        if self.shims.returns.contains(&ra) {
+            let shim_fp = mem.read_ptr(fp).ok()?;
+            if shim_fp <= fp || !plausible(shim_fp) {
+                return None;
+            }
+            fp = shim_fp;
+        }
+        let cfa = fp.checked_add_signed(-shim.fp_off)?;
+        let pc = code(mem.read_ptr(fp.checked_add(8)?).ok()?);
+        if pc == 0 || self.lookup(pc).is_some() {
+            return None;
+        }
+        let mut caller = vec![("pc", pc), ("sp", cfa), ("x29", mem.read_ptr(fp).ok()?)];
+        for &(r, at) in &shim.saved {
+            if let Some(name) = A64_CALLEE_SAVED.get(usize::from(r).wrapping_sub(19)) {
+                caller.push((name, mem.read_ptr(cfa.checked_add_signed(at)?).ok()?));
+            }
+        }
+        Some(Unwound {
+            caller,
+            frame_sp: cfa.checked_add_signed(shim.sp_off)?,
+            frame_pc: region.start,
+            label: region.label.clone(),
+            kind: "jit",
+        })
     }
 
     fn unwind_jit(&self, mem: &dyn Memory, region: &Region, regs: Regs) -> Option<Unwound> {
@@ -753,6 +905,105 @@ impl JitMap {
     }
 }
 
+/// Bytes of the arm64 shim read for decoding: 3.14's copy is 104 bytes, `_PyJIT_Entry` 124.
+pub const MAX_A64_SHIM_BYTES: usize = 192;
+// One buffer reads either architecture's shim.
+const _: () = assert!(MAX_A64_SHIM_BYTES >= MAX_SHIM_BYTES);
+
+/// arm64 callee-saved registers the shim may save, by number from x19.
+const A64_CALLEE_SAVED: [&str; 10] = [
+    "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26", "x27", "x28",
+];
+
+/// The arm64 entry shim's frame (3.14: the copy at the start of each executor; 3.15:
+/// `_PyJIT_Entry`), from its prologue. Offsets are from its CFA, the stack pointer it was
+/// called with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct A64Shim {
+    /// Offset of the return address of its call into JIT code.
+    return_offset: u64,
+    /// x29 (its frame record) minus the CFA.
+    fp_off: i64,
+    /// The stack pointer at its call minus the CFA.
+    sp_off: i64,
+    /// Saved general registers: (number, offset from the CFA).
+    saved: Vec<(u8, i64)>,
+    /// Where its epilogue ends (just after `ret`), from its start; None if not in the bytes.
+    end: Option<u64>,
+}
+
+/// Decodes the shim's prologue: `stp` of X or D registers to `[sp, #imm]` or `[sp, #imm]!`,
+/// `sub sp, sp, #imm`, `add x29, sp, #imm`, hints (`paciasp`, `bti`), register moves, up to
+/// its first `bl`/`blr`; then finds the `ret` that ends it. None unless x29 and x30 are saved
+/// as a frame record at x29 and the stack pointer only went down.
+fn decode_a64_shim(code: &[u8]) -> Option<A64Shim> {
+    let words: Vec<u32> = code
+        .chunks_exact(4)
+        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    let (mut sp, mut fp, mut saved) = (0i64, None, Vec::new());
+    let mut return_offset = None;
+    for (i, &w) in words.iter().enumerate() {
+        let (rd, rn) = (w & 31, (w >> 5) & 31);
+        let imm12 = || i64::from((w >> 10) & 0xfff) << if w & (1 << 22) != 0 { 12 } else { 0 };
+        match w {
+            // HINT (nop, paciasp, pacibsp, bti ...).
+            _ if w & 0xffff_f01f == 0xd503_201f => {}
+            // STP of two X (0xa9) or D (0x6d) registers, signed offset or pre-index, base sp.
+            _ if matches!(w & 0xff40_0000, 0xa900_0000 | 0x6d00_0000) && rn == 31 => {
+                let imm = (i64::from((w >> 15) & 0x7f) ^ 0x40) - 0x40;
+                let at = if w & (1 << 23) != 0 {
+                    sp += imm * 8;
+                    sp
+                } else {
+                    sp + imm * 8
+                };
+                if w & (1 << 26) == 0 {
+                    saved.push((rd as u8, at));
+                    saved.push((((w >> 10) & 31) as u8, at + 8));
+                }
+            }
+            // Any other store pair with write-back to sp (post-index): not a prologue.
+            _ if w & 0x3a00_0000 == 0x2800_0000 && w & (1 << 23) != 0 && rn == 31 => return None,
+            // ADD/SUB (immediate), 64-bit.
+            _ if w & 0xff80_0000 == 0x9100_0000 && rd == 29 && rn == 31 => fp = Some(sp + imm12()),
+            _ if w & 0xff80_0000 == 0xd100_0000 && rd == 31 && rn == 31 => sp -= imm12(),
+            _ if w & 0x7f00_0000 == 0x1100_0000 && (rd == 29 || rd == 31) => return None,
+            _ if w & 0x7f00_0000 == 0x5100_0000 && (rd == 29 || rd == 31) => return None,
+            // BL, BLR (and BLRAA/BLRAB...): the call into JIT code.
+            _ if w & 0xfc00_0000 == 0x9400_0000
+                || w & 0xffff_fc1f == 0xd63f_0000
+                || w & 0xffff_f800 == 0xd63f_0800 =>
+            {
+                return_offset = Some(4 * (i as u64 + 1));
+                break;
+            }
+            // A branch or return before the call.
+            _ if w & 0xfc00_0000 == 0x1400_0000 || w & 0xfffffc1f == 0xd65f_0000 => return None,
+            // ORR (shifted register) is `mov`: to x29 it would break the frame record.
+            _ if (rd == 29 || rd == 31) && w & 0xff20_0000 == 0xaa00_0000 => return None,
+            // Moves and loads into other registers.
+            _ => {}
+        }
+    }
+    let return_offset = return_offset?;
+    let fp = fp?;
+    if sp >= 0 || fp < sp || !saved.contains(&(29, fp)) || !saved.contains(&(30, fp + 8)) {
+        return None;
+    }
+    let end = words[(return_offset / 4) as usize..]
+        .iter()
+        .position(|&w| matches!(w, 0xd65f_03c0 | 0xd65f_0bff | 0xd65f_0fff))
+        .map(|k| return_offset + 4 * (k as u64 + 1));
+    Some(A64Shim {
+        return_offset,
+        fp_off: fp,
+        sp_off: sp,
+        saved,
+        end,
+    })
+}
+
 /// Where the shim's epilogue (pops, `add $imm8,%rsp`, `ret`) after its call ends.
 fn shim_tail_end(code: &[u8], from: usize) -> Option<u64> {
     let mut i = from;
@@ -768,17 +1019,23 @@ fn shim_tail_end(code: &[u8], from: usize) -> Option<u64> {
     None
 }
 
-/// Picks the table for the layout's minor version and the struct sizes the target's
-/// `_Py_DebugOffsets` give.
+/// Picks the table for the target's architecture, the layout's minor version and the struct
+/// sizes the target's `_Py_DebugOffsets` give.
 fn choose_table(snap: &Snapshot) -> Result<&'static Table, String> {
     let minor = snap.layout.version.minor;
     let (runtime_size, interp_size) =
         struct_sizes(&*snap.mem, snap.runtime).map_err(|e| format!("_Py_DebugOffsets: {e}"))?;
-    TABLES
+    let arch = snap.arch;
+    tables_for(arch)
         .iter()
-        .find(|t| t.minor == minor && t.runtime_size == runtime_size && t.interp_size == interp_size)
+        .find(|t| {
+            t.arch == arch
+                && t.minor == minor
+                && t.runtime_size == runtime_size
+                && t.interp_size == interp_size
+        })
         .ok_or_else(|| {
-            format!("no JIT layout for 3.{minor} with _PyRuntimeState of {runtime_size} bytes and PyInterpreterState of {interp_size}")
+            format!("no JIT layout for 3.{minor} ({}) with _PyRuntimeState of {runtime_size} bytes and PyInterpreterState of {interp_size}", arch.name())
         })
 }
 
@@ -875,6 +1132,10 @@ mod tests {
     /// The map of `mem` as it is now, with `l` as the stop's layout and `_PyRuntime` in a
     /// mapped libpython.
     fn build(mem: &FakeMemory, l: Layout, jit_entry: Option<u64>) -> JitMap {
+        build_for(Arch::X86_64, mem, l, jit_entry)
+    }
+
+    fn build_for(arch: Arch, mem: &FakeMemory, l: Layout, jit_entry: Option<u64>) -> JitMap {
         let libpython = FileMapping {
             start: RT,
             end: RT + 0x1000,
@@ -892,7 +1153,7 @@ mod tests {
             runtime: RT,
             layout: l,
             found_by: "test".into(),
-            arch: Default::default(),
+            arch,
         };
         JitMap::build(&Snapshot::new(target.mem.clone(), &found), jit_entry)
     }
@@ -912,7 +1173,7 @@ mod tests {
 
     /// A 3.14 target (release build) and the offset of its executor list head.
     fn target_314(mem: &mut FakeMemory) -> (Table, Layout, u64) {
-        let t = TABLES[0];
+        let t = X86_64_TABLES[0];
         let l = runtime(mem, &t, 0x030e0af0);
         let ExecutorRoots::List { head } = t.roots else {
             unreachable!()
@@ -997,7 +1258,7 @@ mod tests {
     /// 3.15: executors from the pointer array and cold exits; the shim found through %rbp.
     #[test]
     fn map_and_unwind_315() {
-        let t = TABLES[2];
+        let t = X86_64_TABLES[2];
         let mut mem = FakeMemory::new();
         let l = runtime(&mut mem, &t, 0x030f02f0);
         let ExecutorRoots::Array { ptrs, count, cold } = t.roots else {
@@ -1114,7 +1375,7 @@ mod tests {
     #[test]
     fn unknown_layouts_give_an_error_not_a_map() {
         let mut mem = FakeMemory::new();
-        let mut t = TABLES[0];
+        let mut t = X86_64_TABLES[0];
         t.interp_size += 8;
         let l = runtime(&mut mem, &t, 0x030e0af0);
         let map = build(&mem, l.clone(), None);
@@ -1128,7 +1389,7 @@ mod tests {
         );
         // The sizes of a 3.14 build, but the stop's layout is 3.15's.
         let mut mem = FakeMemory::new();
-        runtime(&mut mem, &TABLES[0], 0x030e0af0);
+        runtime(&mut mem, &X86_64_TABLES[0], 0x030e0af0);
         let l = Layout::builtin(Version::new(3, 15, 2)).unwrap();
         let map = build(&mem, l, None);
         assert!(
@@ -1136,5 +1397,193 @@ mod tests {
             "{:?}",
             map.errors
         );
+    }
+
+    /// The 3.14 arm64 shim (Debian python3.14 3.14.10-1 arm64, the copy at an executor's
+    /// start): d8-d15, x19-x28 and the frame record x29/x30 at sp+64 in a 160-byte frame, `bl`
+    /// into the trace at 0x38, the epilogue's `ret` at 0x64.
+    const A64_SHIM_314: [u32; 26] = [
+        0x6db63bef, 0xa90857f6, 0xaa0103f5, 0xaa0203f6, 0xa9094ff4, 0xaa0003f4, 0x6d0133ed,
+        0x6d022beb, 0x6d0323e9, 0xa9047bfd, 0x910103fd, 0xa9056ffc, 0xa90667fa, 0xa9075ff8,
+        0x9400000c, 0xa9494ff4, 0xa94857f6, 0xa9475ff8, 0xa94667fa, 0xa9456ffc, 0xa9447bfd,
+        0x6d4323e9, 0x6d422beb, 0x6d4133ed, 0x6cca3bef, 0xd65f03c0,
+    ];
+    /// `_PyJIT_Entry` of Debian python3.15 3.15.2-1 arm64: the same frame, `blr x8` at 0x4c.
+    const A64_ENTRY_315: [u32; 31] = [
+        0x6db63bef, 0x6d0133ed, 0x6d022beb, 0x6d0323e9, 0xa9047bfd, 0xa9056ffc, 0xa90667fa,
+        0xa9075ff8, 0xa90857f6, 0xa9094ff4, 0x910103fd, 0xf9402c08, 0xaa0003f4, 0xaa0103f5,
+        0xaa0203f6, 0xaa0303f7, 0xaa1f03f8, 0xaa1f03f9, 0xaa1f03fa, 0xd63f0100, 0xa9494ff4,
+        0xa94857f6, 0xa9475ff8, 0xa94667fa, 0xa9456ffc, 0xa9447bfd, 0x6d4323e9, 0x6d422beb,
+        0x6d4133ed, 0x6cca3bef, 0xd65f03c0,
+    ];
+
+    fn words(w: &[u32]) -> Vec<u8> {
+        w.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn decodes_arm64_shims() {
+        let s = decode_a64_shim(&words(&A64_SHIM_314)).unwrap();
+        assert_eq!(
+            (s.return_offset, s.fp_off, s.sp_off, s.end),
+            (0x3c, -96, -160, Some(0x68))
+        );
+        for r in 19..=28u8 {
+            assert!(
+                s.saved.contains(&(r, -8 * (i64::from(r) - 18))),
+                "{:?}",
+                s.saved
+            );
+        }
+        assert!(s.saved.contains(&(29, -96)) && s.saved.contains(&(30, -88)));
+        let mut e = decode_a64_shim(&words(&A64_ENTRY_315)).unwrap();
+        assert_eq!(
+            (e.return_offset, e.fp_off, e.sp_off, e.end),
+            (0x50, -96, -160, Some(0x7c))
+        );
+        let mut saved = s.saved.clone();
+        saved.sort();
+        e.saved.sort();
+        assert_eq!(e.saved, saved);
+        // A frame record at the bottom of a 16-byte frame (the perf trampoline's shape).
+        let t = decode_a64_shim(&words(&[
+            0xd503233f, 0xa9bf7bfd, 0x910003fd, 0xd63f0060, 0xd65f03c0,
+        ]))
+        .unwrap();
+        assert_eq!(
+            (t.return_offset, t.fp_off, t.sp_off, t.end),
+            (16, -16, -16, Some(20))
+        );
+        // No frame record; a call before it; x29 overwritten; no call at all.
+        for code in [
+            &[0xd10043ff, 0x94000001][..],
+            &[0x94000001, 0xa9bf7bfd, 0x910003fd][..],
+            &[0xa9bf7bfd, 0x910003fd, 0xaa0003fd, 0x94000001][..],
+            &[0xa9bf7bfd, 0x910003fd, 0xd65f03c0][..],
+        ] {
+            assert!(decode_a64_shim(&words(code)).is_none(), "{code:x?}");
+        }
+    }
+
+    /// Writes the arm64 shim's frame with its record at `fp`: the eval loop's x29 (0x7ffd_2000)
+    /// and signed return address, and x19..x28 (0x1000 + n) where the 3.14/3.15 shims save
+    /// them.
+    fn a64_shim_frame(mem: &mut FakeMemory, fp: u64) {
+        let cfa = fp + 96;
+        mem.put(cfa - 160, &[0; 160]);
+        mem.put_u64(fp, 0x7ffd_2000);
+        mem.put_u64(fp + 8, 0x0024_0000_0044_c3cf);
+        for r in 19..=28u64 {
+            mem.put_u64(cfa - 8 * (r - 18), 0x1000 + r);
+        }
+    }
+
+    fn check_a64_caller(u: &Unwound, fp: u64) {
+        assert_eq!(u.caller_pc(), 0x44_c3cf);
+        assert_eq!(u.get("sp"), Some(fp + 96));
+        assert_eq!(u.get("x29"), Some(0x7ffd_2000));
+        for (i, r) in A64_CALLEE_SAVED.iter().enumerate() {
+            assert_eq!(u.get(r), Some(0x1000 + 19 + i as u64), "{r}");
+        }
+        assert_eq!((u.frame_sp, u.kind), (fp - 64, "jit"));
+    }
+
+    /// arm64 3.14: the table is chosen by architecture; a JIT frame is unwound through the
+    /// shim's record at x29, or through a stencil's record whose x30 is the shim's return.
+    #[test]
+    fn map_and_unwind_arm64_314() {
+        let t = AARCH64_TABLES[0];
+        let mut mem = FakeMemory::new();
+        let l = runtime(&mut mem, &t, 0x030e0af0);
+        let ExecutorRoots::List { head } = t.roots else {
+            unreachable!()
+        };
+        // The x86-64 sizes do not match an arm64 build, nor the arm64 ones an x86-64 one.
+        let x86 = build(&mem, l.clone(), None);
+        assert!(
+            x86.errors[0].contains("no JIT layout for 3.14 (x86_64)"),
+            "{:?}",
+            x86.errors
+        );
+        mem.put_u64(INTERP + head, 0x30_0000);
+        mem.put_u64(INTERP + t.deletion_head, 0);
+        executor(
+            &mut mem,
+            &t,
+            0x30_0000,
+            0x30_1000,
+            0x7000_0000,
+            0x1000,
+            0x40_0000,
+        );
+        executor(&mut mem, &t, 0x30_1000, 0, 0x7000_2000, 0x1000, 0x40_0000);
+        code(&mut mem, &l, 0x40_0000, "spin", "/x/s.py", 7);
+        for at in [0x7000_0000, 0x7000_2000] {
+            mem.put(at, &words(&A64_SHIM_314));
+            mem.put(at + 0x68, &[0; 0x100]);
+        }
+        let map = build_for(Arch::Aarch64, &mem, l, None);
+        assert_eq!(map.errors, Vec::<String>::new());
+        assert_eq!(map.source, "DWARF of Debian python3.14 3.14.10-1 arm64");
+        assert_eq!(
+            map.lookup(0x7000_0100).unwrap().label,
+            "[jit] spin (/x/s.py:7)"
+        );
+
+        let fp = 0x7ffd_1000u64;
+        a64_shim_frame(&mut mem, fp);
+        let sp = fp - 0x200;
+        // A stencil with no record of its own: x29 is the shim's.
+        let u = map.unwind(&mem, regs(0x7000_0100, sp, fp)).unwrap();
+        check_a64_caller(&u, fp);
+        assert_eq!(u.frame_pc, 0x7000_0000);
+        // A stencil that pushed a record (the shim's x29, x30 = the return into the other
+        // executor's shim copy) and calls C.
+        let rec = fp - 0x50;
+        mem.put_u64(rec, fp);
+        mem.put_u64(rec + 8, 0x7000_203c);
+        let u = map.unwind(&mem, regs(0x7000_2104, rec, rec)).unwrap();
+        check_a64_caller(&u, fp);
+        assert_eq!(u.frame_pc, 0x7000_2000);
+        // The shim's own return address (a caller that stopped there) is its frame too.
+        check_a64_caller(
+            &map.unwind(&mem, regs(0x7000_003c, fp - 64, fp)).unwrap(),
+            fp,
+        );
+        // In the shim's prologue or epilogue, or with an x29 below sp: not claimed.
+        assert!(map.unwind(&mem, regs(0x7000_0010, sp, fp)).is_none());
+        assert!(map.unwind(&mem, regs(0x7000_0060, sp, fp)).is_none());
+        assert!(map.unwind(&mem, regs(0x7000_0100, fp + 8, fp)).is_none());
+        // Not JIT code.
+        assert!(map.unwind(&mem, regs(0x44_c3cf, sp, fp)).is_none());
+    }
+
+    /// arm64 3.15: the shim is `_PyJIT_Entry`; JIT code keeps its x29.
+    #[test]
+    fn map_and_unwind_arm64_315() {
+        let t = AARCH64_TABLES[2];
+        let mut mem = FakeMemory::new();
+        let l = runtime(&mut mem, &t, 0x030f02f0);
+        let ExecutorRoots::Array { ptrs, count, cold } = t.roots else {
+            unreachable!()
+        };
+        mem.put_u64(INTERP + ptrs, 0x50_0000);
+        mem.put_u64(INTERP + count, 1);
+        mem.put_u64(0x50_0000, 0x30_0000);
+        for c in cold {
+            mem.put_u64(INTERP + c, 0);
+        }
+        mem.put_u64(INTERP + t.deletion_head, 0);
+        executor(&mut mem, &t, 0x30_0000, 0, 0x7000_0000, 0x1000, 0);
+        let entry = 0x85_d69cu64;
+        mem.put(entry, &words(&A64_ENTRY_315));
+        mem.put(entry + 0x7c, &[0; 0x100]);
+        let map = build_for(Arch::Aarch64, &mem, l, Some(entry));
+        assert_eq!(map.errors, Vec::<String>::new());
+        let fp = 0x7ffd_1000u64;
+        a64_shim_frame(&mut mem, fp);
+        let u = map.unwind(&mem, regs(0x7000_0058, fp - 0x70, fp)).unwrap();
+        check_a64_caller(&u, fp);
+        assert_eq!(u.label, "[jit] side exit");
     }
 }

@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 use gimli::UnwindContext;
 
 use self::cfi::{ElfUnwind, Step};
-use self::regs::{Regs, RBP};
+use self::regs::Regs;
 use crate::arch::Arch;
 use crate::binary::Module;
 use crate::memory::Memory;
@@ -213,10 +213,11 @@ pub fn unwind(mem: &dyn Memory, set: &ModuleSet, jit: Option<&JitMap>, start: Re
             break;
         }
         let step = match (region, jit) {
-            // arm64 JIT code and trampolines keep frame records.
-            (Some(r), Some(_)) if regs.arch() == Arch::Aarch64 => {
-                step_fp_out_of(mem, r, &regs).map(|r| (Step::Caller(r), false, How::Jit))
-            }
+            // arm64: what the entry shim saved (its decoded prologue), else the frame records
+            // JIT code and trampolines keep.
+            (Some(r), Some(j)) if regs.arch() == Arch::Aarch64 => step_jit(mem, j, &regs)
+                .or_else(|_| step_fp_out_of(mem, r, &regs))
+                .map(|r| (Step::Caller(r), false, How::Jit)),
             (Some(_), Some(j)) => {
                 step_jit(mem, j, &regs).map(|r| (Step::Caller(r), false, How::Jit))
             }
@@ -367,7 +368,7 @@ fn step_jit(mem: &dyn Memory, j: &JitMap, regs: &Regs) -> Result<Regs, String> {
             jit::Regs {
                 pc: regs.pc(),
                 sp: regs.sp(),
-                bp: regs.get(RBP).unwrap_or(0),
+                bp: regs.fp().unwrap_or(0),
             },
         )
         .ok_or("JIT frame: no way to its caller")?;
@@ -410,7 +411,7 @@ impl Memory for StackCopy<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::regs::RSP;
+    use super::regs::{RBP, RSP};
     use super::*;
     use crate::memory::FakeMemory;
 
