@@ -153,6 +153,8 @@ pub fn run_decoders(data: &[u8]) -> usize {
         runtime: img.runtime,
         layout,
         found_by: "image".into(),
+        // Images are taken from x86-64 cores (image-from-core).
+        arch: pyunwind::arch::Arch::X86_64,
     };
     let snap = Snapshot::new(Arc::new(img.memory), &found);
     let Ok(interps) = snap.interpreters() else {
