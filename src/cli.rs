@@ -67,6 +67,10 @@ struct Output {
     /// Like --native, without hiding anything.
     #[arg(long = "native-all")]
     native_all: bool,
+    /// greenlet and gevent: every greenlet (running, suspended, not started, dead), each
+    /// suspended one with the stack it resumes in, under the thread it belongs to.
+    #[arg(long)]
+    greenlets: bool,
     /// Why it is stuck or crashed: the crash, each thread's state, the wait it is blocked in
     /// and who holds what it waits for, the locks it holds, and the deadlocks; the verdict
     /// first.
@@ -601,6 +605,15 @@ fn with_report<T>(
     } else {
         owned = session.report(None, out.locals)?;
         &owned
+    };
+    let green_owned;
+    let report = if out.greenlets {
+        let mut r = report.clone();
+        session.add_greenlets(&mut r, out.locals);
+        green_owned = r;
+        &green_owned
+    } else {
+        report
     };
     let why_owned;
     let report = if out.why {

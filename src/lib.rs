@@ -10,6 +10,7 @@ pub mod binary;
 pub mod cli;
 pub mod cpython;
 pub mod error;
+pub mod greenlet;
 pub mod memory;
 pub mod native;
 pub mod native_stacks;

@@ -7,13 +7,14 @@ use crate::asyncio::{self, AsyncView, ThreadFrames};
 use crate::cpython::callables::NativeFrame;
 use crate::cpython::{find_python, FrameItem, FrameWalk, PyFrame, Snapshot, ThreadInfo};
 use crate::error::{Error, ReadError, Result};
+use crate::greenlet::{self, GThread, GreenletView, Stacks};
 use crate::native::jit::{jit_entry, JitMap, Region, Regs, Unwound};
 use crate::native::{pthread, splice, Splice};
 use crate::report::tasks;
 use crate::report::text::{self, Sources};
 use crate::report::{
-    AwaitingReport, ErrorReport, FrameKind, FrameReport, LocalReport, LoopReport, PythonReport,
-    Report, StackEntry, TaskReport, ThreadReport,
+    AwaitingReport, ErrorReport, FrameKind, FrameReport, GreenletReport, LocalReport, LoopReport,
+    PythonReport, Report, StackEntry, TaskReport, ThreadReport,
 };
 use crate::target::{SourceKind, Target};
 use crate::unwind::{self, ModuleSet};
@@ -41,6 +42,8 @@ pub struct Session {
     async_report: OnceLock<Report>,
     /// The asyncio tasks as decoded, under `async_report` and `--why`'s task waits.
     async_view: OnceLock<AsyncView>,
+    /// The greenlets, decoded once per stop.
+    greenlet_view: OnceLock<GreenletView>,
     /// (lwp, thread pointer) pairs the frontend or core knows, to name threads on 3.10.
     thread_ids: Vec<(u64, u64)>,
     /// JIT and trampoline code of this stop, built on first use.
@@ -75,6 +78,7 @@ impl Session {
             decoded: OnceLock::new(),
             async_report: OnceLock::new(),
             async_view: OnceLock::new(),
+            greenlet_view: OnceLock::new(),
             thread_ids,
             jit: OnceLock::new(),
             modules: Mutex::new(None),
@@ -104,6 +108,7 @@ impl Session {
         self.decoded = OnceLock::new();
         self.async_report = OnceLock::new();
         self.async_view = OnceLock::new();
+        self.greenlet_view = OnceLock::new();
     }
 
     fn decoded(&self) -> &(Vec<DecodedThread>, Vec<ReadError>) {
@@ -336,6 +341,7 @@ impl Session {
             crash: self.crash().cloned(),
             threads,
             tasks: None,
+            greenlets: None,
             cycles: None,
             loops: None,
             native_stops: None,
@@ -370,6 +376,60 @@ impl Session {
         let dbg = asyncio::debug_section::AsyncioDebug::find(&self.target);
         let view = asyncio::analyze(&self.snap, &frames, dbg)?;
         Ok(once(&self.async_view, || view))
+    }
+
+    /// Every greenlet, decoded once per stop.
+    pub fn greenlet_view(&self) -> &GreenletView {
+        once(&self.greenlet_view, || {
+            let threads: Vec<GThread> = self
+                .threads()
+                .iter()
+                .map(|t| GThread {
+                    interp: t.info.interp,
+                    native_id: t.info.native_id,
+                    pthread: t.info.thread_id,
+                    walk: &t.walk,
+                })
+                .collect();
+            let stacks = Stacks {
+                regions: &self.target.regions,
+                anchors: &self.target.stack_anchors,
+            };
+            greenlet::analyze(&self.snap, &threads, &stacks)
+        })
+    }
+
+    /// `r` with every greenlet (`--greenlets`, `py-greenlets`), and what could not be read of
+    /// them among its errors.
+    pub fn add_greenlets(&self, r: &mut Report, with_locals: bool) {
+        let view = self.greenlet_view();
+        let threads = self.threads();
+        r.greenlets = Some(
+            view.greenlets
+                .iter()
+                .map(|g| GreenletReport {
+                    address: g.addr,
+                    thread: g.thread.and_then(|i| threads[i].info.native_id),
+                    state: g.state.as_str(),
+                    main: g.main,
+                    parent: g.parent,
+                    type_name: g.type_name.clone(),
+                    name: g.name.clone(),
+                    function: g.function.clone(),
+                    frames: g
+                        .frames
+                        .iter()
+                        .map(|i| self.frame_report(i, with_locals))
+                        .collect(),
+                    truncated: g.truncated,
+                })
+                .collect(),
+        );
+        r.errors
+            .extend(view.errors.iter().map(|(address, what)| ErrorReport {
+                address: *address,
+                what: what.clone(),
+            }));
     }
 
     fn build_async_report(&self) -> Result<Report> {

@@ -35,6 +35,12 @@ pub struct Target {
     /// What could not be found of the loaded modules when they came from the dynamic
     /// linker's list (a core without NT_FILE, a remote stub): one line each.
     pub module_problems: Vec<String>,
+    /// Every mapping of the address space, file-backed or not, as `[start, end)` in ascending
+    /// order (a core's segments, /proc/PID/maps); empty where the source does not say.
+    pub regions: Vec<(u64, u64)>,
+    /// Addresses known to lie on a thread's stack, as (LWP, address): a core's stack
+    /// pointers, a live process's `[stack]` (its main thread's).
+    pub stack_anchors: Vec<(u64, u64)>,
 }
 
 impl Target {
@@ -57,6 +63,9 @@ impl Target {
             }
         }
         let files = Arc::new(FileLookup::live(pid, &mappings));
+        let (regions, stack) = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .map(|t| crate::binary::parse_proc_regions(&t))
+            .unwrap_or_default();
         let arch = Arch::of_file(&format!("/proc/{pid}/exe")).unwrap_or_default();
         Ok(Target {
             mem: Arc::new(PageCache::new(mem)),
@@ -68,6 +77,10 @@ impl Target {
             signal_notes: None,
             files,
             module_problems: Vec::new(),
+            regions,
+            stack_anchors: stack
+                .map(|(start, _)| vec![(pid as u64, start)])
+                .unwrap_or_default(),
         })
     }
 
@@ -92,6 +105,12 @@ impl Target {
             mem.replace_file(&named, exe);
         }
         let files = mem.lookup();
+        let regions = info.regions();
+        let stack_anchors = info
+            .threads
+            .iter()
+            .map(|t| (t.lwp as u64, t.regs.sp()))
+            .collect();
         Ok(Target {
             arch: info.arch,
             mem: Arc::new(PageCache::new(mem)),
@@ -102,6 +121,8 @@ impl Target {
             signal_notes: Some(info.signal),
             files,
             module_problems: info.module_problems,
+            regions,
+            stack_anchors,
         })
     }
 
@@ -130,6 +151,8 @@ impl Target {
             signal_notes: None,
             files,
             module_problems: Vec::new(),
+            regions: Vec::new(),
+            stack_anchors: Vec::new(),
         }
     }
 

@@ -47,9 +47,43 @@ pub fn parse_proc_maps(text: &str) -> Vec<FileMapping> {
     out
 }
 
+/// Every mapping of a `/proc/PID/maps` text, file-backed or not, as `[start, end)` in the
+/// text's (ascending) order, and the main thread's stack (`[stack]`).
+pub fn parse_proc_regions(text: &str) -> (Vec<(u64, u64)>, Option<(u64, u64)>) {
+    let mut out = Vec::new();
+    let mut stack = None;
+    for line in text.lines() {
+        let Some((s, e)) = line
+            .split_ascii_whitespace()
+            .next()
+            .and_then(|r| r.split_once('-'))
+        else {
+            continue;
+        };
+        let (Ok(start), Ok(end)) = (u64::from_str_radix(s, 16), u64::from_str_radix(e, 16)) else {
+            continue;
+        };
+        if line.ends_with(" [stack]") {
+            stack = Some((start, end));
+        }
+        out.push((start, end));
+    }
+    (out, stack)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn regions_include_anonymous_mappings_and_the_stack() {
+        let t = "55d0c0000000-55d0c0001000 r--p 00000000 fe:01 123 /usr/bin/python3.11\n\
+                 7f0000000000-7f0000021000 rw-p 00000000 00:00 0 \n\
+                 7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0                          [stack]\n";
+        let (r, stack) = parse_proc_regions(t);
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[1], (0x7f0000000000, 0x7f0000021000));
+        assert_eq!(stack, Some((0x7ffc00000000, 0x7ffc00021000)));
+    }
     #[test]
     fn parses_file_backed_lines_only() {
         let t = "55d0c0000000-55d0c0001000 r--p 00000000 fe:01 123 /usr/bin/python3.11\n\

@@ -379,6 +379,9 @@ impl DebugOffsets {
         }
         if self.free_threaded {
             l.gil = GilLocation::None;
+            is.gc = None;
+        } else if let Some(g) = &mut is.gc {
+            g.gc = need("interpreter_state", "gc")?;
         }
         let ts = &mut l.thread_state;
         ts.prev = need("thread_state", "prev")?;

@@ -6,6 +6,7 @@ pub mod code;
 pub mod debug_offsets;
 pub mod discovery;
 pub mod frames;
+pub mod gc;
 pub mod layout;
 pub mod objects;
 pub mod proxy_repr;

@@ -227,6 +227,15 @@ impl CoreFile {
         self.mappings.first().map(|m| m.path.as_str())
     }
 
+    /// Every mapping the core records (its PT_LOAD segments, one per mapping, saved or not),
+    /// as `[start, end)` in ascending order.
+    pub fn regions(&self) -> Vec<(u64, u64)> {
+        self.segments
+            .iter()
+            .map(|s| (s.vaddr, s.vaddr.saturating_add(s.memsz)))
+            .collect()
+    }
+
     /// Whether the core holds the bytes of `[addr, addr+len)` itself.
     pub fn has_bytes(&self, addr: u64, len: u64) -> bool {
         self.segments.iter().any(|s| {

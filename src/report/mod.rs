@@ -30,6 +30,9 @@ pub struct Report {
     /// The event loops the tasks belong to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loops: Option<Vec<LoopReport>>,
+    /// greenlets (when asked for): every greenlet, by thread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub greenlets: Option<Vec<GreenletReport>>,
     /// `pid --native`: how long each thread was stopped to read its registers and stack.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub native_stops: Option<Vec<StopReport>>,
@@ -137,6 +140,31 @@ pub struct Deadlock {
 pub struct StopReport {
     pub native_id: u64,
     pub stopped_us: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct GreenletReport {
+    /// The greenlet object's address.
+    pub address: u64,
+    /// The native id of the thread it belongs to; null once that thread has ended (or when
+    /// it cannot be told: an error says so).
+    pub thread: Option<u64>,
+    /// "running", "suspended", "not_started" or "dead".
+    pub state: &'static str,
+    /// The thread's main greenlet (it has no parent).
+    pub main: bool,
+    pub parent: Option<u64>,
+    /// Its class (`greenlet.greenlet`, gevent's `Greenlet`, `Hub`, ...).
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// gevent: `Greenlet.name`, when set.
+    pub name: Option<String>,
+    /// gevent: the qualified name of the function it was spawned with.
+    pub function: Option<String>,
+    /// Suspended: the stack it resumes in; running: its thread's. Innermost first.
+    pub frames: Vec<FrameReport>,
+    /// The frame walk stopped early (an error says where).
+    pub truncated: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -497,6 +497,7 @@ mod tests {
             crash: None,
             threads: Vec::new(),
             tasks: Some(tasks),
+            greenlets: None,
             cycles: Some(Vec::new()),
             loops: Some(Vec::new()),
             native_stops: None,

@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 use super::{
-    Crash, Deadlock, FrameKind, FrameReport, LocalReport, Report, StackEntry, ThreadReport, Waiting,
+    Crash, Deadlock, FrameKind, FrameReport, GreenletReport, LocalReport, Report, StackEntry,
+    ThreadReport, Waiting,
 };
 
 /// Text one rendering builds at most; past it the frames left are not shown (with a line
@@ -408,9 +409,76 @@ pub fn threads(r: &Report, src: &mut Sources) -> String {
         }
         writeln!(out, "{}", thread_header(t)).unwrap();
         traceback(t, src, &mut out);
+        if t.native_id.is_some() {
+            greenlets(r, t.native_id, src, &mut out);
+        }
+    }
+    if r.greenlets
+        .as_ref()
+        .is_some_and(|g| g.iter().any(|g| g.thread.is_none()))
+    {
+        out.push_str("\nGreenlets of no running thread (it has ended, or is not known):\n");
+        greenlets(r, None, src, &mut out);
     }
     errors(r, &mut out);
     out
+}
+
+/// The greenlets of thread `native_id` (None: of none), each suspended one with the stack it
+/// resumes in; the running one's stack is its thread's, shown above.
+pub fn greenlets(r: &Report, native_id: Option<u64>, src: &mut Sources, out: &mut String) {
+    let Some(all) = &r.greenlets else { return };
+    let ours: Vec<&GreenletReport> = all.iter().filter(|g| g.thread == native_id).collect();
+    if ours.is_empty() {
+        return;
+    }
+    let count = |s: &str| ours.iter().filter(|g| g.state == s).count();
+    writeln!(
+        out,
+        "Greenlets: {} ({} running, {} suspended, {} not started, {} dead)",
+        ours.len(),
+        count("running"),
+        count("suspended"),
+        count("not_started"),
+        count("dead")
+    )
+    .unwrap();
+    for g in ours {
+        let mut what = g.type_name.clone();
+        if let Some(n) = &g.name {
+            write!(what, " \"{n}\"").unwrap();
+        }
+        if let Some(f) = &g.function {
+            write!(what, ", runs {f}").unwrap();
+        }
+        if g.main {
+            what.push_str(", main");
+        }
+        let state = g.state.replace('_', " ");
+        match g.state {
+            "running" if native_id.is_some() => {
+                writeln!(
+                    out,
+                    "  Greenlet {:#x} ({what}) running: the traceback above",
+                    g.address
+                )
+                .unwrap();
+            }
+            "suspended" => {
+                writeln!(out, "  Greenlet {:#x} ({what}) suspended:", g.address).unwrap();
+                if g.frames.is_empty() {
+                    out.push_str("    (no Python frames)\n");
+                } else {
+                    out.push_str("    Traceback (most recent call first):\n");
+                    frames(&g.frames, "      ", src, out);
+                }
+                if g.truncated {
+                    out.push_str("      (older frames not shown: the walk stopped early)\n");
+                }
+            }
+            _ => writeln!(out, "  Greenlet {:#x} ({what}) {state}", g.address).unwrap(),
+        }
+    }
 }
 
 /// `pid --native`: how long the threads were stopped.

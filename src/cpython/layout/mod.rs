@@ -73,7 +73,32 @@ pub struct InterpreterState {
     pub imports_modules: Option<u64>,
     /// `interp->gc.collecting` (an int, 1 while a collection runs; Include/internal/pycore_gc.h).
     pub gc_collecting: Option<u64>,
+    /// The GC's object lists (default builds; a free-threaded build keeps none).
+    pub gc: Option<GcLists>,
 }
+
+/// Where `struct _gc_runtime_state` (Include/internal/pycore_gc.h to 3.12,
+/// pycore_interp_structs.h from 3.14) keeps the heads of its object lists: every GC-tracked
+/// object of the interpreter is on exactly one of them, outside a collection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GcLists {
+    /// `interp->gc`, from the interpreter state.
+    pub gc: u64,
+    /// The `PyGC_Head` of each list, from `interp->gc`: the generations (3.14.0 to 3.14.4:
+    /// `young` and `old[2]`, same bytes) and the permanent generation (`gc.freeze()`).
+    pub heads: [u64; 4],
+}
+
+/// 3.10 to 3.13: `trash_delete_later`, `trash_delete_nesting`, `enabled`, `debug`, then
+/// `generations[3]` (24 bytes each: `PyGC_Head` and two ints), `generation0`,
+/// `permanent_generation` (checked against the DWARF of pyenv's 3.10.13 to 3.13.0).
+pub const GC_HEADS_3_10: [u64; 4] = [24, 48, 72, 104];
+/// 3.14: `generation0` moved to the end, so the permanent generation follows the three lists
+/// (DWARF of Debian's 3.14.10).
+pub const GC_HEADS_3_14: [u64; 4] = [24, 48, 72, 96];
+/// 3.15: the trash fields left for the thread state; `enabled` and `debug` come first (DWARF
+/// of Debian's 3.15.2).
+pub const GC_HEADS_3_15: [u64; 4] = [8, 32, 56, 80];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadState {

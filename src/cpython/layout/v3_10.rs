@@ -22,6 +22,10 @@ pub fn layout() -> Layout {
             threads_head: 8,
             imports_modules: Some(856),
             gc_collecting: Some(816),
+            gc: Some(GcLists {
+                gc: 616,
+                heads: GC_HEADS_3_10,
+            }),
         },
         thread_state: ThreadState {
             prev: 0,

@@ -21,6 +21,10 @@ pub fn layout() -> Layout {
             threads_head: 16,
             imports_modules: Some(888),
             gc_collecting: Some(848),
+            gc: Some(GcLists {
+                gc: 648,
+                heads: GC_HEADS_3_10,
+            }),
         },
         thread_state: ThreadState {
             prev: 0,

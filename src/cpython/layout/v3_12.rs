@@ -21,6 +21,10 @@ pub fn layout() -> Layout {
             threads_head: 72,
             imports_modules: Some(944),
             gc_collecting: Some(312),
+            gc: Some(GcLists {
+                gc: 112,
+                heads: GC_HEADS_3_10,
+            }),
         },
         thread_state: ThreadState {
             prev: 0,

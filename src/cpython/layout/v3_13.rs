@@ -23,6 +23,10 @@ pub fn layout() -> Layout {
             threads_head: 7344,
             imports_modules: Some(7656),
             gc_collecting: Some(7600),
+            gc: Some(GcLists {
+                gc: 7400,
+                heads: GC_HEADS_3_10,
+            }),
         },
         thread_state: ThreadState {
             prev: 0,
@@ -152,6 +156,8 @@ pub fn free_threaded() -> Layout {
     l.free_threaded = true;
     l.gil = GilLocation::None;
     l.interpreter_state.imports_modules = Some(7664);
+    // Objects live in mimalloc's heaps, on no list.
+    l.interpreter_state.gc = None;
     l.shift_object_fields(16);
     l
 }

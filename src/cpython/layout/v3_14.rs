@@ -19,6 +19,10 @@ pub fn layout() -> Layout {
         threads_head: 7344,
         imports_modules: Some(7688),
         gc_collecting: Some(7600),
+        gc: Some(GcLists {
+            gc: 7408,
+            heads: GC_HEADS_3_14,
+        }),
     };
     if let FrameModel::Interpreter(f) = &mut l.frame {
         f.localsplus = 80;

@@ -17,6 +17,10 @@ pub fn layout() -> Layout {
         threads_head: 7336,
         imports_modules: Some(7592),
         gc_collecting: Some(7512),
+        gc: Some(GcLists {
+            gc: 7400,
+            heads: GC_HEADS_3_15,
+        }),
     };
     l.thread_state.thread_id = 176;
     l.thread_state.native_thread_id = Some(184);

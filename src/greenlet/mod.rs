@@ -1,0 +1,577 @@
+//! greenlet: every greenlet of a stopped process, its state, the thread it belongs to and the
+//! Python stack a suspended one resumes in.
+//!
+//! - Nothing lists greenlets: blocked gevent greenlets are held only by libev/libuv watchers
+//!   in C. So they are found as gevent itself finds them (`gc.get_objects()`): on the
+//!   interpreter's GC lists, by type (`greenlet.greenlet` from `sys.modules`, and its
+//!   subclasses).
+//! - Each is validated by a round trip (`pimpl->_self`, greenlet 3.1.1+), and the part of the
+//!   C++ layout that varies is calibrated from a main greenlet ([`layout`]).
+//! - A suspended greenlet's stack is its saved `_top_frame`: since greenlet 3.0.3 its chain is
+//!   on the heap and ends at the greenlet's `run` frame (TPythonState.cpp `expose_frames`).
+//!   The running greenlet's stack is its thread's.
+//! - A greenlet's thread: all greenlets of a thread live on that thread's C stack, so the
+//!   stack addresses a greenlet records (`stack_stop`, `_stack_start`) lie in the mapping that
+//!   holds the thread's own stack (its `pthread_t` for a glibc thread, its stack pointer, or
+//!   `[stack]` for the main thread).
+
+pub mod layout;
+
+use std::collections::HashMap;
+
+use layout::{GreenletLayout, THREAD_STATE_CURRENT};
+
+use crate::cpython::layout::FrameModel;
+use crate::cpython::objects::field;
+use crate::cpython::{FrameItem, FrameWalk, Snapshot};
+use crate::error::ReadError;
+
+/// Most greenlets we list.
+pub const MAX_GREENLETS: usize = 1 << 20;
+/// Deepest chain of not-started parents followed to find a greenlet's thread.
+const MAX_PARENT_DEPTH: usize = 64;
+/// Furthest a glibc thread's stack lies below its `pthread_t` (the thread descriptor sits at
+/// the top of the stack's own mapping), when the target's mappings are unknown.
+const MAX_STACK_BELOW_PTHREAD: u64 = 1 << 30;
+/// `PyFrameObject.f_frame` (3.11+), from the end of `PyObject_HEAD`: after `f_back`
+/// (Include/internal/pycore_frame.h, 3.11 to 3.15).
+const FRAMEOBJECT_F_FRAME: u64 = 8;
+
+/// A Python thread, as the greenlet reader needs it.
+pub struct GThread<'a> {
+    pub interp: u64,
+    pub native_id: Option<u64>,
+    /// `PyThreadState.thread_id`: glibc's `pthread_t`, the thread's descriptor.
+    pub pthread: u64,
+    pub walk: &'a FrameWalk,
+}
+
+/// Where the target's threads keep their stacks, as far as the source says.
+#[derive(Default)]
+pub struct Stacks<'a> {
+    /// Every mapping, ascending (empty: unknown).
+    pub regions: &'a [(u64, u64)],
+    /// (LWP, address on its stack).
+    pub anchors: &'a [(u64, u64)],
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Running,
+    Suspended,
+    NotStarted,
+    Dead,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Running => "running",
+            State::Suspended => "suspended",
+            State::NotStarted => "not_started",
+            State::Dead => "dead",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Greenlet {
+    pub addr: u64,
+    pub state: State,
+    pub main: bool,
+    pub parent: Option<u64>,
+    pub type_name: String,
+    /// Index of the thread it belongs to; None once that thread has ended, or when it cannot
+    /// be told (then `errors` says so).
+    pub thread: Option<usize>,
+    /// Innermost first: the saved stack of a suspended greenlet, its thread's of a running one.
+    pub frames: Vec<FrameItem>,
+    pub truncated: bool,
+    /// gevent's `Greenlet.name` and the spawned function's qualified name, where memory has
+    /// them.
+    pub name: Option<String>,
+    pub function: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct GreenletView {
+    pub greenlets: Vec<Greenlet>,
+    /// greenlet's `__version__`, when greenlet is imported.
+    pub version: Option<String>,
+    pub errors: Vec<(u64, String)>,
+}
+
+/// The raw words of one greenlet.
+struct Raw {
+    obj: u64,
+    tp: u64,
+    imp: u64,
+    stack_start: u64,
+    stack_stop: u64,
+    top_frame: u64,
+}
+
+impl Raw {
+    fn is_main(&self) -> bool {
+        self.stack_stop == u64::MAX
+    }
+}
+
+/// Every greenlet of every interpreter.
+pub fn analyze(snap: &Snapshot, threads: &[GThread], stacks: &Stacks) -> GreenletView {
+    let mut view = GreenletView::default();
+    let interps = match snap.interpreters() {
+        Ok(i) => i,
+        Err(e) => {
+            view.errors.push((e.addr, format!("greenlets: {e}")));
+            return view;
+        }
+    };
+    for interp in interps {
+        if let Err(e) = interpreter(snap, interp, threads, stacks, &mut view) {
+            view.errors.push((e.addr, format!("greenlets: {e}")));
+        }
+    }
+    view
+}
+
+/// `sys.modules[name].__dict__`, or None.
+fn module_dict(snap: &Snapshot, modules: u64, name: &str) -> Result<Option<u64>, ReadError> {
+    match snap.dict_get(modules, name)? {
+        Some(m) => Ok(Some(
+            snap.mem.read_ptr(field(m, snap.layout.module_md_dict)?)?,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// (major, minor, patch) of a version string such as "3.5.6" or "3.1.0a1".
+fn parse_version(v: &str) -> Option<(u32, u32, u32)> {
+    let mut it = v.split('.').map(|p| {
+        p.chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect::<String>()
+            .parse::<u32>()
+            .ok()
+    });
+    Some((it.next()??, it.next()??, it.next().flatten().unwrap_or(0)))
+}
+
+fn interpreter(
+    snap: &Snapshot,
+    interp: u64,
+    threads: &[GThread],
+    stacks: &Stacks,
+    view: &mut GreenletView,
+) -> Result<(), ReadError> {
+    let Some(off) = snap.layout.interpreter_state.imports_modules else {
+        return Ok(());
+    };
+    let modules = snap.mem.read_ptr(field(interp, off)?)?;
+    if modules == 0 {
+        return Ok(());
+    }
+    let Some(cmod) = module_dict(snap, modules, "greenlet._greenlet")? else {
+        return Ok(());
+    };
+    let mut err = |addr: u64, what: String| view.errors.push((addr, format!("greenlets: {what}")));
+    let version = match module_dict(snap, modules, "greenlet")? {
+        Some(d) => match snap.dict_get(d, "__version__")? {
+            Some(v) => Some(snap.read_str(v)?),
+            None => None,
+        },
+        None => None,
+    };
+    let Some(v) = version.as_deref().and_then(parse_version) else {
+        err(
+            cmod,
+            "greenlet is imported but its version is unknown".into(),
+        );
+        return Ok(());
+    };
+    view.version = version.clone();
+    let version = version.unwrap_or_default();
+    if v.0 != 3 || v.1 > 5 {
+        err(
+            cmod,
+            format!("greenlet {version} is not supported (3.0 to 3.5 are)"),
+        );
+        return Ok(());
+    }
+    let Some(ty) = snap.dict_get(cmod, "greenlet")? else {
+        err(cmod, "greenlet._greenlet has no `greenlet` type".into());
+        return Ok(());
+    };
+    let t = snap.type_at(ty)?;
+    // greenlet.h: `PyObject_HEAD; weakreflist; dict; pimpl` (PyGreenlet.cpp sets
+    // `tp_dictoffset` to `dict`).
+    let pimpl = (t.dictoffset as u64).wrapping_add(8);
+    if t.name != "greenlet.greenlet" || t.dictoffset <= 0 || t.basicsize != pimpl + 8 {
+        err(
+            ty,
+            format!(
+                "greenlet {version}: its type is not the one greenlet 3 defines ({}, size {})",
+                t.name, t.basicsize
+            ),
+        );
+        return Ok(());
+    }
+    let Some(lists) = snap.layout.interpreter_state.gc else {
+        err(
+            interp,
+            "greenlets are found on the GC lists, which a free-threaded build does not keep".into(),
+        );
+        return Ok(());
+    };
+    let py310 = matches!(snap.layout.frame, FrameModel::FrameObject { .. });
+    let mut lay = GreenletLayout::prefix(pimpl, v >= (3, 1, 1), py310);
+
+    // Every greenlet on the GC lists: its type is `greenlet.greenlet` or derives from it.
+    let mut kinds: HashMap<u64, bool> = HashMap::new();
+    let mut objs: Vec<(u64, u64)> = Vec::new();
+    let mut too_many = false;
+    let gc_errors = snap.gc_objects(interp, &lists, |obj, tp| {
+        let is = *kinds
+            .entry(tp)
+            .or_insert_with(|| derives_from(snap, tp, ty));
+        if is {
+            if objs.len() < MAX_GREENLETS {
+                objs.push((obj, tp));
+            } else {
+                too_many = true;
+            }
+        }
+    });
+    for e in gc_errors {
+        err(
+            e.addr,
+            format!("GC list: {e} (greenlets after it are not listed)"),
+        );
+    }
+    if too_many {
+        err(interp, format!("cut at {MAX_GREENLETS} greenlets"));
+    }
+
+    // Their `Greenlet`s: the fixed prefix, checked by the round trip.
+    let mut raws = Vec::with_capacity(objs.len());
+    let mut bad = 0usize;
+    for (obj, tp) in objs {
+        match read_raw(snap, &lay, obj, tp) {
+            Ok(Some(r)) => raws.push(r),
+            // Being freed (`~Greenlet` clears `pimpl`).
+            Ok(None) => {}
+            Err(e) => {
+                bad += 1;
+                err(obj, format!("greenlet {obj:#x}: {e}"));
+            }
+        }
+    }
+    if bad > 0 && raws.is_empty() {
+        err(
+            ty,
+            format!("greenlet {version}: no greenlet matches its layout (not listed)"),
+        );
+        return Ok(());
+    }
+    // The rest of the layout, from the main greenlets.
+    let mut size = None;
+    for r in raws.iter().filter(|r| r.is_main()) {
+        if let Some(s) = lay.calibrate(snap, r.obj, r.imp)? {
+            size = Some(s);
+            break;
+        }
+    }
+    let Some(size) = size else {
+        if !raws.is_empty() {
+            err(
+                ty,
+                format!("greenlet {version}: no main greenlet to calibrate its layout with (not listed)"),
+            );
+        }
+        return Ok(());
+    };
+    lay.size = size;
+
+    // Main greenlets: their thread state and the greenlet it runs.
+    let mut mains: HashMap<u64, (u64, u64)> = HashMap::new();
+    for r in raws.iter().filter(|r| r.is_main()) {
+        let ts = snap.mem.read_ptr(field(r.imp, lay.thread_state())?)?;
+        let current = if ts == 0 {
+            0
+        } else {
+            match snap.mem.read_ptr(field(ts, THREAD_STATE_CURRENT)?) {
+                Ok(c) => c,
+                Err(e) => {
+                    err(ts, format!("greenlet thread state: {e}"));
+                    0
+                }
+            }
+        };
+        mains.insert(r.obj, (ts, current));
+    }
+    // Every other greenlet's main greenlet and parent.
+    let mut links: HashMap<u64, (u64, u64)> = HashMap::new();
+    for r in raws.iter().filter(|r| !r.is_main()) {
+        let mg = snap.mem.read_ptr(field(r.imp, lay.main_greenlet())?)?;
+        let parent = snap.mem.read_ptr(field(r.imp, lay.parent())?)?;
+        links.insert(r.obj, (mg, parent));
+    }
+    // A greenlet not started yet has no main greenlet: its parents' lineage says which.
+    let main_of = |obj: u64| -> Option<u64> {
+        let mut cur = obj;
+        for _ in 0..MAX_PARENT_DEPTH {
+            if mains.contains_key(&cur) {
+                return Some(cur);
+            }
+            let (mg, parent) = *links.get(&cur)?;
+            if mg != 0 {
+                return mains.contains_key(&mg).then_some(mg);
+            }
+            cur = parent;
+        }
+        None
+    };
+
+    // Which thread each main greenlet belongs to, by the stack addresses its greenlets record.
+    let mut stack_addrs: HashMap<u64, Vec<u64>> = HashMap::new();
+    for r in &raws {
+        let Some(m) = main_of(r.obj) else { continue };
+        let a = stack_addrs.entry(m).or_default();
+        if !r.is_main() && r.stack_stop != 0 {
+            a.push(r.stack_stop);
+        }
+        // The main greenlet's `_stack_start` is 1 until it first switches away.
+        if r.stack_start > 1 && mains.get(&m).is_some_and(|(_, cur)| *cur != r.obj) {
+            a.push(r.stack_start);
+        }
+    }
+    let ours: Vec<usize> = (0..threads.len())
+        .filter(|i| threads[*i].interp == interp)
+        .collect();
+    let mut thread_of_main: HashMap<u64, Option<usize>> = HashMap::new();
+    for (m, (ts, _)) in &mains {
+        let t = if *ts == 0 {
+            None
+        } else {
+            let found = stack_addrs.get(m).and_then(|addrs| {
+                addrs
+                    .iter()
+                    .find_map(|a| thread_of(*a, threads, &ours, stacks))
+            });
+            if found.is_none() {
+                err(
+                    *m,
+                    format!("main greenlet {m:#x}: which thread it belongs to is not known"),
+                );
+            }
+            found
+        };
+        thread_of_main.insert(*m, t);
+    }
+
+    let first = view.greenlets.len();
+    for r in &raws {
+        let main = r.is_main();
+        let m = main_of(r.obj);
+        let (ts, current) = m.and_then(|m| mains.get(&m).copied()).unwrap_or((0, 0));
+        let state = if main {
+            if current == r.obj {
+                State::Running
+            } else if ts == 0 && r.stack_start == 0 {
+                State::Dead
+            } else {
+                State::Suspended
+            }
+        } else if r.stack_stop == 0 {
+            State::NotStarted
+        } else if r.stack_start == 0 {
+            State::Dead
+        } else if ts != 0 && current == r.obj {
+            State::Running
+        } else {
+            State::Suspended
+        };
+        let thread = m.and_then(|m| thread_of_main.get(&m).copied().flatten());
+        let (frames, truncated) = match state {
+            State::Running => match thread {
+                Some(i) => (threads[i].walk.items.clone(), threads[i].walk.truncated),
+                None => (Vec::new(), false),
+            },
+            State::Suspended if r.top_frame != 0 => {
+                let walk = suspended_frames(snap, r.top_frame, py310);
+                if let Some(cut) = walk.cut {
+                    err(
+                        cut.addr,
+                        format!("greenlet {:#x}: frame walk: {cut}", r.obj),
+                    );
+                }
+                (walk.items, walk.truncated)
+            }
+            _ => (Vec::new(), false),
+        };
+        for f in &frames {
+            if let FrameItem::Unreadable { addr, error } = f {
+                err(*addr, format!("greenlet {:#x}: frame: {error}", r.obj));
+            }
+        }
+        let parent = if main {
+            None
+        } else {
+            links.get(&r.obj).map(|l| l.1).filter(|p| *p != 0)
+        };
+        let (name, function) = gevent_names(snap, r.obj);
+        view.greenlets.push(Greenlet {
+            addr: r.obj,
+            state,
+            main,
+            parent,
+            type_name: snap
+                .type_at(r.tp)
+                .map(|t| t.name.clone())
+                .unwrap_or_else(|_| "?".into()),
+            thread,
+            frames,
+            truncated,
+            name,
+            function,
+        });
+    }
+    // By thread (in the threads' order; ended threads last), the main greenlet first.
+    view.greenlets[first..].sort_by_key(|g| {
+        (
+            g.thread.unwrap_or(usize::MAX),
+            !g.main,
+            g.state != State::Running,
+            g.addr,
+        )
+    });
+    Ok(())
+}
+
+/// Whether type `tp` is `root` or derives from it (gevent's `Greenlet` and `Hub`, eventlet's
+/// `GreenThread`): `tp_base` up to a bounded depth.
+fn derives_from(snap: &Snapshot, mut tp: u64, root: u64) -> bool {
+    for _ in 0..32 {
+        if tp == root {
+            return true;
+        }
+        match snap.type_at(tp) {
+            Ok(t) if t.base != 0 => tp = t.base,
+            _ => return false,
+        }
+    }
+    false
+}
+
+fn read_raw(
+    snap: &Snapshot,
+    lay: &GreenletLayout,
+    obj: u64,
+    tp: u64,
+) -> Result<Option<Raw>, ReadError> {
+    let imp = snap.mem.read_ptr(field(obj, lay.pimpl)?)?;
+    if imp == 0 {
+        return Ok(None);
+    }
+    let words = snap
+        .mem
+        .read_vec(imp, lay.top_frame + 8, lay.top_frame + 8)?;
+    let word = |o: u64| {
+        words
+            .get(o as usize..o as usize + 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+    };
+    if lay.has_self && word(8) != obj {
+        return Err(ReadError::corrupt(
+            imp,
+            "its Greenlet does not point back at it (not a greenlet 3.1.1+ layout?)",
+        ));
+    }
+    Ok(Some(Raw {
+        obj,
+        tp,
+        imp,
+        stack_start: word(lay.stack_start),
+        stack_stop: word(lay.stack_stop),
+        top_frame: word(lay.top_frame),
+    }))
+}
+
+/// The frames a suspended greenlet resumes in, from its saved `PyFrameObject`.
+fn suspended_frames(snap: &Snapshot, top: u64, py310: bool) -> FrameWalk {
+    if py310 {
+        return snap.walk_frames(top);
+    }
+    let first = field(top, snap.layout.pyobject.ob_type + 8)
+        .and_then(|o| field(o, FRAMEOBJECT_F_FRAME))
+        .and_then(|a| snap.mem.read_ptr(a));
+    match first {
+        Ok(f) => snap.walk_frames(f),
+        Err(e) => {
+            let mut w = FrameWalk::default();
+            w.stop(top, e);
+            w
+        }
+    }
+}
+
+/// The thread (among `ours`) whose stack holds `addr`.
+fn thread_of(addr: u64, threads: &[GThread], ours: &[usize], stacks: &Stacks) -> Option<usize> {
+    if !stacks.regions.is_empty() {
+        let i = stacks.regions.partition_point(|r| r.0 <= addr);
+        let (start, end) = *stacks.regions.get(i.checked_sub(1)?)?;
+        if addr >= end {
+            return None;
+        }
+        let inside = |a: u64| a >= start && a < end;
+        return ours.iter().copied().find(|&t| {
+            let th = &threads[t];
+            inside(th.pthread)
+                || stacks
+                    .anchors
+                    .iter()
+                    .any(|(lwp, a)| Some(*lwp) == th.native_id && inside(*a))
+        });
+    }
+    // No mappings: a glibc thread's stack lies right below its descriptor.
+    ours.iter()
+        .copied()
+        .filter(|&t| {
+            let p = threads[t].pthread;
+            p > addr && p - addr < MAX_STACK_BELOW_PTHREAD
+        })
+        .min_by_key(|&t| threads[t].pthread)
+}
+
+/// gevent's `Greenlet.name` and the function it runs (`_run`), from its instance dict.
+fn gevent_names(snap: &Snapshot, obj: u64) -> (Option<String>, Option<String>) {
+    let Ok(attrs) = snap.instance_attrs(obj, &["name", "_run"]) else {
+        return (None, None);
+    };
+    let name = attrs[0].and_then(|n| snap.read_str(n).ok());
+    let function = attrs[1].and_then(|f| {
+        let t = snap.type_of(f).ok()?;
+        if t.name != "function" {
+            return None;
+        }
+        let code = snap
+            .mem
+            .read_ptr(field(f, snap.layout.function_code).ok()?)
+            .ok()?;
+        Some(snap.code(code).ok()?.qualname.to_string())
+    });
+    (name, function)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert_eq!(parse_version("3.5.6"), Some((3, 5, 6)));
+        assert_eq!(parse_version("3.1.0a1"), Some((3, 1, 0)));
+        assert_eq!(parse_version("3.2"), Some((3, 2, 0)));
+        assert_eq!(parse_version("x"), None);
+    }
+}
