@@ -88,6 +88,9 @@ fi
 # --- uvloop for the scenario interpreters (tests/integration/test_asyncio.py) -----------------
 bash "$(dirname "$0")/uvloop.sh" "$VENV/bin/pip"
 
+# --- greenlet and gevent for the scenario interpreters (tests/integration/test_greenlets.py) --
+bash "$(dirname "$0")/greenlet.sh" "$VENV/bin/pip"
+
 # --- gdb 18 (its DAP server) for tests/integration/test_dap.py --------------------------------
 bash "$(dirname "$0")/gdb18.sh" "$base" >/dev/null
 

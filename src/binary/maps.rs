@@ -47,9 +47,12 @@ pub fn parse_proc_maps(text: &str) -> Vec<FileMapping> {
     out
 }
 
+/// `[start, end)` of one mapping.
+pub type Range = (u64, u64);
+
 /// Every mapping of a `/proc/PID/maps` text, file-backed or not, as `[start, end)` in the
 /// text's (ascending) order, and the main thread's stack (`[stack]`).
-pub fn parse_proc_regions(text: &str) -> (Vec<(u64, u64)>, Option<(u64, u64)>) {
+pub fn parse_proc_regions(text: &str) -> (Vec<Range>, Option<Range>) {
     let mut out = Vec::new();
     let mut stack = None;
     for line in text.lines() {
