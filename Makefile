@@ -76,7 +76,8 @@ integration-lldb: build wheel
 	    dap=$$([ $$v -ge 22 ] && echo tests/integration/test_lldb_dap.py); \
 	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST_LOAD) tests/integration/test_lldb.py \
 	      tests/integration/test_lldb_robust.py tests/integration/test_lldb_crash.py \
-	      tests/integration/test_lldb_why.py tests/integration/test_lldb_jit.py $$lock \
+	      tests/integration/test_lldb_why.py tests/integration/test_lldb_jit.py \
+	      tests/integration/test_lldb_greenlets.py $$lock \
 	      || exit 1; \
 	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST) tests/integration/test_lldb_sources.py $$dap \
 	      || exit 1; \

@@ -77,6 +77,13 @@ def parse_json_arg(prog, arg):
     return p.parse_args(shlex.split(arg or ""))
 
 
+def parse_greenlets_args(prog, arg):
+    p = _parser(prog)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--locals", action="store_true")
+    return p.parse_args(shlex.split(arg or ""))
+
+
 def parse_tasks_args(prog, arg):
     p = _parser(prog)
     p.add_argument("--json", action="store_true")
@@ -451,7 +458,8 @@ class Commands:
     HELP = {
         "py-bt": """Print the Python stack of the selected thread (most recent call first).
 Usage: py-bt [-a|--all] [--json]
-  -a, --all   every thread, each with its native id, name and GIL state
+  -a, --all   every thread, each with its native id, name and GIL state, and how many
+              greenlets are suspended in it
   --json      the JSON report instead of text""",
         "py-bt-full": """Print the Python stack of the selected thread with each frame's local variables.
 Usage: py-bt-full [-a|--all] [--json]""",
@@ -465,6 +473,12 @@ Usage: py-bt-async [--json]
 coroutine frames, and under them the tasks it awaits) and a table (like `python -m asyncio ps`).
 Tasks awaited by several keep every awaiter; await cycles are printed as `cycle: a -> b -> a`.
 Usage: py-tasks [--tree | --table] [--json]""",
+        "py-greenlets": """Print every greenlet (greenlet, gevent, eventlet) under the thread it belongs to: the
+running one, and each suspended one with the Python stack it resumes in; then those of
+threads that have ended.
+Usage: py-greenlets [--json] [--locals]
+  --json     the JSON report, with `greenlets`
+  --locals   each frame's local variables""",
         "py-why": """Say why the process is stuck or crashed: the crash (signal, code, address, thread), the
 deadlocks (threads waiting on each other's locks, asyncio await cycles), each blocked thread's
 wait and who holds what it waits for, then every thread with its state and stack.
@@ -537,6 +551,11 @@ Usage: py-print NAME""",
             host.write(s.async_report() + "\n")
         else:
             host.write(s.render_tasks(tree=a.show_tree, table=a.show_table))
+
+    def py_greenlets(self, host, arg):
+        a = parse_greenlets_args("py-greenlets", arg)
+        text = self.session(host).greenlets(as_json=a.json, locals=a.locals)
+        host.write(text + "\n" if a.json else text)
 
     def py_why(self, host, arg):
         a = parse_json_arg("py-why", arg)

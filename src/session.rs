@@ -399,6 +399,13 @@ impl Session {
         })
     }
 
+    /// `py-greenlets` text: every thread with its greenlets.
+    pub fn render_greenlets(&self, with_locals: bool) -> Result<String> {
+        let mut r = self.report(None, with_locals)?;
+        self.add_greenlets(&mut r, with_locals);
+        Ok(text::all_threads(&r, &mut Sources::default()))
+    }
+
     /// `r` with every greenlet (`--greenlets`, `py-greenlets`), and what could not be read of
     /// them among its errors.
     pub fn add_greenlets(&self, r: &mut Report, with_locals: bool) {
@@ -497,7 +504,20 @@ impl Session {
         let r = self.report(key, full)?;
         let mut src = Sources::default();
         Ok(match key {
-            None => text::all_threads(&r, &mut src),
+            None => {
+                let mut parked: Vec<(u64, usize)> = Vec::new();
+                let threads = self.threads();
+                for g in &self.greenlet_view().greenlets {
+                    let id = g.thread.and_then(|i| threads[i].info.native_id);
+                    if let (Some(id), greenlet::State::Suspended) = (id, g.state) {
+                        match parked.iter_mut().find(|p| p.0 == id) {
+                            Some(p) => p.1 += 1,
+                            None => parked.push((id, 1)),
+                        }
+                    }
+                }
+                text::all_threads_parked(&r, &parked, &mut src)
+            }
             Some(k) => {
                 let entries = self.stack_entries(k, natives)?;
                 let mut out = String::new();

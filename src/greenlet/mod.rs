@@ -369,6 +369,7 @@ fn interpreter(
         thread_of_main.insert(*m, t);
     }
 
+    let idents = gevent_idents(snap, &raws);
     let first = view.greenlets.len();
     for r in &raws {
         let main = r.is_main();
@@ -377,7 +378,8 @@ fn interpreter(
         let state = if main {
             if current == r.obj {
                 State::Running
-            } else if ts == 0 && r.stack_start == 0 {
+            } else if ts == 0 {
+                // Its thread has ended: it can never run again.
                 State::Dead
             } else {
                 State::Suspended
@@ -419,7 +421,10 @@ fn interpreter(
         } else {
             links.get(&r.obj).map(|l| l.1).filter(|p| *p != 0)
         };
-        let (name, function) = gevent_names(snap, r.obj);
+        let (mut name, function) = gevent_names(snap, r.obj);
+        if name.is_none() {
+            name = idents.get(&r.obj).map(|i| format!("Greenlet-{i}"));
+        }
         view.greenlets.push(Greenlet {
             addr: r.obj,
             state,
@@ -541,6 +546,49 @@ fn thread_of(addr: u64, threads: &[GThread], ours: &[usize], stacks: &Stacks) ->
             p > addr && p - addr < MAX_STACK_BELOW_PTHREAD
         })
         .min_by_key(|&t| threads[t].pthread)
+}
+
+/// Most entries read from one gevent ident registry.
+const MAX_IDENTS: u64 = 1 << 20;
+/// Words of a gevent `IdentRegistry` searched for its `_registry` (a Cython object: the
+/// header, maybe a vtable pointer, then its fields).
+const IDENT_REGISTRY_WORDS: u64 = 6;
+
+/// The names gevent generated (`Greenlet-N`, `N` being `minimal_ident`): `N` lives in the
+/// compiled `Greenlet`, whose layout no table says, but also in the hub's `ident_registry`,
+/// a `WeakKeyDictionary` from each greenlet to `(N, weakref)` (gevent/_ident.py).
+fn gevent_idents(snap: &Snapshot, raws: &[Raw]) -> HashMap<u64, u64> {
+    let mut out = HashMap::new();
+    let header = snap.layout.pyobject.ob_type + 8;
+    for r in raws {
+        let Ok(Some(reg)) = snap.instance_attr(r.obj, "ident_registry") else {
+            continue;
+        };
+        let weak_dict = (0..IDENT_REGISTRY_WORDS).find_map(|i| {
+            let p = snap.mem.read_ptr(reg.checked_add(header + 8 * i)?).ok()?;
+            (p != 0 && snap.type_of(p).ok()?.name == "WeakKeyDictionary").then_some(p)
+        });
+        let Some(data) = weak_dict.and_then(|w| snap.instance_attr(w, "data").ok().flatten())
+        else {
+            continue;
+        };
+        let Ok(items) = snap.dict_items(data, MAX_IDENTS) else {
+            continue;
+        };
+        for (key, value) in items {
+            let ident = (|| {
+                // `PyWeakReference.wr_object`, right after the header (Include/cpython/weakrefobject.h).
+                let obj = snap.mem.read_ptr(key.checked_add(header)?).ok()?;
+                let t = &snap.layout.tuple_object;
+                let first = snap.mem.read_ptr(value.checked_add(t.ob_item)?).ok()?;
+                Some((obj, snap.read_int(first).ok()?.parse::<u64>().ok()?))
+            })();
+            if let Some((obj, n)) = ident {
+                out.insert(obj, n);
+            }
+        }
+    }
+    out
 }
 
 /// gevent's `Greenlet.name` and the function it runs (`_run`), from its instance dict.

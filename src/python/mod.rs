@@ -241,6 +241,25 @@ impl PySession {
         })
     }
 
+    /// `py-greenlets`: every greenlet under its thread (text), or the JSON report with
+    /// `greenlets`.
+    #[pyo3(signature = (as_json=false, locals=false))]
+    fn greenlets(&self, py: Python<'_>, as_json: bool, locals: bool) -> PyResult<String> {
+        guard("Session.greenlets", || {
+            if as_json {
+                let r = self.off_gil(py, || -> crate::Result<crate::report::Report> {
+                    let mut r = self.inner.report(None, locals)?;
+                    self.inner.add_greenlets(&mut r, locals);
+                    Ok(r)
+                });
+                report_json(&r.map_err(err)?)
+            } else {
+                self.off_gil(py, || self.inner.render_greenlets(locals))
+                    .map_err(err)
+            }
+        })
+    }
+
     /// Whether `why` needs the debugger's registers for the threads' system calls: memory is
     /// read through the debugger, so no core notes or /proc give them.
     fn wants_registers(&self) -> bool {

@@ -392,16 +392,26 @@ pub fn report_crash_line(r: &Report) -> Option<String> {
 /// The crash line (when the target crashed), then every thread, each with a header, then the
 /// errors: `py-bt -a`.
 pub fn all_threads(r: &Report, src: &mut Sources) -> String {
+    all_threads_parked(r, &[], src)
+}
+
+/// `py-bt -a`: with, under each thread, how many greenlets are parked in it (`parked`: native
+/// id and count).
+pub fn all_threads_parked(r: &Report, parked: &[(u64, usize)], src: &mut Sources) -> String {
     let mut out = String::new();
     if let Some(line) = report_crash_line(r) {
         writeln!(out, "{line}\n").unwrap();
     }
-    out.push_str(&threads(r, src));
+    out.push_str(&threads_parked(r, parked, src));
     out
 }
 
 /// Every thread, each with a header, then the errors.
 pub fn threads(r: &Report, src: &mut Sources) -> String {
+    threads_parked(r, &[], src)
+}
+
+fn threads_parked(r: &Report, parked: &[(u64, usize)], src: &mut Sources) -> String {
     let mut out = String::new();
     for (i, t) in r.threads.iter().enumerate() {
         if i > 0 {
@@ -409,6 +419,14 @@ pub fn threads(r: &Report, src: &mut Sources) -> String {
         }
         writeln!(out, "{}", thread_header(t)).unwrap();
         traceback(t, src, &mut out);
+        if let Some((_, n)) = parked.iter().find(|p| Some(p.0) == t.native_id) {
+            writeln!(
+                out,
+                "{n} greenlet{} suspended in this thread (py-greenlets shows their stacks)",
+                if *n == 1 { "" } else { "s" }
+            )
+            .unwrap();
+        }
         if t.native_id.is_some() {
             greenlets(r, t.native_id, src, &mut out);
         }

@@ -1,0 +1,244 @@
+"""Greenlets: `pyunwind pid|core --greenlets --json` and gdb's `py-greenlets` (`--json` and text,
+on the core) against the truth tests/scenarios/greenlets_raw.py and greenlets_gevent.py record
+about themselves: every greenlet the collector tracks, by address, and each one's thread, state,
+parent, type, gevent name and function, and frames exactly (function, file, line).
+
+greenlet and gevent come from PyPI (tools/greenlet.sh, run by tools/test-env.sh), one folder
+per set and ABI under $PYUNWIND_CACHE/greenlet, which the scenarios put on sys.path
+($PYUNWIND_GREENLET). The lldb side is test_lldb_greenlets.py."""
+
+import json
+import re
+
+import pytest
+
+import harness
+from test_stacks import check_report, expected, got, json_from, run_gdb, traceback_frames
+
+CLI_TIMEOUT = 60
+# The interpreters of the matrix: the pyenv builds (and their stripped copies), Debian's
+# stripped 3.11, sid's 3.14 and 3.15 (debug info hidden, as for a user without -dbg).
+INTERPS = harness.interpreters() + tuple(
+    i for i in harness.provisioned_interpreters() if not i.debug_dir and not i.id.startswith("ft-"))
+# Greenlets are not decoded on a free-threaded build yet: the report says so in `errors`.
+FREE_THREADED = harness.pick(["ft-3.13t"])
+
+# tools/greenlet.sh's sets: set -> greenlet version it holds, per ABI where it differs.
+LATEST = "3.5.6"
+# greenlet 3.3+ ships free-threaded wheels for 3.14t only: 3.2.2 is the newest for cp313t.
+LATEST_FT = "3.2.2"
+# Before `_self` moved into the C++ Greenlet object (3.1.1): the raw scenario on pyenv 3.12.
+OLD_SETS = {"g303": "3.0.3", "g310": "3.1.0"}
+
+# Interpreters with no gevent in the `latest` set, and why; anything else must have it (and one
+# of these that gets it fails test_gevent_absent_only_where_expected: update the list then).
+GEVENT_ABSENT = {
+    # gevent 26.9.0 ships no free-threaded wheel (none for cp313t, nor any older gevent).
+    "ft-3.13t": "no gevent wheel for cp313t",
+}
+GEVENT_INTERPS = [i for i in INTERPS if i.id not in GEVENT_ABSENT]
+
+# Every field of a greenlet entry compared as it is (frames are compared apart).
+FIELDS = ("thread", "state", "parent", "main", "type", "name", "function")
+
+
+def abi(interp):
+    return "cp3%d%s" % (interp.minor, "t" if interp.id.startswith("ft-") else "")
+
+
+def greenlet_dir(interp, set_name="latest"):
+    path = harness.cache_dir() / "greenlet" / set_name / abi(interp)
+    if not (path / "STAMP").is_file():
+        raise harness.HarnessError("%s is missing: run tools/greenlet.sh (tools/test-env.sh)"
+                                   % path)
+    return path
+
+
+def want_version(interp, set_name):
+    if set_name in OLD_SETS:
+        return OLD_SETS[set_name]
+    return LATEST_FT if interp.id.startswith("ft-") else LATEST
+
+
+def start(interp, name, set_name="latest", variant=None, core=True):
+    """The scenario, running, with its core (``sc.core``) unless ``core`` is false."""
+    args = (variant,) if variant else ()
+    sc = harness.Scenario(interp, name, args=args,
+                          env={"PYUNWIND_GREENLET": str(greenlet_dir(interp, set_name))})
+    try:
+        assert sc.truth["greenlet_version"] == want_version(interp, set_name), sc.truth
+        sc.core = sc.make_core() if core else None
+    except BaseException:
+        sc.close()
+        raise
+    return sc
+
+
+def cli(sc, source):
+    target = ["pid", str(sc.pid)] if source == "live" else ["core", sc.core]
+    rc, out, err = harness.run([harness.cli_path()] + target + ["--greenlets", "--json"],
+                               CLI_TIMEOUT)
+    harness.assert_no_panic(out + err, rc)
+    assert rc == 0, "pyunwind %s --greenlets --json failed (%d): %s" % (" ".join(target), rc, err)
+    return json.loads(out)
+
+
+def label(entry):
+    return "%s (%#x)" % (entry.get("label") or "greenlet", entry["address"])
+
+
+def check_greenlets(report, truth):
+    """`greenlets` of a report against the truth: the same addresses, every field, the frames
+    exactly. On a free-threaded build: none, and an `errors` entry saying why."""
+    assert "greenlets" in report, sorted(report)
+    if truth["free_threaded"]:
+        assert report["greenlets"] == []
+        assert any("free-threaded" in e["what"] for e in report["errors"]), report["errors"]
+        return
+    shown = {g["address"]: g for g in report["greenlets"]}
+    assert len(shown) == len(report["greenlets"]), "an address listed twice"
+    want = {g["address"]: g for g in truth["greenlets"]}
+    assert set(shown) == set(want), "missing %s; extra %s" % (
+        sorted(label(want[a]) for a in set(want) - set(shown)),
+        sorted("%#x" % a for a in set(shown) - set(want)))
+    for address, w in want.items():
+        g = shown[address]
+        for field in FIELDS:
+            assert g[field] == w[field], "%s: %s is %r, want %r" % (label(w), field, g[field],
+                                                                    w[field])
+        assert got(g["frames"]) == expected(w["frames"]), label(w)
+        assert all(f["kind"] == "python" for f in g["frames"]), label(w)
+    assert report["errors"] == []
+
+
+def check_cli_report(report, truth, live=False):
+    if not truth["free_threaded"]:
+        check_report(report, truth, live_cli=live)
+    check_greenlets(report, truth)
+
+
+GREENLET_LINE = re.compile(r"^  Greenlet (0x[0-9a-f]+) ")
+
+
+def check_text(text, truth):
+    """`py-greenlets`: each suspended greenlet's frames (as py-bt prints them, `File "F",
+    line N, in FUNC`) follow the line that names it (`  Greenlet 0x… (type) suspended:`), up to
+    the next such line or the next unindented one (a thread's header, a summary)."""
+    addresses = {g["address"] for g in truth["greenlets"]}
+    blocks, current = {}, None
+    for line in text.splitlines():
+        m = GREENLET_LINE.match(line)
+        if m and int(m.group(1), 16) in addresses:
+            current = int(m.group(1), 16)
+            blocks.setdefault(current, [])
+        elif not line[:1].strip() and current is not None:
+            # A greenlet's traceback is indented 4 more than a thread's.
+            blocks[current].append(line[4:])
+        else:
+            current = None
+    for g in truth["greenlets"]:
+        if g["state"] != "suspended":
+            continue
+        assert g["address"] in blocks, "%s not shown:\n%s" % (label(g), text)
+        assert traceback_frames("\n".join(blocks[g["address"]])) == expected(g["frames"]), (
+            label(g), text)
+
+
+def gdb_greenlets(sc):
+    """(the report of `py-greenlets --json`, the text of `py-greenlets`) on the core."""
+    out, _ = run_gdb(sc.interp, "echo @@JSON@@\\n", "py-greenlets --json", "echo @@TEXT@@\\n",
+                     "py-greenlets", core=sc.core)
+    harness.assert_no_panic(out)
+    js, text = out.split("@@JSON@@\n", 1)[1].split("@@TEXT@@\n", 1)
+    return json_from(js), text
+
+
+# --- raw greenlets (tests/scenarios/greenlets_raw.py) ---------------------------------------
+
+
+@pytest.fixture(scope="module", params=INTERPS + tuple(FREE_THREADED), ids=lambda i: i.id)
+def raw(request):
+    sc = start(request.param, "greenlets_raw")
+    yield sc
+    sc.close()
+
+
+@pytest.mark.parametrize("source", ["live", "core"])
+def test_raw_cli(raw, source):
+    check_cli_report(cli(raw, source), raw.truth, live=source == "live")
+
+
+def test_raw_gdb(raw):
+    report, text = gdb_greenlets(raw)
+    check_greenlets(report, raw.truth)
+    if not raw.truth["free_threaded"]:
+        check_text(text, raw.truth)
+
+
+# The main thread and the worker blocked inside a greenlet of their own ("inside"); and the
+# greenlets older than `_self` in their C++ object (3.0.3: the first whose frames are exposed
+# on 3.12; 3.1.0: the last without `_self`), on pyenv 3.12: from the core, by the CLI.
+VARIANTS = [pytest.param((i, "inside", "latest"), id="%s-inside" % i.id) for i in INTERPS] + [
+    pytest.param((i, "main", s), id="%s-greenlet-%s" % (i.id, v))
+    for i in harness.pick(["pyenv-3.12"]) for s, v in OLD_SETS.items()]
+
+
+@pytest.fixture(scope="module", params=VARIANTS)
+def raw_variant(request):
+    interp, variant, set_name = request.param
+    sc = start(interp, "greenlets_raw", set_name, variant)
+    yield sc
+    sc.close()
+
+
+def test_raw_variant_cli_core(raw_variant):
+    check_cli_report(cli(raw_variant, "core"), raw_variant.truth)
+
+
+def test_raw_truth_has_every_state():
+    """The scenario's own promise, on one interpreter: each state, the exited thread's greenlets,
+    a parent chain, a subclass (guards the truth the tests above compare with)."""
+    with start(harness.pick(["pyenv-3.12"])[0], "greenlets_raw", variant="inside",
+               core=False) as sc:
+        by_label = {g["label"]: g for g in sc.truth["greenlets"]}
+    assert {g["state"] for g in by_label.values()} == {"running", "suspended", "not_started",
+                                                       "dead"}
+    assert by_label["inner"]["parent"] == by_label["outer"]["address"]
+    assert by_label["orphan"]["thread"] is None and by_label["orphan"]["state"] == "suspended"
+    assert by_label["main of greenlet-gone"]["state"] == "dead"
+    assert len(by_label["deep"]["frames"]) == 31
+    assert by_label["gen"]["type"] == "Gen" and by_label["deep"]["type"] == "greenlet.greenlet"
+    assert by_label["runner"]["state"] == by_label["wrunner"]["state"] == "running"
+    assert by_label["main of MainThread"]["state"] == "suspended"
+    assert [f["function"] for f in by_label["sorter"]["frames"]] == ["by_key.<locals>.key",
+                                                                      "by_key"]
+
+
+# --- gevent (tests/scenarios/greenlets_gevent.py) -------------------------------------------
+
+
+@pytest.fixture(scope="module", params=GEVENT_INTERPS, ids=lambda i: i.id)
+def gev(request):
+    sc = start(request.param, "greenlets_gevent")
+    assert sc.truth["gevent_version"] == "26.9.0"
+    yield sc
+    sc.close()
+
+
+@pytest.mark.parametrize("source", ["live", "core"])
+def test_gevent_cli(gev, source):
+    check_cli_report(cli(gev, source), gev.truth, live=source == "live")
+
+
+def test_gevent_gdb(gev):
+    report, text = gdb_greenlets(gev)
+    check_greenlets(report, gev.truth)
+    check_text(text, gev.truth)
+
+
+def test_gevent_absent_only_where_expected():
+    """GEVENT_ABSENT is not a skip list gone stale: each interpreter it names really has no
+    gevent in its `latest` set, and every other one does."""
+    for interp in INTERPS + tuple(FREE_THREADED):
+        has = (greenlet_dir(interp) / "gevent" / "__init__.py").is_file()
+        assert has is (interp.id not in GEVENT_ABSENT), (interp.id, GEVENT_ABSENT.get(interp.id))
