@@ -61,7 +61,7 @@ GDB_SCRIPT = os.path.join(ROOT, "gdb-scripts", "pyunwind-gdb.py")
 LLDB_SCRIPT = os.path.join(ROOT, "lldb-scripts", "pyunwind_lldb.py")
 # why_waits: threads in each kind of wait and a lock-order deadlock (lock objects, with blocks'
 # value stacks, exception tables); why_async_locks: asyncio tasks in async with blocks (3.11+).
-SCENARIOS = ("threads", "locals", "gather", "why_waits", "why_async_locks")
+SCENARIOS = ("threads", "locals", "gather", "why_waits", "why_async_locks", "greenlets_raw")
 
 # --- layouts (src/cpython/layout/v3_1X.rs; free-threaded 3.13: object fields +16) ----------
 # `f_code` of PyFrameObject (3.10) / `f_executable` of _PyInterpreterFrame (3.11+).
@@ -79,7 +79,9 @@ TASK_CORO = {11: 136, 12: 136, 13: 120, 14: 128, 15: 128}
 # Bytes of each kind of structure a patch may land in (a word at a random aligned offset).
 SPAN = {"tstate": 256, "interp": 1024, "frame": 96, "code": 192, "str": 64, "local": 64,
         "task": 192, "coro": 128, "future": 128, "loop": 64, "debug_offsets": 1024,
-        "waited": 64}
+        "waited": 64, "greenlet": 48, "greenlet_impl": 160}
+# `PyGreenlet.pimpl` (greenlet.h: after the header, `weakreflist` and `dict`; default builds).
+GREENLET_PIMPL = 32
 STACKREF_TAG_BITS = 3
 
 VALUES = [0, 0x10, 0xffffffffffffffff, 1 << 63, (1 << 63) - 1, 1 << 62, 1 << 31, (1 << 31) - 1,
@@ -100,6 +102,12 @@ def interpreters():
 def scenario_for(interp, scenario):
     if scenario == "why_async_locks" and interp.minor < 11:
         return None
+    if scenario == "greenlets_raw":
+        # Free-threaded builds: greenlets are not decoded there (the report says so).
+        if interp.id.startswith("ft-"):
+            return None
+        path = harness.cache_dir() / "greenlet" / "latest" / ("cp3%d" % interp.minor)
+        return harness.Scenario(interp, scenario, env={"PYUNWIND_GREENLET": str(path)})
     if scenario == "gather":
         if interp.minor < 11:
             return None
@@ -128,7 +136,8 @@ def make_base(interp, scenario, workdir):
         core = os.path.join(workdir, "core.%s.%s" % (interp.id, scenario))
         shutil.move(src, core)
     flags = ["--json", "--locals", "--why"] + (
-        ["--tasks"] if scenario in ("gather", "why_async_locks") else [])
+        ["--tasks"] if scenario in ("gather", "why_async_locks") else []) + (
+        ["--greenlets"] if scenario == "greenlets_raw" else [])
     status, rc, out, err = cli(["core", core, *flags], timeout=60)
     if status != "ok" or rc != 0:
         raise RuntimeError("base core %s: CLI failed: %r" % (core, err[-2000:]))
@@ -173,6 +182,13 @@ def locate(base, report):
                 obj = ptr(f["address"] + FRAME_LOCALSPLUS[minor] + 8 * i)
                 if obj and obj not in st["local"]:
                     st["local"].append(obj)
+    for g in report.get("greenlets") or []:
+        st["greenlet"].append(g["address"])
+        impl = ptr(g["address"] + GREENLET_PIMPL)
+        if impl:
+            st["greenlet_impl"].append(impl)
+        st["frame"].extend(f["address"] for f in g["frames"]
+                           if f["kind"] == "python" and f["address"] not in st["frame"])
     for t in report.get("tasks") or []:
         st["task"].append(t["id"])
         coro = ptr(t["id"] + TASK_CORO.get(minor, 0) + delta) if minor in TASK_CORO else None
@@ -390,6 +406,8 @@ def run_cli_modes(base, path, env, text):
              else ("--json", "--locals", "--why")]
     if text:
         modes.append(("--async", "--locals", "--why") if asyncio else ("--locals", "--why"))
+    if base["scenario"] == "greenlets_raw":
+        modes = [m + ("--greenlets",) for m in modes]
     for mode in modes:
         status, rc, out, err = cli(["core", path, "--exe", base["exe"], *mode], env=env)
         kind = judge_cli(status, rc, out, err, "--json" in mode)
