@@ -394,9 +394,43 @@ impl Session {
             let stacks = Stacks {
                 regions: &self.target.regions,
                 anchors: &self.target.stack_anchors,
+                files: self
+                    .target
+                    .mappings
+                    .iter()
+                    .map(|m| (m.start, m.end))
+                    .collect(),
+                heap: self.heap_ranges(),
+                raw: Some(self.target.mem.clone()),
             };
             greenlet::analyze(&self.snap, &threads, &stacks)
         })
+    }
+
+    /// A live process's resident pages outside its files, where a heap scan looks (free-threaded
+    /// builds keep no GC lists); None elsewhere (every mapping that is not a file's).
+    fn heap_ranges(&self) -> Option<Vec<(u64, u64)>> {
+        if self.snap.layout.interpreter_state.gc.is_some() {
+            return None;
+        }
+        let pid = match self.target.kind {
+            SourceKind::Live => self.target.pid?,
+            _ => return None,
+        };
+        let files: Vec<(u64, u64)> = self
+            .target
+            .mappings
+            .iter()
+            .map(|m| (m.start, m.end))
+            .collect();
+        let mut out = Vec::new();
+        for &(start, end) in &self.target.regions {
+            if files.iter().any(|f| f.0 < end && start < f.1) {
+                continue;
+            }
+            out.extend(crate::memory::resident_ranges(pid, start, end)?);
+        }
+        Some(out)
     }
 
     /// `py-greenlets` text: every thread with its greenlets.

@@ -88,6 +88,15 @@ const MAP: &[(u8, u8, &str, &str, &str)] = &[
     (10, 11, "interpreter_state.imports_modules", "PyInterpreterState", "modules"),
     (12, 15, "interpreter_state.imports_modules", "PyInterpreterState", "imports.modules"),
     (10, 15, "interpreter_state.gc_collecting", "PyInterpreterState", "gc.collecting"),
+    (10, 15, "interpreter_state.gc.gc", "PyInterpreterState", "gc"),
+    (10, 15, "interpreter_state.gc.heads.0", "struct _gc_runtime_state", "generations"),
+    // The next two generations, one `struct gc_generation` (24 bytes: a `PyGC_Head` and two
+    // ints) apart; the permanent one after them is checked against DWARF again.
+    (10, 14, "interpreter_state.gc.heads.1", "=", "48"),
+    (10, 14, "interpreter_state.gc.heads.2", "=", "72"),
+    (15, 15, "interpreter_state.gc.heads.1", "=", "32"),
+    (15, 15, "interpreter_state.gc.heads.2", "=", "56"),
+    (10, 15, "interpreter_state.gc.heads.3", "struct _gc_runtime_state", "permanent_generation"),
     (10, 15, "thread_state.prev", "PyThreadState", "prev"),
     (10, 15, "thread_state.next", "PyThreadState", "next"),
     (10, 15, "thread_state.interp", "PyThreadState", "interp"),
@@ -531,11 +540,15 @@ fn builtin_layouts_match_dwarf() {
         let rows: Vec<_> = MAP
             .iter()
             .filter(|r| (r.0..=r.1).contains(&minor))
-            .filter(|r| !(l.free_threaded && r.2.starts_with("gil.")))
+            // A free-threaded build keeps no GC lists (`interpreter_state.gc` is None).
+            .filter(|r| {
+                !(l.free_threaded
+                    && (r.2.starts_with("gil.") || r.2.starts_with("interpreter_state.gc.")))
+            })
             .collect();
         for (f, value) in ours
             .iter()
-            .filter(|o| !(l.free_threaded && o.0 == "gil"))
+            .filter(|o| !(l.free_threaded && (o.0 == "gil" || o.0 == "interpreter_state.gc")))
             .filter(|o| rows.iter().filter(|r| r.2 == o.0).count() != 1)
         {
             errs.push(format!(

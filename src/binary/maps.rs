@@ -66,6 +66,11 @@ pub fn parse_proc_regions(text: &str) -> (Vec<Range>, Option<Range>) {
         let (Ok(start), Ok(end)) = (u64::from_str_radix(s, 16), u64::from_str_radix(e, 16)) else {
             continue;
         };
+        // An inaccessible reservation (a guard page, an allocator's reserved arena) holds
+        // nothing to read.
+        if line.split_ascii_whitespace().nth(1) == Some("---p") {
+            continue;
+        }
         if line.ends_with(" [stack]") {
             stack = Some((start, end));
         }

@@ -17,14 +17,14 @@
 
 pub mod layout;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use layout::{GreenletLayout, THREAD_STATE_CURRENT};
 
 use crate::cpython::layout::FrameModel;
 use crate::cpython::objects::field;
 use crate::cpython::{FrameItem, FrameWalk, Snapshot};
-use crate::error::ReadError;
+use crate::error::{ReadError, ReadErrorKind};
 
 /// Most greenlets we list.
 pub const MAX_GREENLETS: usize = 1 << 20;
@@ -46,13 +46,19 @@ pub struct GThread<'a> {
     pub walk: &'a FrameWalk,
 }
 
-/// Where the target's threads keep their stacks, as far as the source says.
+/// Where the target's threads keep their stacks, and its heap, as far as the source says.
 #[derive(Default)]
 pub struct Stacks<'a> {
     /// Every mapping, ascending (empty: unknown).
     pub regions: &'a [(u64, u64)],
     /// (LWP, address on its stack).
     pub anchors: &'a [(u64, u64)],
+    /// The file-backed mappings, which hold no heap objects.
+    pub files: Vec<(u64, u64)>,
+    /// Where a heap scan looks (None: every mapping that is not a file's), and the memory it
+    /// reads, not charged to the stop's budget (a heap scan has its own cap).
+    pub heap: Option<Vec<(u64, u64)>>,
+    pub raw: Option<std::sync::Arc<dyn crate::memory::Memory>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,38 +222,68 @@ fn interpreter(
         );
         return Ok(());
     }
-    let Some(lists) = snap.layout.interpreter_state.gc else {
-        err(
-            interp,
-            "greenlets are found on the GC lists, which a free-threaded build does not keep".into(),
-        );
-        return Ok(());
-    };
     let py310 = matches!(snap.layout.frame, FrameModel::FrameObject { .. });
     let mut lay = GreenletLayout::prefix(pimpl, v >= (3, 1, 1), py310);
 
-    // Every greenlet on the GC lists: its type is `greenlet.greenlet` or derives from it.
-    let mut kinds: HashMap<u64, bool> = HashMap::new();
+    // Every greenlet: an object whose type is `greenlet.greenlet` or derives from it, on the
+    // GC lists; where there are none (free-threaded builds) or a collection has them on its
+    // own lists, anywhere in the heap.
     let mut objs: Vec<(u64, u64)> = Vec::new();
     let mut too_many = false;
-    let gc_errors = snap.gc_objects(interp, &lists, |obj, tp| {
-        let is = *kinds
-            .entry(tp)
-            .or_insert_with(|| derives_from(snap, tp, ty));
-        if is {
-            if objs.len() < MAX_GREENLETS {
-                objs.push((obj, tp));
-            } else {
+    let scanned = match snap.layout.interpreter_state.gc {
+        Some(lists) if snap.gc_collecting(interp) != Some(true) => {
+            let mut kinds: HashMap<u64, bool> = HashMap::new();
+            let gc_errors = snap.gc_objects(interp, &lists, |obj, tp| {
+                let is = *kinds
+                    .entry(tp)
+                    .or_insert_with(|| derives_from(snap, tp, ty));
+                if is {
+                    if objs.len() < MAX_GREENLETS {
+                        objs.push((obj, tp));
+                    } else {
+                        too_many = true;
+                    }
+                }
+            });
+            for e in gc_errors {
+                err(
+                    e.addr,
+                    format!("GC list: {e} (greenlets after it are not listed)"),
+                );
+            }
+            false
+        }
+        _ => {
+            if !lay.has_self {
+                err(
+                    ty,
+                    format!(
+                        "greenlet {version}: a heap scan needs greenlet 3.1.1+ (its `_self` check)"
+                    ),
+                );
+                return Ok(());
+            }
+            if stacks.regions.is_empty() {
+                err(
+                    interp,
+                    "greenlets are found by a heap scan here (no GC lists), which needs the target's memory map (not known when memory is read through the debugger)".into(),
+                );
+                return Ok(());
+            }
+            let types = subclasses(snap, ty, &mut err);
+            for e in scan_heap(snap, stacks, &types, &mut objs) {
+                err(
+                    e.addr,
+                    format!("heap scan: {e} (greenlets past it are not listed)"),
+                );
+            }
+            if objs.len() > MAX_GREENLETS {
+                objs.truncate(MAX_GREENLETS);
                 too_many = true;
             }
+            true
         }
-    });
-    for e in gc_errors {
-        err(
-            e.addr,
-            format!("GC list: {e} (greenlets after it are not listed)"),
-        );
-    }
+    };
     if too_many {
         err(interp, format!("cut at {MAX_GREENLETS} greenlets"));
     }
@@ -260,6 +296,9 @@ fn interpreter(
             Ok(Some(r)) => raws.push(r),
             // Being freed (`~Greenlet` clears `pimpl`).
             Ok(None) => {}
+            // A word that only looks like a greenlet's type pointer (a `tp_base`, a tuple
+            // item, freed memory): the round trip is what tells.
+            Err(_) if scanned => {}
             Err(e) => {
                 bad += 1;
                 err(obj, format!("greenlet {obj:#x}: {e}"));
@@ -451,6 +490,110 @@ fn interpreter(
         )
     });
     Ok(())
+}
+
+/// `PyTypeObject.tp_subclasses`: 42 words after `tp_name` (Include/cpython/object.h, 3.10 to
+/// 3.15; checked against the DWARF of pyenv's 3.10.13 to 3.13.0 and our 3.13t).
+const TP_SUBCLASSES_FROM_NAME: u64 = 336;
+/// Most types in one class tree.
+const MAX_SUBCLASSES: usize = 4096;
+/// Most bytes a heap scan reads.
+const MAX_HEAP_SCAN_BYTES: u64 = 4 << 30;
+/// What a heap scan reads at once.
+const SCAN_CHUNK: u64 = 1 << 20;
+
+/// `root` and every class derived from it, from each type's `tp_subclasses` (a dict of weak
+/// references, kept for every type that is not a static builtin one).
+fn subclasses(snap: &Snapshot, root: u64, err: &mut impl FnMut(u64, String)) -> HashSet<u64> {
+    let mut out = HashSet::from([root]);
+    let mut todo = vec![root];
+    let header = snap.layout.pyobject.ob_type + 8;
+    let off = snap.layout.type_object.tp_name + TP_SUBCLASSES_FROM_NAME;
+    while let Some(t) = todo.pop() {
+        let Ok(d) = snap.mem.read_ptr(t.wrapping_add(off)) else {
+            continue;
+        };
+        if d == 0 {
+            continue;
+        }
+        let items = match snap.dict_items(d, MAX_SUBCLASSES as u64) {
+            Ok(i) => i,
+            Err(e) => {
+                err(t, format!("subclasses of type {t:#x}: {e}"));
+                continue;
+            }
+        };
+        for (_, weak) in items {
+            // `PyWeakReference.wr_object`, right after the header.
+            let Ok(sub) = snap.mem.read_ptr(weak.wrapping_add(header)) else {
+                continue;
+            };
+            if sub != 0 && out.len() < MAX_SUBCLASSES && out.insert(sub) {
+                todo.push(sub);
+            }
+        }
+    }
+    out
+}
+
+/// Every object in the target's anonymous mappings whose type is one of `types`, appended
+/// to `out` as (object, type): candidates, each still to be checked by its round trip.
+fn scan_heap(
+    snap: &Snapshot,
+    stacks: &Stacks,
+    types: &HashSet<u64>,
+    out: &mut Vec<(u64, u64)>,
+) -> Vec<ReadError> {
+    let ob_type = snap.layout.pyobject.ob_type;
+    // Most words are not near any type: one range check before the set lookup.
+    let (lo, hi) = (
+        types.iter().min().copied().unwrap_or(0),
+        types.iter().max().copied().unwrap_or(0),
+    );
+    let mut read = 0u64;
+    let mut errors = Vec::new();
+    let mem = stacks.raw.as_deref().unwrap_or(&*snap.mem);
+    let ranges = stacks.heap.as_deref().unwrap_or(stacks.regions);
+    for &(start, end) in ranges {
+        if stacks.files.iter().any(|f| f.0 < end && start < f.1) {
+            continue;
+        }
+        let mut at = start;
+        while at < end {
+            let len = (end - at).min(SCAN_CHUNK);
+            if read + len > MAX_HEAP_SCAN_BYTES {
+                errors.push(ReadError::new(
+                    at,
+                    0,
+                    ReadErrorKind::Limit {
+                        what: "bytes of heap scanned",
+                        max: MAX_HEAP_SCAN_BYTES,
+                    },
+                ));
+                return errors;
+            }
+            read += len;
+            match mem.read_vec(at, len, SCAN_CHUNK) {
+                Ok(bytes) => {
+                    for (i, w) in bytes.chunks_exact(8).enumerate() {
+                        let w = u64::from_le_bytes(w.try_into().unwrap_or_default());
+                        if w >= lo && w <= hi && types.contains(&w) && out.len() <= MAX_GREENLETS {
+                            out.push(((at + 8 * i as u64).wrapping_sub(ob_type), w));
+                        }
+                    }
+                }
+                // The stop's budget is spent: say so once, and stop.
+                Err(e) if matches!(e.kind, ReadErrorKind::Limit { .. }) => {
+                    errors.push(e);
+                    return errors;
+                }
+                // Pages a core did not save, guard pages: nothing to find there.
+                Err(_) => {}
+            }
+            at += len;
+        }
+    }
+    errors
 }
 
 /// Whether type `tp` is `root` or derives from it (gevent's `Greenlet` and `Hub`, eventlet's

@@ -32,7 +32,7 @@ pub use self::core::{
     CoreFile, CoreMemory, CoreThread, FileMapping, PrStatusHead, Siginfo, SignalNotes,
 };
 pub use self::files::{file_build_id, hex, FileLookup, FileSearch};
-pub use self::live::{parse_proc_syscall, proc_syscall, LiveMemory, ProcSyscall};
+pub use self::live::{parse_proc_syscall, proc_syscall, resident_ranges, LiveMemory, ProcSyscall};
 
 use crate::error::{ReadError, ReadErrorKind};
 
