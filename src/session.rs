@@ -463,6 +463,7 @@ impl Session {
                         .map(|i| self.frame_report(i, with_locals))
                         .collect(),
                     truncated: g.truncated,
+                    waiting: g.waiting.clone(),
                 })
                 .collect(),
         );

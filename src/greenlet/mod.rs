@@ -16,6 +16,7 @@
 //!   `[stack]` for the main thread).
 
 pub mod layout;
+pub mod waits;
 
 use std::collections::{HashMap, HashSet};
 
@@ -97,6 +98,8 @@ pub struct Greenlet {
     /// them.
     pub name: Option<String>,
     pub function: Option<String>,
+    /// What a suspended gevent greenlet waits on, where its frames show it.
+    pub waiting: Option<crate::report::Waiting>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -474,6 +477,9 @@ fn interpreter(
                 .map(|t| t.name.clone())
                 .unwrap_or_else(|_| "?".into()),
             thread,
+            waiting: (state == State::Suspended)
+                .then(|| waits::gevent_wait(snap, &frames))
+                .flatten(),
             frames,
             truncated,
             name,

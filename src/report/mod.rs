@@ -165,6 +165,9 @@ pub struct GreenletReport {
     pub frames: Vec<FrameReport>,
     /// The frame walk stopped early (an error says where).
     pub truncated: bool,
+    /// A suspended gevent greenlet: what it waits on, where its frames show it (`frame` is an
+    /// index in `frames`).
+    pub waiting: Option<Waiting>,
 }
 
 #[derive(Clone, Debug, Serialize)]

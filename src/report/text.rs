@@ -483,7 +483,17 @@ pub fn greenlets(r: &Report, native_id: Option<u64>, src: &mut Sources, out: &mu
                 .unwrap();
             }
             "suspended" => {
-                writeln!(out, "  Greenlet {:#x} ({what}) suspended:", g.address).unwrap();
+                let wait = g.waiting.as_ref().map_or(String::new(), |w| {
+                    let mut s = format!(", waiting: {}", w.kind);
+                    if let Some(o) = w.object {
+                        write!(s, " {o:#x}").unwrap();
+                    }
+                    if let Some(t) = &w.type_name {
+                        write!(s, " ({t})").unwrap();
+                    }
+                    s
+                });
+                writeln!(out, "  Greenlet {:#x} ({what}) suspended{wait}:", g.address).unwrap();
                 if g.frames.is_empty() {
                     out.push_str("    (no Python frames)\n");
                 } else {

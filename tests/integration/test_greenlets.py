@@ -222,13 +222,35 @@ def gev(request):
 
 @pytest.mark.parametrize("source", ["live", "core"])
 def test_gevent_cli(gev, source):
-    check_cli_report(cli(gev, source), gev.truth, live=source == "live")
+    report = cli(gev, source)
+    check_cli_report(report, gev.truth, live=source == "live")
+    check_waits(report, gev.truth)
 
 
 def test_gevent_gdb(gev):
     report, text = gdb_greenlets(gev)
     check_greenlets(report, gev.truth)
+    check_waits(report, gev.truth)
     check_text(text, gev.truth)
+
+
+def check_waits(report, truth):
+    """Each greenlet that recorded its wait (a Semaphore, an Event, a sleep, its socket) has
+    that `waiting`: kind, object and type, at a frame of its own; the handlers of the
+    half-sent requests wait on their connection's socket."""
+    waits = {int(k): v for k, v in truth["waits"].items()}
+    assert len(waits) >= 11, waits
+    labels = {e["address"]: e["label"] for e in truth["greenlets"]}
+    for g in report["greenlets"]:
+        w = g.get("waiting")
+        if g["address"] in waits:
+            kind, obj, type_name = waits[g["address"]]
+            assert w is not None, labels[g["address"]]
+            assert (w["kind"], w["object"], w["type"]) == (kind, obj, type_name), (
+                labels[g["address"]], w)
+            assert 0 <= w["frame"] < len(g["frames"]), (labels[g["address"]], w)
+        elif labels.get(g["address"]) == "handler of a partial request":
+            assert w is not None and w["kind"] == "socket" and w["type"] == "socket", w
 
 
 def test_gevent_absent_only_where_expected():

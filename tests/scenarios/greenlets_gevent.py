@@ -58,6 +58,9 @@ SEM = gevent.lock.Semaphore(0)
 ARRIVED = []  # names of the handler greenlets that reached `app`
 SENT = []  # clients that sent their request
 PARKED = []  # labels of the other greenlets that reached their wait
+# id(greenlet) -> (kind, id(object) or None, the object's type name or None): the wait each
+# greenlet that knows it makes (written by the greenlet itself, right before it waits).
+WAITS = {}
 NAMED = {}  # label -> gevent Greenlet the scenario spawned
 MAIN_NATIVE_ID = threading.get_native_id()
 
@@ -66,6 +69,7 @@ def app(environ, start_response):
     me = gevent.getcurrent()
     raw.LABELS[id(me)] = "handler " + environ["PATH_INFO"]
     ARRIVED.append(me.name)
+    WAITS[id(me)] = ("event", id(RELEASE), _truth.type_name(type(RELEASE)))
     RELEASE.wait()  # app handlers park here
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [b"released\n"]
@@ -76,18 +80,22 @@ def client(port, request):
     sock.connect(("127.0.0.1", port))
     sock.sendall(request)
     SENT.append(request)
+    WAITS[id(gevent.getcurrent())] = ("socket", id(sock), _truth.type_name(type(sock)))
     return sock.recv(1)  # clients park here
 
 
 def sem_waiter(label):
+    WAITS[id(gevent.getcurrent())] = ("semaphore", id(SEM), _truth.type_name(type(SEM)))
     PARKED.append(label); SEM.acquire()  # noqa: E702
 
 
 def sleeper():
+    WAITS[id(gevent.getcurrent())] = ("sleep", None, None)
     PARKED.append("sleeper"); gevent.sleep(1e6)  # noqa: E702
 
 
 def waiter():
+    WAITS[id(gevent.getcurrent())] = ("event", id(NEVER), _truth.type_name(type(NEVER)))
     PARKED.append("waiter"); NEVER.wait()  # noqa: E702
 
 
@@ -154,7 +162,8 @@ def record_all():
             raw.LABELS[id(g)] = "handler of a partial request"
     truth = raw.record(sys._getframe(1), describe=describe, own_greenlet=False,
                        gevent_version=gevent.__version__, port=SERVER.server_port,
-                       hub=id(HUB), arrived=ARRIVED)
+                       hub=id(HUB), arrived=ARRIVED,
+                       waits={str(k): list(v) for k, v in WAITS.items()})
     raw_labels = {e["address"]: e["label"] for e in truth["greenlets"]}
     if raw_labels.get(id(HUB)) != "hub":
         _truth.fail("no hub among the greenlets")

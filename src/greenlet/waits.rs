@@ -1,0 +1,125 @@
+//! What a suspended gevent greenlet waits on, from its own frames: gevent's waits are compiled
+//! (Cython) and leave no Python frame, so the program's innermost frame shows the call in
+//! progress on its value stack (`SEM.acquire()`: the method, then the Semaphore), except for
+//! the waits gevent writes in Python: `gevent.sleep` (gevent/hub.py) and the cooperative
+//! socket's methods (gevent/_socket3.py, gevent/_socketcommon.py), whose frames say it.
+
+use crate::cpython::{FrameItem, PyFrame, Snapshot};
+use crate::report::Waiting;
+
+/// Library frames followed outwards from the innermost one.
+const MAX_WAIT_FRAMES: usize = 32;
+
+/// gevent's compiled waitables (`tp_name`s of gevent 1.3 to 26) and the wait each makes.
+const WAITABLES: &[(&str, &str)] = &[
+    ("gevent._gevent_c_semaphore.Semaphore", "semaphore"),
+    ("gevent._gevent_c_semaphore.BoundedSemaphore", "semaphore"),
+    ("gevent._gevent_cevent.Event", "event"),
+    ("gevent._gevent_cevent.AsyncResult", "async_result"),
+    ("gevent._gevent_cgreenlet.Greenlet", "join"),
+    ("gevent._gevent_cqueue.Queue", "queue_get"),
+    ("gevent._gevent_cqueue.UnboundQueue", "queue_get"),
+    ("gevent._gevent_cqueue.PriorityQueue", "queue_get"),
+    ("gevent._gevent_cqueue.LifoQueue", "queue_get"),
+    ("gevent._gevent_cqueue.JoinableQueue", "queue_get"),
+    ("gevent._gevent_cqueue.Channel", "queue_get"),
+];
+
+/// The methods of those that wait (others on the value stack are not a wait).
+const WAIT_METHODS: &[&str] = &["acquire", "wait", "get", "join", "peek", "put", "wait_for"];
+
+/// The types a call's callable has on the value stack (their names after the last dot): a
+/// Cython method, a builtin method's descriptor, a plain function.
+const CALLABLES: &[&str] = &[
+    "cython_function_or_method",
+    "method_descriptor",
+    "builtin_function_or_method",
+    "function",
+];
+
+fn is_file(file: &str, name: &str) -> bool {
+    file.ends_with(name)
+}
+
+/// The wait of a suspended greenlet whose frames (innermost first) are `frames`.
+pub fn gevent_wait(snap: &Snapshot, frames: &[FrameItem]) -> Option<Waiting> {
+    let mut socket: Option<(usize, &PyFrame)> = None;
+    for (i, item) in frames.iter().enumerate().take(MAX_WAIT_FRAMES) {
+        let FrameItem::Python(p) = item else {
+            return None;
+        };
+        let file = &*p.code.filename;
+        if is_file(file, "/gevent/hub.py") && p.code.name == "sleep" {
+            return Some(Waiting {
+                kind: "sleep",
+                object: None,
+                type_name: None,
+                owner: None,
+                frame: i,
+            });
+        }
+        if is_file(file, "/gevent/_socket3.py") || is_file(file, "/gevent/_socketcommon.py") {
+            // The outermost of the socket's own frames: the method the program called.
+            socket = Some((i, p));
+            continue;
+        }
+        if file.contains("/gevent/") {
+            continue;
+        }
+        if let Some((at, s)) = socket {
+            let this = snap.local_object(s, "self").ok().flatten();
+            return Some(Waiting {
+                kind: "socket",
+                object: this,
+                type_name: this.and_then(|t| Some(snap.type_of(t).ok()?.name.clone())),
+                owner: None,
+                frame: at,
+            });
+        }
+        return call_in_progress(snap, p, i);
+    }
+    None
+}
+
+/// A wait call on one of gevent's waitables in frame `p`: a callable right below an object
+/// of a waitable type on the value stack (a method call pushes the method, then `self`).
+fn call_in_progress(snap: &Snapshot, p: &PyFrame, index: usize) -> Option<Waiting> {
+    let mut slots = snap.value_stack_slots(p, None);
+    if let Some(n) = p.code.stacksize {
+        slots.truncate(n as usize);
+    }
+    for pair in slots.windows(2) {
+        let (Some(callable), Some(this)) = (pair[0], pair[1]) else {
+            continue;
+        };
+        let Ok(ct) = snap.type_of(callable) else {
+            continue;
+        };
+        // Cython names its function type after its own version (`_cython_3_3_0.`).
+        let short = ct.name.rsplit('.').next().unwrap_or_default();
+        if !CALLABLES.contains(&short) {
+            continue;
+        }
+        let Ok(t) = snap.type_of(this) else { continue };
+        let Some(&(_, mut kind)) = WAITABLES.iter().find(|w| w.0 == t.name) else {
+            continue;
+        };
+        // A Cython method is a `PyCFunctionObject` first: its name says which call it is.
+        if let Ok((name, _)) = snap.cfunction_name_and_self(callable) {
+            if !WAIT_METHODS.contains(&name.as_str()) {
+                continue;
+            }
+            if name == "put" {
+                kind = "queue_put";
+            }
+        }
+        return Some(Waiting {
+            kind,
+            object: Some(this),
+            type_name: Some(t.name.clone()),
+            owner: None,
+            frame: index,
+        });
+    }
+    None
+}
