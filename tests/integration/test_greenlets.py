@@ -209,6 +209,26 @@ def test_raw_truth_has_every_state():
                                                                       "by_key"]
 
 
+def test_unsupported_version():
+    """A greenlet that says it is 9.0.0 (a version whose layout nobody has checked): one error
+    line that names it, and no greenlet listed, never frames read with a guessed layout."""
+    interp = harness.pick(["pyenv-3.12"])[0]
+    sc = harness.Scenario(interp, "greenlets_raw",
+                          env={"PYUNWIND_GREENLET": str(greenlet_dir(interp, "latest")),
+                               "PYUNWIND_GREENLET_VERSION": "9.0.0"})
+    try:
+        sc.core = sc.make_core()
+        for source in ("live", "core"):
+            report = cli(sc, source)
+            assert report["greenlets"] == [], source
+            assert [e["what"] for e in report["errors"]] == [
+                "greenlets: greenlet 9.0.0 is not supported (3.0 to 3.5 are)"], source
+            # The threads are read as ever.
+            check_report(dict(report, errors=[]), sc.truth, live_cli=source == "live")
+    finally:
+        sc.close()
+
+
 # --- gevent (tests/scenarios/greenlets_gevent.py) -------------------------------------------
 
 
