@@ -89,6 +89,7 @@ bench: build pythons
 	bash bench/setup.sh
 	python3 bench/run.py
 	python3 bench/asyncio_bench.py
+	python3 bench/greenlets.py
 	python3 bench/versions_bench.py
 	python3 bench/jit_unwinder_bench.py
 	python3 bench/many.py

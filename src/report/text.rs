@@ -256,7 +256,53 @@ pub fn verdict(r: &Report) -> String {
     if out.is_empty() {
         out.push_str("No crash, deadlock or blocked wait found.\n");
     }
+    greenlet_waits(r, &mut out);
     out
+}
+
+/// `--why --greenlets`: what each thread's suspended greenlets wait on, most common first
+/// (a gevent server has thousands: one line per thread).
+fn greenlet_waits(r: &Report, out: &mut String) {
+    let Some(all) = &r.greenlets else { return };
+    let mut threads: Vec<Option<u64>> = Vec::new();
+    for g in all {
+        if g.waiting.is_some() && !threads.contains(&g.thread) {
+            threads.push(g.thread);
+        }
+    }
+    for t in threads {
+        // (kind, object, type) -> count; sockets and sleeps counted by kind alone.
+        let mut counts: Vec<((&str, Option<u64>, Option<&str>), usize)> = Vec::new();
+        for w in all
+            .iter()
+            .filter(|g| g.thread == t)
+            .filter_map(|g| g.waiting.as_ref())
+        {
+            let key = match w.kind {
+                "socket" | "sleep" => (w.kind, None, None),
+                _ => (w.kind, w.object, w.type_name.as_deref()),
+            };
+            match counts.iter_mut().find(|c| c.0 == key) {
+                Some(c) => c.1 += 1,
+                None => counts.push((key, 1)),
+            }
+        }
+        counts.sort_by(|a, b| b.1.cmp(&a.1));
+        let parts: Vec<String> = counts
+            .iter()
+            .map(|((kind, obj, ty), n)| match (*kind, obj) {
+                ("sleep", _) => format!("{n} in gevent.sleep"),
+                ("socket", _) => format!("{n} on a socket"),
+                (k, Some(o)) => format!(
+                    "{n} on {k} {o:#x}{}",
+                    ty.map_or(String::new(), |t| format!(" ({t})"))
+                ),
+                (k, None) => format!("{n} on {k}"),
+            })
+            .collect();
+        let whose = t.map_or("threads that have ended".to_string(), |n| who(r, n));
+        writeln!(out, "Greenlets of {whose} wait: {}", parts.join(", ")).unwrap();
+    }
 }
 
 /// `py-why`: the verdict, then every thread with its state, then the errors.

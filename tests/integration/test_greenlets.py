@@ -254,6 +254,30 @@ def test_gevent_gdb(gev):
     check_text(text, gev.truth)
 
 
+def test_gevent_why_text(gev):
+    """`--why --greenlets`: one line per thread counts what its greenlets wait on, each
+    waitable once (sockets and sleeps by kind)."""
+    rc, out, err = harness.run([harness.cli_path(), "core", gev.core, "--greenlets", "--why"],
+                               CLI_TIMEOUT)
+    harness.assert_no_panic(out + err, rc)
+    assert rc == 0, err
+    counts = {}
+    for kind, obj, type_name in gev.truth["waits"].values():
+        if kind == "socket":
+            key = "on a socket"
+        elif kind == "sleep":
+            key = "in gevent.sleep"
+        else:
+            key = "on %s %#x (%s)" % (kind, obj, type_name)
+        counts[key] = counts.get(key, 0) + 1
+    partial = [e for e in gev.truth["greenlets"] if e["label"] == "handler of a partial request"]
+    counts["on a socket"] += len(partial)
+    lines = [l for l in out.splitlines() if l.startswith("Greenlets of thread ")]
+    assert len(lines) == 1, out
+    parts = lines[0].split(" wait: ", 1)[1].split(", ")
+    assert sorted(parts) == sorted("%d %s" % (n, k) for k, n in counts.items()), lines[0]
+
+
 def check_waits(report, truth):
     """Each greenlet that recorded its wait (a Semaphore, an Event, a sleep, its socket) has
     that `waiting`: kind, object and type, at a frame of its own; the handlers of the
