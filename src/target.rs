@@ -111,9 +111,15 @@ impl Target {
             .iter()
             .map(|t| (t.lwp as u64, t.regs.sp()))
             .collect();
+        // A mapped core is read by copying out of the mapping: a cache would copy twice.
+        let mem: Arc<dyn Memory> = if mem.is_mapped() {
+            Arc::new(mem)
+        } else {
+            Arc::new(PageCache::new(mem))
+        };
         Ok(Target {
             arch: info.arch,
-            mem: Arc::new(PageCache::new(mem)),
+            mem,
             kind: SourceKind::Core,
             mappings: info.mappings,
             pid: info.pid,

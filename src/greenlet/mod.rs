@@ -26,6 +26,7 @@ use crate::cpython::layout::FrameModel;
 use crate::cpython::objects::field;
 use crate::cpython::{FrameItem, FrameWalk, Snapshot};
 use crate::error::{ReadError, ReadErrorKind};
+use crate::memory::addr_map::AddrMap;
 
 /// Most greenlets we list.
 pub const MAX_GREENLETS: usize = 1 << 20;
@@ -235,11 +236,19 @@ fn interpreter(
     let mut too_many = false;
     let scanned = match snap.layout.interpreter_state.gc {
         Some(lists) if snap.gc_collecting(interp) != Some(true) => {
-            let mut kinds: HashMap<u64, bool> = HashMap::new();
+            let mut kinds: AddrMap<bool> = AddrMap::default();
+            // Objects of one type often come in runs: the last answer first.
+            let mut last = (0u64, false);
             let gc_errors = snap.gc_objects(interp, &lists, |obj, tp| {
-                let is = *kinds
-                    .entry(tp)
-                    .or_insert_with(|| derives_from(snap, tp, ty));
+                let is = if tp == last.0 {
+                    last.1
+                } else {
+                    let is = *kinds
+                        .entry(tp)
+                        .or_insert_with(|| derives_from(snap, tp, ty));
+                    last = (tp, is);
+                    is
+                };
                 if is {
                     if objs.len() < MAX_GREENLETS {
                         objs.push((obj, tp));
@@ -335,7 +344,7 @@ fn interpreter(
     lay.size = size;
 
     // Main greenlets: their thread state and the greenlet it runs.
-    let mut mains: HashMap<u64, (u64, u64)> = HashMap::new();
+    let mut mains: AddrMap<(u64, u64)> = AddrMap::default();
     for r in raws.iter().filter(|r| r.is_main()) {
         let ts = snap.mem.read_ptr(field(r.imp, lay.thread_state())?)?;
         let current = if ts == 0 {
@@ -352,7 +361,7 @@ fn interpreter(
         mains.insert(r.obj, (ts, current));
     }
     // Every other greenlet's main greenlet and parent.
-    let mut links: HashMap<u64, (u64, u64)> = HashMap::new();
+    let mut links: AddrMap<(u64, u64)> = AddrMap::default();
     for r in raws.iter().filter(|r| !r.is_main()) {
         let mg = snap.mem.read_ptr(field(r.imp, lay.main_greenlet())?)?;
         let parent = snap.mem.read_ptr(field(r.imp, lay.parent())?)?;
@@ -375,7 +384,7 @@ fn interpreter(
     };
 
     // Which thread each main greenlet belongs to, by the stack addresses its greenlets record.
-    let mut stack_addrs: HashMap<u64, Vec<u64>> = HashMap::new();
+    let mut stack_addrs: AddrMap<Vec<u64>> = AddrMap::default();
     for r in &raws {
         let Some(m) = main_of(r.obj) else { continue };
         let a = stack_addrs.entry(m).or_default();
@@ -390,7 +399,7 @@ fn interpreter(
     let ours: Vec<usize> = (0..threads.len())
         .filter(|i| threads[*i].interp == interp)
         .collect();
-    let mut thread_of_main: HashMap<u64, Option<usize>> = HashMap::new();
+    let mut thread_of_main: AddrMap<Option<usize>> = AddrMap::default();
     for (m, (ts, _)) in &mains {
         let t = if *ts == 0 {
             None
@@ -411,8 +420,9 @@ fn interpreter(
         thread_of_main.insert(*m, t);
     }
 
-    let idents = gevent_idents(snap, &raws);
-    let first = view.greenlets.len();
+    let parents: HashSet<u64> = links.values().map(|l| l.1).collect();
+    let idents = gevent_idents(snap, &raws, ty, &parents);
+    let mut found: Vec<Greenlet> = Vec::with_capacity(raws.len());
     for r in &raws {
         let main = r.is_main();
         let m = main_of(r.obj);
@@ -463,11 +473,16 @@ fn interpreter(
         } else {
             links.get(&r.obj).map(|l| l.1).filter(|p| *p != 0)
         };
-        let (mut name, function) = gevent_names(snap, r.obj);
+        // Only gevent's classes (subclasses) have names and spawned functions.
+        let (mut name, function) = if r.tp == ty {
+            (None, None)
+        } else {
+            gevent_names(snap, r.obj)
+        };
         if name.is_none() {
             name = idents.get(&r.obj).map(|i| format!("Greenlet-{i}"));
         }
-        view.greenlets.push(Greenlet {
+        found.push(Greenlet {
             addr: r.obj,
             state,
             main,
@@ -486,15 +501,25 @@ fn interpreter(
             function,
         });
     }
-    // By thread (in the threads' order; ended threads last), the main greenlet first.
-    view.greenlets[first..].sort_by_key(|g| {
-        (
-            g.thread.unwrap_or(usize::MAX),
-            !g.main,
-            g.state != State::Running,
-            g.addr,
-        )
-    });
+    // By thread (in the threads' order; ended threads last), the main greenlet first. The
+    // keys are sorted, not the greenlets (each a few hundred bytes, 100,000s of them).
+    let mut order: Vec<(usize, bool, bool, u64, usize)> = found
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            (
+                g.thread.unwrap_or(usize::MAX),
+                !g.main,
+                g.state != State::Running,
+                g.addr,
+                i,
+            )
+        })
+        .collect();
+    order.sort_unstable();
+    let mut slots: Vec<Option<Greenlet>> = found.into_iter().map(Some).collect();
+    view.greenlets
+        .extend(order.iter().filter_map(|k| slots.get_mut(k.4)?.take()));
     Ok(())
 }
 
@@ -706,10 +731,19 @@ const IDENT_REGISTRY_WORDS: u64 = 6;
 /// The names gevent generated (`Greenlet-N`, `N` being `minimal_ident`): `N` lives in the
 /// compiled `Greenlet`, whose layout no table says, but also in the hub's `ident_registry`,
 /// a `WeakKeyDictionary` from each greenlet to `(N, weakref)` (gevent/_ident.py).
-fn gevent_idents(snap: &Snapshot, raws: &[Raw]) -> HashMap<u64, u64> {
+fn gevent_idents(
+    snap: &Snapshot,
+    raws: &[Raw],
+    root: u64,
+    parents: &HashSet<u64>,
+) -> HashMap<u64, u64> {
     let mut out = HashMap::new();
     let header = snap.layout.pyobject.ob_type + 8;
-    for r in raws {
+    // A hub is a greenlet subclass, and the parent of the greenlets it runs.
+    for r in raws
+        .iter()
+        .filter(|r| r.tp != root && parents.contains(&r.obj))
+    {
         let Ok(Some(reg)) = snap.instance_attr(r.obj, "ident_registry") else {
             continue;
         };

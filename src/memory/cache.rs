@@ -6,7 +6,7 @@
 //! objects. A block the source cannot read whole (it crosses the end of a mapping) is filled
 //! page by page instead.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use super::addr_map::AddrMap;
 use super::Memory;
@@ -16,13 +16,19 @@ const PAGE: u64 = 4096;
 const BLOCK: u64 = 16 * PAGE;
 /// Bytes the cache may hold (64 MiB); past it, about half of it is dropped.
 const MAX_CACHED_BYTES: u64 = 64 << 20;
+/// Dropped blocks kept for reuse (their bytes count on top of the cache's: 16 MiB).
+const MAX_SPARE_BLOCKS: usize = 256;
 
 #[derive(Default)]
 struct Entries {
-    blocks: AddrMap<Arc<[u8]>>,
-    pages: AddrMap<Arc<[u8]>>,
+    // Plain buffers: the bytes a fill read stay where they were read (no copy into an `Arc`).
+    blocks: AddrMap<Vec<u8>>,
+    pages: AddrMap<Vec<u8>>,
     /// Which half to drop next time the cache is full.
     evict_odd: bool,
+    /// Blocks dropped, to be filled again: a new one would be zeroed first, for nothing (a
+    /// sparse walk through a large core fills a block per object it reads).
+    spare: Vec<Vec<u8>>,
 }
 
 impl Entries {
@@ -48,9 +54,16 @@ impl Entries {
         // scan through a large object keeps half of what it read.
         let odd = self.evict_odd;
         self.evict_odd = !odd;
-        let keep = |k: &u64, _: &mut Arc<[u8]>| ((k / BLOCK) & 1 == 1) != odd;
-        self.blocks.retain(keep);
-        self.pages.retain(keep);
+        let keep = |k: &u64| ((k / BLOCK) & 1 == 1) != odd;
+        let spare = &mut self.spare;
+        self.blocks.retain(|k, v| {
+            let kept = keep(k);
+            if !kept && spare.len() < MAX_SPARE_BLOCKS {
+                spare.push(std::mem::take(v));
+            }
+            kept
+        });
+        self.pages.retain(|k, _| keep(k));
     }
 }
 
@@ -81,14 +94,29 @@ impl<M: Memory> PageCache<M> {
     fn fill(&self, a: u64) -> bool {
         for (size, block) in [(BLOCK, true), (PAGE, false)] {
             let base = a & !(size - 1);
-            let mut buf = vec![0u8; size as usize];
+            let reused = if block {
+                self.entries
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .spare
+                    .pop()
+            } else {
+                None
+            };
+            let mut buf = reused.unwrap_or_else(|| vec![0u8; size as usize]);
             if self.inner.read_into(base, &mut buf).is_err() {
+                if block {
+                    let mut e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+                    if e.spare.len() < MAX_SPARE_BLOCKS {
+                        e.spare.push(buf);
+                    }
+                }
                 continue;
             }
             let mut e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
             e.make_room(size);
             let map = if block { &mut e.blocks } else { &mut e.pages };
-            map.insert(base, buf.into());
+            map.insert(base, buf);
             return true;
         }
         false

@@ -113,6 +113,8 @@ pub struct CoreFile {
 pub struct CoreMemory {
     info: CoreFile,
     core: File,
+    /// The core mapped into memory, read without a system call; None: read with pread.
+    map: Option<super::mapped::MappedFile>,
     /// Where the files NT_FILE names are read from.
     lookup: Arc<FileLookup>,
     files: Mutex<HashMap<String, Option<File>>>,
@@ -260,6 +262,7 @@ impl CoreMemory {
         let info = CoreFile::parse_file(path, dup)?;
         let mut mem = CoreMemory {
             info,
+            map: super::mapped::MappedFile::map(&core),
             core,
             lookup: Arc::new(FileLookup::new(search)),
             files: Mutex::new(HashMap::new()),
@@ -277,6 +280,11 @@ impl CoreMemory {
             l.set_build_ids(ids);
         }
         Ok(mem)
+    }
+
+    /// Whether the core is read from a memory map (no cache needed in front of it).
+    pub fn is_mapped(&self) -> bool {
+        self.map.is_some()
     }
 
     pub fn info(&self) -> &CoreFile {
@@ -376,9 +384,12 @@ impl Memory for CoreMemory {
                         n as u64,
                         ReadErrorKind::Truncated,
                     ))?;
-                    self.core
-                        .read_exact_at(&mut buf[done..done + n], off)
-                        .map_err(|_| ReadError::new(a, n as u64, ReadErrorKind::Truncated))?;
+                    let part = &mut buf[done..done + n];
+                    if self.map.as_ref().and_then(|m| m.read(off, part)).is_none() {
+                        self.core
+                            .read_exact_at(part, off)
+                            .map_err(|_| ReadError::new(a, n as u64, ReadErrorKind::Truncated))?;
+                    }
                     done += n;
                 }
                 Some(s) => {
@@ -389,7 +400,11 @@ impl Memory for CoreMemory {
                 None => {
                     // Not in any segment: only a mapped file can have it; read up to the next
                     // segment at most.
-                    let next = self.info.segments.iter().map(|s| s.vaddr).find(|&v| v > a);
+                    // Sorted by address: a core of many small mappings has 100,000s.
+                    let segs = &self.info.segments;
+                    let next = segs
+                        .get(segs.partition_point(|s| s.vaddr <= a))
+                        .map(|s| s.vaddr);
                     let n = next.map_or(want, |v| want.min((v - a) as usize));
                     self.read_from_mapped_file(a, &mut buf[done..done + n])?;
                     done += n;

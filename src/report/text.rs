@@ -260,6 +260,9 @@ pub fn verdict(r: &Report) -> String {
     out
 }
 
+/// What a greenlet waits on, for counting: kind, object, type.
+type WaitKey<'a> = (&'a str, Option<u64>, Option<&'a str>);
+
 /// `--why --greenlets`: what each thread's suspended greenlets wait on, most common first
 /// (a gevent server has thousands: one line per thread).
 fn greenlet_waits(r: &Report, out: &mut String) {
@@ -272,7 +275,7 @@ fn greenlet_waits(r: &Report, out: &mut String) {
     }
     for t in threads {
         // (kind, object, type) -> count; sockets and sleeps counted by kind alone.
-        let mut counts: Vec<((&str, Option<u64>, Option<&str>), usize)> = Vec::new();
+        let mut counts: Vec<(WaitKey, usize)> = Vec::new();
         for w in all
             .iter()
             .filter(|g| g.thread == t)
@@ -287,7 +290,7 @@ fn greenlet_waits(r: &Report, out: &mut String) {
                 None => counts.push((key, 1)),
             }
         }
-        counts.sort_by(|a, b| b.1.cmp(&a.1));
+        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
         let parts: Vec<String> = counts
             .iter()
             .map(|((kind, obj, ty), n)| match (*kind, obj) {
