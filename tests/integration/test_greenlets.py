@@ -164,6 +164,24 @@ def test_raw_cli(raw, source):
     check_cli_report(cli(raw, source), raw.truth, live=source == "live")
 
 
+def test_raw_native_and_locals(raw):
+    """`--greenlets` with `--native` and `--locals` on the core: the same greenlets and
+    frames, and each frame of the 30-deep `descend` recursion has its own `n`, 0 innermost."""
+    rc, out, err = harness.run([harness.cli_path(), "core", raw.core, "--greenlets", "--native",
+                                "--locals", "--json"], CLI_TIMEOUT)
+    harness.assert_no_panic(out + err, rc)
+    assert rc == 0, err
+    report = json.loads(out)
+    check_greenlets(report, raw.truth)
+    labels = {e["address"]: e["label"] for e in raw.truth["greenlets"]}
+    deep = [g for g in report["greenlets"] if labels.get(g["address"]) in ("deep", "wdeep")]
+    assert len(deep) == 2, labels
+    for g in deep:
+        ns = [dict((l["name"], l["repr"]) for l in f["locals"])["n"]
+              for f in g["frames"] if f["function"] == "descend"]
+        assert ns == [str(i) for i in range(len(ns))] and len(ns) == 31, (labels[g["address"]], ns)
+
+
 def test_raw_gdb(raw):
     report, text = gdb_greenlets(raw)
     check_greenlets(report, raw.truth)
