@@ -56,8 +56,13 @@ impl Snapshot {
             Err(e) => return ListEnd::Cut(e),
         };
         let (mut node, mut prev) = (first, head);
-        // One read per object: the two links and the object's header up to `ob_type`.
-        let span = GC_HEAD_SIZE + ob_type + 8;
+        // One read per object: the two links and the object's header up to `ob_type` (into
+        // a buffer of our own: a heap has millions of objects).
+        let span = (GC_HEAD_SIZE + ob_type + 8) as usize;
+        let mut buf = [0u8; 64];
+        let Some(raw) = buf.get_mut(..span) else {
+            return ListEnd::Cut(ReadError::corrupt(head, "GC list: object header too large"));
+        };
         while node != head {
             if node == 0 || !seen.insert(node) {
                 return ListEnd::Cut(ReadError::corrupt(
@@ -68,10 +73,9 @@ impl Snapshot {
             if let Err(e) = self.budget.object(node) {
                 return ListEnd::Cut(e);
             }
-            let raw = match self.mem.read_vec(node, span, span) {
-                Ok(r) => r,
-                Err(e) => return ListEnd::Cut(e),
-            };
+            if let Err(e) = self.mem.read_into(node, raw) {
+                return ListEnd::Cut(e);
+            }
             let word = |o: u64| {
                 raw.get(o as usize..o as usize + 8)
                     .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))

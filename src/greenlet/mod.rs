@@ -652,9 +652,13 @@ fn read_raw(
     if imp == 0 {
         return Ok(None);
     }
-    let words = snap
-        .mem
-        .read_vec(imp, lay.top_frame + 8, lay.top_frame + 8)?;
+    // Up to `_top_frame`: 16 words at most (greenlet 3.1.1+ on 3.10).
+    let mut buf = [0u8; 128];
+    let words = buf
+        .get_mut(..(lay.top_frame + 8) as usize)
+        .ok_or(ReadError::corrupt(imp, "greenlet layout"))?;
+    snap.mem.read_into(imp, words)?;
+    let words = &*words;
     let word = |o: u64| {
         words
             .get(o as usize..o as usize + 8)
