@@ -391,16 +391,17 @@ impl Session {
                     walk: &t.walk,
                 })
                 .collect();
+            let files: Vec<(u64, u64)> = self
+                .target
+                .mappings
+                .iter()
+                .map(|m| (m.start, m.end))
+                .collect();
             let stacks = Stacks {
                 regions: &self.target.regions,
                 anchors: &self.target.stack_anchors,
-                files: self
-                    .target
-                    .mappings
-                    .iter()
-                    .map(|m| (m.start, m.end))
-                    .collect(),
-                heap: self.heap_ranges(),
+                heap: self.heap_ranges(&files),
+                files,
                 raw: Some(self.target.mem.clone()),
             };
             greenlet::analyze(&self.snap, &threads, &stacks)
@@ -409,7 +410,7 @@ impl Session {
 
     /// A live process's resident pages outside its files, where a heap scan looks (free-threaded
     /// builds keep no GC lists); None elsewhere (every mapping that is not a file's).
-    fn heap_ranges(&self) -> Option<Vec<(u64, u64)>> {
+    fn heap_ranges(&self, files: &[(u64, u64)]) -> Option<Vec<(u64, u64)>> {
         if self.snap.layout.interpreter_state.gc.is_some() {
             return None;
         }
@@ -417,12 +418,6 @@ impl Session {
             SourceKind::Live => self.target.pid?,
             _ => return None,
         };
-        let files: Vec<(u64, u64)> = self
-            .target
-            .mappings
-            .iter()
-            .map(|m| (m.start, m.end))
-            .collect();
         let mut out = Vec::new();
         for &(start, end) in &self.target.regions {
             if files.iter().any(|f| f.0 < end && start < f.1) {

@@ -459,21 +459,10 @@ fn registries(
     lay: &AsyncioLayout,
     interp: u64,
 ) -> Result<Option<(KnownTypes, Vec<u64>)>, ReadError> {
-    let Some(off) = snap.layout.interpreter_state.imports_modules else {
+    let Some(modules) = snap.sys_modules(interp)? else {
         return Ok(None);
     };
-    let modules = snap.mem.read_ptr(field(interp, off)?)?;
-    if modules == 0 {
-        return Ok(None);
-    }
-    let module_dict = |name: &str| -> Result<Option<u64>, ReadError> {
-        match snap.dict_get(modules, name)? {
-            Some(m) => Ok(Some(
-                snap.mem.read_ptr(field(m, snap.layout.module_md_dict)?)?,
-            )),
-            None => Ok(None),
-        }
-    };
+    let module_dict = |name: &str| snap.module_dict(modules, name);
     let Some(tasks) = module_dict("asyncio.tasks")? else {
         return Ok(None);
     };

@@ -334,6 +334,27 @@ impl Snapshot {
         Ok(out)
     }
 
+    /// `sys.modules` of interpreter `interp`; None when the layout does not say where it is or
+    /// it is not set up (yet, or any more).
+    pub fn sys_modules(&self, interp: u64) -> Result<Option<u64>, ReadError> {
+        let Some(off) = self.layout.interpreter_state.imports_modules else {
+            return Ok(None);
+        };
+        let modules = self.mem.read_ptr(field(interp, off)?)?;
+        Ok((modules != 0).then_some(modules))
+    }
+
+    /// `sys.modules[name].__dict__` (`modules` from [`Self::sys_modules`]); None when the
+    /// module is not imported.
+    pub fn module_dict(&self, modules: u64, name: &str) -> Result<Option<u64>, ReadError> {
+        match self.dict_get(modules, name)? {
+            Some(m) => Ok(Some(
+                self.mem.read_ptr(field(m, self.layout.module_md_dict)?)?,
+            )),
+            None => Ok(None),
+        }
+    }
+
     /// `dict[name]` for a str key.
     pub fn dict_get(&self, dict: u64, name: &str) -> Result<Option<u64>, ReadError> {
         for (k, v) in self.dict_items(dict, MAX_DICT_ENTRIES)? {

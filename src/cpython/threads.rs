@@ -237,19 +237,12 @@ impl Snapshot {
     fn thread_names(&self, interp: u64) -> HashMap<u64, String> {
         let mut out = HashMap::new();
         let _ = (|| -> Result<(), ReadError> {
-            let Some(off) = self.layout.interpreter_state.imports_modules else {
+            let Some(modules) = self.sys_modules(interp)? else {
                 return Ok(());
             };
-            let modules = self.mem.read_ptr(field(interp, off)?)?;
-            if modules == 0 {
-                return Ok(());
-            }
-            let Some(threading) = self.dict_get(modules, "threading")? else {
+            let Some(md) = self.module_dict(modules, "threading")? else {
                 return Ok(());
             };
-            let md = self
-                .mem
-                .read_ptr(field(threading, self.layout.module_md_dict)?)?;
             let Some(active) = self.dict_get(md, "_active")? else {
                 return Ok(());
             };

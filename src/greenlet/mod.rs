@@ -145,16 +145,6 @@ pub fn analyze(snap: &Snapshot, threads: &[GThread], stacks: &Stacks) -> Greenle
     view
 }
 
-/// `sys.modules[name].__dict__`, or None.
-fn module_dict(snap: &Snapshot, modules: u64, name: &str) -> Result<Option<u64>, ReadError> {
-    match snap.dict_get(modules, name)? {
-        Some(m) => Ok(Some(
-            snap.mem.read_ptr(field(m, snap.layout.module_md_dict)?)?,
-        )),
-        None => Ok(None),
-    }
-}
-
 /// (major, minor, patch) of a version string such as "3.5.6" or "3.1.0a1".
 fn parse_version(v: &str) -> Option<(u32, u32, u32)> {
     let mut it = v.split('.').map(|p| {
@@ -174,18 +164,14 @@ fn interpreter(
     stacks: &Stacks,
     view: &mut GreenletView,
 ) -> Result<(), ReadError> {
-    let Some(off) = snap.layout.interpreter_state.imports_modules else {
+    let Some(modules) = snap.sys_modules(interp)? else {
         return Ok(());
     };
-    let modules = snap.mem.read_ptr(field(interp, off)?)?;
-    if modules == 0 {
-        return Ok(());
-    }
-    let Some(cmod) = module_dict(snap, modules, "greenlet._greenlet")? else {
+    let Some(cmod) = snap.module_dict(modules, "greenlet._greenlet")? else {
         return Ok(());
     };
     let mut err = |addr: u64, what: String| view.errors.push((addr, format!("greenlets: {what}")));
-    let version = match module_dict(snap, modules, "greenlet")? {
+    let version = match snap.module_dict(modules, "greenlet")? {
         Some(d) => match snap.dict_get(d, "__version__")? {
             Some(v) => Some(snap.read_str(v)?),
             None => None,
@@ -422,6 +408,9 @@ fn interpreter(
 
     let parents: HashSet<u64> = links.values().map(|l| l.1).collect();
     let idents = gevent_idents(snap, &raws, ty, &parents);
+    // gevent's waits are only worth reading for where gevent is imported (a program of
+    // 100,000 plain greenlets would read every innermost value stack for nothing).
+    let gevent = snap.dict_get(modules, "gevent")?.is_some();
     let mut found: Vec<Greenlet> = Vec::with_capacity(raws.len());
     for r in &raws {
         let main = r.is_main();
@@ -492,7 +481,7 @@ fn interpreter(
                 .map(|t| t.name.clone())
                 .unwrap_or_else(|_| "?".into()),
             thread,
-            waiting: (state == State::Suspended)
+            waiting: (gevent && state == State::Suspended)
                 .then(|| waits::gevent_wait(snap, &frames))
                 .flatten(),
             frames,
