@@ -302,8 +302,7 @@ class LldbHost(fe.Host):
 
 
 # Registers the core's own unwind starts from (x86-64).
-OWN_UNWIND_REGISTERS = frozenset(
-    ["rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip"])
+OWN_UNWIND_REGISTERS = fe.UNWIND_REGISTERS["x86_64"]
 
 
 def _provider_on():

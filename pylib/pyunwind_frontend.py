@@ -194,6 +194,20 @@ FALLBACK_SUFFIX = "; showing native frames only"
 SYSCALL_NUMBER_REGISTER = "orig_rax"
 SYSCALL_ARG_REGISTERS = ("rdi", "rsi", "rdx", "r10", "r8", "r9")
 
+# The registers the core's own unwinder starts from (`Session.own_natives`), by architecture:
+# those CFI may restore, and the first argument (the address a futex wait blocks on).
+UNWIND_REGISTERS = {
+    "x86_64": frozenset(["rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10",
+                         "r11", "r12", "r13", "r14", "r15", "rip"]),
+    "aarch64": frozenset(["x%d" % n for n in range(31)] + ["sp", "pc"]),
+}
+
+
+def unwind_registers(arch_name):
+    """UNWIND_REGISTERS of a debugger's architecture name (gdb: "i386:x86-64", "aarch64";
+    lldb: a triple)."""
+    return UNWIND_REGISTERS["aarch64" if "aarch64" in arch_name or "arm64" in arch_name else "x86_64"]
+
 
 def fallback_line(e, core, debugger):
     """The one line a frame filter, unwinder or frame provider prints when an error makes it
@@ -292,6 +306,12 @@ class Host:
         these, also `levels` and `python_levels` (see `Session.stack_entries`); `session`
         unwinds them then."""
         return None
+
+    def unnumbered_native_frames(self, session):
+        """`native_frames` for a caller that prints no frame numbers (`py-bt`): without
+        `levels`, and their names may be the symbol tables' (no inlined calls). A debugger
+        whose frames cost more than the core's own unwind gives these instead."""
+        return self.native_frames(session)
 
     def selected_level(self):
         """The debugger's selected native frame level, or None."""
@@ -534,7 +554,8 @@ Usage: py-print NAME""",
         elif a.all_threads:
             host.write(s.render_bt(all_threads=True, full=full))
         else:
-            host.write(s.render_bt(lwp=lwp, tp=tp, full=full, **(host.native_frames(s) or {})))
+            natives = host.native_frames(s) if full else host.unnumbered_native_frames(s)
+            host.write(s.render_bt(lwp=lwp, tp=tp, full=full, **(natives or {})))
 
     def py_bt_full(self, host, arg):
         self.py_bt(host, arg, full=True)

@@ -314,6 +314,24 @@ class _GdbHost(fe.Host):
             out["python_levels"] = [python_levels.get(i) for i in range(max(python_levels, default=-1) + 1)]
         return out
 
+    def unnumbered_native_frames(self, session):
+        # The core unwinds from frame 0's registers instead of stepping gdb's frames: each
+        # Frame.older() may make gdb expand a compile unit's DWARF (25-60 ms with
+        # python3.11-dbg). gdb's own frames where the core's unwind stops early (gdb may go
+        # further) or real frames need gdb's levels.
+        if self.python_frames_selectable():
+            return self.native_frames(session)
+        try:
+            f = gdb.newest_frame()
+            names = fe.unwind_registers(f.architecture().name())
+            regs = {r: int(f.read_register(r)) & U64 for r in names}
+        except (gdb.error, ValueError):
+            return self.native_frames(session)
+        own = json.loads(session.own_natives(regs, inlined=False))
+        if own["error"] or not own["pcs"]:
+            return self.native_frames(session)
+        return {k: own[k] for k in ("names", "pcs", "sps", "wait_addr")}
+
     def selected_level(self):
         try:
             level = gdb.selected_frame().level()

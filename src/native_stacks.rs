@@ -76,7 +76,10 @@ impl Session {
             .filter_map(|&(start, _)| set.find(start))
             .collect();
         let jit: Option<&JitMap> = (self.snap.layout.version.minor >= 13).then(|| self.jit());
+        // Every thread unwound first, so that the DWARF of all their modules loads at once.
+        let mut stacks: Vec<Option<unwind::Stack>> = Vec::new();
         for (t, tr) in self.threads().iter().zip(r.threads.iter_mut()) {
+            stacks.push(None);
             let lwp = t.info.native_id.or_else(|| {
                 regs.by_lwp
                     .iter()
@@ -112,7 +115,18 @@ impl Session {
                 }
                 None => unwind::unwind(&*self.snap.mem, &set, jit, *start),
             };
-            tr.frames = self.merge(t, &set, &interp_modules, &stack, all, with_locals);
+            *stacks.last_mut().expect("pushed above") = Some(stack);
+        }
+        set.preload_lines(
+            stacks
+                .iter()
+                .flatten()
+                .flat_map(|s| s.frames.iter().filter_map(|f| f.module)),
+        );
+        for ((t, tr), stack) in self.threads().iter().zip(r.threads.iter_mut()).zip(&stacks) {
+            if let Some(stack) = stack {
+                tr.frames = self.merge(t, &set, &interp_modules, stack, all, with_locals);
+            }
         }
         if !regs.stopped_us.is_empty() {
             let mut stops: Vec<StopReport> = regs

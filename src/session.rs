@@ -687,11 +687,17 @@ impl Session {
 
     /// The thread's native frames as we unwind them from `start`, the registers of the
     /// debugger's innermost native frame: for a frontend whose debugger shows other frames than
-    /// its own (lldb's frame provider). DWARF's inlined calls are frames of their own, as
-    /// debuggers show them.
-    pub fn own_natives(&self, start: unwind::regs::Regs) -> (Natives, Option<String>) {
+    /// its own (lldb's frame provider), or that need no frame numbers (gdb's `py-bt`, which
+    /// would otherwise step gdb's frames: 25-60 ms each where gdb expands a unit's DWARF).
+    /// `inlined`: DWARF's inlined calls are frames of their own, as debuggers show and number
+    /// them; else each frame is named from the symbol tables alone.
+    pub fn own_natives(
+        &self,
+        start: unwind::regs::Regs,
+        inlined: bool,
+    ) -> (Natives, Option<String>) {
         let jit = (self.snap.layout.version.minor >= 13).then(|| self.jit());
-        self.with_modules(|set| self.own_natives_in(set, start, jit))
+        self.with_modules(|set| self.own_natives_in(set, start, jit, inlined))
     }
 
     /// `f` with the target's modules. DWARF's line tables (addr2line) are not `Sync`, so one
@@ -711,6 +717,7 @@ impl Session {
         set: &ModuleSet,
         start: unwind::regs::Regs,
         jit: Option<&JitMap>,
+        inlined: bool,
     ) -> (Natives, Option<String>) {
         let stack = unwind::unwind(&*self.snap.mem, set, jit, start);
         let mut n = Natives {
@@ -728,7 +735,11 @@ impl Session {
                 push(f.jit_label.clone(), f);
                 continue;
             }
-            let name = set.name(f);
+            let name = if inlined {
+                set.name(f)
+            } else {
+                set.symbol_name(f)
+            };
             if let Some((_, inlined)) = name.source.split_last() {
                 for s in inlined {
                     push(s.function.clone(), f);

@@ -1,9 +1,9 @@
 //! What we need from a module's ELF file, read once with `object`.
 
+use crate::memory::mapped::FileBytes;
 use std::collections::HashMap;
-use std::fs::File;
 
-use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, ReadCache};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
 use crate::error::{Error, Result};
 
@@ -26,9 +26,8 @@ pub struct ElfInfo {
 impl ElfInfo {
     /// Reads the dynamic symbol table, then the full one, for `wanted` names.
     pub fn load(path: &str, wanted: &[&str]) -> Result<ElfInfo> {
-        let f = File::open(path).map_err(|e| Error::io(path, e))?;
-        let data = ReadCache::new(f);
-        let obj = object::File::parse(&data)
+        let data = FileBytes::open(path).map_err(|e| Error::io(path, e))?;
+        let obj = object::File::parse(data.bytes())
             .map_err(|e| Error::bad_file(path, format!("not an ELF file ({e})")))?;
         let mut symbols = HashMap::new();
         for sym in obj.dynamic_symbols().chain(obj.symbols()) {
@@ -60,9 +59,8 @@ impl ElfInfo {
 
     /// The bytes of a section, from the file.
     pub fn section_data(path: &str, name: &str) -> Result<Option<Vec<u8>>> {
-        let f = File::open(path).map_err(|e| Error::io(path, e))?;
-        let data = ReadCache::new(f);
-        let obj = object::File::parse(&data)
+        let data = FileBytes::open(path).map_err(|e| Error::io(path, e))?;
+        let obj = object::File::parse(data.bytes())
             .map_err(|e| Error::bad_file(path, format!("not an ELF file ({e})")))?;
         let Some(sec) = obj.section_by_name(name) else {
             return Ok(None);

@@ -10,11 +10,10 @@
 //! with both build-ids, since a different build at the same path decodes garbage.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use object::{Object, ReadCache};
+use object::Object;
 
 use super::FileMapping;
 use crate::error::{Error, Result};
@@ -181,8 +180,8 @@ fn join_under(root: &Path, path: &str) -> String {
 
 /// The GNU build-id of an ELF file.
 pub fn file_build_id(path: &str) -> Option<Vec<u8>> {
-    let data = ReadCache::new(File::open(path).ok()?);
-    let obj = object::File::parse(&data).ok()?;
+    let data = super::mapped::FileBytes::open(path).ok()?;
+    let obj = object::File::parse(data.bytes()).ok()?;
     obj.build_id().ok().flatten().map(|b| b.to_vec())
 }
 

@@ -19,6 +19,10 @@ impl MappedFile {
     /// The whole of `file` as its length is now, or None (an empty file, a failed mmap: the
     /// caller reads with pread instead).
     pub fn map(file: &File) -> Option<MappedFile> {
+        Self::map_with(file, libc::MADV_RANDOM)
+    }
+
+    fn map_with(file: &File, advice: libc::c_int) -> Option<MappedFile> {
         let len = usize::try_from(file.metadata().ok()?.len()).ok()?;
         if len == 0 {
             return None;
@@ -37,11 +41,11 @@ impl MappedFile {
         if ptr == libc::MAP_FAILED {
             return None;
         }
-        // Reads jump around the core: no readahead and no mapping of neighbouring pages, so
-        // that what is mapped is what was read (advice only: its failure changes nothing).
+        // A core's reads jump around it: no readahead and no mapping of neighbouring pages,
+        // so that what is mapped is what was read (advice only: its failure changes nothing).
         // SAFETY: the range mmap just returned.
         unsafe {
-            libc::madvise(ptr, len, libc::MADV_RANDOM);
+            libc::madvise(ptr, len, advice);
         }
         Some(MappedFile {
             ptr: ptr as *const u8,
@@ -62,6 +66,36 @@ impl MappedFile {
         let bytes = unsafe { std::slice::from_raw_parts(self.ptr.add(start), buf.len()) };
         buf.copy_from_slice(bytes);
         Some(())
+    }
+}
+
+/// A whole file's bytes, for `object`'s parsers: mapped, or read into memory where it cannot be
+/// mapped. Reading an ELF file through `object::ReadCache` instead costs a system call per
+/// symbol name (a 256-byte read each): 22,000 calls, 0.15 s, for python3.11's debug file.
+pub enum FileBytes {
+    Mapped(MappedFile),
+    Read(Vec<u8>),
+}
+
+impl FileBytes {
+    pub fn open(path: &str) -> std::io::Result<FileBytes> {
+        let file = File::open(path)?;
+        match MappedFile::map_with(&file, libc::MADV_NORMAL) {
+            Some(m) => Ok(FileBytes::Mapped(m)),
+            None => {
+                let mut v = Vec::new();
+                std::io::Read::read_to_end(&mut &file, &mut v)?;
+                Ok(FileBytes::Read(v))
+            }
+        }
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            // SAFETY: the whole mapping, which lives as long as `self`.
+            FileBytes::Mapped(m) => unsafe { std::slice::from_raw_parts(m.ptr, m.len) },
+            FileBytes::Read(v) => v,
+        }
     }
 }
 
@@ -92,6 +126,8 @@ mod tests {
         assert_eq!(&b, b"3456");
         assert_eq!(m.read(7, &mut b), None);
         assert_eq!(m.read(u64::MAX, &mut b), None);
+        let whole = FileBytes::open(path.to_str().unwrap()).unwrap();
+        assert_eq!(whole.bytes(), b"0123456789");
         std::fs::remove_file(path).unwrap();
     }
 }

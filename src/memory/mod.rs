@@ -24,7 +24,7 @@ mod core;
 mod files;
 pub mod link_map;
 mod live;
-mod mapped;
+pub(crate) mod mapped;
 mod unpack;
 
 pub use self::cache::PageCache;

@@ -367,17 +367,21 @@ impl PySession {
     /// The thread's native frames as we unwind them from `regs` (register name -> value, the
     /// debugger's innermost native frame: rip, rsp, rbp, rdi...), for a debugger that shows
     /// other frames than its own: JSON {"names", "pcs", "sps", "wait_addr", "error"}.
+    /// `inlined`: DWARF's inlined calls are frames of their own (as the debugger numbers
+    /// them); else names come from the symbol tables alone, which is faster.
+    #[pyo3(signature = (regs, inlined=true))]
     fn own_natives(
         &self,
         py: Python<'_>,
         regs: std::collections::HashMap<String, u64>,
+        inlined: bool,
     ) -> PyResult<String> {
         guard("Session.own_natives", || {
             let start = crate::arch::Regs::from_names(
                 self.inner.target.arch,
                 regs.iter().map(|(n, v)| (n.as_str(), *v)),
             );
-            let (n, error) = self.off_gil(py, || self.inner.own_natives(start));
+            let (n, error) = self.off_gil(py, || self.inner.own_natives(start, inlined));
             json(&serde_json::json!({
                 "names": n.names,
                 "pcs": n.pcs,

@@ -1,13 +1,13 @@
 //! One module's call-frame information (`.eh_frame`, `.debug_frame`) and symbols, read once
 //! from its ELF file, and one unwind step through it with gimli.
 
-use std::fs::File;
+use crate::memory::mapped::FileBytes;
 
 use gimli::{
     BaseAddresses, CfaRule, DebugFrame, EhFrame, EndianSlice, Evaluation, EvaluationResult,
     LittleEndian, Register, RegisterRule, UnwindContext, UnwindSection, UnwindTableRow,
 };
-use object::{Object, ObjectSection, ReadCache};
+use object::{Object, ObjectSection};
 
 use crate::arch::{Arch, Regs};
 use crate::error::{Error, Result};
@@ -65,9 +65,8 @@ impl ElfUnwind {
     /// Reads `path`, and for what it lacks its MiniDebugInfo and its separate debug file
     /// (under `debug_roots`).
     pub fn load(path: &str, debug_roots: &[std::path::PathBuf]) -> Result<ElfUnwind> {
-        let f = File::open(path).map_err(|e| Error::io(path, e))?;
-        let data = ReadCache::new(f);
-        let obj = object::File::parse(&data)
+        let data = FileBytes::open(path).map_err(|e| Error::io(path, e))?;
+        let obj = object::File::parse(data.bytes())
             .map_err(|e| Error::bad_file(path, format!("not an ELF file ({e})")))?;
         let first_vaddr = crate::binary::first_vaddr(&obj);
         let arch = Arch::from_object_architecture(obj.architecture()).unwrap_or_default();
@@ -93,9 +92,8 @@ impl ElfUnwind {
         let debug_file = debugfile::find(&obj, path, debug_roots);
         let mut debug_frame = debug_frame;
         if let Some(df) = &debug_file {
-            if let Ok(f) = File::open(df) {
-                let data = ReadCache::new(f);
-                if let Ok(dobj) = object::File::parse(&data) {
+            if let Ok(data) = FileBytes::open(df) {
+                if let Ok(dobj) = object::File::parse(data.bytes()) {
                     symbols.add(&dobj);
                     if debug_frame.is_empty() {
                         if let Some(s) = dobj.section_by_name(".debug_frame") {
