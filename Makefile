@@ -90,6 +90,7 @@ bench: build pythons
 	python3 bench/run.py
 	python3 bench/asyncio_bench.py
 	python3 bench/greenlets.py
+	PYUNWIND_LLDB=$$(bash tools/lldb-env.sh 22 | tail -n 1) python3 bench/huge_stack.py
 	python3 bench/versions_bench.py
 	python3 bench/jit_unwinder_bench.py
 	python3 bench/many.py

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepare what `make bench` needs: gdb, Debian's python3.11 debug info (for libpython's
-# py-bt) and a venv with pystack. Idempotent; does nothing slow when already done.
+# py-bt) and a venv with pystack and py-spy (the peers). Idempotent; does nothing slow when already done.
 set -euo pipefail
 
 cache="${PYUNWIND_CACHE:-$HOME/.cache/pyunwind}"
@@ -30,14 +30,15 @@ if [ ! -f "$debug_file" ]; then
     exit 1
 fi
 
-if [ ! -x "$venv/bin/pystack" ]; then
+if [ ! -x "$venv/bin/pystack" ] || [ ! -x "$venv/bin/py-spy" ]; then
     pyenv_python="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")/versions/3.11.7/bin/python3"
     [ -x "$pyenv_python" ] || pyenv_python=/usr/bin/python3.11
-    echo "setup: creating $venv with pystack" >&2
+    echo "setup: creating $venv with pystack and py-spy" >&2
     mkdir -p "$cache"
-    "$pyenv_python" -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check pystack
+    [ -x "$venv/bin/pip" ] || "$pyenv_python" -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check pystack py-spy
 fi
 "$venv/bin/pystack" --help >/dev/null
+"$venv/bin/py-spy" --version >/dev/null
 
 echo "setup: ok (gdb $(gdb --version | head -1 | awk '{print $NF}'), $("$venv/bin/pystack" --version 2>/dev/null || echo pystack), debug info $debug_file)" >&2

@@ -203,6 +203,21 @@ UNWIND_REGISTERS = {
 }
 
 
+def own_unnumbered_natives(session, lwp=None, regs=None):
+    """`Host.unnumbered_native_frames` from the core's own unwind of thread `lwp`: from the
+    registers the core file recorded for it, else from `regs` (the debugger's innermost frame);
+    None when neither is there or the unwind stops early (the debugger may go further)."""
+    text = session.core_natives(lwp, inlined=False) if lwp is not None else None
+    if text is None:
+        if not regs:
+            return None
+        text = session.own_natives(regs, inlined=False)
+    own = json.loads(text)
+    if own["error"] or not own["pcs"]:
+        return None
+    return {k: own[k] for k in ("names", "pcs", "sps", "wait_addr")}
+
+
 def unwind_registers(arch_name):
     """UNWIND_REGISTERS of a debugger's architecture name (gdb: "i386:x86-64", "aarch64";
     lldb: a triple)."""

@@ -327,10 +327,7 @@ class _GdbHost(fe.Host):
             regs = {r: int(f.read_register(r)) & U64 for r in names}
         except (gdb.error, ValueError):
             return self.native_frames(session)
-        own = json.loads(session.own_natives(regs, inlined=False))
-        if own["error"] or not own["pcs"]:
-            return self.native_frames(session)
-        return {k: own[k] for k in ("names", "pcs", "sps", "wait_addr")}
+        return fe.own_unnumbered_natives(session, regs=regs) or self.native_frames(session)
 
     def selected_level(self):
         try:

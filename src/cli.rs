@@ -92,6 +92,16 @@ struct Files {
     /// Also look for those files by their file name in DIR (repeatable).
     #[arg(long = "lib-search-path", value_name = "DIR")]
     lib_search_path: Vec<PathBuf>,
+    #[command(flatten)]
+    debug: DebugFiles,
+}
+
+#[derive(clap::Args)]
+struct DebugFiles {
+    /// Look for separate debug files (by build-id or .gnu_debuglink) under DIR instead of
+    /// /usr/lib/debug, as gdb's `set debug-file-directory` (repeatable).
+    #[arg(long = "debug-file-directory", value_name = "DIR")]
+    debug_file_directory: Vec<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -151,6 +161,8 @@ enum Cmd {
         /// out (named on stderr).
         #[arg(long)]
         children: bool,
+        #[command(flatten)]
+        debug: DebugFiles,
         #[command(flatten)]
         group: Grouping,
         #[command(flatten)]
@@ -305,7 +317,13 @@ struct CoreFiles {
 
 fn open_target(spec: &Spec, files: &CoreFiles) -> Result<Target> {
     match spec {
-        Spec::Live(pid) => Target::live(*pid),
+        Spec::Live(pid) => Target::live(*pid).map(|mut t| {
+            // The lookup is the target's own until a session shares it.
+            if let Some(lookup) = std::sync::Arc::get_mut(&mut t.files) {
+                lookup.set_debug_dirs(files.search.debug_dirs.clone());
+            }
+            t
+        }),
         Spec::Core(core) => {
             Target::core_with(&path_str(core)?, files.exe.as_deref(), files.search.clone())
         }
@@ -318,13 +336,20 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
         Cmd::Pid {
             pids,
             children,
+            debug,
             group,
             out,
         } => (
             pids.into_iter().map(Spec::Live).collect::<Vec<_>>(),
             children,
             group,
-            CoreFiles::default(),
+            CoreFiles {
+                search: FileSearch {
+                    debug_dirs: debug.debug_file_directory,
+                    ..FileSearch::default()
+                },
+                ..CoreFiles::default()
+            },
             out,
         ),
         Cmd::Core {
@@ -342,6 +367,7 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
                 search: FileSearch {
                     sysroot: files.sysroot,
                     search_path: files.lib_search_path,
+                    debug_dirs: files.debug.debug_file_directory,
                 },
             },
             out,
@@ -671,7 +697,7 @@ fn render_text(session: &Session, report: &Report, out: &Output) -> Result<Strin
         text.push_str(&session.render_tasks(true, true)?);
     }
     if !asyncio {
-        text.push_str(&render::threads(report, &mut render::Sources::default()));
+        render::threads(report, &mut render::Sources::default(), &mut text);
         render::native_stops(report, &mut text);
     }
     Ok(text)

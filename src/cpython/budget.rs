@@ -1,5 +1,5 @@
 //! The per-stop budget: however many threads, frames and objects a target claims (4096
-//! threads of 100,000 frames each, a million tasks of deep chains), one stop decodes at most
+//! threads of 250,000 frames each, a million tasks of deep chains), one stop decodes at most
 //! [`MAX_FRAMES_PER_STOP`] frames, looks at most [`MAX_OBJECTS_PER_STOP`] objects up and reads
 //! at most [`MAX_BYTES_READ_PER_STOP`] bytes of target memory. What is decoded is kept (names
 //! are shared between frames of one code object), so these caps bound the memory a stop can

@@ -1,6 +1,6 @@
 //! Walking a thread's Python frames, innermost first.
 
-use std::collections::HashSet;
+use crate::memory::addr_map::AddrSet;
 use std::sync::Arc;
 
 use super::code::Code;
@@ -9,8 +9,11 @@ use super::objects::field;
 use super::snapshot::Snapshot;
 use crate::error::{ReadError, ReadErrorKind};
 
+/// Frame headers up to this size (every version's: 3.14's is 80 bytes) are read on the stack.
+const HEADER_BUF_BYTES: usize = 256;
+
 /// Deepest stack we walk; past it the walk stops with `truncated`.
-pub const MAX_FRAMES: usize = 100_000;
+pub const MAX_FRAMES: usize = 250_000;
 
 /// One decoded Python frame.
 #[derive(Clone, Debug)]
@@ -66,7 +69,9 @@ impl Snapshot {
 
     fn walk_frames_up_to(&self, first: u64, max_frames: usize) -> FrameWalk {
         let mut walk = FrameWalk::default();
-        let mut seen = HashSet::new();
+        let mut seen = AddrSet::default();
+        // A frame's header is read into this buffer when it fits: no allocation per frame.
+        let mut buf = [0u8; HEADER_BUF_BYTES];
         let mut cur = first;
         while cur != 0 {
             if walk.items.len() >= max_frames {
@@ -121,7 +126,18 @@ impl Snapshot {
                 }
                 FrameModel::Interpreter(f) => {
                     // One read per frame: every field we use lies before `localsplus`.
-                    let header = match self.mem.read_vec(cur, f.localsplus, f.localsplus) {
+                    let heap: Vec<u8>;
+                    let read = match buf.get_mut(..f.localsplus as usize) {
+                        Some(h) => self.mem.read_into(cur, h).map(|_| &*h),
+                        None => match self.mem.read_vec(cur, f.localsplus, f.localsplus) {
+                            Ok(v) => {
+                                heap = v;
+                                Ok(&heap[..])
+                            }
+                            Err(e) => Err(e),
+                        },
+                    };
+                    let header = match read {
                         Ok(h) => h,
                         Err(e) => {
                             walk.stop(cur, e);
@@ -129,7 +145,7 @@ impl Snapshot {
                         }
                     };
                     let byte = |off: u64| header.get(off as usize).copied().unwrap_or(0);
-                    let word = |off: u64| header_word(&header, off);
+                    let word = |off: u64| header_word(header, off);
                     let (owner, previous) = (byte(f.owner), word(f.previous));
                     if let EntryMarker::ShimOwner(v) = f.entry {
                         if owner > v.saturating_add(1) {

@@ -28,6 +28,9 @@ pub struct FileSearch {
     pub sysroot: Option<PathBuf>,
     /// Directories where files are looked up by their file name.
     pub search_path: Vec<PathBuf>,
+    /// Where separate debug files are (gdb's `set debug-file-directory`); empty: the
+    /// default, /usr/lib/debug.
+    pub debug_dirs: Vec<PathBuf>,
 }
 
 /// Resolves the paths a target names to files to open, checked, once per path.
@@ -69,15 +72,29 @@ impl FileLookup {
     /// Where separate debug files are looked for, in order (gdb's debug-file-directory,
     /// under the sysroot or the live process's root first).
     pub fn debug_roots(&self) -> Vec<PathBuf> {
+        let default = [PathBuf::from(DEBUG_ROOT)];
+        let dirs = if self.search.debug_dirs.is_empty() {
+            &default[..]
+        } else {
+            &self.search.debug_dirs[..]
+        };
         let mut out = Vec::new();
-        if let Some(root) = &self.search.sysroot {
-            out.push(PathBuf::from(join_under(root, DEBUG_ROOT)));
+        for dir in dirs {
+            let d = dir.display().to_string();
+            if let Some(root) = &self.search.sysroot {
+                out.push(PathBuf::from(join_under(root, &d)));
+            }
+            if let Some(pid) = self.pid {
+                out.push(PathBuf::from(format!("/proc/{pid}/root{d}")));
+            }
+            out.push(dir.clone());
         }
-        if let Some(pid) = self.pid {
-            out.push(PathBuf::from(format!("/proc/{pid}/root{DEBUG_ROOT}")));
-        }
-        out.push(PathBuf::from(DEBUG_ROOT));
         out
+    }
+
+    /// `--debug-file-directory` for a target made without a [`FileSearch`] (a live process).
+    pub fn set_debug_dirs(&mut self, dirs: Vec<PathBuf>) {
+        self.search.debug_dirs = dirs;
     }
 
     pub fn set_build_ids(&mut self, ids: HashMap<String, Vec<u8>>) {
@@ -221,6 +238,7 @@ mod tests {
         let l = FileLookup::new(FileSearch {
             sysroot: Some("/srv/root".into()),
             search_path: vec!["/opt/libs".into()],
+            ..FileSearch::default()
         });
         assert_eq!(
             l.candidates("/usr/lib/libpython3.12.so.1.0"),
@@ -233,10 +251,29 @@ mod tests {
     }
 
     #[test]
+    fn debug_file_directories_replace_the_default_under_the_sysroot_too() {
+        let l = FileLookup::new(FileSearch {
+            sysroot: Some("/srv/root".into()),
+            debug_dirs: vec!["/opt/debug".into()],
+            ..FileSearch::default()
+        });
+        assert_eq!(
+            l.debug_roots(),
+            [
+                PathBuf::from("/srv/root/opt/debug"),
+                PathBuf::from("/opt/debug")
+            ]
+        );
+        let l = FileLookup::new(FileSearch::default());
+        assert_eq!(l.debug_roots(), [PathBuf::from("/usr/lib/debug")]);
+    }
+
+    #[test]
     fn a_missing_file_is_named_with_every_place_tried() {
         let l = FileLookup::new(FileSearch {
             sysroot: Some("/nonexistent-root".into()),
             search_path: vec![],
+            ..FileSearch::default()
         });
         let e = l
             .resolve("/nonexistent/libpython3.12.so")

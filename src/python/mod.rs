@@ -72,6 +72,7 @@ fn search(sysroot: Option<String>) -> FileSearch {
     FileSearch {
         sysroot: sysroot.filter(|s| !s.is_empty()).map(Into::into),
         search_path: Vec::new(),
+        debug_dirs: Vec::new(),
     }
 }
 
@@ -382,13 +383,29 @@ impl PySession {
                 regs.iter().map(|(n, v)| (n.as_str(), *v)),
             );
             let (n, error) = self.off_gil(py, || self.inner.own_natives(start, inlined));
-            json(&serde_json::json!({
-                "names": n.names,
-                "pcs": n.pcs,
-                "sps": n.sps,
-                "wait_addr": n.wait_addr,
-                "error": error,
-            }))
+            natives_json(&n, error)
+        })
+    }
+
+    /// [`Self::own_natives`] from the registers a core file recorded for thread `lwp`
+    /// (NT_PRSTATUS), without asking the debugger for a frame (lldb's frame provider would
+    /// plan every frame of the thread first); None when the session has no core registers
+    /// for it (a live process).
+    #[pyo3(signature = (lwp, inlined=true))]
+    fn core_natives(&self, py: Python<'_>, lwp: u64, inlined: bool) -> PyResult<Option<String>> {
+        guard("Session.core_natives", || {
+            let Some(t) = self
+                .inner
+                .target
+                .core_threads
+                .iter()
+                .find(|t| t.lwp as u64 == lwp)
+            else {
+                return Ok(None);
+            };
+            let start = t.regs;
+            let (n, error) = self.off_gil(py, || self.inner.own_natives(start, inlined));
+            natives_json(&n, error).map(Some)
         })
     }
 
@@ -593,6 +610,17 @@ impl PySession {
             Ok(out)
         })
     }
+}
+
+/// `own_natives`' JSON.
+fn natives_json(n: &crate::session::Natives, error: Option<String>) -> PyResult<String> {
+    json(&serde_json::json!({
+        "names": n.names,
+        "pcs": n.pcs,
+        "sps": n.sps,
+        "wait_addr": n.wait_addr,
+        "error": error,
+    }))
 }
 
 fn natives(

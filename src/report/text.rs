@@ -37,12 +37,27 @@ impl Sources {
             .map(|s| s.as_str())
     }
     pub fn lines(&mut self, file: &str) -> Option<&[String]> {
-        let bytes = &mut self.bytes;
-        self.files
-            .entry(file.to_string())
-            .or_insert_with(|| read_lines(file, bytes))
-            .as_deref()
+        // Looked up before an entry is made: a deep stack asks for one file 100,000 times.
+        if !self.files.contains_key(file) {
+            let lines = read_lines(file, &mut self.bytes);
+            self.files.insert(file.to_string(), lines);
+        }
+        self.files.get(file)?.as_deref()
     }
+}
+
+/// `n` in decimal, written into `buf`.
+fn itoa(mut n: u32, buf: &mut [u8; 10]) -> &str {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[i..]).unwrap_or("?")
 }
 
 /// The lines of `file`, its size added to `kept` (and nothing read once that is full).
@@ -312,7 +327,7 @@ fn greenlet_waits(r: &Report, out: &mut String) {
 pub fn why(r: &Report, src: &mut Sources) -> String {
     let mut out = verdict(r);
     out.push('\n');
-    out.push_str(&threads(r, src));
+    threads(r, src, &mut out);
     out
 }
 
@@ -352,17 +367,30 @@ pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut
                 .unwrap();
             }
             FrameKind::Python | FrameKind::Jit => {
+                // Pieces pushed, not formatted: 100,000 frames are printed in a few ms.
                 let file = f.file.as_deref().unwrap_or("???");
                 let func = f.function.as_deref().unwrap_or("???");
+                out.push_str(indent);
+                out.push_str("File \"");
+                out.push_str(file);
+                out.push_str("\", line ");
                 match f.line {
-                    Some(l) => {
-                        writeln!(out, "{indent}File \"{file}\", line {l}, in {func}").unwrap()
-                    }
-                    None => writeln!(out, "{indent}File \"{file}\", line ?, in {func}").unwrap(),
+                    Some(l) => out.push_str(itoa(l, &mut [0u8; 10])),
+                    None => out.push('?'),
                 }
+                out.push_str(", in ");
+                out.push_str(func);
+                out.push('\n');
                 if let Some(code) = f.line.and_then(|l| src.line(file, l)) {
-                    let code: String = code.trim().chars().take(MAX_SOURCE_LINE_CHARS).collect();
-                    writeln!(out, "{indent}  {code}").unwrap();
+                    let code = code.trim();
+                    let cut = code
+                        .char_indices()
+                        .nth(MAX_SOURCE_LINE_CHARS)
+                        .map_or(code.len(), |(i, _)| i);
+                    out.push_str(indent);
+                    out.push_str("  ");
+                    out.push_str(&code[..cut]);
+                    out.push('\n');
                 }
                 if let Some(locals) = &f.locals {
                     for l in locals {
@@ -451,23 +479,25 @@ pub fn all_threads_parked(r: &Report, parked: &[(u64, usize)], src: &mut Sources
     if let Some(line) = report_crash_line(r) {
         writeln!(out, "{line}\n").unwrap();
     }
-    out.push_str(&threads_parked(r, parked, src));
+    threads_parked(r, parked, src, &mut out);
     out
 }
 
-/// Every thread, each with a header, then the errors.
-pub fn threads(r: &Report, src: &mut Sources) -> String {
-    threads_parked(r, &[], src)
+/// Every thread, each with a header, then the errors, appended to `out` (a deep stack's
+/// text is megabytes: built in place, not copied).
+pub fn threads(r: &Report, src: &mut Sources, out: &mut String) {
+    threads_parked(r, &[], src, out)
 }
 
-fn threads_parked(r: &Report, parked: &[(u64, usize)], src: &mut Sources) -> String {
-    let mut out = String::new();
+fn threads_parked(r: &Report, parked: &[(u64, usize)], src: &mut Sources, out: &mut String) {
+    // About 90 bytes a Python frame (its line and its source line).
+    out.reserve(r.threads.iter().map(|t| t.frames.len() * 90).sum());
     for (i, t) in r.threads.iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
         writeln!(out, "{}", thread_header(t)).unwrap();
-        traceback(t, src, &mut out);
+        traceback(t, src, out);
         if let Some((_, n)) = parked.iter().find(|p| Some(p.0) == t.native_id) {
             writeln!(
                 out,
@@ -477,7 +507,7 @@ fn threads_parked(r: &Report, parked: &[(u64, usize)], src: &mut Sources) -> Str
             .unwrap();
         }
         if t.native_id.is_some() {
-            greenlets(r, t.native_id, src, &mut out);
+            greenlets(r, t.native_id, src, out);
         }
     }
     if r.greenlets
@@ -485,10 +515,9 @@ fn threads_parked(r: &Report, parked: &[(u64, usize)], src: &mut Sources) -> Str
         .is_some_and(|g| g.iter().any(|g| g.thread.is_none()))
     {
         out.push_str("\nGreenlets of no running thread (it has ended, or is not known):\n");
-        greenlets(r, None, src, &mut out);
+        greenlets(r, None, src, out);
     }
-    errors(r, &mut out);
-    out
+    errors(r, out);
 }
 
 /// The greenlets of thread `native_id` (None: of none), each suspended one with the stack it

@@ -171,7 +171,11 @@ fn inflate(data: &object::CompressedData<'_>) -> Option<Arc<[u8]>> {
     let mut out = Arc::<[u8]>::new_uninit_slice(size);
     let mut z = flate2::Decompress::new(true);
     let status = z
-        .decompress_uninit(data.data, Arc::get_mut(&mut out)?, flate2::FlushDecompress::Finish)
+        .decompress_uninit(
+            data.data,
+            Arc::get_mut(&mut out)?,
+            flate2::FlushDecompress::Finish,
+        )
         .ok()?;
     if status != flate2::Status::StreamEnd || z.total_out() != size as u64 {
         return None;

@@ -1,5 +1,5 @@
-"""The per-stop budget (src/cpython/budget.rs) and the walks' caps on a real core: 12 threads of
-100,100 Python frames each (1.2 million, past the budget of 1,000,000 frames a stop decodes)
+"""The per-stop budget (src/cpython/budget.rs) and the walks' caps on a real core: 5 threads of
+250,100 Python frames each (1.25 million, past the budget of 1,000,000 frames a stop decodes)
 give exactly 1,000,000 frames, `truncated: true` on every cut thread, one error entry per cut
 naming the cap and where, and a peak RSS of the CLI under the bound the README states.
 """
@@ -9,9 +9,9 @@ import json
 import harness
 
 INTERP = harness.pick(["pyenv-3.12"])[0]
-THREADS = 12
-DEPTH = 100_100
-MAX_FRAMES = 100_000            # src/cpython/frames.rs
+THREADS = 5
+DEPTH = 250_100
+MAX_FRAMES = 250_000            # src/cpython/frames.rs
 MAX_FRAMES_PER_STOP = 1_000_000  # src/cpython/budget.rs
 # README, "Bounded memory": the CLI's peak memory on any input.
 MAX_CLI_RSS_BYTES = 2 << 30
@@ -58,7 +58,7 @@ def test_budget_cuts_a_huge_stop_and_says_where(tmp_path):
         left -= want
         assert t["truncated"] and len(t["frames"]) == want, (len(t["frames"]), want)
         assert all(f["function"] == "deep" for f in t["frames"][:want])
-        cap = ("100000 frames in one thread" if want == MAX_FRAMES
+        cap = ("250000 frames in one thread" if want == MAX_FRAMES
                else "1000000 frames per stop")
         line = "thread %d: frame walk: stopped at the limit of %s at " % (t["native_id"], cap)
         entries = [w for w in whats if w.startswith(line)]

@@ -12,7 +12,7 @@ address. A complete stack has `truncated: false` and no error.
   itself (a cycle), the next frame's bytes zeroed (memory the core lost), and an owner no
   version has (that frame costs one entry, the walk goes on, the stack is not truncated).
 
-The cap (`MAX_FRAMES`) has its unit test in src/cpython/frames.rs (a real 100,000-frame stack
+The cap (`MAX_FRAMES`) has its unit test in src/cpython/frames.rs (a real 250,000-frame stack
 exceeds CPython's own recursion limit).
 """
 
