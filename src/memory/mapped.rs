@@ -59,13 +59,14 @@ impl MappedFile {
     pub fn read(&self, off: u64, buf: &mut [u8]) -> Option<()> {
         let start = usize::try_from(off).ok()?;
         let end = start.checked_add(buf.len())?;
-        if end > self.len {
-            return None;
-        }
-        // SAFETY: [start, end) lies inside the mapping, which lives as long as `self`.
-        let bytes = unsafe { std::slice::from_raw_parts(self.ptr.add(start), buf.len()) };
-        buf.copy_from_slice(bytes);
+        buf.copy_from_slice(self.bytes().get(start..end)?);
         Some(())
+    }
+
+    /// The whole mapping.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: the mapping mmap returned, which lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 }
 
@@ -92,8 +93,7 @@ impl FileBytes {
 
     pub fn bytes(&self) -> &[u8] {
         match self {
-            // SAFETY: the whole mapping, which lives as long as `self`.
-            FileBytes::Mapped(m) => unsafe { std::slice::from_raw_parts(m.ptr, m.len) },
+            FileBytes::Mapped(m) => m.bytes(),
             FileBytes::Read(v) => v,
         }
     }

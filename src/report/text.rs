@@ -46,20 +46,6 @@ impl Sources {
     }
 }
 
-/// `n` in decimal, written into `buf`.
-fn itoa(mut n: u32, buf: &mut [u8; 10]) -> &str {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    std::str::from_utf8(&buf[i..]).unwrap_or("?")
-}
-
 /// The lines of `file`, its size added to `kept` (and nothing read once that is full).
 fn read_lines(file: &str, kept: &mut u64) -> Option<Vec<String>> {
     let meta = std::fs::metadata(file).ok()?;
@@ -375,7 +361,7 @@ pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut
                 out.push_str(file);
                 out.push_str("\", line ");
                 match f.line {
-                    Some(l) => out.push_str(itoa(l, &mut [0u8; 10])),
+                    Some(l) => write!(out, "{l}").unwrap(),
                     None => out.push('?'),
                 }
                 out.push_str(", in ");
