@@ -130,6 +130,10 @@ def _deferred():
         _deferring = old
 
 
+# Results longer than this are written straight to the debugger's output (LldbHost.write).
+DIRECT_OUTPUT_CHARS = 1 << 20
+
+
 class LldbHost(fe.Host):
     """The target, process and thread one command (or one frame provider) works on."""
 
@@ -217,7 +221,28 @@ class LldbHost(fe.Host):
         return lwp, tp
 
     def write(self, text):
-        self.result.Print(fe.printable(text))
+        text = fe.printable(text)
+        if len(text) > DIRECT_OUTPUT_CHARS and self._write_direct(text):
+            return
+        self.result.Print(text)
+
+    def _write_direct(self, text):
+        """Writes `text` to the debugger's output stream itself: lldb prints a command's result
+        with two writes a line (0.3 s for the 8 MB of a 100,000-frame py-bt). The same stream,
+        so the order of what lldb printed before stays; False when it cannot be written."""
+        if not hasattr(lldb, "SBFile"):
+            return False
+        out = self.target.GetDebugger().GetOutputFile()
+        if out is None or not out.IsValid():
+            return False
+        data = text.encode("utf-8", "surrogateescape")
+        error, written = out.Write(data)
+        out.Flush()
+        if error.Success() and written == len(data):
+            return True
+        # Part of it was written: the rest goes the usual way, not the whole text twice.
+        self.result.Print(data[written:].decode("utf-8", "replace"))
+        return True
 
     def native_frames(self, session=None):
         t = self.thread_

@@ -164,7 +164,9 @@ def printable(text):
     """``text`` as a debugger can print it: a NUL (a corrupt name read from the target) as
     ``\\x00``, as the CLI prints it (report::text::printable); gdb.write refuses a NUL and
     lldb's C strings end at one."""
-    return text.replace("\0", "\\x00")
+    # `in` first: it is a memchr, and replace scans much slower even when nothing matches
+    # (8 ms for the 8 MB of a 100,000-frame py-bt).
+    return text.replace("\0", "\\x00") if "\0" in text else text
 
 
 class FrontendError(Exception):
@@ -450,8 +452,7 @@ class StopState:
 
 def thread_frames(session, lwp, tp):
     """The thread's frames (dicts of the JSON report: python or unreadable), innermost first."""
-    report = json.loads(session.report(lwp=lwp, tp=tp))
-    return report["threads"][0]["frames"]
+    return session.frames(lwp=lwp, tp=tp)
 
 
 def step_frame(frames, index, direction):

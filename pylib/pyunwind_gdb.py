@@ -511,15 +511,30 @@ class _Local:
 class PythonFrameDecorator(FrameDecorator):
     """A Python frame shown in place of (part of) an eval-loop native frame."""
 
-    def __init__(self, base, frame, index):
-        super().__init__(base)
+    def __init__(self, base, frame, index, dap=None, inferior=None):
+        # FrameDecorator.__init__ only sets _base: not called, one Python call less per frame.
+        self._base = base
         self._f = frame
         self._index = index
+        # Told by the filter once for all the frames one eval-loop frame runs: gdb asks each
+        # decorator several times per frame, and the chain of decorators below answers each
+        # time (a third of what our part of a 100,000-frame `bt` cost).
+        self._dap = _for_dap(base) if dap is None else dap
+        self._inferior = base.inferior_frame() if inferior is None else inferior
+
+    def inferior_frame(self):
+        return self._inferior
+
+    def elided(self):
+        # Frames elided below the eval-loop frame are its native frame's (shown with it when
+        # kept), not each of the Python frames it runs.
+        return None
 
     def function(self):
-        if self._f["kind"] != "python":
-            return "<unreadable Python frame: %s>" % self._f.get("reason")
-        return self._f["function"]
+        f = self._f
+        if f["kind"] != "python":
+            return "<unreadable Python frame: %s>" % f.get("reason")
+        return f["function"]
 
     def filename(self):
         return self._f.get("file")
@@ -530,7 +545,7 @@ class PythonFrameDecorator(FrameDecorator):
     def address(self):
         # gdb's DAP server (gdb 14+) needs every frame's pc (`instructionPointerReference`):
         # the eval loop's. `bt` and MI print an address given here, so only DAP gets one.
-        return super().address() if _for_dap(self) else None
+        return super().address() if self._dap else None
 
     def frame_args(self):
         return None
@@ -542,7 +557,7 @@ class PythonFrameDecorator(FrameDecorator):
             locals_ = json.loads(session().locals(self._index, lwp=_thread_key(), tp=_thread_pointer()))
         except Exception:
             return None
-        if _for_dap(self):
+        if self._dap:
             return [_Local(l["name"], _dap_repr(l["repr"])) for l in locals_]
         return [_Local(l["name"], l["repr"]) for l in locals_]
 
@@ -575,15 +590,15 @@ _DAPFrameDecorator = getattr(gdb.FrameDecorator, "DAPFrameDecorator", None)
 
 
 def _for_dap(decorator):
-    """Whether gdb's DAP server asked for these frames: it wraps gdb's frames in its own
-    decorator class before the filters run."""
+    """Whether gdb's DAP server asked for this frame: it wraps gdb's frames in its own
+    decorator class before the filters run (and so all frames of one listing)."""
     d = decorator
     for _ in range(16):
-        d = getattr(d, "_base", None)
         if _DAPFrameDecorator is None or d is None:
             return False
         if isinstance(d, _DAPFrameDecorator):
             return True
+        d = getattr(d, "_base", None)
     return False
 
 
@@ -612,7 +627,7 @@ class PythonFrameFilter:
             named = jit.name_frames(_jit_stop, [decorators[n] for n in phys], actions, frames)
             # Built here, not lazily while gdb prints, so that an error still falls back.
             if copies is None:
-                return iter(list(_spliced(named, actions, frames)))
+                return iter(_spliced(named, actions, frames))
             return iter(list(_real_spliced(decorators, inferior, named, actions, phys, copies, frames)))
         except Exception as e:
             # No Python here, or an error, which one line says: the native stack unchanged.
@@ -686,22 +701,31 @@ def _shown(d, builtin=None):
 
 
 def _spliced(decorators, actions, frames):
-    for row in fe.spliced_rows(actions, len(frames)):
-        if row[0] == "python":
-            yield PythonFrameDecorator(decorators[row[1]], frames[row[2]], row[2])
-        elif row[0] == "native":
-            yield _shown(decorators[row[1]], actions[row[1]].get("builtin"))
-        # "tail" rows: gdb's own unwinder reaches the interpreter loop, and a decorator needs a
-        # native frame to stand on, so frames no eval frame runs are left to py-bt.
+    """The decorators `bt` shows, as a list. "tail" rows are left out: gdb's own unwinder
+    reaches the interpreter loop, and a decorator needs a native frame to stand on, so frames
+    no eval frame runs are left to py-bt."""
+    dap = bool(decorators) and _for_dap(decorators[0])
+    shown = []
+    for n, a in enumerate(actions):
+        if a["action"] == "python":
+            # One eval-loop frame may run 100,000 Python frames: a comprehension, not a
+            # generator's steps, builds them (gdb then prints each at about 20 us).
+            base = decorators[n]
+            inferior = base.inferior_frame()
+            shown += [PythonFrameDecorator(base, frames[i], i, dap, inferior) for i in a["frames"]]
+        elif a["action"] == "keep":
+            shown.append(_shown(decorators[n], a.get("builtin")))
+    return shown
 
 
 def _real_spliced(decorators, inferior, named, actions, phys, copies, frames):
     """Real frames: each copy of an eval-loop frame shows one Python frame of its run."""
     named_at = dict(zip(phys, named))
+    dap = bool(decorators) and _for_dap(decorators[0])
     for row in real.rows(inferior, actions, phys, copies):
         d = named_at.get(row[1], decorators[row[1]])
         if row[0] == "python":
-            yield PythonFrameDecorator(d, frames[row[2]], row[2])
+            yield PythonFrameDecorator(d, frames[row[2]], row[2], dap)
         else:
             yield _shown(d)
 

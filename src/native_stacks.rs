@@ -145,7 +145,7 @@ impl Session {
                 let what = format!(
                     "thread {}: {}",
                     t.native_id.unwrap_or(t.thread_id),
-                    f.reason.clone().unwrap_or_default()
+                    f.reason().unwrap_or_default()
                 );
                 if !r.errors.iter().any(|e| e.what == what) {
                     r.errors.push(ErrorReport {
@@ -231,7 +231,7 @@ impl Session {
                             );
                             r.file = s.file.as_deref().map(Into::into);
                             r.line = s.line;
-                            r.inlined = Some(true);
+                            r.detail_mut().inlined = Some(true);
                             out.push(r);
                         }
                         // A stripped interpreter's frame running a builtin: named after it.
@@ -243,7 +243,7 @@ impl Session {
                         if let Some(o) = own {
                             r.file = o.file.as_deref().map(Into::into);
                             r.line = o.line;
-                            r.inlined = Some(false);
+                            r.detail_mut().inlined = Some(false);
                         }
                         out.push(r);
                     }

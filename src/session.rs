@@ -13,8 +13,8 @@ use crate::native::{pthread, splice, Splice};
 use crate::report::tasks;
 use crate::report::text::{self, Sources};
 use crate::report::{
-    AwaitingReport, ErrorReport, FrameKind, FrameReport, GreenletReport, LocalReport, LoopReport,
-    PythonReport, Report, StackEntry, TaskReport, ThreadReport,
+    AwaitingReport, ErrorReport, FrameDetail, FrameKind, FrameReport, GreenletReport, LocalReport,
+    LoopReport, PythonReport, Report, StackEntry, TaskReport, ThreadReport,
 };
 use crate::target::{SourceKind, Target};
 use crate::unwind::{self, ModuleSet};
@@ -245,19 +245,19 @@ impl Session {
                 line: p.line,
                 entry: Some(p.entry),
                 address: Some(p.addr),
-                reason: None,
-                locals: with_locals.then(|| {
-                    self.locals(p).unwrap_or_else(|e| {
+                detail: with_locals.then(|| {
+                    let locals = self.locals(p).unwrap_or_else(|e| {
                         vec![LocalReport {
                             name: "<error>".into(),
                             repr: e.to_string(),
                             is_arg: false,
                         }]
+                    });
+                    Box::new(FrameDetail {
+                        locals: Some(locals),
+                        ..FrameDetail::default()
                     })
                 }),
-                module: None,
-                offset: None,
-                inlined: None,
             },
             FrameItem::Unreadable { addr, error } => {
                 FrameReport::unreadable(*addr, error.to_string())
@@ -331,7 +331,7 @@ impl Session {
                     what: format!(
                         "thread {}: frame: {}",
                         t.native_id.unwrap_or(t.thread_id),
-                        f.reason.clone().unwrap_or_default()
+                        f.reason().unwrap_or_default()
                     ),
                 });
             }

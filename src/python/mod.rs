@@ -14,6 +14,7 @@ use crate::report::text::{self, Sources};
 use crate::session::{Natives, Session, ThreadKey};
 use crate::target::{FileSearch, SourceKind, Target};
 
+mod frame_dicts;
 mod jit;
 
 create_exception!(_pyunwind, Error, PyException);
@@ -209,6 +210,24 @@ impl PySession {
             let k = (!all_threads).then(|| key(lwp, tp));
             let r = self.off_gil(py, || self.inner.report(k, locals));
             report_json(&r.map_err(err)?)
+        })
+    }
+
+    /// One thread's frames (by LWP or thread pointer), as `report`'s `threads[0].frames`
+    /// would decode to, built as Python dicts (see `frame_dicts`).
+    #[pyo3(signature = (lwp=None, tp=None))]
+    fn frames<'py>(
+        &self,
+        py: Python<'py>,
+        lwp: Option<u64>,
+        tp: Option<u64>,
+    ) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+        guard("Session.frames", || {
+            let r = self
+                .off_gil(py, || self.inner.report(Some(key(lwp, tp)), false))
+                .map_err(err)?;
+            let frames = r.threads.first().map_or(&[][..], |t| &t.frames[..]);
+            frame_dicts::frame_dicts(py, frames)
         })
     }
 
@@ -601,7 +620,7 @@ impl PySession {
                 .frames
                 .get(index)
                 .ok_or_else(|| err(format!("no Python frame #{index}")))?;
-            let mut out = text::frame_line(level.unwrap_or(index), f, f.locals.as_deref()) + "\n";
+            let mut out = text::frame_line(level.unwrap_or(index), f, f.locals()) + "\n";
             if let (Some(file), Some(line)) = (&f.file, f.line) {
                 if let Some(code) = Sources::default().line(file, line) {
                     out.push_str(&format!("    {}\n", code.trim()));

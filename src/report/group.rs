@@ -258,7 +258,7 @@ impl Grouper {
                 let g = &mut self.groups[i];
                 let shown = t.frames.iter().filter(|f| in_key(f));
                 for (gf, f) in g.frames.iter_mut().zip(shown) {
-                    if !gf.mixed && (gf.line != f.line || gf.reason != f.reason) {
+                    if !gf.mixed && (gf.line != f.line || gf.reason.as_deref() != f.reason()) {
                         gf.mixed = true;
                         gf.line = None;
                         gf.reason = None;
@@ -281,7 +281,7 @@ impl Grouper {
                             function: f.function.clone(),
                             file: f.file.clone(),
                             line: f.line,
-                            reason: f.reason.clone(),
+                            reason: f.reason().map(str::to_string),
                             mixed: false,
                         })
                         .collect(),
@@ -512,12 +512,7 @@ fn group_frames(frames: &[GroupFrame], src: &mut Sources, out: &mut String) {
                 match (f.line, f.mixed) {
                     (Some(l), _) => {
                         writeln!(out, "  File \"{file}\", line {l}, in {func}").unwrap();
-                        if let Some(code) = src.line(file, l) {
-                            let code: String = code
-                                .trim()
-                                .chars()
-                                .take(text::MAX_SOURCE_LINE_CHARS)
-                                .collect();
+                        if let Some(code) = src.shown(file, l) {
                             writeln!(out, "    {code}").unwrap();
                         }
                     }
@@ -543,11 +538,7 @@ mod tests {
             line: Some(line),
             entry: Some(false),
             address: Some(0x1000 + line as u64),
-            reason: None,
-            locals: None,
-            module: None,
-            offset: None,
-            inlined: None,
+            detail: None,
         }
     }
 

@@ -16,7 +16,7 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 
 use super::group::{GroupWhy, Grouper, TargetError, ThreadIn};
-use super::{FrameKind, FrameReport};
+use super::{FrameDetail, FrameKind, FrameReport};
 
 /// The largest document read; past it the document is an error entry (a report of 100,000
 /// asyncio tasks is about 50 MB).
@@ -263,11 +263,19 @@ impl From<DocFrame> for FrameReport {
             line: f.line,
             entry: f.entry,
             address: f.address,
-            reason: f.reason,
-            locals: None,
-            module: f.module,
-            offset: f.offset,
-            inlined: f.inlined,
+            detail: (f.reason.is_some()
+                || f.module.is_some()
+                || f.offset.is_some()
+                || f.inlined.is_some())
+            .then(|| {
+                Box::new(FrameDetail {
+                    reason: f.reason,
+                    locals: None,
+                    module: f.module,
+                    offset: f.offset,
+                    inlined: f.inlined,
+                })
+            }),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! and its text rendering.
 
 pub mod group;
+mod json_names;
 pub mod merge;
 pub mod tasks;
 pub mod text;
@@ -274,12 +275,21 @@ pub enum FrameKind {
     Unreadable,
 }
 
+/// One frame of a report. What only some frames have sits in [`FrameDetail`], boxed: a
+/// report of 100,000 Python frames then takes 72 bytes a frame instead of 152, which is most
+/// of the time such a report takes (pages faulted in, copied, freed).
 #[derive(Clone, Debug, Serialize)]
 pub struct FrameReport {
     pub kind: FrameKind,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "json_names::name"
+    )]
     pub function: Option<Arc<str>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "json_names::name"
+    )]
     pub file: Option<Arc<str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
@@ -288,6 +298,13 @@ pub struct FrameReport {
     /// For Python frames: the interpreter frame's address; for native ones: the PC.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<u64>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Box<FrameDetail>>,
+}
+
+/// The fields of a [`FrameReport`] that most Python frames lack.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FrameDetail {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -325,11 +342,10 @@ impl FrameReport {
             line: None,
             entry: None,
             address: Some(addr),
-            reason: Some(reason),
-            locals: None,
-            module: None,
-            offset: None,
-            inlined: None,
+            detail: Some(Box::new(FrameDetail {
+                reason: Some(reason),
+                ..FrameDetail::default()
+            })),
         }
     }
 
@@ -347,12 +363,38 @@ impl FrameReport {
             line: None,
             entry: None,
             address: Some(pc),
-            reason: None,
-            locals: None,
-            module,
-            offset,
-            inlined: None,
+            detail: Some(Box::new(FrameDetail {
+                module,
+                offset,
+                ..FrameDetail::default()
+            })),
         }
+    }
+
+    /// [`FrameReport::detail`], made when missing.
+    pub fn detail_mut(&mut self) -> &mut FrameDetail {
+        self.detail.get_or_insert_with(Box::default)
+    }
+
+    /// Why an unreadable frame could not be read.
+    pub fn reason(&self) -> Option<&str> {
+        self.detail.as_ref()?.reason.as_deref()
+    }
+
+    pub fn locals(&self) -> Option<&[LocalReport]> {
+        self.detail.as_ref()?.locals.as_deref()
+    }
+
+    pub fn module(&self) -> Option<&str> {
+        self.detail.as_ref()?.module.as_deref()
+    }
+
+    pub fn offset(&self) -> Option<u64> {
+        self.detail.as_ref()?.offset
+    }
+
+    pub fn inlined(&self) -> Option<bool> {
+        self.detail.as_ref()?.inlined
     }
 }
 

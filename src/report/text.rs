@@ -28,9 +28,35 @@ const MAX_SOURCES_BYTES: u64 = 64 << 20;
 pub struct Sources {
     files: HashMap<String, Option<Vec<String>>>,
     bytes: u64,
+    /// The last line [`Sources::shown`] gave, as (file, line, text): a deep recursion asks for
+    /// the same line 100,000 times in a row, and a hash and a trim each cost more than a
+    /// compare.
+    last: Option<(String, u32, String)>,
 }
 
 impl Sources {
+    /// Line `line` of `file` as a traceback shows it: trimmed, at most
+    /// [`MAX_SOURCE_LINE_CHARS`] characters.
+    pub fn shown(&mut self, file: &str, line: u32) -> Option<&str> {
+        let hit = matches!(&self.last, Some((f, l, _)) if *l == line && f == file);
+        if !hit {
+            let mut last = self.last.take().unwrap_or_default();
+            let code = self.line(file, line)?.trim();
+            let cut = code
+                .char_indices()
+                .nth(MAX_SOURCE_LINE_CHARS)
+                .map_or(code.len(), |(i, _)| i);
+            // The memo's buffers are reused: a stack of many different lines allocates none.
+            last.2.clear();
+            last.2.push_str(&code[..cut]);
+            last.0.clear();
+            last.0.push_str(file);
+            last.1 = line;
+            self.last = Some(last);
+        }
+        self.last.as_ref().map(|(_, _, code)| code.as_str())
+    }
+
     pub fn line(&mut self, file: &str, line: u32) -> Option<&str> {
         self.lines(file)?
             .get((line as usize).checked_sub(1)?)
@@ -367,18 +393,13 @@ pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut
                 out.push_str(", in ");
                 out.push_str(func);
                 out.push('\n');
-                if let Some(code) = f.line.and_then(|l| src.line(file, l)) {
-                    let code = code.trim();
-                    let cut = code
-                        .char_indices()
-                        .nth(MAX_SOURCE_LINE_CHARS)
-                        .map_or(code.len(), |(i, _)| i);
+                if let Some(code) = f.line.and_then(|l| src.shown(file, l)) {
                     out.push_str(indent);
                     out.push_str("  ");
-                    out.push_str(&code[..cut]);
+                    out.push_str(code);
                     out.push('\n');
                 }
-                if let Some(locals) = &f.locals {
+                if let Some(locals) = f.locals() {
                     for l in locals {
                         writeln!(out, "{indent}    {} = {}", l.name, l.repr).unwrap();
                     }
@@ -392,7 +413,7 @@ pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut
                     f.function.as_deref().unwrap_or("??")
                 )
                 .unwrap();
-                match (&f.module, f.offset) {
+                match (f.module(), f.offset()) {
                     (Some(m), Some(o)) => write!(out, " ({m}+{o:#x})").unwrap(),
                     (Some(m), None) => write!(out, " ({m})").unwrap(),
                     _ => {}
@@ -400,7 +421,7 @@ pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut
                 if let (Some(file), Some(line)) = (&f.file, f.line) {
                     write!(out, " at {file}:{line}").unwrap();
                 }
-                if f.inlined == Some(true) {
+                if f.inlined() == Some(true) {
                     out.push_str(" (inlined)");
                 }
                 out.push('\n');
@@ -410,7 +431,7 @@ pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut
                     out,
                     "{indent}(unreadable frame at {:#x}: {})",
                     f.address.unwrap_or(0),
-                    f.reason.as_deref().unwrap_or("unknown")
+                    f.reason().unwrap_or("unknown")
                 )
                 .unwrap();
             }
@@ -628,7 +649,7 @@ pub fn full(t: &ThreadReport, src: &mut Sources) -> String {
 fn full_frame(i: usize, f: &FrameReport, src: &mut Sources, out: &mut String) {
     match f.kind {
         FrameKind::Python | FrameKind::Jit => {
-            writeln!(out, "{}", frame_line(i, f, f.locals.as_deref())).unwrap();
+            writeln!(out, "{}", frame_line(i, f, f.locals())).unwrap();
             if let (Some(file), Some(l)) = (&f.file, f.line) {
                 if let Some(code) = src.line(file, l) {
                     writeln!(out, "    {}", code.trim()).unwrap();
@@ -640,7 +661,7 @@ fn full_frame(i: usize, f: &FrameReport, src: &mut Sources, out: &mut String) {
                 out,
                 "#{i} (unreadable frame at {:#x}: {})",
                 f.address.unwrap_or(0),
-                f.reason.as_deref().unwrap_or("unknown")
+                f.reason().unwrap_or("unknown")
             )
             .unwrap();
         }

@@ -142,6 +142,30 @@ def check_py_bt_and_bt(interp, name):
                     assert "_PyEval_EvalFrameDefault" in got["RAW"]
 
 
+@pytest.mark.parametrize("interp", harness.pick(("pyenv-3.12",), INTERPS), ids=lambda i: i.id)
+def test_lldb_deep_py_bt_written_in_order(interp):
+    """A py-bt over 1 MiB (20,000 frames) goes straight to lldb's output: every frame once, in
+    order, between what the commands before and after it print, and not into the command's
+    result (docs/debugger-commands.md); a small output stays in the result."""
+    def scripted(command, name):
+        return ("script r = lldb.SBCommandReturnObject(); "
+                "lldb.debugger.GetCommandInterpreter().HandleCommand(%r, r); "
+                "print('@@%s@@' + str(len(r.GetOutput() or '')))" % (command, name))
+    with harness.Scenario(interp, "deep") as sc:
+        core = sc.make_core()
+        out = run_lldb(interp, mark("BEFORE"), "py-bt", mark("AFTER"), scripted("py-list", "LIST"),
+                       mark("SCRIPTED"), scripted("py-bt", "RESULT"), core=core)
+        got = split(out, ["BEFORE", "AFTER", "SCRIPTED"])
+        main = sc.truth["threads"][0]
+        assert len(main["frames"]) > 20_000
+        assert traceback_frames(got["BEFORE"]) == expected(main["frames"])
+        assert len(got["BEFORE"]) > 1 << 20
+        assert traceback_frames(got["AFTER"]) == []
+        assert int(re.search(r"^@@LIST@@(\d+)$", out, re.M).group(1)) > 0
+        assert traceback_frames(got["SCRIPTED"]) == expected(main["frames"])
+        assert re.search(r"^@@RESULT@@0$", out, re.M), out[-2000:]
+
+
 @pytest.mark.parametrize("interp", INTERPS, ids=lambda i: i.id)
 def test_lldb_locals_print_list_up_down(interp):
     with harness.Scenario(interp, "locals") as sc:

@@ -98,7 +98,7 @@ def provider_run(target_args, entry):
     return out, err
 
 
-@pytest.mark.parametrize("entry", ["Session.core", "Session.report", "Session.splice"])
+@pytest.mark.parametrize("entry", ["Session.core", "Session.frames", "Session.splice"])
 def test_lldb_provider_error_is_one_line_and_native_frames(core, entry):
     """A failure in the frame provider (a panic injected where it opens the session, reads the
     thread's Python frames or splices them) leaves lldb's own native frames, to `_start`, and
