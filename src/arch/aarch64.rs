@@ -40,7 +40,8 @@ pub fn parse_prstatus(d: &[u8]) -> Option<PrStatus> {
         regs,
         thread_pointer: 0,
         // arm64 keeps the system call number in NT_ARM_SYSTEM_CALL, which qemu-user does not
-        // write, and its argument registers are not x86-64's: unknown.
+        // write (and which a restarted call leaves at -1): told from the code instead
+        // (`syscall_from_code`).
         syscall: None,
     })
 }
@@ -77,6 +78,26 @@ pub fn signal_frame(read: &dyn Fn(u64) -> Option<u64>, regs: &Regs) -> Option<Re
     }
     out.set(PC, strip_code_pointer(out.pc()));
     Some(out)
+}
+
+/// `svc #0`: arm64 Linux's system call instruction (Arm ARM C6.2.365; the immediate is 0).
+const SVC_0: u32 = 0xd400_0001;
+/// The system call number register (arch/arm64/kernel/syscall.c: `regs->regs[8]`).
+const SYSCALL_NR: u16 = 8;
+
+/// The system call a thread is in: x8 when the instruction before its pc is `svc #0` (the
+/// thread is inside the call: qemu-user's cores, a live thread) or its pc is at one (a kernel
+/// core: a call the dump interrupted is rewound to its `svc` to be restarted, with x0 given
+/// back its argument, arch/arm64/kernel/signal.c `do_signal`); u64::MAX (in none) otherwise.
+/// None when the code at the pc cannot be read.
+pub fn syscall_from_code(read: &dyn Fn(u64) -> Option<u32>, regs: &Regs) -> Option<u64> {
+    let pc = regs.pc();
+    let at = read(pc)?;
+    let before = pc.checked_sub(4).and_then(read);
+    if at == SVC_0 || before == Some(SVC_0) {
+        return regs.get(SYSCALL_NR);
+    }
+    Some(u64::MAX)
 }
 
 /// Whether the call that returns to `ret` was a direct `BL imm26` (Arm ARM C6.2.34: bits
@@ -117,6 +138,20 @@ mod tests {
         assert_eq!(p.regs.sp(), 0x1000 + 31);
         assert_eq!(p.regs.pc(), 0x0055_009f_77bc);
         assert!(parse_prstatus(&d[..300]).is_none());
+    }
+
+    #[test]
+    fn a_thread_at_or_after_svc_is_in_the_call_in_x8() {
+        let mut regs = Regs::new(Arch::Aarch64);
+        regs.set(8, 98);
+        regs.set_pc(0x1004);
+        let code = |svc_at: u64| move |a: u64| Some(if a == svc_at { SVC_0 } else { 0xd503_201f });
+        // qemu: the pc is past the svc; a kernel core: at it.
+        assert_eq!(syscall_from_code(&code(0x1000), &regs), Some(98));
+        assert_eq!(syscall_from_code(&code(0x1004), &regs), Some(98));
+        // Anywhere else (a nop around the pc): in no call.
+        assert_eq!(syscall_from_code(&code(0x2000), &regs), Some(u64::MAX));
+        assert_eq!(syscall_from_code(&|_| None, &regs), None);
     }
 
     #[test]

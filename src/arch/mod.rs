@@ -6,6 +6,8 @@
 
 pub mod aarch64;
 mod regs;
+mod syscalls_aarch64;
+mod syscalls_x86_64;
 pub mod x86_64;
 
 pub use self::regs::Regs;
@@ -165,6 +167,36 @@ impl Arch {
         match self {
             Arch::X86_64 => x86_64::parse_prstatus(desc),
             Arch::Aarch64 => aarch64::parse_prstatus(desc),
+        }
+    }
+
+    /// The name of system call `nr` in this architecture's Linux ABI; None for a number the
+    /// table does not have.
+    pub fn syscall_name(self, nr: u64) -> Option<&'static str> {
+        match self {
+            Arch::X86_64 => syscalls_x86_64::x86_64_syscall_name(nr),
+            Arch::Aarch64 => syscalls_aarch64::aarch64_syscall_name(nr),
+        }
+    }
+
+    /// The DWARF numbers of the system call argument registers, in order: x86-64 rdi, rsi,
+    /// rdx, r10, r8, r9 (arch/x86/entry/entry_64.S); arm64 x0..x5
+    /// (arch/arm64/kernel/syscall.c).
+    pub fn syscall_arg_registers(self) -> [u16; 6] {
+        match self {
+            Arch::X86_64 => [5, 4, 1, 10, 8, 9],
+            Arch::Aarch64 => [0, 1, 2, 3, 4, 5],
+        }
+    }
+
+    /// The system call a thread is in, told from its registers and the code at its pc, for an
+    /// architecture whose `NT_PRSTATUS` does not say (arm64; x86-64 has `orig_rax`: None).
+    /// Some(u64::MAX) when it is in none; None when the code cannot be read. `read` reads one
+    /// 32-bit word of the target.
+    pub fn syscall_from_code(self, read: &dyn Fn(u64) -> Option<u32>, regs: &Regs) -> Option<u64> {
+        match self {
+            Arch::X86_64 => None,
+            Arch::Aarch64 => aarch64::syscall_from_code(read, regs),
         }
     }
 

@@ -16,33 +16,25 @@
 //! /proc: the frontend gives the debugger's registers (`Session::set_debugger_syscalls`), else
 //! only `gc` can show there.
 
-mod syscalls_x86_64;
-
 use crate::cpython::FrameItem;
 use crate::memory::{proc_syscall, ProcSyscall};
 use crate::report::{FrameKind, ThreadReport};
 use crate::session::Session;
 use crate::target::SourceKind;
 
-pub use syscalls_x86_64::x86_64_syscall_name;
-
 /// A thread's system call at the stop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Syscall {
     pub nr: u64,
-    /// rdi, rsi, rdx, r10, r8, r9 (x86-64).
+    /// The argument registers (x86-64 rdi, rsi, rdx, r10, r8, r9; arm64 x0..x5).
     pub args: [u64; 6],
 }
 
-/// x86-64 `orig_rax` when a thread is in no system call (-1).
+/// x86-64 `orig_rax` when a thread is in no system call (-1), and `Arch::syscall_from_code`'s.
 const NO_SYSCALL: u64 = u64::MAX;
 /// Past this an `orig_rax` is no system call number (the kernel reads it as an int, and x32's
 /// numbers set bit 30): a garbled note, shown as unknown.
 const MAX_SYSCALL_NR: u64 = i32::MAX as u64;
-
-/// DWARF numbers (x86-64 psABI) of the system call argument registers, in order: rdi, rsi,
-/// rdx, r10, r8, r9 (arch/x86/entry/entry_64.S).
-const SYSCALL_ARG_DWARF: [usize; 6] = [5, 4, 1, 10, 8, 9];
 
 /// Calls a selector waits in, by name: those of `selectors`' epoll, poll and select selectors,
 /// and the `p` variants a C library may make of them.
@@ -61,7 +53,11 @@ const SELECTOR_CALLS: &[&str] = &[
 /// `loop_idle` in `epoll_wait`).
 pub fn thread_state(session: &Session, t: &ThreadReport) -> (Option<&'static str>, Option<String>) {
     let call = syscall(session, t);
-    let name = call.flatten().map(|c| syscall_name(c.nr));
+    let arch = session.target.arch;
+    let name = call.flatten().map(|c| {
+        arch.syscall_name(c.nr)
+            .map_or_else(|| c.nr.to_string(), str::to_string)
+    });
     (state(session, t, call), name)
 }
 
@@ -78,12 +74,11 @@ fn state(
     }
     let in_call = call?;
     if let Some(c) = in_call {
-        if x86_64_syscall_name(c.nr) == Some("futex")
-            && snap.waits_for_gil(t.interpreter, t.holds_gil, c.args[0])
-        {
+        let name = session.target.arch.syscall_name(c.nr);
+        if name == Some("futex") && snap.waits_for_gil(t.interpreter, t.holds_gil, c.args[0]) {
             return Some("gil_wait");
         }
-        if x86_64_syscall_name(c.nr).is_some_and(|n| SELECTOR_CALLS.contains(&n))
+        if name.is_some_and(|n| SELECTOR_CALLS.contains(&n))
             && (in_selector(t) || runs_idle_loop(session, t))
         {
             return Some("loop_idle");
@@ -141,12 +136,6 @@ fn runs_idle_loop(session: &Session, t: &ThreadReport) -> bool {
     })
 }
 
-/// The name of system call `nr` of the target's architecture (x86-64: cores of other
-/// architectures are refused, and a live target runs on this host), else its number.
-fn syscall_name(nr: u64) -> String {
-    x86_64_syscall_name(nr).map_or_else(|| nr.to_string(), str::to_string)
-}
-
 /// `t`'s system call: None when the source cannot show it, Some(None) when it is in none.
 fn syscall(session: &Session, t: &ThreadReport) -> Option<Option<Syscall>> {
     let lwp = t.native_id?;
@@ -157,7 +146,14 @@ fn syscall(session: &Session, t: &ThreadReport) -> Option<Option<Syscall>> {
                 .core_threads
                 .iter()
                 .find(|c| u64::from(c.lwp) == lwp)?;
-            let nr = ct.syscall?;
+            let arch = ct.regs.arch();
+            let nr = match ct.syscall {
+                Some(nr) => nr,
+                None => {
+                    let read = |a: u64| session.snap.mem.read_u32(a).ok();
+                    arch.syscall_from_code(&read, &ct.regs)?
+                }
+            };
             if nr == NO_SYSCALL {
                 return Some(None);
             }
@@ -166,16 +162,16 @@ fn syscall(session: &Session, t: &ThreadReport) -> Option<Option<Syscall>> {
             }
             Some(Some(Syscall {
                 nr,
-                args: SYSCALL_ARG_DWARF.map(|r| ct.regs.get(r as u16).unwrap_or(0)),
+                args: arch
+                    .syscall_arg_registers()
+                    .map(|r| ct.regs.get(r).unwrap_or(0)),
             }))
         }
-        // /proc shows the host's system calls, and the table is x86-64's.
-        SourceKind::Live if std::env::consts::ARCH == "x86_64" => {
-            match proc_syscall(session.target.pid?, lwp)? {
-                ProcSyscall::In { nr, args } => Some(Some(Syscall { nr, args })),
-                ProcSyscall::Outside | ProcSyscall::Running => Some(None),
-            }
-        }
+        // /proc shows the system calls of the target's own architecture (the host's).
+        SourceKind::Live => match proc_syscall(session.target.pid?, lwp)? {
+            ProcSyscall::In { nr, args } => Some(Some(Syscall { nr, args })),
+            ProcSyscall::Outside | ProcSyscall::Running => Some(None),
+        },
         // Memory read through the debugger: its registers, where the frontend gave them.
         SourceKind::Debugger => {
             let (nr, args) = session.debugger_syscall(lwp)?;
@@ -185,6 +181,5 @@ fn syscall(session: &Session, t: &ThreadReport) -> Option<Option<Syscall>> {
                 _ => None,
             }
         }
-        _ => None,
     }
 }

@@ -49,6 +49,19 @@ JIT_IDS = [i for i, _, minor in arm64_harness.ARM64_INTERPRETERS if minor >= 14]
 # A stop: "<interpreter id>:<scenario>", "<interpreter id>:asyncio" or "<interpreter id>:jit".
 STOPS = ["%s:%s" % (i, s) for i in INTERP_IDS for s in SCENARIOS + ["asyncio"]] + \
     ["%s:jit" % i for i in JIT_IDS]
+# why_state (threads blocked in different system calls) is checked by test_why_state only.
+WHY_STOPS = ["%s:why_state" % i for i in INTERP_IDS]
+# What a why_state thread does -> (its state, its system call) on arm64, where glibc makes
+# `ppoll` of poll, `epoll_pwait` of epoll_wait and `clock_nanosleep` of time.sleep (3.11+).
+# qemu-user cores have no NT_ARM_SYSTEM_CALL: the call is told from `svc #0` at the pc and x8.
+DOING = {
+    "read": ("syscall", "read"),
+    "sleep": ("syscall", "clock_nanosleep"),
+    "recv": ("syscall", "recvfrom"),
+    "poll": ("syscall", "ppoll"),
+    "lock": ("syscall", "futex"),
+    "loop": ("loop_idle", "epoll_pwait"),
+}
 # `bits 54..48`: the user PAC mask of a 48-bit-VA arm64 kernel (data and instruction keys).
 PAC_MASK = ((1 << 55) - 1) & ~((1 << 48) - 1)
 NT_ARM_PAC_MASK = 0x406
@@ -98,6 +111,8 @@ def stop(request):
         case, impl = ASYNC_CASE
         sc = arm64_harness.Scenario(interp, "asyncio-" + case, script=ASYNC_SCRIPT,
                                     args=(case, impl))
+    elif kind == "why_state":
+        sc = arm64_harness.Scenario(interp, "why_state")
     elif kind == "jit":
         # A call from JIT code (tests/scenarios/jit_call.py).
         sc = arm64_harness.Scenario(interp, "jit_call", env={"PYTHON_JIT": "1"})
@@ -217,6 +232,21 @@ def test_text(stop):
     assert "Python %s (core pid %d)" % (stop.truth["python"], stop.sc.pid) in lines, out
     want = {t["native_id"]: (t["name"], expected(t["frames"])) for t in stop.truth["threads"]}
     assert text_threads(out) == want, out
+
+
+@on(WHY_STOPS)
+def test_why_state(stop):
+    """`--why`: each thread's state and system call, from its registers and the code at its pc
+    (x8 at `svc #0`), and its frames; the text header names the call."""
+    report = stop.cli_json("--why")
+    check_report(report, stop.truth)
+    threads = {t["name"]: t for t in report["threads"]}
+    assert set(stop.truth["doing"].values()) == set(DOING), stop.truth["doing"]
+    for name, doing in stop.truth["doing"].items():
+        t = threads[name]
+        assert (t["state"], t["syscall"]) == DOING[doing], (name, t["state"], t["syscall"])
+    reader = threads["reader"]["native_id"]
+    assert '\nThread %d "reader" [syscall: read]:' % reader in "\n" + stop.cli("--why"), reader
 
 
 @on(stops("locals"))

@@ -20,7 +20,7 @@ INTERPS = harness.pick(["pyenv-3.10", "pyenv-3.12", "debian-3.11", "debian-3.14"
 GC_INTERPS = harness.pick(["pyenv-3.10", "pyenv-3.12", "debian-3.14"])
 SOURCES = ["live", "core"]
 # x86-64 system call numbers and names, from the kernel's own header (the CLI's table has the
-# same source: src/why/state/syscalls_x86_64.rs).
+# same source: src/arch/syscalls_x86_64.rs).
 UNISTD_64 = "/usr/include/x86_64-linux-gnu/asm/unistd_64.h"
 
 # What a thread does (the truth's `doing`) -> (its state, the system calls it may show). The
