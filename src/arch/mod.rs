@@ -6,6 +6,7 @@
 
 pub mod aarch64;
 mod regs;
+mod syscalls;
 mod syscalls_aarch64;
 mod syscalls_x86_64;
 pub mod x86_64;

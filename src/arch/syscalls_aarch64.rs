@@ -7,14 +7,11 @@
 
 /// The name of arm64 system call `nr`; None for a number the table does not have.
 pub fn aarch64_syscall_name(nr: u64) -> Option<&'static str> {
-    let nr = u16::try_from(nr).ok()?;
-    AARCH64
-        .binary_search_by_key(&nr, |&(n, _)| n)
-        .ok()
-        .map(|i| AARCH64[i].1)
+    super::syscalls::name(AARCH64, nr)
 }
 
-/// (number, name), sorted by number.
+/// (number, name), sorted by number; 403..=423 are 32-bit ABIs' time64 calls (not arm64's),
+/// 424 on are every architecture's ([`super::syscalls`]).
 const AARCH64: &[(u16, &str)] = &[
     (0, "io_setup"),
     (1, "io_destroy"),
@@ -296,54 +293,6 @@ const AARCH64: &[(u16, &str)] = &[
     (292, "io_pgetevents"),
     (293, "rseq"),
     (294, "kexec_file_load"),
-    (403, "clock_gettime64"),
-    (404, "clock_settime64"),
-    (405, "clock_adjtime64"),
-    (406, "clock_getres_time64"),
-    (407, "clock_nanosleep_time64"),
-    (408, "timer_gettime64"),
-    (409, "timer_settime64"),
-    (410, "timerfd_gettime64"),
-    (411, "timerfd_settime64"),
-    (412, "utimensat_time64"),
-    (413, "pselect6_time64"),
-    (414, "ppoll_time64"),
-    (416, "io_pgetevents_time64"),
-    (417, "recvmmsg_time64"),
-    (418, "mq_timedsend_time64"),
-    (419, "mq_timedreceive_time64"),
-    (420, "semtimedop_time64"),
-    (421, "rt_sigtimedwait_time64"),
-    (422, "futex_time64"),
-    (423, "sched_rr_get_interval_time64"),
-    (424, "pidfd_send_signal"),
-    (425, "io_uring_setup"),
-    (426, "io_uring_enter"),
-    (427, "io_uring_register"),
-    (428, "open_tree"),
-    (429, "move_mount"),
-    (430, "fsopen"),
-    (431, "fsconfig"),
-    (432, "fsmount"),
-    (433, "fspick"),
-    (434, "pidfd_open"),
-    (435, "clone3"),
-    (436, "close_range"),
-    (437, "openat2"),
-    (438, "pidfd_getfd"),
-    (439, "faccessat2"),
-    (440, "process_madvise"),
-    (441, "epoll_pwait2"),
-    (442, "mount_setattr"),
-    (443, "quotactl_fd"),
-    (444, "landlock_create_ruleset"),
-    (445, "landlock_add_rule"),
-    (446, "landlock_restrict_self"),
-    (447, "memfd_secret"),
-    (448, "process_mrelease"),
-    (449, "futex_waitv"),
-    (450, "set_mempolicy_home_node"),
-    (451, "syscalls"),
 ];
 
 #[cfg(test)]

@@ -4,14 +4,10 @@
 
 /// The name of x86-64 system call `nr`; None for a number the table does not have.
 pub fn x86_64_syscall_name(nr: u64) -> Option<&'static str> {
-    let nr = u16::try_from(nr).ok()?;
-    X86_64
-        .binary_search_by_key(&nr, |&(n, _)| n)
-        .ok()
-        .map(|i| X86_64[i].1)
+    super::syscalls::name(X86_64, nr)
 }
 
-/// (number, name), sorted by number.
+/// (number, name), sorted by number; 424 on are every architecture's ([`super::syscalls`]).
 const X86_64: &[(u16, &str)] = &[
     (0, "read"),
     (1, "write"),
@@ -348,33 +344,6 @@ const X86_64: &[(u16, &str)] = &[
     (332, "statx"),
     (333, "io_pgetevents"),
     (334, "rseq"),
-    (424, "pidfd_send_signal"),
-    (425, "io_uring_setup"),
-    (426, "io_uring_enter"),
-    (427, "io_uring_register"),
-    (428, "open_tree"),
-    (429, "move_mount"),
-    (430, "fsopen"),
-    (431, "fsconfig"),
-    (432, "fsmount"),
-    (433, "fspick"),
-    (434, "pidfd_open"),
-    (435, "clone3"),
-    (436, "close_range"),
-    (437, "openat2"),
-    (438, "pidfd_getfd"),
-    (439, "faccessat2"),
-    (440, "process_madvise"),
-    (441, "epoll_pwait2"),
-    (442, "mount_setattr"),
-    (443, "quotactl_fd"),
-    (444, "landlock_create_ruleset"),
-    (445, "landlock_add_rule"),
-    (446, "landlock_restrict_self"),
-    (447, "memfd_secret"),
-    (448, "process_mrelease"),
-    (449, "futex_waitv"),
-    (450, "set_mempolicy_home_node"),
 ];
 
 #[cfg(test)]
