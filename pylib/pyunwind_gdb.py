@@ -508,58 +508,16 @@ class _Local:
         return self._value
 
 
-class PythonFrameDecorator(FrameDecorator):
-    """A Python frame shown in place of (part of) an eval-loop native frame."""
-
-    def __init__(self, base, frame, index, dap=None, inferior=None):
-        # FrameDecorator.__init__ only sets _base: not called, one Python call less per frame.
-        self._base = base
-        self._f = frame
-        self._index = index
-        # Told by the filter once for all the frames one eval-loop frame runs: gdb asks each
-        # decorator several times per frame, and the chain of decorators below answers each
-        # time (a third of what our part of a 100,000-frame `bt` cost).
-        self._dap = _for_dap(base) if dap is None else dap
-        self._inferior = base.inferior_frame() if inferior is None else inferior
-
-    def inferior_frame(self):
-        return self._inferior
-
-    def elided(self):
-        # Frames elided below the eval-loop frame are its native frame's (shown with it when
-        # kept), not each of the Python frames it runs.
+def _frame_locals(index, dap):
+    """Frame `index`'s locals as gdb's decorators give them (the Python frame decorators are
+    built in Rust, `Session.decorators`, and call this), or None when they cannot be read."""
+    try:
+        locals_ = json.loads(session().locals(index, lwp=_thread_key(), tp=_thread_pointer()))
+    except Exception:
         return None
-
-    def function(self):
-        f = self._f
-        if f["kind"] != "python":
-            return "<unreadable Python frame: %s>" % f.get("reason")
-        return f["function"]
-
-    def filename(self):
-        return self._f.get("file")
-
-    def line(self):
-        return self._f.get("line")
-
-    def address(self):
-        # gdb's DAP server (gdb 14+) needs every frame's pc (`instructionPointerReference`):
-        # the eval loop's. `bt` and MI print an address given here, so only DAP gets one.
-        return super().address() if self._dap else None
-
-    def frame_args(self):
-        return None
-
-    def frame_locals(self):
-        if self._f["kind"] != "python":
-            return None
-        try:
-            locals_ = json.loads(session().locals(self._index, lwp=_thread_key(), tp=_thread_pointer()))
-        except Exception:
-            return None
-        if self._dap:
-            return [_Local(l["name"], _dap_repr(l["repr"])) for l in locals_]
-        return [_Local(l["name"], l["repr"]) for l in locals_]
+    if dap:
+        return [_Local(l["name"], _dap_repr(l["repr"])) for l in locals_]
+    return [_Local(l["name"], l["repr"]) for l in locals_]
 
 
 # Values handed to gdb's DAP server for Python locals, by id: its `variables` shows each
@@ -618,17 +576,16 @@ class PythonFrameFilter:
             if not _open_session().python_thread(lwp=_thread_key(), tp=_thread_pointer()):
                 # A thread that never ran Python: its native frames are all there is.
                 return _native_only(decorators)
-            frames = _frames()
             hide = _params["hide"].value if "hide" in _params else True
             inferior = [d.inferior_frame() for d in decorators]
             phys, copies = _physical(inferior)
             # The core hides the interpreter's plumbing by where it is: stripped builds too.
             actions = _splice([inferior[n] for n in phys], hide)
-            named = jit.name_frames(_jit_stop, [decorators[n] for n in phys], actions, frames)
+            named = jit.name_frames(_jit_stop, [decorators[n] for n in phys], actions, _frames)
             # Built here, not lazily while gdb prints, so that an error still falls back.
             if copies is None:
-                return iter(_spliced(named, actions, frames))
-            return iter(list(_real_spliced(decorators, inferior, named, actions, phys, copies, frames)))
+                return iter(_spliced(named, actions))
+            return iter(_real_spliced(decorators, inferior, named, actions, phys, copies))
         except Exception as e:
             # No Python here, or an error, which one line says: the native stack unchanged.
             report_fallback(e)
@@ -700,34 +657,41 @@ def _shown(d, builtin=None):
     return _BuiltinFrameDecorator(d, builtin) if builtin else _UnnamedFrameDecorator(d)
 
 
-def _spliced(decorators, actions, frames):
+def _python_decorators(groups, dap):
+    """The decorators of the Python frames shown at eval-loop frames, one list per group
+    (base decorator, its gdb.Frame, [Python frame index]); built in Rust: gdb may print
+    100,000 of them."""
+    return session().decorators(groups, dap, _frame_locals, lwp=_thread_key(), tp=_thread_pointer())
+
+
+def _spliced(decorators, actions):
     """The decorators `bt` shows, as a list. "tail" rows are left out: gdb's own unwinder
     reaches the interpreter loop, and a decorator needs a native frame to stand on, so frames
     no eval frame runs are left to py-bt."""
     dap = bool(decorators) and _for_dap(decorators[0])
+    groups = [(decorators[n], decorators[n].inferior_frame(), a["frames"])
+              for n, a in enumerate(actions) if a["action"] == "python"]
+    python = iter(_python_decorators(groups, dap))
     shown = []
     for n, a in enumerate(actions):
         if a["action"] == "python":
-            # One eval-loop frame may run 100,000 Python frames: a comprehension, not a
-            # generator's steps, builds them (gdb then prints each at about 20 us).
-            base = decorators[n]
-            inferior = base.inferior_frame()
-            shown += [PythonFrameDecorator(base, frames[i], i, dap, inferior) for i in a["frames"]]
+            shown += next(python)
         elif a["action"] == "keep":
             shown.append(_shown(decorators[n], a.get("builtin")))
     return shown
 
 
-def _real_spliced(decorators, inferior, named, actions, phys, copies, frames):
+def _real_spliced(decorators, inferior, named, actions, phys, copies):
     """Real frames: each copy of an eval-loop frame shows one Python frame of its run."""
     named_at = dict(zip(phys, named))
     dap = bool(decorators) and _for_dap(decorators[0])
+    rows = []
     for row in real.rows(inferior, actions, phys, copies):
         d = named_at.get(row[1], decorators[row[1]])
-        if row[0] == "python":
-            yield PythonFrameDecorator(d, frames[row[2]], row[2], dap)
-        else:
-            yield _shown(d)
+        rows.append((row, d))
+    groups = [(d, d.inferior_frame(), [row[2]]) for row, d in rows if row[0] == "python"]
+    python = iter(_python_decorators(groups, dap))
+    return [next(python)[0] if row[0] == "python" else _shown(d) for row, d in rows]
 
 
 # --- real frames: what runs the target from a Python frame -------------------------------------

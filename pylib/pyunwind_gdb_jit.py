@@ -154,8 +154,9 @@ def region_name(stop, frame):
 
 
 def name_frames(stop, decorators, actions=None, frames=None):
-    """Decorators with JIT and trampoline frames renamed. With the splice `actions` and the
-    thread's Python `frames`, a trampoline gets the name of the function it started."""
+    """Decorators with JIT and trampoline frames renamed. With the splice `actions` and
+    `frames()`, which gives the thread's Python frames (read only when a trampoline is there),
+    a trampoline gets the name of the function it started."""
     kinds = {}
     for n, d in enumerate(decorators):
         name = region_name(stop, d.inferior_frame())
@@ -166,7 +167,7 @@ def name_frames(stop, decorators, actions=None, frames=None):
     tramp = {}
     if actions is not None and frames is not None:
         is_t = lambda n: kinds.get(n, "").startswith("[trampoline]")  # noqa: E731
-        for n, f in fe.trampoline_names(actions, frames, is_t).items():
+        for n, f in fe.trampoline_names(actions, frames(), is_t).items():
             if f.get("kind") == "python":
                 tramp[n] = "[trampoline] %s (%s)" % (f["function"], f.get("file"))
     out = list(decorators)

@@ -14,6 +14,7 @@ use crate::report::text::{self, Sources};
 use crate::session::{Natives, Session, ThreadKey};
 use crate::target::{FileSearch, SourceKind, Target};
 
+mod frame_decorator;
 mod frame_dicts;
 mod jit;
 
@@ -126,6 +127,22 @@ impl PySession {
             py.detach(f)
         }
     }
+
+    /// One thread's report, without locals: its frames are [`frames_of`] it.
+    fn thread_report(
+        &self,
+        py: Python<'_>,
+        lwp: Option<u64>,
+        tp: Option<u64>,
+    ) -> PyResult<crate::report::Report> {
+        self.off_gil(py, || self.inner.report(Some(key(lwp, tp)), false))
+            .map_err(err)
+    }
+}
+
+/// The frames of a one-thread report.
+fn frames_of(r: &crate::report::Report) -> &[crate::report::FrameReport] {
+    r.threads.first().map_or(&[][..], |t| &t.frames[..])
 }
 
 #[pymethods]
@@ -223,11 +240,26 @@ impl PySession {
         tp: Option<u64>,
     ) -> PyResult<Bound<'py, pyo3::types::PyList>> {
         guard("Session.frames", || {
-            let r = self
-                .off_gil(py, || self.inner.report(Some(key(lwp, tp)), false))
-                .map_err(err)?;
-            let frames = r.threads.first().map_or(&[][..], |t| &t.frames[..]);
-            frame_dicts::frame_dicts(py, frames)
+            frame_dicts::frame_dicts(py, frames_of(&self.thread_report(py, lwp, tp)?))
+        })
+    }
+
+    /// gdb's decorators of the Python frames shown at eval-loop frames, one list per group
+    /// `(base decorator, gdb.Frame, [frame index])` (see `frame_decorator`). `locals(index,
+    /// dap)` gives a frame's locals as gdb wants them.
+    #[pyo3(signature = (groups, dap, locals, lwp=None, tp=None))]
+    fn decorators<'py>(
+        &self,
+        py: Python<'py>,
+        groups: Vec<(Py<PyAny>, Py<PyAny>, Vec<usize>)>,
+        dap: bool,
+        locals: Py<PyAny>,
+        lwp: Option<u64>,
+        tp: Option<u64>,
+    ) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+        guard("Session.decorators", || {
+            let r = self.thread_report(py, lwp, tp)?;
+            frame_decorator::decorators(py, frames_of(&r), groups, dap, locals)
         })
     }
 
@@ -684,6 +716,7 @@ fn _pyunwind(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySession>()?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_class::<jit::PyJit>()?;
+    m.add_class::<frame_decorator::PythonFrameDecorator>()?;
     m.add_function(wrap_pyfunction!(render_list, m)?)?;
     m.add("Error", m.py().get_type::<Error>())?;
     m.add("NoPythonError", m.py().get_type::<NoPythonError>())?;

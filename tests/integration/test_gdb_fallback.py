@@ -97,7 +97,7 @@ def check_native_only(out, err, line):
     assert "shapes.py" not in s["BT"] + s["ALL"], out
 
 
-@pytest.mark.parametrize("entry", ["Session.core", "Session.python_thread", "Session.frames", "Session.splice"])
+@pytest.mark.parametrize("entry", ["Session.core", "Session.python_thread", "Session.splice", "Session.decorators"])
 def test_filter_error_is_one_line_and_native_frames(shapes, entry):
     """Whichever step of the filter fails (opening the session, finding the thread, reading
     its frames, splicing them), bt shows gdb's own frames after one line saying why."""
