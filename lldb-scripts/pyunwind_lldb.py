@@ -170,7 +170,8 @@ def _prepare_core(host):
         listing = json.loads(_core_session(host).modules())
     except Exception as e:
         # The command itself says it again, if it needs the session.
-        _write_error_line(debugger, "pyunwind: cannot list the core's modules: %s" % fe.error_line(e, _core, "lldb"))
+        why = fe.error_line(e, _core, "lldb")
+        _write_error_line(debugger, "pyunwind: cannot list the core's modules: %s" % why[why.startswith("pyunwind: ") and 10:])
         return
     for m in listing["modules"]:
         if target.ResolveLoadAddress(m["base"]).GetModule().IsValid():
