@@ -57,7 +57,8 @@ unit: pythons
 PYTEST_WORKERS ?= 2
 PYTEST := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile
 # test_lldb.py holds most lldb tests: those files spread test by test. test_lldb_sources (the pip
-# venvs at a fixed path) and test_lldb_dap (one scenario and core per interpreter) run by file.
+# venvs at a fixed path), test_lldb_arm64 (qemu cores made once per module) and test_lldb_dap
+# (one scenario and core per interpreter) run by file.
 PYTEST_LOAD := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist load
 integration: build pythons arm64 wheel
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
@@ -66,8 +67,8 @@ integration: build pythons arm64 wheel
 
 # tools/lldb-env.sh installs each lldb in turn (removing the other's Python package) and fails
 # the run when one cannot be installed. The frame provider exists from lldb 22 on: its lock test
-# and the lldb-dap tests run there.
-integration-lldb: build wheel
+# and the lldb-dap tests run there (test_lldb_arm64 checks it on 22 only, inside the file).
+integration-lldb: build wheel arm64
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  for v in $(LLDB_VERSIONS); do \
 	    lldb=$$(bash tools/lldb-env.sh $$v) || exit 1; \
@@ -79,7 +80,8 @@ integration-lldb: build wheel
 	      tests/integration/test_lldb_why.py tests/integration/test_lldb_jit.py \
 	      tests/integration/test_lldb_greenlets.py $$lock \
 	      || exit 1; \
-	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST) tests/integration/test_lldb_sources.py $$dap \
+	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST) tests/integration/test_lldb_sources.py \
+	      tests/integration/test_lldb_arm64.py $$dap \
 	      || exit 1; \
 	  done
 

@@ -130,6 +130,85 @@ def _deferred():
         _deferring = old
 
 
+# --- cores without NT_FILE (qemu-user's): the modules and the PAC mask lldb lacks -------------
+
+# (process unique id, sysroot) of each core _prepare_core has done.
+_prepared = set()
+# The non-address bits of a return address on arm64 when the core has no NT_ARM_PAC_MASK: a
+# 48-bit virtual address space, as the core itself assumes (src/arch/aarch64.rs). lldb keeps
+# only the top byte (TBI) then, and its unwind stops at the first signed return address.
+AARCH64_NON_ADDRESS_MASK = 0xFFFF000000000000
+TOP_BYTE_MASK = 0xFF00000000000000
+
+
+def _prepare_core(host):
+    """Gives lldb what an arm64 core without NT_FILE (qemu-user writes none) leaves it without,
+    once per core and sysroot: the pointer-authentication mask (before lldb unwinds past a
+    signed return address; lldb reads NT_ARM_PAC_MASK when a kernel's core has it), and the
+    modules of the dynamic linker's list that lldb did not load, from the files under the
+    platform sysroot (`platform select remote-linux --sysroot DIR`): lldb loads none of them
+    when the sysroot comes after the core, and never the dynamic linker, whose name is in text
+    the core left out. Says in one line what could not be found."""
+    process, target = host.process, host.target
+    if not process.IsValid() or host.core_file() is None:
+        return
+    # Read here for every core, so that the session's key (_key) has it from the start.
+    root = host.sysroot()
+    # x86-64 cores (gcore's, the kernel's) have NT_FILE, and lldb finds their modules itself.
+    if _arch(target) != "aarch64":
+        return
+    key = (process.GetUniqueID(), root)
+    if key in _prepared:
+        return
+    _prepared.add(key)
+    if hasattr(process, "SetAddressMask"):
+        mask = process.GetAddressMask(lldb.eAddressMaskTypeCode)
+        if mask & ~TOP_BYTE_MASK == 0:
+            process.SetAddressMask(lldb.eAddressMaskTypeAll, AARCH64_NON_ADDRESS_MASK)
+    debugger = target.GetDebugger()
+    try:
+        listing = json.loads(_core_session(host).modules())
+    except Exception as e:
+        # The command itself says it again, if it needs the session.
+        why = fe.error_line(e, _core, "lldb")
+        _write_error_line(debugger, "pyunwind: cannot list the core's modules: %s" % why[why.startswith("pyunwind: ") and 10:])
+        return
+    for m in listing["modules"]:
+        if target.ResolveLoadAddress(m["base"]).GetModule().IsValid():
+            continue
+        module = target.AddModule(m["file"], target.GetTriple(), None)
+        if module.IsValid():
+            header = module.GetObjectFileHeaderAddress().GetFileAddress()
+            target.SetModuleLoadAddress(module, m["base"] - header)
+    problems = listing["problems"]
+    if problems:
+        where = "under %s" % root if root else "without a sysroot"
+        _write_error_line(debugger, fe.printable(
+            "pyunwind: %d of the core's loaded files not found %s (%s%s); give their directory "
+            "with `pyunwind sysroot DIR` (or `platform select remote-linux --sysroot DIR` before "
+            "loading the core)" % (len(problems), where, problems[0], ", ..." if len(problems) > 1 else "")))
+
+
+class _DirectHost:
+    """The host's core read directly, whatever `pyunwind set memory` says: the modules come
+    from the core's own notes and memory."""
+
+    def __init__(self, host):
+        self.host = host
+
+    def __getattr__(self, name):
+        return getattr(self.host, name)
+
+    def memory_mode(self):
+        return "auto"
+
+
+def _core_session(host):
+    if host.memory_mode() != "debugger":
+        return session(host, with_ids=False)
+    return fe.open_session(core(), _DirectHost(host))
+
+
 # Results longer than this are written straight to the debugger's output (LldbHost.write).
 DIRECT_OUTPUT_CHARS = 1 << 20
 
@@ -256,12 +335,12 @@ class LldbHost(fe.Host):
             frames = [t.GetFrameAtIndex(i) for i in range(min(t.GetNumFrames(), MAX_NATIVE_FRAMES))]
             if not frames or any(f.IsSynthetic() for f in frames if hasattr(f, "IsSynthetic")):
                 return None
-            rdi = frames[0].FindRegister("rdi")
+            arg = frames[0].FindRegister(_first_argument_register(self.target))
             lldbs = {
                 "names": [_function_name(f) for f in frames],
                 "pcs": [f.GetPC() for f in frames],
                 "sps": [f.GetSP() for f in frames],
-                "wait_addr": rdi.GetValueAsUnsigned() if rdi.IsValid() and rdi.GetValue() is not None else None,
+                "wait_addr": arg.GetValueAsUnsigned() if arg.IsValid() and arg.GetValue() is not None else None,
             }
             if session is None or self._places_every_python_frame(session, lldbs):
                 return lldbs
@@ -338,8 +417,22 @@ class LldbHost(fe.Host):
         self.thread_.SetSelectedFrame(level)
 
 
-# Registers the core's own unwind starts from (x86-64).
-OWN_UNWIND_REGISTERS = fe.UNWIND_REGISTERS["x86_64"]
+# Registers the core's own unwind starts from, by architecture: lldb names aarch64's x29 and
+# x30 `fp` and `lr` (the core knows both names).
+OWN_UNWIND_REGISTERS = {"x86_64": fe.UNWIND_REGISTERS["x86_64"],
+                        "aarch64": fe.UNWIND_REGISTERS["aarch64"] | {"fp", "lr"}}
+# The first argument's register (the address a futex wait blocks on), by architecture.
+FIRST_ARGUMENT_REGISTER = {"x86_64": "rdi", "aarch64": "x0"}
+
+
+def _arch(target):
+    """"aarch64" or "x86_64", from the target's triple (lldb: `aarch64--linux`, `arm64-…`)."""
+    triple = target.GetTriple() or ""
+    return "aarch64" if triple.startswith(("aarch64", "arm64")) else "x86_64"
+
+
+def _first_argument_register(target):
+    return FIRST_ARGUMENT_REGISTER[_arch(target)]
 
 
 def _provider_on():
@@ -356,7 +449,10 @@ _python_levels = {}
 
 def _key(host):
     p = host.process
-    return (p.GetUniqueID(), p.GetProcessID(), p.GetStopID(), host.core_file(), _settings["memory"])
+    # The sysroot the last command found (_prepare_core reads it first): a new one opens a
+    # new session, which finds the files the old one could not.
+    root = _sysroots.get(host.target.GetDebugger().GetID())
+    return (p.GetUniqueID(), p.GetProcessID(), p.GetStopID(), host.core_file(), _settings["memory"], root)
 
 
 def _open(host):
@@ -400,6 +496,7 @@ class _Command:
             # missed it: from the next stop on at least.
             _sync_provider(exe_ctx.GetTarget())
             host = LldbHost(exe_ctx.GetTarget(), exe_ctx.GetProcess(), exe_ctx.GetThread(), result)
+            _prepare_core(host)
             _commands.run(self.name, host, command)
             result.SetStatus(lldb.eReturnStatusSuccessFinishResult)
         except Exception as e:
@@ -412,6 +509,12 @@ class SettingsCommand:
     HELP = """Show or change pyunwind's settings.
 Usage: pyunwind show [NAME]
        pyunwind set NAME VALUE
+       pyunwind sysroot [DIR]
+  sysroot DIR                  where the files of a core from another machine are (the
+                               target's platform sysroot, as `platform select remote-linux
+                               --sysroot DIR` sets it before a core is loaded); on an arm64
+                               core lldb loads the modules it lacks from there. Without DIR:
+                               the sysroot in effect
   memory auto|direct|debugger  where target memory is read: auto reads a core file or a local
                                process directly and anything else through lldb; debugger always
                                through lldb (SBProcess.ReadMemory)
@@ -432,6 +535,12 @@ Usage: pyunwind show [NAME]
 
     def __call__(self, debugger, command, exe_ctx, result):
         words = command.split()
+        if words[:1] == ["sysroot"]:
+            try:
+                self._sysroot(exe_ctx, command.strip()[len("sysroot"):].strip(), result)
+            except Exception as e:
+                result.SetError(fe.error_line(e, _core, "lldb"))
+            return
         if words[:1] == ["show"] and len(words) <= 2:
             for name in words[1:] or sorted(_settings):
                 if name not in _settings:
@@ -449,6 +558,27 @@ Usage: pyunwind show [NAME]
             if err:
                 result.SetError(err)
                 return
+        result.SetStatus(lldb.eReturnStatusSuccessFinishNoResult)
+
+    @staticmethod
+    def _sysroot(exe_ctx, root, result):
+        target = exe_ctx.GetTarget()
+        if not target.IsValid():
+            result.SetError("pyunwind: no target: load the core first (or give lldb the sysroot before "
+                            "loading it: `platform select remote-linux --sysroot DIR`)")
+            return
+        host = LldbHost(target, exe_ctx.GetProcess(), exe_ctx.GetThread(), result)
+        if not root:
+            result.Print("sysroot: %s\n" % (host.sysroot() or "none"))
+            return
+        root = os.path.abspath(os.path.expanduser(root))
+        if not os.path.isdir(root):
+            result.SetError("pyunwind: no directory %s" % root)
+            return
+        # What `platform select --sysroot` sets, on the target's own platform (a platform
+        # selected after the target was made is another one).
+        target.GetPlatform().SetSDKRoot(root)
+        _prepare_core(host)
         result.SetStatus(lldb.eReturnStatusSuccessFinishNoResult)
 
 
@@ -812,7 +942,11 @@ def _say_fallback(e, process):
     for old in [k for k in _fallbacks_said if k[:2] != key[:2]]:
         _fallbacks_said.discard(old)
     _fallbacks_said.add(key)
-    err = process.GetTarget().GetDebugger().GetErrorFile()
+    _write_error_line(process.GetTarget().GetDebugger(), line)
+
+
+def _write_error_line(debugger, line):
+    err = debugger.GetErrorFile()
     if err is not None and err.IsValid():
         err.Write((line + "\n").encode())
         err.Flush()
@@ -852,7 +986,12 @@ def _in_anonymous_code(process, pc):
         return False
     name = region.GetName() or ""
     # 3.15 names its JIT mappings under -X dev (`[anon:cpython:jit]`, PR_SET_VMA_ANON_NAME).
-    return region.IsMapped() and region.IsExecutable() and (not name or name.startswith("[anon:"))
+    if not (region.IsMapped() and region.IsExecutable() and (not name or name.startswith("[anon:"))):
+        return False
+    # A core without NT_FILE (qemu-user's) names no mapping: code of a file lldb loaded is not
+    # anonymous (3.15's executors are modules of no file).
+    module = process.GetTarget().ResolveLoadAddress(pc).GetModule()
+    return not (module.IsValid() and os.path.isfile(module.GetFileSpec().fullpath or ""))
 
 
 # _plan_key -> the registers of lldb's innermost frame the last plan started from: a command's
@@ -863,9 +1002,10 @@ _input_registers = {}
 def _registers(frame):
     """{name: value} of `frame`'s OWN_UNWIND_REGISTERS."""
     regs = {}
+    names = OWN_UNWIND_REGISTERS[_arch(frame.GetThread().GetProcess().GetTarget())]
     for regset in frame.GetRegisters():
         for r in regset:
-            if r.GetName() in OWN_UNWIND_REGISTERS and r.GetValue() is not None:
+            if r.GetName() in names and r.GetValue() is not None:
                 regs[r.GetName()] = r.GetValueAsUnsigned()
     return regs
 
@@ -1051,7 +1191,8 @@ def _sync_provider(target):
 
 
 class ProviderStopHook:
-    """Registers the frame provider on a target when it first stops. lldb copies the dummy
+    """Registers the frame provider on a target when it first stops (lldb 22+), and gives an
+    arm64 core what lldb lacks (_prepare_core; every lldb). lldb copies the dummy
     target's stop hooks to each target created later and runs them on the thread that attaches
     or loads the core, before anyone can ask that target for frames. The new-target watcher
     alone lost that race: lldb-dap answered `stackTrace` on a core before the watcher's thread
@@ -1063,6 +1204,7 @@ class ProviderStopHook:
     def handle_stop(self, exe_ctx, stream):
         target = exe_ctx.GetTarget()
         _sync_provider(target)
+        _prepare_existing(target)
         # Its work is done on this target: gone from it (lldb runs a copy of the hook list, so
         # this is safe here), so that it adds nothing to the stop output of a user's own hooks
         # (lldb heads each hook's output with its name when there are several).
@@ -1120,14 +1262,31 @@ def _watch_new_targets(debugger):
 _registered = False
 
 
+def _prepare_existing(target):
+    """_prepare_core outside a command: for a target whose core is loaded already."""
+    process = target.GetProcess() if target is not None and target.IsValid() else None
+    if process is None or not process.IsValid():
+        return
+    try:
+        _prepare_core(LldbHost(target, process, process.GetSelectedThread(), lldb.SBCommandReturnObject()))
+    except Exception as e:
+        _write_error_line(target.GetDebugger(), fe.error_line(e, _core, "lldb"))
+
+
 def __lldb_init_module(debugger, internal_dict):
     global _registered
     _register_commands(debugger)
-    if _registered or not _has_provider_api:
-        return
-    _registered = True
+    first, _registered = not _registered, True
     for i in range(debugger.GetNumTargets()):
-        _sync_provider(debugger.GetTargetAtIndex(i))
+        if first:
+            _sync_provider(debugger.GetTargetAtIndex(i))
+        _prepare_existing(debugger.GetTargetAtIndex(i))
+    if not first:
+        return
+    # Every lldb: the stop hook prepares arm64 cores (_prepare_core) as they are loaded.
+    _add_provider_stop_hook(debugger)
+    if not _has_provider_api:
+        return
     # Locals' reprs are char8_t arrays (a type C programs do not use): shown as their text.
     debugger.HandleCommand("type summary add -w pyunwind -x '^char8_t ?\\[[0-9]+\\]$' -F %s.repr_summary" % __name__)
     debugger.HandleCommand("type synthetic add -w pyunwind -x '^char8_t ?\\[[0-9]+\\]$' -l %s.NoChildren" % __name__)
@@ -1135,5 +1294,4 @@ def __lldb_init_module(debugger, internal_dict):
     debugger.HandleCommand("frame recognizer add -l %s.PythonLocalsRecognizer -x -s python -n '%s' -f false"
                            % (__name__, STAND_IN_SYMBOL.pattern))
     debugger.HandleCommand("settings set target.display-recognized-arguments true")
-    _add_provider_stop_hook(debugger)
     _watch_new_targets(debugger)

@@ -17,6 +17,7 @@ use crate::target::{FileSearch, SourceKind, Target};
 mod frame_decorator;
 mod frame_dicts;
 mod jit;
+mod modules;
 
 create_exception!(_pyunwind, Error, PyException);
 // A target with no CPython in it: not a failure for what runs on every stop of any program
@@ -206,6 +207,12 @@ impl PySession {
                 .iter()
                 .any(|t| t.info.native_id.is_none()))
         })
+    }
+
+    /// The loaded ELF files with the local file of each, and what could not be placed, as
+    /// JSON (see [`modules::modules`]): for a debugger that found fewer (lldb on a qemu core).
+    fn modules(&self) -> PyResult<String> {
+        guard("Session.modules", || json(&modules::modules(&self.inner)))
     }
 
     /// The `python` object of the report, as JSON.
