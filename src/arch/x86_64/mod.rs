@@ -2,6 +2,8 @@
 //! rax, rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8..r15, then the return address, rip, as column
 //! 16) and the `NT_PRSTATUS` note.
 
+pub mod jit;
+
 use super::{u32_at, u64_at, PrStatus, Regs};
 use crate::arch::Arch;
 

@@ -2,6 +2,8 @@
 //! register names": x0..x30 are 0..30, sp 31, pc 32), the `NT_PRSTATUS` note, pointer
 //! authentication and the signal-return trampoline.
 
+pub mod jit;
+
 use super::{u32_at, u64_at, PrStatus, Regs};
 use crate::arch::Arch;
 
