@@ -4,8 +4,9 @@
 //! asks the [`Arch`]; the shapes themselves are in [`super::x86_64::jit`] and
 //! [`super::aarch64::jit`].
 //!
-//! Like the rest of the seam this reads the target through closures, not the `Memory` trait:
-//! `read` fills a buffer, false when it cannot.
+//! Like the rest of the seam this reads the target through closures, not the `Memory` trait
+//! (the memory layer parses core notes through [`Arch`], so the seam sits below it): `read`
+//! fills a buffer, false when it cannot.
 
 use std::collections::HashSet;
 

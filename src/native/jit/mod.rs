@@ -15,7 +15,7 @@
 //! and which code is this module's part; the shapes of the shim and the trampoline, and how a
 //! frame in their code finds its caller, are the architecture's ([`crate::arch::jit`]).
 //!
-//! The offsets of the interpreter's lists come from per-build tables ([`tables`]: x86-64 and
+//! The offsets of the interpreter's lists come from per-build tables (`tables.rs`: x86-64 and
 //! arm64 builds of Debian sid's python3.14 and python3.15, release and pydebug), chosen by the
 //! target's architecture and the struct sizes in its `_Py_DebugOffsets`.
 //!
