@@ -132,17 +132,19 @@ impl Arch {
         }
     }
 
-    /// Whether a perf trampoline frame is unwound from its decoded code
-    /// ([`Arch::decode_perf_trampoline`]); false where the frame-pointer step unwinds it.
-    pub fn decodes_perf_trampolines(self) -> bool {
+    /// Whether JIT and perf-trampoline code keeps frame records, so that the frame-pointer step
+    /// unwinds what the shim's decoded frame does not, and no trampoline is decoded: arm64 JIT
+    /// code keeps x29 and its trampoline is a frame record (`stp x29, x30`). x86-64 code need
+    /// not keep %rbp (3.14 JIT code is `preserve_none`; the 3.12/3.13 trampoline pushes none).
+    pub fn jit_keeps_frame_records(self) -> bool {
         match self {
-            Arch::X86_64 => true,
-            Arch::Aarch64 => false,
+            Arch::X86_64 => false,
+            Arch::Aarch64 => true,
         }
     }
 
-    /// The perf trampoline whose code is `code`; None for code of another shape, and on an
-    /// architecture that does not decode it.
+    /// The perf trampoline whose code is `code`; None for code of another shape, and where
+    /// trampolines are frame records ([`Arch::jit_keeps_frame_records`]).
     pub fn decode_perf_trampoline(self, code: &[u8]) -> Option<Trampoline> {
         match self {
             Arch::X86_64 => x86_64::jit::decode_trampoline(code).map(Trampoline::X86_64),

@@ -321,7 +321,7 @@ impl JitMap {
                 start.saturating_add(size.min(MAX_JIT_SIZE_BYTES))
             };
             if start != 0 && end > start {
-                if self.arch.decodes_perf_trampolines()
+                if !self.arch.jit_keeps_frame_records()
                     && self.trampoline.is_none()
                     && code_size > 0
                     && code_size <= MAX_TRAMPOLINE_BYTES
