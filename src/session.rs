@@ -5,10 +5,13 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::asyncio::{self, AsyncView, ThreadFrames};
 use crate::cpython::callables::NativeFrame;
-use crate::cpython::{find_python, FrameItem, FrameWalk, PyFrame, Snapshot, ThreadInfo};
+use crate::cpython::{
+    find_python, find_python_again, Found, FrameItem, FrameWalk, PyFrame, Remembered, Snapshot,
+    ThreadInfo,
+};
 use crate::error::{Error, ReadError, Result};
 use crate::greenlet::{self, GThread, GreenletView, Stacks};
-use crate::native::jit::{jit_entry, JitMap, Region, Regs, Unwound};
+use crate::native::jit::{JitMap, Region, Regs, Unwound};
 use crate::native::{pthread, splice, Splice};
 use crate::report::tasks;
 use crate::report::text::{self, Sources};
@@ -48,6 +51,9 @@ pub struct Session {
     thread_ids: Vec<(u64, u64)>,
     /// JIT and trampoline code of this stop, built on first use.
     jit: OnceLock<JitMap>,
+    /// What discovery found that later stops of the target can start from (see
+    /// [`Session::reopen`]); its `_PyJIT_Entry` is the JIT map's entry shim.
+    remembered: Remembered,
     /// The target's modules with their CFI and symbols, loaded on first use: for our own
     /// native unwinds and gdb's real frames (see [`Session::with_modules`]).
     modules: Mutex<Option<ModuleSet>>,
@@ -61,7 +67,18 @@ pub struct Session {
 impl Session {
     pub fn open(target: Target) -> Result<Session> {
         let found = find_python(&target)?;
-        let snap = Snapshot::new(target.mem.clone(), &found);
+        Ok(Session::with_found(target, &found))
+    }
+
+    /// The session of a later stop of a target an earlier session found CPython in
+    /// ([`Session::remembered`]): no ELF symbols are read again.
+    pub fn reopen(target: Target, earlier: &Remembered) -> Result<Session> {
+        let found = find_python_again(&target, earlier)?;
+        Ok(Session::with_found(target, &found))
+    }
+
+    fn with_found(target: Target, found: &Found) -> Session {
+        let snap = Snapshot::new(target.mem.clone(), found);
         let thread_ids = target
             .core_threads
             .iter()
@@ -72,7 +89,7 @@ impl Session {
             .as_ref()
             .map(crash::crash)
             .unwrap_or_default();
-        Ok(Session {
+        Session {
             target,
             snap,
             decoded: OnceLock::new(),
@@ -81,10 +98,16 @@ impl Session {
             greenlet_view: OnceLock::new(),
             thread_ids,
             jit: OnceLock::new(),
+            remembered: found.remembered(),
             modules: Mutex::new(None),
             crash,
             debugger_syscalls: OnceLock::new(),
-        })
+        }
+    }
+
+    /// What a frontend keeps for the next stop of this target ([`Session::reopen`]).
+    pub fn remembered(&self) -> Remembered {
+        self.remembered
     }
 
     /// The debugger's registers of each thread's system call (see `debugger_syscalls`); the
@@ -916,13 +939,20 @@ fn markers(names: &[Option<String>], levels: &[usize]) -> Vec<(usize, String)> {
         .collect()
 }
 
-/// JIT and trampoline code (see [`crate::native::jit`]), for frontends that unwind themselves
-/// (lldb later; gdb uses `_pyunwind.Jit`, which needs no decodable Python frames).
+/// JIT and trampoline code (see [`crate::native::jit`]), built from this session's snapshot and
+/// the `_PyJIT_Entry` discovery found: for `--native`, lldb, and gdb's `_pyunwind.Jit` (a session
+/// that decodes no thread, so that the unwinder works where Python frames cannot be decoded).
 impl Session {
     pub fn jit(&self) -> &JitMap {
         once(&self.jit, || {
-            JitMap::build(&self.snap, jit_entry(&self.target, self.snap.runtime))
+            JitMap::build(&self.snap, self.remembered.jit_entry)
         })
+    }
+
+    /// The JIT map alone, for a frontend that keeps nothing else of the stop.
+    pub fn into_jit(self) -> JitMap {
+        self.jit();
+        self.jit.into_inner().unwrap_or_default()
     }
 
     /// The JIT executor or trampoline arena holding `pc`.

@@ -881,8 +881,8 @@ fn asyncio_layouts_match_dwarf() {
     });
 }
 
-/// The JIT map's built-in tables (src/native/jit.rs), each against the DWARF of the build it
-/// names: Debian sid's python3.14/3.15 and their pydebug builds (python3.14d/3.15d).
+/// The JIT map's built-in tables (src/native/jit/tables.rs), each against the DWARF of the
+/// build it names: Debian sid's python3.14/3.15 and their pydebug builds (python3.14d/3.15d).
 #[test]
 fn jit_tables_match_dwarf() {
     use pyunwind::native::jit::{builtin_tables, ExecutorRoots};

@@ -1,10 +1,12 @@
 //! The target's architecture, as data: x86-64 or arm64 (aarch64), from the core's or the
 //! executable's ELF header, never from the host (an arm64 core is read on an x86-64 laptop).
 //! What differs between the two sits here: register numbers (DWARF), the `NT_PRSTATUS` layout,
-//! callee-saved registers, code-pointer signing, the frame-record shape and signal frames.
+//! callee-saved registers, code-pointer signing, the frame-record shape, signal frames, and
+//! the shapes of CPython's JIT entry shim and perf trampoline ([`jit`]).
 //! Decoders above ask an [`Arch`]; none tests `cfg(target_arch)`.
 
 pub mod aarch64;
+pub mod jit;
 mod regs;
 mod syscalls;
 mod syscalls_aarch64;

@@ -16,9 +16,34 @@ pub struct Found {
     /// e.g. "dynamic symbol _PyRuntime in libpython3.12.so.1.0; version from Py_Version".
     pub found_by: String,
     pub arch: crate::arch::Arch,
+    /// `_PyJIT_Entry` (3.15 exports it: the JIT's entry shim), read from the same module's
+    /// symbols as `_PyRuntime`.
+    pub jit_entry: Option<u64>,
 }
 
-const SYMBOLS: [&str; 2] = ["_PyRuntime", "Py_Version"];
+/// What a frontend keeps of a discovery between stops of one target, so that a later stop
+/// reads no ELF symbols ([`find_python_again`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Remembered {
+    /// Address of `_PyRuntime`.
+    pub runtime: u64,
+    /// 3.<minor>.
+    pub minor: u8,
+    /// Address of `_PyJIT_Entry`, if the module has it.
+    pub jit_entry: Option<u64>,
+}
+
+impl Found {
+    pub fn remembered(&self) -> Remembered {
+        Remembered {
+            runtime: self.runtime,
+            minor: self.layout.version.minor,
+            jit_entry: self.jit_entry,
+        }
+    }
+}
+
+const SYMBOLS: [&str; 3] = ["_PyRuntime", "Py_Version", "_PyJIT_Entry"];
 
 /// Modules that may hold the interpreter: libpython first, then executables named python*.
 fn candidates(modules: &[Module]) -> Vec<&Module> {
@@ -78,9 +103,39 @@ pub fn find_python(target: &Target) -> Result<Found> {
             layout,
             found_by,
             arch: target.arch,
+            jit_entry: info
+                .symbols
+                .get("_PyJIT_Entry")
+                .map(|a| bias.wrapping_add(*a)),
         });
     }
     Err(Error::NoPython(tried.join("; ")))
+}
+
+/// CPython where an earlier stop of the same target found it: `_PyRuntime` at the remembered
+/// address, in whichever mapped file holds it now, and its layout chosen again from the
+/// remembered minor version and the target's `_Py_DebugOffsets`, as [`find_python`] chooses
+/// it. No ELF symbols are read.
+pub fn find_python_again(target: &Target, earlier: &Remembered) -> Result<Found> {
+    let module = target
+        .modules()
+        .into_iter()
+        .find(|m| m.start <= earlier.runtime && earlier.runtime < m.end)
+        .ok_or_else(|| {
+            Error::NoPython(format!(
+                "no mapped file holds _PyRuntime at {:#x}",
+                earlier.runtime
+            ))
+        })?;
+    let layout = choose_layout(target, earlier.runtime, Version::new(3, earlier.minor, 0))?;
+    Ok(Found {
+        found_by: format!("_PyRuntime of an earlier stop; layout {}", layout.source),
+        module,
+        runtime: earlier.runtime,
+        layout,
+        arch: target.arch,
+        jit_entry: earlier.jit_entry,
+    })
 }
 
 fn detect_version(

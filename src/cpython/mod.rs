@@ -14,7 +14,7 @@ pub mod snapshot;
 pub mod threads;
 pub mod version;
 
-pub use discovery::{find_python, Found};
+pub use discovery::{find_python, find_python_again, Found, Remembered};
 pub use frames::{FrameItem, FrameWalk, Local, PyFrame};
 pub use layout::Layout;
 pub use snapshot::Snapshot;

@@ -57,6 +57,7 @@ impl Snapshot {
             arch: Default::default(),
             layout,
             found_by: "test".into(),
+            jit_entry: None,
         };
         Snapshot::new(Arc::new(mem), &found)
     }

@@ -5,7 +5,6 @@ use serde::Serialize;
 
 pub mod jit;
 pub mod pthread;
-pub mod x86;
 
 /// What a native frame is, judged by its symbol name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! `_pyunwind.Jit`: the JIT and trampoline map of one stop, for the gdb unwinder. Separate from
-//! `Session` on purpose: the unwinder runs for every frame gdb unwinds, and must work (and stay
-//! cheap) even where the Python frames cannot be decoded.
+//! `_pyunwind.Session` on purpose: the unwinder runs for every frame gdb unwinds, and must work
+//! (and stay cheap) even where the Python frames cannot be decoded. The map is built by a
+//! [`Session`] that decodes no thread, then kept alone.
 
 use std::sync::Arc;
 
@@ -8,8 +9,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::{err, guard};
+use crate::cpython::Remembered;
 use crate::memory::Memory;
-use crate::native::jit::{JitInputs, JitMap, Region, RegionKind, Regs, Unwound};
+use crate::native::jit::{JitMap, Region, RegionKind, Regs, Unwound};
+use crate::session::Session;
 use crate::target::{SourceKind, Target};
 
 #[pyclass(name = "Jit", module = "_pyunwind", frozen)]
@@ -18,7 +21,7 @@ pub struct PyJit {
     /// Every read calls back into the debugger's Python: keep the GIL (see `PySession::off_gil`).
     calls_python: bool,
     map: JitMap,
-    inputs: JitInputs,
+    inputs: Remembered,
 }
 
 /// (start, end, kind, label) rows, sorted by start: the frontend bisects them itself, so that
@@ -52,22 +55,26 @@ pub fn unwound_dict<'py>(py: Python<'py>, u: &Unwound) -> PyResult<Bound<'py, Py
 }
 
 fn make(target: Target, inputs: Inputs) -> PyResult<PyJit> {
-    let (inputs, snap) = match inputs {
-        Some((runtime, minor, jit_entry)) => {
-            let inputs = JitInputs {
+    let calls_python = target.kind == SourceKind::Debugger;
+    // Unwinding reads the target's own memory, not the session's budgeted view of it.
+    let mem = target.mem.clone();
+    let session = match inputs {
+        Some((runtime, minor, jit_entry)) => Session::reopen(
+            target,
+            &Remembered {
                 runtime,
                 minor,
                 jit_entry,
-            };
-            (inputs, inputs.snapshot(&target).map_err(err)?)
-        }
-        None => JitInputs::find(&target).map_err(err)?,
-    };
-    let map = JitMap::build(&snap, inputs.jit_entry);
+            },
+        ),
+        None => Session::open(target),
+    }
+    .map_err(err)?;
+    let inputs = session.remembered();
     Ok(PyJit {
-        calls_python: target.kind == SourceKind::Debugger,
-        mem: target.mem,
-        map,
+        calls_python,
+        mem,
+        map: session.into_jit(),
         inputs,
     })
 }

@@ -263,7 +263,7 @@ pub fn unwind(mem: &dyn Memory, set: &ModuleSet, jit: Option<&JitMap>, start: Re
         let step = match (region, jit) {
             // arm64: what the entry shim saved (its decoded prologue), else the frame records
             // JIT code and trampolines keep.
-            (Some(r), Some(j)) if regs.arch() == Arch::Aarch64 => step_jit(mem, j, &regs)
+            (Some(r), Some(j)) if regs.arch().jit_keeps_frame_records() => step_jit(mem, j, &regs)
                 .or_else(|_| step_fp_out_of(mem, r, &regs))
                 .map(|r| (Step::Caller(r), false, How::Jit)),
             (Some(_), Some(j)) => {

@@ -1,6 +1,8 @@
 //! arm64 (aarch64): DWARF register numbers (DWARF for the Arm 64-bit Architecture, "DWARF
 //! register names": x0..x30 are 0..30, sp 31, pc 32), the `NT_PRSTATUS` note, pointer
-//! authentication and the signal-return trampoline.
+//! authentication and the signal-return trampoline; [`jit`]: CPython's JIT entry shim.
+
+pub mod jit;
 
 use super::{u32_at, u64_at, PrStatus, Regs};
 use crate::arch::Arch;

@@ -4,6 +4,13 @@
 //! (`Python/asm_trampoline.S`). Both are compiled or written once per build, so we decode them
 //! from the target rather than hard-code their bytes: a rebuild with another compiler changes
 //! the pushes, and the decoder either follows or refuses (then nothing is claimed).
+//!
+//! Then the unwinds through them. The shim's return-address slot is at a fixed place below
+//! `%rbp` when the shim keeps a frame pointer and JIT code leaves `%rbp` alone (3.15,
+//! `-mframe-pointer=reserved`); otherwise (3.14) the stack is scanned upward from the JIT
+//! frame's `%rsp` for a value equal to a shim return address.
+
+use crate::arch::jit::{read_word, Caller, Read, Regs, ShimSite, MAX_SCAN_BYTES};
 
 /// The registers an unwind can restore, with gdb's names for them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -79,6 +86,9 @@ pub struct ShimFrame {
     pub return_offset: u64,
     /// `push %rbp; mov %rsp,%rbp` first: the callee can find the frame through %rbp.
     pub frame_pointer: bool,
+    /// Where its epilogue after the call ends (just after `ret`), from its start; None when
+    /// that is not in the bytes decoded.
+    pub end: Option<u64>,
 }
 
 impl ShimFrame {
@@ -187,6 +197,7 @@ pub fn decode_shim(code: &[u8]) -> Option<ShimFrame> {
                     sub,
                     return_offset: (op_at + 5) as u64,
                     frame_pointer,
+                    end: shim_tail_end(code, op_at + 5),
                 });
             }
             // call *r/m64 (ff /2)
@@ -197,8 +208,24 @@ pub fn decode_shim(code: &[u8]) -> Option<ShimFrame> {
                     sub,
                     return_offset: (op_at + 1 + len) as u64,
                     frame_pointer,
+                    end: shim_tail_end(code, op_at + 1 + len),
                 });
             }
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// Where the shim's epilogue (pops, `add $imm8,%rsp`, `ret`) after its call ends.
+fn shim_tail_end(code: &[u8], from: usize) -> Option<u64> {
+    let mut i = from;
+    while i < code.len() {
+        match code[i..] {
+            [0x58..=0x5f, ..] => i += 1,
+            [0x41, 0x58..=0x5f, ..] => i += 2,
+            [0x48, 0x83, 0xc4, _, ..] => i += 4,
+            [0xc3, ..] => return Some(i as u64 + 1),
             _ => return None,
         }
     }
@@ -271,6 +298,152 @@ pub fn decode_trampoline(code: &[u8]) -> Option<TrampolineTemplate> {
     None
 }
 
+/// The caller of the JIT frame at `regs` (its code starts at `code_start`): the eval loop,
+/// with the callee-saved registers the shim pushed, and %rbp.
+pub fn unwind_jit(
+    shim: &ShimFrame,
+    site: &ShimSite,
+    read: Read,
+    code_start: u64,
+    regs: Regs,
+) -> Option<Caller> {
+    if regs.pc.wrapping_sub(code_start) < site.copy_len {
+        // Inside the 3.14 shim copy itself (a stop in its prologue or epilogue): its frame
+        // is half built or half torn down; leave it to the debugger.
+        return None;
+    }
+    let slot = shim_slot_by_fp(shim, site, read, regs)
+        .or_else(|| shim_slot_by_scan(site, read, regs.sp))?;
+    let cfa = slot.checked_add(shim.ra_slot_to_cfa())?;
+    let rip = read_word(read, cfa.checked_sub(8)?)?;
+    if rip == 0 || cfa <= regs.sp {
+        return None;
+    }
+    let mut caller = vec![("rip", rip), ("rsp", cfa)];
+    for (r, below) in shim.saved_at() {
+        if r.callee_saved() {
+            caller.push((r.name(), read_word(read, cfa.checked_sub(below)?)?));
+        }
+    }
+    if !shim.pushes.contains(&Reg::Rbp) {
+        caller.push(("rbp", caller_rbp(read, regs, slot, cfa)));
+    }
+    Some(Caller {
+        regs: caller,
+        frame_sp: slot.checked_add(8)?,
+        frame_pc: code_start,
+    })
+}
+
+/// The eval loop's %rbp when the shim does not save it (3.14). JIT code (`preserve_none`)
+/// must hand %rbp back unchanged, so a stencil that uses it pushes it first, just below the
+/// shim's return-address slot, and the caller's value is there while that stencil runs
+/// (typically while it calls into C); otherwise %rbp still holds it. The eval loop uses
+/// %rbp as its frame pointer (its CFA is %rbp+16 in Debian's 3.14), so the right value
+/// points into the stack above the shim: the candidate that does wins.
+fn caller_rbp(read: Read, regs: Regs, slot: u64, cfa: u64) -> u64 {
+    let in_caller = |v: u64| v % 8 == 0 && v >= cfa && v - cfa < MAX_SCAN_BYTES;
+    if in_caller(regs.bp) {
+        return regs.bp;
+    }
+    for below in [8, 16] {
+        if slot.checked_sub(below).is_some_and(|a| a >= regs.sp) {
+            if let Some(v) = read_word(read, slot - below) {
+                if in_caller(v) {
+                    return v;
+                }
+            }
+        }
+    }
+    regs.bp
+}
+
+/// 3.15: the shim keeps a frame pointer and JIT code leaves %rbp alone, so its
+/// return-address slot is at a fixed distance below %rbp; checked against the known
+/// return address.
+fn shim_slot_by_fp(shim: &ShimFrame, site: &ShimSite, read: Read, regs: Regs) -> Option<u64> {
+    if !shim.frame_pointer {
+        return None;
+    }
+    let slot = regs
+        .bp
+        .checked_add(16)?
+        .checked_sub(shim.ra_slot_to_cfa())?;
+    let ra = read_word(read, slot)?;
+    (slot >= regs.sp && site.returns.contains(&ra)).then_some(slot)
+}
+
+/// 3.14: the nearest slot above %rsp that holds a shim return address. JIT code pushes
+/// return addresses only for its calls into C, which return to stencils, never to a shim.
+fn shim_slot_by_scan(site: &ShimSite, read: Read, sp: u64) -> Option<u64> {
+    if site.returns.is_empty() || sp % 8 != 0 {
+        return None;
+    }
+    let mut page = [0u8; 512];
+    let mut at = sp;
+    let end = sp.checked_add(MAX_SCAN_BYTES)?;
+    while at < end {
+        // Read up to the next 512-byte boundary, so a stack top that ends in a page
+        // boundary is read to its last word.
+        let len = (512 - (at % 512)) as usize;
+        if !read(at, &mut page[..len]) {
+            return None;
+        }
+        for (i, w) in page[..len].chunks_exact(8).enumerate() {
+            let v = u64::from_le_bytes(w.try_into().ok()?);
+            if site.returns.contains(&v) {
+                return Some(at + 8 * i as u64);
+            }
+        }
+        at += len as u64;
+    }
+    None
+}
+
+/// The caller of the trampoline frame at `regs`, in the arena `[start, end)`: the copy that
+/// holds the PC is found by its bytes, and the template's row for the PC says what is pushed.
+pub fn unwind_trampoline(
+    t: &TrampolineTemplate,
+    read: Read,
+    (arena_start, arena_end): (u64, u64),
+    regs: Regs,
+) -> Option<Caller> {
+    let n = t.bytes.len() as u64;
+    let mut b = vec![0u8; t.bytes.len()];
+    // Copies sit at a fixed stride from the arena start that we do not assume; find the
+    // copy that holds the PC by matching the template's bytes around it.
+    let mut found = None;
+    for off in 0..n {
+        let Some(start) = regs.pc.checked_sub(off) else {
+            break;
+        };
+        if start < arena_start || start.checked_add(n).is_none_or(|e| e > arena_end) {
+            continue;
+        }
+        if read(start, &mut b) && b == t.bytes {
+            found = Some((start, off));
+            break;
+        }
+    }
+    let (start, off) = found?;
+    let (pushed, rbp_at) = t.row(off)?;
+    let ra_at = regs.sp.checked_add(pushed)?;
+    let rip = read_word(read, ra_at)?;
+    let bp = match rbp_at {
+        Some(o) => read_word(read, regs.sp.checked_add(o)?)?,
+        None => regs.bp,
+    };
+    if rip == 0 {
+        return None;
+    }
+    let rsp = ra_at.checked_add(8)?;
+    Some(Caller {
+        regs: vec![("rip", rip), ("rsp", rsp), ("rbp", bp)],
+        frame_sp: rsp,
+        frame_pc: start,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,6 +470,12 @@ mod tests {
         assert_eq!(s.return_offset, 0x17);
         assert!(!s.frame_pointer);
         assert_eq!(s.ra_slot_to_cfa(), 56);
+        // The epilogue is cut short here; with the rest of it (pops of r12..r15, ret) the end
+        // of the copy is known.
+        assert_eq!(s.end, None);
+        let mut whole = SHIM_314.to_vec();
+        whole.extend([0x41, 0x5c, 0x41, 0x5d, 0x41, 0x5e, 0x41, 0x5f, 0xc3]);
+        assert_eq!(decode_shim(&whole).unwrap().end, Some(33));
     }
 
     #[test]

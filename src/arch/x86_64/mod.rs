@@ -1,6 +1,8 @@
 //! x86-64: DWARF register numbers (System V psABI, table "DWARF Register Number Mapping":
 //! rax, rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8..r15, then the return address, rip, as column
-//! 16) and the `NT_PRSTATUS` note.
+//! 16) and the `NT_PRSTATUS` note; [`jit`]: CPython's JIT entry shim and perf trampoline.
+
+pub mod jit;
 
 use super::{u32_at, u64_at, PrStatus, Regs};
 use crate::arch::Arch;
