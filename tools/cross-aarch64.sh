@@ -13,11 +13,14 @@
 # told through the environment of these builds only (CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER,
 # CC_/AR_aarch64_unknown_linux_gnu): host builds are unaffected.
 #
-# Time: both builds share one target dir, $PYUNWIND_CACHE/cross-aarch64/target, so a fresh
-# clone compiles the crate only (incrementally: CARGO_INCREMENTAL=1), never its dependencies.
-# A build's output is also kept under a hash of everything it is made from (the crate's and the
-# package's files, rustc's and maturin's versions, RECIPE): the same sources give the same file,
-# copied without running cargo. The four newest outputs of each kind are kept.
+# Time: a build's output is kept under a hash of everything it is made from (the crate's and the
+# package's files, rustc's and maturin's versions, RECIPE), in $PYUNWIND_CACHE/cross-aarch64/out
+# (the four newest of each kind): the same sources give the same file, copied without running
+# cargo. Other sources are built from a copy of them at one path, $PYUNWIND_CACHE/cross-aarch64/src
+# (a file whose bytes did not change keeps its copy's time), into one target dir beside it: the
+# dependencies are never compiled again, and the crate is compiled incrementally
+# (CARGO_INCREMENTAL=1; rustc reuses its work only for sources at the path it saw them at, and a
+# fresh clone may be anywhere).
 set -euo pipefail
 
 TARGET=aarch64-unknown-linux-gnu
@@ -30,6 +33,7 @@ CACHE="${PYUNWIND_CACHE:-$HOME/.cache/pyunwind}/cross-aarch64"
 INPUTS=(Cargo.toml Cargo.lock build.rs .cargo src pyproject.toml README.md python pylib
     gdb-scripts lldb-scripts tools/cross-aarch64.sh)
 KEEP=4
+STAGE="$CACHE/src"
 
 log() { printf 'cross-aarch64: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -60,16 +64,11 @@ toolchain() {
     export CARGO_INCREMENTAL=1
 }
 
-# --- outputs kept by the hash of their inputs ----------------------------------------------------
-# inputs_hash KIND [TOOL...]: a hash of KIND, RECIPE, rustc's and the tools' versions and of every
-# file in INPUTS (its path and content; tracked or new, not ignored, when this is a git checkout).
-inputs_hash() {
-    local kind=$1 t
-    shift
-    {
-        echo "$RECIPE $kind $TARGET"
-        rustc -vV
-        for t in "$@"; do "$t" --version; done
+# --- the inputs ------------------------------------------------------------------------------------
+# list_inputs: the files in INPUTS (tracked or new, not ignored, in a git checkout), relative to
+# REPO, sorted, NUL-separated.
+list_inputs() {
+    (
         cd "$REPO"
         if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
             git ls-files -z -co --exclude-standard -- "${INPUTS[@]}"
@@ -77,9 +76,42 @@ inputs_hash() {
             find "${INPUTS[@]}" \( -type f -o -type l \) -print0 2>/dev/null
         fi | sort -z | while IFS= read -r -d '' f; do
             # A tracked file deleted in the work tree is no input.
-            [ -e "$f" ] && printf '%s\0' "$f"
-        done | xargs -0 -r sha256sum
+            if [ -e "$f" ] || [ -L "$f" ]; then printf '%s\0' "$f"; fi
+        done
+    )
+}
+
+# inputs_hash KIND [TOOL...]: a hash of KIND, RECIPE, rustc's and the tools' versions and of every
+# input (its path and content).
+inputs_hash() {
+    local kind=$1 t
+    shift
+    {
+        echo "$RECIPE $kind $TARGET"
+        rustc -vV
+        for t in "$@"; do "$t" --version; done
+        list_inputs | (cd "$REPO" && xargs -0 -r sha256sum)
     } | sha256sum | cut -c1-24
+}
+
+# stage: the inputs copied to $STAGE, where the builds run. A file whose bytes (or link) did
+# not change is left alone, with its old time; files no longer among the inputs are removed.
+stage() {
+    local f list="$CACHE/inputs.list"
+    mkdir -p "$STAGE"
+    list_inputs >"$list"
+    while IFS= read -r -d '' f; do
+        if [ -L "$REPO/$f" ]; then
+            [ -L "$STAGE/$f" ] && [ "$(readlink "$STAGE/$f")" = "$(readlink "$REPO/$f")" ] && continue
+        elif [ ! -L "$STAGE/$f" ] && cmp -s "$REPO/$f" "$STAGE/$f"; then
+            continue
+        fi
+        mkdir -p "$(dirname "$STAGE/$f")"
+        rm -rf "${STAGE:?}/$f"
+        cp -P "$REPO/$f" "$STAGE/$f"
+    done <"$list"
+    (cd "$STAGE" && find . \( -type f -o -type l \) -printf '%P\0' | sort -z \
+        | comm -z -23 - "$list" | xargs -0 -r rm -f)
 }
 
 # keep_newest DIR: removes all but the KEEP newest entries of DIR.
@@ -95,8 +127,9 @@ build_cli() {
     key=$(inputs_hash cli cargo)
     kept="$CACHE/out/cli/$key/pyunwind"
     if [ ! -f "$kept" ]; then
-        log "cargo build --release --target $TARGET --bin pyunwind (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
-        (cd "$REPO" && cargo build --release --target "$TARGET" --bin pyunwind >&2) \
+        log "cargo build --release --target $TARGET --bin pyunwind in $STAGE"
+        stage
+        (cd "$STAGE" && cargo build --release --target "$TARGET" --bin pyunwind >&2) \
             || die "the aarch64 build of the CLI failed"
         mkdir -p "$CACHE/out/cli/$key.tmp"
         cp "$CARGO_TARGET_DIR/$TARGET/release/pyunwind" "$CACHE/out/cli/$key.tmp/"
@@ -117,9 +150,10 @@ build_wheel() {
     key=$(inputs_hash wheel cargo "$maturin")
     kept="$CACHE/out/wheel/$key"
     if ! compgen -G "$kept/pyunwind-*_aarch64.whl" >/dev/null; then
-        log "maturin build --release --target $TARGET (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
+        log "maturin build --release --target $TARGET in $STAGE"
+        stage
         rm -rf "$kept.tmp" && mkdir -p "$kept.tmp"
-        (cd "$REPO" && "$maturin" build --release --target "$TARGET" --out "$kept.tmp" >&2) \
+        (cd "$STAGE" && "$maturin" build --release --target "$TARGET" --out "$kept.tmp" >&2) \
             || die "the aarch64 wheel build failed"
         rm -rf "$kept" && mv "$kept.tmp" "$kept"
         keep_newest "$CACHE/out/wheel"
