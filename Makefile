@@ -22,8 +22,9 @@ build:
 
 # The CLI for arm64 (aarch64) Linux, cross-compiled into
 # target/aarch64-unknown-linux-gnu/release/pyunwind by tools/cross-aarch64.sh (it installs the
-# rust target and Debian's cross gcc when missing; the build dir is in $(PYUNWIND_CACHE), so a
-# fresh clone compiles only the crate). tests/integration/test_arm64_cross.py runs it under qemu.
+# rust target and Debian's cross gcc when missing; builds and their outputs are kept in
+# $(PYUNWIND_CACHE)/cross-aarch64, so a fresh clone compiles only what changed in the crate, and
+# nothing when no source did). tests/integration/test_arm64_cross.py runs it under qemu.
 cross:
 	bash tools/cross-aarch64.sh cli
 

@@ -17,8 +17,8 @@
 # package's files, rustc's and maturin's versions, RECIPE), in $PYUNWIND_CACHE/cross-aarch64/out
 # (the four newest of each kind): the same sources give the same file, copied without running
 # cargo. Other sources are built from a copy of them at one path, $PYUNWIND_CACHE/cross-aarch64/src
-# (a file whose bytes did not change keeps its copy's time), into one target dir beside it: the
-# dependencies are never compiled again, and the crate is compiled incrementally
+# (a file whose bytes did not change keeps its copy's time), into one target dir beside it: a
+# dependency is compiled again only when Cargo.lock changes it, and the crate incrementally
 # (CARGO_INCREMENTAL=1; rustc reuses its work only for sources at the path it saw them at, and a
 # fresh clone may be anywhere).
 set -euo pipefail
