@@ -9,7 +9,7 @@ LLDBINIT ?= $(HOME)/.lldbinit
 LLDB_VERSIONS ?= 19 22
 DEMO_PYTHON ?= /usr/bin/python3.11
 
-.PHONY: build wheel demo pythons arm64 test unit integration integration-lldb lint bench fuzz install uninstall clean
+.PHONY: build cross wheel demo pythons arm64 test unit integration integration-lldb lint bench fuzz install uninstall clean
 
 # The CLI is built without the `python` feature (it must not need libpython symbols); the
 # extension module with it. Both builds write target/release/libpyunwind.so, so the module is
@@ -20,12 +20,22 @@ build:
 	# A copy then a rename: gdb and lldb processes that have the module loaded keep the old file.
 	cp target/release/libpyunwind.so target/release/_pyunwind.so.tmp && mv -f target/release/_pyunwind.so.tmp target/release/_pyunwind.so
 
-# The pip package (abi3, manylinux) in target/wheels, built by maturin from the test venv
-# (tools/test-env.sh installs it); its own target dir keeps it apart from `make build`.
+# The CLI for arm64 (aarch64) Linux, cross-compiled into
+# target/aarch64-unknown-linux-gnu/release/pyunwind by tools/cross-aarch64.sh (it installs the
+# rust target and Debian's cross gcc when missing; builds and their outputs are kept in
+# $(PYUNWIND_CACHE)/cross-aarch64, so a fresh clone compiles only what changed in the crate, and
+# nothing when no source did). tests/integration/test_arm64_cross.py runs it under qemu.
+cross:
+	bash tools/cross-aarch64.sh cli
+
+# The pip packages (abi3, manylinux) in target/wheels, built by maturin from the test venv
+# (tools/test-env.sh installs it): x86-64 in its own target dir, apart from `make build`, then
+# aarch64 by tools/cross-aarch64.sh.
 WHEEL_TARGET := $(CURDIR)/target/wheel
 wheel:
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
-	  CARGO_TARGET_DIR=$(WHEEL_TARGET) "$$(dirname "$$py")/maturin" build --release --out target/wheels
+	  CARGO_TARGET_DIR=$(WHEEL_TARGET) "$$(dirname "$$py")/maturin" build --release --out target/wheels && \
+	  bash tools/cross-aarch64.sh wheel "$$(dirname "$$py")/maturin"
 
 demo: build
 	@bash tools/demo.sh $(DEMO_PYTHON)
@@ -60,7 +70,7 @@ PYTEST := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile
 # venvs at a fixed path), test_lldb_arm64 (qemu cores made once per module) and test_lldb_dap
 # (one scenario and core per interpreter) run by file.
 PYTEST_LOAD := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist load
-integration: build pythons arm64 wheel
+integration: build pythons arm64 cross wheel
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  "$$py" $(PYTEST) tests/integration --ignore-glob='*/test_lldb*.py'
 	$(MAKE) integration-lldb

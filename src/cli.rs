@@ -617,7 +617,7 @@ fn with_report<T>(
     let native_report = if native {
         let regs = match live_pid {
             Some(pid) => {
-                let regs = ThreadRegs::of_live(pid)?;
+                let regs = ThreadRegs::of_live(pid, session.target.arch)?;
                 session.set_thread_ids(regs.thread_ids());
                 regs
             }

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use crate::arch::Arch;
 use crate::cpython::callables::NativeFrame;
 use crate::cpython::FrameItem;
 use crate::error::Result;
@@ -40,15 +41,16 @@ impl ThreadRegs {
         }
     }
 
-    /// From a live process, each thread stopped in turn ([`crate::unwind::ptrace`]).
-    pub fn of_live(pid: i32) -> Result<ThreadRegs> {
-        let (threads, failed) = crate::unwind::ptrace::read_threads(pid)?;
+    /// From a live process of architecture `arch`, each thread stopped in turn
+    /// ([`crate::unwind::ptrace`]).
+    pub fn of_live(pid: i32, arch: Arch) -> Result<ThreadRegs> {
+        let (threads, failed) = crate::unwind::ptrace::read_threads(pid, arch)?;
         let mut r = ThreadRegs {
             failed: failed.into_iter().collect(),
             ..ThreadRegs::default()
         };
         for t in threads {
-            r.by_lwp.insert(t.tid, (t.regs, t.fs_base));
+            r.by_lwp.insert(t.tid, (t.regs, t.thread_pointer));
             r.stopped_us.push((
                 t.tid,
                 t.stopped_for.as_micros().min(u64::MAX as u128) as u64,

@@ -11,20 +11,26 @@
 use std::time::{Duration, Instant};
 
 use super::regs::Regs;
-use crate::arch::x86_64::USER_REGS_OF_DWARF;
+use crate::arch::Arch;
 use crate::error::{Error, Result};
 
 /// The most of a thread's stack copied while it is stopped (from its stack pointer up).
 const MAX_STACK_COPY: u64 = 8 << 20;
 /// Giving up on a thread that does not stop.
 const STOP_TIMEOUT: Duration = Duration::from_millis(500);
+/// Where `pr_reg` sits in `struct elf_prstatus` (linux/elfcore.h, 64-bit), and room for the
+/// largest general-purpose register set (arm64's `user_pt_regs`, 272 bytes; x86-64's
+/// `user_regs_struct` is 216).
+const PR_REG_OFFSET: usize = 112;
+const MAX_REGSET: usize = 512;
 
 /// One thread, read while it was stopped.
 #[derive(Clone, Debug)]
 pub struct StoppedThread {
     pub tid: u64,
     pub regs: Regs,
-    pub fs_base: u64,
+    /// The thread pointer, as a core's `NT_PRSTATUS` gives it ([`crate::arch::PrStatus`]).
+    pub thread_pointer: u64,
     /// The bytes from the stack pointer up to the end of its mapping (capped), as they were.
     pub stack: (u64, Vec<u8>),
     /// How long the thread was stopped.
@@ -36,7 +42,9 @@ pub struct StoppedThread {
 /// Threads that could not be read: (tid, why).
 pub type Failures = Vec<(u64, String)>;
 
-pub fn read_threads(pid: i32) -> Result<(Vec<StoppedThread>, Failures)> {
+/// `arch` is the process's (its executable's): the kernel hands out that architecture's
+/// register set.
+pub fn read_threads(pid: i32, arch: Arch) -> Result<(Vec<StoppedThread>, Failures)> {
     let dir = format!("/proc/{pid}/task");
     let tids: Vec<i32> = std::fs::read_dir(&dir)
         .map_err(|e| Error::io(dir.clone(), e))?
@@ -46,7 +54,7 @@ pub fn read_threads(pid: i32) -> Result<(Vec<StoppedThread>, Failures)> {
     let mut out = Vec::new();
     let mut failed = Vec::new();
     for tid in tids {
-        match read_thread(pid, tid, &ranges) {
+        match read_thread(arch, tid, &ranges) {
             Ok(t) => out.push(t),
             Err(Refused(errno)) if errno == libc::EPERM => {
                 return Err(Error::Usage(format!(
@@ -76,7 +84,7 @@ enum ThreadError {
 use ThreadError::{Failed, Refused};
 
 fn read_thread(
-    pid: i32,
+    arch: Arch,
     tid: i32,
     ranges: &[(u64, u64)],
 ) -> std::result::Result<StoppedThread, ThreadError> {
@@ -86,7 +94,7 @@ fn read_thread(
     if r != 0 {
         return Err(Refused(errno()));
     }
-    let result = stopped(pid, tid, ranges);
+    let result = stopped(arch, tid, ranges);
     let signal = match &result {
         Ok((_, sig)) => *sig,
         Err(_) => 0,
@@ -103,7 +111,7 @@ fn read_thread(
 /// Interrupts the seized thread, waits for its stop, copies registers and stack. Returns the
 /// signal to hand back on detach (0 for our own interrupt's stop).
 fn stopped(
-    _pid: i32,
+    arch: Arch,
     tid: i32,
     ranges: &[(u64, u64)],
 ) -> std::result::Result<(StoppedThread, i32), ThreadError> {
@@ -144,57 +152,40 @@ fn stopped(
     } else {
         sig
     };
-    // SAFETY: an all-zero user_regs_struct is valid; the kernel fills it.
-    let mut ur: libc::user_regs_struct = unsafe { std::mem::zeroed() };
-    // SAFETY: `ur` is a properly sized user_regs_struct owned by us.
+    // The general-purpose registers as PTRACE_GETREGSET's NT_PRSTATUS set gives them: the
+    // `pr_reg` of a core's NT_PRSTATUS note, read by the same code (the architecture's
+    // layout, [`Arch::parse_prstatus`]), behind a zeroed note header holding the thread id.
+    let mut note = vec![0u8; PR_REG_OFFSET + MAX_REGSET];
+    note[32..36].copy_from_slice(&(tid as u32).to_le_bytes());
+    let mut iov = libc::iovec {
+        iov_base: note[PR_REG_OFFSET..].as_mut_ptr().cast(),
+        iov_len: MAX_REGSET,
+    };
+    // SAFETY: `iov` describes MAX_REGSET bytes of `note`, which outlives the call; the kernel
+    // writes at most iov_len bytes and stores the length it wrote there.
     let r = unsafe {
         libc::ptrace(
-            libc::PTRACE_GETREGS,
+            libc::PTRACE_GETREGSET,
             tid,
-            0usize,
-            &mut ur as *mut libc::user_regs_struct,
+            libc::NT_PRSTATUS as usize,
+            &mut iov as *mut libc::iovec,
         )
     };
     if r != 0 {
         return Err(Failed(format!(
-            "PTRACE_GETREGS: {}",
+            "PTRACE_GETREGSET: {}",
             std::io::Error::last_os_error()
         )));
     }
-    let words: [u64; 27] = [
-        ur.r15,
-        ur.r14,
-        ur.r13,
-        ur.r12,
-        ur.rbp,
-        ur.rbx,
-        ur.r11,
-        ur.r10,
-        ur.r9,
-        ur.r8,
-        ur.rax,
-        ur.rcx,
-        ur.rdx,
-        ur.rsi,
-        ur.rdi,
-        ur.orig_rax,
-        ur.rip,
-        ur.cs,
-        ur.eflags,
-        ur.rsp,
-        ur.ss,
-        ur.fs_base,
-        ur.gs_base,
-        ur.ds,
-        ur.es,
-        ur.fs,
-        ur.gs,
-    ];
-    let mut dwarf = [0u64; 17];
-    for (out, &i) in dwarf.iter_mut().zip(USER_REGS_OF_DWARF.iter()) {
-        *out = words[i];
-    }
-    let rsp = ur.rsp;
+    note.truncate(PR_REG_OFFSET + iov.iov_len);
+    let Some(status) = arch.parse_prstatus(&note) else {
+        return Err(Failed(format!(
+            "PTRACE_GETREGSET: {} bytes, too few for {} registers",
+            iov.iov_len,
+            arch.name()
+        )));
+    };
+    let rsp = status.regs.sp();
     let stack = ranges
         .iter()
         .find(|(s, e)| *s <= rsp && rsp < *e)
@@ -211,8 +202,8 @@ fn stopped(
     Ok((
         StoppedThread {
             tid: tid as u64,
-            regs: Regs::from_dwarf(dwarf),
-            fs_base: ur.fs_base,
+            regs: status.regs,
+            thread_pointer: status.thread_pointer,
             stack,
             stopped_for: Duration::ZERO,
         },

@@ -26,11 +26,12 @@ SUBCOMMANDS = ["pid", "core", "gdb-script", "lldb-script", "install-gdb", "insta
 
 
 def wheel_path():
-    """The wheel `make wheel` built (a prerequisite of `make integration`)."""
-    found = sorted(glob.glob(str(harness.repo_root() / "target" / "wheels" / "pyunwind-*.whl")),
+    """The x86-64 wheel `make wheel` built (a prerequisite of `make integration`; the aarch64
+    one beside it is test_arm64_cross's)."""
+    found = sorted(glob.glob(str(harness.repo_root() / "target" / "wheels" / "pyunwind-*_x86_64.whl")),
                    key=os.path.getmtime)
     if not found:
-        raise harness.HarnessError("no wheel in target/wheels: run `make wheel`")
+        raise harness.HarnessError("no x86-64 wheel in target/wheels: run `make wheel`")
     return pathlib.Path(found[-1])
 
 

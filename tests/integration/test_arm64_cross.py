@@ -1,0 +1,295 @@
+"""pyunwind built for arm64 (aarch64) and run here, on x86-64, under qemu-user. The builds
+come from tools/cross-aarch64.sh: `make cross` makes the CLI, and `make wheel` makes the wheel
+next to the x86-64 one. They run in the arm64 roots that tools/arm64.sh makes (`make arm64`).
+
+- The CLI is target/aarch64-unknown-linux-gnu/release/pyunwind, run as `qemu-aarch64 -L ROOT`.
+  It reads qemu's arm64 cores of bookworm's python3.11 and sid's python3.14 (arm64_harness),
+  and a gcore core of an x86-64 pyenv 3.12. Its output (`--json`, the text, `--locals`,
+  `--native-all`) is exactly the x86-64 CLI's, and that output is the scenario's truth. Cores
+  are data: the reader's own architecture does not change what it reads.
+- The wheel is target/wheels/pyunwind-*_aarch64.whl: abi3, aarch64, with a manylinux tag that
+  is the newest glibc symbol version its module needs. Unpacked, its `_pyunwind` is imported by
+  sid's arm64 python3.14 under qemu and reads a core: the same report as the x86-64 module
+  gives. Its `pyunwind` console entry point gives the x86-64 CLI's output.
+- `pyunwind pid` on an arm64 interpreter running under qemu-user. The aarch64 CLI under qemu
+  cannot read the process: qemu-user 7.2 has no process_vm_readv (ENOSYS), and the CLI says
+  so. The x86-64 CLI on the host reads it: qemu maps a 64-bit guest's addresses one to one,
+  and /proc/PID/maps lists the guest's files.
+
+The cores are made once for the module. A missing build, root or qemu fails the tests: nothing
+is skipped.
+"""
+
+import glob
+import json
+import os
+import pathlib
+import re
+import struct
+import zipfile
+
+import pytest
+
+import arm64_harness
+import harness
+from test_arm64 import expected_crash, text_threads
+from test_stacks import check_report, expected
+
+TARGET = "aarch64-unknown-linux-gnu"
+# Under qemu the CLI runs several times slower than natively.
+QEMU_TIMEOUT = 300
+# One stop per arm64 root, and the x86-64 core: "<interpreter id>:<scenario>".
+ARM64_STOPS = ["arm64-bookworm-3.11:threads", "arm64-sid-3.14:locals"]
+X86_STOP = "pyenv-3.12:threads"
+# The root the aarch64 CLI runs in for the x86-64 core, and the one whose python runs the wheel.
+CLI_ROOT = "bookworm"
+WHEEL_STOP = "arm64-sid-3.14:locals"
+WHEEL_PYTHON = "python3.14"
+ENOSYS = 38
+
+
+def aarch64_cli():
+    """The aarch64 CLI `make cross` built, else HarnessError."""
+    path = harness.repo_root() / "target" / TARGET / "release" / "pyunwind"
+    if not os.access(path, os.X_OK):
+        raise harness.HarnessError("no aarch64 CLI at %s: run `make cross`" % path)
+    return path
+
+
+def aarch64_wheel():
+    """The aarch64 wheel `make wheel` built, else HarnessError."""
+    found = glob.glob(str(harness.repo_root() / "target" / "wheels" / "pyunwind-*_aarch64.whl"))
+    if not found:
+        raise harness.HarnessError("no aarch64 wheel in target/wheels: run `make wheel`")
+    return pathlib.Path(max(found, key=os.path.getmtime))
+
+
+def guest(root, exe, *args):
+    """`qemu-aarch64 -L ROOT EXE ARGS...`: (exit status, stdout, stderr)."""
+    return harness.run([arm64_harness.qemu(), "-L", root, exe, *args], QEMU_TIMEOUT,
+                       env=harness.child_env())
+
+
+def ok(result, what):
+    rc, out, err = result
+    assert rc == 0, "%s failed (%d):\n%s" % (what, rc, err)
+    harness.assert_no_panic(err, rc)
+    return out
+
+
+def elf_machine(path):
+    with open(path, "rb") as f:
+        head = f.read(20)
+    assert head[:4] == b"\x7fELF", path
+    return struct.unpack_from("<H", head, 18)[0]
+
+
+class CrossStop:
+    """A core read by both CLIs: ``root`` is its sysroot (None for an x86-64 core of this
+    machine), ``cli_root`` the root the aarch64 CLI runs in."""
+
+    def __init__(self, interp, sc, core, root, cli_root, live):
+        self.interp, self.sc, self.core, self.truth = interp, sc, core, sc.truth
+        self.root, self.cli_root, self.live = root, cli_root, live
+
+    def x86(self, *args):
+        cmd = [harness.cli_path(), "core", self.core, *self._sysroot(), *args]
+        return ok(harness.run(cmd, QEMU_TIMEOUT), " ".join(map(str, cmd)))
+
+    def aarch64(self, *args):
+        out = ok(guest(self.cli_root, aarch64_cli(), "core", self.core, *self._sysroot(), *args),
+                 "the aarch64 CLI on %s" % self.core)
+        if "--json" in args:
+            harness.check_report_schema(json.loads(out))
+        return out
+
+    def _sysroot(self):
+        return ["--sysroot", self.root] if self.root else []
+
+
+@pytest.fixture(scope="module")
+def stop(request):
+    """The stop's core, made once. The bookworm scenario is first read live (``stop.live``),
+    while it still runs: making qemu's core ends it."""
+    interp_id, kind = request.param.split(":")
+    if interp_id.startswith("arm64-"):
+        interp = arm64_harness.pick(interp_id)
+        sc = arm64_harness.Scenario(interp, kind)
+        root = cli_root = interp.root
+    else:
+        interp = harness.pick([interp_id])[0]
+        sc = harness.Scenario(interp, kind)
+        root, cli_root = None, str(arm64_harness.root(CLI_ROOT))
+    try:
+        live = {}
+        if interp_id == "arm64-bookworm-3.11":
+            live["aarch64"] = guest(cli_root, aarch64_cli(), "pid", str(sc.pid), "--json")
+            live["x86"] = harness.run([harness.cli_path(), "pid", sc.pid, "--json"], QEMU_TIMEOUT)
+        yield CrossStop(interp, sc, sc.make_core(), root, cli_root, live)
+    finally:
+        sc.close()
+
+
+def on(ids):
+    return pytest.mark.parametrize("stop", ids, indirect=True)
+
+
+# --- the aarch64 CLI -------------------------------------------------------------------------
+
+
+def test_cli_is_aarch64():
+    """The CLI is an arm64 executable (EM_AARCH64, glibc's arm64 dynamic linker), and under
+    qemu it prints the x86-64 CLI's help and version."""
+    cli = aarch64_cli()
+    assert elf_machine(cli) == arm64_harness.EM_AARCH64
+    rc, out, err = harness.run(["readelf", "-l", "-W", cli], 30)
+    assert rc == 0, err
+    assert "[Requesting program interpreter: /lib/ld-linux-aarch64.so.1]" in out, out
+    root = str(arm64_harness.root(CLI_ROOT))
+    for args in (["--help"], ["--version"], ["core", "--help"]):
+        x86 = ok(harness.run([harness.cli_path(), *args], 30), "pyunwind %s" % args)
+        assert ok(guest(root, cli, *args), "aarch64 pyunwind %s" % args) == x86
+
+
+@on(ARM64_STOPS + [X86_STOP])
+def test_json_is_the_x86_cli_json(stop):
+    """`--json`: the aarch64 CLI's report is the x86-64 CLI's, byte for byte, and it is the
+    truth (threads, Python frames, the crash of a qemu core)."""
+    out = stop.aarch64("--json")
+    assert out == stop.x86("--json")
+    report = json.loads(out)
+    check_report(report, stop.truth)
+    if stop.interp.id.startswith("arm64-"):
+        assert report["crash"] == expected_crash(stop)
+    assert report["python"]["source"] == "core"
+    assert report["python"]["pid"] == stop.sc.pid
+
+
+@on(ARM64_STOPS + [X86_STOP])
+def test_text_is_the_x86_cli_text(stop):
+    """The text report: the x86-64 CLI's, and every thread with the truth's frames."""
+    out = stop.aarch64()
+    assert out == stop.x86()
+    want = {t["native_id"]: (t["name"], expected(t["frames"])) for t in stop.truth["threads"]}
+    assert text_threads(out) == want, out
+
+
+@on(ARM64_STOPS + [X86_STOP])
+def test_native_is_the_x86_cli_native(stop):
+    """`--native-all --json`: the same native frames (modules, symbols, CFI and DWARF read by
+    the aarch64 build) with the truth's Python frames in them."""
+    out = stop.aarch64("--native-all", "--json")
+    assert out == stop.x86("--native-all", "--json")
+    report = json.loads(out)
+    assert report["errors"] == []
+    want = {t["native_id"]: expected(t["frames"]) for t in stop.truth["threads"]}
+    for t in report["threads"]:
+        python = [(f["function"], f["file"], f["line"]) for f in t["frames"]
+                  if f["kind"] == "python"]
+        assert python == want[t["native_id"]], t["frames"]
+        assert any(f["kind"] == "native" for f in t["frames"]), t["frames"]
+
+
+@on(["arm64-sid-3.14:locals"])
+def test_locals_are_the_x86_cli_locals(stop):
+    out = stop.aarch64("--locals", "--json")
+    assert out == stop.x86("--locals", "--json")
+    check_report(json.loads(out), stop.truth)
+
+
+# --- live: `pyunwind pid` on a process under qemu-user ------------------------------------------
+
+
+@on(["arm64-bookworm-3.11:threads"])
+def test_live_pid_under_qemu(stop):
+    """The aarch64 CLI under qemu cannot read another process: qemu-user has no
+    process_vm_readv, and the CLI says so (exit 1, no panic). The x86-64 CLI reads the arm64
+    guest from the host: its Python threads and frames are the truth's."""
+    rc, out, err = stop.live["aarch64"]
+    harness.assert_no_panic(err, rc)
+    assert (rc, out) == (1, ""), (rc, out, err)
+    assert err.startswith("pyunwind: cannot read the memory of process %d: %s" % (
+        stop.sc.pid, os.strerror(ENOSYS))), err
+    rc, out, err = stop.live["x86"]
+    assert rc == 0, err
+    report = json.loads(out)
+    check_report(report, stop.truth, live_cli=True)
+    assert report["python"]["source"] == "live"
+
+
+# --- the aarch64 wheel -----------------------------------------------------------------------
+
+
+def glibc_versions(so):
+    """The GLIBC_2.x symbol versions ``so`` needs (readelf -V: .gnu.version_r), as (2, x)."""
+    rc, out, err = harness.run(["readelf", "-V", "-W", so], 30)
+    assert rc == 0, err
+    return {tuple(map(int, v.split("."))) for v in re.findall(r"Name: GLIBC_([0-9.]+)", out)}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """The aarch64 wheel, unpacked: (its path, the directory)."""
+    path = aarch64_wheel()
+    where = tmp_path_factory.mktemp("wheel-aarch64")
+    with zipfile.ZipFile(path) as z:
+        z.extractall(where)
+    return path, where
+
+
+def test_wheel_is_abi3_manylinux_aarch64(wheel):
+    """The name and the WHEEL file say abi3 (CPython 3.8+), manylinux, aarch64. The manylinux
+    glibc is the newest GLIBC_ symbol version the module needs (maturin's audit), and the
+    module is arm64 code."""
+    path, where = wheel
+    m = re.match(r"pyunwind-[0-9.]+-cp38-abi3-manylinux_2_(\d+)_aarch64\.whl$", path.name)
+    assert m, path.name
+    info = (next(where.glob("pyunwind-*.dist-info")) / "WHEEL").read_text()
+    assert "Tag: cp38-abi3-manylinux_2_%s_aarch64\n" % m.group(1) in info, info
+    assert "Root-Is-Purelib: false" in info, info
+    so, = where.glob("pyunwind/_pyunwind*.so")
+    assert elf_machine(so) == arm64_harness.EM_AARCH64
+    assert max(glibc_versions(so)) == (2, int(m.group(1))), sorted(glibc_versions(so))
+
+
+def wheel_python(wheel, code, *args):
+    """sid's arm64 python3.14 under qemu with the unpacked wheel first on sys.path."""
+    _, where = wheel
+    root = arm64_harness.root("sid")
+    prelude = "import sys; sys.path.insert(0, sys.argv[1]); del sys.argv[1]\n"
+    return guest(str(root), str(root / "usr" / "bin" / WHEEL_PYTHON), "-c", prelude + code,
+                 str(where), *args)
+
+
+@on([WHEEL_STOP])
+def test_wheel_module_reads_a_core(stop, wheel):
+    """sid's arm64 python3.14 imports the wheel's `_pyunwind` (from the wheel, not elsewhere)
+    and reads the core with it: the x86-64 module's report, which is the truth."""
+    code = ("from pyunwind import _pyunwind\n"
+            "print(_pyunwind.__file__)\n"
+            "s = _pyunwind.Session.core(sys.argv[1], sysroot=sys.argv[2])\n"
+            "print(s.report(all_threads=True))\n")
+    out = ok(wheel_python(wheel, code, stop.core, stop.root), "the wheel's module")
+    module, report = out.splitlines()
+    assert module.startswith(str(wheel[1] / "pyunwind" / "_pyunwind")), module
+    x86 = harness.core_module().Session.core(stop.core, sysroot=stop.root)
+    assert json.loads(report) == json.loads(x86.report(all_threads=True))
+    check_report(json.loads(report), stop.truth)
+
+
+@on([WHEEL_STOP])
+def test_wheel_console_script(stop, wheel):
+    """The wheel's `pyunwind` console entry point (entry_points.txt), run by the arm64
+    python3.14: the x86-64 CLI's `--json`."""
+    _, where = wheel
+    entry = (next(where.glob("pyunwind-*.dist-info")) / "entry_points.txt").read_text()
+    m = re.search(r"^pyunwind\s*=\s*([\w.]+):(\w+)\s*$", entry, re.M)
+    assert m, entry
+    code = ("sys.argv[0] = 'pyunwind'\n"
+            "from %s import %s as main\n"
+            "sys.exit(main())\n" % m.groups())
+    out = ok(wheel_python(wheel, code, "core", stop.core, "--sysroot", stop.root, "--json"),
+             "the wheel's pyunwind")
+    assert out == stop.x86("--json")
+    check_report(json.loads(out), stop.truth)
+
