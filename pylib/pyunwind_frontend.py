@@ -191,11 +191,6 @@ def error_line(e, core, debugger):
 
 FALLBACK_SUFFIX = "; showing native frames only"
 
-# The x86-64 system call registers: the call's number as the kernel saved it, and its
-# arguments in order (arch/x86/entry/entry_64.S), for Host.thread_syscalls.
-SYSCALL_NUMBER_REGISTER = "orig_rax"
-SYSCALL_ARG_REGISTERS = ("rdi", "rsi", "rdx", "r10", "r8", "r9")
-
 # The registers the core's own unwinder starts from (`Session.own_natives`), by architecture:
 # those CFI may restore, and the first argument (the address a futex wait blocks on).
 UNWIND_REGISTERS = {
@@ -300,10 +295,11 @@ class Host:
         """(LWP, thread pointer or None) of the selected thread."""
         raise NotImplementedError
 
-    def thread_syscalls(self):
-        """(LWP, orig_rax, [rdi, rsi, rdx, r10, r8, r9]) of each thread, from the debugger's
-        registers, for `py-why` when memory is read through the debugger; None when it cannot
-        read them."""
+    def thread_syscalls(self, names):
+        """(LWP, [values of the registers `names`]) of each thread, from the debugger's
+        registers (`Session.syscall_registers` names them: x86-64 orig_rax and the arguments,
+        arm64 pc, x8 and the arguments), for `py-why` when memory is read through the debugger;
+        None when it cannot read them."""
         return None
 
     def write(self, text):
@@ -597,7 +593,7 @@ Usage: py-print NAME""",
     def py_why(self, host, arg):
         a = parse_json_arg("py-why", arg)
         s = self.session(host)
-        calls = host.thread_syscalls() if s.wants_registers() else None
+        calls = host.thread_syscalls(s.syscall_registers()) if s.wants_registers() else None
         text = s.why(as_json=a.json, syscalls=calls)
         host.write(text + "\n" if a.json else text)
 

@@ -168,18 +168,17 @@ def _all_thread_ids(inf):
 U64 = (1 << 64) - 1
 
 
-def _thread_syscalls(inf):
-    """(lwp, orig_rax, [argument registers]) of every thread gdb can read them for: the
-    system call each is in (-1: none), for memory read through gdb, which has no core notes
-    or /proc to say."""
+def _thread_syscalls(inf, names):
+    """(lwp, [values of the registers `names`]) of every thread gdb can read them for (see
+    Host.thread_syscalls): the system call each is in, for memory read through gdb, which has
+    no core notes or /proc to say."""
     def read(t):
         try:
             f = gdb.newest_frame()
-            nr = int(f.read_register(fe.SYSCALL_NUMBER_REGISTER))
-            args = [int(f.read_register(r)) & U64 for r in fe.SYSCALL_ARG_REGISTERS]
+            values = [int(f.read_register(r)) & U64 for r in names]
         except (gdb.error, ValueError):
             return None
-        return _thread_key(t), nr, args
+        return _thread_key(t), values
     return _each_thread(inf, read)
 
 
@@ -249,8 +248,8 @@ class _GdbHost(fe.Host):
     def thread(self):
         return _thread_key(), _thread_pointer()
 
-    def thread_syscalls(self):
-        return _thread_syscalls(gdb.selected_inferior())
+    def thread_syscalls(self, names):
+        return _thread_syscalls(gdb.selected_inferior(), names)
 
     def write(self, text):
         gdb.write(fe.printable(text))

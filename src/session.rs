@@ -61,7 +61,7 @@ pub struct Session {
     crash: (Option<Crash>, Vec<String>),
     /// Each thread's system call as the debugger's registers show it (memory read through
     /// the debugger has no notes or /proc to say): (lwp, orig_rax, argument registers).
-    debugger_syscalls: OnceLock<Vec<(u64, i64, [u64; 6])>>,
+    debugger_syscalls: OnceLock<Vec<(u64, Vec<u64>)>>,
 }
 
 impl Session {
@@ -110,19 +110,20 @@ impl Session {
         self.remembered
     }
 
-    /// The debugger's registers of each thread's system call (see `debugger_syscalls`); the
-    /// first call of a stop sets them.
-    pub fn set_debugger_syscalls(&self, calls: Vec<(u64, i64, [u64; 6])>) {
+    /// The debugger's registers of each thread's system call, `(lwp, values)` with the values
+    /// of `Arch::syscall_register_names`; the first call of a stop sets them.
+    pub fn set_debugger_syscalls(&self, calls: Vec<(u64, Vec<u64>)>) {
         let _ = self.debugger_syscalls.set(calls);
     }
 
-    /// What the debugger's registers say of thread `lwp`'s system call: (orig_rax, arguments).
-    pub fn debugger_syscall(&self, lwp: u64) -> Option<(i64, [u64; 6])> {
+    /// What the debugger's registers say of thread `lwp`'s system call (see
+    /// `set_debugger_syscalls`).
+    pub fn debugger_syscall(&self, lwp: u64) -> Option<&[u64]> {
         self.debugger_syscalls
             .get()?
             .iter()
             .find(|c| c.0 == lwp)
-            .map(|c| (c.1, c.2))
+            .map(|c| &c.1[..])
     }
 
     /// Tell the session which LWP has which thread pointer (gdb knows; the core says).

@@ -192,6 +192,38 @@ impl Arch {
         }
     }
 
+    /// The registers a frontend reads from its debugger, by the names gdb and lldb give them,
+    /// to tell each thread's system call when memory is read through the debugger (no core
+    /// notes, no /proc): x86-64 `orig_rax` (the number the kernel saved, -1 outside a call)
+    /// then the arguments; arm64 the pc and x8 (see `syscall_from_code`) then x0..x5.
+    pub fn syscall_register_names(self) -> &'static [&'static str] {
+        match self {
+            Arch::X86_64 => &["orig_rax", "rdi", "rsi", "rdx", "r10", "r8", "r9"],
+            Arch::Aarch64 => &["pc", "x8", "x0", "x1", "x2", "x3", "x4", "x5"],
+        }
+    }
+
+    /// The system call (number, arguments) that the values of `syscall_register_names` say:
+    /// u64::MAX as the number outside a call; None when they cannot say (missing values, code
+    /// that cannot be read). `read` reads one 32-bit word of the target.
+    pub fn syscall_from_registers(
+        self,
+        values: &[u64],
+        read: &dyn Fn(u64) -> Option<u32>,
+    ) -> Option<(u64, [u64; 6])> {
+        match (self, values) {
+            (Arch::X86_64, [orig_rax, args @ ..]) => Some((*orig_rax, args.try_into().ok()?)),
+            (Arch::Aarch64, [pc, x8, args @ ..]) => {
+                let mut regs = Regs::new(self);
+                regs.set_pc(*pc);
+                regs.set(aarch64::SYSCALL_NR, *x8);
+                let args = args.try_into().ok()?;
+                Some((aarch64::syscall_from_code(read, &regs)?, args))
+            }
+            _ => None,
+        }
+    }
+
     /// The system call a thread is in, told from its registers and the code at its pc, for an
     /// architecture whose `NT_PRSTATUS` does not say (arm64; x86-64 has `orig_rax`: None).
     /// Some(u64::MAX) when it is in none; None when the code cannot be read. `read` reads one
@@ -225,4 +257,43 @@ pub(crate) fn u32_at(b: &[u8], off: usize) -> Option<u32> {
     Some(u32::from_le_bytes(
         b.get(off..off.checked_add(4)?)?.try_into().ok()?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syscalls_from_a_debuggers_registers() {
+        let args = [1, 2, 3, 4, 5, 6];
+        let none = |_: u64| None;
+        // x86-64: orig_rax says, -1 outside a call.
+        let x86 = |nr: u64| [&[nr][..], &args[..]].concat();
+        assert_eq!(
+            Arch::X86_64.syscall_from_registers(&x86(202), &none),
+            Some((202, args))
+        );
+        assert_eq!(
+            Arch::X86_64.syscall_from_registers(&x86(u64::MAX), &none),
+            Some((u64::MAX, args))
+        );
+        assert_eq!(Arch::X86_64.syscall_from_registers(&[202, 1], &none), None);
+        // arm64: x8, when the code at the pc or before it is `svc #0` (0xd4000001).
+        let svc_before_pc = |a: u64| Some(if a == 0x1000 - 4 { 0xd400_0001 } else { 0 });
+        let arm = [&[0x1000, 98][..], &args[..]].concat();
+        assert_eq!(
+            Arch::Aarch64.syscall_from_registers(&arm, &svc_before_pc),
+            Some((98, args))
+        );
+        let no_svc = |_: u64| Some(0xd503_201f); // nop
+        assert_eq!(
+            Arch::Aarch64.syscall_from_registers(&arm, &no_svc),
+            Some((u64::MAX, args))
+        );
+        assert_eq!(Arch::Aarch64.syscall_from_registers(&arm, &none), None);
+        assert_eq!(
+            Arch::Aarch64.syscall_from_registers(&arm[..7], &no_svc),
+            None
+        );
+    }
 }

@@ -1,5 +1,12 @@
 //! A live local process, read with `process_vm_readv(2)`: no ptrace of our own, so it also works
-//! while a debugger holds the process.
+//! while a debugger holds the process. Where that call does not exist (ENOSYS: qemu-user runs
+//! pyunwind built for another architecture without it; some seccomp filters), the process's
+//! `/proc/PID/mem` is read instead, as gdb does: the same permission check, and no ptrace
+//! either.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::OnceLock;
 
 use super::Memory;
 use crate::error::{ReadError, ReadErrorKind};
@@ -22,24 +29,35 @@ extern "C" {
     ) -> isize;
 }
 
+const ENOSYS: i32 = 38;
+/// EFAULT from process_vm_readv, EIO from /proc/PID/mem: an address the target has not mapped.
+const EFAULT: i32 = 14;
+const EIO: i32 = 5;
+
 pub struct LiveMemory {
     pid: i32,
+    /// `/proc/PID/mem`, opened at the first read that found no process_vm_readv (its error
+    /// then, when it cannot be opened).
+    proc_mem: OnceLock<Option<Result<File, i32>>>,
 }
 
 impl LiveMemory {
     pub fn new(pid: i32) -> Self {
-        LiveMemory { pid }
+        LiveMemory {
+            pid,
+            proc_mem: OnceLock::new(),
+        }
     }
     pub fn pid(&self) -> i32 {
         self.pid
     }
-}
 
-impl Memory for LiveMemory {
-    fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
-        if buf.is_empty() {
-            return Ok(());
-        }
+    /// `/proc/PID/mem` once process_vm_readv was found missing; None before that.
+    fn proc_mem(&self) -> Option<&Result<File, i32>> {
+        self.proc_mem.get()?.as_ref()
+    }
+
+    fn vm_readv(&self, addr: u64, buf: &mut [u8]) -> Result<usize, i32> {
         let local = IoVec {
             base: buf.as_mut_ptr(),
             len: buf.len(),
@@ -52,19 +70,59 @@ impl Memory for LiveMemory {
         // remote iovec is only an address in another process and is never dereferenced here.
         let n = unsafe { process_vm_readv(self.pid, &local, 1, &remote, 1, 0) };
         if n < 0 {
-            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-            // EFAULT: address not mapped in the target.
-            let kind = if errno == 14 {
-                ReadErrorKind::Unmapped
-            } else {
-                ReadErrorKind::Os(errno)
-            };
-            return Err(ReadError::new(addr, buf.len() as u64, kind));
+            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
         }
-        if (n as usize) < buf.len() {
+        Ok(n as usize)
+    }
+}
+
+fn read_at(f: &File, addr: u64, buf: &mut [u8]) -> Result<usize, i32> {
+    let mut done = 0;
+    while done < buf.len() {
+        match f.read_at(&mut buf[done..], addr.wrapping_add(done as u64)) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            // Bytes read before an unmapped page are a short read, as process_vm_readv's.
+            Err(_) if done > 0 => break,
+            Err(e) => return Err(e.raw_os_error().unwrap_or(0)),
+        }
+    }
+    Ok(done)
+}
+
+impl Memory for LiveMemory {
+    fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let read = match self.proc_mem() {
+            None => match self.vm_readv(addr, buf) {
+                Err(ENOSYS) => {
+                    let opened = std::fs::File::open(format!("/proc/{}/mem", self.pid))
+                        .map_err(|e| e.raw_os_error().unwrap_or(0));
+                    let _ = self.proc_mem.set(Some(opened));
+                    return self.read_into(addr, buf);
+                }
+                r => r,
+            },
+            Some(Ok(f)) => read_at(f, addr, buf),
+            Some(Err(errno)) => Err(*errno),
+        };
+        let n = match read {
+            Ok(n) => n,
+            Err(errno) => {
+                let kind = if errno == EFAULT || errno == EIO {
+                    ReadErrorKind::Unmapped
+                } else {
+                    ReadErrorKind::Os(errno)
+                };
+                return Err(ReadError::new(addr, buf.len() as u64, kind));
+            }
+        };
+        if n < buf.len() {
             return Err(ReadError::new(
-                addr + n as u64,
-                (buf.len() - n as usize) as u64,
+                addr.wrapping_add(n as u64),
+                (buf.len() - n) as u64,
                 ReadErrorKind::Unmapped,
             ));
         }
@@ -207,5 +265,16 @@ mod tests {
         // SAFETY: gettid takes no arguments and cannot fail.
         let tid = unsafe { libc::gettid() } as u64;
         assert!(proc_syscall(std::process::id(), tid).is_some());
+    }
+
+    #[test]
+    fn proc_mem_reads_like_process_vm_readv() {
+        // This process's own memory: a buffer's bytes; page 0 is mapped nowhere (EIO).
+        let f = File::open("/proc/self/mem").unwrap();
+        let data = [7u8, 1, 2, 3];
+        let mut got = [0u8; 4];
+        assert_eq!(read_at(&f, data.as_ptr() as u64, &mut got), Ok(4));
+        assert_eq!(got, data);
+        assert_eq!(read_at(&f, 0, &mut got), Err(EIO));
     }
 }

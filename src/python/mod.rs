@@ -271,15 +271,15 @@ impl PySession {
     }
 
     /// `py-why`: every thread's report with its state, wait and holds, and the deadlocks; as
-    /// JSON, else as text (the verdict first). `syscalls`: what the debugger's registers say of
-    /// each thread's system call, `(lwp, orig_rax, [rdi, rsi, rdx, r10, r8, r9])`, for a
-    /// session reading memory through the debugger (see `wants_registers`).
+    /// JSON, else as text (the verdict first). `syscalls`: `(lwp, [values])` with the values of
+    /// the registers `syscall_registers` names, for a session reading memory through the
+    /// debugger (see `wants_registers`).
     #[pyo3(signature = (as_json=false, syscalls=None))]
     fn why(
         &self,
         py: Python<'_>,
         as_json: bool,
-        syscalls: Option<Vec<(u64, i64, [u64; 6])>>,
+        syscalls: Option<Vec<(u64, Vec<u64>)>>,
     ) -> PyResult<String> {
         guard("Session.why", || {
             if let Some(calls) = syscalls {
@@ -323,6 +323,12 @@ impl PySession {
     /// read through the debugger, so no core notes or /proc give them.
     fn wants_registers(&self) -> bool {
         self.inner.target.kind == SourceKind::Debugger
+    }
+
+    /// The registers `why` wants of each thread, by the debugger's names, in the target's
+    /// architecture (x86-64: orig_rax and the arguments; arm64: pc, x8 and the arguments).
+    fn syscall_registers(&self) -> Vec<&'static str> {
+        self.inner.target.arch.syscall_register_names().to_vec()
     }
 
     /// asyncio: the JSON report of every thread plus `tasks`, `loops` and `cycles`.

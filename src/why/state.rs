@@ -174,10 +174,11 @@ fn syscall(session: &Session, t: &ThreadReport) -> Option<Option<Syscall>> {
         },
         // Memory read through the debugger: its registers, where the frontend gave them.
         SourceKind::Debugger => {
-            let (nr, args) = session.debugger_syscall(lwp)?;
-            match u64::try_from(nr) {
-                Err(_) if nr == -1 => Some(None),
-                Ok(nr) if nr <= MAX_SYSCALL_NR => Some(Some(Syscall { nr, args })),
+            let values = session.debugger_syscall(lwp)?;
+            let read = |a: u64| session.snap.mem.read_u32(a).ok();
+            match session.target.arch.syscall_from_registers(values, &read)? {
+                (NO_SYSCALL, _) => Some(None),
+                (nr, args) if nr <= MAX_SYSCALL_NR => Some(Some(Syscall { nr, args })),
                 _ => None,
             }
         }

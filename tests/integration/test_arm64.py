@@ -445,7 +445,8 @@ def test_gdb_multiarch_live_stub(interp_id, tmp_path):
     """gdb-multiarch attached to `qemu-aarch64 -g PORT` (no /proc, no `info proc mappings`: the
     modules come from `info auxv` and the dynamic linker's list): `py-bt -a --json` is the
     truth of tests/scenarios/stub_stop.py, stopped by its own SIGUSR1 (qemu's stub cannot
-    interrupt a guest blocked in a system call)."""
+    interrupt a guest blocked in a system call). `py-why --json` tells each thread's system call
+    from gdb's registers."""
     interp = arm64_harness.pick(interp_id)
     port = _free_port()
     truth_path = tmp_path / "truth.json"
@@ -456,14 +457,24 @@ def test_gdb_multiarch_live_stub(interp_id, tmp_path):
     try:
         out = gdb_with_pyunwind(interp.root, interp.guest_exe,
                                 ["-ex", "target remote :%d" % port],
-                                ["continue", "py-bt -a --json", "bt", "kill"])
+                                ["continue", "py-bt -a --json", "bt", "echo @@WHY\\n", "py-why --json",
+                                 "kill"])
         assert "received signal SIGUSR1" in out, out
+        out, why = out.split("@@WHY\n")
         truth = json.loads(truth_path.read_text())
         check_report(gdb_json(out), truth)
         main = truth["threads"][0]
         assert bt_python_frames("Thread 1 (LWP %d)\n" % main["native_id"] + out[out.index("\n#0 "):],
                                 main["native_id"]) == [
             "%s () at %s:%d" % (f["function"], f["file"], f["line"]) for f in main["frames"]], out
+        # py-why through gdb's registers (memory read through gdb: no core notes, no /proc):
+        # the call from the code at the pc and x8. The main thread stopped on the signal its own
+        # kill(2) raised, as the call returned: its registers still name the call.
+        why = gdb_json(why)
+        check_report(why, truth)
+        assert [(t["name"], t["state"], t["syscall"]) for t in why["threads"]] == [
+            ("MainThread", "syscall", "kill"), ("stub-worker", "syscall", "futex")], why
+        assert why["threads"][1]["waiting"]["kind"] == "lock", why
     finally:
         guest.kill()
         guest.wait(timeout=30)

@@ -85,7 +85,7 @@ pub fn signal_frame(read: &dyn Fn(u64) -> Option<u64>, regs: &Regs) -> Option<Re
 /// `svc #0`: arm64 Linux's system call instruction (Arm ARM C6.2.365; the immediate is 0).
 const SVC_0: u32 = 0xd400_0001;
 /// The system call number register (arch/arm64/kernel/syscall.c: `regs->regs[8]`).
-const SYSCALL_NR: u16 = 8;
+pub const SYSCALL_NR: u16 = 8;
 
 /// The system call a thread is in: x8 when the instruction before its pc is `svc #0` (the
 /// thread is inside the call: qemu-user's cores, a live thread) or its pc is at one (a kernel
