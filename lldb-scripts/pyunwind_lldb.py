@@ -135,7 +135,7 @@ def _deferred():
 # (process unique id, sysroot) of each core _prepare_core has done.
 _prepared = set()
 # The non-address bits of a return address on arm64 when the core has no NT_ARM_PAC_MASK: a
-# 48-bit virtual address space, as the core itself assumes (src/arch/aarch64.rs). lldb keeps
+# 48-bit virtual address space, as the core itself assumes (src/arch/aarch64/mod.rs). lldb keeps
 # only the top byte (TBI) then, and its unwind stops at the first signed return address.
 AARCH64_NON_ADDRESS_MASK = 0xFFFF000000000000
 TOP_BYTE_MASK = 0xFF00000000000000

@@ -71,12 +71,35 @@ def modules(text):
 LIBS = ["lib/aarch64-linux-gnu/libc.so.6", "lib/ld-linux-aarch64.so.1"]
 
 
+# lldb's printout of a stopped thread: its header, its frame 0, then the code there.
+STOP_HEADER = re.compile(r"^\s*\*?\s*thread #\d+\b")
+STOP_FRAME0 = re.compile(r"^\s*\*?\s*frame #0: ")
+DISASSEMBLY = re.compile(r"^(\S+`\S+:$|\s*->\s+0x[0-9a-f]+ <|\s+0x[0-9a-f]+ <\+\d+>:)")
+
+
+def without_stop_printouts(text):
+    """`text` without lldb's printouts of stopped threads (a header, frame 0 and the code
+    there), which its event thread prints whenever it gets to them: in the middle of a
+    command's output too (seen in `thread backtrace all` on a loaded machine). A backtrace
+    shows no code, so a block followed by code is such a printout."""
+    out = []
+    for line in text.splitlines():
+        if DISASSEMBLY.match(line):
+            if out and STOP_FRAME0.match(out[-1]):
+                out.pop()
+                if out and STOP_HEADER.match(out[-1]):
+                    out.pop()
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def echoed(text, command):
     """What `command` printed: the text after lldb's echo of it (lldb prints a stop, with its
-    threads, whenever its event thread gets to it: maybe before that)."""
+    threads, whenever its event thread gets to it: maybe before that, maybe inside it)."""
     echo = "(lldb) %s\n" % command
     assert echo in text, (command, text)
-    return text[text.index(echo) + len(echo):]
+    return without_stop_printouts(text[text.index(echo) + len(echo):])
 
 
 def lldb_threads(text):
