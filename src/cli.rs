@@ -265,6 +265,7 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    crate::heap::huge_pages();
     let cli = match crate::panic::catch("cli-args", || Cli::try_parse_from(args)) {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {

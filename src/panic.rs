@@ -90,6 +90,33 @@ pub fn catch<T>(entry: &'static str, f: impl FnOnce() -> T) -> Result<T> {
     })
 }
 
+/// A panic on a worker thread, with where it happened, to go on in the thread that waits
+/// for the worker ([`resume`]).
+pub struct WorkerPanic {
+    payload: Box<dyn std::any::Any + Send>,
+    location: Option<String>,
+}
+
+/// Runs `f` on a worker thread of an entry: a panic is recorded as under [`catch`] (the hook
+/// prints nothing) and returned.
+pub fn in_worker<T>(f: impl FnOnce() -> T) -> std::result::Result<T, WorkerPanic> {
+    install_hook();
+    DEPTH.with(|d| d.set(d.get().saturating_add(1)));
+    let r = panic::catch_unwind(AssertUnwindSafe(f));
+    DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    r.map_err(|payload| WorkerPanic {
+        payload,
+        location: LOCATION.with(|l| l.borrow_mut().take()),
+    })
+}
+
+/// Goes on with a worker's panic in this thread, where its entry's [`catch`] turns it into the
+/// error that names the worker's location.
+pub fn resume(p: WorkerPanic) -> ! {
+    LOCATION.with(|l| *l.borrow_mut() = p.location);
+    panic::resume_unwind(p.payload)
+}
+
 /// [`catch`] for an entry that returns a [`Result`] itself.
 pub fn catch_result<T>(entry: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     catch(entry, f).and_then(|r| r)

@@ -31,6 +31,8 @@ use crate::memory::addr_map::{AddrMap, AddrSet};
 
 /// Most tasks we list.
 pub const MAX_TASKS: u64 = 1 << 20;
+/// Tasks a thread takes at once when they are read in parallel.
+const PARALLEL_BATCH: usize = 256;
 /// Deepest chain of futures we follow through callbacks.
 const MAX_CALLBACK_DEPTH: usize = 32;
 
@@ -162,26 +164,28 @@ pub fn analyze(
     }
     let objects = Objects::new(snap, lay.clone(), known_all);
     let mut seen = AddrSet::default();
-    let mut tasks: Vec<TaskView> = Vec::new();
+    let mut unique: Vec<u64> = Vec::new();
+    // Registries read one more than the cap, so that a cut is seen and said.
+    let mut cut_at = None;
     for obj in found {
         if !seen.insert(obj) {
             continue;
         }
         if seen.len() as u64 > MAX_TASKS {
-            // Registries read one more than the cap, so that a cut is seen and said.
-            err(
-                obj,
-                format!("tasks: stopped at the limit of {MAX_TASKS} tasks"),
-            );
+            cut_at = Some(obj);
             break;
         }
+        unique.push(obj);
+    }
+    // Each object on its own, in parallel; its error kept in order.
+    let decoded = crate::parallel::map(&unique, PARALLEL_BATCH, |&obj| {
         match objects.class(obj) {
             Ok(Class::Task { c }) => match objects.task(obj, c) {
-                Ok(raw) if raw.state == "pending" => tasks.push(TaskView::new(raw, true)),
-                Ok(_) => {}
-                Err(e) => err(obj, format!("task: {e}")),
+                Ok(raw) if raw.state == "pending" => Ok(Some(TaskView::new(raw, true))),
+                Ok(_) => Ok(None),
+                Err(e) => Err(format!("task: {e}")),
             },
-            Ok(Class::None) => {}
+            Ok(Class::None) => Ok(None),
             Ok(_) => {
                 // A task-like object that is not an asyncio.Task (registered by a third-party
                 // task factory): listed, not decoded.
@@ -200,10 +204,24 @@ pub fn analyze(
                     fut_waiter: 0,
                     awaited_by: Vec::new(),
                 };
-                tasks.push(TaskView::new(raw, false));
+                Ok(Some(TaskView::new(raw, false)))
             }
-            Err(e) => err(obj, format!("task: {e}")),
+            Err(e) => Err(format!("task: {e}")),
         }
+    });
+    let mut tasks: Vec<TaskView> = Vec::new();
+    for (obj, d) in unique.iter().zip(decoded) {
+        match d {
+            Ok(Some(t)) => tasks.push(t),
+            Ok(None) => {}
+            Err(what) => err(*obj, what),
+        }
+    }
+    if let Some(obj) = cut_at {
+        err(
+            obj,
+            format!("tasks: stopped at the limit of {MAX_TASKS} tasks"),
+        );
     }
     tasks.sort_by_cached_key(|t| (natural_key(&t.raw.name), t.raw.addr));
 
@@ -220,20 +238,25 @@ pub fn analyze(
     // Chains and on-CPU positions.
     let mut leaves: Vec<Option<Leaf>> = Vec::new();
     let mut tops: Vec<Option<(usize, usize)>> = Vec::new();
-    for t in tasks.iter_mut() {
-        if !t.supported {
+    let chains = crate::parallel::map(&tasks, PARALLEL_BATCH, |t| {
+        t.supported.then(|| {
+            let chain = objects.chain(t.raw.coro);
+            let pos = top_frame(&objects, t.raw.coro).and_then(|f| frame_index.get(&f).copied());
+            (chain, pos)
+        })
+    });
+    for (t, c) in tasks.iter_mut().zip(chains) {
+        let Some((chain, pos)) = c else {
             leaves.push(None);
             tops.push(None);
             continue;
-        }
-        let chain = objects.chain(t.raw.coro);
+        };
         if let Leaf::Error(e) = &chain.leaf {
             err(
                 t.raw.addr,
                 format!("task {:?}: await chain: {e}", t.raw.name),
             );
         }
-        let pos = top_frame(&objects, t.raw.coro).and_then(|f| frame_index.get(&f).copied());
         if matches!(chain.leaf, Leaf::Running) && pos.is_none() {
             // `_enter_task` done but the step not started, or a step ending: its chain is
             // shown as it is (asyncio.md §5.3).

@@ -32,6 +32,8 @@ use crate::memory::addr_map::AddrMap;
 pub const MAX_GREENLETS: usize = 1 << 20;
 /// Deepest chain of not-started parents followed to find a greenlet's thread.
 const MAX_PARENT_DEPTH: usize = 64;
+/// Greenlets a thread takes at once when they are read in parallel.
+const PARALLEL_BATCH: usize = 256;
 /// Furthest a glibc thread's stack lies below its `pthread_t` (the thread descriptor sits at
 /// the top of the stack's own mapping), when the target's mappings are unknown.
 const MAX_STACK_BELOW_PTHREAD: u64 = 1 << 30;
@@ -289,8 +291,11 @@ fn interpreter(
     // Their `Greenlet`s: the fixed prefix, checked by the round trip.
     let mut raws = Vec::with_capacity(objs.len());
     let mut bad = 0usize;
-    for (obj, tp) in objs {
-        match read_raw(snap, &lay, obj, tp) {
+    let read = crate::parallel::map(&objs, PARALLEL_BATCH, |(obj, tp)| {
+        read_raw(snap, &lay, *obj, *tp)
+    });
+    for ((obj, _), r) in objs.into_iter().zip(read) {
+        match r {
             Ok(Some(r)) => raws.push(r),
             // Being freed (`~Greenlet` clears `pimpl`).
             Ok(None) => {}
@@ -411,8 +416,10 @@ fn interpreter(
     // gevent's waits are only worth reading for where gevent is imported (a program of
     // 100,000 plain greenlets would read every innermost value stack for nothing).
     let gevent = snap.dict_get(modules, "gevent")?.is_some();
-    let mut found: Vec<Greenlet> = Vec::with_capacity(raws.len());
-    for r in &raws {
+    // Each greenlet on its own (their saved frames are most of the work), its errors kept
+    // in order.
+    let built = crate::parallel::map(&raws, PARALLEL_BATCH, |r| {
+        let mut errors: Vec<(u64, String)> = Vec::new();
         let main = r.is_main();
         let m = main_of(r.obj);
         let (ts, current) = m.and_then(|m| mains.get(&m).copied()).unwrap_or((0, 0));
@@ -443,10 +450,10 @@ fn interpreter(
             State::Suspended if r.top_frame != 0 => {
                 let walk = suspended_frames(snap, r.top_frame, py310);
                 if let Some(cut) = walk.cut {
-                    err(
+                    errors.push((
                         cut.addr,
                         format!("greenlet {:#x}: frame walk: {cut}", r.obj),
-                    );
+                    ));
                 }
                 (walk.items, walk.truncated)
             }
@@ -454,7 +461,7 @@ fn interpreter(
         };
         for f in &frames {
             if let FrameItem::Unreadable { addr, error } = f {
-                err(*addr, format!("greenlet {:#x}: frame: {error}", r.obj));
+                errors.push((*addr, format!("greenlet {:#x}: frame: {error}", r.obj)));
             }
         }
         let parent = if main {
@@ -471,7 +478,7 @@ fn interpreter(
         if name.is_none() {
             name = idents.get(&r.obj).map(|i| format!("Greenlet-{i}"));
         }
-        found.push(Greenlet {
+        let g = Greenlet {
             addr: r.obj,
             state,
             main,
@@ -488,7 +495,15 @@ fn interpreter(
             truncated,
             name,
             function,
-        });
+        };
+        (g, errors)
+    });
+    let mut found: Vec<Greenlet> = Vec::with_capacity(built.len());
+    for (g, errors) in built {
+        for (addr, what) in errors {
+            err(addr, what);
+        }
+        found.push(g);
     }
     // By thread (in the threads' order; ended threads last), the main greenlet first. The
     // keys are sorted, not the greenlets (each a few hundred bytes, 100,000s of them).

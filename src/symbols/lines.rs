@@ -3,8 +3,7 @@
 
 use crate::memory::mapped::FileBytes;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use gimli::{EndianArcSlice, LittleEndian, Reader as _, SectionId};
 use object::{Object, ObjectSection};
@@ -83,7 +82,7 @@ impl Lines {
             }
         }
         jobs.sort_by_key(|j| std::cmp::Reverse(j.2.data.len()));
-        let inflated = parallel_map(&jobs, |(_, _, data)| inflate(data));
+        let inflated = crate::parallel::map(&jobs, 1, |(_, _, data)| inflate(data));
         let mut sections: Vec<HashMap<SectionId, Arc<[u8]>>> = vec![HashMap::new(); paths.len()];
         for ((i, id, _), bytes) in jobs.iter().zip(inflated) {
             if let Some(b) = bytes {
@@ -91,7 +90,7 @@ impl Lines {
             }
         }
         let empty: Arc<[u8]> = Arc::from(&[][..]);
-        let built = parallel_map(&sections, |secs| {
+        let built = crate::parallel::map(&sections, 1, |secs| {
             let load = |id: SectionId| -> Result<Reader, gimli::Error> {
                 let bytes = secs.get(&id).cloned().unwrap_or_else(|| empty.clone());
                 Ok(EndianArcSlice::new(bytes, LittleEndian))
@@ -182,35 +181,6 @@ fn inflate(data: &object::CompressedData<'_>) -> Option<Arc<[u8]>> {
     }
     // SAFETY: the stream ended having written exactly `size` bytes from the start.
     Some(unsafe { out.assume_init() })
-}
-
-/// `f` of each item, on up to as many threads as the machine has cores, in order.
-fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(items.len());
-    if threads <= 1 {
-        return items.iter().map(f).collect();
-    }
-    let next = AtomicUsize::new(0);
-    let out: Mutex<Vec<Option<R>>> = Mutex::new(items.iter().map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(item) = items.get(i) else { break };
-                let r = f(item);
-                if let Ok(mut o) = out.lock() {
-                    o[i] = Some(r);
-                }
-            });
-        }
-    });
-    out.into_inner()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| r.expect("every item mapped"))
-        .collect()
 }
 
 /// gdb's recorded rows of one line program; a program that fails to decode keeps the rows
