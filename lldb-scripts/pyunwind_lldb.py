@@ -1274,10 +1274,13 @@ class ProviderStopHook:
         target = exe_ctx.GetTarget()
         _sync_provider(target)
         _prepare_existing(target)
-        # Its work is done on this target: gone from it (lldb runs a copy of the hook list, so
-        # this is safe here), so that it adds nothing to the stop output of a user's own hooks
-        # (lldb heads each hook's output with its name when there are several).
-        if _stop_hook_id is not None:
+        # Its work is done on this target: gone from it (lldb 22 runs a copy of the hook list,
+        # so this is safe there), so that it adds nothing to the stop output of a user's own
+        # hooks (lldb heads each hook's output with its name when there are several). lldb 19
+        # walks the list itself and crashes at the next resume when a hook deletes one (seen
+        # attached to a process, at `continue`): there it stays, and does nothing new at
+        # later stops (each step above is done once per target).
+        if _stop_hook_id is not None and _LLDB_MAJOR >= HOOK_LIST_COPIED_FROM_MAJOR:
             result = lldb.SBCommandReturnObject()
             target.GetDebugger().GetCommandInterpreter().HandleCommand(
                 "target stop-hook delete %d" % _stop_hook_id, exe_ctx, result)
@@ -1287,6 +1290,11 @@ class ProviderStopHook:
 
 # The id of ProviderStopHook on the dummy target, which the targets made later copy.
 _stop_hook_id = None
+# The first lldb whose stop hooks may delete themselves (see ProviderStopHook.handle_stop).
+HOOK_LIST_COPIED_FROM_MAJOR = 22
+_version = re.match(r"lldb version (\d+)\.", lldb.SBDebugger.GetVersionString() or "")
+# lldb's major version (0 when its version string says none).
+_LLDB_MAJOR = int(_version.group(1)) if _version else 0
 
 
 def _add_provider_stop_hook(debugger):
