@@ -67,8 +67,8 @@ unit: pythons
 PYTEST_WORKERS ?= 2
 PYTEST := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile
 # test_lldb.py holds most lldb tests: those files spread test by test. test_lldb_sources (the pip
-# venvs at a fixed path), test_lldb_arm64 (qemu cores made once per module) and test_lldb_dap
-# (one scenario and core per interpreter) run by file.
+# venvs at a fixed path), test_lldb_arm64 (qemu cores made once per module), test_lldb_arm64_live
+# (lldb on qemu's gdb stub) and test_lldb_dap (one scenario and core per interpreter) run by file.
 PYTEST_LOAD := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist load
 integration: build pythons arm64 cross wheel
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
@@ -91,7 +91,7 @@ integration-lldb: build wheel arm64
 	      tests/integration/test_lldb_greenlets.py $$lock \
 	      || exit 1; \
 	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST) tests/integration/test_lldb_sources.py \
-	      tests/integration/test_lldb_arm64.py $$dap \
+	      tests/integration/test_lldb_arm64.py tests/integration/test_lldb_arm64_live.py $$dap \
 	      || exit 1; \
 	  done
 

@@ -72,6 +72,13 @@ def core():
 # --- what lldb knows ----------------------------------------------------------------------------
 
 
+def _register(frame, name):
+    """The value of `frame`'s register `name`, None where lldb has none (synthetic frames
+    have no registers; lldb shows no orig_rax on x86-64)."""
+    reg = frame.FindRegister(name)
+    return reg.GetValueAsUnsigned() if reg.IsValid() and reg.GetValue() is not None else None
+
+
 def _thread_pointer(frames):
     """fs_base of the thread (the pthread pointer), from the first frame that has registers.
     `frames` is an SBThread or an SBFrameList."""
@@ -79,9 +86,9 @@ def _thread_pointer(frames):
         f = frames.GetFrameAtIndex(i)
         if not f.IsValid():
             break
-        reg = f.FindRegister("fs_base")
-        if reg.IsValid() and reg.GetValue() is not None:
-            return reg.GetValueAsUnsigned()
+        tp = _register(f, "fs_base")
+        if tp is not None:
+            return tp
     return None
 
 
@@ -130,10 +137,13 @@ def _deferred():
         _deferring = old
 
 
-# --- cores without NT_FILE (qemu-user's): the modules and the PAC mask lldb lacks -------------
+# --- cores without NT_FILE (qemu-user's) and remote stubs: the modules and PAC mask lldb lacks ---
 
-# (process unique id, sysroot) of each core _prepare_core has done.
+# (process unique id, sysroot) of each target _prepare_target has listed the modules of (a
+# process's are listed again at each command) and said the missing ones of.
 _prepared = set()
+# Unique ids of the processes whose address mask _prepare_target has looked at.
+_masked = set()
 # The non-address bits of a return address on arm64 when the core has no NT_ARM_PAC_MASK: a
 # 48-bit virtual address space, as the core itself assumes (src/arch/aarch64/mod.rs). lldb keeps
 # only the top byte (TBI) then, and its unwind stops at the first signed return address.
@@ -141,37 +151,55 @@ AARCH64_NON_ADDRESS_MASK = 0xFFFF000000000000
 TOP_BYTE_MASK = 0xFF00000000000000
 
 
-def _prepare_core(host):
-    """Gives lldb what an arm64 core without NT_FILE (qemu-user writes none) leaves it without,
-    once per core and sysroot: the pointer-authentication mask (before lldb unwinds past a
-    signed return address; lldb reads NT_ARM_PAC_MASK when a kernel's core has it), and the
-    modules of the dynamic linker's list that lldb did not load, from the files under the
-    platform sysroot (`platform select remote-linux --sysroot DIR`): lldb loads none of them
-    when the sysroot comes after the core, and never the dynamic linker, whose name is in text
-    the core left out. Says in one line what could not be found."""
+def _is_remote(host):
+    """Whether the target is a live process not of this machine: behind a remote stub such as
+    qemu-user's (`gdb-remote PORT`), which shows lldb no mappings and no auxiliary vector."""
+    return host.process.IsValid() and host.core_file() is None and not host.is_local()
+
+
+def _prepare_target(host, modules=True):
+    """Gives lldb what an arm64 core without NT_FILE (qemu-user writes none), or a process
+    behind a remote stub (qemu-user's `-g PORT`), leaves it without, from the files under the
+    platform sysroot (`platform select remote-linux --sysroot DIR`, or `pyunwind sysroot DIR`):
+    the pointer-authentication mask of arm64 (before lldb unwinds past a signed return
+    address; lldb reads NT_ARM_PAC_MASK when a kernel's core has it, and gets the mask from
+    lldb-server), and, with `modules`, the modules of the dynamic linker's list that lldb did
+    not load (`Session.modules`): lldb loads none of a core's when the sysroot comes after the
+    core, never a core's dynamic linker (whose name is in text the core left out), and none of
+    a remote process's when it has no sysroot. Once per core and sysroot; for a process at
+    each command (it may have loaded more since; the list is the stop's session's). Says in
+    one line, once, what could not be found."""
     process, target = host.process, host.target
-    if not process.IsValid() or host.core_file() is None:
+    if not process.IsValid():
         return
+    is_core = host.core_file() is not None
     # Read here for every core, so that the session's key (_key) has it from the start.
     root = host.sysroot()
+    if not is_core and not _is_remote(host):
+        return
     # x86-64 cores (gcore's, the kernel's) have NT_FILE, and lldb finds their modules itself.
-    if _arch(target) != "aarch64":
+    if is_core and _arch(target) != "aarch64":
         return
+    if _arch(target) == "aarch64" and process.GetUniqueID() not in _masked:
+        _masked.add(process.GetUniqueID())
+        if hasattr(process, "SetAddressMask"):
+            mask = process.GetAddressMask(lldb.eAddressMaskTypeCode)
+            if mask & ~TOP_BYTE_MASK == 0:
+                process.SetAddressMask(lldb.eAddressMaskTypeAll, AARCH64_NON_ADDRESS_MASK)
     key = (process.GetUniqueID(), root)
-    if key in _prepared:
+    if not modules or (is_core and key in _prepared):
         return
-    _prepared.add(key)
-    if hasattr(process, "SetAddressMask"):
-        mask = process.GetAddressMask(lldb.eAddressMaskTypeCode)
-        if mask & ~TOP_BYTE_MASK == 0:
-            process.SetAddressMask(lldb.eAddressMaskTypeAll, AARCH64_NON_ADDRESS_MASK)
+    what = "the core's" if is_core else "the process's"
     debugger = target.GetDebugger()
     try:
-        listing = json.loads(_core_session(host).modules())
+        listing = json.loads(_modules_session(host).modules())
     except Exception as e:
+        if key in _prepared:
+            return
+        _prepared.add(key)
         # The command itself says it again, if it needs the session.
         why = fe.error_line(e, _core, "lldb")
-        _write_error_line(debugger, "pyunwind: cannot list the core's modules: %s" % why[why.startswith("pyunwind: ") and 10:])
+        _write_error_line(debugger, "pyunwind: cannot list %s modules: %s" % (what, why[why.startswith("pyunwind: ") and 10:]))
         return
     for m in listing["modules"]:
         if target.ResolveLoadAddress(m["base"]).GetModule().IsValid():
@@ -181,12 +209,14 @@ def _prepare_core(host):
             header = module.GetObjectFileHeaderAddress().GetFileAddress()
             target.SetModuleLoadAddress(module, m["base"] - header)
     problems = listing["problems"]
-    if problems:
+    if problems and key not in _prepared:
         where = "under %s" % root if root else "without a sysroot"
         _write_error_line(debugger, fe.printable(
-            "pyunwind: %d of the core's loaded files not found %s (%s%s); give their directory "
+            "pyunwind: %d of %s loaded files not found %s (%s%s); give their directory "
             "with `pyunwind sysroot DIR` (or `platform select remote-linux --sysroot DIR` before "
-            "loading the core)" % (len(problems), where, problems[0], ", ..." if len(problems) > 1 else "")))
+            "%s)" % (len(problems), what, where, problems[0], ", ..." if len(problems) > 1 else "",
+                     "loading the core" if is_core else "connecting")))
+    _prepared.add(key)
 
 
 class _DirectHost:
@@ -203,8 +233,10 @@ class _DirectHost:
         return "auto"
 
 
-def _core_session(host):
-    if host.memory_mode() != "debugger":
+def _modules_session(host):
+    """A session whose modules are the target's own: a core read directly, or the session of
+    a remote process (whose maps are none: the core follows the dynamic linker's list)."""
+    if host.memory_mode() != "debugger" or host.core_file() is None:
         return session(host, with_ids=False)
     return fe.open_session(core(), _DirectHost(host))
 
@@ -254,12 +286,27 @@ class LldbHost(fe.Host):
         return root
 
     def pid(self):
-        return self.process.GetProcessID() or None
+        # A process of this machine only: the core looks in its /proc (qemu-user's stub calls
+        # every process 1).
+        return self.process.GetProcessID() if self.is_local() else None
 
     def is_local(self):
         platform = self.target.GetPlatform()
         host = platform.IsHost() if hasattr(platform, "IsHost") else platform.GetName() == "host"
-        return host and self.process.IsValid() and self.process.GetPluginName() != "elf-core"
+        if not (host and self.process.IsValid() and self.process.GetPluginName() != "elf-core"):
+            return False
+        # lldb takes a remote stub for the host's when it is given no platform (`gdb-remote
+        # PORT` alone): a process of this machine has its threads in its /proc.
+        pid = self.process.GetProcessID()
+        first = self.process.GetThreadAtIndex(0)
+        return bool(pid) and first.IsValid() and os.path.isdir("/proc/%d/task/%d" % (pid, first.GetThreadID()))
+
+    def exe_base(self):
+        exe = self.target.FindModule(self.target.GetExecutable())
+        if not exe.IsValid():
+            return None
+        base = exe.GetObjectFileHeaderAddress().GetLoadAddress(self.target)
+        return None if base == LLDB_INVALID_ADDRESS else base
 
     def read_memory(self, addr, size):
         err = lldb.SBError()
@@ -277,6 +324,15 @@ class LldbHost(fe.Host):
         return bytes(data)
 
     def maps(self):
+        if _is_remote(self):
+            # lldb knows only what its platform found, and a remote stub shows no mappings:
+            # none, so that the core follows the dynamic linker's list itself (exe_base), as
+            # gdb does on qemu's stub. It needs the executable placed.
+            if self.exe_base() is None:
+                raise fe.FrontendError(
+                    "pyunwind: lldb has no executable for this remote process: give it before "
+                    "connecting (`target create EXE`, or `file EXE`), as its stub does not name it")
+            return ""
         return _maps(self.target)
 
     def thread_ids(self):
@@ -288,6 +344,20 @@ class LldbHost(fe.Host):
                     _state.thread_pointers[t.GetThreadID()] = tp
                     ids.append((t.GetThreadID(), tp))
         return ids
+
+    def thread_syscalls(self, names):
+        # lldb's innermost frame of each thread (its own, not one a frame provider made). lldb
+        # shows no orig_rax on x86-64: those threads are left to /proc (see Host).
+        calls = []
+        with _deferred():
+            for t in self.process:
+                f = t.GetFrameAtIndex(0)
+                if not f.IsValid() or (hasattr(f, "IsSynthetic") and f.IsSynthetic()):
+                    continue
+                values = fe.register_values(lambda name: _register(f, name), names)
+                if values is not None:
+                    calls.append((t.GetThreadID(), values))
+        return calls
 
     def thread(self):
         if self.thread_ is None or not self.thread_.IsValid():
@@ -335,12 +405,11 @@ class LldbHost(fe.Host):
             frames = [t.GetFrameAtIndex(i) for i in range(min(t.GetNumFrames(), MAX_NATIVE_FRAMES))]
             if not frames or any(f.IsSynthetic() for f in frames if hasattr(f, "IsSynthetic")):
                 return None
-            arg = frames[0].FindRegister(_first_argument_register(self.target))
             lldbs = {
                 "names": [_function_name(f) for f in frames],
                 "pcs": [f.GetPC() for f in frames],
                 "sps": [f.GetSP() for f in frames],
-                "wait_addr": arg.GetValueAsUnsigned() if arg.IsValid() and arg.GetValue() is not None else None,
+                "wait_addr": _register(frames[0], _first_argument_register(self.target)),
             }
             if session is None or self._places_every_python_frame(session, lldbs):
                 return lldbs
@@ -449,7 +518,7 @@ _python_levels = {}
 
 def _key(host):
     p = host.process
-    # The sysroot the last command found (_prepare_core reads it first): a new one opens a
+    # The sysroot the last command found (_prepare_target reads it first): a new one opens a
     # new session, which finds the files the old one could not.
     root = _sysroots.get(host.target.GetDebugger().GetID())
     return (p.GetUniqueID(), p.GetProcessID(), p.GetStopID(), host.core_file(), _settings["memory"], root)
@@ -496,7 +565,7 @@ class _Command:
             # missed it: from the next stop on at least.
             _sync_provider(exe_ctx.GetTarget())
             host = LldbHost(exe_ctx.GetTarget(), exe_ctx.GetProcess(), exe_ctx.GetThread(), result)
-            _prepare_core(host)
+            _prepare_target(host)
             _commands.run(self.name, host, command)
             result.SetStatus(lldb.eReturnStatusSuccessFinishResult)
         except Exception as e:
@@ -578,7 +647,7 @@ Usage: pyunwind show [NAME]
         # What `platform select --sysroot` sets, on the target's own platform (a platform
         # selected after the target was made is another one).
         target.GetPlatform().SetSDKRoot(root)
-        _prepare_core(host)
+        _prepare_target(host)
         result.SetStatus(lldb.eReturnStatusSuccessFinishNoResult)
 
 
@@ -1192,7 +1261,7 @@ def _sync_provider(target):
 
 class ProviderStopHook:
     """Registers the frame provider on a target when it first stops (lldb 22+), and gives an
-    arm64 core what lldb lacks (_prepare_core; every lldb). lldb copies the dummy
+    arm64 core what lldb lacks (_prepare_target; every lldb). lldb copies the dummy
     target's stop hooks to each target created later and runs them on the thread that attaches
     or loads the core, before anyone can ask that target for frames. The new-target watcher
     alone lost that race: lldb-dap answered `stackTrace` on a core before the watcher's thread
@@ -1205,10 +1274,13 @@ class ProviderStopHook:
         target = exe_ctx.GetTarget()
         _sync_provider(target)
         _prepare_existing(target)
-        # Its work is done on this target: gone from it (lldb runs a copy of the hook list, so
-        # this is safe here), so that it adds nothing to the stop output of a user's own hooks
-        # (lldb heads each hook's output with its name when there are several).
-        if _stop_hook_id is not None:
+        # Its work is done on this target: gone from it (lldb 22 runs a copy of the hook list,
+        # so this is safe there), so that it adds nothing to the stop output of a user's own
+        # hooks (lldb heads each hook's output with its name when there are several). lldb 19
+        # walks the list itself and crashes at the next resume when a hook deletes one (seen
+        # attached to a process, at `continue`): there it stays, and does nothing new at
+        # later stops (each step above is done once per target).
+        if _stop_hook_id is not None and _LLDB_MAJOR >= HOOK_LIST_COPIED_FROM_MAJOR:
             result = lldb.SBCommandReturnObject()
             target.GetDebugger().GetCommandInterpreter().HandleCommand(
                 "target stop-hook delete %d" % _stop_hook_id, exe_ctx, result)
@@ -1218,6 +1290,11 @@ class ProviderStopHook:
 
 # The id of ProviderStopHook on the dummy target, which the targets made later copy.
 _stop_hook_id = None
+# The first lldb whose stop hooks may delete themselves (see ProviderStopHook.handle_stop).
+HOOK_LIST_COPIED_FROM_MAJOR = 22
+_version = re.match(r"lldb version (\d+)\.", lldb.SBDebugger.GetVersionString() or "")
+# lldb's major version (0 when its version string says none).
+_LLDB_MAJOR = int(_version.group(1)) if _version else 0
 
 
 def _add_provider_stop_hook(debugger):
@@ -1263,12 +1340,16 @@ _registered = False
 
 
 def _prepare_existing(target):
-    """_prepare_core outside a command: for a target whose core is loaded already."""
+    """_prepare_target outside a command: for a target whose core is loaded (or process
+    attached) already."""
     process = target.GetProcess() if target is not None and target.IsValid() else None
     if process is None or not process.IsValid():
         return
     try:
-        _prepare_core(LldbHost(target, process, process.GetSelectedThread(), lldb.SBCommandReturnObject()))
+        host = LldbHost(target, process, process.GetSelectedThread(), lldb.SBCommandReturnObject())
+        # A process's modules when a command needs them: at the first stop of a stub, the
+        # dynamic linker has made no list yet.
+        _prepare_target(host, modules=host.core_file() is not None)
     except Exception as e:
         _write_error_line(target.GetDebugger(), fe.error_line(e, _core, "lldb"))
 
@@ -1283,7 +1364,8 @@ def __lldb_init_module(debugger, internal_dict):
         _prepare_existing(debugger.GetTargetAtIndex(i))
     if not first:
         return
-    # Every lldb: the stop hook prepares arm64 cores (_prepare_core) as they are loaded.
+    # Every lldb: the stop hook prepares arm64 cores and remote processes (_prepare_target)
+    # as they are loaded or attached.
     _add_provider_stop_hook(debugger)
     if not _has_provider_api:
         return

@@ -283,6 +283,12 @@ class Host:
         modules from the dynamic linker's list."""
         return None
 
+    def exe_base(self):
+        """Where the executable's ELF header is loaded, or None: for a debugger that shows no
+        mappings and has no auxv() to give (lldb), so that the core can still find the
+        modules from the dynamic linker's list."""
+        return None
+
     def maps(self):
         """/proc/PID/maps-like text of the target's file mappings (see maps_text)."""
         raise NotImplementedError
@@ -298,8 +304,9 @@ class Host:
     def thread_syscalls(self, names):
         """(LWP, [values of the registers `names`]) of each thread, from the debugger's
         registers (`Session.syscall_registers` names them: x86-64 orig_rax and the arguments,
-        arm64 pc, x8 and the arguments), for `py-why` when memory is read through the debugger;
-        None when it cannot read them."""
+        arm64 pc, x8 and the arguments; see register_values), for `py-why` when memory is read
+        through the debugger; None when it cannot read them. A thread left out is read from
+        /proc where the process is local (lldb has no orig_rax)."""
         return None
 
     def write(self, text):
@@ -343,6 +350,25 @@ class Host:
         return None
 
 
+U64 = (1 << 64) - 1
+
+
+def register_values(read, names):
+    """[the value of each register of `names`] as unsigned 64-bit numbers, `read(name)`
+    giving one as an int (None, or raising LookupError or ValueError, where the debugger has
+    no such register); None when one is missing (Host.thread_syscalls)."""
+    values = []
+    for name in names:
+        try:
+            v = read(name)
+        except (LookupError, ValueError):
+            return None
+        if v is None:
+            return None
+        values.append(int(v) & U64)
+    return values
+
+
 def open_session(core, host, thread_ids=None):
     """A `_pyunwind.Session` for the host's target: a core file or a local process read
     directly unless the memory mode says otherwise, else memory through the debugger."""
@@ -376,9 +402,12 @@ def _open(core, cls, host, **kwargs):
         if mode == "direct":
             raise FrontendError("pyunwind: no direct memory source for this target")
     maps = host.maps()
-    auxv = None if maps.strip() else host.auxv()
+    auxv = exe_base = None
+    if not maps.strip():
+        auxv, exe_base = host.auxv(), host.exe_base()
     return cls.debugger(host.read_memory, maps, pid=host.pid() or None, sysroot=host.sysroot(),
-                        auxv=auxv, exe=host.executable() if auxv else None, **kwargs)
+                        auxv=auxv, exe=host.executable() if auxv or exe_base is not None else None,
+                        exe_base=exe_base, **kwargs)
 
 
 _AUXV_ROW = re.compile(r"^\s*(\d+)\s+\S+\s.*?\s(0x[0-9a-fA-F]+|\d+)(\s+\".*\")?\s*$")

@@ -165,7 +165,7 @@ def _all_thread_ids(inf):
     return _each_thread(inf, read)
 
 
-U64 = (1 << 64) - 1
+U64 = fe.U64
 
 
 def _thread_syscalls(inf, names):
@@ -175,10 +175,10 @@ def _thread_syscalls(inf, names):
     def read(t):
         try:
             f = gdb.newest_frame()
-            values = [int(f.read_register(r)) & U64 for r in names]
-        except (gdb.error, ValueError):
+            values = fe.register_values(lambda r: int(f.read_register(r)), names)
+        except gdb.error:
             return None
-        return _thread_key(t), values
+        return None if values is None else (_thread_key(t), values)
     return _each_thread(inf, read)
 
 

@@ -165,12 +165,18 @@ impl Target {
     /// A debugger target that knows no mappings (gdb attached to a remote stub such as
     /// qemu-user's has no `info proc mappings`): places the modules from the auxiliary vector
     /// and the dynamic linker's list, as for a core without NT_FILE ([`crate::memory::link_map`]).
-    /// `exe` is the executable the debugger loaded. Returns what could not be found.
-    pub fn place_modules(&mut self, auxv: &[(u64, u64)], exe: Option<&str>) -> Result<Vec<String>> {
+    /// `exe` is the executable the debugger loaded, `exe_base` where its ELF header is loaded
+    /// (for a debugger that has no auxiliary vector to give). Returns what could not be found.
+    pub fn place_modules(
+        &mut self,
+        auxv: &[(u64, u64)],
+        exe: Option<&str>,
+        exe_base: Option<u64>,
+    ) -> Result<Vec<String>> {
         if !self.mappings.is_empty() {
             return Ok(Vec::new());
         }
-        let found = crate::memory::link_map::find(&*self.mem, auxv, &self.files, exe)
+        let found = crate::memory::link_map::find(&*self.mem, auxv, &self.files, exe, exe_base)
             .map_err(|e| Error::Usage(format!("the debugger shows no mappings, and {e}")))?;
         self.mappings = found.mappings;
         self.module_problems = found.problems.clone();

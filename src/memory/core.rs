@@ -268,8 +268,8 @@ impl CoreMemory {
             files: Mutex::new(HashMap::new()),
         };
         if mem.info.mappings.is_empty() && !mem.info.auxv.is_empty() {
-            let found =
-                super::link_map::find(&mem, &mem.info.auxv, &mem.lookup, exe).map_err(|e| {
+            let found = super::link_map::find(&mem, &mem.info.auxv, &mem.lookup, exe, None)
+                .map_err(|e| {
                     Error::bad_file(path, format!("core file has no NT_FILE note, and {e}"))
                 })?;
             mem.info.mappings = found.mappings;

@@ -43,12 +43,15 @@ pub struct Found {
 }
 
 /// The mappings of the executable (`exe`, else the core's `AT_EXECFN`) and of every object on
-/// the dynamic linker's list. `Err` when not even the executable can be placed.
+/// the dynamic linker's list. The executable is placed by `AT_PHDR`, else by `exe_base`, the
+/// address its ELF header is loaded at (what a debugger without the auxiliary vector knows:
+/// lldb). `Err` when not even the executable can be placed.
 pub fn find(
     mem: &dyn Memory,
     auxv: &[(u64, u64)],
     lookup: &FileLookup,
     exe: Option<&str>,
+    exe_base: Option<u64>,
 ) -> Result<Found, String> {
     let aux = |t: u64| auxv.iter().find(|(k, _)| *k == t).map(|&(_, v)| v);
     let page = aux(AT_PAGESZ)
@@ -63,14 +66,24 @@ pub fn find(
                 .ok_or("the core's executable name (AT_EXECFN) is unreadable: give --exe")?
         }
     };
-    let phdr = aux(AT_PHDR).ok_or("the core has no AT_PHDR: its executable cannot be placed")?;
+    let phdr = aux(AT_PHDR);
+    if phdr.is_none() && exe_base.is_none() {
+        return Err("the core has no AT_PHDR: its executable cannot be placed".into());
+    }
     let local = lookup.resolve(&exe_path).map_err(|e| e.to_string())?;
     let image = Image::load(&local).map_err(|e| format!("{local}: {e}"))?;
-    let bias = phdr.wrapping_sub(
-        image
-            .phdr_vaddr
-            .ok_or_else(|| format!("{local}: no program header table in a loaded segment"))?,
-    );
+    let bias = match (phdr, exe_base) {
+        (Some(phdr), _) => phdr.wrapping_sub(
+            image
+                .phdr_vaddr
+                .ok_or_else(|| format!("{local}: no program header table in a loaded segment"))?,
+        ),
+        (None, base) => base.unwrap_or(0).wrapping_sub(
+            image
+                .header_vaddr()
+                .ok_or_else(|| format!("{local}: no loaded segment holds its ELF header"))?,
+        ),
+    };
     let mut found = Found::default();
     image.push_mappings(&exe_path, bias, page, &mut found.mappings);
     let interp = image.interp.clone();
@@ -257,6 +270,15 @@ impl Image {
         Ok(img)
     }
 
+    /// The address its ELF header (file offset 0) is linked at: in the PT_LOAD that maps
+    /// offset 0.
+    fn header_vaddr(&self) -> Option<u64> {
+        self.loads
+            .iter()
+            .find(|&&(_, off, filesz)| off == 0 && filesz > 0)
+            .map(|&(vaddr, _, _)| vaddr)
+    }
+
     /// One mapping per PT_LOAD, page-aligned as the loader maps them; only the file-backed
     /// part (the rest, .bss, is anonymous memory the core holds).
     fn push_mappings(&self, path: &str, bias: u64, page: u64, out: &mut Vec<FileMapping>) {
@@ -316,6 +338,11 @@ mod tests {
         (m, auxv, img, bias, exe)
     }
 
+    /// The modules `find` places from `auxv` alone, without a sysroot.
+    fn find_by_auxv(m: &FakeMemory, auxv: &[(u64, u64)]) -> Found {
+        find(m, auxv, &FileLookup::new(FileSearch::default()), None, None).unwrap()
+    }
+
     #[test]
     fn the_executable_is_placed_and_a_looping_list_is_cut() {
         // exe (empty name) -> an object with an unreadable name -> back to the exe: a loop.
@@ -326,7 +353,7 @@ mod tests {
         ];
         let (mut m, auxv, img, bias, exe) = setup(&chain);
         m.put(empty, b"\0");
-        let found = find(&m, &auxv, &FileLookup::new(FileSearch::default()), None).unwrap();
+        let found = find_by_auxv(&m, &auxv);
         let first_load = img.loads.iter().find(|l| l.2 > 0).unwrap();
         assert_eq!(found.mappings[0].path, exe);
         assert_eq!(found.mappings[0].start, (bias + first_load.0) & !0xfff);
@@ -339,6 +366,25 @@ mod tests {
     }
 
     #[test]
+    fn the_executable_is_placed_by_its_header_address_without_at_phdr() {
+        // A debugger without the auxiliary vector (lldb) knows where the ELF header is loaded.
+        let (m, auxv, img, bias, exe) = setup(&[(0x7300_0000, 0, 0)]);
+        let lookup = FileLookup::new(FileSearch::default());
+        let by_phdr = find_by_auxv(&m, &auxv);
+        let header = bias + img.header_vaddr().unwrap();
+        let no_phdr: Vec<_> = auxv.iter().copied().filter(|a| a.0 != AT_PHDR).collect();
+        let by_base = find(&m, &no_phdr, &lookup, Some(&exe), Some(header)).unwrap();
+        let spans = |f: &Found| {
+            f.mappings
+                .iter()
+                .map(|m| (m.start, m.end, m.offset, m.path.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert!(!by_base.mappings.is_empty());
+        assert_eq!(spans(&by_base), spans(&by_phdr));
+    }
+
+    #[test]
     fn a_missing_file_and_a_cut_list_are_problems_not_errors() {
         let name = 0x7200_0000u64;
         let chain = [
@@ -347,7 +393,7 @@ mod tests {
         ];
         let (mut m, auxv, _, _, _) = setup(&chain);
         m.put(name, b"/nonexistent/libfoo.so\0");
-        let found = find(&m, &auxv, &FileLookup::new(FileSearch::default()), None).unwrap();
+        let found = find_by_auxv(&m, &auxv);
         assert!(
             found.problems.iter().any(|p| p.contains("libfoo")),
             "{:?}",
@@ -367,10 +413,31 @@ mod tests {
     fn no_executable_is_an_error() {
         let m = FakeMemory::new();
         let lookup = FileLookup::new(FileSearch::default());
-        assert!(find(&m, &[], &lookup, None).unwrap_err().contains("--exe"));
-        assert!(find(&m, &[(AT_EXECFN, 0x10)], &lookup, None)
+        assert!(find(&m, &[], &lookup, None, None)
+            .unwrap_err()
+            .contains("--exe"));
+        assert!(find(&m, &[(AT_EXECFN, 0x10)], &lookup, None, None)
             .unwrap_err()
             .contains("unreadable"));
-        assert!(find(&m, &[(AT_PHDR, 0x10)], &lookup, Some("/nonexistent/python")).is_err());
+        assert!(find(
+            &m,
+            &[(AT_PHDR, 0x10)],
+            &lookup,
+            Some("/nonexistent/python"),
+            None
+        )
+        .is_err());
+        assert!(find(
+            &m,
+            &[],
+            &lookup,
+            Some("/nonexistent/python"),
+            Some(0x40_0000)
+        )
+        .is_err());
+        let exe = std::env::current_exe().unwrap().display().to_string();
+        assert!(find(&m, &[], &lookup, Some(&exe), None)
+            .unwrap_err()
+            .contains("AT_PHDR"));
     }
 }

@@ -109,7 +109,7 @@ impl PyJit {
     }
 
     #[staticmethod]
-    #[pyo3(signature = (read, maps, pid=None, inputs=None, sysroot=None, auxv=None, exe=None))]
+    #[pyo3(signature = (read, maps, pid=None, inputs=None, sysroot=None, auxv=None, exe=None, exe_base=None))]
     #[allow(clippy::too_many_arguments)]
     fn debugger(
         read: Py<PyAny>,
@@ -119,10 +119,16 @@ impl PyJit {
         sysroot: Option<String>,
         auxv: Option<Vec<(u64, u64)>>,
         exe: Option<&str>,
+        exe_base: Option<u64>,
     ) -> PyResult<Self> {
         guard("Jit.debugger", || {
+            let unmapped = super::Unmapped {
+                auxv,
+                exe,
+                exe_base,
+            };
             make(
-                super::callback_target(read, maps, pid, sysroot, auxv, exe).map_err(err)?,
+                super::callback_target(read, maps, pid, sysroot, unmapped).map_err(err)?,
                 inputs,
             )
         })

@@ -79,16 +79,23 @@ fn search(sysroot: Option<String>) -> FileSearch {
     }
 }
 
-/// A target read through the debugger's `read(addr, size) -> bytes`.
-/// `auxv` and `exe`: for a debugger that shows no mappings, where the modules are found
-/// from ([`Target::place_modules`]).
+/// Where a debugger that shows no mappings has the modules found from
+/// ([`Target::place_modules`]): the auxiliary vector (gdb's `info auxv`), the executable it
+/// loaded, and where that executable's ELF header is loaded (lldb, which has no auxv to give).
+struct Unmapped<'a> {
+    auxv: Option<Vec<(u64, u64)>>,
+    exe: Option<&'a str>,
+    exe_base: Option<u64>,
+}
+
+/// A target read through the debugger's `read(addr, size) -> bytes`; `unmapped` places the
+/// modules when `maps` is empty.
 fn callback_target(
     read: Py<PyAny>,
     maps: &str,
     pid: Option<u32>,
     sysroot: Option<String>,
-    auxv: Option<Vec<(u64, u64)>>,
-    exe: Option<&str>,
+    unmapped: Unmapped<'_>,
 ) -> crate::Result<Target> {
     let mem = CallbackMemory::new(move |addr: u64, len: usize| {
         Python::attach(|py| {
@@ -104,8 +111,9 @@ fn callback_target(
         pid,
         search(sysroot),
     );
-    if let Some(a) = auxv.filter(|_| t.mappings.is_empty()) {
-        t.place_modules(&a, exe)?;
+    if t.mappings.is_empty() && (unmapped.auxv.is_some() || unmapped.exe_base.is_some()) {
+        let auxv = unmapped.auxv.unwrap_or_default();
+        t.place_modules(&auxv, unmapped.exe, unmapped.exe_base)?;
     }
     Ok(t)
 }
@@ -176,9 +184,11 @@ impl PySession {
     }
 
     /// Memory through `read(addr, size) -> bytes` (raising on failure); `maps` is the text of
-    /// /proc/PID/maps (or the debugger's equivalent).
+    /// /proc/PID/maps (or the debugger's equivalent). With no maps, the modules are found
+    /// from the dynamic linker's list: the executable `exe` placed by `auxv`'s AT_PHDR, else
+    /// by `exe_base` (where its ELF header is loaded).
     #[staticmethod]
-    #[pyo3(signature = (read, maps, pid=None, thread_ids=None, sysroot=None, auxv=None, exe=None))]
+    #[pyo3(signature = (read, maps, pid=None, thread_ids=None, sysroot=None, auxv=None, exe=None, exe_base=None))]
     #[allow(clippy::too_many_arguments)]
     fn debugger(
         read: Py<PyAny>,
@@ -188,10 +198,16 @@ impl PySession {
         sysroot: Option<String>,
         auxv: Option<Vec<(u64, u64)>>,
         exe: Option<&str>,
+        exe_base: Option<u64>,
     ) -> PyResult<Self> {
         guard("Session.debugger", || {
+            let unmapped = Unmapped {
+                auxv,
+                exe,
+                exe_base,
+            };
             open(
-                callback_target(read, maps, pid, sysroot, auxv, exe).map_err(err)?,
+                callback_target(read, maps, pid, sysroot, unmapped).map_err(err)?,
                 thread_ids,
             )
         })

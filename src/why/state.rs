@@ -12,9 +12,9 @@
 //! | `syscall` | blocked in a system call |
 //! | `running` | holding the GIL (free-threaded: attached, 3.13+), in no system call |
 //!
-//! The first that holds wins, in that order. The debugger's memory source has no notes or
-//! /proc: the frontend gives the debugger's registers (`Session::set_debugger_syscalls`), else
-//! only `gc` can show there.
+//! The first that holds wins, in that order. The debugger's memory source has no notes: the
+//! frontend gives the debugger's registers (`Session::set_debugger_syscalls`), else /proc
+//! where the process is local, else only `gc` can show there.
 
 use crate::cpython::FrameItem;
 use crate::memory::{proc_syscall, ProcSyscall};
@@ -167,14 +167,14 @@ fn syscall(session: &Session, t: &ThreadReport) -> Option<Option<Syscall>> {
                     .map(|r| ct.regs.get(r).unwrap_or(0)),
             }))
         }
-        // /proc shows the system calls of the target's own architecture (the host's).
-        SourceKind::Live => match proc_syscall(session.target.pid?, lwp)? {
-            ProcSyscall::In { nr, args } => Some(Some(Syscall { nr, args })),
-            ProcSyscall::Outside | ProcSyscall::Running => Some(None),
-        },
-        // Memory read through the debugger: its registers, where the frontend gave them.
+        SourceKind::Live => kernel_syscall(session.target.pid?, lwp),
+        // Memory read through the debugger: its registers, where the frontend gave them; else,
+        // for a process of this machine (the frontends give a pid only then), /proc (lldb
+        // shows no orig_rax on x86-64).
         SourceKind::Debugger => {
-            let values = session.debugger_syscall(lwp)?;
+            let Some(values) = session.debugger_syscall(lwp) else {
+                return kernel_syscall(session.target.pid?, lwp);
+            };
             let read = |a: u64| session.snap.mem.read_u32(a).ok();
             match session.target.arch.syscall_from_registers(values, &read)? {
                 (NO_SYSCALL, _) => Some(None),
@@ -182,5 +182,14 @@ fn syscall(session: &Session, t: &ThreadReport) -> Option<Option<Syscall>> {
                 _ => None,
             }
         }
+    }
+}
+
+/// What /proc/PID/task/TID/syscall shows of thread `lwp` of local process `pid`: the system
+/// calls of the target's own architecture (the host's).
+fn kernel_syscall(pid: u32, lwp: u64) -> Option<Option<Syscall>> {
+    match proc_syscall(pid, lwp)? {
+        ProcSyscall::In { nr, args } => Some(Some(Syscall { nr, args })),
+        ProcSyscall::Outside | ProcSyscall::Running => Some(None),
     }
 }

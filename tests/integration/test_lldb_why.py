@@ -1,12 +1,17 @@
 """`py-why` in lldb: the same verdict, waits, holds and deadlocks as the CLI's `--why` on a core
-of the lock-order deadlock scenario (the gdb side: test_why_gdb.py). Runs under
-`make integration-lldb` ($PYUNWIND_LLDB)."""
+of the lock-order deadlock scenario (the gdb side: test_why_gdb.py); and on a live process lldb
+attached, each thread's state and system call, as the kernel shows them at that stop
+(tests/scenarios/why_state.py; the arm64 side, from lldb's registers through qemu's stub:
+test_lldb_arm64_live.py). Runs under `make integration-lldb` ($PYUNWIND_LLDB)."""
 
 import json
+
+import pytest
 
 import harness
 from test_lldb import json_from, mark, run_lldb, split
 from test_why_gdb import cli_why, verdict, why_core, why_fields  # noqa: F401
+from test_why_state import DOING, NAMES, uvloop_env
 
 
 def test_lldb_py_why_is_the_cli_why(why_core):  # noqa: F811
@@ -19,3 +24,43 @@ def test_lldb_py_why_is_the_cli_why(why_core):  # noqa: F811
     text = got["TEXT"].split("(lldb) py-why\n", 1)[1]
     assert verdict(text) == verdict(cli_why(core)), text
     assert harness.panic_in(out) is None, out
+
+
+# What each thread's /proc/PID/task/TID/syscall starts with (the call's number, `running`, or
+# -1 outside a call), read by lldb's own Python at the stop pyunwind reads.
+PROC_SYSCALLS = ("script import json; p = lldb.process; print(json.dumps({t.GetThreadID(): "
+                 "open('/proc/%d/task/%d/syscall' % (p.GetProcessID(), t.GetThreadID())).read().split()[0] "
+                 "for t in p}))")
+
+
+@pytest.fixture(scope="module")
+def why_state():
+    interp = harness.pick(["debian-3.11"])[0]
+    with harness.Scenario(interp, "why_state", env=uvloop_env(interp)) as sc:
+        yield interp, sc
+
+
+def test_lldb_py_why_live_syscalls(why_state):
+    """Each thread of why_state in lldb, memory read directly and through lldb: its state and
+    system call are the kernel's at the stop (`futex`, `read`, `clock_nanosleep`...). lldb
+    shows no orig_rax on x86-64 (lldb-server sends none), so through lldb the core reads
+    /proc for a process of this machine, as it does directly."""
+    interp, sc = why_state
+    out = run_lldb(interp, mark("PROC"), PROC_SYSCALLS, mark("AUTO"), "py-why --json",
+                   "pyunwind set memory debugger", mark("DBG"), "py-why --json", pid=sc.pid)
+    got = split(out, ["PROC", "AUTO", "DBG"])
+    proc = json.loads(next(line for line in got["PROC"].splitlines() if line.startswith("{")))
+    kernel = {}
+    for t in sc.truth["threads"]:
+        first = proc[str(t["native_id"])]
+        kernel[t["name"]] = None if first == "running" or int(first) < 0 else NAMES[int(first)]
+    for name, source in (("AUTO", "live"), ("DBG", "debugger")):
+        report = json_from(got[name])
+        assert report["python"]["source"] == source, report["python"]
+        threads = {t["name"]: t for t in report["threads"]}
+        assert set(threads) == set(sc.truth["doing"]), sorted(threads)
+        for thread, doing in sc.truth["doing"].items():
+            state, calls = DOING[doing]
+            assert kernel[thread] in calls, (thread, kernel[thread])
+            t = threads[thread]
+            assert (t["state"], t["syscall"]) == (state, kernel[thread]), (name, thread, t)
