@@ -13,15 +13,20 @@ cores (arm64_harness, the cores of test_arm64's fixture).
   loaded, and on which machine it runs (`aarch64`).
 - Checked exactly against each scenario's truth, as test_arm64 and test_lldb_arm64 check
   gdb-multiarch and the host's lldb (their checks, reused): gdb's `py-bt` and `py-bt -a --json`,
-  the `bt` frame filter's Python frames in every thread, `py-locals` and `py-up`,
+  the `bt` frame filter's Python frames in every thread (bookworm's 3.11 and sid's 3.14),
+  `py-locals` and `py-up`,
   `py-bt-async --json` and `py-tasks`; lldb 22's `py-bt`, `py-bt -a --json` (memory read
   directly and through lldb), its own `bt` to `_start` through sid's signed return addresses
   and the frame provider's Python frames in `bt`; lldb 19's `py-locals`, `py-list`, `py-up`,
   `py-bt-async --json` and `py-tasks`.
 
-What qemu-user cannot do: it has no ptrace for a guest (PTRACE_ATTACH and the other requests
-fail), so a debugger under qemu cannot attach to or run a process: these debuggers read cores
-only. (test_arm64 attaches gdb-multiarch to `qemu-aarch64 -g PORT` for the live case.)
+What qemu-user cannot do: it implements no ptrace(2) for its guest (the call fails with ENOSYS),
+so a debugger under qemu can neither attach to a process nor run one: gdb says `ptrace: Function
+not implemented` for `-p PID` and cannot trace what it runs (`During startup program exited
+with code 127`); lldb attaches through lldb-server, which it execs as a process of its own (an
+arm64 binary the host cannot exec without a binfmt handler: `execve failed: Exec format error`),
+and which would need ptrace too. These debuggers read cores only. (test_arm64 attaches
+gdb-multiarch to `qemu-aarch64 -g PORT` for the live case.)
 lldb 22 runs on qemu's Neoverse N1 CPU (no pointer authentication; arm64_harness.DEBUGGERS says
 why), the other debuggers and every scenario on qemu's default `max` CPU (sid's python3.14 signs
 its return addresses there).
@@ -62,8 +67,11 @@ def check_module(out, wheel):
 
 def gdb(stop, wheel, *commands):
     """bookworm's arm64 gdb under qemu on the core of `stop`, with the wheel's gdb script:
-    `commands`, then SHOW_MODULE (checked). Its stdout."""
-    out = gdb_with_pyunwind(stop.root, stop.interp.guest_exe, [stop.core],
+    `commands`, then SHOW_MODULE (checked). Its stdout. A sid core is read from its copy with
+    the PAC mask notes (test_arm64.Stop.pac_core): gdb 13 unwinds no signed return address
+    without them, natively on arm64 as in gdb-multiarch."""
+    core = stop.pac_core() if stop.interp.minor >= 14 else stop.core
+    out = gdb_with_pyunwind(stop.root, stop.interp.guest_exe, [core],
                             [*commands, "python " + SHOW_MODULE],
                             gdb=arm64_harness.debugger("gdb"),
                             script=wheel[1] / "pyunwind" / "pyunwind-gdb.py")
@@ -89,7 +97,7 @@ def marks(out, *names):
 # --- gdb 13 (bookworm) ---------------------------------------------------------------------
 
 
-@on("%s:threads" % BOOKWORM)
+@on("%s:threads" % BOOKWORM, "%s:threads" % SID)
 def test_gdb_threads(stop, wheel):
     """`py-bt` is the main thread's Python stack; `py-bt -a --json` is every thread of the
     truth; `thread apply all bt` has, through the frame filter, each thread's Python frames in
