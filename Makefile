@@ -46,8 +46,10 @@ pythons:
 	bash tools/pythons.sh
 
 # Debian's arm64 python3.11 (bookworm) and python3.14/3.15 (sid), each root with its library
-# closure, in $(PYUNWIND_CACHE)/arm64, run under qemu-user by tests/integration/test_arm64.py
-# (installs qemu-user and gdb-multiarch when missing; about 6 minutes once, then reused).
+# closure, in $(PYUNWIND_CACHE)/arm64, run under qemu-user by tests/integration/test_arm64.py,
+# and Debian's arm64 gdb 13 and lldb 19 (bookworm) and lldb 22 (sid) in roots of their own, run
+# by test_arm64_native_debuggers.py (installs qemu-user and gdb-multiarch when missing; about
+# 9 minutes once, then reused).
 arm64:
 	bash tools/arm64.sh
 

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Debian's own arm64 (aarch64) interpreters, run on this x86-64 machine under qemu-user, for the
-# arm64 tests (tests/integration/test_arm64.py); safe to run again and again.
+# Debian's own arm64 (aarch64) interpreters and debuggers, run on this x86-64 machine under
+# qemu-user, for the arm64 tests (tests/integration/test_arm64*.py); safe to run again and again.
 #
 #   $PYUNWIND_CACHE/arm64/bookworm   Debian 12 arm64 python3.11 (libpython3.11-stdlib) and its
 #       library closure (libc6 2.36, zlib1g, libexpat1, libffi8, libssl3...).
 #   $PYUNWIND_CACHE/arm64/sid        Debian sid arm64 python3.14 and python3.15 (JIT compiled
 #       in, off unless PYTHON_JIT=1; -mbranch-protection=standard: PAC in saved return
 #       addresses) with sid's glibc.
+#   $PYUNWIND_CACHE/arm64/bookworm-debuggers   Debian 12 arm64 gdb 13.1 and lldb-19, both
+#       embedding python3.11 (libpython3.11), with their library closure.
+#   $PYUNWIND_CACHE/arm64/sid-debuggers        Debian sid arm64 lldb-22, embedding python3.14.
 #
-# Each root is what `qemu-aarch64 -L ROOT ROOT/usr/bin/python3.X` runs and what
-# `pyunwind core CORE --sysroot ROOT` reads: the packages unpacked with `dpkg-deb -x` (no
+# An interpreter root is what `qemu-aarch64 -L ROOT ROOT/usr/bin/python3.X` runs and what
+# `pyunwind core CORE --sysroot ROOT` reads; a debugger root what `qemu-aarch64 -L ROOT
+# ROOT/usr/bin/gdb` (or lldb-N) runs, given an interpreter root as its sysroot. Each is the packages unpacked with `dpkg-deb -x` (no
 # maintainer scripts), laid out merged-/usr as a Debian system is (bin, sbin, lib -> usr/...),
 # absolute symlinks made relative so that they resolve inside the root, and the standard-library
 # modules the scenarios import byte-compiled once by the root's own interpreter (it only saves
@@ -23,7 +27,8 @@
 # Host packages: qemu-user (qemu-aarch64) and gdb-multiarch, installed with apt-get only when
 # missing. Any failure exits non-zero (CI must fail, not skip).
 #
-# The last lines on stdout are machine-readable: `bookworm=ROOT` and `sid=ROOT`.
+# The last lines on stdout are machine-readable: `bookworm=ROOT`, `sid=ROOT`,
+# `bookworm-debuggers=ROOT` and `sid-debuggers=ROOT`.
 set -euo pipefail
 
 CACHE="${PYUNWIND_CACHE:-$HOME/.cache/pyunwind}/arm64"
@@ -103,21 +108,21 @@ deb_of() {
     return 0
 }
 
-# closure SUITE WANT SKIP [refresh]: writes $DL/SUITE.list (NAME=VERSION of the dependency
-# closure, first alternative of each Depends/Pre-Depends) and downloads what is not in
+# closure LIST SUITE WANT SKIP [refresh]: writes $DL/LIST.list (NAME=VERSION of the dependency
+# closure in SUITE, first alternative of each Depends/Pre-Depends) and downloads what is not in
 # $DL/debs yet.
 closure() {
-    local suite=$1 want=$2 skip=$3 pk line need=()
-    pk=$(apt_lists "$suite" "${4:-}") || exit 1
+    local list=$1 suite=$2 want=$3 skip=$4 pk line need=()
+    pk=$(apt_lists "$suite" "${5:-}") || exit 1
     apt_opts "$suite"
     /usr/lib/apt/apt-helper cat-file "$pk" | python3 "$HERE/sid_closure.py" "$want" "$skip" \
-        >"$DL/$suite.list" || die "$suite: dependency closure failed"
+        >"$DL/$list.list" || die "$list: dependency closure in $suite failed"
     mkdir -p "$DL/debs"
     while read -r line; do
         [ -n "$(deb_of "$line")" ] || need+=("$line")
-    done <"$DL/$suite.list"
+    done <"$DL/$list.list"
     if [ "${#need[@]}" -gt 0 ]; then
-        log "$suite: downloading ${#need[@]} of $(wc -l <"$DL/$suite.list") packages"
+        log "$list: downloading ${#need[@]} of $(wc -l <"$DL/$list.list") packages ($suite)"
         (cd "$DL/debs" && apt-get "${APT[@]}" download "${need[@]}" >&2) || return 1
     fi
     return 0
@@ -193,20 +198,26 @@ print(struct.unpack_from("<H", open(sys.argv[1], "rb").read(20), 18)[0])' "$exe"
     fi
 }
 
-# build_root NAME SUITE "WANT" "SKIP" "PYTHONS" [jit]
-build_root() {
-    local name=$1 suite=$2 want=$3 skip=$4 pythons=$5 jit=${6:-} R="$CACHE/$1" line deb py
-    # The STAMP holds the recipe: a root made from another one is made again.
-    local recipe="$RECIPE $suite: $want; $pythons $jit"
-    if [ -f "$R/$STAMP" ] && [ "$(cat "$R/$STAMP")" = "$recipe" ]; then
-        log "$name: present in $R"
+# root_ready NAME RECIPE: true when root NAME is complete and made by RECIPE (its STAMP holds
+# it; a root made from another recipe is made again).
+root_ready() {
+    local R="$CACHE/$1"
+    if [ -f "$R/$STAMP" ] && [ "$(cat "$R/$STAMP")" = "$2" ]; then
+        log "$1: present in $R"
         return 0
     fi
+    return 1
+}
+
+# unpack_root NAME SUITE "WANT" "SKIP": root NAME made anew in $CACHE/NAME from the closure of
+# WANT in SUITE (its STAMP is written by stamp_root once its programs are checked).
+unpack_root() {
+    local name=$1 suite=$2 want=$3 skip=$4 R="$CACHE/$1" line deb
     # Lists may be stale (sid drops superseded .debs within days): on a failed download,
     # fetch them again and retry once.
-    if ! closure "$suite" "$want" "$skip"; then
+    if ! closure "$name" "$suite" "$want" "$skip"; then
         log "$suite: download failed; refreshing the lists and retrying"
-        closure "$suite" "$want" "$skip" refresh || die "$name: download failed"
+        closure "$name" "$suite" "$want" "$skip" refresh || die "$name: download failed"
     fi
     local tmp="$R.tmp"
     rm -rf "$tmp" "$R" && mkdir -p "$tmp"
@@ -214,19 +225,75 @@ build_root() {
         deb=$(deb_of "$line")
         [ -n "$deb" ] || die "$name: no .deb for $line"
         dpkg-deb -x "$deb" "$tmp" || die "$name: dpkg-deb -x $deb failed"
-    done <"$DL/$suite.list"
+    done <"$DL/$name.list"
     merge_usr "$tmp"
     relative_links "$tmp"
-    cp "$DL/$suite.list" "$tmp/PACKAGES"
+    cp "$DL/$name.list" "$tmp/PACKAGES"
     mv "$tmp" "$R"
+}
+
+# stamp_root NAME RECIPE: root NAME is complete.
+stamp_root() {
+    local R="$CACHE/$1"
+    echo "$2" >"$R/$STAMP"
+    log "$1: ready in $R ($(du -sh "$R" | cut -f1), $(wc -l <"$R/PACKAGES") packages)"
+}
+
+# build_root NAME SUITE "WANT" "SKIP" "PYTHONS" [jit]: a root of interpreters.
+build_root() {
+    local name=$1 suite=$2 want=$3 skip=$4 pythons=$5 jit=${6:-} R="$CACHE/$1" py
+    local recipe="$RECIPE $suite: $want; $pythons $jit"
+    root_ready "$name" "$recipe" && return 0
+    unpack_root "$name" "$suite" "$want" "$skip"
     # Checked (and byte-compiled) at the final path: the interpreter finds its prefix from it.
     for py in $pythons; do
         check_python "$R" "$py" "$jit"
         log "$name: $py $(guest "$R" "$py" -c 'import platform as p
 print(p.python_version(), p.machine(), "glibc", p.libc_ver()[1])')"
     done
-    echo "$recipe" >"$R/$STAMP"
-    log "$name: ready in $R ($(du -sh "$R" | cut -f1), $(wc -l <"$R/PACKAGES") packages)"
+    stamp_root "$name" "$recipe"
+}
+
+# check_debugger ROOT CPU EXE PYTHON ARGS...: ROOT/EXE is arm64, runs under qemu (CPU: its
+# -cpu) with ARGS (which make it print `PYTHON <its embedded Python's version>`), and embeds
+# python PYTHON (3.X).
+check_debugger() {
+    local r=$1 cpu=$2 rel=$3 exe="$1/$3" want=$4 machine out
+    shift 4
+    [ -x "$exe" ] || die "$exe missing"
+    machine=$(python3 -c 'import struct, sys
+print(struct.unpack_from("<H", open(sys.argv[1], "rb").read(20), 18)[0])' "$exe")
+    [ "$machine" = 183 ] || die "$exe is not an EM_AARCH64 (183) ELF file: e_machine $machine"
+    out=$(env -u PYTHONHOME -u PYTHONPATH -u LD_LIBRARY_PATH -u LD_PRELOAD \
+        qemu-aarch64 -cpu "$cpu" -L "$r" "$exe" "$@" 2>&1) \
+        || die "$exe does not run under qemu-aarch64 -cpu $cpu -L $r:
+$out"
+    grep -q "^PYTHON $want\." <<<"$out" || die "$exe: its Python is not $want:
+$out"
+    log "$(basename "$r"): $rel embeds Python $(sed -n 's/^PYTHON //p' <<<"$out")"
+}
+
+# build_debuggers NAME SUITE "WANT" "SKIP" PYTHON CPU DEBUGGER...: a root of debuggers (paths in
+# the root: usr/bin/gdb, usr/bin/lldb-N), each checked to run on qemu's CPU (-cpu CPU, which the
+# tests read from the root's QEMU_CPU file) and to embed python PYTHON (3.X).
+build_debuggers() {
+    local name=$1 suite=$2 want=$3 skip=$4 python=$5 cpu=$6 R="$CACHE/$1" d
+    shift 6
+    local recipe="$RECIPE $suite: $want; debuggers $* $python $cpu"
+    root_ready "$name" "$recipe" && return 0
+    unpack_root "$name" "$suite" "$want" "$skip"
+    for d in "$@"; do
+        case "$d" in
+        */gdb) check_debugger "$R" "$cpu" "$d" "$python" -nx -batch -iex 'set auto-load off' \
+            -ex 'python import sys; print("PYTHON", sys.version.split()[0])' ;;
+        */lldb-*) check_debugger "$R" "$cpu" "$d" "$python" -b --no-lldbinit \
+            -o 'script import sys; print("PYTHON", sys.version.split()[0])' ;;
+        *) die "$name: no check for $d" ;;
+        esac
+    done
+    # Where the tests read the CPU to give qemu.
+    echo "$cpu" >"$R/QEMU_CPU"
+    stamp_root "$name" "$recipe"
 }
 
 # Data and tool packages the interpreters do not need to start and import threading, asyncio,
@@ -241,6 +308,15 @@ build_root bookworm bookworm "python3.11-minimal libpython3.11-stdlib" "$SKIP" "
 build_root sid sid \
     "python3.14-minimal libpython3.14-stdlib python3.15-minimal libpython3.15-stdlib" \
     "$SKIP" "python3.14 python3.15" jit
+# The debuggers, each with the Python of an interpreter root. sid's lldb 22 runs on a Neoverse
+# N1 (no pointer authentication): sid signs every return address, and qemu 7.2 computes the
+# PAC of its default `max` CPU in software (`lldb-22 --version` takes 65 s there, 8 s on the
+# N1).
+build_debuggers bookworm-debuggers bookworm "gdb lldb-19 python3-lldb-19" "$SKIP" 3.11 max \
+    usr/bin/gdb usr/bin/lldb-19
+build_debuggers sid-debuggers sid "lldb-22 python3-lldb-22" "$SKIP" 3.14 neoverse-n1 usr/bin/lldb-22
 log "qemu: $(qemu-aarch64 --version | head -n 1)"
 echo "bookworm=$CACHE/bookworm"
 echo "sid=$CACHE/sid"
+echo "bookworm-debuggers=$CACHE/bookworm-debuggers"
+echo "sid-debuggers=$CACHE/sid-debuggers"

@@ -8,8 +8,9 @@ machine, stopped at their known point, and the guest core files qemu writes of t
             interp.root                                # what `pyunwind core --sysroot` is given
 
 The roots come from tools/arm64.sh (`make arm64`), in $PYUNWIND_CACHE/arm64/{bookworm,sid}: the
-packages unpacked, each interpreter run as ``qemu-aarch64 -L ROOT ROOT/usr/bin/python3.X``. A
-missing root or qemu is a HarnessError, a failure: never a skip.
+packages unpacked, each interpreter run as ``qemu-aarch64 -L ROOT ROOT/usr/bin/python3.X``.
+Debian's arm64 debuggers are in roots of their own beside them (``debugger(name)``: the command
+that runs one under qemu). A missing root or qemu is a HarnessError, a failure: never a skip.
 
 How a core is made: qemu-user has no gcore and no ptrace of the guest, but it writes an ELF core
 of the guest itself (EM_AARCH64; notes NT_PRSTATUS per thread, NT_PRPSINFO, NT_AUXV; no NT_FILE,
@@ -73,6 +74,30 @@ def root(name):
         raise harness.HarnessError("the arm64 root %s is missing (run `make arm64`: "
                                    "tools/arm64.sh)" % path)
     return path
+
+
+# The arm64 debuggers tools/arm64.sh unpacks: name -> (root, the debugger in it). Each root's
+# QEMU_CPU file names the CPU qemu gives its debuggers (sid's lldb 22 runs on a Neoverse N1,
+# without pointer authentication: sid builds it with -mbranch-protection=standard, and qemu 7.2
+# computes the default `max` CPU's PAC in software, at every call and return: 65 s for
+# `lldb-22 --version` there, 8 s on the N1).
+DEBUGGERS = {
+    "gdb": ("bookworm-debuggers", "usr/bin/gdb"),
+    "lldb-19": ("bookworm-debuggers", "usr/bin/lldb-19"),
+    "lldb-22": ("sid-debuggers", "usr/bin/lldb-22"),
+}
+
+
+def debugger(name):
+    """The command that runs arm64 debugger `name` (DEBUGGERS) under qemu, as a list; a
+    HarnessError when its root is missing."""
+    root_name, exe = DEBUGGERS[name]
+    r = root(root_name)
+    if not os.access(r / exe, os.X_OK):
+        raise harness.HarnessError("%s missing from %s (run `make arm64`: tools/arm64.sh)"
+                                   % (exe, r))
+    cpu = (r / "QEMU_CPU").read_text().strip()
+    return [qemu(), "-cpu", cpu, "-L", str(r), str(r / exe)]
 
 
 @dataclasses.dataclass(frozen=True)

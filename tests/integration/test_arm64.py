@@ -390,17 +390,19 @@ def test_jit_frame(stop):
 # --- gdb-multiarch with pyunwind's script: arm64 cores, and a live process under qemu's gdb stub
 
 
-def gdb_with_pyunwind(root, exe, target_args, commands, timeout=GDB_TIMEOUT):
-    """gdb-multiarch with pyunwind's gdb script, `commands` run after the target is loaded
+def gdb_with_pyunwind(root, exe, target_args, commands, timeout=GDB_TIMEOUT, gdb=("gdb-multiarch",),
+                      script=None):
+    """gdb-multiarch (or the command `gdb`, e.g. an arm64 gdb under qemu) with pyunwind's gdb
+    script (the checkout's, or `script`), `commands` run after the target is loaded
     (`target_args`: a core path, or `-ex 'target remote ...'` arguments). Its stdout."""
-    cmd = ["gdb-multiarch", "-nx", "-batch", "-iex", "set auto-load off",
+    script = script or harness.repo_root() / "gdb-scripts" / "pyunwind-gdb.py"
+    cmd = [*gdb, "-nx", "-batch", "-iex", "set auto-load off",
            "-iex", "set debuginfod enabled off", "-iex", "set sysroot %s" % root,
-           "-iex", "source %s" % (harness.repo_root() / "gdb-scripts" / "pyunwind-gdb.py"),
-           exe, *target_args]
+           "-iex", "source %s" % script, exe, *target_args]
     for c in commands:
         cmd += ["-ex", c]
     rc, out, err = harness.run(cmd, timeout, env=harness.child_env())
-    assert rc == 0, "gdb-multiarch failed (%d):\n%s\n%s" % (rc, out, err)
+    assert rc == 0, "%s failed (%d):\n%s\n%s" % (" ".join(gdb), rc, out, err)
     assert "Traceback (most recent call last)" not in out + err, out + err
     assert "pyunwind:" not in out + err, out + err
     harness.assert_no_panic(out + err)
@@ -422,8 +424,14 @@ def test_gdb_multiarch_core(stop):
     core = stop.pac_core() if stop.interp.minor >= 14 else stop.core
     out = gdb_with_pyunwind(stop.root, stop.interp.guest_exe, [core],
                             ["py-bt -a --json", "thread apply all bt"])
-    check_report(gdb_json(out), stop.truth)
-    for tt in stop.truth["threads"]:
+    check_gdb_bt_all(out, stop.truth)
+
+
+def check_gdb_bt_all(out, truth):
+    """The output of `py-bt -a --json` then `thread apply all bt`: the JSON is the truth, and
+    the `bt` filter put each thread's Python frames, exactly, in its section."""
+    check_report(gdb_json(out), truth)
+    for tt in truth["threads"]:
         want = ["%s () at %s:%d" % (f["function"], f["file"], f["line"]) for f in tt["frames"]]
         assert bt_python_frames(out, tt["native_id"]) == want, (tt["name"], out)
 

@@ -32,18 +32,20 @@ BOOKWORM, SID = "arm64-bookworm-3.11", "arm64-sid-3.14"
 STOPS = ["%s:threads" % BOOKWORM, "%s:threads" % SID, "%s:locals" % SID, "%s:asyncio" % SID]
 
 
-def run_lldb(stop, *commands, sysroot=True):
+def run_lldb(stop, *commands, sysroot=True, lldb=None, script=SCRIPT):
     """lldb on the core of `stop` (test_arm64's fixture: a core made once for the module).
     `sysroot`: the platform's sysroot given first, as lldb wants it, and pyunwind's script
     imported before the core is loaded (as from ~/.lldbinit); else the script is imported after
-    the core is loaded, and no sysroot given. Its stdout and stderr."""
-    cmd = [lldb_path(), "-b", "--no-lldbinit", "-O", "settings set symbols.enable-external-lookup false"]
+    the core is loaded, and no sysroot given. `lldb`: the command that runs lldb (by default
+    $PYUNWIND_LLDB), `script`: pyunwind's lldb script. Its stdout and stderr."""
+    cmd = [*(lldb or [lldb_path()]), "-b", "--no-lldbinit",
+           "-O", "settings set symbols.enable-external-lookup false"]
     if sysroot:
         cmd += ["-O", "platform select remote-linux --sysroot %s" % stop.root,
-                "-O", "command script import %s" % SCRIPT]
+                "-O", "command script import %s" % script]
     cmd += [stop.interp.guest_exe, "-c", stop.core]
     if not sysroot:
-        cmd += ["-o", "command script import %s" % SCRIPT]
+        cmd += ["-o", "command script import %s" % script]
     # lldb's event-handler thread prints the stop (and asks for frames) while batch commands
     # run: let it finish (test_lldb.run_lldb).
     cmd += ["-o", "script import time; time.sleep(0.3)"]
@@ -128,7 +130,13 @@ def test_lldb_arm64_core(stop):
     dynamic linker and the PAC mask. `py-bt -a --json` (memory read directly and through lldb)
     and `py-bt` are the truth; lldb's own `bt` of each thread goes through libc and the eval
     loop to `_start`; on lldb 22 the frame provider puts every thread's Python frames in `bt`."""
-    provider = lldb_major() >= 22
+    check_lldb_arm64_core(stop, lldb_major())
+
+
+def check_lldb_arm64_core(stop, major, extra=(), **how):
+    """test_lldb_arm64_core's checks, with lldb `major` run as `how` says (run_lldb's `lldb`
+    and `script`), `extra` commands run last. lldb's stdout and stderr."""
+    provider = major >= 22
     # (lldb 19 runs no stop hook when a core is loaded: the first py-* command prepares it.)
     commands = [mark("JSON"), "py-bt -a --json", mark("IMAGES"), "image list", mark("TEXT"), "py-bt",
                 "pyunwind set memory debugger", mark("DBG"), "py-bt -a --json", "pyunwind set memory auto"]
@@ -136,8 +144,8 @@ def test_lldb_arm64_core(stop):
     if provider:
         commands += [mark("BT"), "thread backtrace all", "pyunwind set frame-provider off"]
         names += ["BT"]
-    commands += [mark("RAW"), "thread backtrace all"]
-    out, err = run_lldb(stop, *commands)
+    commands += [mark("RAW"), "thread backtrace all", mark("END"), *extra]
+    out, err = run_lldb(stop, *commands, **how)
     got = split(out, names)
     assert "pyunwind:" not in out + err, out + err
     images = modules(got["IMAGES"])
@@ -167,6 +175,7 @@ def test_lldb_arm64_core(stop):
             assert basenames(expected(t["frames"])) in shown, (t["name"], got["BT"])
         assert "_PyEval_EvalFrameDefault" not in got["BT"]
         assert "[from thread state]" not in got["BT"]
+    return out, err
 
 
 # What lldb reads at the dynamic linker's load address: from the core (the process), and
@@ -217,8 +226,15 @@ def test_lldb_arm64_sysroot_after_the_core(stop):
 def test_lldb_arm64_locals_list(stop):
     """`py-locals` shows the stopped frame's locals as the program recorded them, `py-list`
     its source around the line, `py-up` its caller."""
-    out, err = run_lldb(stop, mark("LOCALS"), "py-locals", mark("LIST"), "py-list", mark("UP"), "py-up")
-    got = split(out, ["LOCALS", "LIST", "UP"])
+    check_lldb_arm64_locals_list(stop)
+
+
+def check_lldb_arm64_locals_list(stop, extra=(), **how):
+    """test_lldb_arm64_locals_list's checks, lldb run as `how` says (run_lldb's `lldb` and
+    `script`), `extra` commands run last. lldb's stdout and stderr."""
+    out, err = run_lldb(stop, mark("LOCALS"), "py-locals", mark("LIST"), "py-list", mark("UP"), "py-up",
+                        mark("END"), *extra, **how)
+    got = split(out, ["LOCALS", "LIST", "UP", "END"])
     frame = stop.truth["threads"][0]["frames"][0]
     shown = [line.split(" = ", 1) for line in got["LOCALS"].strip().splitlines() if " = " in line]
     assert [(n, r) for n, r in shown] == [(n, r) for n, r, _ in expected_locals(frame)], got["LOCALS"]
@@ -233,12 +249,21 @@ def test_lldb_arm64_locals_list(stop):
     assert [int(n) for mark_, n, _ in listed if mark_] == [line], got["LIST"]
     caller = stop.truth["threads"][0]["frames"][1]
     assert "line %d, in %s" % (caller["line"], caller["function"]) in got["UP"], got["UP"]
+    return out, err
 
 
 @on("%s:asyncio" % SID)
 def test_lldb_arm64_asyncio(stop):
     """`py-bt-async --json` is the truth's task graph; `py-tasks` prints its tree."""
-    out, err = run_lldb(stop, mark("JSON"), "py-bt-async --json", mark("TREE"), "py-tasks --tree", mark("END"))
+    check_lldb_arm64_asyncio(stop)
+
+
+def check_lldb_arm64_asyncio(stop, extra=(), **how):
+    """test_lldb_arm64_asyncio's checks, lldb run as `how` says (run_lldb's `lldb` and
+    `script`), `extra` commands run last. lldb's stdout and stderr."""
+    out, err = run_lldb(stop, mark("JSON"), "py-bt-async --json", mark("TREE"), "py-tasks --tree", mark("END"),
+                        *extra, **how)
     got = split(out, ["JSON", "TREE", "END"])
     check_async(json_from(got["JSON"]), stop.truth)
     check_tree_text(got["TREE"], stop.truth)
+    return out, err
