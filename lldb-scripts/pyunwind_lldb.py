@@ -1274,27 +1274,14 @@ class ProviderStopHook:
         target = exe_ctx.GetTarget()
         _sync_provider(target)
         _prepare_existing(target)
-        # Its work is done on this target: gone from it (lldb 22 runs a copy of the hook list,
-        # so this is safe there), so that it adds nothing to the stop output of a user's own
-        # hooks (lldb heads each hook's output with its name when there are several). lldb 19
-        # walks the list itself and crashes at the next resume when a hook deletes one (seen
-        # attached to a process, at `continue`): there it stays, and does nothing new at
-        # later stops (each step above is done once per target).
-        if _stop_hook_id is not None and _LLDB_MAJOR >= HOOK_LIST_COPIED_FROM_MAJOR:
-            result = lldb.SBCommandReturnObject()
-            target.GetDebugger().GetCommandInterpreter().HandleCommand(
-                "target stop-hook delete %d" % _stop_hook_id, exe_ctx, result)
+        # It stays, and does nothing new at later stops (each step above is done once per
+        # target). A hook that deletes itself crashes lldb at the next resume: lldb 19 walks the
+        # hook list itself (every time, attached to a process, at `continue`), and lldb 22 did
+        # too in about one run of five attached to qemu's gdb stub (a crash in memcpy on its
+        # private state thread, at `continue` after `gdb-remote`).
+
         # True: the stop stands.
         return True
-
-
-# The id of ProviderStopHook on the dummy target, which the targets made later copy.
-_stop_hook_id = None
-# The first lldb whose stop hooks may delete themselves (see ProviderStopHook.handle_stop).
-HOOK_LIST_COPIED_FROM_MAJOR = 22
-_version = re.match(r"lldb version (\d+)\.", lldb.SBDebugger.GetVersionString() or "")
-# lldb's major version (0 when its version string says none).
-_LLDB_MAJOR = int(_version.group(1)) if _version else 0
 
 
 def _add_provider_stop_hook(debugger):
@@ -1303,12 +1290,9 @@ def _add_provider_stop_hook(debugger):
     go to that target, which has the provider already: the watcher covers targets made later."""
     if debugger.GetSelectedTarget().IsValid():
         return
-    global _stop_hook_id
     result = lldb.SBCommandReturnObject()
     debugger.GetCommandInterpreter().HandleCommand(
         "target stop-hook add -P %s.ProviderStopHook" % __name__, result)
-    added = re.search(r"#(\d+)", result.GetOutput() or "") if result.Succeeded() else None
-    _stop_hook_id = int(added.group(1)) if added else None
 
 
 def _watch_new_targets(debugger):
