@@ -11,10 +11,19 @@ const MAX_THREADS: usize = 8;
 
 /// `f` of each item, in the items' order, on up to as many threads as the machine has cores
 /// (the calling thread is one). Each thread takes `batch` items at a time; fewer than two
-/// batches run on the calling thread alone. A panic in `f` on another thread goes on in the
+/// batches run on the calling thread alone, and so does everything when not `any_thread`
+/// (memory read through the debugger: [`crate::memory::Memory::any_thread`]). A panic in `f` on another thread goes on in the
 /// caller as that panic (the [`crate::panic`] boundary then names where it happened).
-pub fn map<T: Sync, R: Send>(items: &[T], batch: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+pub fn map<T: Sync, R: Send>(
+    items: &[T],
+    batch: usize,
+    any_thread: bool,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
     let batch = batch.max(1);
+    if !any_thread {
+        return items.iter().map(f).collect();
+    }
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(MAX_THREADS)
@@ -75,18 +84,18 @@ mod tests {
     fn results_keep_the_items_order() {
         let items: Vec<u64> = (0..10_007).collect();
         assert_eq!(
-            map(&items, 64, |x| x * 3),
+            map(&items, 64, true, |x| x * 3),
             items.iter().map(|x| x * 3).collect::<Vec<_>>()
         );
-        assert_eq!(map(&items[..0], 64, |x| *x), Vec::<u64>::new());
-        assert_eq!(map(&items[..5], 64, |x| *x), vec![0, 1, 2, 3, 4]);
+        assert_eq!(map(&items[..0], 64, true, |x| *x), Vec::<u64>::new());
+        assert_eq!(map(&items[..5], 64, true, |x| *x), vec![0, 1, 2, 3, 4]);
     }
 
     #[test]
     fn a_panic_on_any_thread_reaches_the_boundary() {
         let items: Vec<u64> = (0..4096).collect();
         let e = crate::panic::catch("unit", || {
-            map(&items, 16, |x| assert!(*x != 4000, "item {x}"))
+            map(&items, 16, true, |x| assert!(*x != 4000, "item {x}"))
         })
         .unwrap_err()
         .to_string();

@@ -178,7 +178,7 @@ pub fn analyze(
         unique.push(obj);
     }
     // Each object on its own, in parallel; its error kept in order.
-    let decoded = crate::parallel::map(&unique, PARALLEL_BATCH, |&obj| {
+    let decoded = crate::parallel::map(&unique, PARALLEL_BATCH, snap.mem.any_thread(), |&obj| {
         match objects.class(obj) {
             Ok(Class::Task { c }) => match objects.task(obj, c) {
                 Ok(raw) if raw.state == "pending" => Ok(Some(TaskView::new(raw, true))),
@@ -238,7 +238,7 @@ pub fn analyze(
     // Chains and on-CPU positions.
     let mut leaves: Vec<Option<Leaf>> = Vec::new();
     let mut tops: Vec<Option<(usize, usize)>> = Vec::new();
-    let chains = crate::parallel::map(&tasks, PARALLEL_BATCH, |t| {
+    let chains = crate::parallel::map(&tasks, PARALLEL_BATCH, snap.mem.any_thread(), |t| {
         t.supported.then(|| {
             let chain = objects.chain(t.raw.coro);
             let pos = top_frame(&objects, t.raw.coro).and_then(|f| frame_index.get(&f).copied());

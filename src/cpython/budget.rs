@@ -147,6 +147,9 @@ impl Memory for Budgeted {
         self.budget.bytes(addr, buf.len() as u64)?;
         self.inner.read_into(addr, buf)
     }
+    fn any_thread(&self) -> bool {
+        self.inner.any_thread()
+    }
 }
 
 #[cfg(test)]

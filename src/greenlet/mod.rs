@@ -291,7 +291,7 @@ fn interpreter(
     // Their `Greenlet`s: the fixed prefix, checked by the round trip.
     let mut raws = Vec::with_capacity(objs.len());
     let mut bad = 0usize;
-    let read = crate::parallel::map(&objs, PARALLEL_BATCH, |(obj, tp)| {
+    let read = crate::parallel::map(&objs, PARALLEL_BATCH, snap.mem.any_thread(), |(obj, tp)| {
         read_raw(snap, &lay, *obj, *tp)
     });
     for ((obj, _), r) in objs.into_iter().zip(read) {
@@ -418,7 +418,7 @@ fn interpreter(
     let gevent = snap.dict_get(modules, "gevent")?.is_some();
     // Each greenlet on its own (their saved frames are most of the work), its errors kept
     // in order.
-    let built = crate::parallel::map(&raws, PARALLEL_BATCH, |r| {
+    let built = crate::parallel::map(&raws, PARALLEL_BATCH, snap.mem.any_thread(), |r| {
         let mut errors: Vec<(u64, String)> = Vec::new();
         let main = r.is_main();
         let m = main_of(r.obj);

@@ -153,6 +153,10 @@ impl<M: Memory> Memory for PageCache<M> {
         }
         Ok(())
     }
+
+    fn any_thread(&self) -> bool {
+        self.inner.any_thread()
+    }
 }
 
 #[cfg(test)]

@@ -34,4 +34,8 @@ where
             )),
         }
     }
+
+    fn any_thread(&self) -> bool {
+        false
+    }
 }

@@ -46,6 +46,13 @@ pub trait Memory: Send + Sync {
     /// Fill `buf` with the bytes at `addr`, all of them or fail.
     fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError>;
 
+    /// Whether any thread may read: false where reads call back into the debugger, whose API
+    /// (and the GIL its caller holds) belong to the thread that called us. Wrappers pass on
+    /// what they wrap.
+    fn any_thread(&self) -> bool {
+        true
+    }
+
     fn read_u8(&self, addr: u64) -> Result<u8, ReadError> {
         let mut b = [0u8; 1];
         self.read_into(addr, &mut b)?;
@@ -114,17 +121,26 @@ impl<M: Memory + ?Sized> Memory for &M {
     fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_into(addr, buf)
     }
+    fn any_thread(&self) -> bool {
+        (**self).any_thread()
+    }
 }
 
 impl<M: Memory + ?Sized> Memory for Box<M> {
     fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_into(addr, buf)
     }
+    fn any_thread(&self) -> bool {
+        (**self).any_thread()
+    }
 }
 
 impl<M: Memory + ?Sized> Memory for std::sync::Arc<M> {
     fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_into(addr, buf)
+    }
+    fn any_thread(&self) -> bool {
+        (**self).any_thread()
     }
 }
 

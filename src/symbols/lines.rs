@@ -82,7 +82,7 @@ impl Lines {
             }
         }
         jobs.sort_by_key(|j| std::cmp::Reverse(j.2.data.len()));
-        let inflated = crate::parallel::map(&jobs, 1, |(_, _, data)| inflate(data));
+        let inflated = crate::parallel::map(&jobs, 1, true, |(_, _, data)| inflate(data));
         let mut sections: Vec<HashMap<SectionId, Arc<[u8]>>> = vec![HashMap::new(); paths.len()];
         for ((i, id, _), bytes) in jobs.iter().zip(inflated) {
             if let Some(b) = bytes {
@@ -90,7 +90,7 @@ impl Lines {
             }
         }
         let empty: Arc<[u8]> = Arc::from(&[][..]);
-        let built = crate::parallel::map(&sections, 1, |secs| {
+        let built = crate::parallel::map(&sections, 1, true, |secs| {
             let load = |id: SectionId| -> Result<Reader, gimli::Error> {
                 let bytes = secs.get(&id).cloned().unwrap_or_else(|| empty.clone());
                 Ok(EndianArcSlice::new(bytes, LittleEndian))

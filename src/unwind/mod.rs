@@ -455,6 +455,9 @@ impl Memory for StackCopy<'_> {
         }
         self.base.read_into(addr, buf)
     }
+    fn any_thread(&self) -> bool {
+        self.base.any_thread()
+    }
 }
 
 #[cfg(test)]

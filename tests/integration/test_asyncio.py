@@ -220,14 +220,20 @@ def test_async_text(scenario, interp):
                                                           ("pyenv-3.13", "py")}],
                          ids=lambda x: getattr(x, "id", x))
 def test_many_tasks(scenario, interp, impl):
-    """10,000 sleeping tasks under one gather: every one is listed, linked and placed."""
+    """10,000 sleeping tasks under one gather: every one is listed, linked and placed. In gdb
+    too, with memory read through gdb (whose reads only gdb's thread may make: the tasks are
+    decoded on the machine's cores elsewhere, on that thread alone there)."""
     s = start(scenario, interp, "many", impl, env={"PYUNWIND_TASKS": str(MANY_TASKS)})
     core = s.make_core()
     report = json.loads(cli("core", core, "--async", "--json"))
     assert len(report["tasks"]) == MANY_TASKS + 1
     check_async(report, s.truth)
-    out, _ = run_gdb(interp, "py-tasks --table", core=core)
-    assert len([ln for ln in out.splitlines() if " w" in ln and "pending" in ln]) == MANY_TASKS
+    out, _ = run_gdb(interp, "py-tasks --table", "echo @@DEBUGGER\n", "pyunwind set memory debugger",
+                     "py-tasks --table", core=core)
+    parts = out.split("@@DEBUGGER\n")
+    assert len(parts) == 2, out
+    for part in parts:
+        assert len([ln for ln in part.splitlines() if " w" in ln and "pending" in ln]) == MANY_TASKS
 
 
 def test_310_says_unsupported(scenario):
