@@ -7,7 +7,8 @@ the current stop, and only when the core can unwind it; every other frame is lef
 (`bt -no-filters` is the same with and without it on a stack with no JIT code).
 
 gdb 13 limits (research/jit.md 4.1): no PendingFrame.pc(), so the PC is read as the `rip`
-register; frame ids need gdb.Value attributes; nothing in the sniffer may ask gdb for frames.
+register (arm64: `pc`); frame ids need gdb.Value attributes; nothing in the sniffer may ask gdb
+for frames.
 """
 
 import bisect
@@ -84,6 +85,23 @@ class _FrameId:
         self.pc = pc
 
 
+# By gdb architecture: the registers an unwind starts from (pc, stack pointer, and the frame
+# pointer the core takes as `bp`: %rbp, arm64's x29), and a general register whose type the
+# other restored registers take. The core names the caller's registers as gdb does (x86-64:
+# rip, rsp, rbp, rbx...; arm64: pc, sp, x29, x19..x28).
+_REGISTERS = {"x86_64": ("rip", "rsp", "rbp", "rbx"), "aarch64": ("pc", "sp", "x29", "x19")}
+# Registers no frame changes, handed to the caller as they are: gdb takes a register the
+# unwinder does not give as not saved, and on arm64 with pointer authentication (a core with
+# NT_ARM_PAC_MASK) it reads the caller's pauth_cmask to strip the next return address ("Register
+# 69 was not saved" otherwise, and `bt` ends there). Absent without the feature: skipped.
+_UNCHANGED = {"x86_64": (), "aarch64": ("pauth_dmask", "pauth_cmask")}
+
+
+def _arch_key(name):
+    """_REGISTERS' key for a gdb architecture name ("i386:x86-64", "aarch64")."""
+    return "aarch64" if "aarch64" in name else "x86_64"
+
+
 class JitUnwinder(Unwinder):
     """Unwinds frames whose PC is in JIT code (3.14: through the entry shim found on the stack;
     3.15: through the frame pointer JIT code keeps) or in a perf trampoline."""
@@ -91,7 +109,8 @@ class JitUnwinder(Unwinder):
     def __init__(self, stop):
         super().__init__("pyunwind-jit")
         self._stop = stop
-        self._types = None
+        # {architecture: (register names, {name: gdb type})}
+        self._types = {}
 
     def _value(self, v, t):
         return gdb.Value(v).cast(t)
@@ -102,26 +121,33 @@ class JitUnwinder(Unwinder):
             st = st.get()
             if not st.starts:
                 return None
-            pc = int(pending_frame.read_register("rip"))
+            # arm64 too (gdb-multiarch on an arm64 core): the registers by the frame's
+            # architecture, not x86-64's names, which gdb refuses there ("Bad register").
+            arch = _arch_key(pending_frame.architecture().name())
+            (pc_r, sp_r, bp_r, other), types = self._types.get(arch) or (_REGISTERS[arch], None)
+            pc = int(pending_frame.read_register(pc_r))
             if st.region(pc) is None:
                 return None
-            sp = int(pending_frame.read_register("rsp"))
-            bp = int(pending_frame.read_register("rbp"))
+            sp = int(pending_frame.read_register(sp_r))
+            bp = int(pending_frame.read_register(bp_r))
             u = st.jit.unwind(pc, sp, bp)
             if u is None:
                 return None
-            if self._types is None:
-                self._types = {
-                    "rip": pending_frame.read_register("rip").type,
-                    "rsp": pending_frame.read_register("rsp").type,
-                    "rbp": pending_frame.read_register("rbp").type,
-                    "other": pending_frame.read_register("rbx").type,
-                }
-            t = self._types
-            fid = _FrameId(self._value(u["frame_sp"], t["rsp"]), self._value(u["frame_pc"], t["rip"]))
+            if types is None:
+                types = {r: pending_frame.read_register(r).type for r in (pc_r, sp_r, bp_r)}
+                types["other"] = pending_frame.read_register(other).type
+                self._types[arch] = (_REGISTERS[arch], types)
+            t = types
+            fid = _FrameId(self._value(u["frame_sp"], t[sp_r]), self._value(u["frame_pc"], t[pc_r]))
             info = pending_frame.create_unwind_info(fid)
             for name, v in u["caller"].items():
                 info.add_saved_register(name, self._value(v, t.get(name, t["other"])))
+            for name in _UNCHANGED[arch]:
+                try:
+                    v = pending_frame.read_register(name)
+                except (ValueError, gdb.error):
+                    continue  # no such register: gdb has no pointer authentication here
+                info.add_saved_register(name, v)
             return info
         except Exception as e:
             # gdb unwinds the frame its own way (and stops at JIT code it cannot unwind).

@@ -98,11 +98,13 @@ impl Shim {
     }
 }
 
-/// A decoded perf trampoline. arm64 has none: its trampoline is a frame record at the bottom
-/// of its frame, which the native unwinder's frame-pointer step follows.
+/// A decoded perf trampoline. arm64's is a frame record at the bottom of its frame, which the
+/// CLI's frame-pointer step follows as well; decoded for debuggers, whose own fallback does not
+/// strip its signed return address.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Trampoline {
     X86_64(x86_64::jit::TrampolineTemplate),
+    Aarch64(aarch64::jit::TrampolineFrame),
 }
 
 impl Trampoline {
@@ -110,6 +112,7 @@ impl Trampoline {
     pub fn unwind(&self, read: Read, (start, end): (u64, u64), regs: Regs) -> Option<Caller> {
         match self {
             Trampoline::X86_64(t) => x86_64::jit::unwind_trampoline(t, read, (start, end), regs),
+            Trampoline::Aarch64(t) => aarch64::jit::unwind_trampoline(t, read, (start, end), regs),
         }
     }
 }
@@ -133,9 +136,9 @@ impl Arch {
     }
 
     /// Whether JIT and perf-trampoline code keeps frame records, so that the frame-pointer step
-    /// unwinds what the shim's decoded frame does not, and no trampoline is decoded: arm64 JIT
-    /// code keeps x29 and its trampoline is a frame record (`stp x29, x30`). x86-64 code need
-    /// not keep %rbp (3.14 JIT code is `preserve_none`; the 3.12/3.13 trampoline pushes none).
+    /// unwinds what the shim's or trampoline's decoded frame does not: arm64 JIT code keeps x29
+    /// and its trampoline is a frame record (`stp x29, x30`). x86-64 code need not keep %rbp
+    /// (3.14 JIT code is `preserve_none`; the 3.12/3.13 trampoline pushes none).
     pub fn jit_keeps_frame_records(self) -> bool {
         match self {
             Arch::X86_64 => false,
@@ -143,12 +146,11 @@ impl Arch {
         }
     }
 
-    /// The perf trampoline whose code is `code`; None for code of another shape, and where
-    /// trampolines are frame records ([`Arch::jit_keeps_frame_records`]).
+    /// The perf trampoline whose code is `code`; None for code of another shape.
     pub fn decode_perf_trampoline(self, code: &[u8]) -> Option<Trampoline> {
         match self {
             Arch::X86_64 => x86_64::jit::decode_trampoline(code).map(Trampoline::X86_64),
-            Arch::Aarch64 => None,
+            Arch::Aarch64 => aarch64::jit::decode_trampoline(code).map(Trampoline::Aarch64),
         }
     }
 }

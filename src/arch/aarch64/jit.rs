@@ -2,8 +2,10 @@
 //! JIT frame through it. On arm64 the shim keeps a frame record (x29, x30) inside its frame
 //! and JIT code keeps x29: x29 is the shim's record or a stencil's record just below it, and
 //! the shim's decoded prologue gives its CFA and saved registers. Perf trampolines are plain
-//! frame records at the bottom of their frames, left to the native unwinder's frame-pointer
-//! step.
+//! frame records at the bottom of their frames: the CLI's frame-pointer step follows them too,
+//! but a debugger's own fallback for code without symbols or CFI does not strip the signed
+//! return address sid's trampoline saves (gdb 13 shows `0x0020…` and stops), so the
+//! trampoline is decoded and unwound here, for the gdb unwinder.
 
 use crate::arch::jit::{read_word, Caller, Read, Regs, ShimSite, MAX_SCAN_BYTES};
 use crate::arch::Arch;
@@ -157,6 +159,62 @@ pub fn unwind_jit(
     })
 }
 
+/// The perf trampoline (`Python/asm_trampoline.S`: `[paciasp]; stp x29, x30, [sp, #-16]!;
+/// mov x29, sp; blr x3; ldp x29, x30, [sp], #16; [autiasp]; ret`), decoded as a shim is:
+/// its frame record at the bottom of its 16-byte frame. `bytes`: a copy up to its `ret`, to
+/// find the copy that holds a PC (copies sit at `code_size` strides, padded under -X perf_jit).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrampolineFrame {
+    pub frame: Shim,
+    pub bytes: Vec<u8>,
+}
+
+/// The trampoline whose code (one copy, from its start) is `code`; None for another shape.
+pub fn decode_trampoline(code: &[u8]) -> Option<TrampolineFrame> {
+    let frame = decode_shim(code)?;
+    let end = usize::try_from(frame.end?).ok()?;
+    Some(TrampolineFrame {
+        bytes: code.get(..end)?.to_vec(),
+        frame,
+    })
+}
+
+/// The caller of the trampoline frame at `regs`, in the arena `[start, end)`: the eval-loop
+/// call plumbing, from the frame record at x29. Only at the return of its call is the frame
+/// whole (x29 its record, the return address signed and saved); a PC elsewhere in a copy is an
+/// innermost frame in its prologue or epilogue, left to the debugger (None).
+pub fn unwind_trampoline(
+    t: &TrampolineFrame,
+    read: Read,
+    (arena_start, arena_end): (u64, u64),
+    regs: Regs,
+) -> Option<Caller> {
+    let n = t.bytes.len() as u64;
+    let off = t.frame.return_offset;
+    let start = regs.pc.checked_sub(off)?;
+    if start < arena_start || start.checked_add(n).is_none_or(|e| e > arena_end) {
+        return None;
+    }
+    let mut b = vec![0u8; t.bytes.len()];
+    if !read(start, &mut b) || b != t.bytes {
+        return None;
+    }
+    let fp = regs.bp;
+    if fp % 8 != 0 || fp < regs.sp || fp - regs.sp >= MAX_SCAN_BYTES {
+        return None;
+    }
+    let cfa = fp.checked_add_signed(-t.frame.fp_off)?;
+    let pc = Arch::Aarch64.code_address(read_word(read, fp.checked_add(8)?)?);
+    if pc == 0 {
+        return None;
+    }
+    Some(Caller {
+        regs: vec![("pc", pc), ("sp", cfa), ("x29", read_word(read, fp)?)],
+        frame_sp: cfa,
+        frame_pc: start,
+    })
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -177,6 +235,13 @@ pub(crate) mod tests {
         0xaa0203f6, 0xaa0303f7, 0xaa1f03f8, 0xaa1f03f9, 0xaa1f03fa, 0xd63f0100, 0xa9494ff4,
         0xa94857f6, 0xa9475ff8, 0xa94667fa, 0xa9456ffc, 0xa9447bfd, 0x6d4323e9, 0x6d422beb,
         0x6d4133ed, 0x6cca3bef, 0xd65f03c0,
+    ];
+
+    /// The perf trampoline of Debian python3.14 3.14.10-1 arm64 (`_Py_trampoline_func_start`):
+    /// paciasp, stp x29, x30, [sp, #-16]!, mov x29, sp, blr x3, ldp x29, x30, [sp], #16,
+    /// autiasp, ret; the return of its call at 0x10.
+    pub(crate) const A64_TRAMPOLINE: [u32; 7] = [
+        0xd503233f, 0xa9bf7bfd, 0x910003fd, 0xd63f0060, 0xa8c17bfd, 0xd50323bf, 0xd65f03c0,
     ];
 
     pub(crate) fn words(w: &[u32]) -> Vec<u8> {
@@ -216,6 +281,48 @@ pub(crate) mod tests {
             (t.return_offset, t.fp_off, t.sp_off, t.end),
             (16, -16, -16, Some(20))
         );
+        // The trampoline, decoded and unwound at the return of its call in the second copy
+        // of an arena (a 32-byte stride), its signed return address stripped.
+        let tr = decode_trampoline(&words(&A64_TRAMPOLINE)).unwrap();
+        assert_eq!(tr.bytes.len(), 28);
+        let mut mem = std::collections::HashMap::new();
+        for (k, w) in A64_TRAMPOLINE.iter().enumerate() {
+            mem.insert(0x7000_0020 + 4 * k as u64, *w);
+        }
+        let fp = 0x7ffd_1000u64;
+        let put = |mem: &mut std::collections::HashMap<u64, u32>, at: u64, v: u64| {
+            mem.insert(at, v as u32);
+            mem.insert(at + 4, (v >> 32) as u32);
+        };
+        put(&mut mem, fp, 0x7ffd_1100);
+        put(&mut mem, fp + 8, 0x0020_0000_0051_d7a4);
+        let read = |a: u64, buf: &mut [u8]| {
+            buf.chunks_mut(4).enumerate().all(|(k, c)| {
+                mem.get(&(a + 4 * k as u64))
+                    .map(|w| c.copy_from_slice(&w.to_le_bytes()[..c.len()]))
+                    .is_some()
+            })
+        };
+        let at_return = Regs {
+            pc: 0x7000_0030,
+            sp: fp,
+            bp: fp,
+        };
+        let c = unwind_trampoline(&tr, &read, (0x7000_0000, 0x7001_0000), at_return).unwrap();
+        assert_eq!(
+            c.regs,
+            vec![("pc", 0x51_d7a4), ("sp", fp + 16), ("x29", 0x7ffd_1100)]
+        );
+        assert_eq!((c.frame_sp, c.frame_pc), (fp + 16, 0x7000_0020));
+        // In its prologue, outside the arena, or with x29 below sp: not unwound.
+        for (pc, sp, range) in [
+            (0x7000_0024, fp, (0x7000_0000, 0x7001_0000)),
+            (0x7000_0030, fp, (0x7000_0028, 0x7001_0000)),
+            (0x7000_0030, fp + 16, (0x7000_0000, 0x7001_0000)),
+        ] {
+            let r = Regs { pc, sp, bp: fp };
+            assert!(unwind_trampoline(&tr, &read, range, r).is_none(), "{pc:#x}");
+        }
         // No frame record; a call before it; x29 overwritten; no call at all.
         for code in [
             &[0xd10043ff, 0x94000001][..],

@@ -321,11 +321,7 @@ impl JitMap {
                 start.saturating_add(size.min(MAX_JIT_SIZE_BYTES))
             };
             if start != 0 && end > start {
-                if !self.arch.jit_keeps_frame_records()
-                    && self.trampoline.is_none()
-                    && code_size > 0
-                    && code_size <= MAX_TRAMPOLINE_BYTES
-                {
+                if self.trampoline.is_none() && code_size > 0 && code_size <= MAX_TRAMPOLINE_BYTES {
                     match mem.read_vec(start, code_size, MAX_TRAMPOLINE_BYTES) {
                         Ok(b) => {
                             self.trampoline = self.arch.decode_perf_trampoline(&b);
@@ -408,8 +404,8 @@ impl JitMap {
     /// can be unwound; None otherwise (the debugger's own unwinder then has the frame).
     ///
     /// On arm64 `regs.bp` is x29 and the caller's registers are named `pc`, `sp`, `x29` and
-    /// `x19`..`x28`; a trampoline frame (a frame record at the bottom of a 16-byte frame) is
-    /// left to the frame-pointer step.
+    /// `x19`..`x28`; a trampoline frame (a frame record at the bottom of a 16-byte frame) gives
+    /// `pc`, `sp` and `x29` (the CLI's frame-pointer step would give the same).
     pub fn unwind(&self, mem: &dyn Memory, regs: Regs) -> Option<Unwound> {
         let region = self.lookup(regs.pc)?;
         let read = |a: u64, buf: &mut [u8]| mem.read_into(a, buf).is_ok();
