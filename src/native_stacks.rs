@@ -8,7 +8,7 @@ use crate::arch::Arch;
 use crate::cpython::callables::NativeFrame;
 use crate::cpython::FrameItem;
 use crate::error::Result;
-use crate::native::jit::JitMap;
+use crate::native::jit::{JitMap, RegionKind};
 use crate::native::{is_plumbing, name_builtins, run_gaps, splice, RunMark, Splice};
 use crate::report::{ErrorReport, FrameKind, FrameReport, Report, StopReport};
 use crate::session::{DecodedThread, Session};
@@ -196,6 +196,11 @@ impl Session {
         let last_run = (0..actions.len()).rev().find(|&k| python_at(k));
         let mut out = Vec::new();
         let mut shown = vec![false; t.walk.items.len()];
+        // Where in `out` the oldest Python frame of the nearest newer run is: a perf trampoline
+        // calls the eval loop for one Python function, the one that run started, and is named
+        // after it as the gdb and lldb frontends name it (`trampoline_names` in
+        // pylib/pyunwind_frontend.py): `[trampoline] qualname (file)`. Taken by one trampoline.
+        let mut started: Option<usize> = None;
         for (i, ((f, n), a)) in stack.frames.iter().zip(names).zip(&actions).enumerate() {
             let hide_inlined =
                 !all && first_run.is_some_and(|r| r < i) && last_run.is_some_and(|r| r > i);
@@ -207,11 +212,31 @@ impl Session {
                             out.push(self.frame_report(item, with_locals));
                         }
                     }
+                    started = out
+                        .len()
+                        .checked_sub(1)
+                        .filter(|&k| !frames.is_empty() && out[k].kind == FrameKind::Python);
                 }
                 Splice::Hide => {}
                 Splice::Keep { builtin } => {
                     if let Some(label) = &f.jit_label {
-                        let mut j = FrameReport::native(f.pc, Some(label.clone()), None, None);
+                        let trampoline = matches!(
+                            self.jit().lookup(f.pc).map(|r| &r.kind),
+                            Some(RegionKind::Trampolines { .. })
+                        );
+                        let python = started.take_if(|_| trampoline).map(|k| &out[k]);
+                        let label = match python {
+                            Some(FrameReport {
+                                function: Some(func),
+                                file,
+                                ..
+                            }) => format!(
+                                "[trampoline] {func} ({})",
+                                file.as_deref().unwrap_or("???")
+                            ),
+                            _ => label.clone(),
+                        };
+                        let mut j = FrameReport::native(f.pc, Some(label), None, None);
                         j.kind = FrameKind::Jit;
                         out.push(j);
                     } else {
