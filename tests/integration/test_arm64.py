@@ -11,10 +11,13 @@ CFI come from the files under ROOT). sid's builds sign their return addresses (P
 Checked against each scenario's truth, exactly: every thread and its Python frames (function,
 file, line) in the JSON, the text and the --native reports; the locals scenario's locals; an
 asyncio task graph; the crash (the core's first NT_PRSTATUS: SIGABRT, that thread); with
-PYTHON_JIT=1 on sid, the JIT frame. Native frames are checked against gdb-multiarch's own
-unwinding of the same core, given the PAC mask a kernel core would carry (an NT_ARM_PAC_MASK
-note after each NT_PRSTATUS, in a copy of the core: gdb cannot unwind sid's signed return
-addresses without it); pyunwind reads that copy as it reads the original.
+PYTHON_JIT=1 on sid, the JIT frame; with -X perf (sid 3.14, 3.15) and -X perf_jit (sid 3.14),
+each perf trampoline frame, named after the function it starts, and perf_jit's jitdump naming
+the same code; gdb-multiarch with pyunwind's script on the JIT and perf stops. Native frames
+are checked against gdb-multiarch's own unwinding of the same core, given the PAC mask a kernel
+core would carry (an NT_ARM_PAC_MASK note after each NT_PRSTATUS, in a copy of the core: gdb
+cannot unwind sid's signed return addresses without it); pyunwind reads that copy as it reads
+the original.
 
 One core per (interpreter, scenario), made once for the module (module-scoped fixture). A
 missing root, qemu or gdb-multiarch fails the tests (make arm64); nothing is skipped.
@@ -22,6 +25,7 @@ missing root, qemu or gdb-multiarch fails the tests (make arm64); nothing is ski
 
 import json
 import os
+import pathlib
 import re
 import shutil
 import struct
@@ -46,9 +50,15 @@ ASYNC_SCRIPT = harness.repo_root() / "tests" / "scenarios" / "asyncio" / "cases.
 INTERP_IDS = [i for i, _, _ in arm64_harness.ARM64_INTERPRETERS]
 JIT_IDS = [i for i, _, minor in arm64_harness.ARM64_INTERPRETERS if minor >= 14]
 
-# A stop: "<interpreter id>:<scenario>", "<interpreter id>:asyncio" or "<interpreter id>:jit".
+# Python calls through perf trampolines (tests/scenarios/perf_calls.py): the stop kind -> the
+# variable that turns them on (-X perf, -X perf_jit).
+PERF_ENV = {"perf": "PYTHONPERFSUPPORT", "perf_jit": "PYTHON_PERF_JIT_SUPPORT"}
+# A stop: "<interpreter id>:<scenario>", "<interpreter id>:asyncio", "<interpreter id>:jit",
+# "<interpreter id>:perf" or "<interpreter id>:perf_jit". -X perf on both sid interpreters;
+# -X perf_jit (the same trampolines, padded, plus a jitdump) on 3.14 only.
 STOPS = ["%s:%s" % (i, s) for i in INTERP_IDS for s in SCENARIOS + ["asyncio"]] + \
-    ["%s:jit" % i for i in JIT_IDS]
+    ["%s:jit" % i for i in JIT_IDS] + ["%s:perf" % i for i in JIT_IDS] + \
+    ["arm64-sid-3.14:perf_jit"]
 # why_state (threads blocked in different system calls) is checked by test_why_state only.
 WHY_STOPS = ["%s:why_state" % i for i in INTERP_IDS]
 # What a why_state thread does -> (its state, its system call) on arm64, where glibc makes
@@ -82,6 +92,10 @@ class Stop:
         self.truth = sc.truth
         self.root = interp.root
         self._pac_core = None
+        # What the guest wrote for perf, read before the fixture deletes it: -X perf's perf map
+        # (text), -X perf_jit's jitdump (bytes).
+        self.perf_map = None
+        self.jitdump = None
 
     def cli(self, *args, core=None):
         """`pyunwind core CORE --sysroot ROOT ARGS...`: its stdout (exit status 0)."""
@@ -116,13 +130,27 @@ def stop(request):
     elif kind == "jit":
         # A call from JIT code (tests/scenarios/jit_call.py).
         sc = arm64_harness.Scenario(interp, "jit_call", env={"PYTHON_JIT": "1"})
+    elif kind in PERF_ENV:
+        sc = arm64_harness.Scenario(interp, "perf_calls", env={PERF_ENV[kind]: "1"})
     else:
         sc = arm64_harness.Scenario(interp, kind)
+    # -X perf writes perf's map to /tmp/perf-<getpid()>.map, -X perf_jit its jitdump to
+    # /tmp/jit-<getpid()>.dump: the guest's pid is qemu's.
+    perf_map = pathlib.Path("/tmp/perf-%d.map" % sc.pid)
+    jitdump = pathlib.Path("/tmp/jit-%d.dump" % sc.pid)
     try:
         core = sc.make_core()
-        yield Stop(interp, sc, core, kind)
+        st = Stop(interp, sc, core, kind)
+        if kind == "perf":
+            st.perf_map = perf_map.read_text()
+        elif kind == "perf_jit":
+            st.jitdump = jitdump.read_bytes()
+        yield st
     finally:
         sc.close()
+        if kind in PERF_ENV:
+            perf_map.unlink(missing_ok=True)
+            jitdump.unlink(missing_ok=True)
 
 
 def add_pac_mask_notes(src, dst):
@@ -178,6 +206,8 @@ def test_guest_core(stop):
     assert stop.truth["executable"] == stop.interp.guest_exe
     if stop.kind == "jit":
         assert stop.truth["jit"] is True
+    if stop.kind in PERF_ENV:
+        assert stop.truth["perf"] is True
 
 
 # --- Python frames: JSON, text ---------------------------------------------------------------
@@ -329,7 +359,9 @@ def test_native_frames_match_gdb(stop):
     per run, all in the interpreter). With the JIT on 3.14, up to the JIT frame: gdb unwinds
     JIT code only where CPython registers it with gdb's JIT interface (3.15's
     `py::jit:executor`, read from the core). The core with NT_ARM_PAC_MASK notes gives the
-    same report."""
+    same report. With perf trampolines, up to the first trampoline frame: gdb alone unwinds
+    none (no symbol, no CFI; its fallback follows the frame record at x29 but keeps the signed
+    return address, `0x0020...`, and stops), pyunwind's gdb script does (test_gdb_multiarch_jit)."""
     report = stop.cli_json("--native-all")
     assert stop.cli_json("--native-all", core=stop.pac_core())["threads"] == report["threads"]
     gdb = gdb_frames(stop)
@@ -342,7 +374,8 @@ def test_native_frames_match_gdb(stop):
                 assert (f["kind"] == "jit") == in_ranges(jit_code, f["address"]), (
                     hex(f["address"]), f, [(hex(a), hex(b)) for a, b in jit_code])
         kinds = [f["kind"] for f in frames]
-        cut = "jit" in kinds and stop.interp.minor < GDB_UNWINDS_JIT_FROM_MINOR
+        cut = "jit" in kinds and (stop.interp.minor < GDB_UNWINDS_JIT_FROM_MINOR
+                                  or stop.kind in PERF_ENV)
         if cut:
             frames = frames[:kinds.index("jit") + 1]
         ours = [f for f in frames if f["kind"] in ("native", "jit") and not f.get("inlined")]
@@ -387,6 +420,104 @@ def test_jit_frame(stop):
         assert kinds[j + 1] == "python" and t["frames"][j + 1]["function"] == "leaf", flag
 
 
+        assert kinds[j + 1] == "python" and t["frames"][j + 1]["function"] == "leaf", flag
+
+
+def trampoline_names(truth):
+    """What each perf trampoline frame of the main thread is named, innermost first: after the
+    function it starts (`[trampoline] qualname (file)`, test_jit.test_trampolines_named_after_
+    their_code on x86-64), one per Python frame of perf_calls.py (each call its own eval run)."""
+    return ["[trampoline] %s (%s)" % (f["function"], f["file"])
+            for f in truth["threads"][0]["frames"]]
+
+
+@on(stops("perf") + stops("perf_jit"))
+def test_trampoline_frames(stop):
+    """-X perf / -X perf_jit: `--native` and `--native-all` show every trampoline frame (kind
+    "jit"), named after the function it starts, at an address in the core's anonymous
+    executable memory, directly older than that function's Python frame (the trampoline calls
+    the eval loop that runs it); the native unwind goes through each to `_start`, with no error
+    entry: as on x86-64. -X perf: the perf map the guest wrote names each copy after the same
+    function (-X perf_jit: its jitdump, test_perf_jit_dump)."""
+    main = stop.truth["threads"][0]["native_id"]
+    anon = arm64_harness.anon_exec_ranges(stop.core)
+    addresses = {}
+    for flag in ("--native", "--native-all"):
+        report = stop.cli_json(flag)
+        assert report["errors"] == [], (flag, report["errors"])
+        frames = next(t for t in report["threads"] if t["native_id"] == main)["frames"]
+        tramps = [k for k, f in enumerate(frames) if f["kind"] == "jit"]
+        assert [frames[k]["function"] for k in tramps] == trampoline_names(stop.truth), (
+            flag, frames)
+        for k in tramps:
+            assert in_ranges(anon, frames[k]["address"]), (flag, hex(frames[k]["address"]), anon)
+            older = frames[k - 1]
+            assert older["kind"] == "python", (flag, k, frames)
+            assert frames[k]["function"] == "[trampoline] %s (%s)" % (older["function"],
+                                                                      older["file"]), (flag, k)
+        assert "unreadable" not in [f["kind"] for f in frames], (flag, frames)
+        assert frames[-1]["kind"] == "native" and frames[-1]["function"] == "_start", (
+            flag, frames[-1])
+        addresses[flag] = [frames[k]["address"] for k in tramps]
+    assert addresses["--native"] == addresses["--native-all"], addresses
+    if stop.kind == "perf":
+        # The perf map the guest wrote (`START SIZE py::qualname:file`, hex, a line per copy,
+        # flushed at each) names the copy each frame runs in after the same function.
+        rows = [line.split(" ", 2) for line in stop.perf_map.splitlines()]
+        named = []
+        for a in addresses["--native"]:
+            found = [n for start, size, n in rows
+                     if int(start, 16) <= a < int(start, 16) + int(size, 16)]
+            assert len(found) == 1, (hex(a), found)
+            named.append("[trampoline] %s (%s)" % tuple(found[0][len("py::"):].rsplit(":", 1)))
+        assert named == trampoline_names(stop.truth), named
+
+
+JITDUMP_MAGIC = 0x4A695444  # "JiTD" (perf's tools/perf/Documentation/jitdump-specification.txt)
+JIT_CODE_LOAD = 0
+
+
+def jitdump_loads(data):
+    """The header (elf_mach, pid) and the JIT_CODE_LOAD records ((code_addr, code_size, name))
+    of a jitdump. The guest writes it through a stdio buffer that the kill which dumps the core
+    discards: the last records may be cut off, and a cut record is left out."""
+    magic, _version, header_size, elf_mach, _pad, pid = struct.unpack_from("<6I", data, 0)
+    assert magic == JITDUMP_MAGIC, hex(magic)
+    loads, off = [], header_size
+    while off + 16 <= len(data):
+        rid, size, _ts = struct.unpack_from("<IIQ", data, off)
+        if size < 16 or off + size > len(data):
+            break
+        if rid == JIT_CODE_LOAD:
+            _pid, _tid, _vma, addr, code_size, _index = struct.unpack_from("<IIQQQQ", data,
+                                                                           off + 16)
+            name = data[off + 56:data.index(b"\0", off + 56)].decode()
+            loads.append((addr, code_size, name))
+        off += size
+    return elf_mach, pid, loads
+
+
+@on(stops("perf_jit"))
+def test_perf_jit_dump(stop):
+    """-X perf_jit under qemu writes perf's jitdump (/tmp/jit-PID.dump, EM_AARCH64, the guest's
+    pid), one JIT_CODE_LOAD record per trampoline copy: the copy each trampoline frame of
+    `--native` runs in is recorded under the name CPython gives perf (`py::qualname:file`), the
+    function our frame is named after. (The records of the stopped stack are written long before
+    the stop; only the last few kilobytes may be lost with the stdio buffer.)"""
+    elf_mach, pid, loads = jitdump_loads(stop.jitdump)
+    assert (elf_mach, pid) == (arm64_harness.EM_AARCH64, stop.sc.pid)
+    main = stop.truth["threads"][0]["native_id"]
+    report = stop.cli_json("--native")
+    frames = next(t for t in report["threads"] if t["native_id"] == main)["frames"]
+    named = []
+    for f in frames:
+        if f["kind"] == "jit":
+            found = [n for a, size, n in loads if a <= f["address"] < a + size]
+            assert len(found) == 1, (hex(f["address"]), found)
+            named.append("[trampoline] %s (%s)" % tuple(found[0][len("py::"):].rsplit(":", 1)))
+    assert named == trampoline_names(stop.truth), named
+
+
 # --- gdb-multiarch with pyunwind's script: arm64 cores, and a live process under qemu's gdb stub
 
 
@@ -425,6 +556,65 @@ def test_gdb_multiarch_core(stop):
     out = gdb_with_pyunwind(stop.root, stop.interp.guest_exe, [core],
                             ["py-bt -a --json", "thread apply all bt"])
     check_gdb_bt_all(out, stop.truth)
+
+
+# `#8  0x0000005500de75b0 [PAC] in [trampoline] leaf (/x/perf_calls.py) () at ...`, `#10 leaf ()
+# at ...`: (level, pc, function).
+BT_FRAME = re.compile(
+    r"^#(\d+)\s+(?:(0x[0-9a-f]+)(?: \[PAC\])? in )?(.*?) \([^()]*\)(?: at | from |$)")
+
+
+def bt_section(out, lwp):
+    """Thread `lwp`'s section of `thread apply all bt`."""
+    mine = [s for s in re.split(r"\n(?=Thread \d+ )", out)
+            if re.match(r"Thread \d+ .*\bLWP %d\b" % lwp, s)]
+    assert len(mine) == 1, (lwp, out)
+    return mine[0]
+
+
+def bt_frames(section):
+    """(level, pc or None, function) of each `#N` line of a `bt`."""
+    return [(int(m.group(1)), int(m.group(2), 16) if m.group(2) else None, m.group(3))
+            for m in map(BT_FRAME.match, section.splitlines()) if m]
+
+
+@on(stops("jit") + stops("perf") + stops("perf_jit"))
+def test_gdb_multiarch_jit(stop):
+    """gdb-multiarch with pyunwind's script on the JIT and perf-trampoline stops (the core with
+    the PAC mask notes): `py-bt -a --json` and the `bt` filter's Python frames are the truth;
+    `bt` names the JIT frame after its executor's code (`[jit] leaf (file:line)`) and each
+    trampoline after the function it starts; gdb's own `bt -no-filters` goes, with pyunwind's
+    unwinder, through every JIT and trampoline frame (the CLI's, at the same PCs) to `_start`:
+    a trampoline's newer neighbour is the eval loop it calls, a 3.14 JIT frame's older one the
+    eval loop that runs it (3.15's is `py::jit:executor`, the name CPython registers)."""
+    out = gdb_with_pyunwind(stop.root, stop.interp.guest_exe, [stop.pac_core()],
+                            ["py-bt -a --json", "thread apply all bt", "echo @@RAW\\n",
+                             "thread apply all bt -no-filters"])
+    filtered, raw_all = out.split("@@RAW\n")
+    check_gdb_bt_all(filtered, stop.truth)
+    main = stop.truth["threads"][0]["native_id"]
+    anon = arm64_harness.anon_exec_ranges(stop.core)
+    named = [f[2] for f in bt_frames(bt_section(filtered, main)) if f[2].startswith("[")]
+    if stop.kind == "jit":
+        with open(stop.sc.script, encoding="utf-8") as f:
+            first = 1 + next(i for i, text in enumerate(f) if text.startswith("def leaf("))
+        assert named == ["[jit] leaf (%s:%d)" % (stop.sc.script, first)], filtered
+    else:
+        assert named == trampoline_names(stop.truth), filtered
+    section = bt_section(raw_all, main)
+    raw = bt_frames(section)
+    assert "Backtrace stopped" not in section and raw[-1][2] == "_start", section
+    code = [i for i, f in enumerate(raw) if in_ranges(anon, f[1])]
+    cli = next(t for t in stop.cli_json("--native-all")["threads"] if t["native_id"] == main)
+    assert [raw[i][1] for i in code] == [
+        f["address"] for f in cli["frames"] if f["kind"] == "jit"], (section, cli["frames"])
+    for i in code:
+        if stop.kind != "jit":
+            assert raw[i - 1][2] == "_PyEval_EvalFrameDefault", section
+        elif stop.interp.minor < GDB_UNWINDS_JIT_FROM_MINOR:
+            assert raw[i][2] == "??" and raw[i + 1][2] == "_PyEval_EvalFrameDefault", section
+        else:
+            assert raw[i][2] == "py::jit:executor", section
 
 
 def check_gdb_bt_all(out, truth):
