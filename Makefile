@@ -102,6 +102,9 @@ test: pythons build lint unit integration
 bench: build pythons
 	bash bench/setup.sh
 	python3 bench/run.py
+	# --native against pystack on pyenv 3.12 (symbols) too, at depth 5000 (issue 27).
+	python3 bench/run.py --python "$$(pyenv root 2>/dev/null || echo $$HOME/.pyenv)/versions/3.12.1/bin/python3.12" \
+	  --depths 5000 --only pystack-native,ours-native
 	python3 bench/asyncio_bench.py
 	python3 bench/greenlets.py
 	PYUNWIND_LLDB=$$(bash tools/lldb-env.sh 22 | tail -n 1) python3 bench/huge_stack.py

@@ -53,7 +53,8 @@ DEEP_PY = os.path.join(BENCH_DIR, "deep.py")
 GDB_SCRIPT = os.path.join(REPO, "gdb-scripts", "pyunwind-gdb.py")
 CLI = os.path.join(REPO, "target", "release", "pyunwind")
 LIBPYTHON_GDB = "/usr/share/gdb/auto-load/usr/bin/python3.11-gdb.py"
-PYTHON = "/usr/bin/python3.11"
+PYTHON = "/usr/bin/python3.11"  # --python changes it
+EXPECTED_VERSION = "3.11"  # PYTHON's major.minor: what our JSON must report
 FUNC = "recurse"
 
 DEPTHS = (100, 1000, 5000)
@@ -203,8 +204,8 @@ def check_cli_json(out, err, depth):
     except ValueError as exc:
         raise Failure(f"output is not one JSON object: {exc}")
     version = str((report.get("python") or {}).get("version", ""))
-    if not version.startswith("3.11"):
-        raise Failure(f"python.version is {version!r}, expected 3.11.x")
+    if not version.startswith(EXPECTED_VERSION):
+        raise Failure(f"python.version is {version!r}, expected {EXPECTED_VERSION}.x")
     count = 0
     for thread in report.get("threads") or []:
         for frame in thread.get("frames") or []:
@@ -409,6 +410,16 @@ def check_setup(selected, pystack):
         raise SystemExit(2)
 
 
+def use_python(path):
+    """Measure on cores of `path` (deep.py run by it, read against it) instead of Debian's 3.11."""
+    global PYTHON, EXPECTED_VERSION
+    PYTHON = path
+    m = re.search(r"Python (\d+\.\d+)", version_of([path, "--version"]))
+    if not m:
+        raise SystemExit(f"bench: {path} --version does not say a Python version")
+    EXPECTED_VERSION = m.group(1)
+
+
 # ---- report -------------------------------------------------------------------------------
 
 def fmt_time(result):
@@ -573,8 +584,10 @@ def print_verdict(depths, all_results):
     if ps and ours_native and ps.median and ours_native.median:
         speedup = ps.median / max(ours_native.median, MIN_MEASURABLE_S)
         met = "met" if speedup >= TARGET_NATIVE_SPEEDUP else "MISSED"
-        print(f"core --native --json vs pystack core --native at depth {depth}: "
+        print(f"core --native --json vs pystack core --native at depth {depth} ({PYTHON}): "
               f"{speedup:.1f}x (target >= {TARGET_NATIVE_SPEEDUP:.0f}x): {met}")
+    if "ours-gdb" not in res:
+        return  # --only left py-bt out: nothing to say about it
     ours, base = res.get("ours-gdb"), res.get("baseline")
     extra = ours.command_median if ours is not None else None
     if extra is None:
@@ -614,6 +627,9 @@ def parse_args(argv):
                         + " (the gdb start-up baseline always runs)")
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S",
                         help="per-command time limit in seconds (default 600)")
+    parser.add_argument("--python", default=None, metavar="PATH",
+                        help="the interpreter that runs deep.py (default %s; libpython's py-bt "
+                        "is Debian 3.11's, so it runs only on the default)" % PYTHON)
     parser.add_argument("--keep-cores", action="store_true",
                         help="keep the core directory and print its path")
     args = parser.parse_args(argv)
@@ -644,6 +660,10 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.python:
+        use_python(args.python)
+        if "libpython" in args.selected:
+            args.selected.remove("libpython")
     cache = os.environ.get("PYUNWIND_CACHE") or os.path.expanduser("~/.cache/pyunwind")
     pystack = os.path.join(cache, "bench-venv", "bin", "pystack")
     check_setup(args.selected, pystack)
