@@ -119,12 +119,7 @@ impl Session {
             };
             *stacks.last_mut().expect("pushed above") = Some(stack);
         }
-        set.preload_lines(
-            stacks
-                .iter()
-                .flatten()
-                .flat_map(|s| s.frames.iter().filter_map(|f| f.module)),
-        );
+        set.preload_lines(stacks.iter().flatten().flat_map(|s| s.frames.iter()));
         for ((t, tr), stack) in self.threads().iter().zip(r.threads.iter_mut()).zip(&stacks) {
             if let Some(stack) = stack {
                 tr.frames = self.merge(t, &set, &interp_modules, stack, all, with_locals);

@@ -2,8 +2,8 @@
 //! separate debug file's), with the `addr2line` crate over gimli.
 
 use crate::memory::mapped::FileBytes;
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, OnceLock};
 
 use gimli::{EndianArcSlice, LittleEndian, Reader as _, SectionId};
 use object::{Object, ObjectSection};
@@ -11,6 +11,10 @@ use object::{Object, ObjectSection};
 use super::gdb_lines::{self, RawRow, Sequence};
 
 type Reader = EndianArcSlice<LittleEndian>;
+/// A file's DWARF sections, inflated.
+type Sections = HashMap<SectionId, Arc<[u8]>>;
+/// Address ranges, [begin, end).
+type Ranges = Vec<(u64, u64)>;
 
 /// A `.debug_*` section larger than this is not read (memory stays bounded).
 const MAX_DWARF_SECTION_BYTES: u64 = 512 << 20;
@@ -45,18 +49,29 @@ pub struct Lines {
     ctx: addr2line::Context<Reader>,
     /// Each unit's line table as gdb records it (see `gdb_lines`).
     gdb_rows: gdb_lines::Cache,
+    /// Set when `ctx` holds only the units that cover some addresses (see [`kept_units`]):
+    /// what they cover, and the file, whose whole DWARF answers any other address.
+    part: Option<Part>,
+}
+
+struct Part {
+    covered: Ranges,
+    path: String,
+    whole: OnceLock<Option<Box<Lines>>>,
 }
 
 impl Lines {
     /// The DWARF of the ELF file at `path`, None when it has no `.debug_info`.
     pub fn load(path: &str) -> Option<Lines> {
-        Lines::load_many(&[path]).pop().flatten()
+        Lines::load_many(&[(path, None)]).pop().flatten()
     }
 
     /// [`Lines::load`] of each path, their sections inflated on all cores at once: a debug
     /// file compresses its DWARF (python3.11-dbg: 11 MiB of `.debug_info` in 5 MiB), and
-    /// inflating it is most of the time `--native` takes.
-    pub fn load_many(paths: &[&str]) -> Vec<Option<Lines>> {
+    /// inflating it is most of the time `--native` takes. With the addresses that will be
+    /// asked, a file keeps only the units that cover them where it can ([`kept_units`]).
+    pub fn load_many(wanted: &[(&str, Option<&[u64]>)]) -> Vec<Option<Lines>> {
+        let paths: Vec<&str> = wanted.iter().map(|w| w.0).collect();
         let files: Vec<Option<FileBytes>> = paths.iter().map(|p| FileBytes::open(p).ok()).collect();
         let objects: Vec<Option<object::File<'_, &[u8]>>> = files
             .iter()
@@ -83,14 +98,27 @@ impl Lines {
         }
         jobs.sort_by_key(|j| std::cmp::Reverse(j.2.data.len()));
         let inflated = crate::parallel::map(&jobs, 1, true, |(_, _, data)| inflate(data));
-        let mut sections: Vec<HashMap<SectionId, Arc<[u8]>>> = vec![HashMap::new(); paths.len()];
+        let mut sections: Vec<Sections> = vec![HashMap::new(); paths.len()];
         for ((i, id, _), bytes) in jobs.iter().zip(inflated) {
             if let Some(b) = bytes {
                 sections[*i].insert(*id, b);
             }
         }
         let empty: Arc<[u8]> = Arc::from(&[][..]);
-        let built = crate::parallel::map(&sections, 1, true, |secs| {
+        let jobs: Vec<(usize, Sections)> = sections.into_iter().enumerate().collect();
+        let built = crate::parallel::map(&jobs, 1, true, |(i, secs)| {
+            let mut secs = secs.clone();
+            let part = wanted[*i].1.and_then(|addrs| {
+                let (info, covered) = kept_units(&secs, addrs)?;
+                secs.insert(SectionId::DebugInfo, info);
+                // Its offsets into .debug_info are the whole section's.
+                secs.remove(&SectionId::DebugAranges);
+                Some(Part {
+                    covered,
+                    path: paths[*i].to_string(),
+                    whole: OnceLock::new(),
+                })
+            });
             let load = |id: SectionId| -> Result<Reader, gimli::Error> {
                 let bytes = secs.get(&id).cloned().unwrap_or_else(|| empty.clone());
                 Ok(EndianArcSlice::new(bytes, LittleEndian))
@@ -100,6 +128,7 @@ impl Lines {
             Some(Lines {
                 ctx,
                 gdb_rows: gdb_lines::Cache::default(),
+                part,
             })
         });
         built
@@ -112,6 +141,16 @@ impl Lines {
     /// The functions at ELF address `addr`, innermost inlined call first; empty when DWARF
     /// does not cover it.
     pub fn frames(&self, addr: u64) -> Vec<SourceFrame> {
+        if let Some(p) = &self.part {
+            if !p.covered.iter().any(|&(lo, hi)| lo <= addr && addr < hi) {
+                return p
+                    .whole
+                    .get_or_init(|| Lines::load(&p.path).map(Box::new))
+                    .as_ref()
+                    .map(|l| l.frames(addr))
+                    .unwrap_or_default();
+            }
+        }
         let mut out = Vec::new();
         let Ok(mut it) = self.ctx.find_frames(addr).skip_all_loads() else {
             return out;
@@ -158,6 +197,96 @@ pub fn has_dwarf(path: &str) -> bool {
     FileBytes::open(path).ok().is_some_and(|f| {
         object::File::parse(f.bytes()).is_ok_and(|o| o.section_by_name(".debug_info").is_some())
     })
+}
+
+/// A `.debug_info` of only the compilation units `.debug_aranges` names for `addrs`, and the
+/// address ranges those units cover; None where that cannot be done exactly (an address no
+/// unit covers, an unreadable unit, or a unit that refers into another one).
+///
+/// libc6-dbg's libc has 4,126 units: building addr2line's context parses every unit's
+/// abbreviations and line-program header, 30 ms and 30 MiB for the one or two units a stack's
+/// libc frames are in. A unit moved to another offset reads the same, as long as nothing in it
+/// names a `.debug_info` offset: its own references are relative to its start, its other
+/// offsets are into other sections.
+fn kept_units(secs: &Sections, addrs: &[u64]) -> Option<(Arc<[u8]>, Ranges)> {
+    let info = secs.get(&SectionId::DebugInfo)?;
+    let abbrev = secs.get(&SectionId::DebugAbbrev)?;
+    let aranges = gimli::DebugAranges::new(secs.get(&SectionId::DebugAranges)?, LittleEndian);
+    // (unit offset, [begin, end)) of every address range .debug_aranges lists.
+    let mut ranges: Vec<(usize, u64, u64)> = Vec::new();
+    let mut headers = aranges.headers();
+    while let Some(h) = headers.next().ok()? {
+        let unit = h.debug_info_offset().0;
+        let mut entries = h.entries();
+        while let Some(e) = entries.next().ok()? {
+            let r = e.range();
+            if r.end > r.begin {
+                ranges.push((unit, r.begin, r.end));
+            }
+        }
+    }
+    let mut units = BTreeSet::new();
+    for &a in addrs {
+        let (unit, _, _) = ranges.iter().find(|&&(_, lo, hi)| lo <= a && a < hi)?;
+        units.insert(*unit);
+    }
+    let debug_info = gimli::DebugInfo::new(info, LittleEndian);
+    let mut out = Vec::new();
+    for &u in &units {
+        let header = debug_info
+            .header_from_offset(gimli::DebugInfoOffset(u))
+            .ok()?;
+        if !matches!(header.type_(), gimli::UnitType::Compilation) {
+            return None;
+        }
+        if refers_across_units(abbrev, header.debug_abbrev_offset().0)? {
+            return None;
+        }
+        let end = u.checked_add(header.length_including_self())?;
+        out.extend_from_slice(info.get(u..end)?);
+    }
+    let covered = ranges
+        .iter()
+        .filter(|r| units.contains(&r.0))
+        .map(|&(_, lo, hi)| (lo, hi))
+        .collect();
+    Some((Arc::from(out), covered))
+}
+
+/// Whether the abbreviation table at `offset` has a form that names a `.debug_info` offset or
+/// another file's entry (`DW_FORM_ref_addr`, as LTO builds use between units; signatures;
+/// supplementary and alternate files; `DW_FORM_indirect`, whose form is only in the entry).
+/// None when the table does not read.
+fn refers_across_units(abbrev: &[u8], offset: usize) -> Option<bool> {
+    let mut r = gimli::EndianSlice::new(abbrev.get(offset..)?, LittleEndian);
+    loop {
+        if r.read_uleb128().ok()? == 0 {
+            return Some(false);
+        }
+        r.read_uleb128().ok()?; // tag
+        r.read_u8().ok()?; // children
+        loop {
+            let name = r.read_uleb128().ok()?;
+            let form = gimli::DwForm(u16::try_from(r.read_uleb128().ok()?).ok()?);
+            if name == 0 && form.0 == 0 {
+                break;
+            }
+            if matches!(
+                form,
+                gimli::DW_FORM_ref_addr
+                    | gimli::DW_FORM_ref_sig8
+                    | gimli::DW_FORM_ref_sup4
+                    | gimli::DW_FORM_ref_sup8
+                    | gimli::DW_FORM_GNU_ref_alt
+                    | gimli::DW_FORM_indirect
+            ) {
+                return Some(true);
+            }
+            if form == gimli::DW_FORM_implicit_const {
+                r.read_sleb128().ok()?;
+            }
+        }
+    }
 }
 
 /// A section's bytes, inflated straight into the buffer the reader keeps (a `Vec` turned into
@@ -241,5 +370,36 @@ fn push_path(path: &mut String, part: &str) {
             path.push('/');
         }
         path.push_str(part);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refers_across_units;
+
+    /// An abbreviation: code, tag, children, then (attribute, form) pairs and the (0, 0) end.
+    fn abbrev(code: u8, pairs: &[(u8, u8)]) -> Vec<u8> {
+        let mut out = vec![code, 0x11, 1];
+        for &(a, f) in pairs {
+            out.extend([a, f]);
+        }
+        out.extend([0, 0]);
+        out
+    }
+
+    #[test]
+    fn tables_with_references_into_other_units_are_told() {
+        // DW_AT_name/DW_FORM_strp, DW_AT_abstract_origin/DW_FORM_ref4: unit-relative only.
+        let mut local = abbrev(1, &[(0x03, 0x0e), (0x31, 0x13)]);
+        local.push(0);
+        assert_eq!(refers_across_units(&local, 0), Some(false));
+        // DW_AT_abstract_origin/DW_FORM_ref_addr, in the second abbreviation.
+        let mut across = abbrev(1, &[(0x03, 0x0e)]);
+        across.extend(abbrev(2, &[(0x31, 0x10)]));
+        across.push(0);
+        assert_eq!(refers_across_units(&across, 0), Some(true));
+        // A table cut before its end, and an offset past the section, do not read.
+        assert_eq!(refers_across_units(&local[..4], 0), None);
+        assert_eq!(refers_across_units(&local, local.len() + 1), None);
     }
 }

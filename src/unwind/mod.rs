@@ -11,6 +11,7 @@ pub mod cfi;
 pub mod ptrace;
 pub mod regs;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 
 use gimli::UnwindContext;
@@ -27,6 +28,9 @@ use crate::target::Target;
 /// The deepest native stack we walk (a 5000-deep Python recursion on 3.10 is about 25,000
 /// native frames).
 pub const MAX_NATIVE_FRAMES: usize = 100_000;
+/// Distinct addresses a module's DWARF is cut down to at most when loaded for a stack's frames
+/// (beyond, the others are named from its whole DWARF).
+const MAX_PRELOAD_ADDRESSES: usize = 4096;
 /// A frame-pointer step must stay within this distance of the stack pointer.
 const MAX_FP_FRAME_BYTES: u64 = 1 << 24;
 
@@ -151,24 +155,35 @@ impl ModuleSet {
         }
     }
 
-    /// Loads the DWARF of `modules` that have none loaded yet, all at once on every core
-    /// (see [`Lines::load_many`]), before their frames are named.
-    pub fn preload_lines(&self, modules: impl IntoIterator<Item = usize>) {
-        let mut wanted: Vec<usize> = modules
+    /// Loads the DWARF of the modules `frames` are in that have none loaded yet, all at once on
+    /// every core (see [`Lines::load_many`]), before those frames are named: each keeps the
+    /// units that cover them where it can, and loads the rest only if asked for another address.
+    pub fn preload_lines<'f>(&self, frames: impl IntoIterator<Item = &'f Frame>) {
+        let mut addrs: BTreeMap<usize, BTreeSet<u64>> = BTreeMap::new();
+        for f in frames {
+            let Some(i) = f.module else { continue };
+            if self.lines.get(i).is_some_and(|l| l.get().is_none()) {
+                if let Some(elf) = self.elf(i) {
+                    let a = addrs.entry(i).or_default();
+                    if a.len() < MAX_PRELOAD_ADDRESSES {
+                        a.insert(f.lookup.wrapping_sub(self.bias(i, elf)));
+                    }
+                }
+            }
+        }
+        let found: Vec<(usize, &str, Vec<u64>)> = addrs
             .into_iter()
-            .filter(|&i| self.lines.get(i).is_some_and(|l| l.get().is_none()))
-            .collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        let found: Vec<(usize, &str)> = wanted
-            .into_iter()
-            .filter_map(|i| Some((i, self.dwarf_path(i, self.elf(i)?)?)))
+            .filter_map(|(i, a)| {
+                let path = self.dwarf_path(i, self.elf(i)?)?;
+                Some((i, path, a.into_iter().collect()))
+            })
             .collect();
         if found.is_empty() {
             return;
         }
-        let paths: Vec<&str> = found.iter().map(|f| f.1).collect();
-        for ((i, _), l) in found.iter().zip(Lines::load_many(&paths)) {
+        let wanted: Vec<(&str, Option<&[u64]>)> =
+            found.iter().map(|f| (f.1, Some(&f.2[..]))).collect();
+        for ((i, _, _), l) in found.iter().zip(Lines::load_many(&wanted)) {
             let _ = self.lines[*i].set(l);
         }
     }
