@@ -210,6 +210,18 @@ impl Snapshot {
         if ndigits > MAX_INT_DIGITS {
             return Err(ReadError::too_large(obj, ndigits));
         }
+        if ndigits <= 2 {
+            // Most ints (task numbers, counters) fit two 30-bit digits: no buffers to allocate.
+            let mut b = [0u8; 8];
+            self.mem
+                .read_into(digits_at, &mut b[..ndigits as usize * 4])?;
+            let v = two_digits(b).ok_or(ReadError::corrupt(obj, "int digit"))?;
+            return Ok(if negative && v != 0 {
+                format!("-{v}")
+            } else {
+                v.to_string()
+            });
+        }
         let raw = self
             .mem
             .read_vec(digits_at, ndigits * 4, MAX_INT_DIGITS * 4)?;
@@ -625,6 +637,14 @@ impl Snapshot {
 }
 
 /// Base-2^30 digits (least significant first) to decimal.
+/// The value of an int's first two 30-bit digits as stored (little-endian u32s, low first);
+/// None when a digit is out of range.
+fn two_digits(b: [u8; 8]) -> Option<u64> {
+    let lo = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    let hi = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+    (lo < 1 << 30 && hi < 1 << 30).then_some((u64::from(hi) << 30) | u64::from(lo))
+}
+
 fn digits_to_decimal(digits: &[u32]) -> String {
     let mut n: Vec<u32> = digits.to_vec();
     while n.last() == Some(&0) {
@@ -787,5 +807,13 @@ mod tests {
         assert_eq!(digits_to_decimal(&[5]), "5");
         assert_eq!(digits_to_decimal(&[0]), "0");
         assert_eq!(digits_to_decimal(&[0, 1]), "1073741824");
+        // 2**45 + 7: digits 7 and 2**15.
+        let mut b = [0u8; 8];
+        b[..4].copy_from_slice(&7u32.to_le_bytes());
+        b[4..].copy_from_slice(&(1u32 << 15).to_le_bytes());
+        assert_eq!(two_digits(b), Some((1 << 45) + 7));
+        assert_eq!(two_digits([0; 8]), Some(0));
+        b[4..].copy_from_slice(&(1u32 << 30).to_le_bytes());
+        assert_eq!(two_digits(b), None);
     }
 }

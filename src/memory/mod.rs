@@ -40,6 +40,8 @@ use crate::error::{ReadError, ReadErrorKind};
 /// The largest single object we will copy out of the target (a code object's line table, a
 /// string's characters...). Anything larger is refused before allocation.
 pub const MAX_READ_BYTES: u64 = 64 << 20;
+/// Reads up to this size get a buffer from malloc (see [`Memory::read_vec`]).
+const SMALL_READ_BYTES: u64 = 64 << 10;
 
 /// A readable address space.
 pub trait Memory: Send + Sync {
@@ -92,7 +94,17 @@ pub trait Memory: Send + Sync {
         if addr.checked_add(len).is_none() {
             return Err(ReadError::new(addr, len, ReadErrorKind::Unmapped));
         }
-        let mut v = vec![0u8; len as usize];
+        // Small buffers from malloc, then zeroed: glibc's calloc skips the thread's cache and
+        // takes the arena lock, which threads reading in parallel then wait on (futex: a tenth
+        // of 100,000 tasks' time). A large one from calloc, whose fresh pages need no zeroing.
+        #[allow(clippy::slow_vector_initialization)] // vec![0; n] is the calloc avoided here
+        let mut v = if len <= SMALL_READ_BYTES {
+            let mut v = Vec::with_capacity(len as usize);
+            v.resize(len as usize, 0);
+            v
+        } else {
+            vec![0u8; len as usize]
+        };
         self.read_into(addr, &mut v)?;
         Ok(v)
     }
