@@ -102,6 +102,10 @@ class JitUnwinder(Unwinder):
             st = st.get()
             if not st.starts:
                 return None
+            # Jit.unwind takes x86-64's registers: elsewhere (gdb-multiarch on an arm64 core)
+            # gdb unwinds JIT code its own way, as with no unwinder.
+            if pending_frame.architecture().name() != "i386:x86-64":
+                return None
             pc = int(pending_frame.read_register("rip"))
             if st.region(pc) is None:
                 return None
