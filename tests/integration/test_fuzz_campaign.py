@@ -79,6 +79,8 @@ def test_arm64_sample_of_corrupted_cores(root):
         want = {"tstate", "interp", "frame", "code", "str", "local"} | ARM64_KINDS
         if b["minor"] >= 13:
             want.add("debug_offsets")
+        if b["env"].get("PYTHON_JIT") == "1":
+            want |= {"executor", "executor_roots"}
         assert want <= set(b["structures"]), (b["interp"], b["scenario"], b["structures"])
         assert b["structures"]["prstatus"] and len(b["structures"]["link_map"]) >= 4, b
     specs, sample = campaign.plan(bases, ARM64_SAMPLE_CORES, SEED, ARM64_SAMPLE_GDB_RUNS, 0)

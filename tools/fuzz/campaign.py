@@ -33,8 +33,10 @@ or pc), the NT_AUXV's AT_PHDR, AT_BASE and AT_ENTRY entries (`at_phdr`, `at_base
 notes), the executable's DT_DEBUG entry (`dt_debug`), the dynamic linker's `r_debug` and every
 `link_map` node (`l_addr`, `l_name`, `l_ld`, `l_next`, `l_prev`), found as
 src/memory/link_map.rs finds them (AT_PHDR places the executable, whose dynamic section's
-DT_DEBUG points to r_debug), the objects' names (`l_name`), and the frame records of each
-thread's x29 chain (`frame_record`: the saved x29 or the signed return address). Every third
+DT_DEBUG points to r_debug), the objects' names (`l_name`), the frame records of each
+thread's x29 chain (`frame_record`: the saved x29 or the signed return address), and with the
+JIT on, its executors (`executor`: links, code, jit_size, jit_code) and the interpreter's slots
+that hold them (`executor_roots`), at src/native/jit/tables.rs's arm64 offsets. Every third
 arm64 core also goes through the native unwind (`--json --native --locals --why` and the text
 of `--native-all`, in turn). The gdb sample reads arm64 cores with gdb-multiarch (`set sysroot
 ROOT`); the lldb sample skips them (tests/integration/test_lldb_arm64.py reads qemu cores in
@@ -344,7 +346,17 @@ FIELDS = {
     # A frame record: the caller's x29, the return address (signed on sid's builds).
     "frame_record": [0, 8],
 }
-SPAN.update({"l_name": 32})
+# The JIT's executors (sid's arm64 release builds, src/native/jit/tables.rs AARCH64_TABLES):
+# where the interpreter keeps them, from its address. 3.14: the list head, then the deletion
+# list; 3.15: the pointer array, then its count; and its two cold executors.
+EXECUTOR_ROOTS = {14: 0x367e8, 15: 0x368e0}
+EXECUTOR_COLD_315 = (0x36900, 0x36908)
+# `_PyExecutorObject.vm_data.links.next` of 3.14.
+EXECUTOR_NEXT_314 = 0x48
+MAX_EXECUTORS = 64
+# An executor's span covers vm_data (links, code), jit_size and jit_code on both versions; the
+# roots' the two words named above.
+SPAN.update({"l_name": 32, "executor": 128, "executor_roots": 16})
 # XOR masks for registers and return addresses: pointer-authentication bits (54..48 on a
 # 48-bit VA; bit 55 selects the half), top-byte tags, small offsets.
 XOR_MASKS = [0x007f000000000000, 0x0001000000000000, 0x0080000000000000, 0xff00000000000000,
@@ -452,7 +464,42 @@ def locate_arm64(base):
                 and name not in st["l_name"]:
             st["l_name"].append(name)
         node = u64(node + L_NEXT)
+    st.update(locate_executors(base, core, u64))
     return {k: v for k, v in st.items() if v}
+
+
+def locate_executors(base, core, u64):
+    """The JIT's executors of each interpreter and the slots that hold them (``executor``,
+    ``executor_roots``): with PYTHON_JIT=1 there are some, and the native unwind names JIT frames
+    through them."""
+    st = {"executor": [], "executor_roots": []}
+    if base["minor"] not in EXECUTOR_ROOTS:
+        return st
+    at = EXECUTOR_ROOTS[base["minor"]]
+    for interp in base["structures"].get("interp", ()):
+        roots = interp + at
+        if not core.has(roots, 8):
+            continue
+        found = []
+        if base["minor"] == 14:
+            e = u64(roots)
+            while e and e not in found and len(found) < MAX_EXECUTORS and core.has(e, 128):
+                found.append(e)
+                e = u64(e + EXECUTOR_NEXT_314)
+        else:
+            ptrs, count = u64(roots), u64(roots + 8) or 0
+            for i in range(min(count, MAX_EXECUTORS)):
+                e = u64(ptrs + 8 * i) if ptrs else None
+                if e and core.has(e, 128) and e not in found:
+                    found.append(e)
+            for off in EXECUTOR_COLD_315:
+                e = u64(interp + off)
+                if e and core.has(e, 128) and e not in found:
+                    found.append(e)
+        if found:
+            st["executor_roots"].append(roots)
+            st["executor"].extend(e for e in found if e not in st["executor"])
+    return st
 
 
 # --- mutations -------------------------------------------------------------------------------
