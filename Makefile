@@ -112,9 +112,10 @@ bench: build pythons
 	python3 bench/jit_unwinder_bench.py
 	python3 bench/many.py
 
-# libFuzzer over memory images of real stops, then 10,000 corrupted real cores through the CLI,
-# gdb and lldb (tools/fuzz/run.sh; FUZZ_SECONDS, FUZZ_CORES, FUZZ_SEED).
-fuzz: build pythons
+# libFuzzer over memory images of real stops, then 10,000 corrupted real cores (x86-64 gcore
+# cores, and arm64 qemu cores from the arm64 roots) through the CLI, gdb and lldb
+# (tools/fuzz/run.sh; FUZZ_SECONDS, FUZZ_CORES, FUZZ_SEED).
+fuzz: build pythons arm64
 	bash tools/fuzz/run.sh
 
 # The same as `pyunwind install-gdb` / `install-lldb` of a pip install (one implementation, in

@@ -183,13 +183,40 @@ def _thread_syscalls(inf, names):
 
 
 def _native_frames():
-    """gdb's frames of the selected thread, innermost first."""
+    """gdb's frames of the selected thread, innermost first, up to where gdb's own unwinding
+    fails (its `bt` stops there too)."""
     frames = []
     f = gdb.newest_frame()
-    while f is not None and len(frames) < 100000:
-        frames.append(f)
-        f = f.older()
+    try:
+        while f is not None and len(frames) < 100000:
+            frames.append(f)
+            f = f.older()
+    except gdb.error:
+        # A register or stack gdb cannot read (a corrupted core): the frames above are still
+        # right, and losing them all would lose the Python frames they hold.
+        pass
     return frames
+
+
+def _filtered_frames(frame_iter):
+    """A frame filter's frames, up to where gdb's own unwinding fails. gdb's iterator asks for
+    a frame's caller before it yields the frame, and a gdb.error escaping the filter is printed
+    as a Python exception: on one, the frames are gdb's own from there on, as far as they go.
+    gdb's message is said once per stop, as `bt -no-filters` ends with it."""
+    out = []
+    try:
+        for d in frame_iter:
+            out.append(d)
+    except gdb.error as e:
+        line = "Backtrace stopped: %s" % fe.printable(str(e))
+        if line not in _fallbacks_shown:
+            _fallbacks_shown.add(line)
+            gdb.write(line + "\n", gdb.STDERR)
+        try:
+            out.extend(FrameDecorator(f) for f in _native_frames()[len(out):])
+        except gdb.error:
+            pass
+    return out
 
 
 def _stack_pointers(frames):
@@ -570,7 +597,7 @@ class PythonFrameFilter:
         gdb.frame_filters[self.name] = self
 
     def filter(self, frame_iter):
-        decorators = list(frame_iter)
+        decorators = _filtered_frames(frame_iter)
         try:
             if not _open_session().python_thread(lwp=_thread_key(), tp=_thread_pointer()):
                 # A thread that never ran Python: its native frames are all there is.

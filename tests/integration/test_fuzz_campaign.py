@@ -1,6 +1,7 @@
 """The corrupted-core campaign (tools/fuzz/campaign.py) in small: a fixed-seed sample of
-corrupted real cores through the CLI (and a few through gdb), and every regression spec in
-tests/fuzz_specs/ (failures the campaign found once), replayed on fresh cores.
+corrupted real cores through the CLI (and a few through gdb), another of arm64 qemu cores (and a
+few through gdb-multiarch), and every regression spec in tests/fuzz_specs/ (failures the
+campaign found once), replayed on fresh cores.
 
 Every run must end cleanly: exit 0 with one JSON report (or text), or exit 1 with one
 `pyunwind: ` line; no crash, no hang over 10 s, no panic, and no Python traceback in gdb.
@@ -28,6 +29,15 @@ SPECS = sorted(glob.glob(str(harness.repo_root() / "tests" / "fuzz_specs" / "*.j
 SAMPLE_BASES = [("pyenv-3.10", "threads"), ("pyenv-3.11", "locals"), ("pyenv-3.12", "gather"),
                 ("pyenv-3.13", "threads"), ("debian-3.11", "gather"), ("debian-3.14", "gather"),
                 ("debian-3.15", "locals"), ("ft-3.13t", "threads")]
+# arm64 qemu cores (a few ms a run): bookworm's 3.11 and sid's 3.14 with its JIT on, read with
+# --sysroot; a third of them through --native or --native-all, some through gdb-multiarch.
+ARM64_SAMPLE_CORES = 240
+ARM64_SAMPLE_GDB_RUNS = 4
+ARM64_SAMPLE_BASES = [("arm64-bookworm-3.11", "locals"), ("arm64-sid-3.14-jit", "jit_call")]
+# What locate_arm64 finds in every qemu core: the registers, the auxv, the dynamic linker's
+# list (DT_DEBUG, r_debug, link_maps and their names), frame records.
+ARM64_KINDS = {"prstatus", "at_phdr", "at_base", "at_entry", "dt_debug", "r_debug", "link_map",
+               "l_name", "frame_record"}
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +66,24 @@ def test_sample_of_corrupted_cores(root):
             want.add("debug_offsets")
         assert want <= set(b["structures"]), (b["interp"], b["scenario"], b["structures"])
     specs, sample = campaign.plan(bases, SAMPLE_CORES, SEED, SAMPLE_GDB_RUNS, 0)
+    counts, failures = campaign.campaign(bases, specs, 2, root, sample)
+    assert not failures, describe(failures)
+    assert counts == dict.fromkeys(campaign.COUNTS, 0)
+
+
+def test_arm64_sample_of_corrupted_cores(root):
+    interps = interp_by_id()
+    bases = campaign.make_bases([(interps[i], sc) for i, sc in ARM64_SAMPLE_BASES], root)
+    assert len(bases) == len(ARM64_SAMPLE_BASES)
+    for b in bases:
+        want = {"tstate", "interp", "frame", "code", "str", "local"} | ARM64_KINDS
+        if b["minor"] >= 13:
+            want.add("debug_offsets")
+        if b["env"].get("PYTHON_JIT") == "1":
+            want |= {"executor", "executor_roots"}
+        assert want <= set(b["structures"]), (b["interp"], b["scenario"], b["structures"])
+        assert b["structures"]["prstatus"] and len(b["structures"]["link_map"]) >= 4, b
+    specs, sample = campaign.plan(bases, ARM64_SAMPLE_CORES, SEED, ARM64_SAMPLE_GDB_RUNS, 0)
     counts, failures = campaign.campaign(bases, specs, 2, root, sample)
     assert not failures, describe(failures)
     assert counts == dict.fromkeys(campaign.COUNTS, 0)

@@ -3,16 +3,44 @@ structures, each run through the CLI (and a sample through gdb and lldb), every 
 counted.
 
     python tools/fuzz/campaign.py --cores 10000 --seed 1 [--gdb 40] [--lldb 20] [--jobs 2]
+    python tools/fuzz/campaign.py --arch arm64 --cores 600 --seed 20261127
     python tools/fuzz/campaign.py --replay tests/fuzz_specs/*.json
 
-Base cores: one gcore core per (interpreter, scenario), made at the start of a run (nothing
-big is committed): `threads` (four threads, frames at several depths), `locals` (str, int,
-float, bytes, tuple, list, dict, set and instance locals) and the asyncio `gather` case (tasks,
-futures, coroutines, a gather). Every structure a mutation aims at is found in the CLI's own
-JSON report of the untouched core (`thread_state`, `interpreter`, each frame's `address`,
-`tasks[].id`, `loops[].id`, `awaiting.id`, the locals' order) plus the layouts' known offsets
-(the frame's code pointer, the code object's names, a frame's `localsplus`, a task's
-coroutine), and the `_Py_DebugOffsets` cookie (3.13+).
+Base cores: one core per (interpreter, scenario), made at the start of a run (nothing big is
+committed): `threads` (four threads, frames at several depths), `locals` (str, int, float,
+bytes, tuple, list, dict, set and instance locals) and the asyncio `gather` case (tasks,
+futures, coroutines, a gather), plus x86-64's `why_waits`, `why_async_locks` and
+`greenlets_raw`. Every structure a mutation aims at is found in the CLI's own JSON report of
+the untouched core (`thread_state`, `interpreter`, each frame's `address`, `tasks[].id`,
+`loops[].id`, `awaiting.id`, the locals' order) plus the layouts' known offsets (the frame's
+code pointer, the code object's names, a frame's `localsplus`, a task's coroutine), and the
+`_Py_DebugOffsets` cookie (3.13+). `--arch` and `--interp` choose the interpreters (all of both
+architectures by default), `--scenario` the scenarios.
+
+x86-64 (`--arch x86_64`): gcore cores of the pyenv builds, Debian's stripped 3.11, sid's 3.14
+and 3.15 and the free-threaded 3.13t, each read with `--exe`.
+
+arm64 (`--arch arm64`): qemu-user cores of Debian's own arm64 interpreters, made as
+tests/integration/arm64_harness.py makes them (the roots `make arm64`, tools/arm64.sh, unpacks):
+bookworm's 3.11, sid's 3.14, sid's 3.14 again with PYTHON_JIT=1 (`arm64-sid-3.14-jit`, which
+also has the `jit_call` scenario: a C call from JIT code) and sid's 3.15; `threads`, `locals`
+and `gather` each. They are read with `--sysroot ROOT` only: such a core has no NT_FILE, so the
+modules come from its NT_AUXV and the dynamic linker's list in memory, the registers from the
+arm64 NT_PRSTATUS (sid's return addresses carry PAC bits). On top of the kinds above, their
+mutations aim at those (`locate_arm64`): each thread's NT_PRSTATUS (`prstatus`: x29, x30, sp
+or pc), the NT_AUXV's AT_PHDR, AT_BASE and AT_ENTRY entries (`at_phdr`, `at_base`,
+`at_entry`: the value or the type word; these and `prstatus` are patched by file offset, in the
+notes), the executable's DT_DEBUG entry (`dt_debug`), the dynamic linker's `r_debug` and every
+`link_map` node (`l_addr`, `l_name`, `l_ld`, `l_next`, `l_prev`), found as
+src/memory/link_map.rs finds them (AT_PHDR places the executable, whose dynamic section's
+DT_DEBUG points to r_debug), the objects' names (`l_name`), the frame records of each
+thread's x29 chain (`frame_record`: the saved x29 or the signed return address), and with the
+JIT on, its executors (`executor`: links, code, jit_size, jit_code) and the interpreter's slots
+that hold them (`executor_roots`), at src/native/jit/tables.rs's arm64 offsets. Every third
+arm64 core also goes through the native unwind (`--json --native --locals --why` and the text
+of `--native-all`, in turn). The gdb sample reads arm64 cores with gdb-multiarch (`set sysroot
+ROOT`); the lldb sample skips them (tests/integration/test_lldb_arm64.py reads qemu cores in
+lldb).
 
 A mutation is a JSON spec, replayable on a fresh core of the same scenario (structures are
 named by kind and index, not by address):
@@ -22,7 +50,9 @@ named by kind and index, not by address):
      "cut": null}
 
 `value` is an integer, or ["self", delta] (the structure's own address plus delta), or
-["ref", kind, index, delta] (another located structure). `cut` is null, ["file", fraction]
+["ref", kind, index, delta] (another located structure: an address, so never a file-offset
+kind), or ["xor", mask] (the base core's own value there, those bits flipped: other PAC or tag
+bits in a register or return address). `cut` is null, ["file", fraction]
 (the core cut at that fraction of its size) or ["segment", index, fraction] (a PT_LOAD's
 p_filesz cut). Patches are written into a per-worker copy of the base core and undone after
 the run, so a run costs no copy of the core.
@@ -32,11 +62,13 @@ Outcomes counted (each must be zero): crash (killed by a signal), hang (over 10 
 for it; or an uncaught one: exit 101, "panicked at", PanicException; see harness.panic_in),
 invalid JSON (exit 0 and stdout not one JSON object), multi-line
 error (exit 1 and stderr not exactly one `pyunwind: ` line, or another exit status), and, for
-gdb and lldb, a Python traceback or a panic in their output. Each failure is written as its
-spec to the output directory, ready to become a regression test (tests/fuzz_specs/).
+gdb (gdb-multiarch) and lldb, a Python traceback or a panic in their output. Each failure is
+written as its spec to the output directory, ready to become a regression test
+(tests/fuzz_specs/).
 """
 
 import argparse
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -51,6 +83,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
+import arm64_harness  # noqa: E402
 import harness  # noqa: E402
 from corefile import CoreFile  # noqa: E402
 
@@ -60,8 +93,20 @@ CASES_SCRIPT = os.path.join(ROOT, "tests", "scenarios", "asyncio", "cases.py")
 GDB_SCRIPT = os.path.join(ROOT, "gdb-scripts", "pyunwind-gdb.py")
 LLDB_SCRIPT = os.path.join(ROOT, "lldb-scripts", "pyunwind_lldb.py")
 # why_waits: threads in each kind of wait and a lock-order deadlock (lock objects, with blocks'
-# value stacks, exception tables); why_async_locks: asyncio tasks in async with blocks (3.11+).
-SCENARIOS = ("threads", "locals", "gather", "why_waits", "why_async_locks", "greenlets_raw")
+# value stacks, exception tables); why_async_locks: asyncio tasks in async with blocks (3.11+);
+# jit_call (arm64, PYTHON_JIT=1 only): a C call from JIT code, a JIT frame on the native stack.
+SCENARIOS = ("threads", "locals", "gather", "why_waits", "why_async_locks", "greenlets_raw",
+             "jit_call")
+ARCHES = ("x86_64", "arm64")
+X86_64_INTERPRETERS = ("pyenv-3.10", "pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11",
+                       "debian-3.14", "debian-3.15", "ft-3.13t")
+# Debian's arm64 interpreters under qemu-user (tests/integration/arm64_harness.py) and sid's
+# 3.14 again with its JIT on: qemu cores, read with --sysroot.
+ARM64_JIT = "arm64-sid-3.14-jit"
+ARM64_INTERPRETERS = ("arm64-bookworm-3.11", "arm64-sid-3.14", ARM64_JIT, "arm64-sid-3.15")
+# The others stay x86-64's: no arm64 greenlet is installed, and each arm64 base costs seconds
+# of qemu; the registers --why reads are reached through the `prstatus` kind.
+ARM64_SCENARIOS = ("threads", "locals", "gather", "jit_call")
 
 # --- layouts (src/cpython/layout/v3_1X.rs; free-threaded 3.13: object fields +16) ----------
 # `f_code` of PyFrameObject (3.10) / `f_executable` of _PyInterpreterFrame (3.11+).
@@ -91,15 +136,41 @@ VALUES = [0, 0x10, 0xffffffffffffffff, 1 << 63, (1 << 63) - 1, 1 << 62, 1 << 31,
 # --- base cores ------------------------------------------------------------------------------
 
 
-def interpreters():
-    """Every supported interpreter the tests use (a missing one raises, never skips)."""
-    found = {i.id: i for i in harness.interpreters() + harness.provisioned_interpreters()}
-    ids = ["pyenv-3.10", "pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11",
-           "debian-3.14", "debian-3.15", "ft-3.13t"]
+def interpreters(arches=ARCHES):
+    """Every supported interpreter the tests use, of these architectures (a missing one raises,
+    never skips)."""
+    found = {}
+    ids = []
+    if "x86_64" in arches:
+        found.update((i.id, i) for i in harness.interpreters() + harness.provisioned_interpreters())
+        ids += X86_64_INTERPRETERS
+    if "arm64" in arches:
+        for i in arm64_harness.interpreters():
+            found[i.id] = i
+        found[ARM64_JIT] = dataclasses.replace(found["arm64-sid-3.14"], id=ARM64_JIT,
+                                               env={"PYTHON_JIT": "1"})
+        ids += ARM64_INTERPRETERS
     return [found[i] for i in ids]
 
 
+def is_arm64(interp):
+    return isinstance(interp, arm64_harness.Interp)
+
+
 def scenario_for(interp, scenario):
+    if is_arm64(interp):
+        if scenario not in ARM64_SCENARIOS:
+            return None
+        if scenario == "jit_call":
+            if interp.env.get("PYTHON_JIT") != "1":
+                return None
+            return arm64_harness.Scenario(interp, scenario)
+        if scenario == "gather":
+            return arm64_harness.Scenario(interp, "asyncio-gather", script=CASES_SCRIPT,
+                                          args=("gather", "c"))
+        return arm64_harness.Scenario(interp, scenario)
+    if scenario == "jit_call":
+        return None
     if scenario == "why_async_locks" and interp.minor < 11:
         return None
     if scenario == "greenlets_raw":
@@ -135,18 +206,35 @@ def make_base(interp, scenario, workdir):
         src = s.make_core()
         core = os.path.join(workdir, "core.%s.%s" % (interp.id, scenario))
         shutil.move(src, core)
+    base = {"interp": interp.id, "env": interp.env, "minor": interp.minor,
+            "scenario": scenario, "core": core}
+    if is_arm64(interp):
+        base.update(arch="arm64", exe=interp.guest_exe, root=interp.root)
+    else:
+        base.update(arch="x86_64", exe=interp.exe, root=None)
     flags = ["--json", "--locals", "--why"] + (
         ["--tasks"] if scenario in ("gather", "why_async_locks") else []) + (
         ["--greenlets"] if scenario == "greenlets_raw" else [])
-    status, rc, out, err = cli(["core", core, *flags], timeout=60)
+    # The base's own report is taken from the core alone (gcore's NT_FILE, or the sysroot).
+    target = ["core", core] + (["--sysroot", base["root"]] if base["root"] else [])
+    status, rc, out, err = cli([*target, *flags], timeout=120)
     if status != "ok" or rc != 0:
         raise RuntimeError("base core %s: CLI failed: %r" % (core, err[-2000:]))
     report = json.loads(out)
-    base = {"interp": interp.id, "exe": interp.exe, "env": interp.env, "minor": interp.minor,
-            "free_threaded": report["python"]["free_threaded"], "scenario": scenario,
-            "core": core}
+    base["free_threaded"] = report["python"]["free_threaded"]
     base["structures"] = locate(base, report)
+    if base["arch"] == "arm64":
+        base["structures"].update(locate_arm64(base))
     return base
+
+
+def cli_target(base, path):
+    """The CLI's arguments that read a corrupted core of ``base``: --exe with the interpreter
+    (x86-64), --sysroot with the root the guest ran in (arm64: a qemu core names its files only
+    through the auxv and r_debug, both of which mutations reach)."""
+    if base["arch"] == "arm64":
+        return ["core", path, "--sysroot", base["root"]]
+    return ["core", path, "--exe", base["exe"]]
 
 
 def locate(base, report):
@@ -226,6 +314,194 @@ def debug_offsets_address(core):
     return None
 
 
+# --- arm64: qemu-user cores ------------------------------------------------------------------
+# A qemu core has no NT_FILE: the modules come from the auxiliary vector and the dynamic
+# linker's list in memory (src/memory/link_map.rs), the registers from the arm64 NT_PRSTATUS,
+# the native unwind from frame records. Those are what the arm64 kinds below aim at.
+
+NT_PRSTATUS, NT_AUXV = arm64_harness.NT_PRSTATUS, arm64_harness.NT_AUXV
+# `struct elf_prstatus` of arm64: pr_reg (x0..x30, sp, pc, pstate) at 112.
+PRSTATUS_REG = 112
+AT_PHDR, AT_BASE, AT_ENTRY = 3, 7, 9
+AUXV_KINDS = {"at_phdr": AT_PHDR, "at_base": AT_BASE, "at_entry": AT_ENTRY}
+DT_NULL, DT_DEBUG = 0, 21
+PT_LOAD, PT_DYNAMIC, PT_PHDR = 1, 2, 6
+R_MAP, L_NAME, L_NEXT = 8, 8, 24
+MAX_LINK_MAPS = 256
+FRAME_RECORDS_PER_THREAD = 16
+# Kinds whose "address" is a file offset in the core (inside its notes), not a virtual one.
+FILE_KINDS = {"prstatus", "at_phdr", "at_base", "at_entry"}
+# Kinds patched at named fields only (offsets in the structure), not anywhere in a span.
+FIELDS = {
+    # x29 (the frame record chain), x30 (the return address), sp, pc.
+    "prstatus": [PRSTATUS_REG + 8 * r for r in (29, 30, 31, 32)],
+    # The entry's value, or its type (the entry then names another AT_* or ends the vector).
+    "at_phdr": [0, -8], "at_base": [0, -8], "at_entry": [0, -8],
+    # The executable's DT_DEBUG entry: its tag, its value (&r_debug).
+    "dt_debug": [0, 8],
+    # struct r_debug (link.h, LP64): r_version, r_map, r_brk, r_state, r_ldbase.
+    "r_debug": [0, 8, 16, 24, 32],
+    # struct link_map: l_addr, l_name, l_ld, l_next, l_prev.
+    "link_map": [0, 8, 16, 24, 32],
+    # A frame record: the caller's x29, the return address (signed on sid's builds).
+    "frame_record": [0, 8],
+}
+# The JIT's executors (sid's arm64 release builds, src/native/jit/tables.rs AARCH64_TABLES):
+# where the interpreter keeps them, from its address. 3.14: the list head, then the deletion
+# list; 3.15: the pointer array, then its count; and its two cold executors.
+EXECUTOR_ROOTS = {14: 0x367e8, 15: 0x368e0}
+EXECUTOR_COLD_315 = (0x36900, 0x36908)
+# `_PyExecutorObject.vm_data.links.next` of 3.14.
+EXECUTOR_NEXT_314 = 0x48
+MAX_EXECUTORS = 64
+# An executor's span covers vm_data (links, code), jit_size and jit_code on both versions; the
+# roots' the two words named above.
+SPAN.update({"l_name": 32, "executor": 128, "executor_roots": 16})
+# XOR masks for registers and return addresses: pointer-authentication bits (54..48 on a
+# 48-bit VA; bit 55 selects the half), top-byte tags, small offsets.
+XOR_MASKS = [0x007f000000000000, 0x0001000000000000, 0x0080000000000000, 0xff00000000000000,
+             8, 4, 1 << 47]
+
+
+def note_descs(core):
+    """(n_type, file offset of the desc, descsz) of every note of ``core``."""
+    out = []
+    with open(core.path, "rb") as f:
+        for offset, filesz in core.note_segments:
+            f.seek(offset)
+            data = f.read(filesz)
+            pos = 0
+            while pos + 12 <= len(data):
+                namesz, descsz, n_type = struct.unpack_from("<III", data, pos)
+                desc = pos + 12 + ((namesz + 3) & ~3)
+                out.append((n_type, offset + desc, descsz))
+                pos = desc + ((descsz + 3) & ~3)
+    return out
+
+
+def elf_dynamic(path):
+    """(address of the program header table, PT_DYNAMIC's vaddr, its size) as linked, of the
+    ELF file ``path``; None where it has none."""
+    with open(path, "rb") as f:
+        h = f.read(64)
+        phoff, = struct.unpack_from("<Q", h, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", h, 0x36)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    phdr = dynamic = None
+    for i in range(phnum):
+        p_type, _, p_offset, p_vaddr, _, p_filesz, p_memsz, _ = struct.unpack_from(
+            "<IIQQQQQQ", table, i * phentsize)
+        if p_type == PT_PHDR:
+            phdr = p_vaddr
+        elif p_type == PT_LOAD and phdr is None and p_offset <= phoff < p_offset + p_filesz:
+            phdr = p_vaddr + phoff - p_offset
+        elif p_type == PT_DYNAMIC:
+            dynamic = (p_vaddr, p_memsz)
+    return phdr, dynamic
+
+
+def locate_arm64(base):
+    """The arm64 kinds of a qemu core: each thread's NT_PRSTATUS and frame records, the auxv's
+    AT_PHDR, AT_BASE and AT_ENTRY, and the dynamic linker's list found as link_map.rs finds it
+    (AT_PHDR places the executable; its dynamic section's DT_DEBUG is &r_debug; r_map, l_next)."""
+    core = CoreFile(base["core"])
+
+    def u64(addr):
+        try:
+            return core.read_u64(addr)
+        except Exception:
+            return None
+
+    st = {k: [] for k in FIELDS}
+    st["l_name"] = []
+    notes = note_descs(core)
+    auxv = {}
+    with open(core.path, "rb") as f:
+        for n_type, off, size in notes:
+            f.seek(off)
+            desc = f.read(size)
+            if n_type == NT_PRSTATUS and size == arm64_harness.PRSTATUS_SIZE:
+                st["prstatus"].append(off)
+                fp, seen = struct.unpack_from("<Q", desc, PRSTATUS_REG + 8 * 29)[0], set()
+                for _ in range(FRAME_RECORDS_PER_THREAD):
+                    if not fp or fp in seen or not core.has(fp, 16):
+                        break
+                    seen.add(fp)
+                    st["frame_record"].append(fp)
+                    nxt = u64(fp)
+                    # The chain runs up the stack; anything else ends it.
+                    if nxt is None or nxt <= fp:
+                        break
+                    fp = nxt
+            elif n_type == NT_AUXV:
+                for i in range(size // 16):
+                    a_type, a_val = struct.unpack_from("<QQ", desc, 16 * i)
+                    auxv.setdefault(a_type, (off + 16 * i + 8, a_val))
+    for kind, a_type in AUXV_KINDS.items():
+        if a_type in auxv:
+            st[kind].append(auxv[a_type][0])
+    phdr_vaddr, dynamic = elf_dynamic(base["exe"])
+    if AT_PHDR in auxv and phdr_vaddr is not None and dynamic:
+        bias = auxv[AT_PHDR][1] - phdr_vaddr
+        for i in range(dynamic[1] // 16):
+            at = bias + dynamic[0] + 16 * i
+            tag = u64(at)
+            if tag is None or tag == DT_NULL:
+                break
+            if tag == DT_DEBUG:
+                st["dt_debug"].append(at)
+                r_debug = u64(at + 8)
+                if r_debug and core.has(r_debug, 40):
+                    st["r_debug"].append(r_debug)
+                break
+    node = u64(st["r_debug"][0] + R_MAP) if st["r_debug"] else None
+    while node and node not in st["link_map"] and len(st["link_map"]) < MAX_LINK_MAPS \
+            and core.has(node, 40):
+        st["link_map"].append(node)
+        name = u64(node + L_NAME)
+        if name and core.has(name, 1) and core.read(name, 1) != b"\0" \
+                and name not in st["l_name"]:
+            st["l_name"].append(name)
+        node = u64(node + L_NEXT)
+    st.update(locate_executors(base, core, u64))
+    return {k: v for k, v in st.items() if v}
+
+
+def locate_executors(base, core, u64):
+    """The JIT's executors of each interpreter and the slots that hold them (``executor``,
+    ``executor_roots``): with PYTHON_JIT=1 there are some, and the native unwind names JIT frames
+    through them."""
+    st = {"executor": [], "executor_roots": []}
+    if base["minor"] not in EXECUTOR_ROOTS:
+        return st
+    at = EXECUTOR_ROOTS[base["minor"]]
+    for interp in base["structures"].get("interp", ()):
+        roots = interp + at
+        if not core.has(roots, 8):
+            continue
+        found = []
+        if base["minor"] == 14:
+            e = u64(roots)
+            while e and e not in found and len(found) < MAX_EXECUTORS and core.has(e, 128):
+                found.append(e)
+                e = u64(e + EXECUTOR_NEXT_314)
+        else:
+            ptrs, count = u64(roots), u64(roots + 8) or 0
+            for i in range(min(count, MAX_EXECUTORS)):
+                e = u64(ptrs + 8 * i) if ptrs else None
+                if e and core.has(e, 128) and e not in found:
+                    found.append(e)
+            for off in EXECUTOR_COLD_315:
+                e = u64(interp + off)
+                if e and core.has(e, 128) and e not in found:
+                    found.append(e)
+        if found:
+            st["executor_roots"].append(roots)
+            st["executor"].extend(e for e in found if e not in st["executor"])
+    return st
+
+
 # --- mutations -------------------------------------------------------------------------------
 
 
@@ -233,21 +509,28 @@ def random_spec(base, rng):
     """One mutation spec for ``base``: 1 to 3 patches on located structures, sometimes a cut."""
     st = base["structures"]
     kinds = sorted(st)
+    memory_kinds = [k for k in kinds if k not in FILE_KINDS]
     patches = []
     for _ in range(rng.choice((1, 1, 1, 2, 3))):
         kind = rng.choice(kinds)
         index = rng.randrange(len(st[kind]))
-        off = rng.randrange(0, SPAN[kind], 8)
+        off = rng.choice(FIELDS[kind]) if kind in FIELDS else rng.randrange(0, SPAN[kind], 8)
         r = rng.random()
         if r < 0.08:
             off += rng.choice((1, 2, 4))  # a byte, a short or a kind/state field
             patches.append({"at": [kind, index], "off": off, "size": 1,
                             "value": rng.choice((0, 1, 0x7f, 0x80, 0xff))})
             continue
-        if r < 0.20:
+        arm = kind in ("prstatus", "frame_record")
+        if arm and r < 0.16:
+            # The register or saved value itself, with other PAC or tag bits, or a bit off.
+            patches.append({"at": [kind, index], "off": off, "size": 8,
+                            "value": ["xor", rng.choice(XOR_MASKS)]})
+            continue
+        if r < (0.24 if arm else 0.20) and kind not in FILE_KINDS:
             value = ["self", rng.choice((0, 0, 8, -8, 3))]
         elif r < 0.45:
-            k2 = rng.choice(kinds)
+            k2 = rng.choice(memory_kinds)
             value = ["ref", k2, rng.randrange(len(st[k2])), rng.choice((0, 0, 0, 8, 16, 3))]
         elif r < 0.60:
             value = rng.getrandbits(64)
@@ -271,27 +554,49 @@ def random_spec(base, rng):
 
 
 def resolve(base, spec):
-    """[(address, bytes)] of a spec's patches on ``base``; a structure the base lacks is
-    skipped (a replayed spec on a scenario that changed)."""
+    """[(address, bytes, in_file)] of a spec's patches on ``base`` (``in_file``: the address is
+    a file offset, FILE_KINDS); a structure the base lacks is skipped (a replayed spec on a
+    scenario that changed)."""
     st = base["structures"]
+    core = None
     out = []
     for p in spec["patches"]:
         kind, index = p["at"]
         if index >= len(st.get(kind, ())):
             continue
         addr = st[kind][index] + p["off"]
+        in_file = kind in FILE_KINDS
         v = p["value"]
         if isinstance(v, list):
             if v[0] == "self":
                 v = st[kind][index] + v[1]
+            elif v[0] == "xor":
+                core = core or CoreFile(base["core"])
+                old = read_base(core, addr, p["size"], in_file)
+                if old is None:
+                    continue
+                v = int.from_bytes(old, "little") ^ v[1]
             else:
                 _, k2, i2, d = v
                 if i2 >= len(st.get(k2, ())):
                     continue
                 v = st[k2][i2] + d
         v &= (1 << (8 * p["size"])) - 1
-        out.append((addr, v.to_bytes(p["size"], "little")))
+        out.append((addr, v.to_bytes(p["size"], "little"), in_file))
     return out
+
+
+def read_base(core, addr, size, in_file):
+    """The untouched base core's bytes at a virtual address (or file offset), else None."""
+    try:
+        if not in_file:
+            return core.read(addr, size)
+        with open(core.path, "rb") as f:
+            f.seek(addr)
+            data = f.read(size)
+        return data if len(data) == size else None
+    except Exception:
+        return None
 
 
 class Overlay:
@@ -308,10 +613,15 @@ class Overlay:
         """Patch the copy (or write a cut copy); return (path, undo list)."""
         undo = []
         with open(self.path, "r+b") as f:
-            for addr, data in resolve(self.base, spec):
-                if not self.core.has(addr, len(data)):
+            for addr, data, in_file in resolve(self.base, spec):
+                if in_file:
+                    if not 0 <= addr <= self.core.size - len(data):
+                        continue
+                    off = addr
+                elif not self.core.has(addr, len(data)):
                     continue
-                off = self.core.offset_of(addr, len(data))
+                else:
+                    off = self.core.offset_of(addr, len(data))
                 f.seek(off)
                 undo.append((off, f.read(len(data))))
                 f.seek(off)
@@ -360,6 +670,9 @@ COUNTS = ("crash", "hang", "panic", "invalid_json", "multi_line_error", "debugge
 # Every core: the JSON report with locals, tasks and --why (3.10 has no asyncio support);
 # every TEXT_EVERY-th core also the text of `--async --locals --why`.
 TEXT_EVERY = 4
+# Every NATIVE_EVERY-th arm64 core also through the native unwind (JSON --native, then the
+# text of --native-all, in turn).
+NATIVE_EVERY = 3
 PROGRESS_EVERY = 500
 
 
@@ -397,8 +710,9 @@ def excerpt(text):
     return text[-600:]
 
 
-def run_cli_modes(base, path, env, text):
-    """[(mode, failure kind, detail)] of the failing runs of one corrupted core."""
+def run_cli_modes(base, path, env, text, native=None):
+    """[(mode, failure kind, detail)] of the failing runs of one corrupted core; ``native``
+    (arm64 cores only): None, "json" or "text", a run of the native unwind too."""
     failures = []
     asyncio = base["minor"] >= 11
     # --why reads more of the target (lock objects, value stacks, the core's registers).
@@ -408,8 +722,13 @@ def run_cli_modes(base, path, env, text):
         modes.append(("--async", "--locals", "--why") if asyncio else ("--locals", "--why"))
     if base["scenario"] == "greenlets_raw":
         modes = [m + ("--greenlets",) for m in modes]
+    if native and base["arch"] == "arm64":
+        # Frame records, PAC-stripped return addresses, CFI from the sysroot's files, JIT
+        # frames (sid's 3.14 with PYTHON_JIT=1).
+        modes.append(("--json", "--native", "--locals", "--why") if native == "json"
+                     else ("--native-all",))
     for mode in modes:
-        status, rc, out, err = cli(["core", path, "--exe", base["exe"], *mode], env=env)
+        status, rc, out, err = cli([*cli_target(base, path), *mode], env=env)
         kind = judge_cli(status, rc, out, err, "--json" in mode)
         if kind:
             failures.append((" ".join(mode), kind, excerpt(err.decode("utf-8", "replace"))))
@@ -431,7 +750,10 @@ def debugger_failure(status, rc, text):
 
 def run_debugger(kind, base, path, env):
     if kind == "gdb":
-        cmd = ["gdb", "-q", "-batch", "-nx", "-iex", "set auto-load off",
+        # arm64: gdb-multiarch, the guest's files under its sysroot (as test_arm64 runs it).
+        gdb = ["gdb-multiarch", "-iex", "set sysroot %s" % base["root"]] \
+            if base["arch"] == "arm64" else ["gdb"]
+        cmd = [*gdb, "-q", "-batch", "-nx", "-iex", "set auto-load off",
                "-iex", "set debuginfod enabled off", "-x", GDB_SCRIPT,
                "-ex", "py-bt -a --json", "-ex", "py-bt-full", "-ex", "py-tasks",
                "-ex", "py-why --json", "-ex", "bt",
@@ -460,9 +782,9 @@ def _worker_init(bases, root):
 
 
 def run_one(job):
-    """Run one spec (job = (spec, debuggers, text)); return (spec, [(where, kind, detail)],
-    secs)."""
-    spec, debuggers, text = job
+    """Run one spec (job = (spec, debuggers, text, native)); return (spec, [(where, kind,
+    detail)], secs)."""
+    spec, debuggers, text, native = job
     started = time.monotonic()
     key = (spec["interp"], spec["scenario"])
     base = _WORKER["bases"][key]
@@ -472,8 +794,11 @@ def run_one(job):
     env = harness.child_env({"DEBUGINFOD_URLS": "", "RUST_BACKTRACE": "0", **base["env"]})
     path, undo = ov.apply(spec, _WORKER["dir"])
     try:
-        failures = [("cli " + m, k, d) for m, k, d in run_cli_modes(base, path, env, text)]
+        failures = [("cli " + m, k, d) for m, k, d in run_cli_modes(base, path, env, text,
+                                                                     native)]
         for dbg in debuggers:
+            if dbg == "lldb" and base["arch"] == "arm64":
+                continue  # lldb's sample is x86-64 only (see the docstring)
             k, d = run_debugger(dbg, base, path, env)
             if k:
                 failures.append((dbg, k, d))
@@ -484,14 +809,19 @@ def run_one(job):
     return spec, failures, time.monotonic() - started
 
 
-def campaign(bases, specs, jobs, root, debugger_sample, text_every=TEXT_EVERY):
-    """Run every spec (every ``text_every``-th also in text; 0: none); return (counts,
-    failures)."""
+def campaign(bases, specs, jobs, root, debugger_sample, text_every=TEXT_EVERY,
+             native_every=NATIVE_EVERY):
+    """Run every spec (every ``text_every``-th also in text, every ``native_every``-th arm64
+    one also with --native or --native-all; 0: none); return (counts, failures)."""
     counts = dict.fromkeys(COUNTS, 0)
     failures = []
     work = []
     for i, spec in enumerate(specs):
-        work.append((spec, debugger_sample.get(i, ()), bool(text_every) and i % text_every == 0))
+        native = None
+        if native_every and i % native_every == 1:
+            native = "text" if i // native_every % 2 else "json"
+        work.append((spec, debugger_sample.get(i, ()), bool(text_every) and i % text_every == 0,
+                     native))
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(jobs, initializer=_worker_init, initargs=(bases, root)) as pool:
         started = time.monotonic()
@@ -524,13 +854,16 @@ def plan(bases, n, seed, gdb, lldb):
     specs = [random_spec(bases[i % len(bases)], rng) for i in range(n)]
     sample = {}
     for dbg, k in (("gdb", gdb), ("lldb", lldb)):
-        for i in rng.sample(range(n), min(k, n)):
+        among = range(n)
+        if dbg == "lldb":
+            among = [i for i in among if bases[i % len(bases)]["arch"] != "arm64"]
+        for i in rng.sample(among, min(k, len(among))):
             sample.setdefault(i, []).append(dbg)
     return specs, sample
 
 
 def write_cores(bases, specs, dest):
-    """Each spec's corrupted core as DIR/spec-N.core, with the executable to read it with."""
+    """Each spec's corrupted core as DIR/spec-N.core, with the command that reads it."""
     os.makedirs(dest, exist_ok=True)
     by_key = {(b["interp"], b["scenario"]): b for b in bases}
     for i, spec in enumerate(specs):
@@ -540,7 +873,7 @@ def write_cores(bases, specs, dest):
         out = os.path.join(dest, "spec-%d.core" % i)
         shutil.copyfile(path, out)
         ov.undo(undo)
-        print("%s  (exe %s)" % (out, base["exe"]))
+        print("pyunwind " + " ".join(cli_target(base, out)))
 
 
 def main(argv=None):
@@ -552,6 +885,8 @@ def main(argv=None):
     ap.add_argument("--gdb", type=int, default=40)
     ap.add_argument("--lldb", type=int, default=20)
     ap.add_argument("--interp", action="append", help="only these interpreter ids")
+    ap.add_argument("--arch", action="append", choices=ARCHES,
+                    help="only these architectures' interpreters (default: all)")
     ap.add_argument("--scenario", action="append", choices=SCENARIOS)
     ap.add_argument("--replay", nargs="*", help="spec files to run instead of random ones")
     ap.add_argument("--write-cores", metavar="DIR",
@@ -560,8 +895,11 @@ def main(argv=None):
                     help="where failing specs and the summary go")
     args = ap.parse_args(argv)
     started = time.monotonic()
-    interps = [i for i in interpreters() if not args.interp or i.id in args.interp]
     replay = [json.load(open(p)) for p in args.replay or ()]
+    arches = args.arch or ARCHES
+    if replay and not args.arch:
+        arches = {"arm64" if s["interp"] in ARM64_INTERPRETERS else "x86_64" for s in replay}
+    interps = [i for i in interpreters(arches) if not args.interp or i.id in args.interp]
     pairs = [(i, sc) for i in interps for sc in args.scenario or SCENARIOS]
     if replay:
         wanted = {(s["interp"], s["scenario"]) for s in replay}

@@ -1,9 +1,10 @@
 #!/bin/bash
 # `make fuzz`: (a) libFuzzer over memory images of real stops (fuzz/, cargo-fuzz, nightly),
-# (b) the corrupted-core campaign over real cores of every supported interpreter
-# (tools/fuzz/campaign.py). Idempotent: cargo-fuzz and the nightly toolchain are installed
-# once. FUZZ_SECONDS (libFuzzer's time, default 300), FUZZ_CORES (default 10000),
-# FUZZ_SEED (default: the date) tune it; failures of (b) are written to target/fuzz-campaign.
+# (b) the corrupted-core campaign over real cores of every supported interpreter, x86-64 and
+# arm64 (qemu-user cores of the roots `make arm64` unpacks) (tools/fuzz/campaign.py).
+# Idempotent: cargo-fuzz and the nightly toolchain are installed once. FUZZ_SECONDS
+# (libFuzzer's time, default 300), FUZZ_CORES (default 10000), FUZZ_SEED (default: the date)
+# tune it; failures of (b) are written to target/fuzz-campaign.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 FUZZ_SECONDS=${FUZZ_SECONDS:-300}

@@ -2,8 +2,8 @@
 
     python tools/fuzz/seed_corpus.py IMAGE_FROM_CORE_BINARY CORPUS_DIR
 
-Makes the campaign's base cores (every supported interpreter, each scenario) and writes, for
-each, the image of every range of memory `pyunwind core --locals --tasks` reads from it
+Makes the campaign's x86-64 base cores (every supported interpreter, each scenario) and writes,
+for each, the image of every range of memory `pyunwind core --locals --tasks` reads from it
 (fuzz/src/bin/image_from_core.rs). The cores are removed; the images (tens of KiB each) stay.
 """
 
@@ -22,7 +22,8 @@ def main():
     os.makedirs(corpus, exist_ok=True)
     root = tempfile.mkdtemp(prefix="pyunwind-seed-")
     try:
-        pairs = [(i, sc) for i in campaign.interpreters() for sc in campaign.SCENARIOS]
+        # x86-64 only: image-from-core takes --exe, not the sysroot a qemu core needs.
+        pairs = [(i, sc) for i in campaign.interpreters(("x86_64",)) for sc in campaign.SCENARIOS]
         for base in campaign.make_bases(pairs, root):
             out = os.path.join(corpus, "%s-%s.img" % (base["interp"], base["scenario"]))
             subprocess.run([tool, base["core"], out, "--exe", base["exe"]], check=True,
