@@ -79,6 +79,10 @@ class CoreFile:
 
     def notes(self):
         """(n_type, name, desc) of every note, in file order."""
+        return [(n_type, name, desc) for n_type, name, desc, _ in self.notes_at()]
+
+    def notes_at(self):
+        """(n_type, name, desc, file offset of the desc) of every note, in file order."""
         out = []
         with open(self.path, "rb") as f:
             for offset, filesz in self.note_segments:
@@ -92,7 +96,7 @@ class CoreFile:
                     pos += 12
                     name = data[pos:pos + namesz].rstrip(b"\0")
                     pos += (namesz + 3) & ~3
-                    out.append((n_type, name, data[pos:pos + descsz]))
+                    out.append((n_type, name, data[pos:pos + descsz], offset + pos))
                     pos += (descsz + 3) & ~3
         return out
 

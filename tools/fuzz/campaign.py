@@ -365,18 +365,7 @@ XOR_MASKS = [0x007f000000000000, 0x0001000000000000, 0x0080000000000000, 0xff000
 
 def note_descs(core):
     """(n_type, file offset of the desc, descsz) of every note of ``core``."""
-    out = []
-    with open(core.path, "rb") as f:
-        for offset, filesz in core.note_segments:
-            f.seek(offset)
-            data = f.read(filesz)
-            pos = 0
-            while pos + 12 <= len(data):
-                namesz, descsz, n_type = struct.unpack_from("<III", data, pos)
-                desc = pos + 12 + ((namesz + 3) & ~3)
-                out.append((n_type, offset + desc, descsz))
-                pos = desc + ((descsz + 3) & ~3)
-    return out
+    return [(n_type, at, len(desc)) for n_type, _, desc, at in core.notes_at()]
 
 
 def elf_dynamic(path):
