@@ -225,10 +225,18 @@ fn kept_units(secs: &Sections, addrs: &[u64]) -> Option<(Arc<[u8]>, Ranges)> {
             }
         }
     }
+    // By start: each address is looked up in the range starting last at or before it; where
+    // that one does not hold it (overlapping ranges, which compilers do not emit), the whole
+    // DWARF is read.
+    ranges.sort_unstable_by_key(|r| (r.1, r.2));
     let mut units = BTreeSet::new();
     for &a in addrs {
-        let (unit, _, _) = ranges.iter().find(|&&(_, lo, hi)| lo <= a && a < hi)?;
-        units.insert(*unit);
+        let i = ranges.partition_point(|r| r.1 <= a).checked_sub(1)?;
+        let (unit, _, hi) = ranges[i];
+        if a >= hi {
+            return None;
+        }
+        units.insert(unit);
     }
     let debug_info = gimli::DebugInfo::new(info, LittleEndian);
     let mut out = Vec::new();
@@ -375,7 +383,68 @@ fn push_path(path: &mut String, part: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::refers_across_units;
+    use super::{kept_units, refers_across_units, Sections};
+    use gimli::SectionId;
+    use std::sync::Arc;
+
+    /// A DWARF 4 compilation unit whose root DIE (abbreviation 1) has one inline string.
+    fn unit(name: &str) -> Vec<u8> {
+        let mut body = vec![4, 0, 0, 0, 0, 0, 8, 1]; // version, abbrev offset 0, address size, code
+        body.extend(name.as_bytes());
+        body.push(0);
+        let mut out = (body.len() as u32).to_le_bytes().to_vec();
+        out.extend(body);
+        out
+    }
+
+    /// One .debug_aranges set: unit offset, (start, length) pairs.
+    fn aranges(unit: u32, ranges: &[(u64, u64)]) -> Vec<u8> {
+        let mut body = vec![2, 0];
+        body.extend(unit.to_le_bytes());
+        body.extend([8, 0, 0, 0, 0, 0]); // address size, segment size, padding to 16
+        for &(a, n) in ranges.iter().chain([(0, 0)].iter()) {
+            body.extend(a.to_le_bytes());
+            body.extend(n.to_le_bytes());
+        }
+        let mut out = (body.len() as u32).to_le_bytes().to_vec();
+        out.extend(body);
+        out
+    }
+
+    #[test]
+    fn only_the_units_covering_the_addresses_are_kept() {
+        let (a, b) = (unit("a.c"), unit("b.c"));
+        let info = [a.clone(), b.clone()].concat();
+        let mut ar = aranges(0, &[(0x1000, 0x1000)]);
+        ar.extend(aranges(a.len() as u32, &[(0x3000, 0x100), (0x5000, 0x10)]));
+        // DW_TAG_compile_unit, no children, DW_AT_name/DW_FORM_string.
+        let abbrev = vec![1, 0x11, 0, 0x03, 0x08, 0, 0, 0];
+        let mut secs = Sections::new();
+        secs.insert(SectionId::DebugInfo, Arc::from(info));
+        secs.insert(SectionId::DebugAranges, Arc::from(ar));
+        secs.insert(SectionId::DebugAbbrev, Arc::from(abbrev.clone()));
+
+        let (kept, covered) = kept_units(&secs, &[0x3010, 0x5008]).expect("cut down");
+        assert_eq!(&kept[..], &b[..]);
+        assert_eq!(covered, vec![(0x3000, 0x3100), (0x5000, 0x5010)]);
+        let (kept, _) = kept_units(&secs, &[0x1fff, 0x3000]).expect("cut down");
+        assert_eq!(&kept[..], &[a.clone(), b.clone()].concat()[..]);
+        // An address no unit covers, or just past a range: the whole DWARF.
+        assert!(kept_units(&secs, &[0x2000]).is_none());
+        assert!(kept_units(&secs, &[0x3100]).is_none());
+        // A unit whose table has DW_FORM_ref_addr (DW_AT_abstract_origin): the whole DWARF.
+        secs.insert(
+            SectionId::DebugAbbrev,
+            Arc::from(vec![1, 0x11, 0, 0x31, 0x10, 0, 0, 0]),
+        );
+        assert!(kept_units(&secs, &[0x3010]).is_none());
+        // A unit offset past the section: the whole DWARF.
+        let mut bad = aranges(0, &[(0x1000, 0x10)]);
+        bad.extend(aranges(1 << 20, &[(0x3000, 0x10)]));
+        secs.insert(SectionId::DebugAbbrev, Arc::from(abbrev));
+        secs.insert(SectionId::DebugAranges, Arc::from(bad));
+        assert!(kept_units(&secs, &[0x3000]).is_none());
+    }
 
     /// An abbreviation: code, tag, children, then (attribute, form) pairs and the (0, 0) end.
     fn abbrev(code: u8, pairs: &[(u8, u8)]) -> Vec<u8> {
