@@ -27,6 +27,23 @@ pub fn read_word(read: Read, addr: u64) -> Option<u64> {
     read(addr, &mut b).then(|| u64::from_le_bytes(b))
 }
 
+/// Whether a copy of a trampoline's `template` starts at `start`, wholly inside the arena
+/// `[arena_start, arena_end)`; `buf` (the template's length) receives the bytes read there.
+pub fn trampoline_copy_at(
+    template: &[u8],
+    read: Read,
+    (arena_start, arena_end): (u64, u64),
+    start: u64,
+    buf: &mut [u8],
+) -> bool {
+    start >= arena_start
+        && start
+            .checked_add(template.len() as u64)
+            .is_some_and(|e| e <= arena_end)
+        && read(start, buf)
+        && buf == template
+}
+
 /// The registers an unwind starts from (`bp` is x86-64 %rbp, arm64 x29).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Regs {

@@ -7,7 +7,9 @@
 //! return address sid's trampoline saves (gdb 13 shows `0x0020…` and stops), so the
 //! trampoline is decoded and unwound here, for the gdb unwinder.
 
-use crate::arch::jit::{read_word, Caller, Read, Regs, ShimSite, MAX_SCAN_BYTES};
+use crate::arch::jit::{
+    read_word, trampoline_copy_at, Caller, Read, Regs, ShimSite, MAX_SCAN_BYTES,
+};
 use crate::arch::Arch;
 
 /// Bytes of the shim read for decoding: 3.14's copy is 104 bytes, `_PyJIT_Entry` 124.
@@ -186,17 +188,12 @@ pub fn decode_trampoline(code: &[u8]) -> Option<TrampolineFrame> {
 pub fn unwind_trampoline(
     t: &TrampolineFrame,
     read: Read,
-    (arena_start, arena_end): (u64, u64),
+    arena: (u64, u64),
     regs: Regs,
 ) -> Option<Caller> {
-    let n = t.bytes.len() as u64;
-    let off = t.frame.return_offset;
-    let start = regs.pc.checked_sub(off)?;
-    if start < arena_start || start.checked_add(n).is_none_or(|e| e > arena_end) {
-        return None;
-    }
+    let start = regs.pc.checked_sub(t.frame.return_offset)?;
     let mut b = vec![0u8; t.bytes.len()];
-    if !read(start, &mut b) || b != t.bytes {
+    if !trampoline_copy_at(&t.bytes, read, arena, start, &mut b) {
         return None;
     }
     let fp = regs.bp;

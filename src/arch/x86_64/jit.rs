@@ -10,7 +10,9 @@
 //! `-mframe-pointer=reserved`); otherwise (3.14) the stack is scanned upward from the JIT
 //! frame's `%rsp` for a value equal to a shim return address.
 
-use crate::arch::jit::{read_word, Caller, Read, Regs, ShimSite, MAX_SCAN_BYTES};
+use crate::arch::jit::{
+    read_word, trampoline_copy_at, Caller, Read, Regs, ShimSite, MAX_SCAN_BYTES,
+};
 
 /// The registers an unwind can restore, with gdb's names for them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -405,7 +407,7 @@ fn shim_slot_by_scan(site: &ShimSite, read: Read, sp: u64) -> Option<u64> {
 pub fn unwind_trampoline(
     t: &TrampolineTemplate,
     read: Read,
-    (arena_start, arena_end): (u64, u64),
+    arena: (u64, u64),
     regs: Regs,
 ) -> Option<Caller> {
     let n = t.bytes.len() as u64;
@@ -417,10 +419,7 @@ pub fn unwind_trampoline(
         let Some(start) = regs.pc.checked_sub(off) else {
             break;
         };
-        if start < arena_start || start.checked_add(n).is_none_or(|e| e > arena_end) {
-            continue;
-        }
-        if read(start, &mut b) && b == t.bytes {
+        if trampoline_copy_at(&t.bytes, read, arena, start, &mut b) {
             found = Some((start, off));
             break;
         }
