@@ -36,6 +36,7 @@ import subprocess
 import time
 
 import harness
+from corefile import program_headers
 
 # (test id, root, minor): the arm64 matrix. tools/arm64.sh provides all of them.
 ARM64_INTERPRETERS = (
@@ -222,15 +223,9 @@ def anon_exec_ranges(path):
     with an ELF header, is anonymous memory. (The live process's maps are qemu's, not the
     guest's: jit_harness.anon_exec_ranges cannot tell.)"""
     ranges = []
+    _, headers = program_headers(path)
     with open(path, "rb") as f:
-        head = f.read(64)
-        phoff, = struct.unpack_from("<Q", head, 0x20)
-        phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
-        f.seek(phoff)
-        table = f.read(phentsize * phnum)
-        for i in range(phnum):
-            p_type, p_flags, p_offset, p_vaddr, _, p_filesz, p_memsz = struct.unpack_from(
-                "<IIQQQQQ", table, i * phentsize)
+        for p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz in headers:
             if p_type != 1 or not p_flags & 1 or not p_filesz:  # PT_LOAD, PF_X
                 continue
             f.seek(p_offset)

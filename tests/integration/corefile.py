@@ -29,28 +29,37 @@ class CoreFileError(Exception):
     """The file is not a 64-bit little-endian ELF core, or an address is not in it."""
 
 
+def program_headers(path):
+    """(e_phoff, [(p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz), ...]) of the 64-bit
+    little-endian ELF file ``path``."""
+    with open(path, "rb") as f:
+        header = f.read(64)
+        if len(header) < 64 or header[:4] != b"\x7fELF" or header[4] != 2 or header[5] != 1:
+            raise CoreFileError("%s is not a 64-bit little-endian ELF file" % path)
+        phoff, = struct.unpack_from("<Q", header, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", header, 0x36)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    if len(table) < phentsize * phnum:
+        raise CoreFileError("%s: its program headers are cut off" % path)
+    return phoff, [(t, fl, o, v, fs, ms) for t, fl, o, v, _paddr, fs, ms, _align in
+                   (struct.unpack_from("<IIQQQQQQ", table, i * phentsize) for i in range(phnum))]
+
+
 class CoreFile:
     def __init__(self, path):
         self.path = str(path)
         self.size = os.path.getsize(self.path)
+        _, headers = program_headers(self.path)
         with open(self.path, "rb") as f:
-            header = f.read(64)
-            if len(header) < 64 or header[:4] != b"\x7fELF" or header[4] != 2 or header[5] != 1:
-                raise CoreFileError("%s is not a 64-bit little-endian ELF file" % self.path)
-            e_type, = struct.unpack_from("<H", header, 16)
-            if e_type != 4:  # ET_CORE
-                raise CoreFileError("%s is not a core file (e_type %d)" % (self.path, e_type))
-            phoff, = struct.unpack_from("<Q", header, 0x20)
-            phentsize, phnum = struct.unpack_from("<HH", header, 0x36)
-            f.seek(phoff)
-            table = f.read(phentsize * phnum)
+            e_type, = struct.unpack_from("<H", f.read(18), 16)
+        if e_type != 4:  # ET_CORE
+            raise CoreFileError("%s is not a core file (e_type %d)" % (self.path, e_type))
         # (vaddr, offset, filesz, memsz) of every PT_LOAD with bytes in the file.
         self.loads = []
         # (offset, filesz) of every PT_NOTE (gcore lists its one note segment twice).
         self.note_segments = []
-        for i in range(phnum):
-            p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, _align = \
-                struct.unpack_from("<IIQQQQQQ", table, i * phentsize)
+        for p_type, _flags, p_offset, p_vaddr, p_filesz, p_memsz in headers:
             if p_type == PT_LOAD and p_filesz:
                 self.loads.append((p_vaddr, p_offset, p_filesz, p_memsz))
             elif p_type == PT_NOTE and p_filesz and (p_offset, p_filesz) not in self.note_segments:

@@ -37,6 +37,7 @@ import tempfile
 import pytest
 
 import harness
+from corefile import program_headers
 from corefile import CoreFile, u64
 
 CLI_TIMEOUT_SECONDS = 20.0
@@ -275,14 +276,7 @@ def dynamic_symbol(path, name):
 def first_load_vaddr(path):
     """p_vaddr of the ELF file's PT_LOAD at file offset 0 (where its mapping of offset 0 is
     placed, relative to the load bias)."""
-    with open(path, "rb") as f:
-        header = f.read(64)
-        phoff, = struct.unpack_from("<Q", header, 0x20)
-        phentsize, phnum = struct.unpack_from("<HH", header, 0x36)
-        f.seek(phoff)
-        table = f.read(phentsize * phnum)
-    found = [vaddr for p_type, offset, vaddr in
-             (struct.unpack_from("<I4xQQ", table, i * phentsize) for i in range(phnum))
+    found = [vaddr for p_type, _, offset, vaddr, _, _ in program_headers(path)[1]
              if p_type == 1 and offset == 0]
     assert len(found) == 1, path
     return found[0]

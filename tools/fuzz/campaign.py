@@ -85,7 +85,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
 import arm64_harness  # noqa: E402
 import harness  # noqa: E402
-from corefile import CoreFile  # noqa: E402
+from corefile import CoreFile, program_headers  # noqa: E402
 
 RUN_TIMEOUT_SECONDS = 10.0
 DEBUGGER_TIMEOUT_SECONDS = 60.0
@@ -371,16 +371,9 @@ def note_descs(core):
 def elf_dynamic(path):
     """(address of the program header table, PT_DYNAMIC's vaddr, its size) as linked, of the
     ELF file ``path``; None where it has none."""
-    with open(path, "rb") as f:
-        h = f.read(64)
-        phoff, = struct.unpack_from("<Q", h, 0x20)
-        phentsize, phnum = struct.unpack_from("<HH", h, 0x36)
-        f.seek(phoff)
-        table = f.read(phentsize * phnum)
+    phoff, headers = program_headers(path)
     phdr = dynamic = None
-    for i in range(phnum):
-        p_type, _, p_offset, p_vaddr, _, p_filesz, p_memsz, _ = struct.unpack_from(
-            "<IIQQQQQQ", table, i * phentsize)
+    for p_type, _, p_offset, p_vaddr, p_filesz, p_memsz in headers:
         if p_type == PT_PHDR:
             phdr = p_vaddr
         elif p_type == PT_LOAD and phdr is None and p_offset <= phoff < p_offset + p_filesz:
