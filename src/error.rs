@@ -93,6 +93,15 @@ pub enum Error {
     },
 }
 
+/// What every caught panic's message starts with, in every frontend (the CLI's stderr line,
+/// `_pyunwind.Error`, the Python frontend's own bugs): the one marker checkers look for, so
+/// that a panic is never taken for a clean one-line error. `_pyunwind.PANIC_MARKER` exports it.
+pub const PANIC_MARKER: &str = "internal error";
+
+/// The CLI's exit status for a caught panic: sysexits.h's `EX_SOFTWARE` ("internal software
+/// error"), apart from 1 (a clean error) and 2 (bad arguments).
+pub const PANIC_EXIT_STATUS: i32 = 70;
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl fmt::Display for Error {
@@ -108,11 +117,7 @@ impl fmt::Display for Error {
                 entry,
                 location,
                 message,
-            } => write!(
-                f,
-                "{} in {entry} at {location}: {message}",
-                crate::panic::MARKER
-            ),
+            } => write!(f, "{} in {entry} at {location}: {message}", PANIC_MARKER),
         }
     }
 }
@@ -120,11 +125,11 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 impl Error {
-    /// The CLI's exit status for this error: [`crate::panic::EXIT_STATUS`] for a caught
+    /// The CLI's exit status for this error: [`PANIC_EXIT_STATUS`] for a caught
     /// panic, 1 for every other.
     pub fn exit_status(&self) -> i32 {
         match self {
-            Error::Panic { .. } => crate::panic::EXIT_STATUS,
+            Error::Panic { .. } => PANIC_EXIT_STATUS,
             _ => 1,
         }
     }

@@ -14,15 +14,9 @@ use std::panic::{self, AssertUnwindSafe, PanicHookInfo};
 use std::sync::{Once, OnceLock};
 
 use crate::error::{Error, Result};
-
-/// What every caught panic's message starts with, in every frontend (the CLI's stderr line,
-/// `_pyunwind.Error`, the Python frontend's own bugs): the one marker checkers look for, so
-/// that a panic is never taken for a clean one-line error. `_pyunwind.PANIC_MARKER` exports it.
-pub const MARKER: &str = "internal error";
-
-/// The CLI's exit status for a caught panic: sysexits.h's `EX_SOFTWARE` ("internal software
-/// error"), apart from 1 (a clean error) and 2 (bad arguments).
-pub const EXIT_STATUS: i32 = 70;
+/// Defined beside [`Error::Panic`], whose text and exit status they are; here for the
+/// frontends that know them by this module.
+pub use crate::error::{PANIC_EXIT_STATUS as EXIT_STATUS, PANIC_MARKER as MARKER};
 
 /// `PYUNWIND_TEST_PANIC=ENTRY` makes the entry point named ENTRY (`cli`, `Session.render_bt`,
 /// ...) panic on purpose, so that tests can check the boundary in every frontend.

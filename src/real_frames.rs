@@ -4,7 +4,7 @@
 //! frame filter, whether a thread without Python frames is one or a thread list cut short.
 
 use crate::cpython::layout::{CurrentFrame, FrameModel};
-use crate::cpython::objects::field;
+use crate::cpython::values::field;
 use crate::error::{Error, Result};
 use crate::native::{classify, runs, NativeRole, RunMark};
 use crate::session::{Session, ThreadKey};

@@ -638,7 +638,11 @@ fn check_debug_offsets(v: &str, dw: &Dw, l: &Layout, errs: &mut Vec<String>) {
         return errs.push(format!("{v}: no `_PyRuntime` initializer in the library"));
     };
     let real = DebugOffsets::parse(init).map_err(String::from);
-    match real.and_then(|d| d.apply(l.clone()).map_err(|e| format!("{e:?}"))) {
+    match real.and_then(|d| {
+        l.clone()
+            .with_debug_offsets(&d)
+            .map_err(|e| format!("{e:?}"))
+    }) {
         Ok(real) => {
             let real = Layout {
                 source: l.source.clone(),
@@ -807,7 +811,10 @@ fn product_asyncio_layout(full: &str, dw: &Dw, l: &Layout) -> Result<AsyncioLayo
     }
     let init = dw.runtime_init.ok_or("no `_PyRuntime` initializer")?;
     let offsets = DebugOffsets::parse(init).map_err(|e| format!("_Py_DebugOffsets: {e}"))?;
-    let l = offsets.apply(l.clone()).map_err(|e| format!("{e:?}"))?;
+    let l = l
+        .clone()
+        .with_debug_offsets(&offsets)
+        .map_err(|e| format!("{e:?}"))?;
     let file = match asyncio_module_files(full, minor)? {
         Some((_, so)) => so,
         None => build_files(full, minor)?.1,

@@ -7,6 +7,7 @@
 
 pub mod aarch64;
 pub mod jit;
+pub mod jit_step;
 mod regs;
 mod syscalls;
 mod syscalls_aarch64;

@@ -3,7 +3,7 @@
 use super::layout::{StackTop, YieldFrom};
 use super::objects::{Class, Objects};
 use crate::cpython::layout::FrameModel;
-use crate::cpython::objects::field;
+use crate::cpython::values::field;
 use crate::cpython::FrameItem;
 use crate::error::{ReadError, ReadErrorKind};
 use crate::memory::addr_map::AddrSet;

@@ -24,7 +24,7 @@ use debug_section::AsyncioDebug;
 use layout::{AsyncioLayout, RunningLoop, TaskLists};
 use objects::{Class, KnownTypes, Objects, RawTask};
 
-use crate::cpython::objects::field;
+use crate::cpython::values::field;
 use crate::cpython::{FrameItem, FrameWalk, Snapshot};
 use crate::error::{Error, ReadError};
 use crate::memory::addr_map::{AddrMap, AddrSet};

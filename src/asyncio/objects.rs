@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 
 use super::layout::AsyncioLayout;
-use crate::cpython::objects::field;
+use crate::cpython::values::field;
 use crate::cpython::Snapshot;
 use crate::error::ReadError;
 use crate::memory::addr_map::AddrMap;

@@ -3,9 +3,9 @@
 //! stack and confirmed by the native frames above its eval loop. Memory and native PCs only;
 //! no DWARF.
 
-use super::frames::PyFrame;
-use super::objects::field;
+use super::objects::str_repr;
 use super::snapshot::Snapshot;
+use super::values::{field, is_cfunction_type, Code, PyFrame};
 use crate::error::ReadError;
 
 /// Value-stack slots scanned above a frame's locals. A call's callable sits below its
@@ -65,11 +65,6 @@ pub struct NativeFrame {
     pub pc: u64,
 }
 
-/// The type names of the callables we recognise.
-pub fn is_cfunction_type(name: &str) -> bool {
-    matches!(name, "builtin_function_or_method" | "builtin_method")
-}
-
 /// CPython's functions that call a `PyCFunctionObject` (Objects/methodobject.c), which
 /// libpython.py also looks for.
 fn is_cfunction_dispatcher(name: &str) -> bool {
@@ -115,7 +110,7 @@ impl Snapshot {
         let t = self.type_of(this)?;
         Ok(format!(
             "<method-wrapper {} of {} object at {this:#x}>",
-            super::objects::str_repr(&name),
+            str_repr(&name),
             t.name
         ))
     }
@@ -199,7 +194,7 @@ impl Snapshot {
     }
 
     /// The code a Python function (`function`, `PyFunctionObject`) runs.
-    pub fn function_code(&self, func: u64) -> Result<std::sync::Arc<super::code::Code>, ReadError> {
+    pub fn function_code(&self, func: u64) -> Result<std::sync::Arc<Code>, ReadError> {
         self.code(self.mem.read_ptr(field(func, self.layout.function_code)?)?)
     }
 

@@ -1,12 +1,11 @@
 //! Code objects: names, file, and the line table that maps an instruction to its line.
 
-use super::frames::PyFrame;
 use super::layout::WithEntry;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::layout::{CodeLocals, LineTable};
-use super::objects::field;
 use super::snapshot::Snapshot;
+use super::values::{field, Code, PyFrame};
 use crate::error::ReadError;
 use crate::memory::addr_map::AddrMap;
 
@@ -22,32 +21,6 @@ const MAX_CODE_UNITS: u64 = 1 << 24;
 const MAX_STACK_SLOTS: u64 = 1 << 20;
 /// Cap on an exception table (bytes).
 const MAX_EXCEPTION_TABLE_BYTES: u64 = 1 << 20;
-
-#[derive(Clone, Debug)]
-pub struct Code {
-    pub addr: u64,
-    pub name: String,
-    /// `co_qualname` (3.11+), else `co_name`.
-    pub qualname: Arc<str>,
-    pub filename: Arc<str>,
-    pub firstlineno: u32,
-    linetable: Vec<u8>,
-    line_table: LineTable,
-    /// Address of the first code unit (3.11+), for `_PyInterpreterFrame_LASTI`.
-    pub code_start: u64,
-    /// The bytecode as (address of the first code unit, number of code units): 3.11+'s
-    /// inline `co_code_adaptive`, 3.10's `co_code` bytes. None when it cannot be read (the
-    /// code's other fields are still good).
-    pub bytecode: Option<(u64, u64)>,
-    pub argcount: u32,
-    pub flags: u32,
-    /// `co_stacksize`: slots in a frame's value stack, when readable and sane.
-    pub stacksize: Option<u32>,
-    /// Local names in `localsplus` order, with their kind bits (3.11+) or a synthetic kind.
-    pub locals: Vec<(String, u8)>,
-    /// Instruction offset -> line, as already decoded.
-    line_memo: Arc<Mutex<AddrMap<Option<u32>>>>,
-}
 
 impl Snapshot {
     pub fn code(&self, addr: u64) -> Result<Arc<Code>, ReadError> {

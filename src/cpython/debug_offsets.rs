@@ -2,9 +2,8 @@
 //! offsets at the start of `_PyRuntime`. Read from the target, validated, and laid over the
 //! built-in table of the same minor version (which supplies what it lacks).
 
-use super::layout::{CurrentFrame, FrameModel, GilLocation, Layout, LongObject};
 use super::version::Version;
-use crate::error::{ReadError, ReadErrorKind};
+use crate::error::ReadError;
 use crate::memory::Memory;
 
 pub const COOKIE: &[u8; 8] = b"xdebugpy";
@@ -354,122 +353,6 @@ impl DebugOffsets {
             }
         }
         Ok(out)
-    }
-
-    /// `base` (the built-in table of this minor version) with every field the target gave.
-    pub fn apply(&self, mut l: Layout) -> Result<Layout, ReadError> {
-        let need = |g: &str, f: &str| {
-            self.get(g, f).ok_or(ReadError::new(
-                0,
-                0,
-                ReadErrorKind::Corrupt("_Py_DebugOffsets"),
-            ))
-        };
-        l.version = Version::from_hex(self.version).unwrap_or(l.version);
-        l.source = "_Py_DebugOffsets".into();
-        l.debug_offsets = Some(self.clone());
-        l.free_threaded = self.free_threaded;
-        l.runtime_state.interpreters_head = need("runtime_state", "interpreters_head")?;
-        let is = &mut l.interpreter_state;
-        is.next = need("interpreter_state", "next")?;
-        is.threads_head = need("interpreter_state", "threads_head")?;
-        is.imports_modules = Some(need("interpreter_state", "imports_modules")?);
-        if let GilLocation::Interpreter { gil_ptr, .. } = &mut l.gil {
-            *gil_ptr = need("interpreter_state", "ceval_gil")?;
-        }
-        if self.free_threaded {
-            l.gil = GilLocation::None;
-            is.gc = None;
-        } else if let Some(g) = &mut is.gc {
-            g.gc = need("interpreter_state", "gc")?;
-        }
-        let ts = &mut l.thread_state;
-        ts.prev = need("thread_state", "prev")?;
-        ts.next = need("thread_state", "next")?;
-        ts.interp = need("thread_state", "interp")?;
-        ts.current_frame = CurrentFrame::Direct(need("thread_state", "current_frame")?);
-        ts.thread_id = need("thread_state", "thread_id")?;
-        ts.native_thread_id = Some(need("thread_state", "native_thread_id")?);
-        if let FrameModel::Interpreter(f) = &mut l.frame {
-            f.previous = need("interpreter_frame", "previous")?;
-            f.executable = need("interpreter_frame", "executable")?;
-            f.instr_ptr = need("interpreter_frame", "instr_ptr")?;
-            f.localsplus = need("interpreter_frame", "localsplus")?;
-            f.owner = need("interpreter_frame", "owner")?;
-            // The frame walk reads everything before `localsplus` in one read and takes these
-            // fields from it.
-            let words = [f.previous, f.executable, f.instr_ptr].map(|o| o.saturating_add(8));
-            if words
-                .into_iter()
-                .chain([f.owner.saturating_add(1)])
-                .any(|end| end > f.localsplus)
-            {
-                return Err(ReadError::corrupt(
-                    0,
-                    "_Py_DebugOffsets frame field after localsplus",
-                ));
-            }
-        }
-        let co = &mut l.code_object;
-        co.filename = need("code_object", "filename")?;
-        co.name = need("code_object", "name")?;
-        co.qualname = Some(need("code_object", "qualname")?);
-        co.linetable = need("code_object", "linetable")?;
-        co.firstlineno = need("code_object", "firstlineno")?;
-        co.argcount = need("code_object", "argcount")?;
-        co.co_code_adaptive = Some(need("code_object", "co_code_adaptive")?);
-        l.pyobject.ob_type = need("pyobject", "ob_type")?;
-        l.type_object.tp_name = need("type_object", "tp_name")?;
-        l.type_object.tp_flags = need("type_object", "tp_flags")?;
-        l.tuple_object.ob_item = need("tuple_object", "ob_item")?;
-        l.tuple_object.ob_size = need("tuple_object", "ob_size")?;
-        l.list_object.ob_item = need("list_object", "ob_item")?;
-        l.list_object.ob_size = need("list_object", "ob_size")?;
-        l.dict_object.ma_keys = need("dict_object", "ma_keys")?;
-        l.dict_object.ma_values = need("dict_object", "ma_values")?;
-        l.float_object.ob_fval = need("float_object", "ob_fval")?;
-        l.long_object = LongObject::Tagged {
-            lv_tag: need("long_object", "lv_tag")?,
-            ob_digit: need("long_object", "ob_digit")?,
-        };
-        l.bytes_object.ob_size = need("bytes_object", "ob_size")?;
-        l.bytes_object.ob_sval = need("bytes_object", "ob_sval")?;
-        l.unicode_object.state = need("unicode_object", "state")?;
-        l.unicode_object.length = need("unicode_object", "length")?;
-        l.unicode_object.asciiobject_size = need("unicode_object", "asciiobject_size")?;
-        // Fields that only later versions describe: taken when present, else the built-in
-        // table's value stands.
-        let optional: [(&str, &str, &mut u64); 7] = [
-            (
-                "type_object",
-                "tp_basicsize",
-                &mut l.type_object.tp_basicsize,
-            ),
-            (
-                "type_object",
-                "tp_dictoffset",
-                &mut l.type_object.tp_dictoffset,
-            ),
-            (
-                "heap_type_object",
-                "ht_cached_keys",
-                &mut l.type_object.ht_cached_keys,
-            ),
-            (
-                "unicode_object",
-                "compactunicodeobject_size",
-                &mut l.unicode_object.compact_size,
-            ),
-            ("set_object", "used", &mut l.set_object.used),
-            ("set_object", "mask", &mut l.set_object.mask),
-            ("set_object", "table", &mut l.set_object.table),
-        ];
-        for (g, f, slot) in optional {
-            if let Some(v) = self.get(g, f) {
-                *slot = v;
-            }
-        }
-        Ok(l)
     }
 }
 

@@ -223,7 +223,7 @@ pub fn choose_layout(target: &Target, runtime: u64, version: Version) -> Result<
                 } else {
                     return Err(Error::UnsupportedVersion(version.to_string()));
                 };
-                return d.apply(base).map_err(Error::from);
+                return base.with_debug_offsets(&d).map_err(Error::from);
             }
             Err(_) if builtin.is_some() => {}
             Err(e) => {

@@ -1,12 +1,10 @@
 //! Walking a thread's Python frames, innermost first.
 
 use crate::memory::addr_map::AddrSet;
-use std::sync::Arc;
 
-use super::code::Code;
 use super::layout::{localkind, EntryMarker, FrameModel};
-use super::objects::field;
 use super::snapshot::Snapshot;
+use super::values::{field, PyFrame};
 use crate::error::{ReadError, ReadErrorKind};
 
 /// Frame headers up to this size (every version's: 3.14's is 80 bytes) are read on the stack.
@@ -14,25 +12,6 @@ const HEADER_BUF_BYTES: usize = 256;
 
 /// Deepest stack we walk; past it the walk stops with `truncated`.
 pub const MAX_FRAMES: usize = 250_000;
-
-/// One decoded Python frame.
-#[derive(Clone, Debug)]
-pub struct PyFrame {
-    /// The `_PyInterpreterFrame` (3.11+) or `PyFrameObject` (3.10).
-    pub addr: u64,
-    pub code: Arc<Code>,
-    pub line: Option<u32>,
-    /// The index of the frame's current instruction in code units (3.10 `f_lasti`; 3.11+
-    /// `_PyInterpreterFrame_LASTI`), None when the frame has not started or points outside
-    /// its code.
-    pub lasti: Option<u32>,
-    /// The outermost frame of its eval-loop call: the frame an eval-loop native frame was
-    /// entered with.
-    pub entry: bool,
-    /// For an entry frame (3.12+): the address of the eval loop's own entry frame below it,
-    /// which lives in that eval loop's C stack frame, so it tells which native frame runs it.
-    pub shim: Option<u64>,
-}
 
 #[derive(Clone, Debug)]
 pub enum FrameItem {

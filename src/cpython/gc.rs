@@ -2,8 +2,8 @@
 //! (default builds), for readers of objects nothing else points to (greenlets).
 
 use super::layout::GcLists;
-use super::objects::field;
 use super::snapshot::Snapshot;
+use super::values::field;
 use crate::error::ReadError;
 use crate::memory::addr_map::AddrSet;
 

@@ -12,11 +12,13 @@ pub mod objects;
 pub mod proxy_repr;
 pub mod snapshot;
 pub mod threads;
+pub mod values;
 pub mod version;
 
 pub use discovery::{find_python, find_python_again, Found, Remembered};
-pub use frames::{FrameItem, FrameWalk, Local, PyFrame};
+pub use frames::{FrameItem, FrameWalk, Local};
 pub use layout::Layout;
 pub use snapshot::Snapshot;
 pub use threads::ThreadInfo;
+pub use values::PyFrame;
 pub use version::Version;

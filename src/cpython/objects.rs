@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::layout::{tpflags, DictKeys, InstanceDict, LongObject};
 use super::snapshot::Snapshot;
+use super::values::{field, is_cfunction_type, TypeInfo};
 use crate::error::ReadError;
 
 /// Longest string (in characters) we decode; names and reprs never need more.
@@ -26,24 +27,6 @@ pub const MAX_REPR_CHARS: usize = 256;
 /// Most slots of a set table we scan (CPython's remote debugger uses the same bound,
 /// `MAX_SET_TABLE_SIZE` in Modules/_remote_debugging).
 pub const MAX_SET_SLOTS: u64 = 1 << 20;
-
-/// `base + offset` of a field of a target object, an error if it overflows.
-pub fn field(base: u64, offset: u64) -> Result<u64, ReadError> {
-    base.checked_add(offset)
-        .ok_or_else(|| ReadError::corrupt(base, "address overflow"))
-}
-
-/// What we know of a type object.
-#[derive(Clone, Debug)]
-pub struct TypeInfo {
-    pub addr: u64,
-    pub name: String,
-    pub flags: u64,
-    pub basicsize: u64,
-    pub dictoffset: i64,
-    /// `tp_base` (0 for `object`).
-    pub base: u64,
-}
 
 impl Snapshot {
     pub fn type_of(&self, obj: u64) -> Result<Arc<TypeInfo>, ReadError> {
@@ -590,7 +573,7 @@ impl Snapshot {
                     (_, false) => format!("frozenset({{{}}})", parts.join(", ")),
                 }
             }
-            n if super::callables::is_cfunction_type(n) => self.cfunction_repr(obj)?,
+            n if is_cfunction_type(n) => self.cfunction_repr(obj)?,
             "method-wrapper" => self.method_wrapper_repr(obj)?,
             _ => format!("<{} object at {obj:#x}>", t.name),
         })

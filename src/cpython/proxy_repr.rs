@@ -7,8 +7,9 @@
 use std::collections::HashSet;
 
 use super::layout::{tpflags, FrameModel};
-use super::objects::{bytes_repr, field, float_repr, str_repr};
+use super::objects::{bytes_repr, float_repr, str_repr};
 use super::snapshot::Snapshot;
+use super::values::field;
 use super::FrameItem;
 use crate::error::ReadError;
 

@@ -3,10 +3,9 @@
 use std::sync::{Arc, Mutex};
 
 use super::budget::{Budget, Budgeted};
-use super::code::Code;
 use super::discovery::Found;
 use super::layout::Layout;
-use super::objects::TypeInfo;
+use super::values::{Code, TypeInfo};
 use crate::memory::addr_map::AddrMap;
 use crate::memory::Memory;
 

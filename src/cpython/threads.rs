@@ -3,8 +3,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::layout::{CurrentFrame, GilLocation};
-use super::objects::field;
 use super::snapshot::Snapshot;
+use super::values::field;
 use crate::error::{ReadError, ReadErrorKind};
 
 const MAX_INTERPRETERS: usize = 256;

@@ -11,7 +11,7 @@
 //! to the object's own address is `MainGreenlet::_self`, and the word after it, the
 //! `ThreadState *`, must point back at the main greenlet.
 
-use crate::cpython::objects::field;
+use crate::cpython::values::field;
 use crate::cpython::Snapshot;
 use crate::error::ReadError;
 

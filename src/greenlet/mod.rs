@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use layout::{GreenletLayout, THREAD_STATE_CURRENT};
 
 use crate::cpython::layout::FrameModel;
-use crate::cpython::objects::field;
+use crate::cpython::values::field;
 use crate::cpython::{FrameItem, FrameWalk, Snapshot};
 use crate::error::{ReadError, ReadErrorKind};
 use crate::memory::addr_map::AddrMap;

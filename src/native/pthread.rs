@@ -5,7 +5,7 @@
 //! since glibc 2.34). 3.10 records no LWP in its thread states; this names its threads.
 
 use crate::binary::ElfInfo;
-use crate::cpython::objects::field;
+use crate::cpython::values::field;
 use crate::memory::Memory;
 use crate::target::Target;
 

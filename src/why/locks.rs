@@ -15,9 +15,9 @@
 //! Which row a target has is `Layout::thread_locks` (the change inside 3.13 came with the
 //! backport of gh-117721, PR #125116, merged the day after 3.13.0 was tagged).
 
-use crate::cpython::callables::is_cfunction_type;
 use crate::cpython::layout::{RLockCount, ThreadLockModel};
-use crate::cpython::objects::field;
+use crate::cpython::values::field;
+use crate::cpython::values::is_cfunction_type;
 use crate::cpython::Snapshot;
 use crate::error::ReadError;
 

@@ -7,7 +7,7 @@
 //! return address sid's trampoline saves (gdb 13 shows `0x0020…` and stops), so the
 //! trampoline is decoded and unwound here, for the gdb unwinder.
 
-use crate::arch::jit::{
+use crate::arch::jit_step::{
     read_word, trampoline_copy_at, Caller, Read, Regs, ShimSite, MAX_SCAN_BYTES,
 };
 use crate::arch::Arch;

@@ -10,7 +10,7 @@
 //! `-mframe-pointer=reserved`); otherwise (3.14) the stack is scanned upward from the JIT
 //! frame's `%rsp` for a value equal to a shim return address.
 
-use crate::arch::jit::{
+use crate::arch::jit_step::{
     read_word, trampoline_copy_at, Caller, Read, Regs, ShimSite, MAX_SCAN_BYTES,
 };
 
