@@ -16,12 +16,12 @@ use crate::native::{pthread, splice, Splice};
 use crate::report::tasks;
 use crate::report::text::{self, Sources};
 use crate::report::{
-    AwaitingReport, ErrorReport, FrameDetail, FrameKind, FrameReport, GreenletReport, LocalReport,
-    LoopReport, PythonReport, Report, StackEntry, TaskReport, ThreadReport,
+    AwaitingReport, Crash, ErrorReport, FrameDetail, FrameKind, FrameReport, GreenletReport,
+    LocalReport, LoopReport, PythonReport, Report, StackEntry, TaskReport, ThreadReport,
 };
 use crate::target::{SourceKind, Target};
 use crate::unwind::{self, ModuleSet};
-use crate::why::crash::{self, Crash};
+use crate::why::crash;
 
 pub struct DecodedThread {
     pub info: ThreadInfo,

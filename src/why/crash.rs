@@ -11,30 +11,9 @@
 //! debugger's core of a process stopped at Ctrl-C), or SIGTRAP in a core a debugger wrote (its
 //! own breakpoints and steps).
 
-use serde::Serialize;
-
 use super::signals;
 use crate::memory::{Siginfo, SignalNotes};
-
-/// A fatal signal, as the report's `crash` object.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Crash {
-    /// "SIGSEGV"; null for a number without a fixed name (a real-time signal).
-    pub signal: Option<&'static str>,
-    pub signo: u32,
-    /// The `si_code` name ("SEGV_MAPERR", "SI_TKILL"), else its number as a string; null
-    /// when the core has no usable NT_SIGINFO (kernels before 3.7 wrote none).
-    pub code: Option<String>,
-    /// The fault address (`si_addr`) of a SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGTRAP the
-    /// kernel raised for a fault; null otherwise.
-    pub address: Option<u64>,
-    /// The LWP of the thread that took the signal.
-    pub thread: u64,
-    /// For a signal a process sent (kill, tgkill: `si_code` <= 0): `si_pid`, as the crashing
-    /// process's pid namespace sees the sender (0 when the sender is outside it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sender_pid: Option<i32>,
-}
+use crate::report::Crash;
 
 /// The crash the notes record, if any, and what was wrong with the notes (one line each, for
 /// the report's `errors`). A garbled note costs the fields it holds, never the report.
