@@ -1,7 +1,7 @@
 //! pyunwind: CPython stacks from a process's memory or a core file, for gdb, lldb and the
 //! command line. Layers (each uses only those above it): [`memory`], [`binary`], [`target`],
 //! [`symbols`], [`cpython`], [`asyncio`], [`native`] and [`unwind`], [`why`], [`report`], then
-//! [`session`] (with [`native_stacks`] and [`real_frames`]) and the frontends (`python`,
+//! [`session`] (one stop, with its features as modules over it) and the frontends (`python`,
 //! [`cli`]).
 
 pub mod arch;
@@ -14,10 +14,8 @@ pub mod greenlet;
 pub mod heap;
 pub mod memory;
 pub mod native;
-pub mod native_stacks;
 pub mod panic;
 pub mod parallel;
-pub mod real_frames;
 pub mod report;
 pub mod session;
 pub mod symbols;

@@ -74,7 +74,7 @@ fn make(target: Target, inputs: Inputs) -> PyResult<PyJit> {
     Ok(PyJit {
         calls_python,
         mem,
-        map: session.into_jit(),
+        map: crate::session::jit::into_map(session),
         inputs,
     })
 }

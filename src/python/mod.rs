@@ -11,7 +11,8 @@ use pyo3::prelude::*;
 use crate::binary::parse_proc_maps;
 use crate::memory::{CallbackMemory, PageCache};
 use crate::report::text::{self, Sources};
-use crate::session::{Natives, Session, ThreadKey};
+use crate::session::native_stacks::Natives;
+use crate::session::{Session, ThreadKey};
 use crate::target::{FileSearch, SourceKind, Target};
 
 mod frame_decorator;
@@ -144,8 +145,10 @@ impl PySession {
         lwp: Option<u64>,
         tp: Option<u64>,
     ) -> PyResult<crate::report::Report> {
-        self.off_gil(py, || self.inner.report(Some(key(lwp, tp)), false))
-            .map_err(err)
+        self.off_gil(py, || {
+            crate::session::report::report(&self.inner, Some(key(lwp, tp)), false)
+        })
+        .map_err(err)
     }
 }
 
@@ -233,7 +236,9 @@ impl PySession {
 
     /// The `python` object of the report, as JSON.
     fn python(&self) -> PyResult<String> {
-        guard("Session.python", || json(&self.inner.python_report()))
+        guard("Session.python", || {
+            json(&crate::session::report::python_report(&self.inner))
+        })
     }
 
     /// The JSON report of one thread (by LWP or thread pointer) or of all (`all_threads`).
@@ -248,7 +253,9 @@ impl PySession {
     ) -> PyResult<String> {
         guard("Session.report", || {
             let k = (!all_threads).then(|| key(lwp, tp));
-            let r = self.off_gil(py, || self.inner.report(k, locals));
+            let r = self.off_gil(py, || {
+                crate::session::report::report(&self.inner, k, locals)
+            });
             report_json(&r.map_err(err)?)
         })
     }
@@ -304,7 +311,7 @@ impl PySession {
             let r = self.off_gil(py, || -> crate::Result<crate::report::Report> {
                 Ok(crate::why::report(
                     &self.inner,
-                    &self.inner.report(None, false)?,
+                    &crate::session::report::report(&self.inner, None, false)?,
                 ))
             });
             let r = r.map_err(err)?;
@@ -323,14 +330,16 @@ impl PySession {
         guard("Session.greenlets", || {
             if as_json {
                 let r = self.off_gil(py, || -> crate::Result<crate::report::Report> {
-                    let mut r = self.inner.report(None, locals)?;
-                    self.inner.add_greenlets(&mut r, locals);
+                    let mut r = crate::session::report::report(&self.inner, None, locals)?;
+                    crate::session::greenlets::add_to(&self.inner, &mut r, locals);
                     Ok(r)
                 });
                 report_json(&r.map_err(err)?)
             } else {
-                self.off_gil(py, || self.inner.render_greenlets(locals))
-                    .map_err(err)
+                self.off_gil(py, || {
+                    crate::session::greenlets::render(&self.inner, locals)
+                })
+                .map_err(err)
             }
         })
     }
@@ -351,7 +360,7 @@ impl PySession {
     fn async_report(&self, py: Python<'_>) -> PyResult<String> {
         guard("Session.async_report", || {
             report_json(
-                self.off_gil(py, || self.inner.async_report())
+                self.off_gil(py, || crate::session::asyncio::report(&self.inner))
                     .map_err(err)?,
             )
         })
@@ -360,7 +369,8 @@ impl PySession {
     /// `py-bt-async` text: each loop's tasks with their async stacks, other threads' stacks.
     fn render_async(&self, py: Python<'_>) -> PyResult<String> {
         guard("Session.render_async", || {
-            self.off_gil(py, || self.inner.render_async()).map_err(err)
+            self.off_gil(py, || crate::session::asyncio::render_async(&self.inner))
+                .map_err(err)
         })
     }
 
@@ -368,8 +378,10 @@ impl PySession {
     #[pyo3(signature = (tree=true, table=true))]
     fn render_tasks(&self, py: Python<'_>, tree: bool, table: bool) -> PyResult<String> {
         guard("Session.render_tasks", || {
-            self.off_gil(py, || self.inner.render_tasks(tree, table))
-                .map_err(err)
+            self.off_gil(py, || {
+                crate::session::asyncio::render_tasks(&self.inner, tree, table)
+            })
+            .map_err(err)
         })
     }
 
@@ -395,7 +407,7 @@ impl PySession {
         guard("Session.render_bt", || {
             let k = (!all_threads).then(|| key(lwp, tp));
             let n = natives(names, pcs, sps, wait_addr, levels, python_levels);
-            self.inner.render_bt(k, full, n.as_ref()).map_err(err)
+            crate::session::py_bt::render_bt(&self.inner, k, full, n.as_ref()).map_err(err)
         })
     }
 
@@ -437,9 +449,7 @@ impl PySession {
         guard("Session.stack_entries", || {
             let n = natives(names, pcs, sps, wait_addr, levels, python_levels);
             json(
-                &self
-                    .inner
-                    .stack_entries(key(lwp, tp), n.as_ref())
+                &crate::session::py_bt::stack_entries(&self.inner, key(lwp, tp), n.as_ref())
                     .map_err(err)?,
             )
         })
@@ -462,7 +472,9 @@ impl PySession {
                 self.inner.target.arch,
                 regs.iter().map(|(n, v)| (n.as_str(), *v)),
             );
-            let (n, error) = self.off_gil(py, || self.inner.own_natives(start, inlined));
+            let (n, error) = self.off_gil(py, || {
+                crate::session::native_stacks::own_natives(&self.inner, start, inlined)
+            });
             natives_json(&n, error)
         })
     }
@@ -484,7 +496,9 @@ impl PySession {
                 return Ok(None);
             };
             let start = t.regs;
-            let (n, error) = self.off_gil(py, || self.inner.own_natives(start, inlined));
+            let (n, error) = self.off_gil(py, || {
+                crate::session::native_stacks::own_natives(&self.inner, start, inlined)
+            });
             natives_json(&n, error).map(Some)
         })
     }
@@ -503,7 +517,8 @@ impl PySession {
         pcs: Option<Vec<u64>>,
     ) -> PyResult<String> {
         guard("Session.splice", || {
-            json(&self.inner.splice(
+            json(&crate::session::native_stacks::splice(
+                &self.inner,
                 key(lwp, tp),
                 &names,
                 sps.as_deref(),
@@ -516,7 +531,7 @@ impl PySession {
     /// The eval loop's code: sorted (start, end) target address ranges.
     fn eval_ranges(&self, py: Python<'_>) -> PyResult<Vec<(u64, u64)>> {
         guard("Session.eval_ranges", || {
-            Ok(self.off_gil(py, || self.inner.eval_ranges()))
+            Ok(self.off_gil(py, || crate::session::real_frames::eval_ranges(&self.inner)))
         })
     }
 
@@ -524,7 +539,9 @@ impl PySession {
     /// address ranges, where an eval-loop frame with no symbol may run.
     fn interpreter_ranges(&self, py: Python<'_>) -> PyResult<Vec<(u64, u64)>> {
         guard("Session.interpreter_ranges", || {
-            Ok(self.off_gil(py, || self.inner.own_code_ranges()))
+            Ok(self.off_gil(py, || {
+                crate::session::real_frames::own_code_ranges(&self.inner)
+            }))
         })
     }
 
@@ -539,7 +556,9 @@ impl PySession {
         innermost: bool,
     ) -> PyResult<Option<u64>> {
         guard("Session.frame_end", || {
-            Ok(self.off_gil(py, || self.inner.frame_end(pc, sp, bp, innermost)))
+            Ok(self.off_gil(py, || {
+                crate::session::real_frames::frame_end(&self.inner, pc, sp, bp, innermost)
+            }))
         })
     }
 
@@ -549,8 +568,10 @@ impl PySession {
     #[pyo3(signature = (lwp=None, tp=None))]
     fn python_thread(&self, py: Python<'_>, lwp: Option<u64>, tp: Option<u64>) -> PyResult<bool> {
         guard("Session.python_thread", || {
-            self.off_gil(py, || self.inner.python_thread(key(lwp, tp)))
-                .map_err(err)
+            self.off_gil(py, || {
+                crate::session::real_frames::python_thread(&self.inner, key(lwp, tp))
+            })
+            .map_err(err)
         })
     }
 
@@ -559,7 +580,7 @@ impl PySession {
     #[pyo3(signature = (lwp=None, tp=None))]
     fn runs(&self, lwp: Option<u64>, tp: Option<u64>) -> PyResult<Vec<(Vec<usize>, Option<u64>)>> {
         guard("Session.runs", || {
-            self.inner.runs(key(lwp, tp)).map_err(err)
+            crate::session::real_frames::runs(&self.inner, key(lwp, tp)).map_err(err)
         })
     }
 
@@ -572,7 +593,7 @@ impl PySession {
         tp: Option<u64>,
     ) -> PyResult<(u64, Option<u64>)> {
         guard("Session.current_frame_slot", || {
-            self.inner.current_frame_slot(key(lwp, tp)).map_err(err)
+            crate::session::real_frames::current_frame_slot(&self.inner, key(lwp, tp)).map_err(err)
         })
     }
 
@@ -585,7 +606,8 @@ impl PySession {
         tp: Option<u64>,
     ) -> PyResult<(u64, u64)> {
         guard("Session.return_watch", || {
-            let w = self.inner.return_watch(key(lwp, tp), index).map_err(err)?;
+            let w = crate::session::real_frames::return_watch(&self.inner, key(lwp, tp), index)
+                .map_err(err)?;
             Ok((w.addr, w.value))
         })
     }
@@ -637,14 +659,14 @@ impl PySession {
     /// arenas ("trampoline").
     fn jit_regions(&self) -> PyResult<Vec<jit::RegionRow>> {
         guard("Session.jit_regions", || {
-            Ok(jit::region_rows(self.inner.jit()))
+            Ok(jit::region_rows(crate::session::jit::map(&self.inner)))
         })
     }
 
     /// `(start, end, kind, label)` of the region holding `pc`, or None.
     fn jit_lookup(&self, pc: u64) -> PyResult<Option<jit::RegionRow>> {
         guard("Session.jit_lookup", || {
-            Ok(self.inner.jit_lookup(pc).map(jit::region_row))
+            Ok(crate::session::jit::lookup(&self.inner, pc).map(jit::region_row))
         })
     }
 
@@ -659,7 +681,9 @@ impl PySession {
     ) -> PyResult<Option<Bound<'py, pyo3::types::PyDict>>> {
         guard("Session.jit_caller_registers", || {
             let regs = crate::native::jit::Regs { pc, sp, bp };
-            let u = self.off_gil(py, || self.inner.jit_caller_registers(regs));
+            let u = self.off_gil(py, || {
+                crate::session::jit::caller_registers(&self.inner, regs)
+            });
             u.map(|u| jit::unwound_dict(py, &u)).transpose()
         })
     }
@@ -676,7 +700,7 @@ impl PySession {
     ) -> PyResult<String> {
         guard("Session.render_frame", || {
             let t = self.inner.thread(key(lwp, tp)).map_err(err)?;
-            let r = self.inner.thread_report(t, true);
+            let r = crate::session::report::thread_report(&self.inner, t, true);
             let f = r
                 .frames
                 .get(index)
@@ -693,7 +717,7 @@ impl PySession {
 }
 
 /// `own_natives`' JSON.
-fn natives_json(n: &crate::session::Natives, error: Option<String>) -> PyResult<String> {
+fn natives_json(n: &Natives, error: Option<String>) -> PyResult<String> {
     json(&serde_json::json!({
         "names": n.names,
         "pcs": n.pcs,

@@ -461,6 +461,22 @@ pub fn table(r: &Report) -> String {
     out
 }
 
+/// The task tree and/or the task table (`py-tasks`), then the report's errors.
+pub fn tree_and_table(r: &Report, tree: bool, table: bool) -> String {
+    let mut out = String::new();
+    if tree {
+        out.push_str(&self::tree(r));
+    }
+    if table {
+        if tree {
+            out.push('\n');
+        }
+        out.push_str(&self::table(r));
+    }
+    errors(r, &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,7 +37,7 @@ use crate::session::Session;
 /// also gets each task's wait and holds.
 pub fn report(session: &Session, base: &Report) -> Report {
     let mut r = base.clone();
-    let view = session.async_view().ok();
+    let view = crate::session::asyncio::view(session).ok();
     let await_cycles = match (&base.cycles, view) {
         (Some(c), _) => c.clone(),
         (None, Some(v)) => v.cycles.clone(),

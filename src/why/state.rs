@@ -124,7 +124,7 @@ fn runs_idle_loop(session: &Session, t: &ThreadReport) -> bool {
     else {
         return false;
     };
-    let Ok(view) = session.async_view() else {
+    let Ok(view) = crate::session::asyncio::view(session) else {
         return false;
     };
     let threads = session.threads();

@@ -8,12 +8,18 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::error::{Error, Result};
-use crate::native_stacks::ThreadRegs;
 use crate::report::group::{self, GroupBy, Grouper, TargetError};
 use crate::report::text as render;
 use crate::report::{Hosted, Report};
+use crate::session::native_stacks::ThreadRegs;
 use crate::session::Session;
 use crate::target::{FileSearch, Target};
+
+mod install;
+mod many;
+
+use install::{install, script_path, Debugger};
+use many::{descendants, merge, read_all};
 
 const ABOUT: &str = "Python stacks of a live process or a core file, without debug info";
 
@@ -624,22 +630,27 @@ fn with_report<T>(
             }
             None => ThreadRegs::of_core(&session),
         };
-        Some(session.native_report(&regs, out.native_all, out.locals)?)
+        Some(crate::session::native_stacks::native_report(
+            &session,
+            &regs,
+            out.native_all,
+            out.locals,
+        )?)
     } else {
         None
     };
     let mut owned = None;
     let report = if asyncio {
-        session.async_report()?
+        crate::session::asyncio::report(&session)?
     } else if let Some(r) = &native_report {
         r
     } else {
-        owned.insert(session.report(None, out.locals)?)
+        owned.insert(crate::session::report::report(&session, None, out.locals)?)
     };
     let mut green_owned = None;
     let report = if out.greenlets {
         let mut r = report.clone();
-        session.add_greenlets(&mut r, out.locals);
+        crate::session::greenlets::add_to(&session, &mut r, out.locals);
         green_owned.insert(r)
     } else {
         report
@@ -694,7 +705,7 @@ fn broken_pipe_ok(r: std::io::Result<()>) -> Result<()> {
 /// The text of one target's report.
 fn render_text(session: &Session, report: &Report, out: &Output) -> Result<String> {
     let asyncio = out.async_ || out.tasks;
-    let py = session.python_report();
+    let py = crate::session::report::python_report(session);
     // A crash is the first thing to say; with --why, the whole verdict.
     let mut text = if out.why {
         render::verdict(report) + "\n"
@@ -708,13 +719,13 @@ fn render_text(session: &Session, report: &Report, out: &Output) -> Result<Strin
         py.pid.map_or(String::new(), |p| format!("pid {p}"))
     );
     if out.async_ {
-        text.push_str(&session.render_async()?);
+        text.push_str(&crate::session::asyncio::render_async(session)?);
     }
     if out.tasks {
         if out.async_ {
             text.push('\n');
         }
-        text.push_str(&session.render_tasks(true, true)?);
+        text.push_str(&crate::session::asyncio::render_tasks(session, true, true)?);
     }
     if !asyncio {
         render::threads(report, &mut render::Sources::default(), &mut text);
@@ -723,244 +734,8 @@ fn render_text(session: &Session, report: &Report, out: &Output) -> Result<Strin
     Ok(text)
 }
 
-/// Targets read at once: enough to hide the waits on /proc and on core files' pages,
-/// few enough that many cores do not all hold their mappings and caches at once.
-const MAX_READER_THREADS: usize = 16;
-
-/// `job` over every item, in parallel on up to [`MAX_READER_THREADS`] threads; results in the
-/// items' order. A panic in one job is that item's error.
-fn read_all<I: Sync, T: Send>(
-    items: &[I],
-    job: &(dyn Fn(&I) -> Result<T> + Sync),
-) -> Vec<Result<T>> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Mutex;
-    let workers = std::thread::available_parallelism()
-        .map_or(4, |n| n.get())
-        .clamp(1, MAX_READER_THREADS)
-        .min(items.len());
-    let next = AtomicUsize::new(0);
-    let slots: Vec<Mutex<Option<Result<T>>>> = items.iter().map(|_| Mutex::new(None)).collect();
-    std::thread::scope(|s| {
-        for _ in 0..workers {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(item) = items.get(i) else { break };
-                let r = crate::panic::catch_result("cli-target", || job(item));
-                *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-            });
-        }
-    });
-    slots
-        .into_iter()
-        .map(|m| {
-            m.into_inner()
-                .unwrap_or_else(|e| e.into_inner())
-                .unwrap_or_else(|| Err(Error::Usage("not read".into())))
-        })
-        .collect()
-}
-
-/// Every process under `root` (children, theirs, ...), from the parent pids in
-/// /proc/PID/stat; breadth first, each level by pid. `root` itself must exist.
-fn descendants(root: i32) -> Result<Vec<i32>> {
-    let stat = format!("/proc/{root}/stat");
-    std::fs::metadata(&stat).map_err(|e| Error::io(stat, e))?;
-    let mut parent_of: Vec<(i32, i32)> = Vec::new();
-    let dir = std::fs::read_dir("/proc").map_err(|e| Error::io("/proc", e))?;
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        // A process may end while the list is read: it is simply not in the tree.
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid ...`: comm may hold spaces and parentheses, so the fields
-        // are counted from the last `)`.
-        let ppid = text
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<i32>().ok());
-        // Not pyunwind itself (run from a shell under the root).
-        if let Some(ppid) = ppid.filter(|_| u32::try_from(pid).ok() != Some(std::process::id())) {
-            parent_of.push((pid, ppid));
-        }
-    }
-    parent_of.sort_unstable();
-    let mut out = Vec::new();
-    let mut level = vec![root];
-    while !level.is_empty() {
-        let next: Vec<i32> = parent_of
-            .iter()
-            .filter(|(pid, ppid)| level.contains(ppid) && *pid != root && !out.contains(pid))
-            .map(|(pid, _)| *pid)
-            .collect();
-        out.extend(&next);
-        level = next;
-    }
-    Ok(out)
-}
-
-/// `pyunwind merge`: every report of every input, grouped.
-fn merge(inputs: &[PathBuf], by: GroupByArg, json: bool) -> Result<(String, i32)> {
-    let by = match by {
-        GroupByArg::Line => GroupBy::Line,
-        GroupByArg::Function => GroupBy::Function,
-    };
-    let mut grouper = Grouper::new(by);
-    let mut tasks = Grouper::new(by);
-    let mut saw_tasks = false;
-    let mut failed = Vec::new();
-    for path in inputs {
-        let name = path.display().to_string();
-        if name == "-" {
-            let stdin = std::io::stdin();
-            let input = std::io::BufReader::with_capacity(1 << 16, stdin.lock());
-            saw_tasks |= crate::report::merge::merge_input(
-                &name,
-                input,
-                &mut grouper,
-                &mut tasks,
-                &mut failed,
-            );
-            continue;
-        }
-        match std::fs::File::open(path) {
-            Ok(f) => {
-                saw_tasks |= crate::report::merge::merge_input(
-                    &name,
-                    std::io::BufReader::with_capacity(1 << 16, f),
-                    &mut grouper,
-                    &mut tasks,
-                    &mut failed,
-                )
-            }
-            Err(e) => failed.push(TargetError {
-                target: name,
-                host: None,
-                pid: None,
-                error: e.to_string(),
-            }),
-        }
-    }
-    let status = if failed.is_empty() { 0 } else { 1 };
-    let mut grouped = grouper.finish(failed);
-    // Reports made with --async or --tasks have their tasks grouped too.
-    if saw_tasks {
-        grouped.task_groups = Some(tasks.finish(Vec::new()).groups);
-    }
-    if json {
-        write_json(&grouped)?;
-        return Ok((String::new(), status));
-    }
-    Ok((
-        group::render(&grouped, &mut render::Sources::default()),
-        status,
-    ))
-}
-
 fn path_str(p: &Path) -> Result<String> {
     p.to_str()
         .map(str::to_string)
         .ok_or_else(|| Error::Usage(format!("{}: path is not UTF-8", p.display())))
-}
-
-#[derive(Clone, Copy)]
-enum Debugger {
-    Gdb,
-    Lldb,
-}
-
-impl Debugger {
-    fn init_name(self) -> &'static str {
-        match self {
-            Debugger::Gdb => ".gdbinit",
-            Debugger::Lldb => ".lldbinit",
-        }
-    }
-    /// The init-file line that loads `script` (the same as `make install` writes).
-    fn line(self, script: &Path) -> String {
-        match self {
-            Debugger::Gdb => format!("source {}", script.display()),
-            Debugger::Lldb => format!("command script import {}", script.display()),
-        }
-    }
-}
-
-fn script_path(scripts: Option<&Scripts>, dbg: Debugger) -> Result<PathBuf> {
-    let s = scripts.ok_or_else(|| {
-        Error::Usage(
-            "no debugger scripts beside this pyunwind (install it with pip, or run the one \
-             built in a checkout)"
-                .into(),
-        )
-    })?;
-    let p = match dbg {
-        Debugger::Gdb => &s.gdb,
-        Debugger::Lldb => &s.lldb,
-    };
-    if !p.is_file() {
-        return Err(Error::Usage(format!("{}: script missing", p.display())));
-    }
-    Ok(p.clone())
-}
-
-/// Adds (or removes) the line that loads the debugger script; running it twice changes
-/// nothing the second time.
-fn install(
-    scripts: Option<&Scripts>,
-    dbg: Debugger,
-    init: Option<PathBuf>,
-    add: bool,
-) -> Result<String> {
-    let script = script_path(scripts, dbg)?;
-    let init = match init {
-        Some(p) => p,
-        None => {
-            let home = std::env::var_os("HOME")
-                .ok_or_else(|| Error::Usage("HOME is not set: give --init-file".into()))?;
-            PathBuf::from(home).join(dbg.init_name())
-        }
-    };
-    let line = dbg.line(&script);
-    let old = match std::fs::read_to_string(&init) {
-        Ok(s) => s,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(Error::io(init.display().to_string(), e)),
-    };
-    let present = old.lines().any(|l| l == line);
-    let new = if add {
-        if present {
-            return Ok(format!(
-                "pyunwind: {} already has `{line}`\n",
-                init.display()
-            ));
-        }
-        let sep = if old.is_empty() || old.ends_with('\n') {
-            ""
-        } else {
-            "\n"
-        };
-        format!("{old}{sep}{line}\n")
-    } else {
-        if !present {
-            return Ok(format!("pyunwind: {} has no `{line}`\n", init.display()));
-        }
-        old.lines()
-            .filter(|l| *l != line)
-            .map(|l| format!("{l}\n"))
-            .collect()
-    };
-    std::fs::write(&init, new).map_err(|e| Error::io(init.display().to_string(), e))?;
-    Ok(format!(
-        "pyunwind: {} `{line}` {} {}\n",
-        if add { "added" } else { "removed" },
-        if add { "to" } else { "from" },
-        init.display()
-    ))
 }

@@ -1,0 +1,104 @@
+//! asyncio over a stop: every pending task decoded once ([`view`]), the report with the tasks,
+//! loops and await cycles ([`report`]), and `py-bt-async`/`py-tasks` text.
+
+use super::report::{frame_report, report as threads_report};
+use super::{once, Session};
+use crate::asyncio::{self, AsyncView, ThreadFrames};
+use crate::cpython::FrameItem;
+use crate::error::Result;
+use crate::report::tasks;
+use crate::report::text::Sources;
+use crate::report::{AwaitingReport, ErrorReport, FrameReport, LoopReport, Report, TaskReport};
+
+/// Every pending asyncio task, decoded once per stop.
+pub fn view(s: &Session) -> Result<&AsyncView> {
+    if let Some(v) = s.async_view.get() {
+        return Ok(v);
+    }
+    let frames: Vec<ThreadFrames> = s
+        .threads()
+        .iter()
+        .map(|t| ThreadFrames {
+            tstate: t.info.addr,
+            native_id: t.info.native_id,
+            walk: &t.walk,
+        })
+        .collect();
+    let dbg = asyncio::debug_section::AsyncioDebug::find(&s.target);
+    let view = asyncio::analyze(&s.snap, &frames, dbg)?;
+    Ok(once(&s.async_view, || view))
+}
+
+/// The report of every thread plus the asyncio tasks, loops and await cycles.
+pub fn report(s: &Session) -> Result<&Report> {
+    if let Some(r) = s.async_report.get() {
+        return Ok(r);
+    }
+    let r = build_report(s)?;
+    Ok(once(&s.async_report, || r))
+}
+
+fn build_report(s: &Session) -> Result<Report> {
+    let mut r = threads_report(s, None, false)?;
+    let threads = s.threads();
+    let view = view(s)?;
+    let native_id = |ti: Option<usize>| ti.and_then(|i| threads[i].info.native_id);
+    let frame_reports = |items: &[FrameItem]| -> Vec<FrameReport> {
+        items.iter().map(|i| frame_report(s, i, false)).collect()
+    };
+    r.tasks = Some(
+        view.tasks
+            .iter()
+            .map(|t| TaskReport {
+                id: t.raw.addr,
+                name: t.raw.name.clone(),
+                state: t.raw.state,
+                on_cpu: t.on_cpu.is_some(),
+                native_id: native_id(t.thread),
+                type_name: t.raw.type_name.clone(),
+                supported: t.supported,
+                loop_: t.raw.loop_,
+                frames: frame_reports(&t.frames),
+                awaiting: t.awaiting.as_ref().map(|a| AwaitingReport {
+                    kind: a.kind,
+                    id: a.id,
+                    type_name: a.type_name.clone(),
+                    executor_native_id: native_id(a.executor_thread),
+                }),
+                awaited_by: t.awaited_by.clone(),
+                owned_by: t.owned_by.clone(),
+                why: None,
+            })
+            .collect(),
+    );
+    r.loops = Some(
+        view.loops
+            .iter()
+            .map(|l| LoopReport {
+                id: l.addr,
+                type_name: l.type_name.clone(),
+                native_id: native_id(l.thread),
+                running: l.thread.is_some(),
+                frames: frame_reports(&l.upper),
+            })
+            .collect(),
+    );
+    r.cycles = Some(view.cycles.clone());
+    r.errors
+        .extend(view.errors.iter().map(|(address, what)| ErrorReport {
+            address: *address,
+            what: what.clone(),
+        }));
+    Ok(r)
+}
+
+/// `py-bt-async` text.
+pub fn render_async(s: &Session) -> Result<String> {
+    let r = report(s)?;
+    Ok(tasks::async_bt(r, &mut Sources::default()))
+}
+
+/// `py-tasks`: the task tree and/or the task table.
+pub fn render_tasks(s: &Session, tree: bool, table: bool) -> Result<String> {
+    Ok(tasks::tree_and_table(report(s)?, tree, table))
+}

@@ -1,0 +1,96 @@
+//! Greenlets over a stop: every greenlet decoded once ([`view`]), added to a report
+//! (`--greenlets`) and rendered (`py-greenlets`).
+
+use super::report::{frame_report, report as threads_report};
+use super::{once, Session};
+use crate::error::Result;
+use crate::greenlet::{self, GThread, GreenletView, Stacks};
+use crate::report::text::{self, Sources};
+use crate::report::{ErrorReport, GreenletReport, Report};
+use crate::target::SourceKind;
+
+/// Every greenlet, decoded once per stop.
+pub fn view(s: &Session) -> &GreenletView {
+    once(&s.greenlet_view, || {
+        let threads: Vec<GThread> = s
+            .threads()
+            .iter()
+            .map(|t| GThread {
+                interp: t.info.interp,
+                native_id: t.info.native_id,
+                pthread: t.info.thread_id,
+                walk: &t.walk,
+            })
+            .collect();
+        let files: Vec<(u64, u64)> = s.target.mappings.iter().map(|m| (m.start, m.end)).collect();
+        let stacks = Stacks {
+            regions: &s.target.regions,
+            anchors: &s.target.stack_anchors,
+            heap: heap_ranges(s, &files),
+            files,
+            raw: Some(s.target.mem.clone()),
+        };
+        greenlet::analyze(&s.snap, &threads, &stacks)
+    })
+}
+
+/// A live process's resident pages outside its files, where a heap scan looks (free-threaded
+/// builds keep no GC lists); None elsewhere (every mapping that is not a file's).
+fn heap_ranges(s: &Session, files: &[(u64, u64)]) -> Option<Vec<(u64, u64)>> {
+    if s.snap.layout.interpreter_state.gc.is_some() {
+        return None;
+    }
+    let pid = match s.target.kind {
+        SourceKind::Live => s.target.pid?,
+        _ => return None,
+    };
+    let mut out = Vec::new();
+    for &(start, end) in &s.target.regions {
+        if files.iter().any(|f| f.0 < end && start < f.1) {
+            continue;
+        }
+        out.extend(crate::memory::resident_ranges(pid, start, end)?);
+    }
+    Some(out)
+}
+
+/// `py-greenlets` text: every thread with its greenlets.
+pub fn render(s: &Session, with_locals: bool) -> Result<String> {
+    let mut r = threads_report(s, None, with_locals)?;
+    add_to(s, &mut r, with_locals);
+    Ok(text::all_threads(&r, &mut Sources::default()))
+}
+
+/// `r` with every greenlet (`--greenlets`, `py-greenlets`), and what could not be read of
+/// them among its errors.
+pub fn add_to(s: &Session, r: &mut Report, with_locals: bool) {
+    let view = view(s);
+    let threads = s.threads();
+    r.greenlets = Some(
+        view.greenlets
+            .iter()
+            .map(|g| GreenletReport {
+                address: g.addr,
+                thread: g.thread.and_then(|i| threads[i].info.native_id),
+                state: g.state.as_str(),
+                main: g.main,
+                parent: g.parent,
+                type_name: g.type_name.clone(),
+                name: g.name.clone(),
+                function: g.function.clone(),
+                frames: g
+                    .frames
+                    .iter()
+                    .map(|i| frame_report(s, i, with_locals))
+                    .collect(),
+                truncated: g.truncated,
+                waiting: g.waiting.clone(),
+            })
+            .collect(),
+    );
+    r.errors
+        .extend(view.errors.iter().map(|(address, what)| ErrorReport {
+            address: *address,
+            what: what.clone(),
+        }));
+}

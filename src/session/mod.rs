@@ -1,0 +1,304 @@
+//! One stop of one target: its facts (the target, the snapshot, the decoded threads, the
+//! crash a core records) and the caches that die with the stop. What the frontends ask of a
+//! stop is a module over it, each owning its view and its rendering:
+//!
+//! - [`report`]: the threads' report (`py-bt -a`, `pid`/`core`);
+//! - [`asyncio`]: tasks, loops and await cycles (`--async`, `py-bt-async`, `py-tasks`);
+//! - [`greenlets`]: `--greenlets`, `py-greenlets`;
+//! - [`py_bt`]: libpython's `py-bt` text over the debugger's native frames;
+//! - [`native_stacks`]: `--native` and the splicing of Python frames into native stacks;
+//! - [`real_frames`]: gdb's real-frames mode;
+//! - [`jit`]: the JIT and trampoline code map;
+//! - [`crate::why`]: the verdicts, over the same facts.
+
+pub mod asyncio;
+pub mod greenlets;
+pub mod jit;
+pub mod native_stacks;
+pub mod py_bt;
+pub mod real_frames;
+pub mod report;
+
+use std::sync::{Mutex, OnceLock};
+
+use crate::asyncio::AsyncView;
+use crate::cpython::{
+    find_python, find_python_again, Found, FrameItem, FrameWalk, PyFrame, Remembered, Snapshot,
+    ThreadInfo,
+};
+use crate::error::{Error, ReadError, Result};
+use crate::greenlet::GreenletView;
+use crate::native::jit::JitMap;
+use crate::native::pthread;
+use crate::report::{Crash, LocalReport, Report};
+use crate::target::Target;
+use crate::unwind::ModuleSet;
+use crate::why::crash;
+
+pub struct DecodedThread {
+    pub info: ThreadInfo,
+    pub walk: FrameWalk,
+}
+
+/// Which threads a report covers.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadKey {
+    /// The LWP, as the debugger knows it.
+    pub lwp: Option<u64>,
+    /// The thread pointer (`$fs_base`), which equals `pthread_self()`.
+    pub thread_pointer: Option<u64>,
+}
+
+pub struct Session {
+    pub target: Target,
+    pub snap: Snapshot,
+    decoded: OnceLock<(Vec<DecodedThread>, Vec<ReadError>)>,
+    /// The asyncio report, built once per stop (`py-bt-async` then `py-tasks` reuse it).
+    pub(crate) async_report: OnceLock<Report>,
+    /// The asyncio tasks as decoded, under `async_report` and `--why`'s task waits.
+    pub(crate) async_view: OnceLock<AsyncView>,
+    /// The greenlets, decoded once per stop.
+    pub(crate) greenlet_view: OnceLock<GreenletView>,
+    /// (lwp, thread pointer) pairs the frontend or core knows, to name threads on 3.10.
+    thread_ids: Vec<(u64, u64)>,
+    /// JIT and trampoline code of this stop, built on first use.
+    pub(crate) jit: OnceLock<JitMap>,
+    /// What discovery found that later stops of the target can start from (see
+    /// [`Session::reopen`]); its `_PyJIT_Entry` is the JIT map's entry shim.
+    pub(crate) remembered: Remembered,
+    /// The target's modules with their CFI and symbols, loaded on first use: for our own
+    /// native unwinds and gdb's real frames (see [`Session::with_modules`]).
+    modules: Mutex<Option<ModuleSet>>,
+    /// The fatal signal a core records, and what was wrong with its notes.
+    pub(crate) crash: (Option<Crash>, Vec<String>),
+    /// Each thread's system call as the debugger's registers show it (memory read through
+    /// the debugger has no notes or /proc to say): (lwp, orig_rax, argument registers).
+    debugger_syscalls: OnceLock<Vec<(u64, Vec<u64>)>>,
+}
+
+impl Session {
+    pub fn open(target: Target) -> Result<Session> {
+        let found = find_python(&target)?;
+        Ok(Session::with_found(target, &found))
+    }
+
+    /// The session of a later stop of a target an earlier session found CPython in
+    /// ([`Session::remembered`]): no ELF symbols are read again.
+    pub fn reopen(target: Target, earlier: &Remembered) -> Result<Session> {
+        let found = find_python_again(&target, earlier)?;
+        Ok(Session::with_found(target, &found))
+    }
+
+    fn with_found(target: Target, found: &Found) -> Session {
+        let snap = Snapshot::new(target.mem.clone(), found);
+        let thread_ids = target
+            .core_threads
+            .iter()
+            .map(|t| (t.lwp as u64, t.thread_pointer))
+            .collect();
+        let crash = target
+            .signal_notes
+            .as_ref()
+            .map(crash::crash)
+            .unwrap_or_default();
+        Session {
+            target,
+            snap,
+            decoded: OnceLock::new(),
+            async_report: OnceLock::new(),
+            async_view: OnceLock::new(),
+            greenlet_view: OnceLock::new(),
+            thread_ids,
+            jit: OnceLock::new(),
+            remembered: found.remembered(),
+            modules: Mutex::new(None),
+            crash,
+            debugger_syscalls: OnceLock::new(),
+        }
+    }
+
+    /// What a frontend keeps for the next stop of this target ([`Session::reopen`]).
+    pub fn remembered(&self) -> Remembered {
+        self.remembered
+    }
+
+    /// The debugger's registers of each thread's system call, `(lwp, values)` with the values
+    /// of `Arch::syscall_register_names`; the first call of a stop sets them.
+    pub fn set_debugger_syscalls(&self, calls: Vec<(u64, Vec<u64>)>) {
+        let _ = self.debugger_syscalls.set(calls);
+    }
+
+    /// What the debugger's registers say of thread `lwp`'s system call (see
+    /// `set_debugger_syscalls`).
+    pub fn debugger_syscall(&self, lwp: u64) -> Option<&[u64]> {
+        self.debugger_syscalls
+            .get()?
+            .iter()
+            .find(|c| c.0 == lwp)
+            .map(|c| &c.1[..])
+    }
+
+    /// Tell the session which LWP has which thread pointer (gdb knows; the core says).
+    pub fn set_thread_ids(&mut self, ids: Vec<(u64, u64)>) {
+        self.thread_ids = ids;
+        self.decoded = OnceLock::new();
+        self.async_report = OnceLock::new();
+        self.async_view = OnceLock::new();
+        self.greenlet_view = OnceLock::new();
+    }
+
+    pub(crate) fn decoded(&self) -> &(Vec<DecodedThread>, Vec<ReadError>) {
+        once(&self.decoded, || {
+            let mut errors = Vec::new();
+            let mut out = Vec::new();
+            let interps = match self.snap.interpreters_noting_cap(&mut errors) {
+                Ok(i) => i,
+                Err(e) => {
+                    errors.push(e);
+                    Vec::new()
+                }
+            };
+            // 3.10 records no LWP: glibc's pthread struct has it (when the frontend or the
+            // core did not say).
+            let tid_offset = OnceLock::new();
+            // CPython links interpreters newest first; show the main one first.
+            for interp in interps.iter().rev() {
+                // Threads are linked newest first too: main thread first, then by age.
+                let mut threads = self.snap.threads(*interp, &mut errors);
+                threads.reverse();
+                for mut info in threads {
+                    if info.native_id.is_none() {
+                        info.native_id = self
+                            .thread_ids
+                            .iter()
+                            .find(|(_, tp)| *tp == info.thread_id)
+                            .map(|(l, _)| *l);
+                    }
+                    if info.native_id.is_none() {
+                        info.native_id = tid_offset
+                            .get_or_init(|| pthread::tid_offset(&self.target))
+                            .and_then(|off| pthread::lwp(&*self.snap.mem, info.thread_id, off));
+                    }
+                    let walk = match info.frame_error {
+                        // The thread state is readable but not the way to its frames (a
+                        // `_PyCFrame` on a stack page the core lost): list it, unreadable.
+                        Some(error) => {
+                            let mut walk = FrameWalk::default();
+                            walk.stop(error.addr, error);
+                            walk
+                        }
+                        None => self.snap.walk_frames(info.frame),
+                    };
+                    out.push(DecodedThread { info, walk });
+                }
+            }
+            // The thread that crashed is the one to read first.
+            let crashed = self.crash().map(|c| c.thread);
+            if let Some(i) = out
+                .iter()
+                .position(|t| crashed.is_some() && t.info.native_id == crashed)
+            {
+                out[..=i].rotate_right(1);
+            }
+            (out, errors)
+        })
+    }
+
+    /// The Python threads: the one that crashed first, then the main interpreter's, main
+    /// thread first, then by age.
+    pub fn threads(&self) -> &[DecodedThread] {
+        &self.decoded().0
+    }
+
+    /// The fatal signal, when the target is a core written for one ([`crate::why::crash`]).
+    pub fn crash(&self) -> Option<&Crash> {
+        self.crash.0.as_ref()
+    }
+
+    /// The thread with this LWP or thread pointer.
+    pub fn find_thread(&self, key: ThreadKey) -> Option<&DecodedThread> {
+        self.threads().iter().find(|t| {
+            (key.lwp.is_some() && t.info.native_id == key.lwp)
+                || (key.thread_pointer.is_some() && Some(t.info.thread_id) == key.thread_pointer)
+        })
+    }
+
+    /// The thread for `key`, or a usage error that says which threads exist.
+    pub fn thread(&self, key: ThreadKey) -> Result<&DecodedThread> {
+        self.find_thread(key).ok_or_else(|| {
+            Error::Usage(match key.lwp {
+                Some(l) => format!("thread {l} has no Python thread state"),
+                None => "no such Python thread".to_string(),
+            })
+        })
+    }
+
+    /// Frame `index` of the thread's walk (as in the report), if it is a readable Python frame.
+    pub fn frame_at<'a>(&self, t: &'a DecodedThread, index: usize) -> Result<&'a PyFrame> {
+        match t.walk.items.get(index) {
+            Some(FrameItem::Python(p)) => Ok(p),
+            Some(FrameItem::Unreadable { error, .. }) => Err(Error::Usage(format!(
+                "frame #{index} is unreadable: {error}"
+            ))),
+            None => Err(Error::Usage(format!("no Python frame #{index}"))),
+        }
+    }
+
+    pub fn locals(&self, frame: &PyFrame) -> Result<Vec<LocalReport>, ReadError> {
+        Ok(self
+            .snap
+            .frame_locals(frame)?
+            .into_iter()
+            .map(|l| LocalReport {
+                name: l.name,
+                repr: l.repr,
+                is_arg: l.is_arg,
+            })
+            .collect())
+    }
+
+    /// `f` with the target's modules. DWARF's line tables (addr2line) are not `Sync`, so one
+    /// caller at a time has the cached set; the lock is never waited for, since a debugger's
+    /// memory reads call into Python, which may run another thread asking for the same (see
+    /// `once`): a second caller builds its own set.
+    pub(crate) fn with_modules<T>(&self, f: impl FnOnce(&ModuleSet) -> T) -> T {
+        let mut guard = self.modules.try_lock().ok();
+        match guard.as_deref_mut() {
+            Some(cached) => f(cached.get_or_insert_with(|| ModuleSet::new(&self.target))),
+            None => f(&ModuleSet::new(&self.target)),
+        }
+    }
+
+    /// The address ranges of the interpreter's own code: the module holding `_PyRuntime`
+    /// (libpython, or the executable) and the executable.
+    pub fn interpreter_ranges(&self) -> Vec<(u64, u64)> {
+        let modules = self.target.modules();
+        let exe = self.target.mappings.first().map(|m| m.start);
+        modules
+            .iter()
+            .filter(|m| m.contains(self.snap.runtime) || exe.is_some_and(|a| m.contains(a)))
+            .map(|m| (m.start, m.end))
+            .collect()
+    }
+
+    /// For each PC, whether it is in the interpreter's own code.
+    pub fn in_interpreter(&self, pcs: &[u64]) -> Vec<bool> {
+        let ranges = self.interpreter_ranges();
+        pcs.iter()
+            .map(|&pc| ranges.iter().any(|&(s, e)| s <= pc && pc < e))
+            .collect()
+    }
+}
+
+/// The value of `cell`, made by `make` if it has none yet. `make` runs outside the cell's
+/// lock: with the debugger's memory every read calls into Python, which can switch to another
+/// Python thread that asks for the same value; blocking in `OnceLock::get_or_init` there would
+/// hold the GIL while the thread that runs `make` waits for it. Two threads may then both
+/// decode; the first value stored wins.
+pub(crate) fn once<T>(cell: &OnceLock<T>, make: impl FnOnce() -> T) -> &T {
+    if let Some(v) = cell.get() {
+        return v;
+    }
+    let v = make();
+    cell.get_or_init(|| v)
+}

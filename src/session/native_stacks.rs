@@ -1,0 +1,430 @@
+//! `--native`: each Python thread's native stack, unwound by [`crate::unwind`], with its
+//! Python frames in place of the eval-loop frames that run them (the rule gdb's frame filter
+//! uses, [`crate::native::splice`]).
+
+use std::collections::HashMap;
+
+use super::jit;
+use super::report::{frame_report, report as threads_report};
+use super::{DecodedThread, Session, ThreadKey};
+use crate::arch::Arch;
+use crate::cpython::callables::NativeFrame;
+use crate::cpython::FrameItem;
+use crate::error::Result;
+use crate::native::jit::{JitMap, RegionKind};
+use crate::native::{self, is_plumbing, name_builtins, run_gaps, RunMark, Splice};
+use crate::report::{ErrorReport, FrameKind, FrameReport, Report, StopReport};
+use crate::unwind::regs::Regs;
+use crate::unwind::{self, ModuleSet};
+
+/// A thread's native frames as the debugger unwound them, innermost first.
+#[derive(Clone, Debug, Default)]
+pub struct Natives {
+    pub names: Vec<Option<String>>,
+    pub pcs: Vec<u64>,
+    pub sps: Option<Vec<u64>>,
+    /// The innermost frame's first argument register (x86-64 `rdi`): in a blocked futex wait,
+    /// the address the thread waits on.
+    pub wait_addr: Option<u64>,
+    /// When the debugger shows other frames than these (lldb's frame provider): the level
+    /// it shows each of them at, None where it hides it...
+    pub levels: Option<Vec<Option<usize>>>,
+    /// ...and the level it shows each Python frame at, by index.
+    pub python_levels: Option<Vec<Option<usize>>>,
+}
+
+/// Registers of each thread, by LWP, and the thread pointer it had.
+#[derive(Clone, Debug, Default)]
+pub struct ThreadRegs {
+    pub by_lwp: HashMap<u64, (Regs, u64)>,
+    /// Threads whose registers could not be read, and why.
+    pub failed: HashMap<u64, String>,
+    /// Live threads: the stack as copied while the thread was stopped (start, bytes).
+    pub stacks: HashMap<u64, (u64, Vec<u8>)>,
+    /// Live threads: how long each was stopped, in microseconds.
+    pub stopped_us: Vec<(u64, u64)>,
+}
+
+impl ThreadRegs {
+    /// From a core's NT_PRSTATUS notes.
+    pub fn of_core(session: &Session) -> ThreadRegs {
+        ThreadRegs {
+            by_lwp: session
+                .target
+                .core_threads
+                .iter()
+                .map(|t| (t.lwp as u64, (t.regs, t.thread_pointer)))
+                .collect(),
+            ..ThreadRegs::default()
+        }
+    }
+
+    /// From a live process of architecture `arch`, each thread stopped in turn
+    /// ([`crate::unwind::ptrace`]).
+    pub fn of_live(pid: i32, arch: Arch) -> Result<ThreadRegs> {
+        let (threads, failed) = crate::unwind::ptrace::read_threads(pid, arch)?;
+        let mut r = ThreadRegs {
+            failed: failed.into_iter().collect(),
+            ..ThreadRegs::default()
+        };
+        for t in threads {
+            r.by_lwp.insert(t.tid, (t.regs, t.thread_pointer));
+            r.stopped_us.push((
+                t.tid,
+                t.stopped_for.as_micros().min(u64::MAX as u128) as u64,
+            ));
+            r.stacks.insert(t.tid, t.stack);
+        }
+        Ok(r)
+    }
+
+    /// (LWP, thread pointer) of every thread: names the threads of 3.10, which records no LWP.
+    pub fn thread_ids(&self) -> Vec<(u64, u64)> {
+        self.by_lwp.iter().map(|(l, (_, tp))| (*l, *tp)).collect()
+    }
+}
+
+/// The report with every Python thread's native frames and Python frames merged; `all`
+/// keeps the interpreter's plumbing between Python frames.
+pub fn native_report(
+    s: &Session,
+    regs: &ThreadRegs,
+    all: bool,
+    with_locals: bool,
+) -> Result<Report> {
+    let mut r = threads_report(s, None, with_locals)?;
+    let set = ModuleSet::new(&s.target);
+    let interp_modules: Vec<usize> = s
+        .interpreter_ranges()
+        .iter()
+        .filter_map(|&(start, _)| set.find(start))
+        .collect();
+    let jit: Option<&JitMap> = (s.snap.layout.version.minor >= 13).then(|| jit::map(s));
+    // Every thread unwound first, so that the DWARF of all their modules loads at once.
+    let mut stacks: Vec<Option<unwind::Stack>> = Vec::new();
+    for (t, tr) in s.threads().iter().zip(r.threads.iter_mut()) {
+        stacks.push(None);
+        let lwp = t.info.native_id.or_else(|| {
+            regs.by_lwp
+                .iter()
+                .find(|(_, (_, tp))| *tp == t.info.thread_id)
+                .map(|(l, _)| *l)
+        });
+        let Some(lwp) = lwp else {
+            tr.frames.push(FrameReport::unreadable(
+                0,
+                "native frames: the thread's LWP is unknown".into(),
+            ));
+            continue;
+        };
+        tr.native_id.get_or_insert(lwp);
+        let Some((start, _)) = regs.by_lwp.get(&lwp) else {
+            let why = regs
+                .failed
+                .get(&lwp)
+                .cloned()
+                .unwrap_or_else(|| format!("no registers for thread {lwp}"));
+            tr.frames
+                .push(FrameReport::unreadable(0, format!("native frames: {why}")));
+            continue;
+        };
+        let stack = match regs.stacks.get(&lwp) {
+            Some((at, bytes)) => {
+                let mem = unwind::StackCopy {
+                    base: &*s.snap.mem,
+                    start: *at,
+                    bytes,
+                };
+                unwind::unwind(&mem, &set, jit, *start)
+            }
+            None => unwind::unwind(&*s.snap.mem, &set, jit, *start),
+        };
+        *stacks.last_mut().expect("pushed above") = Some(stack);
+    }
+    set.preload_lines(stacks.iter().flatten().flat_map(|s| s.frames.iter()));
+    for ((t, tr), stack) in s.threads().iter().zip(r.threads.iter_mut()).zip(&stacks) {
+        if let Some(stack) = stack {
+            tr.frames = merge(s, t, &set, &interp_modules, stack, all, with_locals);
+        }
+    }
+    if !regs.stopped_us.is_empty() {
+        let mut stops: Vec<StopReport> = regs
+            .stopped_us
+            .iter()
+            .map(|&(native_id, stopped_us)| StopReport {
+                native_id,
+                stopped_us,
+            })
+            .collect();
+        stops.sort_by_key(|s| s.native_id);
+        r.native_stops = Some(stops);
+    }
+    for t in &r.threads {
+        for f in t.frames.iter().filter(|f| f.kind == FrameKind::Unreadable) {
+            let what = format!(
+                "thread {}: {}",
+                t.native_id.unwrap_or(t.thread_id),
+                f.reason().unwrap_or_default()
+            );
+            if !r.errors.iter().any(|e| e.what == what) {
+                r.errors.push(ErrorReport {
+                    address: f.address.unwrap_or(0),
+                    what,
+                });
+            }
+        }
+    }
+    Ok(r)
+}
+
+/// One thread's frames: native frames with the Python runs spliced in; Python frames the
+/// native walk did not reach follow its error entry, so none is lost.
+fn merge(
+    s: &Session,
+    t: &DecodedThread,
+    set: &ModuleSet,
+    interp_modules: &[usize],
+    stack: &unwind::Stack,
+    all: bool,
+    with_locals: bool,
+) -> Vec<FrameReport> {
+    let names: Vec<_> = stack.frames.iter().map(|f| set.name(f)).collect();
+    let fnames: Vec<Option<String>> = names.iter().map(|n| n.function.clone()).collect();
+    let sps: Vec<u64> = stack.frames.iter().map(|f| f.sp).collect();
+    let inside: Vec<bool> = stack
+        .frames
+        .iter()
+        .map(|f| f.jit_label.is_none() && f.module.is_some_and(|m| interp_modules.contains(&m)))
+        .collect();
+    let pcs: Vec<u64> = stack.frames.iter().map(|f| f.pc).collect();
+    let actions = splice_thread(s, t, &fnames, Some(&sps), Some(&pcs), Some(&inside), !all);
+    // Between two Python runs, the plumbing inlined into a frame that stays is hidden
+    // too, as gdb and lldb hide it: they list inlined calls as frames of their own.
+    let python_at = |k: usize| matches!(actions.get(k), Some(Splice::Python { .. }));
+    let first_run = (0..actions.len()).find(|&k| python_at(k));
+    let last_run = (0..actions.len()).rev().find(|&k| python_at(k));
+    let mut out = Vec::new();
+    let mut shown = vec![false; t.walk.items.len()];
+    // Where in `out` the oldest Python frame of the nearest newer run is: a perf trampoline
+    // calls the eval loop for one Python function, the one that run started, and is named
+    // after it as the gdb and lldb frontends name it (`trampoline_names` in
+    // pylib/pyunwind_frontend.py): `[trampoline] qualname (file)`. Taken by one trampoline.
+    let mut started: Option<usize> = None;
+    for (i, ((f, n), a)) in stack.frames.iter().zip(names).zip(&actions).enumerate() {
+        let hide_inlined =
+            !all && first_run.is_some_and(|r| r < i) && last_run.is_some_and(|r| r > i);
+        match a {
+            Splice::Python { frames } => {
+                for &i in frames {
+                    if let Some(item) = t.walk.items.get(i) {
+                        shown[i] = true;
+                        out.push(frame_report(s, item, with_locals));
+                    }
+                }
+                started = out
+                    .len()
+                    .checked_sub(1)
+                    .filter(|&k| !frames.is_empty() && out[k].kind == FrameKind::Python);
+            }
+            Splice::Hide => {}
+            Splice::Keep { builtin } => {
+                if let Some(label) = &f.jit_label {
+                    let trampoline = matches!(
+                        jit::map(s).lookup(f.pc).map(|r| &r.kind),
+                        Some(RegionKind::Trampolines { .. })
+                    );
+                    let python = started.take_if(|_| trampoline).map(|k| &out[k]);
+                    let label = match python {
+                        Some(FrameReport {
+                            function: Some(func),
+                            file,
+                            ..
+                        }) => format!("[trampoline] {func} ({})", file.as_deref().unwrap_or("???")),
+                        _ => label.clone(),
+                    };
+                    let mut j = FrameReport::native(f.pc, Some(label), None, None);
+                    j.kind = FrameKind::Jit;
+                    out.push(j);
+                } else {
+                    // DWARF's inlined calls first (innermost first), each at the same PC;
+                    // the function itself keeps its symbol name, with DWARF's file and line.
+                    let (own, inlined) = match n.source.split_last() {
+                        Some((own, inlined)) => (Some(own), inlined),
+                        None => (None, &[][..]),
+                    };
+                    for s in inlined {
+                        if hide_inlined && s.function.as_deref().is_some_and(is_plumbing) {
+                            continue;
+                        }
+                        let mut r = FrameReport::native(
+                            f.pc,
+                            s.function.clone(),
+                            n.module.clone(),
+                            n.offset,
+                        );
+                        r.file = s.file.as_deref().map(Into::into);
+                        r.line = s.line;
+                        r.detail_mut().inlined = Some(true);
+                        out.push(r);
+                    }
+                    // A stripped interpreter's frame running a builtin: named after it.
+                    let function = n
+                        .function
+                        .or_else(|| own.and_then(|o| o.function.clone()))
+                        .or_else(|| builtin.as_ref().map(|b| format!("{b} (builtin)")));
+                    let mut r = FrameReport::native(f.pc, function, n.module, n.offset);
+                    if let Some(o) = own {
+                        r.file = o.file.as_deref().map(Into::into);
+                        r.line = o.line;
+                        r.detail_mut().inlined = Some(false);
+                    }
+                    out.push(r);
+                }
+            }
+        }
+    }
+    if let Some(e) = &stack.error {
+        let pc = stack.frames.last().map_or(0, |f| f.pc);
+        out.push(FrameReport::unreadable(pc, format!("native frames: {e}")));
+    }
+    for (i, item) in t.walk.items.iter().enumerate() {
+        if !shown[i] {
+            out.push(frame_report(s, item, with_locals));
+        }
+    }
+    out
+}
+
+/// The thread's native frames as we unwind them from `start`, the registers of the
+/// debugger's innermost native frame: for a frontend whose debugger shows other frames than
+/// its own (lldb's frame provider), or that need no frame numbers (gdb's `py-bt`, which
+/// would otherwise step gdb's frames: 25-60 ms each where gdb expands a unit's DWARF).
+/// `inlined`: DWARF's inlined calls are frames of their own, as debuggers show and number
+/// them; else each frame is named from the symbol tables alone.
+pub fn own_natives(
+    s: &Session,
+    start: unwind::regs::Regs,
+    inlined: bool,
+) -> (Natives, Option<String>) {
+    let jit = (s.snap.layout.version.minor >= 13).then(|| jit::map(s));
+    s.with_modules(|set| own_natives_in(s, set, start, jit, inlined))
+}
+
+fn own_natives_in(
+    s: &Session,
+    set: &ModuleSet,
+    start: unwind::regs::Regs,
+    jit: Option<&JitMap>,
+    inlined: bool,
+) -> (Natives, Option<String>) {
+    let stack = unwind::unwind(&*s.snap.mem, set, jit, start);
+    let mut n = Natives {
+        sps: Some(Vec::new()),
+        wait_addr: start.get(RDI),
+        ..Natives::default()
+    };
+    let mut push = |name: Option<String>, f: &unwind::Frame| {
+        n.names.push(name);
+        n.pcs.push(f.pc);
+        n.sps.get_or_insert_with(Vec::new).push(f.sp);
+    };
+    for f in &stack.frames {
+        if f.jit_label.is_some() {
+            push(f.jit_label.clone(), f);
+            continue;
+        }
+        let name = if inlined {
+            set.name(f)
+        } else {
+            set.symbol_name(f)
+        };
+        if let Some((_, inlined)) = name.source.split_last() {
+            for s in inlined {
+                push(s.function.clone(), f);
+            }
+        }
+        push(name.function, f);
+    }
+    (n, stack.error)
+}
+
+/// How to show each native frame of a thread's stack (see [`crate::native::splice`]).
+/// With the frames' `pcs`, the plumbing hidden between Python frames is known by address.
+pub fn splice(
+    s: &Session,
+    key: ThreadKey,
+    names: &[Option<String>],
+    sps: Option<&[u64]>,
+    pcs: Option<&[u64]>,
+    hide_internal: bool,
+) -> Vec<Splice> {
+    let inside = pcs.map(|p| s.in_interpreter(p));
+    match s.find_thread(key) {
+        Some(t) => splice_thread(s, t, names, sps, pcs, inside.as_deref(), hide_internal),
+        None => native::splice(names, sps, &[], hide_internal, inside.as_deref()),
+    }
+}
+
+/// x86-64 `rdi` in DWARF numbering (see [`crate::unwind::regs`]).
+const RDI: u16 = 5;
+
+/// [`crate::native::splice`] for thread `t`, the rule every frontend shares; where it
+/// hides frames without symbols (a stripped interpreter) and `pcs` are given, the frame
+/// running the builtin a Python frame calls is shown again, named from its `PyMethodDef`.
+pub fn splice_thread(
+    session: &Session,
+    t: &DecodedThread,
+    names: &[Option<String>],
+    sps: Option<&[u64]>,
+    pcs: Option<&[u64]>,
+    inside: Option<&[bool]>,
+    hide_internal: bool,
+) -> Vec<Splice> {
+    let marks = RunMark::of_walk(&t.walk);
+    let mut actions = native::splice(names, sps, &marks, hide_internal, inside);
+    let Some(pcs) = pcs.filter(|p| p.len() == names.len()) else {
+        return actions;
+    };
+    let mut running = Vec::new();
+    for (level, frames, between) in run_gaps(&actions) {
+        // Only a gap where a frame without a name was hidden: with symbols the builtin's
+        // own frame is kept by name, and nothing is read.
+        let unnamed_hidden = between
+            .iter()
+            .any(|&k| names[k].is_none() && actions[k] == Splice::Hide);
+        if !unnamed_hidden {
+            continue;
+        }
+        let Some(FrameItem::Python(p)) = frames.first().and_then(|&i| t.walk.items.get(i)) else {
+            continue;
+        };
+        let natives: Vec<NativeFrame> = between
+            .iter()
+            .map(|&k| NativeFrame {
+                name: names[k].clone(),
+                pc: pcs[k],
+            })
+            .collect();
+        let inner = frames
+            .first()
+            .and_then(|&i| i.checked_sub(1))
+            .and_then(|i| t.walk.items.get(i))
+            .map(|f| match f {
+                FrameItem::Python(f) => f.addr,
+                FrameItem::Unreadable { addr, .. } => *addr,
+            });
+        let called = session.snap.called_callable(p, &natives, pcs[level], inner);
+        let Some(c) = called.filter(|c| c.is_cfunction) else {
+            continue;
+        };
+        let (Some(k), Ok((name, _))) = (c.running, session.snap.cfunction_name_and_self(c.obj))
+        else {
+            continue;
+        };
+        if names[between[k]].is_none() {
+            running.push((between[k], name));
+        }
+    }
+    name_builtins(&mut actions, &running);
+    actions
+}

@@ -1,0 +1,138 @@
+//! The report of a stop's threads (`py-bt`, `pid`/`core`, `--json`): each decoded thread with
+//! its Python frames, the errors the decoding met, and the crash.
+
+use super::{DecodedThread, Session, ThreadKey};
+use crate::cpython::FrameItem;
+use crate::error::Result;
+use crate::report::{
+    ErrorReport, FrameDetail, FrameKind, FrameReport, LocalReport, PythonReport, Report,
+    ThreadReport,
+};
+use crate::target::SourceKind;
+
+pub fn python_report(s: &Session) -> PythonReport {
+    PythonReport {
+        version: s.snap.layout.version.to_string(),
+        free_threaded: s.snap.layout.free_threaded,
+        jit: false,
+        found_by: s.snap.found_by.clone(),
+        source: match s.target.kind {
+            SourceKind::Live => "live",
+            SourceKind::Core => "core",
+            SourceKind::Debugger => "debugger",
+        },
+        pid: s.target.pid,
+    }
+}
+
+pub fn frame_report(s: &Session, item: &FrameItem, with_locals: bool) -> FrameReport {
+    match item {
+        FrameItem::Python(p) => FrameReport {
+            kind: FrameKind::Python,
+            function: Some(p.code.qualname.clone()),
+            file: Some(p.code.filename.clone()),
+            line: p.line,
+            entry: Some(p.entry),
+            address: Some(p.addr),
+            detail: with_locals.then(|| {
+                let locals = s.locals(p).unwrap_or_else(|e| {
+                    vec![LocalReport {
+                        name: "<error>".into(),
+                        repr: e.to_string(),
+                        is_arg: false,
+                    }]
+                });
+                Box::new(FrameDetail {
+                    locals: Some(locals),
+                    ..FrameDetail::default()
+                })
+            }),
+        },
+        FrameItem::Unreadable { addr, error } => FrameReport::unreadable(*addr, error.to_string()),
+    }
+}
+
+pub fn thread_report(s: &Session, t: &DecodedThread, with_locals: bool) -> ThreadReport {
+    ThreadReport {
+        native_id: t.info.native_id,
+        thread_id: t.info.thread_id,
+        name: t.info.name.clone(),
+        holds_gil: t.info.holds_gil,
+        interpreter: t.info.interp,
+        thread_state: t.info.addr,
+        frames: t
+            .walk
+            .items
+            .iter()
+            .map(|i| frame_report(s, i, with_locals))
+            .collect(),
+        truncated: t.walk.truncated,
+        why: None,
+    }
+}
+
+/// The report for every thread (`key` = None) or one.
+pub fn report(s: &Session, key: Option<ThreadKey>, with_locals: bool) -> Result<Report> {
+    let threads: Vec<&DecodedThread> = match key {
+        None => s.threads().iter().collect(),
+        Some(k) => vec![s.thread(k)?],
+    };
+    // A core's notes are not target memory: their problems have no address.
+    let mut errors: Vec<ErrorReport> = s
+        .crash
+        .1
+        .iter()
+        .map(|what| ErrorReport {
+            address: 0,
+            what: what.clone(),
+        })
+        .collect();
+    errors.extend(s.target.module_problems.iter().map(|p| ErrorReport {
+        address: 0,
+        what: format!("loaded modules: {p}"),
+    }));
+    errors.extend(s.decoded().1.iter().map(|e| ErrorReport {
+        address: e.addr,
+        what: e.to_string(),
+    }));
+    // A walk cut by a cap says which cap, and where (the first frame not walked).
+    errors.extend(threads.iter().filter_map(|t| {
+        let cut = t.walk.cut?;
+        Some(ErrorReport {
+            address: cut.addr,
+            what: format!(
+                "thread {}: frame walk: {}",
+                t.info.native_id.unwrap_or(t.info.thread_id),
+                cut
+            ),
+        })
+    }));
+    let threads: Vec<ThreadReport> = threads
+        .iter()
+        .map(|t| thread_report(s, t, with_locals))
+        .collect();
+    for t in &threads {
+        for f in t.frames.iter().filter(|f| f.kind == FrameKind::Unreadable) {
+            errors.push(ErrorReport {
+                address: f.address.unwrap_or(0),
+                what: format!(
+                    "thread {}: frame: {}",
+                    t.native_id.unwrap_or(t.thread_id),
+                    f.reason().unwrap_or_default()
+                ),
+            });
+        }
+    }
+    Ok(Report {
+        python: python_report(s),
+        crash: s.crash().cloned(),
+        threads,
+        tasks: None,
+        greenlets: None,
+        cycles: None,
+        loops: None,
+        native_stops: None,
+        deadlocks: None,
+        errors,
+    })
+}
