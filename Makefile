@@ -121,7 +121,7 @@ fuzz: build pythons arm64
 	bash tools/fuzz/run.sh
 
 # The same as `pyunwind install-gdb` / `install-lldb` of a pip install (one implementation, in
-# src/cli.rs), with this checkout's scripts.
+# src/cli/install.rs), with this checkout's scripts.
 install: build
 	@target/release/pyunwind install-gdb --init-file $(GDBINIT)
 	@target/release/pyunwind install-lldb --init-file $(LLDBINIT)

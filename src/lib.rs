@@ -1,8 +1,9 @@
 //! pyunwind: CPython stacks from a process's memory or a core file, for gdb, lldb and the
-//! command line. Layers (each uses only those above it): [`memory`], [`binary`], [`target`],
-//! [`symbols`], [`cpython`], [`asyncio`], [`native`] and [`unwind`], [`why`], [`report`], then
-//! [`session`] (one stop, with its features as modules over it) and the frontends (`python`,
-//! [`cli`]).
+//! command line. Layers (each imports only those before it; docs/architecture.md): the
+//! foundation ([`error`], [`panic`], [`parallel`]), [`report`] (the model every layer fills),
+//! [`arch`], [`memory`], [`binary`], [`symbols`], [`target`], [`cpython`], then [`asyncio`],
+//! [`greenlet`] and [`native`], [`unwind`], [`session`] (one stop, with its features as
+//! modules over it), [`why`], and the frontends (`python`, [`cli`]).
 
 pub mod arch;
 pub mod asyncio;

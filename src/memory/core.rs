@@ -1,6 +1,6 @@
 //! ELF core files: PT_LOAD segments, the NT_FILE note (which file is mapped where), the
 //! NT_PRSTATUS notes (one per thread: LWP and registers), and what the notes say about the
-//! signal the process stopped with ([`SignalNotes`], read by `crate::why::crash`). Bytes that
+//! signal the process stopped with ([`SignalNotes`], read by [`crate::memory::crash`]). Bytes that
 //! the core left out but that a mapped file holds (`gcore` skips read-only file-backed pages
 //! such as libpython's text and rodata) are read from that file, found and checked by
 //! [`FileLookup`]. Compressed cores are unpacked first ([`super::unpack`]).
@@ -695,7 +695,7 @@ mod tests {
             ]
             .concat();
             let c = core_with_notes(&notes);
-            let _ = crate::why::crash::crash(&c.signal);
+            let _ = crate::memory::crash::crash(&c.signal);
             let _ = core_with_notes(&bytes(len));
         }
     }

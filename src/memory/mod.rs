@@ -21,10 +21,12 @@ pub mod addr_map;
 mod cache;
 mod callback;
 mod core;
+pub mod crash;
 mod files;
 pub mod link_map;
 mod live;
 pub(crate) mod mapped;
+pub mod signals;
 mod unpack;
 
 pub use self::cache::PageCache;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-/// A fatal signal, as the report's `crash` object (made by [`crate::why::crash`]).
+/// A fatal signal, as the report's `crash` object (made by [`crate::memory::crash`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Crash {
     /// "SIGSEGV"; null for a number without a fixed name (a real-time signal).

@@ -28,12 +28,12 @@ use crate::cpython::{
 };
 use crate::error::{Error, ReadError, Result};
 use crate::greenlet::GreenletView;
+use crate::memory::crash;
 use crate::native::jit::JitMap;
 use crate::native::pthread;
 use crate::report::{Crash, LocalReport, Report};
 use crate::target::Target;
 use crate::unwind::ModuleSet;
-use crate::why::crash;
 
 pub struct DecodedThread {
     pub info: ThreadInfo,
@@ -210,7 +210,7 @@ impl Session {
         &self.decoded().0
     }
 
-    /// The fatal signal, when the target is a core written for one ([`crate::why::crash`]).
+    /// The fatal signal, when the target is a core written for one ([`crate::memory::crash`]).
     pub fn crash(&self) -> Option<&Crash> {
         self.crash.0.as_ref()
     }

@@ -2,8 +2,9 @@
 //! (DESIGN.md principle 8): each states what the target's memory or notes show and leaves a
 //! field null where they cannot show it.
 //!
-//! - [`crash`]: the fatal signal of a kernel core (or of a debugger's core of a process stopped
-//!   at one), its `si_code`, fault address or sender, and the thread that took it.
+//! - the crash (the fatal signal of a kernel core, its `si_code`, fault address or sender, and
+//!   the thread that took it) is a fact the core's notes record: [`crate::memory::crash`] reads
+//!   it and the session holds it; the verdict leads with it.
 //! - [`state`]: what each thread is doing, in one word.
 //! - [`waits`]: the Python-level wait each thread is blocked in, its owner, and what each
 //!   thread holds.
@@ -13,17 +14,15 @@
 //!
 //! ```no_run
 //! # let core = pyunwind::memory::CoreFile::parse("core").unwrap();
-//! let (crash, problems) = pyunwind::why::crash::crash(&core.signal);
+//! let (crash, problems) = pyunwind::memory::crash::crash(&core.signal);
 //! if let Some(c) = crash {
 //!     println!("{:?} in thread {}", c.signal, c.thread);
 //! }
 //! # let _ = problems;
 //! ```
 
-pub mod crash;
 pub mod deadlock;
 pub mod locks;
-pub mod signals;
 pub mod state;
 pub mod tasks;
 pub mod waits;

@@ -171,7 +171,7 @@ def truth_frames(truth_thread):
     return [(f["function"], f["file"], f["line"]) for f in truth_thread["frames"]]
 
 
-# The reason of the unreadable frame that ends a native walk cut short (src/native_stacks.rs).
+# The reason of the unreadable frame that ends a native walk cut short (src/session/native_stacks.rs).
 NATIVE_LOST = "native frames: "
 
 

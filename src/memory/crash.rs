@@ -12,7 +12,7 @@
 //! own breakpoints and steps).
 
 use super::signals;
-use crate::memory::{Siginfo, SignalNotes};
+use super::{Siginfo, SignalNotes};
 use crate::report::Crash;
 
 /// The crash the notes record, if any, and what was wrong with the notes (one line each, for
