@@ -12,7 +12,7 @@ use crate::report::group::{self, GroupBy, Grouper, TargetError};
 use crate::report::text as render;
 use crate::report::{Hosted, Report};
 use crate::session::native_stacks::ThreadRegs;
-use crate::session::Session;
+use crate::session::{self, Session};
 use crate::target::{FileSearch, Target};
 
 mod install;
@@ -630,7 +630,7 @@ fn with_report<T>(
             }
             None => ThreadRegs::of_core(&session),
         };
-        Some(crate::session::native_stacks::native_report(
+        Some(session::native_stacks::native_report(
             &session,
             &regs,
             out.native_all,
@@ -641,16 +641,16 @@ fn with_report<T>(
     };
     let mut owned = None;
     let report = if asyncio {
-        crate::session::asyncio::report(&session)?
+        session::asyncio::report(&session)?
     } else if let Some(r) = &native_report {
         r
     } else {
-        owned.insert(crate::session::report::report(&session, None, out.locals)?)
+        owned.insert(session::report::report(&session, None, out.locals)?)
     };
     let mut green_owned = None;
     let report = if out.greenlets {
         let mut r = report.clone();
-        crate::session::greenlets::add_to(&session, &mut r, out.locals);
+        session::greenlets::add_to(&session, &mut r, out.locals);
         green_owned.insert(r)
     } else {
         report
@@ -705,7 +705,7 @@ fn broken_pipe_ok(r: std::io::Result<()>) -> Result<()> {
 /// The text of one target's report.
 fn render_text(session: &Session, report: &Report, out: &Output) -> Result<String> {
     let asyncio = out.async_ || out.tasks;
-    let py = crate::session::report::python_report(session);
+    let py = session::report::python_report(session);
     // A crash is the first thing to say; with --why, the whole verdict.
     let mut text = if out.why {
         render::verdict(report) + "\n"
@@ -719,13 +719,13 @@ fn render_text(session: &Session, report: &Report, out: &Output) -> Result<Strin
         py.pid.map_or(String::new(), |p| format!("pid {p}"))
     );
     if out.async_ {
-        text.push_str(&crate::session::asyncio::render_async(session)?);
+        text.push_str(&session::asyncio::render_async(session)?);
     }
     if out.tasks {
         if out.async_ {
             text.push('\n');
         }
-        text.push_str(&crate::session::asyncio::render_tasks(session, true, true)?);
+        text.push_str(&session::asyncio::render_tasks(session, true, true)?);
     }
     if !asyncio {
         render::threads(report, &mut render::Sources::default(), &mut text);

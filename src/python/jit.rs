@@ -12,7 +12,7 @@ use super::{err, guard};
 use crate::cpython::Remembered;
 use crate::memory::Memory;
 use crate::native::jit::{JitMap, Region, RegionKind, Regs, Unwound};
-use crate::session::Session;
+use crate::session::{self, Session};
 use crate::target::{SourceKind, Target};
 
 #[pyclass(name = "Jit", module = "_pyunwind", frozen)]
@@ -74,7 +74,7 @@ fn make(target: Target, inputs: Inputs) -> PyResult<PyJit> {
     Ok(PyJit {
         calls_python,
         mem,
-        map: crate::session::jit::into_map(session),
+        map: session::jit::into_map(session),
         inputs,
     })
 }

@@ -12,7 +12,7 @@ use crate::binary::parse_proc_maps;
 use crate::memory::{CallbackMemory, PageCache};
 use crate::report::text::{self, Sources};
 use crate::session::native_stacks::Natives;
-use crate::session::{Session, ThreadKey};
+use crate::session::{self, Session, ThreadKey};
 use crate::target::{FileSearch, SourceKind, Target};
 
 mod frame_decorator;
@@ -146,7 +146,7 @@ impl PySession {
         tp: Option<u64>,
     ) -> PyResult<crate::report::Report> {
         self.off_gil(py, || {
-            crate::session::report::report(&self.inner, Some(key(lwp, tp)), false)
+            session::report::report(&self.inner, Some(key(lwp, tp)), false)
         })
         .map_err(err)
     }
@@ -237,7 +237,7 @@ impl PySession {
     /// The `python` object of the report, as JSON.
     fn python(&self) -> PyResult<String> {
         guard("Session.python", || {
-            json(&crate::session::report::python_report(&self.inner))
+            json(&session::report::python_report(&self.inner))
         })
     }
 
@@ -253,9 +253,7 @@ impl PySession {
     ) -> PyResult<String> {
         guard("Session.report", || {
             let k = (!all_threads).then(|| key(lwp, tp));
-            let r = self.off_gil(py, || {
-                crate::session::report::report(&self.inner, k, locals)
-            });
+            let r = self.off_gil(py, || session::report::report(&self.inner, k, locals));
             report_json(&r.map_err(err)?)
         })
     }
@@ -311,7 +309,7 @@ impl PySession {
             let r = self.off_gil(py, || -> crate::Result<crate::report::Report> {
                 Ok(crate::why::report(
                     &self.inner,
-                    &crate::session::report::report(&self.inner, None, false)?,
+                    &session::report::report(&self.inner, None, false)?,
                 ))
             });
             let r = r.map_err(err)?;
@@ -330,16 +328,14 @@ impl PySession {
         guard("Session.greenlets", || {
             if as_json {
                 let r = self.off_gil(py, || -> crate::Result<crate::report::Report> {
-                    let mut r = crate::session::report::report(&self.inner, None, locals)?;
-                    crate::session::greenlets::add_to(&self.inner, &mut r, locals);
+                    let mut r = session::report::report(&self.inner, None, locals)?;
+                    session::greenlets::add_to(&self.inner, &mut r, locals);
                     Ok(r)
                 });
                 report_json(&r.map_err(err)?)
             } else {
-                self.off_gil(py, || {
-                    crate::session::greenlets::render(&self.inner, locals)
-                })
-                .map_err(err)
+                self.off_gil(py, || session::greenlets::render(&self.inner, locals))
+                    .map_err(err)
             }
         })
     }
@@ -360,7 +356,7 @@ impl PySession {
     fn async_report(&self, py: Python<'_>) -> PyResult<String> {
         guard("Session.async_report", || {
             report_json(
-                self.off_gil(py, || crate::session::asyncio::report(&self.inner))
+                self.off_gil(py, || session::asyncio::report(&self.inner))
                     .map_err(err)?,
             )
         })
@@ -369,7 +365,7 @@ impl PySession {
     /// `py-bt-async` text: each loop's tasks with their async stacks, other threads' stacks.
     fn render_async(&self, py: Python<'_>) -> PyResult<String> {
         guard("Session.render_async", || {
-            self.off_gil(py, || crate::session::asyncio::render_async(&self.inner))
+            self.off_gil(py, || session::asyncio::render_async(&self.inner))
                 .map_err(err)
         })
     }
@@ -379,7 +375,7 @@ impl PySession {
     fn render_tasks(&self, py: Python<'_>, tree: bool, table: bool) -> PyResult<String> {
         guard("Session.render_tasks", || {
             self.off_gil(py, || {
-                crate::session::asyncio::render_tasks(&self.inner, tree, table)
+                session::asyncio::render_tasks(&self.inner, tree, table)
             })
             .map_err(err)
         })
@@ -407,7 +403,7 @@ impl PySession {
         guard("Session.render_bt", || {
             let k = (!all_threads).then(|| key(lwp, tp));
             let n = natives(names, pcs, sps, wait_addr, levels, python_levels);
-            crate::session::py_bt::render_bt(&self.inner, k, full, n.as_ref()).map_err(err)
+            session::py_bt::render_bt(&self.inner, k, full, n.as_ref()).map_err(err)
         })
     }
 
@@ -449,7 +445,7 @@ impl PySession {
         guard("Session.stack_entries", || {
             let n = natives(names, pcs, sps, wait_addr, levels, python_levels);
             json(
-                &crate::session::py_bt::stack_entries(&self.inner, key(lwp, tp), n.as_ref())
+                &session::py_bt::stack_entries(&self.inner, key(lwp, tp), n.as_ref())
                     .map_err(err)?,
             )
         })
@@ -473,7 +469,7 @@ impl PySession {
                 regs.iter().map(|(n, v)| (n.as_str(), *v)),
             );
             let (n, error) = self.off_gil(py, || {
-                crate::session::native_stacks::own_natives(&self.inner, start, inlined)
+                session::native_stacks::own_natives(&self.inner, start, inlined)
             });
             natives_json(&n, error)
         })
@@ -497,7 +493,7 @@ impl PySession {
             };
             let start = t.regs;
             let (n, error) = self.off_gil(py, || {
-                crate::session::native_stacks::own_natives(&self.inner, start, inlined)
+                session::native_stacks::own_natives(&self.inner, start, inlined)
             });
             natives_json(&n, error).map(Some)
         })
@@ -517,7 +513,7 @@ impl PySession {
         pcs: Option<Vec<u64>>,
     ) -> PyResult<String> {
         guard("Session.splice", || {
-            json(&crate::session::native_stacks::splice(
+            json(&session::native_stacks::splice(
                 &self.inner,
                 key(lwp, tp),
                 &names,
@@ -531,7 +527,7 @@ impl PySession {
     /// The eval loop's code: sorted (start, end) target address ranges.
     fn eval_ranges(&self, py: Python<'_>) -> PyResult<Vec<(u64, u64)>> {
         guard("Session.eval_ranges", || {
-            Ok(self.off_gil(py, || crate::session::real_frames::eval_ranges(&self.inner)))
+            Ok(self.off_gil(py, || session::real_frames::eval_ranges(&self.inner)))
         })
     }
 
@@ -539,9 +535,7 @@ impl PySession {
     /// address ranges, where an eval-loop frame with no symbol may run.
     fn interpreter_ranges(&self, py: Python<'_>) -> PyResult<Vec<(u64, u64)>> {
         guard("Session.interpreter_ranges", || {
-            Ok(self.off_gil(py, || {
-                crate::session::real_frames::own_code_ranges(&self.inner)
-            }))
+            Ok(self.off_gil(py, || session::real_frames::own_code_ranges(&self.inner)))
         })
     }
 
@@ -557,7 +551,7 @@ impl PySession {
     ) -> PyResult<Option<u64>> {
         guard("Session.frame_end", || {
             Ok(self.off_gil(py, || {
-                crate::session::real_frames::frame_end(&self.inner, pc, sp, bp, innermost)
+                session::real_frames::frame_end(&self.inner, pc, sp, bp, innermost)
             }))
         })
     }
@@ -569,7 +563,7 @@ impl PySession {
     fn python_thread(&self, py: Python<'_>, lwp: Option<u64>, tp: Option<u64>) -> PyResult<bool> {
         guard("Session.python_thread", || {
             self.off_gil(py, || {
-                crate::session::real_frames::python_thread(&self.inner, key(lwp, tp))
+                session::real_frames::python_thread(&self.inner, key(lwp, tp))
             })
             .map_err(err)
         })
@@ -580,7 +574,7 @@ impl PySession {
     #[pyo3(signature = (lwp=None, tp=None))]
     fn runs(&self, lwp: Option<u64>, tp: Option<u64>) -> PyResult<Vec<(Vec<usize>, Option<u64>)>> {
         guard("Session.runs", || {
-            crate::session::real_frames::runs(&self.inner, key(lwp, tp)).map_err(err)
+            session::real_frames::runs(&self.inner, key(lwp, tp)).map_err(err)
         })
     }
 
@@ -593,7 +587,7 @@ impl PySession {
         tp: Option<u64>,
     ) -> PyResult<(u64, Option<u64>)> {
         guard("Session.current_frame_slot", || {
-            crate::session::real_frames::current_frame_slot(&self.inner, key(lwp, tp)).map_err(err)
+            session::real_frames::current_frame_slot(&self.inner, key(lwp, tp)).map_err(err)
         })
     }
 
@@ -606,7 +600,7 @@ impl PySession {
         tp: Option<u64>,
     ) -> PyResult<(u64, u64)> {
         guard("Session.return_watch", || {
-            let w = crate::session::real_frames::return_watch(&self.inner, key(lwp, tp), index)
+            let w = session::real_frames::return_watch(&self.inner, key(lwp, tp), index)
                 .map_err(err)?;
             Ok((w.addr, w.value))
         })
@@ -659,14 +653,14 @@ impl PySession {
     /// arenas ("trampoline").
     fn jit_regions(&self) -> PyResult<Vec<jit::RegionRow>> {
         guard("Session.jit_regions", || {
-            Ok(jit::region_rows(crate::session::jit::map(&self.inner)))
+            Ok(jit::region_rows(session::jit::map(&self.inner)))
         })
     }
 
     /// `(start, end, kind, label)` of the region holding `pc`, or None.
     fn jit_lookup(&self, pc: u64) -> PyResult<Option<jit::RegionRow>> {
         guard("Session.jit_lookup", || {
-            Ok(crate::session::jit::lookup(&self.inner, pc).map(jit::region_row))
+            Ok(session::jit::lookup(&self.inner, pc).map(jit::region_row))
         })
     }
 
@@ -681,9 +675,7 @@ impl PySession {
     ) -> PyResult<Option<Bound<'py, pyo3::types::PyDict>>> {
         guard("Session.jit_caller_registers", || {
             let regs = crate::native::jit::Regs { pc, sp, bp };
-            let u = self.off_gil(py, || {
-                crate::session::jit::caller_registers(&self.inner, regs)
-            });
+            let u = self.off_gil(py, || session::jit::caller_registers(&self.inner, regs));
             u.map(|u| jit::unwound_dict(py, &u)).transpose()
         })
     }
@@ -700,7 +692,7 @@ impl PySession {
     ) -> PyResult<String> {
         guard("Session.render_frame", || {
             let t = self.inner.thread(key(lwp, tp)).map_err(err)?;
-            let r = crate::session::report::thread_report(&self.inner, t, true);
+            let r = session::report::thread_report(&self.inner, t, true);
             let f = r
                 .frames
                 .get(index)

@@ -28,7 +28,7 @@ pub mod tasks;
 pub mod waits;
 
 use crate::report::{Report, ThreadWhy};
-use crate::session::Session;
+use crate::session::{self, Session};
 
 /// `base` (a report of every thread, from `session`) with each thread's state, wait and holds
 /// and the deadlocks: the report of `--why` and `py-why`. asyncio's tasks (read once per stop,
@@ -36,7 +36,7 @@ use crate::session::Session;
 /// also gets each task's wait and holds.
 pub fn report(session: &Session, base: &Report) -> Report {
     let mut r = base.clone();
-    let view = crate::session::asyncio::view(session).ok();
+    let view = session::asyncio::view(session).ok();
     let await_cycles = match (&base.cycles, view) {
         (Some(c), _) => c.clone(),
         (None, Some(v)) => v.cycles.clone(),

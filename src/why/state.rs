@@ -19,7 +19,7 @@
 use crate::cpython::FrameItem;
 use crate::memory::{proc_syscall, ProcSyscall};
 use crate::report::{FrameKind, ThreadReport};
-use crate::session::Session;
+use crate::session::{self, Session};
 use crate::target::SourceKind;
 
 /// A thread's system call at the stop.
@@ -124,7 +124,7 @@ fn runs_idle_loop(session: &Session, t: &ThreadReport) -> bool {
     else {
         return false;
     };
-    let Ok(view) = crate::session::asyncio::view(session) else {
+    let Ok(view) = session::asyncio::view(session) else {
         return false;
     };
     let threads = session.threads();
