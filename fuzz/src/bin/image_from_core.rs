@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use pyunwind::session::Session;
+use pyunwind::session::{self, Session};
 use pyunwind::target::Target;
 use pyunwind_fuzz::{Image, Recorder};
 
@@ -35,8 +35,8 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let _ = session.report(None, true);
-    let _ = session.async_report();
+    let _ = session::report::report(&session, None, true);
+    let _ = session::asyncio::report(&session);
     let layout = &session.snap.layout;
     let image = Image::write(
         layout.version,
