@@ -2,7 +2,13 @@
 without symbols, live and from a core (with symbols they come from the native frames' names,
 `take_gil` and the collector, as in libpython; CPython's own test_gdb checks those). From
 memory: a thread that does not hold the GIL and is blocked on an address inside the GIL; the
-interpreter's `gc.collecting` while this thread is the GIL's last holder."""
+interpreter's `gc.collecting` while this thread is the GIL's last holder.
+
+The marked threads are compared, as a set, with what the scenario knows: gil_held.py's waiters
+(parked in take_gil behind a holder in pause(), which the kernel shows before the look);
+gc_finalizer.py's collecting thread, and its bystander that is not. Where the truth cannot be
+exact (gil_wait.py's spinners, without debug info), each marked thread must be one that gdb's
+registers show blocked in futex."""
 
 import os
 import re
@@ -81,8 +87,10 @@ def wait_parked(sc):
     holder = sc.truth["holder_native_id"]
     deadline = time.monotonic() + PARK_SECONDS
     while True:
-        calls = {n: open("/proc/%d/task/%d/syscall" % (sc.pid, n)).read().split()[0]
-                 for n in threads}
+        calls = {}
+        for n in threads:
+            with open("/proc/%d/task/%d/syscall" % (sc.pid, n), encoding="ascii") as f:
+                calls[n] = f.read().split()[0]
         # x86-64: pause is 34, futex 202 (asm/unistd_64.h).
         if all(c == ("34" if n == holder else "202") for n, c in calls.items()):
             return

@@ -52,7 +52,9 @@ def main():
         waiters.append(t)
     ids = [] if _truth.FREE_THREADED else [t.native_id for t in waiters]
     holder = None if _truth.FREE_THREADED else threading.get_ident()
-    _truth.ready(gil_holder=holder, gil_waiters=ids, holder_native_id=threading.get_native_id()); WRITE(gate_w, b"w" * WAITERS, WAITERS); PAUSE()  # noqa: E702,E501
+    truth = {"gil_holder": holder, "gil_waiters": ids,
+             "holder_native_id": threading.get_native_id()}
+    _truth.ready(**truth); WRITE(gate_w, b"w" * WAITERS, WAITERS); PAUSE()  # noqa: E702
 
 
 if __name__ == "__main__":
