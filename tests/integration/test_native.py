@@ -197,8 +197,8 @@ for th in gdb.selected_inferior().threads():
                 lib = gdb.solib_name(pc) or gdb.current_progspace().filename or "?"
                 # The name the module is loaded by (a soname link, `libffi.so.8`), and the
                 # file's own (`libffi.so.8.1.2`, a core's NT_FILE name).
-                print("FRAME %#x %s %s %s|%s" % (pc, os.path.basename(lib),
-                                                 os.path.basename(os.path.realpath(lib)), name, where))
+                real = os.path.basename(os.path.realpath(lib))
+                print("FRAME %#x %s %s %s|%s" % (pc, os.path.basename(lib), real, name, where))
                 exact = f.type() == gdb.SIGTRAMP_FRAME
                 if any(start <= pc < end for start, end in STOP_AFTER):
                     break
@@ -261,8 +261,9 @@ def check_native_frames_match_gdb(threads, gdb, jit_code, cut_at_jit):
     frames of every thread): the same threads; every native PC we report is gdb's, in gdb's
     order; the frames we leave out are the eval-loop frames our Python runs replace (one per
     run, all in the interpreter); each frame's module is gdb's (by the name it was loaded by
-    or its file's), its name the symbol gdb finds at that address (none where gdb finds none), its file and line gdb's (none where gdb has
-    no DWARF there), and the functions DWARF says are inlined at that PC gdb's, in order. A
+    or its file's), its name the symbol gdb finds at that address (none where gdb finds
+    none), its file and line gdb's (none where gdb has no DWARF there), and the functions
+    DWARF says are inlined at that PC gdb's, in order. A
     frame is JIT code (kind "jit", named `[jit] ...` or `[trampoline] ...`) exactly when its
     PC is in `jit_code`; with `cut_at_jit` (gdb was stopped after its first frame in
     `jit_code`), a thread is compared up to its first JIT frame. Returns how many JIT frames

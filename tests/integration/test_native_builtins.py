@@ -154,10 +154,12 @@ def check_matches_pystack(report, text, main):
                 "slot_mp_subscript"], theirs
         ours = [x for x in ours if not (x[0] == "c" and x[1] in OURS_ONLY)]
         theirs = [x for x in theirs if not (x[0] == "c" and PYSTACK_ONLY.match(x[1]))]
-        assert ours == theirs, "\nthread %d\nours:    %s\npystack: %s" % (t["native_id"], ours, theirs)
+        assert ours == theirs, "\nthread %d\nours:    %s\npystack: %s" % (
+            t["native_id"], ours, theirs)
         if t["native_id"] == main:
             names = [x[1] for x in ours if x[0] == "c"]
-            assert names == ["dict_subscript", "list_sort_impl", "list_sort", "builtin_sorted"], ours
+            assert names == ["dict_subscript", "list_sort_impl", "list_sort",
+                             "builtin_sorted"], ours
 
 
 def _pystack_text(stop, where):
@@ -217,7 +219,8 @@ def _sorted_bounds(interp):
         lib = _interp("pyenv-3.12").libpython
         rc, out, err = run(["nm", "-S", "--defined-only", lib], TIMEOUT)
         assert rc == 0, err
-        found = [(int(p[0], 16), int(p[0], 16) + int(p[1], 16)) for p in map(str.split, out.splitlines())
+        found = [(int(p[0], 16), int(p[0], 16) + int(p[1], 16))
+                 for p in map(str.split, out.splitlines())
                  if len(p) == 4 and p[3] == "builtin_sorted"]
         assert len(found) == 1, "builtin_sorted in %s: %s" % (lib, found)
         assert _fde_at(lib, found[0][0]) == found[0], (found, lib)
@@ -400,7 +403,8 @@ def check_mix_matches_pystack(report, text):
         # Without a symbol pystack gives the library as the file.
         theirs = [("c", "???", "???", 0, x[4]) if x[0] == "c" and x[1] in ("???", "__restore_rt")
                   else x for x in _between(pystack[t["native_id"]], lambda x: x[0] == "py")]
-        assert ours == theirs, "\nthread %d\nours:    %s\npystack: %s" % (t["native_id"], ours, theirs)
+        assert ours == theirs, "\nthread %d\nours:    %s\npystack: %s" % (
+            t["native_id"], ours, theirs)
 
 
 @pytest.mark.parametrize("mix", WITH_SYMBOLS, indirect=True)
