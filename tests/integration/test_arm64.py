@@ -17,7 +17,10 @@ the same code; gdb-multiarch with pyunwind's script on the JIT and perf stops. N
 are checked against gdb-multiarch's own unwinding of the same core, given the PAC mask a kernel
 core would carry (an NT_ARM_PAC_MASK note after each NT_PRSTATUS, in a copy of the core: gdb
 cannot unwind sid's signed return addresses without it); pyunwind reads that copy as it reads
-the original.
+the original. They are compared by module, name, file, line and inlined functions; the
+roots' packages are stripped, so file, line and inlined functions come only from the dwarf
+stops' C library (tests/scenarios/native_dwarf.c, built here for arm64 with -g and called
+through ctypes).
 
 One core per (interpreter, scenario), made once for the module (module-scoped fixture). A
 missing root, qemu or gdb-multiarch fails the tests (make arm64); nothing is skipped.
@@ -30,6 +33,7 @@ import re
 import shutil
 import struct
 import subprocess
+import tempfile
 
 import pytest
 
@@ -37,13 +41,18 @@ import arm64_harness
 import harness
 from jit_harness import in_ranges
 from test_asyncio import check_async
-from test_native import (GDB_SCRIPT, GDB_UNWINDS_JIT_FROM_MINOR, _base, _is_interp,
-                         assert_no_plumbing_between_python)
+from test_native import (GDB_SCRIPT, GDB_UNWINDS_JIT_FROM_MINOR, assert_no_plumbing_between_python,
+                         broken_copies, check_native_frames_match_gdb, parse_gdb_frames)
 from test_stacks import check_report, expected, expected_locals, traceback_frames
 
 CLI_TIMEOUT = 120
 GDB_TIMEOUT = 300
 SCENARIOS = ["recursion", "threads", "locals"]
+# A C library with DWARF (tests/scenarios/native_dwarf.c), built for arm64 by Debian's cross
+# compiler (`make cross` installs it), called through ctypes: the one frame of these stops
+# with a file, a line and an inlined function (the roots' own packages are stripped).
+DWARF_LIB = "libnative_dwarf.so"
+CROSS_CC = "aarch64-linux-gnu-gcc"
 # One asyncio case (tests/scenarios/asyncio/cases.py), with the C Task: a task group.
 ASYNC_CASE = ("taskgroup", "c")
 ASYNC_SCRIPT = harness.repo_root() / "tests" / "scenarios" / "asyncio" / "cases.py"
@@ -56,7 +65,7 @@ PERF_ENV = {"perf": "PYTHONPERFSUPPORT", "perf_jit": "PYTHON_PERF_JIT_SUPPORT"}
 # A stop: "<interpreter id>:<scenario>", "<interpreter id>:asyncio", "<interpreter id>:jit",
 # "<interpreter id>:perf" or "<interpreter id>:perf_jit". -X perf on both sid interpreters;
 # -X perf_jit (the same trampolines, padded, plus a jitdump) on 3.14 only.
-STOPS = ["%s:%s" % (i, s) for i in INTERP_IDS for s in SCENARIOS + ["asyncio"]] + \
+STOPS = ["%s:%s" % (i, s) for i in INTERP_IDS for s in SCENARIOS + ["asyncio", "dwarf"]] + \
     ["%s:jit" % i for i in JIT_IDS] + ["%s:perf" % i for i in JIT_IDS] + \
     ["arm64-sid-3.14:perf_jit"]
 # why_state (threads blocked in different system calls) is checked by test_why_state only.
@@ -87,8 +96,10 @@ def on(ids):
 
 
 class Stop:
-    def __init__(self, interp, sc, core, kind):
+    def __init__(self, interp, sc, core, kind, lib_dir=None):
         self.interp, self.sc, self.core, self.kind = interp, sc, core, kind
+        # Where the dwarf stop's library is (its guest loaded it from this host path).
+        self.lib_dir = lib_dir
         self.truth = sc.truth
         self.root = interp.root
         self._pac_core = None
@@ -96,6 +107,8 @@ class Stop:
         # (text), -X perf_jit's jitdump (bytes).
         self.perf_map = None
         self.jitdump = None
+        # gdb_frames(stop, stop_after), by stop_after: one gdb-multiarch run each.
+        self.gdb_frames = {}
 
     def cli(self, *args, core=None):
         """`pyunwind core CORE --sysroot ROOT ARGS...`: its stdout (exit status 0)."""
@@ -121,7 +134,17 @@ class Stop:
 def stop(request):
     interp_id, kind = request.param.split(":")
     interp = arm64_harness.pick(interp_id)
-    if kind == "asyncio":
+    lib_dir = None
+    if kind == "dwarf":
+        lib_dir = pathlib.Path(tempfile.mkdtemp(prefix="pyunwind-dwarf-"))
+        try:
+            build_dwarf_lib(lib_dir / DWARF_LIB)
+            sc = arm64_harness.Scenario(interp, "native_dwarf",
+                                        env={"PYUNWIND_DWARF_LIB": str(lib_dir / DWARF_LIB)})
+        except BaseException:
+            shutil.rmtree(lib_dir, ignore_errors=True)
+            raise
+    elif kind == "asyncio":
         case, impl = ASYNC_CASE
         sc = arm64_harness.Scenario(interp, "asyncio-" + case, script=ASYNC_SCRIPT,
                                     args=(case, impl))
@@ -140,7 +163,7 @@ def stop(request):
     jitdump = pathlib.Path("/tmp/jit-%d.dump" % sc.pid)
     try:
         core = sc.make_core()
-        st = Stop(interp, sc, core, kind)
+        st = Stop(interp, sc, core, kind, lib_dir)
         if kind == "perf":
             st.perf_map = perf_map.read_text()
         elif kind == "perf_jit":
@@ -151,6 +174,18 @@ def stop(request):
         if kind in PERF_ENV:
             perf_map.unlink(missing_ok=True)
             jitdump.unlink(missing_ok=True)
+        if lib_dir:
+            shutil.rmtree(lib_dir, ignore_errors=True)
+
+
+def build_dwarf_lib(path):
+    """tests/scenarios/native_dwarf.c built for arm64 at `path`, with DWARF (-g) and CFI."""
+    cc = shutil.which(CROSS_CC)
+    assert cc, "%s is missing (make cross: tools/cross-aarch64.sh installs it)" % CROSS_CC
+    src = harness.repo_root() / "tests" / "scenarios" / "native_dwarf.c"
+    rc, out, err = harness.run([cc, "-shared", "-fPIC", "-O2", "-g", "-fasynchronous-unwind-tables",
+                                str(src), "-o", str(path)], CLI_TIMEOUT)
+    assert rc == 0, "building %s failed:\n%s%s" % (path, out, err)
 
 
 def add_pac_mask_notes(src, dst):
@@ -325,28 +360,34 @@ def test_native_python_frames(stop):
             assert_no_plumbing_between_python(report["threads"])
 
 
-def gdb_frames(stop):
+def gdb_frames(stop, stop_after=()):
     """gdb-multiarch's own frames of every thread of the core (with the PAC mask notes; no
-    pyunwind, no libthread_db): {lwp: [(pc, module, name or None)]}."""
+    pyunwind, no libthread_db), as test_native._gdb_frames gives plain gdb's: {lwp: [(pc,
+    name or None, module, inlined, file, line, module file)]}; a thread's walk ends after its
+    first frame in `stop_after`. The guest names the modules it loaded from host paths (its
+    lib-dynload under the root's absolute path, the dwarf stop's library) by those paths, which
+    gdb looks up under the sysroot only: its solib-search-path finds them by file name, as
+    pyunwind finds them at their own paths."""
+    key = tuple(stop_after)
+    if key in stop.gdb_frames:
+        return stop.gdb_frames[key]
     script = stop.sc.tmpdir / "frames.py"
-    script.write_text("STOP_AFTER = []\n" + GDB_SCRIPT)
+    script.write_text("STOP_AFTER = %r\n" % (list(stop_after),) + GDB_SCRIPT)
+    search = [pathlib.Path(stop.root) / "usr" / "lib" / ("python3.%d" % stop.interp.minor)
+              / "lib-dynload"] + ([stop.lib_dir] if stop.lib_dir else [])
     cmd = ["gdb-multiarch", "-nx", "-batch", "-iex", "set auto-load off",
            "-iex", "set debuginfod enabled off",
            "-iex", "set libthread-db-search-path /nonexistent",
-           "-ex", "set sysroot %s" % stop.root, "-ex", "source %s" % script,
+           "-ex", "set sysroot %s" % stop.root,
+           "-ex", "set solib-search-path %s" % ":".join(map(str, search)),
+           "-ex", "source %s" % script,
            stop.interp.guest_exe, stop.pac_core()]
     rc, out, err = harness.run(cmd, GDB_TIMEOUT, env=harness.child_env())
     assert rc == 0, "gdb-multiarch failed (%d):\n%s\n%s" % (rc, out, err)
     assert "Traceback (most recent call last)" not in out + err, out + err
-    threads, cur = {}, None
-    for line in out.splitlines():
-        if line.startswith("THREAD "):
-            cur = threads.setdefault(int(line.split()[1]), [])
-        elif line.startswith("FRAME ") and cur is not None:
-            _, pc, lib, rest = line.split(" ", 3)
-            name = rest.rsplit("|", 2)[0]
-            cur.append((int(pc, 16), lib, name or None))
+    threads = parse_gdb_frames(out)
     assert threads, "gdb-multiarch printed no frames:\n%s\n%s" % (out, err)
+    stop.gdb_frames[key] = threads
     return threads
 
 
@@ -354,51 +395,62 @@ def gdb_frames(stop):
 # sid's builds (test_native_python_frames reads it).
 @on([s for s in stops() if not s.endswith(":recursion")])
 def test_native_frames_match_gdb(stop):
-    """`--native-all`: every native PC is gdb-multiarch's, in gdb's order, with gdb's module
-    and symbol name; the frames left out are the eval-loop frames the Python runs replace (one
-    per run, all in the interpreter). With the JIT on 3.14, up to the JIT frame: gdb unwinds
-    JIT code only where CPython registers it with gdb's JIT interface (3.15's
-    `py::jit:executor`, read from the core). The core with NT_ARM_PAC_MASK notes gives the
-    same report. With perf trampolines, up to the first trampoline frame: gdb alone unwinds
-    none (no symbol, no CFI; its fallback follows the frame record at x29 but keeps the signed
-    return address, `0x0020...`, and stops), pyunwind's gdb script does (test_gdb_multiarch_jit)."""
+    """`--native-all` against gdb-multiarch's own unwinding of the core, as on x86-64
+    (test_native.check_native_frames_match_gdb): the same threads; every native PC is gdb's,
+    in gdb's order, with gdb's module, symbol name, file, line and inlined functions; the
+    frames left out are the eval-loop frames the Python runs replace (one per run, all in the
+    interpreter). With the JIT on 3.14, up to the JIT frame: gdb unwinds JIT code only where
+    CPython registers it with gdb's JIT interface (3.15's `py::jit:executor`, read from the
+    core). The core with NT_ARM_PAC_MASK notes gives the same report. With perf trampolines,
+    up to the first trampoline frame: gdb alone unwinds none (no symbol, no CFI; its fallback
+    follows the frame record at x29 but keeps the signed return address, `0x0020...`, and
+    stops), pyunwind's gdb script does (test_gdb_multiarch_jit).
+
+    Files, lines and inlined functions: the roots hold Debian's packages as shipped, stripped
+    (their DWARF is in the -dbgsym and -dbg packages tools/arm64.sh does not fetch), so for
+    their frames gdb has none, and we must show none either. The dwarf stops' library has
+    DWARF: there gdb's file, line and inlined function are compared with ours, and both with
+    native_dwarf.c itself."""
     report = stop.cli_json("--native-all")
     assert stop.cli_json("--native-all", core=stop.pac_core())["threads"] == report["threads"]
-    gdb = gdb_frames(stop)
     jit_code = arm64_harness.anon_exec_ranges(stop.core)
-    for t in report["threads"]:
-        frames = t["frames"]
-        # A frame is JIT code exactly when its PC lies in anonymous executable memory.
-        for f in frames:
-            if f["kind"] in ("native", "jit"):
-                assert (f["kind"] == "jit") == in_ranges(jit_code, f["address"]), (
-                    hex(f["address"]), f, [(hex(a), hex(b)) for a, b in jit_code])
-        kinds = [f["kind"] for f in frames]
-        cut = "jit" in kinds and (stop.interp.minor < GDB_UNWINDS_JIT_FROM_MINOR
-                                  or stop.kind in PERF_ENV)
-        if cut:
-            frames = frames[:kinds.index("jit") + 1]
-        ours = [f for f in frames if f["kind"] in ("native", "jit") and not f.get("inlined")]
-        theirs = gdb[t["native_id"]]
-        k, skipped = 0, []
-        for f in ours:
-            while k < len(theirs) and theirs[k][0] != f["address"]:
-                skipped.append(theirs[k])
-                k += 1
-            assert k < len(theirs), "thread %d: frame %#x (%s) not in gdb's stack %s" % (
-                t["native_id"], f["address"], f.get("function"), [hex(x[0]) for x in theirs])
-            pc, lib, name = theirs[k]
-            if f["kind"] == "native":
-                assert (f.get("module"), _base(f.get("function"))) == (lib, _base(name)), (
-                    hex(pc), f, theirs[k])
-            k += 1
-        if not cut:
-            assert k == len(theirs), "thread %d: gdb has older frames %s" % (
-                t["native_id"], [(hex(p), m, n) for p, m, n in theirs[k:]])
-        runs = sum(1 for f in frames if f["kind"] == "python" and f["entry"])
-        assert len(skipped) == runs, "thread %d: skipped %s, %d Python runs" % (
-            t["native_id"], [(hex(p), m, n) for p, m, n in skipped], runs)
-        assert all(_is_interp(m) for _, m, _ in skipped), skipped
+    cut = stop.kind in PERF_ENV or (stop.kind == "jit"
+                                    and stop.interp.minor < GDB_UNWINDS_JIT_FROM_MINOR)
+    gdb = gdb_frames(stop, jit_code if cut else ())
+    jit_frames = check_native_frames_match_gdb(report["threads"], gdb, jit_code, cut)
+    assert bool(jit_frames) == (stop.kind == "jit" or stop.kind in PERF_ENV), report["threads"]
+    dwarf = [(x[1], os.path.basename(x[4] or ""), x[5],
+              [(n, os.path.basename(f or ""), ln) for n, f, ln in x[3]])
+             for frames in gdb.values() for x in frames if x[4] or x[3]]
+    if stop.kind == "dwarf":
+        # The one frame with DWARF: dwarf_call, stopped at its call of `call_inlined`, in
+        # which `cb()` runs (the callback).
+        src = harness.repo_root() / "tests" / "scenarios" / "native_dwarf.c"
+        assert dwarf == [("dwarf_call", "native_dwarf.c", source_line(src, "call_inlined(cb);"),
+                          [("call_inlined", "native_dwarf.c", source_line(src, "cb();"))])], dwarf
+    else:
+        assert dwarf == [], dwarf
+
+
+def source_line(path, text):
+    """The number of the one line of `path` that is `text` (stripped)."""
+    with open(path, encoding="utf-8") as f:
+        found = [n for n, line in enumerate(f, 1) if line.strip() == text]
+    assert len(found) == 1, (path, text, found)
+    return found[0]
+
+
+@on(["arm64-bookworm-3.11:dwarf"])
+def test_gdb_check_fails_on_broken_reports(stop):
+    """check_native_frames_match_gdb passes on the dwarf stop's report and fails on each of
+    test_native.broken_copies of it: its thread dropped; dwarf_call's line moved; the
+    innermost native frame renamed, put in another module or dropped; call_inlined dropped."""
+    threads = stop.cli_json("--native-all")["threads"]
+    gdb = gdb_frames(stop)
+    check_native_frames_match_gdb(threads, gdb, [], False)
+    for broken in broken_copies(threads):
+        with pytest.raises(AssertionError):
+            check_native_frames_match_gdb(broken, gdb, [], False)
 
 
 @on(stops("jit"))

@@ -89,7 +89,9 @@ def label(entry):
 
 def check_greenlets(report, truth):
     """`greenlets` of a report against the truth: the same addresses, every field, the frames
-    exactly (on a free-threaded build too, where they are found by a heap scan)."""
+    exactly (on a free-threaded build too, where they are found by a heap scan), and each
+    greenlet's `waiting` exactly as the program recorded it (null where it waits on nothing):
+    check_waits."""
     assert "greenlets" in report, sorted(report)
     shown = {g["address"]: g for g in report["greenlets"]}
     assert len(shown) == len(report["greenlets"]), "an address listed twice"
@@ -104,12 +106,25 @@ def check_greenlets(report, truth):
                                                                     w[field])
         assert got(g["frames"]) == expected(w["frames"]), label(w)
         assert all(f["kind"] == "python" for f in g["frames"]), label(w)
+    check_waits(report, truth)
     assert report["errors"] == []
 
 
+def check_waits(report, truth):
+    """Each greenlet's `waiting` is the one its program recorded (`waits`, by address: kind,
+    object, type, owner, and the index of the frame making the wait), or null for a greenlet
+    the program records as waiting on nothing."""
+    waits = {int(k): v for k, v in truth["waits"].items()}
+    labels = {e["address"]: label(e) for e in truth["greenlets"]}
+    assert set(waits) == set(labels), "the truth's waits are not its greenlets'"
+    wrong = {labels[g["address"]]: {"got": g.get("waiting"), "want": waits[g["address"]]}
+             for g in report["greenlets"] if g.get("waiting") != waits[g["address"]]}
+    assert wrong == {}, wrong
+
+
 def check_cli_report(report, truth, live=False):
-    if not truth["free_threaded"]:
-        check_report(report, truth, live_cli=live)
+    # check_report holds on a free-threaded build too (`holds_gil` null for every thread).
+    check_report(report, truth, live_cli=live)
     check_greenlets(report, truth)
 
 
@@ -262,13 +277,18 @@ def gev(request):
 def test_gevent_cli(gev, source):
     report = cli(gev, source)
     check_cli_report(report, gev.truth, live=source == "live")
-    check_waits(report, gev.truth)
+    waits = [w for w in gev.truth["waits"].values() if w]
+    # 7 clients, 7 handlers (5 in `app`, 2 of partial requests), sem-0, sem-1, sleeper, waiter
+    # and the main greenlet in serve_forever.
+    assert len(waits) == 19, waits
+    for broken in broken_wait_reports(report, gev.truth):
+        with pytest.raises(AssertionError):
+            check_waits(broken, gev.truth)
 
 
 def test_gevent_gdb(gev):
     report, text = gdb_greenlets(gev)
     check_greenlets(report, gev.truth)
-    check_waits(report, gev.truth)
     check_text(text, gev.truth)
 
 
@@ -280,39 +300,42 @@ def test_gevent_why_text(gev):
     harness.assert_no_panic(out + err, rc)
     assert rc == 0, err
     counts = {}
-    for kind, obj, type_name in gev.truth["waits"].values():
-        if kind == "socket":
+    for w in filter(None, gev.truth["waits"].values()):
+        if w["kind"] == "socket":
             key = "on a socket"
-        elif kind == "sleep":
+        elif w["kind"] == "sleep":
             key = "in gevent.sleep"
         else:
-            key = "on %s %#x (%s)" % (kind, obj, type_name)
+            key = "on %s %#x (%s)" % (w["kind"], w["object"], w["type"])
         counts[key] = counts.get(key, 0) + 1
-    partial = [e for e in gev.truth["greenlets"] if e["label"] == "handler of a partial request"]
-    counts["on a socket"] += len(partial)
     lines = [l for l in out.splitlines() if l.startswith("Greenlets of thread ")]
     assert len(lines) == 1, out
     parts = lines[0].split(" wait: ", 1)[1].split(", ")
     assert sorted(parts) == sorted("%d %s" % (n, k) for k, n in counts.items()), lines[0]
 
 
-def check_waits(report, truth):
-    """Each greenlet that recorded its wait (a Semaphore, an Event, a sleep, its socket) has
-    that `waiting`: kind, object and type, at a frame of its own; the handlers of the
-    half-sent requests wait on their connection's socket."""
-    waits = {int(k): v for k, v in truth["waits"].items()}
-    assert len(waits) >= 11, waits
-    labels = {e["address"]: e["label"] for e in truth["greenlets"]}
-    for g in report["greenlets"]:
-        w = g.get("waiting")
-        if g["address"] in waits:
-            kind, obj, type_name = waits[g["address"]]
-            assert w is not None, labels[g["address"]]
-            assert (w["kind"], w["object"], w["type"]) == (kind, obj, type_name), (
-                labels[g["address"]], w)
-            assert 0 <= w["frame"] < len(g["frames"]), (labels[g["address"]], w)
-        elif labels.get(g["address"]) == "handler of a partial request":
-            assert w is not None and w["kind"] == "socket" and w["type"] == "socket", w
+def broken_wait_reports(report, truth):
+    """Copies of a real report each wrong in one way check_waits must catch: a wait's frame
+    off by one, a socket wait on another socket, a wait dropped, a wait given to a greenlet
+    that waits on nothing."""
+    by_label = {e["label"]: e["address"] for e in truth["greenlets"]}
+
+    def mutated(label, change):
+        copy = dict(report, greenlets=[dict(g) for g in report["greenlets"]])
+        g = next(g for g in copy["greenlets"] if g["address"] == by_label[label])
+        g["waiting"] = change(dict(g["waiting"]) if g.get("waiting") else None)
+        return copy
+
+    other = truth["waits"][str(by_label["client-1"])]["object"]
+    return [mutated("handler /req-0", lambda w: dict(w, frame=w["frame"] + 1)),
+            mutated("sleeper", lambda w: dict(w, frame=w["frame"] + 1)),
+            mutated("client-0", lambda w: dict(w, object=other)),
+            mutated("handler of partial-0", lambda w: dict(w, object=other)),
+            mutated("sem-0", lambda w: None),
+            mutated("finished", lambda w: {"kind": "event", "object": 1, "type": "x",
+                                           "owner": None, "frame": 0}),
+            mutated("hub", lambda w: {"kind": "sleep", "object": None, "type": None,
+                                      "owner": None, "frame": 0})]
 
 
 def test_gevent_absent_only_where_expected():

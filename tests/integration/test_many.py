@@ -9,6 +9,7 @@ chains). Every expectation (each frame's function, file and line, which pids and
 group) is computed from those truths, never typed in.
 """
 
+import copy
 import json
 import os
 import pathlib
@@ -326,6 +327,21 @@ def test_a_panic_reading_one_target_is_its_error_entry_and_exit_status_70():
 # --- a multiprocessing.Pool, found with --children -------------------------------------------
 
 
+def check_pool_threads(grouped, pid, truth):
+    """Every thread each process of the pool counted itself (`native_ids`: the parent's main
+    and pool threads, each worker's) is in exactly one group, and none other is; the total
+    is their number."""
+    counted = {(pid, n) for n in truth["native_ids"]}
+    for t in truth["tasks"]:
+        counted |= {(t["pid"], n) for n in t["truth"]["native_ids"]}
+    # The parent has its pool's threads beside its main thread.
+    assert len(truth["native_ids"]) > 1, truth["native_ids"]
+    members = [(t["pid"], t["native_id"]) for g in grouped["groups"] for t in g["threads"]]
+    assert grouped["threads"] == len(members) == len(counted), (grouped["threads"], members,
+                                                                counted)
+    assert sorted(members) == sorted(counted)
+
+
 @pytest.mark.parametrize("interp", harness.pick(["pyenv-3.10", "pyenv-3.12", "debian-3.11"]),
                          ids=lambda i: i.id)
 def test_children_of_a_pool_group_its_workers(interp):
@@ -343,6 +359,22 @@ def test_children_of_a_pool_group_its_workers(interp):
         grouped = json.loads(out)
         assert grouped["failed"] == []
         assert grouped["reports"] == 1 + len(sc.truth["tasks"])
+        check_pool_threads(grouped, sc.pid, sc.truth)
+        # Broken copies fail: a thread dropped from a group (the total left, or lowered
+        # with it), a thread given another's native id.
+        brokens = []
+        for lower_total in (False, True):
+            broken = copy.deepcopy(grouped)
+            broken["groups"][-1]["threads"].pop()
+            broken["groups"][-1]["count"] -= 1
+            broken["threads"] -= lower_total
+            brokens.append(broken)
+        broken = copy.deepcopy(grouped)
+        broken["groups"][0]["threads"][0]["native_id"] += 1
+        brokens.append(broken)
+        for broken in brokens:
+            with pytest.raises(AssertionError):
+                check_pool_threads(broken, sc.pid, sc.truth)
         want, got = {}, {}
         for member, frames in want_threads.items():
             want.setdefault(tuple(frames), set()).add(member)
@@ -469,6 +501,45 @@ def test_group_async_tasks_by_await_chain(interp, tmp_path):
 # --- --why: the threads' state is part of the key --------------------------------------------
 
 
+# x86-64's system call numbers (arch/x86/entry/syscalls/syscall_64.tbl) of the calls the
+# scenarios' processes block in.
+SYSCALL_NAMES = {202: "futex"}
+
+
+def kernel_syscall(pid):
+    """The system call the kernel says thread `pid` is blocked in (/proc/PID/task/PID/syscall),
+    by name."""
+    with open("/proc/%d/task/%d/syscall" % (pid, pid)) as f:
+        first = f.read().split()[0]
+    assert first.isdigit(), "pid %d is not blocked in a system call: %s" % (pid, first)
+    return SYSCALL_NAMES.get(int(first), first)
+
+
+def check_why_against_truth(grouped, reports, truths, syscalls):
+    """`--group --why` (`grouped`) and each process's `--why` (`reports`) against what each
+    process recorded (`truths`: {pid: truth}, its `waits`: the lock it waits on, and in which
+    frame) and the system call the kernel shows it blocked in (`syscalls`: {pid: name}):
+    every process's one thread is blocked in that call (state `syscall`), waiting on its lock
+    (no owner: a Lock taken by `acquire()` keeps no trace of its holder) in that frame; each
+    group's state, call and kind of wait are those of every process in it."""
+    assert sorted(r["pid"] for r in reports) == sorted(truths)
+    for report in reports:
+        pid = report["pid"]
+        (thread,) = report["threads"]
+        waits = truths[pid]["waits"]
+        assert thread["native_id"] == pid
+        assert (thread["state"], thread["syscall"]) == ("syscall", syscalls[pid]), (pid, thread)
+        assert thread["waiting"] == {"kind": waits["kind"], "object": waits["object"],
+                                     "type": "Lock", "owner": None,
+                                     "frame": waits["frame"]}, (pid, thread["waiting"], waits)
+    members = sorted(t["pid"] for g in grouped["groups"] for t in g["threads"])
+    assert members == sorted(truths), members
+    for g in grouped["groups"]:
+        for t in g["threads"]:
+            want = ("syscall", syscalls[t["pid"]], truths[t["pid"]]["waits"]["kind"])
+            assert (g["state"], g["syscall"], g["waiting"]) == want, (t["pid"], g)
+
+
 @pytest.mark.parametrize("interp", harness.pick(["pyenv-3.12", "debian-3.11"]),
                          ids=lambda i: i.id)
 def test_group_why_carries_each_thread_state(interp):
@@ -479,16 +550,30 @@ def test_group_why_carries_each_thread_state(interp):
         assert rc == 0, err
         grouped = json.loads(out)
         check_groups(grouped, truths)
-        # Each group's state is what each of its threads' own --why report says.
         rc, out, err = cli("pid", *pids, "--why", "--json")
         assert rc == 0, err
-        own = {}
-        for report in json_lines(out):
-            (thread,) = report["threads"]
-            waiting = thread["waiting"]["kind"] if thread["waiting"] else None
-            own[report["pid"]] = (thread["state"], thread["syscall"], waiting)
+        reports = json_lines(out)
+        syscalls = {pid: kernel_syscall(pid) for pid in pids}
         # Every process blocks in HELD.acquire(): a futex.
-        assert {s[:2] for s in own.values()} == {("syscall", "futex")}, own
-        for g in grouped["groups"]:
-            for t in g["threads"]:
-                assert (g["state"], g["syscall"], g["waiting"]) == own[t["pid"]]
+        assert set(syscalls.values()) == {"futex"}, syscalls
+        check_why_against_truth(grouped, reports, truths, syscalls)
+        # Broken copies fail: a group's wait or call changed, a process's lock, frame or
+        # call changed, a process dropped from the groups.
+        brokens = []
+        for field, value in (("waiting", None), ("syscall", "read"), ("state", "running")):
+            broken = copy.deepcopy(grouped)
+            broken["groups"][-1][field] = value
+            brokens.append((broken, reports))
+        for field, value in (("object", truths[pids[1]]["waits"]["object"] + 16), ("frame", 1)):
+            broken = copy.deepcopy(reports)
+            broken[1]["threads"][0]["waiting"][field] = value
+            brokens.append((grouped, broken))
+        broken = copy.deepcopy(reports)
+        broken[2]["threads"][0]["syscall"] = "read"
+        brokens.append((grouped, broken))
+        broken = copy.deepcopy(grouped)
+        broken["groups"][0]["threads"].pop()
+        brokens.append((broken, reports))
+        for g, r in brokens:
+            with pytest.raises(AssertionError):
+                check_why_against_truth(g, r, truths, syscalls)

@@ -8,6 +8,7 @@ script is not loaded), `pystack --native` (where the Python frames sit among the
 and the scenario's truth (every thread and its Python frames).
 """
 
+import copy
 import json
 import os
 import pathlib
@@ -174,6 +175,7 @@ def _is_interp(module):
 # STOP_AFTER ([start, end) ranges) is set in front of this script: the walk ends after the
 # first frame whose PC lies in one (gdb's frames older than JIT code it cannot unwind).
 GDB_SCRIPT = r"""
+import os
 import gdb
 for th in gdb.selected_inferior().threads():
     th.switch()
@@ -193,7 +195,10 @@ for th in gdb.selected_inferior().threads():
                 sym = gdb.execute("info symbol %#x" % look, to_string=True).strip()
                 name = "" if sym.startswith("No symbol") else sym.split(" in section")[0].split(" + ")[0]
                 lib = gdb.solib_name(pc) or gdb.current_progspace().filename or "?"
-                print("FRAME %#x %s %s|%s" % (pc, lib.rsplit("/", 1)[-1], name, where))
+                # The name the module is loaded by (a soname link, `libffi.so.8`), and the
+                # file's own (`libffi.so.8.1.2`, a core's NT_FILE name).
+                real = os.path.basename(os.path.realpath(lib))
+                print("FRAME %#x %s %s %s|%s" % (pc, os.path.basename(lib), real, name, where))
                 exact = f.type() == gdb.SIGTRAMP_FRAME
                 if any(start <= pc < end for start, end in STOP_AFTER):
                     break
@@ -207,8 +212,10 @@ for th in gdb.selected_inferior().threads():
 def _gdb_frames(mix, stop_after=()):
     """Plain gdb's raw frames (neither pyunwind's unwinder nor any frame filter; tail-call
     frames left out) of every thread: {lwp: [(pc, minimal-symbol name or None, module,
-    inlined, file, line)]}, `inlined` being the [(function, file, line)] gdb shows inlined at
-    that PC, innermost first; a thread's walk ends after its first frame in `stop_after`."""
+    inlined, file, line, module file)]}, `inlined` being the [(function, file, line)] gdb
+    shows inlined at that PC, innermost first, `module` the name the module was loaded by and
+    `module file` the name of the file that name leads to (links followed); a thread's walk
+    ends after its first frame in `stop_after`."""
     interp = mix["interp"]
     script = os.path.join(mix["sc"].tmpdir, "frames.py")
     with open(script, "w") as f:
@@ -221,6 +228,14 @@ def _gdb_frames(mix, stop_after=()):
     rc, out, err = run(cmd, TIMEOUT, env=env)
     assert rc == 0, "gdb failed (%d):\n%s\n%s" % (rc, out, err)
     assert "Traceback (most recent call last)" not in out + err, out + err
+    threads = parse_gdb_frames(out)
+    assert threads, "gdb printed no frames:\n%s\n%s" % (out, err)
+    return threads
+
+
+def parse_gdb_frames(out):
+    """GDB_SCRIPT's output: {lwp: [(pc, minimal-symbol name or None, module, inlined, file,
+    line, module file)]} (see _gdb_frames)."""
     threads, cur, inlined = {}, None, []
     for line in out.splitlines():
         if line.startswith("THREAD "):
@@ -229,12 +244,11 @@ def _gdb_frames(mix, stop_after=()):
             name, file, num = line[len("INLINE "):].rsplit("|", 2)
             inlined.append((name, file or None, int(num) if num else None))
         elif line.startswith("FRAME ") and cur is not None:
-            _, pc, lib, rest = line.split(" ", 3)
+            _, pc, lib, real, rest = line.split(" ", 4)
             name, file, num = rest.rsplit("|", 2)
             cur.append((int(pc, 16), name or None, lib, inlined, file or None,
-                        int(num) if num else None))
+                        int(num) if num else None, real))
             inlined = []
-    assert threads, "gdb printed no frames:\n%s\n%s" % (out, err)
     return threads
 
 
@@ -242,29 +256,28 @@ def _basename(path):
     return None if path is None else os.path.basename(path)
 
 
-@on(INTERP_IDS)
-def test_native_frames_match_gdb(mix):
-    """Every native PC we report is plain gdb's, in gdb's order; the frames we leave out are
-    the eval-loop frames our Python runs replace (one per run, all in the interpreter); each
-    frame's name is the symbol gdb finds at that address (none where gdb finds none); with
-    DWARF, its file, line and inlined functions are gdb's. JIT frames: see below."""
-    # The JIT frames are checked without pyunwind: a frame is JIT code exactly when its PC lies
-    # in an anonymous executable mapping of the live process (no perf trampolines in
-    # jit_call.py), and plain gdb reaches it through the C frames' own CFI. Older frames are
-    # compared with gdb only where gdb unwinds JIT code itself (GDB_UNWINDS_JIT_FROM_MINOR);
-    # on 3.14 nothing independent of pyunwind unwinds it (gdb's bt through it is pyunwind's
-    # own unwinder, test_jit.py), so the comparison ends at the first JIT frame.
-    jit_code = jh.anon_exec_ranges(mix["sc"].pid) if mix["jit"] else []
-    cut_at_jit = mix["jit"] and mix["interp"].minor < GDB_UNWINDS_JIT_FROM_MINOR
-    gdb = _gdb_frames(mix, jit_code if cut_at_jit else ())
+def check_native_frames_match_gdb(threads, gdb, jit_code, cut_at_jit):
+    """The report's `threads` (of `--native-all`) against `gdb` (_gdb_frames: plain gdb's
+    frames of every thread): the same threads; every native PC we report is gdb's, in gdb's
+    order; the frames we leave out are the eval-loop frames our Python runs replace (one per
+    run, all in the interpreter); each frame's module is gdb's (by the name it was loaded by
+    or its file's), its name the symbol gdb finds at that address (none where gdb finds
+    none), its file and line gdb's (none where gdb has no DWARF there), and the functions
+    DWARF says are inlined at that PC gdb's, in order. A
+    frame is JIT code (kind "jit", named `[jit] ...` or `[trampoline] ...`) exactly when its
+    PC is in `jit_code`; with `cut_at_jit` (gdb was stopped after its first frame in
+    `jit_code`), a thread is compared up to its first JIT frame. Returns how many JIT frames
+    the threads have."""
+    ids = sorted(t["native_id"] for t in threads)
+    assert ids == sorted(gdb), "threads: ours %s, gdb's %s" % (ids, sorted(gdb))
     jit_frames = 0
-    for t in mix["all"]["threads"]:
+    for t in threads:
         frames = t["frames"]
         assert not [f for f in frames if f["kind"] == "unreadable"], frames
         for f in frames:
             if f["kind"] in ("native", "jit"):
                 assert (f["kind"] == "jit") == jh.in_ranges(jit_code, f["address"]), (
-                    hex(f["address"]), f, jit_code)
+                    hex(f["address"]), f, [(hex(a), hex(b)) for a, b in jit_code])
         kinds = [f["kind"] for f in frames]
         jit_frames += kinds.count("jit")
         if cut_at_jit and "jit" in kinds:
@@ -284,27 +297,47 @@ def test_native_frames_match_gdb(mix):
             while k < len(pcs) and pcs[k] != f["address"]:
                 skipped.append(theirs[k])
                 k += 1
-            assert k < len(pcs), "native frame %#x (%s) not in gdb's stack %s" % (
-                f["address"], f.get("function"), [hex(p) for p in pcs])
-            pc, name, lib, g_inlined, g_file, g_line = theirs[k]
+            assert k < len(pcs), "thread %d: native frame %#x (%s) not in gdb's stack %s" % (
+                t["native_id"], f["address"], f.get("function"), [hex(p) for p in pcs])
+            pc, name, lib, g_inlined, g_file, g_line, real = theirs[k]
             if f["kind"] == "jit":
-                # gdb names no 3.14 JIT code, and all of 3.15's `py::jit:executor` (the name
-                # CPython registers); ours names the executor's Python code (test_jit_frames).
-                assert f["function"].startswith("[jit] "), (hex(pc), f, name)
+                # gdb names no 3.14 JIT code and no perf trampoline, and all of 3.15's
+                # `py::jit:executor` (the name CPython registers); ours names the code the
+                # executor or trampoline runs (test_jit_frames, test_jit.py).
+                assert f["function"].startswith(("[jit] ", "[trampoline] ")), (hex(pc), f, name)
             else:
-                assert _base(f.get("function")) == _base(name), (hex(pc), f, name)
+                # The module by either of its names: a core's NT_FILE names the file, the
+                # dynamic linker's list (all an arm64 qemu core has) the name it was loaded by.
+                assert f.get("module") in (lib, real), (hex(pc), f, theirs[k])
+                assert _base(f.get("function")) == _base(name), (hex(pc), f, theirs[k])
             assert (_basename(f.get("file")), f.get("line")) == (_basename(g_file), g_line), (
                 hex(pc), f, theirs[k])
             assert [(i["function"], _basename(i.get("file")), i.get("line")) for i in inlined] == [
                 (n, _basename(fl), ln) for n, fl, ln in g_inlined], (hex(pc), inlined, g_inlined)
             k += 1
-        assert k == len(pcs), "gdb has older frames: %s" % theirs[k:]
+        assert k == len(pcs), "thread %d: gdb has older frames: %s" % (t["native_id"], theirs[k:])
         runs = sum(1 for f in frames if f["kind"] == "python" and f["entry"])
-        assert len(skipped) == runs, "skipped %s\nours %s\ngdb %s" % (
-            _fmt([x[:3] for x in skipped]),
+        assert len(skipped) == runs, "thread %d: skipped %s\nours %s\ngdb %s" % (
+            t["native_id"], _fmt([x[:3] for x in skipped]),
             _fmt([(f["address"], f.get("function"), f.get("module")) for f, _ in ours]),
             _fmt([x[:3] for x in theirs]))
         assert all(_is_interp(x[2]) for x in skipped), skipped
+    return jit_frames
+
+
+@on(INTERP_IDS)
+def test_native_frames_match_gdb(mix):
+    """check_native_frames_match_gdb against plain gdb's unwinding of the core. The JIT frames
+    are checked without pyunwind: a frame is JIT code exactly when its PC lies in an anonymous
+    executable mapping of the live process (no perf trampolines in jit_call.py), and plain gdb
+    reaches it through the C frames' own CFI. Older frames are compared with gdb only where
+    gdb unwinds JIT code itself (GDB_UNWINDS_JIT_FROM_MINOR); on 3.14 nothing independent of
+    pyunwind unwinds it (gdb's bt through it is pyunwind's own unwinder, test_jit.py), so the
+    comparison ends at the first JIT frame."""
+    jit_code = jh.anon_exec_ranges(mix["sc"].pid) if mix["jit"] else []
+    cut_at_jit = mix["jit"] and mix["interp"].minor < GDB_UNWINDS_JIT_FROM_MINOR
+    gdb = _gdb_frames(mix, jit_code if cut_at_jit else ())
+    jit_frames = check_native_frames_match_gdb(mix["all"]["threads"], gdb, jit_code, cut_at_jit)
     assert bool(jit_frames) == mix["jit"], mix["all"]["threads"]
 
 
@@ -332,7 +365,8 @@ def _pystack_threads(cmd):
     for line in out.splitlines():
         m = re.match(r"Traceback for thread (\d+)", line)
         if m:
-            cur = threads.setdefault(int(m.group(1)), [])
+            assert int(m.group(1)) not in threads, "thread %s twice:\n%s" % (m.group(1), out)
+            cur = threads[int(m.group(1))] = []
             continue
         m = re.match(r'\s+\(Python\) File "([^"]*)", line (\d+), in ', line)
         if m and cur is not None:
@@ -372,8 +406,83 @@ def test_placement_matches_pystack(mix, where):
     else:
         theirs = _pystack_threads([PYSTACK, "remote", mix["sc"].pid, "--native-all"])
         report = mix["live"]
+    check_placement_matches_pystack(report, theirs)
+
+
+def check_placement_matches_pystack(report, theirs):
+    """The report's threads are pystack's (`theirs`: _pystack_threads), and in each, the
+    Python frames sit among the native frames outside the interpreter where pystack puts
+    them."""
+    ids = sorted(t["native_id"] for t in report["threads"])
+    assert ids == sorted(theirs), "threads: ours %s, pystack's %s" % (ids, sorted(theirs))
     for t in report["threads"]:
         _same_placement(_project(t["frames"]), theirs[t["native_id"]])
+
+
+def broken_copies(threads):
+    """Copies of a report's `threads`, each broken one way a reader could break it: each
+    thread dropped in turn; and in the first thread with a native frame: that frame's line
+    moved to the next (or a file and line given, where it had none), its function renamed,
+    its module renamed, the frame dropped, an inlined function dropped (or one added, where
+    there was none)."""
+    out = []
+    for i in range(len(threads)):
+        out.append(copy.deepcopy(threads[:i] + threads[i + 1:]))
+
+    def first(pred):
+        broken = copy.deepcopy(threads)
+        for t in broken:
+            for k, f in enumerate(t["frames"]):
+                if pred(f):
+                    return broken, t["frames"], k
+        return None, None, None
+
+    native = lambda f: f["kind"] == "native" and not f.get("inlined")
+    broken, frames, k = first(lambda f: native(f) and f.get("line"))
+    if broken is None:
+        broken, frames, k = first(native)
+        frames[k].update(file="invented.c", line=0)
+    frames[k]["line"] += 1
+    out.append(broken)
+    broken, frames, k = first(native)
+    frames[k]["function"] = str(frames[k].get("function")) + "_"
+    out.append(broken)
+    broken, frames, k = first(native)
+    frames[k]["module"] = "lib-" + str(frames[k].get("module"))
+    out.append(broken)
+    broken, frames, k = first(native)
+    del frames[k]
+    out.append(broken)
+    broken, frames, k = first(lambda f: f["kind"] == "native" and f.get("inlined"))
+    if broken is None:
+        broken, frames, k = first(native)
+        frames.insert(k, dict(frames[k], function="invented", inlined=True))
+    else:
+        del frames[k]
+    out.append(broken)
+    return out
+
+
+@on(["pyenv-3.12"])
+def test_checks_fail_on_broken_reports(mix):
+    """check_native_frames_match_gdb and check_placement_matches_pystack pass on the core's
+    report, and fail on each of its broken_copies (the placement check compares no lines,
+    names of interpreter frames or inlined frames: it is given the thread drops, and a
+    Python frame's line moved)."""
+    threads = mix["all"]["threads"]
+    gdb = _gdb_frames(mix)
+    check_native_frames_match_gdb(threads, gdb, [], False)
+    for broken in broken_copies(threads):
+        with pytest.raises(AssertionError):
+            check_native_frames_match_gdb(broken, gdb, [], False)
+    theirs = _pystack_threads([PYSTACK, "core", mix["core"], mix["interp"].exe, "--native-all"])
+    check_placement_matches_pystack(mix["all"], theirs)
+    brokens = [dict(mix["all"], threads=b) for b in broken_copies(threads)[:len(threads)]]
+    moved = copy.deepcopy(mix["all"])
+    next(f for f in moved["threads"][0]["frames"] if f["kind"] == "python")["line"] += 1
+    for broken in brokens + [moved]:
+        with pytest.raises(AssertionError):
+            check_placement_matches_pystack(broken, theirs)
 
 
 @on(INTERP_IDS)

@@ -9,6 +9,7 @@ is named from its `PyMethodDef`, checked against the builtin's own address. gdb'
 pyunwind's frame filter shows the same native frames as `--native`.
 """
 
+import copy
 import json
 import os
 import re
@@ -102,49 +103,81 @@ def _ours(report):
     return out
 
 
-def _pystack(text, tid):
-    """pystack's frames of thread `tid`, in the same shape, innermost first."""
-    lines, cur = [], None
+def _pystack_threads(text):
+    """pystack's frames of every thread it shows, in the same shape, innermost first:
+    {native id: frames}."""
+    threads, cur = {}, None
     for line in text.splitlines():
         m = re.match(r"Traceback for thread (\d+)", line)
         if m:
-            cur = int(m.group(1))
+            assert int(m.group(1)) not in threads, "thread %s twice:\n%s" % (m.group(1), text)
+            cur = threads[int(m.group(1))] = []
             continue
-        if cur != tid:
+        if cur is None:
             continue
         m = re.match(r'\s+\(Python\) File "([^"]*)", line (\d+), in ', line)
         if m:
-            lines.append(("py", os.path.basename(m.group(1)), int(m.group(2))))
+            cur.append(("py", os.path.basename(m.group(1)), int(m.group(2))))
             continue
         m = re.match(r'\s+\(C\) File "([^"]*)", line (\d+), in (\S+)( \(inlined\))? \((.*)\)$', line)
         if m:
-            lines.append(("c", _base(m.group(3)), os.path.basename(m.group(1)), int(m.group(2)),
-                          bool(m.group(4))))
-    lines.reverse()
-    return _between(lines, lambda x: x[0] == "py")
+            cur.append(("c", _base(m.group(3)), os.path.basename(m.group(1)), int(m.group(2)),
+                        bool(m.group(4))))
+    for frames in threads.values():
+        frames.reverse()
+    return threads
+
+
+def check_same_threads(report, theirs, reference):
+    """The report's threads are exactly the reference's (by native id): a thread either side
+    drops fails, not only a frame of a thread both show."""
+    ours = sorted(t["native_id"] for t in report["threads"])
+    assert len(set(ours)) == len(ours), ("a thread twice", ours)
+    assert ours == sorted(theirs), "threads: ours %s, %s %s" % (ours, reference, sorted(theirs))
+
+
+def check_matches_pystack(report, text, main):
+    """Every thread pystack shows is ours and ours are pystack's; between each thread's Python
+    frames, our native frames are pystack's, one by one: name, source file and line, inlined
+    or not (but for OURS_ONLY and PYSTACK_ONLY, and their exact places on thread `main`, the
+    one that runs native_builtins.py's calls)."""
+    pystack = _pystack_threads(text)
+    check_same_threads(report, pystack, "pystack")
+    for t in report["threads"]:
+        ours = _ours({"threads": [t]})
+        theirs = _between(pystack[t["native_id"]], lambda x: x[0] == "py")
+        if t["native_id"] == main:
+            # The differences are there, as described; nothing else differs.
+            assert [x[1] for x in ours if x[0] == "c" and x[1] in OURS_ONLY] == [
+                "partial_vectorcall"], ours
+            assert [x[1] for x in theirs if x[0] == "c" and PYSTACK_ONLY.match(x[1])] == [
+                "slot_mp_subscript"], theirs
+        ours = [x for x in ours if not (x[0] == "c" and x[1] in OURS_ONLY)]
+        theirs = [x for x in theirs if not (x[0] == "c" and PYSTACK_ONLY.match(x[1]))]
+        assert ours == theirs, "\nthread %d\nours:    %s\npystack: %s" % (
+            t["native_id"], ours, theirs)
+        if t["native_id"] == main:
+            names = [x[1] for x in ours if x[0] == "c"]
+            assert names == ["dict_subscript", "list_sort_impl", "list_sort",
+                             "builtin_sorted"], ours
+
+
+def _pystack_text(stop, where):
+    if where == "live":
+        return stop["pystack_live"]
+    rc, text, err = run([PYSTACK, "core", stop["core"], stop["interp"].exe, "--native"], TIMEOUT)
+    assert rc == 0, "pystack failed:\n%s\n%s" % (text, err)
+    return text
 
 
 @on(WITH_SYMBOLS)
 @pytest.mark.parametrize("where", ["core", "live"])
 def test_frames_match_pystack(stop, where):
-    """Between the Python frames, our native frames are pystack's, one by one: name, source
-    file and line, inlined or not (but for OURS_ONLY and PYSTACK_ONLY)."""
+    """Our threads are pystack's; between the Python frames, our native frames are pystack's,
+    one by one (check_matches_pystack)."""
     assert os.access(PYSTACK, os.X_OK), "pystack missing from the test venv (tools/test-env.sh)"
-    if where == "core":
-        rc, text, err = run([PYSTACK, "core", stop["core"], stop["interp"].exe, "--native"], TIMEOUT)
-        assert rc == 0, "pystack failed:\n%s\n%s" % (text, err)
-        ours = _ours(stop["core_report"])
-    else:
-        text, ours = stop["pystack_live"], _ours(stop["live"])
-    theirs = _pystack(text, stop["sc"].pid)
-    # The differences are there, as described; nothing else differs.
-    assert [x[1] for x in ours if x[0] == "c" and x[1] in OURS_ONLY] == ["partial_vectorcall"], ours
-    assert [x[1] for x in theirs if x[0] == "c" and PYSTACK_ONLY.match(x[1])] == ["slot_mp_subscript"], theirs
-    ours = [x for x in ours if not (x[0] == "c" and x[1] in OURS_ONLY)]
-    theirs = [x for x in theirs if not (x[0] == "c" and PYSTACK_ONLY.match(x[1]))]
-    assert ours == theirs, "\nours:    %s\npystack: %s" % (ours, theirs)
-    names = [x[1] for x in ours if x[0] == "c"]
-    assert names == ["dict_subscript", "list_sort_impl", "list_sort", "builtin_sorted"], ours
+    report = stop["core_report"] if where == "core" else stop["live"]
+    check_matches_pystack(report, _pystack_text(stop, where), stop["sc"].pid)
 
 
 @on(WITH_SYMBOLS + STRIPPED)
@@ -154,51 +187,125 @@ def test_live_matches_core(stop):
     assert strip(stop["live"]) == strip(stop["core_report"])
 
 
-def _sorted_entry(interp):
-    """Where `sorted`'s C function starts, independently of pyunwind: (module file name,
-    [start, end) as offsets in it when known by symbol, else the absolute `ml_meth`)."""
+def _fde_ranges(path):
+    """[start, end) of each FDE in the file's CFI, as readelf decodes it: the extent the
+    compiler gave each function's code (its out-of-line `.cold` part, if any, has an FDE of
+    its own). A stripped file keeps its .eh_frame: it is needed to unwind."""
+    rc, out, err = run(["readelf", "--debug-dump=frames", path], TIMEOUT)
+    assert rc == 0, err
+    ranges = [(int(a, 16), int(b, 16))
+              for a, b in re.findall(r" FDE cie=[0-9a-f]+ pc=([0-9a-f]+)\.\.([0-9a-f]+)", out)]
+    assert ranges, "no FDE in %s" % path
+    return ranges
+
+
+def _fde_at(path, start):
+    """The [start, end) of the FDE that begins exactly at `start` (a function's entry)."""
+    found = [r for r in _fde_ranges(path) if r[0] == start]
+    assert len(found) == 1, "%s: FDEs starting at %#x: %s" % (path, start, found)
+    return found[0]
+
+
+def _sorted_bounds(interp):
+    """Where `sorted`'s C function (builtin_sorted) lies, independently of pyunwind: (module
+    file name, [start, end) as link-time addresses in it, the `offset` of a frame).
+
+    With a symbol table (the unstripped copy of the stripped pyenv 3.12): the symbol's value
+    and size (`nm -S`); the FDE that starts there ends where the symbol does (checked), which
+    makes it the bound where there is no symbol. Debian's python3.11 has no symbol table
+    (python3.11-dbg is not installed for the tests): the function starts at `sorted`'s
+    `ml_meth`, and ends where its FDE in the executable's .eh_frame ends."""
     if interp.id == "pyenv-3.12-stripped":
-        # The same build with its symbols: builtin_sorted's range in the unstripped file.
         lib = _interp("pyenv-3.12").libpython
         rc, out, err = run(["nm", "-S", "--defined-only", lib], TIMEOUT)
         assert rc == 0, err
-        for line in out.splitlines():
-            parts = line.split()
-            if len(parts) == 4 and parts[3] == "builtin_sorted":
-                start, size = int(parts[0], 16), int(parts[1], 16)
-                return "libpython3.12.so.1.0", (start, start + size)
-        raise AssertionError("no builtin_sorted in %s" % lib)
+        found = [(int(p[0], 16), int(p[0], 16) + int(p[1], 16))
+                 for p in map(str.split, out.splitlines())
+                 if len(p) == 4 and p[3] == "builtin_sorted"]
+        assert len(found) == 1, "builtin_sorted in %s: %s" % (lib, found)
+        assert _fde_at(lib, found[0][0]) == found[0], (found, lib)
+        return "libpython3.12.so.1.0", found[0]
     # Debian's executable is not position-independent: `sorted`'s PyMethodDef (`m_ml` after
     # the 16-byte object header, Include/cpython/methodobject.h) gives `ml_meth` (second field,
-    # Include/methodobject.h) at the address every process of it uses.
+    # Include/methodobject.h) at the address every process of it uses, its link-time address.
     code = ("import ctypes; ml = ctypes.c_void_p.from_address(id(sorted) + 16).value; "
             "print(ctypes.c_void_p.from_address(ml + 8).value)")
     rc, out, err = run([interp.exe, "-c", code], TIMEOUT)
     assert rc == 0, err
-    return "python3.11", int(out)
+    return "python3.11", _fde_at(os.path.realpath(interp.exe), int(out))
+
+
+def check_names_the_builtin(report, interp, bounds):
+    """Without symbols the plumbing and the builtins' helpers cannot be told apart: between
+    `drive` and `keyfunc` one frame stays, the one running `sorted`, named from its
+    PyMethodDef, its return address inside builtin_sorted (`bounds`, from _sorted_bounds);
+    between `keyfunc` and `__missing__` none (dict_subscript is called by a type slot, not
+    by a Python frame)."""
+    frames = _between(report["threads"][0]["frames"], lambda f: f["kind"] == "python")
+    shape = [f.get("function") if f["kind"] == "python" else "C " + str(f.get("function"))
+             for f in frames]
+    assert shape == ["Missing.__missing__" if interp.minor >= 11 else "__missing__",
+                     "keyfunc", "C sorted (builtin)", "drive", "main", "<module>"], shape
+    f = frames[2]
+    module, (start, end) = bounds
+    assert f["module"] == module, f
+    # A return address: past the function's entry, before its end.
+    assert start < f["offset"] < end, (f, hex(start), hex(end))
 
 
 @on(STRIPPED)
 @pytest.mark.parametrize("where", ["core", "live"])
 def test_stripped_builds_name_the_builtin(stop, where):
-    """Without symbols the plumbing and the builtins' helpers cannot be told apart: between
-    `drive` and `keyfunc` one frame stays, the one running `sorted`, named from its
-    PyMethodDef; between `keyfunc` and `__missing__` none (dict_subscript is called by a type
-    slot, not by a Python frame)."""
+    """check_names_the_builtin, live and from the core."""
     report = stop["core_report"] if where == "core" else stop["live"]
-    frames = _between(report["threads"][0]["frames"], lambda f: f["kind"] == "python")
-    shape = [f.get("function") if f["kind"] == "python" else "C " + str(f.get("function"))
-             for f in frames]
-    assert shape == ["Missing.__missing__" if stop["interp"].minor >= 11 else "__missing__",
-                     "keyfunc", "C sorted (builtin)", "drive", "main", "<module>"], shape
-    f = frames[2]
-    module, where_fn = _sorted_entry(stop["interp"])
-    assert f["module"] == module, f
-    if isinstance(where_fn, tuple):
-        assert where_fn[0] <= f["offset"] < where_fn[1], (f, where_fn)
-    else:
-        # Its return address lies in the function: past its entry, within 64 KiB.
-        assert 0 < f["address"] - where_fn < 1 << 16, (f, hex(where_fn))
+    check_names_the_builtin(report, stop["interp"], _sorted_bounds(stop["interp"]))
+
+
+@on(STRIPPED)
+def test_builtin_check_fails_outside_builtin_sorted(stop):
+    """check_names_the_builtin fails on a copy of the core's report whose `sorted` frame is
+    moved to builtin_sorted's end (inside the 64 KiB past `ml_meth` an earlier check
+    accepted) or to its entry (no return address)."""
+    interp = stop["interp"]
+    bounds = _sorted_bounds(interp)
+    check_names_the_builtin(stop["core_report"], interp, bounds)
+    start, end = bounds[1]
+    for moved in (end, start):
+        broken = copy.deepcopy(stop["core_report"])
+        f = _between(broken["threads"][0]["frames"], lambda f: f["kind"] == "python")[2]
+        f["address"] += moved - f["offset"]
+        f["offset"] = moved
+        assert 0 <= moved - start < 1 << 16
+        with pytest.raises(AssertionError):
+            check_names_the_builtin(broken, interp, bounds)
+
+
+def _drop_frame(report, function):
+    frames = report["threads"][0]["frames"]
+    (i,) = [k for k, f in enumerate(frames) if _base(f.get("function")) == function]
+    del frames[i]
+
+
+def _move_line(report, function):
+    (f,) = [f for f in report["threads"][0]["frames"] if _base(f.get("function")) == function]
+    f["line"] += 1
+
+
+@on(["pyenv-3.12"])
+def test_pystack_check_fails_on_broken_reports(stop):
+    """check_matches_pystack fails on copies of the core's report with its only thread
+    dropped, a native frame dropped (dict_subscript), a C frame's line moved (list_sort_impl)
+    or a Python frame's (keyfunc)."""
+    text = _pystack_text(stop, "core")
+    main = stop["sc"].pid
+    check_matches_pystack(stop["core_report"], text, main)
+    mutations = [lambda r: r["threads"].clear(), lambda r: _drop_frame(r, "dict_subscript"),
+                 lambda r: _move_line(r, "list_sort_impl"), lambda r: _move_line(r, "keyfunc")]
+    for mutate in mutations:
+        broken = copy.deepcopy(stop["core_report"])
+        mutate(broken)
+        with pytest.raises(AssertionError):
+            check_matches_pystack(broken, text, main)
 
 
 @on(WITH_SYMBOLS + STRIPPED)
@@ -283,18 +390,50 @@ def _unnamed_as_pystack(frames):
             for x in frames]
 
 
-@pytest.mark.parametrize("mix", WITH_SYMBOLS, indirect=True)
-def test_native_mix_matches_pystack(mix):
-    """tests/scenarios/native_mix.py (ctypes callbacks from libc's qsort, a signal handler
-    run by `signal.raise_signal`, `map` under a `sorted` key; two blocked workers): every
-    thread's frames between its Python frames are pystack's, but for OURS_ONLY and the name
-    of the kernel's signal return trampoline (`__restore_rt`, which pystack names from glibc;
-    gdb finds no symbol there either, test_native.py checks ours against gdb's)."""
-    report, text = mix
+def check_mix_matches_pystack(report, text):
+    """Every thread pystack shows is ours and ours are pystack's; between each thread's Python
+    frames, our frames are pystack's, but for OURS_ONLY and the name of the kernel's signal
+    return trampoline (`__restore_rt`, which pystack names from glibc; gdb finds no symbol
+    there either, test_native.py checks ours against gdb's)."""
+    pystack = _pystack_threads(text)
+    check_same_threads(report, pystack, "pystack")
     for t in report["threads"]:
         ours = [x for x in _unnamed_as_pystack(_ours({"threads": [t]}))
                 if not (x[0] == "c" and x[1] in OURS_ONLY)]
         # Without a symbol pystack gives the library as the file.
         theirs = [("c", "???", "???", 0, x[4]) if x[0] == "c" and x[1] in ("???", "__restore_rt")
-                  else x for x in _pystack(text, t["native_id"])]
-        assert ours == theirs, "\nours:    %s\npystack: %s" % (ours, theirs)
+                  else x for x in _between(pystack[t["native_id"]], lambda x: x[0] == "py")]
+        assert ours == theirs, "\nthread %d\nours:    %s\npystack: %s" % (
+            t["native_id"], ours, theirs)
+
+
+@pytest.mark.parametrize("mix", WITH_SYMBOLS, indirect=True)
+def test_native_mix_matches_pystack(mix):
+    """tests/scenarios/native_mix.py (ctypes callbacks from libc's qsort, a signal handler
+    run by `signal.raise_signal`, `map` under a `sorted` key; two blocked workers): the
+    threads are pystack's, each with pystack's frames (check_mix_matches_pystack)."""
+    report, text = mix
+    check_mix_matches_pystack(report, text)
+
+
+@pytest.mark.parametrize("mix", ["pyenv-3.12"], indirect=True)
+def test_mix_check_fails_on_broken_reports(mix):
+    """check_mix_matches_pystack fails on copies of the report with a thread dropped (each in
+    turn), a thread's native id changed, or the main thread's innermost Python line moved."""
+    report, text = mix
+    check_mix_matches_pystack(report, text)
+    assert len(report["threads"]) == 3, report["threads"]
+    brokens = []
+    for i in range(len(report["threads"])):
+        broken = copy.deepcopy(report)
+        del broken["threads"][i]
+        brokens.append(broken)
+    broken = copy.deepcopy(report)
+    broken["threads"][1]["native_id"] += 1
+    brokens.append(broken)
+    broken = copy.deepcopy(report)
+    next(f for f in broken["threads"][0]["frames"] if f["kind"] == "python")["line"] += 1
+    brokens.append(broken)
+    for broken in brokens:
+        with pytest.raises(AssertionError):
+            check_mix_matches_pystack(broken, text)

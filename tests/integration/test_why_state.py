@@ -5,14 +5,15 @@ system call that is comes from the kernel, never from a per-interpreter list: li
 NT_PRSTATUS `orig_rax` read here. Live (`pid PID --why --json`), from a gcore core (`core CORE
 --why --json`), and gdb's `py-why --json` on that core."""
 
+import ast
 import re
 import struct
 
 import pytest
 
 import harness
-from test_gil_gc_markers import new_core
-from test_stacks import expected, got, json_from, run_gdb
+from test_gil_gc_markers import new_core, wait_parked
+from test_stacks import check_report, expected, got, json_from, run_gdb
 from test_why_waits import cli
 
 CLI_TIMEOUT = 60
@@ -212,37 +213,95 @@ def test_a_collection_stopped_in_a_finalizer_is_gc(interp, source):
 GIL_STOPS = 3
 
 
-# The GIL's address as gdb reads it from debug info: `_PyRuntime.ceval.gil` up to 3.11, the
-# main interpreter's `ceval.gil` pointer from 3.12 (Include/internal/pycore_ceval_state.h).
+# The GIL as gdb reads it from debug info: `_PyRuntime.ceval.gil` up to 3.11, the main
+# interpreter's `ceval.gil` pointer from 3.12 (Include/internal/pycore_ceval_state.h).
 GIL_EXPRESSIONS = {10: "&_PyRuntime.ceval.gil", 11: "&_PyRuntime.ceval.gil"}
 GIL_EXPRESSION_312 = "_PyRuntime.interpreters.main->ceval.gil"
 # The sid 3.14 build's GIL is read with its detached debug info (the dbgsym interpreter's).
 GIL_DEBUG_INTERPS = {"debian-3.14": "debian-3.14-dbgsym"}
+# Run by gdb on the core, with EXPR set: the GIL's address, `locked`, and the native id of the
+# thread `last_holder` names while locked (else None). 3.10 to 3.12 wrap the fields in
+# _Py_atomic_int / _Py_atomic_address (`_value`). PyThreadState.thread_id is the thread's
+# pthread_t, which on x86-64 glibc is its TCB, the thread's $fs_base: gdb's own registers name
+# the thread, with or without libthread_db.
+GIL_TRUTH_SCRIPT = r"""
+import gdb
+def plain(v):
+    return v["_value"] if v.type.strip_typedefs().code == gdb.TYPE_CODE_STRUCT else v
+gil = gdb.parse_and_eval(EXPR).dereference()
+locked = int(plain(gil["locked"]))
+last = int(plain(gil["last_holder"]))
+holder = None
+if locked:
+    pthread = int(gdb.parse_and_eval("((PyThreadState *) %d)->thread_id" % last))
+    holder = []
+    for thread in gdb.selected_inferior().threads():
+        thread.switch()
+        if int(gdb.parse_and_eval("$fs_base")) == pthread:
+            holder.append(thread.ptid[1])
+print("GIL=%r" % ((int(gil.address), locked, holder),))
+"""
 
 
-def gil_address(interp, core):
-    """The GIL's address in `core`, read by gdb from the interpreter's debug info."""
+def gil_truth(interp, core):
+    """(the GIL's address, the native id of the thread holding it or None) in `core`, read by
+    gdb from the interpreter's debug info: the truth `holds_gil`, `gil_wait` and `waiting`'s
+    object and owner are compared with."""
     debug = GIL_DEBUG_INTERPS.get(interp.id)
     debug_dir = (harness.pick([debug])[0].debug_dir if debug else None) or "/nonexistent"
     expr = GIL_EXPRESSIONS.get(interp.minor, GIL_EXPRESSION_312)
     rc, out, err = harness.run(
         ["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off",
          "-iex", "set debug-file-directory %s" % debug_dir, interp.exe, core,
-         "-ex", "printf \"GIL=%%lu\\n\", (unsigned long)(%s)" % expr], timeout=CLI_TIMEOUT)
+         "-ex", "python EXPR = %r" % expr, "-ex", "python exec(%r)" % GIL_TRUTH_SCRIPT],
+        timeout=CLI_TIMEOUT)
     found = [line for line in out.splitlines() if line.startswith("GIL=")]
     assert rc == 0 and len(found) == 1, (rc, out, err)
-    return int(found[0][4:])
+    address, locked, holder = ast.literal_eval(found[0][4:])
+    assert locked in (0, 1), found
+    if not locked:
+        return address, None
+    assert holder is not None and len(holder) == 1, ("no thread of the core is the holder", found)
+    return address, holder[0]
+
+
+def check_gil_states(threads, calls, truth):
+    """The GIL side of a --why report's `threads` at a stop where every futex wait of a thread
+    that does not hold the GIL is a wait for the GIL (the GIL's mutex or condition variables):
+    `calls` {native id: the system call the kernel shows it in}, `truth` gil_truth's (address,
+    holder). The holder (and nobody else) `holds_gil`, and is `running` or in its system call;
+    every other thread is `gil_wait` exactly when the kernel has it in futex, waiting for the
+    GIL at that address with the holder as owner. Returns how many wait."""
+    gil, holder = truth
+    assert holder is None or holder in [t["native_id"] for t in threads], (holder, threads)
+    waits = 0
+    for t in threads:
+        call = calls[t["native_id"]]
+        assert t["syscall"] == call, t
+        assert t["holds_gil"] is (t["native_id"] == holder), (holder, t)
+        if t["native_id"] == holder:
+            assert t["state"] == ("running" if call is None else "syscall"), t
+            assert t["waiting"] is None, t
+        elif call == "futex":
+            assert t["state"] == "gil_wait", t
+            assert t["waiting"] == {"kind": "gil", "object": gil, "type": None, "owner": holder,
+                                    "frame": 0}, (truth, t)
+            waits += 1
+        else:
+            assert t["state"] in (None, "syscall") and t["waiting"] is None, t
+    return waits
 
 
 @pytest.mark.parametrize("interp", GC_INTERPS, ids=lambda i: i.id)
 def test_spinning_threads_run_or_wait_for_the_gil(interp):
-    """tests/scenarios/gil_wait.py from cores: four threads spin in Python; the GIL's holder is
-    `running`, a thread blocked on the GIL is `gil_wait` (in futex). A waiter between two waits
-    at the stop is in no system call (null), so across GIL_STOPS cores at least one must wait.
-    A waiter waits in `spin` or `main_spin`, or in `signal_ready` when the main thread is just
-    back from closing the fifo that said ready.
-    A thread that waits for the GIL has `waiting` kind `gil`: the GIL's address (as gdb reads it
-    from debug info), and the thread that holds it as owner (null between two holders)."""
+    """tests/scenarios/gil_wait.py from cores: four threads spin in Python; the GIL's holder (as
+    gdb reads `locked` and `last_holder` from debug info) is `running`, a thread blocked on the
+    GIL is `gil_wait` (in futex: once ready, the spinners make no other futex wait). A waiter
+    between two waits at the stop is in no system call (null), so across GIL_STOPS cores at
+    least one must wait. A waiter waits in `spin` or `main_spin`, or in `signal_ready` when the
+    main thread is just back from closing the fifo that said ready.
+    A thread that waits for the GIL has `waiting` kind `gil`: the GIL's address (gdb's), and the
+    thread that holds it as owner (null between two holders)."""
     with harness.Scenario(interp, "gil_wait") as sc:
         waits = 0
         for stop in range(GIL_STOPS):
@@ -252,32 +311,72 @@ def test_spinning_threads_run_or_wait_for_the_gil(interp):
                                        timeout=CLI_TIMEOUT)
             assert rc == 0, err
             threads = json_from(out)["threads"]
-            holders = [t["native_id"] for t in threads if t["holds_gil"]]
-            assert len(holders) <= 1, holders
-            gil = None
+            waits += check_gil_states(threads, calls, gil_truth(interp, core))
             for t in threads:
-                call = calls[t["native_id"]]
-                assert t["syscall"] == call, t
                 if t["state"] == "gil_wait":
-                    assert t["holds_gil"] is False and call == "futex", t
-                    gil = gil or gil_address(interp, core)
-                    assert t["waiting"] == {"kind": "gil", "object": gil, "type": None,
-                                            "owner": holders[0] if holders else None,
-                                            "frame": 0}, t
                     # The main thread may still be on its way back from signalling ready (the
                     # fifo's close releases the GIL, so it waits for it there).
                     names = [f["function"] for f in t["frames"] if f["kind"] == "python"]
                     assert names[0] in ("spin", "main_spin") or names[:4] == [
                         "signal_ready", "write_truth", "ready", "main_spin"], names
-                    waits += 1
-                elif t["holds_gil"]:
-                    assert t["state"] == ("running" if call is None else "syscall"), t
-                    assert t["waiting"] is None, t
-                else:
-                    assert t["state"] in (None, "syscall"), t
             if waits:
                 break
         assert waits >= 1
+
+
+def broken_gil_reports(threads, waiter, holder):
+    """Copies of a --why report's `threads` (one waiter, one holder) each wrong in one way
+    check_gil_states must catch: the GIL held by a waiter, by nobody, a wait's object or owner
+    off, a waiter not shown waiting."""
+    def mutated(change):
+        copy = [dict(t, waiting=dict(t["waiting"]) if t["waiting"] else None) for t in threads]
+        change({t["native_id"]: t for t in copy})
+        return copy
+
+    def moved_holder(by):
+        by[holder]["holds_gil"], by[waiter]["holds_gil"] = False, True
+
+    def nobody(by):
+        by[holder]["holds_gil"] = False
+
+    def object_off(by):
+        by[waiter]["waiting"]["object"] += 8
+
+    def owner_off(by):
+        by[waiter]["waiting"]["owner"] = waiter
+
+    def not_waiting(by):
+        by[waiter].update(state="syscall", waiting=None)
+
+    return [mutated(c) for c in (moved_holder, nobody, object_off, owner_off, not_waiting)]
+
+
+@pytest.mark.parametrize("interp", GC_INTERPS, ids=lambda i: i.id)
+def test_a_held_gil_and_its_waiters(interp):
+    """tests/scenarios/gil_held.py: the main thread holds the GIL in pause(), three threads
+    wait for it in take_gil. Live, then from the core (the process's first stop: see the
+    scenario), against the scenario's own record (holder, waiters, frames: check_report) and
+    gdb's reading of the GIL (address, `locked`, `last_holder`) on the core; and the same check
+    on broken copies of the report must fail."""
+    with harness.Scenario(interp, "gil_held") as sc:
+        waiters = set(sc.truth["gil_waiters"])
+        holder = sc.truth["holder_native_id"]
+        wait_parked(sc)
+        natives = [t["native_id"] for t in sc.truth["threads"]]
+        live = json_from(cli(sc, "live", "--json"))
+        live_calls = {n: proc_syscall(sc.pid, n) for n in natives}
+        core = sc.core = sc.make_core()
+        core_calls = core_syscalls(core)
+        truth = gil_truth(interp, core)
+        assert truth[1] == holder, (truth, holder)
+        assert live_calls == core_calls == {n: "pause" if n == holder else "futex" for n in natives}
+        core_report = json_from(cli(sc, "core", "--json"))
+        for report, calls in ((live, live_calls), (core_report, core_calls)):
+            check_report(report, sc.truth, live_cli=report is live)
+            assert check_gil_states(report["threads"], calls, truth) == len(waiters)
+        for broken in broken_gil_reports(core_report["threads"], min(waiters), holder):
+            with pytest.raises(AssertionError):
+                check_gil_states(broken, core_calls, truth)
 
 
 def test_free_threaded_spinners_are_running():

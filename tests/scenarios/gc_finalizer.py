@@ -1,6 +1,11 @@
 """A garbage collection that stops in a finalizer: main -> collect_now -> gc.collect() ->
 (the collector) -> Finalized.__del__, which stops in `time.sleep`. libpython's py-bt marks the
 collector's frames with `Garbage-collecting`.
+
+    python gc_finalizer.py TRUTH_JSON READY_FIFO [bystander]
+
+``bystander``: a second thread, started first, blocks in ``HELD.acquire()``: it neither
+collects nor holds the GIL.
 """
 
 import gc
@@ -27,7 +32,13 @@ def collect_now():
     gc.collect()
 
 
+def bystander(started):
+    started.set(); _truth.HELD.acquire()  # noqa: E702
+
+
 def main():
+    if sys.argv[3:] == ["bystander"]:
+        _truth.start_threads({"bystander": bystander})
     gc.disable()
     collect_now()
 

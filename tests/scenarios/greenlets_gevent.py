@@ -27,6 +27,13 @@ thread's current greenlet comes from a ``greenlet.settrace`` hook installed in t
 Cython object, made on first use of ``name``), else None; None for any other greenlet (the
 hub, main greenlets). ``function``: ``__qualname__`` of the callable a gevent ``Greenlet`` was
 made to run (its ``_run``, in its ``__dict__`` until it finishes), else None.
+
+``waits``: for every greenlet (by address), its wait as the program knows it, or None (the
+hub runs; ``finished``, ``unstarted`` do not wait): ``kind``, ``object`` (its id), ``type``,
+``owner`` (None) and ``frame``, the index in its frames of the frame making the wait (see
+``waiting_frame``). The main greenlet waits in ``serve_forever()`` on the server's stop event;
+the handlers of the half-sent requests (labelled ``handler of partial-N``, paired with their
+client by the connection's peer address) on their connection's socket.
 """
 
 import os
@@ -58,19 +65,58 @@ SEM = gevent.lock.Semaphore(0)
 ARRIVED = []  # names of the handler greenlets that reached `app`
 SENT = []  # clients that sent their request
 PARKED = []  # labels of the other greenlets that reached their wait
-# id(greenlet) -> (kind, id(object) or None, the object's type name or None): the wait each
-# greenlet that knows it makes (written by the greenlet itself, right before it waits).
+# id(greenlet) -> (kind, the object it waits on or None, the frame making the call, its line):
+# each greenlet of the scenario's own code records its wait itself, on the line of the wait
+# (park()); record_all adds the waits made in gevent's code (the main greenlet's, the
+# handlers' of the partial requests). Every other greenlet waits on nothing.
 WAITS = {}
 NAMED = {}  # label -> gevent Greenlet the scenario spawned
+CLIENT_SOCKETS = {}  # label of a client -> its socket
 MAIN_NATIVE_ID = threading.get_native_id()
+
+
+def park(kind, obj=None):
+    """Called on the line of the calling greenlet's wait, right before it."""
+    caller = sys._getframe(1)
+    WAITS[id(gevent.getcurrent())] = (kind, obj, caller, caller.f_lineno)
+
+
+def waiting_frame(chain, kind, obj, caller, line):
+    """Which of a suspended greenlet's frames (`chain`, innermost first) makes its wait:
+    gevent.sleep's own frame, run by the caller; the method of a cooperative socket that was
+    called (the outermost frame whose `self` is the socket); else (gevent's compiled waits,
+    Semaphore.acquire, Event.wait, which run no Python frame) the caller's, still on the line
+    it recorded. Returns its index."""
+    at = next((i for i, f in enumerate(chain) if f is caller), None)
+    if caller is not None and at is None:
+        _truth.fail("a waiting greenlet's frame is not among its frames")
+    if kind == "sleep":
+        at -= 1
+        if at < 0 or chain[at].f_code is not gevent.sleep.__code__:
+            _truth.fail("gevent.sleep's frame is not the sleeper's innermost")
+    elif kind == "socket":
+        mine = [i for i, f in enumerate(chain) if f.f_locals.get("self") is obj]
+        if not mine or (at is not None and mine[-1] >= at):
+            _truth.fail("no frame of %r's own methods waits" % obj)
+        at = mine[-1]
+    elif chain[at].f_lineno != line:
+        _truth.fail("%s waits on line %d, not %d" % (kind, chain[at].f_lineno, line))
+    return at
+
+
+def frame_chain(g):
+    chain, frame = [], raw._FRAME(g)
+    while frame is not None:
+        chain.append(frame)
+        frame = frame.f_back
+    return chain
 
 
 def app(environ, start_response):
     me = gevent.getcurrent()
     raw.LABELS[id(me)] = "handler " + environ["PATH_INFO"]
     ARRIVED.append(me.name)
-    WAITS[id(me)] = ("event", id(RELEASE), _truth.type_name(type(RELEASE)))
-    RELEASE.wait()  # app handlers park here
+    park("event", RELEASE); RELEASE.wait()  # noqa: E702  app handlers park here
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [b"released\n"]
 
@@ -80,23 +126,20 @@ def client(port, request):
     sock.connect(("127.0.0.1", port))
     sock.sendall(request)
     SENT.append(request)
-    WAITS[id(gevent.getcurrent())] = ("socket", id(sock), _truth.type_name(type(sock)))
-    return sock.recv(1)  # clients park here
+    CLIENT_SOCKETS[gevent.getcurrent().name] = sock
+    park("socket", sock); return sock.recv(1)  # noqa: E702  clients park here
 
 
 def sem_waiter(label):
-    WAITS[id(gevent.getcurrent())] = ("semaphore", id(SEM), _truth.type_name(type(SEM)))
-    PARKED.append(label); SEM.acquire()  # noqa: E702
+    PARKED.append(label); park("semaphore", SEM); SEM.acquire()  # noqa: E702
 
 
 def sleeper():
-    WAITS[id(gevent.getcurrent())] = ("sleep", None, None)
-    PARKED.append("sleeper"); gevent.sleep(1e6)  # noqa: E702
+    PARKED.append("sleeper"); park("sleep"); gevent.sleep(1e6)  # noqa: E702
 
 
 def waiter():
-    WAITS[id(gevent.getcurrent())] = ("event", id(NEVER), _truth.type_name(type(NEVER)))
-    PARKED.append("waiter"); NEVER.wait()  # noqa: E702
+    PARKED.append("waiter"); park("event", NEVER); NEVER.wait()  # noqa: E702
 
 
 def quick():
@@ -155,18 +198,53 @@ def wait_idle():
         previous = current
 
 
-def record_all():
-    # The handlers of the half-sent requests never reach `app`, which labels the others.
+def gevent_waits():
+    """The waits gevent's own code makes for the scenario: the main greenlet in
+    `serve_forever()`, on the server's stop event, from serve_forever's frame; each handler of
+    a partial request on its connection, the socket the server accepted and spawned it with
+    (gevent/baseserver.py: `spawn(_handle_and_close_when_done, handle, close, (socket,
+    address))`), whose peer is that client's socket. Labels those handlers `handler of
+    partial-N`."""
+    main = next(g for g in raw.all_greenlets() if raw.LABELS.get(id(g)) == "main of MainThread")
+    serve = frame_chain(main)[0]
+    if serve.f_code is not type(SERVER).serve_forever.__code__:
+        _truth.fail("the main greenlet is not in serve_forever")
+    WAITS[id(main)] = ("event", SERVER._stop_event, serve, serve.f_lineno)
+    clients = {sock.getsockname(): label for label, sock in CLIENT_SOCKETS.items()}
     for g in raw.all_greenlets():
         if isinstance(g, gevent.Greenlet) and id(g) not in raw.LABELS:
-            raw.LABELS[id(g)] = "handler of a partial request"
+            conn = g.args[2][0]
+            if not isinstance(conn, gevent.socket.socket):
+                _truth.fail("a handler greenlet not spawned with its connection: %r" % (g.args,))
+            label = clients.get(conn.getpeername())
+            if not (label or "").startswith("partial-"):
+                _truth.fail("a handler greenlet of no partial request: %r" % (g,))
+            raw.LABELS[id(g)] = "handler of " + label
+            WAITS[id(g)] = ("socket", conn, None, None)
+
+
+def wait_truth(g):
+    """{kind, object, type, owner, frame} of the wait greenlet `g` makes, None for none."""
+    if id(g) not in WAITS:
+        return None
+    kind, obj, caller, line = WAITS[id(g)]
+    return {"kind": kind, "object": None if obj is None else id(obj),
+            "type": None if obj is None else _truth.type_name(type(obj)), "owner": None,
+            "frame": waiting_frame(frame_chain(g), kind, obj, caller, line)}
+
+
+def record_all():
+    gevent_waits()
+    greenlets = raw.all_greenlets()
+    waits = {str(id(g)): wait_truth(g) for g in greenlets}
     truth = raw.record(sys._getframe(1), describe=describe, own_greenlet=False,
                        gevent_version=gevent.__version__, port=SERVER.server_port,
-                       hub=id(HUB), arrived=ARRIVED,
-                       waits={str(k): list(v) for k, v in WAITS.items()})
+                       hub=id(HUB), arrived=ARRIVED, waits=waits)
     raw_labels = {e["address"]: e["label"] for e in truth["greenlets"]}
     if raw_labels.get(id(HUB)) != "hub":
         _truth.fail("no hub among the greenlets")
+    if set(waits) != {str(a) for a in raw_labels}:
+        _truth.fail("the greenlets changed while recording their waits")
     return truth
 
 

@@ -22,7 +22,8 @@ Variant ``main`` (default): the main thread and the worker block in their main g
 Variant ``inside``: each blocks inside a greenlet of its own (``runner``, ``wrunner``), its
 main greenlet suspended under it.
 
-The truth adds ``greenlets`` (see ``greenlet_truth``), ``greenlet_version``, ``variant``.
+The truth adds ``greenlets`` (see ``greenlet_truth``), ``greenlet_version``, ``variant``, and
+``waits``: None for every greenlet (by address), as none waits on a gevent object.
 """
 
 import gc
@@ -265,6 +266,8 @@ def main_blocks():
 
 def _ready():
     truth = record(sys._getframe(1), variant=VARIANT)
+    # A raw greenlet parked by a switch waits on nothing (no gevent here).
+    truth["waits"] = {str(e["address"]): None for e in truth["greenlets"]}
     _truth.write_truth(truth)
 
 

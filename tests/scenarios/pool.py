@@ -6,6 +6,11 @@ each task records its own stack on its blocking line into ``TRUTH.task<I>.json``
 acquired before the fork, so it blocks the workers too). The parent waits until every task's
 file is there and its worker is blocked in ``futex``, then records its main thread (its pool
 threads move: they are not in the truth) with ``tasks``: [{"task", "pid", "truth"}].
+
+Every process also counts its own threads: ``native_ids``, the native ids of the threads
+``threading`` knows (the parent's main thread and the Pool's handler threads; a worker's one
+thread), checked against the kernel's list of its tasks (/proc/self/task) so that no thread
+goes uncounted.
 """
 
 import json
@@ -25,8 +30,18 @@ MAX_START_SECONDS = 20.0
 SYS_FUTEX = "202"  # x86-64: where HELD.acquire() blocks
 
 
+def own_threads():
+    """The native ids of this process's threads, as threading counts them; the kernel's list
+    must be the same."""
+    ids = sorted(t.native_id for t in threading.enumerate())
+    tasks = sorted(int(t) for t in os.listdir("/proc/self/task"))
+    if ids != tasks:
+        _truth.fail("threading knows threads %r, the kernel %r" % (ids, tasks))
+    return ids
+
+
 def record(task, caller):
-    truth = {"pid": os.getpid(), "task": task, "threads": [
+    truth = {"pid": os.getpid(), "task": task, "native_ids": own_threads(), "threads": [
         _truth._thread_entry(threading.current_thread(), _truth.frames_from(caller))]}
     path = sys.argv[1] + ".task%d.json" % task
     with open(path + ".tmp", "w", encoding="utf-8") as f:
@@ -78,7 +93,7 @@ def wait_for_pool(pool):
     pool.map_async(task_main, range(WORKERS), chunksize=1)
     tasks = wait_for_tasks()
     truth = {"scenario": "pool", "python": _truth.platform.python_version(), "pid": os.getpid(),
-             "tasks": tasks, "slow_task": SLOW_TASK}
+             "tasks": tasks, "slow_task": SLOW_TASK, "native_ids": own_threads()}
     truth["threads"] = [_truth._thread_entry(threading.current_thread(), _truth.frames_from(sys._getframe(0)))]; _truth.write_truth(truth); _truth.HELD.acquire()  # noqa: E501,E702
 
 

@@ -11,6 +11,10 @@ SIGNAL is a plain file: the launcher waits for the truth file, then until the ra
 ``ranks``: [{"rank", "pid", "straggler", "truth"}] holding every rank's truth, and signals the
 harness. Ranks are the launcher's children, in its process group: the harness kills them with
 it.
+
+Every process (launcher and ranks) stops in ``_truth.HELD.acquire()`` on the innermost frame of
+its truth (a Lock taken at import, by ``acquire()``: no thread's ``with`` block holds it), and
+records so in its truth as ``waits``: {"kind": "lock", "object": id(HELD), "frame": 0}.
 """
 
 import json
@@ -26,17 +30,19 @@ import _truth  # noqa: E402
 MAX_RANK_START_SECONDS = 20.0
 # x86-64's futex system call: where HELD.acquire() blocks.
 SYS_FUTEX = "202"
+# What every process of the job waits on, at its stop (frame: the index in its truth's frames).
+WAITS = {"kind": "lock", "object": id(_truth.HELD), "frame": 0}
 
 
 def load_batch(step):
-    _truth.ready(rank=RANK, step=step); _truth.HELD.acquire()  # noqa: E702
+    _truth.ready(rank=RANK, step=step, waits=WAITS); _truth.HELD.acquire()  # noqa: E702
 
 
 def allreduce(step):
     if RANK % 2 == 0:
-        _truth.ready(rank=RANK, step=step); _truth.HELD.acquire()  # noqa: E702
+        _truth.ready(rank=RANK, step=step, waits=WAITS); _truth.HELD.acquire()  # noqa: E702
     else:
-        _truth.ready(rank=RANK, step=step); _truth.HELD.acquire()  # noqa: E702
+        _truth.ready(rank=RANK, step=step, waits=WAITS); _truth.HELD.acquire()  # noqa: E702
 
 
 def train_step(step, straggler):
@@ -88,7 +94,7 @@ def start_ranks(n, straggler):
 
 def wait_for_ranks(n, straggler):
     ranks = start_ranks(n, straggler)
-    _truth.ready(ranks=ranks, straggler=straggler); _truth.HELD.acquire()  # noqa: E702
+    _truth.ready(ranks=ranks, straggler=straggler, waits=WAITS); _truth.HELD.acquire()  # noqa: E702
 
 
 if __name__ == "__main__":
