@@ -2,7 +2,9 @@
 //! (Cython) and leave no Python frame, so the program's innermost frame shows the call in
 //! progress on its value stack (`SEM.acquire()`: the method, then the Semaphore), except for
 //! the waits gevent writes in Python: `gevent.sleep` (gevent/hub.py) and the cooperative
-//! socket's methods (gevent/_socket3.py, gevent/_socketcommon.py), whose frames say it.
+//! socket's methods (gevent/_socket3.py, gevent/_socketcommon.py), whose frames say it. When
+//! gevent's own Python code is innermost, its call in progress is the wait (a server's
+//! `serve_forever` waiting on its stop event).
 
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
 use crate::report::Waiting;
@@ -64,6 +66,14 @@ pub fn gevent_wait(snap: &Snapshot, frames: &[FrameItem]) -> Option<Waiting> {
             continue;
         }
         if file.contains("/gevent/") {
+            // gevent's own Python code waits on its compiled waitables too (`serve_forever`
+            // in gevent/baseserver.py: `self._stop_event.wait()`; `Pool.spawn` on its
+            // semaphore): only the innermost frame can be inside that C call.
+            if i == 0 {
+                if let Some(w) = call_in_progress(snap, p, i) {
+                    return Some(w);
+                }
+            }
             continue;
         }
         if let Some((at, s)) = socket {
