@@ -177,8 +177,9 @@ def register(debugger, script):
     if not HAS_PROVIDER_API:
         return
     # Locals' reprs are char8_t arrays (a type C programs do not use): shown as their text.
-    debugger.HandleCommand("type summary add -w pyunwind -x '^char8_t ?\\[[0-9]+\\]$' -F %s" % lldb_name("repr_summary"))
-    debugger.HandleCommand("type synthetic add -w pyunwind -x '^char8_t ?\\[[0-9]+\\]$' -l %s" % lldb_name("NoChildren"))
+    char8_array = "'^char8_t ?\\[[0-9]+\\]$'"
+    debugger.HandleCommand("type summary add -w pyunwind -x %s -F %s" % (char8_array, lldb_name("repr_summary")))
+    debugger.HandleCommand("type synthetic add -w pyunwind -x %s -l %s" % (char8_array, lldb_name("NoChildren")))
     debugger.HandleCommand("type category enable pyunwind")
     debugger.HandleCommand("frame recognizer add -l %s -x -s python -n '%s' -f false"
                            % (lldb_name("PythonLocalsRecognizer"), STAND_IN_SYMBOL.pattern))

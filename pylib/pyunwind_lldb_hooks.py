@@ -18,11 +18,11 @@ TARGET_POLL_SECONDS = 0.05
 
 class ProviderStopHook:
     """Registers the frame provider on a target when it first stops (lldb 22+), and gives an
-    arm64 core what lldb lacks (prepare_target; every lldb). lldb copies the dummy
-    target's stop hooks to each target created later and runs them on the thread that attaches
-    or loads the core, before anyone can ask that target for frames. The new-target watcher
-    alone lost that race: lldb-dap answered `stackTrace` on a core before the watcher's thread
-    saw the target in about half of the runs."""
+    arm64 core what lldb lacks (prepare_target; every lldb). lldb copies the dummy target's
+    stop hooks to each target created later and runs them on the thread that attaches or loads
+    the core, before anyone can ask that target for frames. The new-target watcher alone lost
+    that race: lldb-dap answered `stackTrace` on a core before the watcher's thread saw the
+    target in about half of the runs."""
 
     def __init__(self, target, extra_args, internal_dict):
         pass

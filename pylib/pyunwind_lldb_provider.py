@@ -89,9 +89,10 @@ if HAS_PROVIDER_API:
     from lldb.plugins.scripted_process import ScriptedFrame
 
     class PythonFrame(ScriptedFrame):
-        """One Python frame in lldb's backtrace: its function, file and line. `tail`: no eval-loop frame lldb unwound runs it (lldb's unwind stopped
-        early); it was read from the thread state, and its name says so. `module`: the module of
-        the eval-loop frame that runs it and a symbol, given with a pc (see _frame_context)."""
+        """One Python frame in lldb's backtrace: its function, file and line. `tail`: no
+        eval-loop frame lldb unwound runs it (lldb's unwind stopped early); it was read from the
+        thread state, and its name says so. `module`: the module of the eval-loop frame that runs
+        it and a symbol, given with a pc (see _frame_context)."""
 
         def __init__(self, thread, index, frame, tail, context=None):
             # The base class asks lldb for the process, target and registers: SB calls that
