@@ -47,6 +47,17 @@ def load_core_module():
     )
 
 
+def core():
+    """The `_pyunwind` module, loaded on first use (load_core_module)."""
+    return load_core_module()
+
+
+def loaded_core():
+    """The `_pyunwind` module if it is loaded, else None: what `error_line` and `is_not_python`
+    are given where the module may have failed to load."""
+    return sys.modules.get("_pyunwind")
+
+
 class UsageError(Exception):
     pass
 
@@ -215,10 +226,15 @@ def own_unnumbered_natives(session, lwp=None, regs=None):
     return {k: own[k] for k in ("names", "pcs", "sps", "wait_addr")}
 
 
+def arch_of(arch_name):
+    """"aarch64" or "x86_64" for a debugger's architecture name (gdb: "i386:x86-64", "aarch64";
+    lldb: a triple, `aarch64--linux`, `arm64-…`)."""
+    return "aarch64" if "aarch64" in arch_name or "arm64" in arch_name else "x86_64"
+
+
 def unwind_registers(arch_name):
-    """UNWIND_REGISTERS of a debugger's architecture name (gdb: "i386:x86-64", "aarch64";
-    lldb: a triple)."""
-    return UNWIND_REGISTERS["aarch64" if "aarch64" in arch_name or "arm64" in arch_name else "x86_64"]
+    """UNWIND_REGISTERS of a debugger's architecture name (see arch_of)."""
+    return UNWIND_REGISTERS[arch_of(arch_name)]
 
 
 def fallback_line(e, core, debugger):
@@ -437,6 +453,25 @@ def trampoline_names(actions, frames, is_trampoline):
             names[n] = frames[run[-1]]
             run = None
     return names
+
+
+def trampoline_label(frame):
+    """How a perf trampoline frame is named after the Python frame it started (see
+    trampoline_names), or None when that frame is unreadable (the region's own name stays)."""
+    if frame.get("kind") != "python":
+        return None
+    return "[trampoline] %s (%s)" % (frame["function"], frame.get("file"))
+
+
+def levels_of_python_frames(levels):
+    """`python_levels` of Host.native_frames, from {Python frame index: the level it is shown at}:
+    one entry per index up to the last one shown, None for those not shown."""
+    return [levels.get(i) for i in range(max(levels, default=-1) + 1)]
+
+
+def local_reprs(session, index, lwp=None, tp=None):
+    """[(name, repr)] of the locals of Python frame `index`; raises where they cannot be read."""
+    return [(l["name"], l["repr"]) for l in json.loads(session.locals(index, lwp=lwp, tp=tp))]
 
 
 class StopState:

@@ -11,18 +11,13 @@ import pyunwind_frontend as fe
 import pyunwind_gdb_jit as jit
 import pyunwind_gdb_real as real
 
-_core = None
 _state = fe.StopState()
 _jit_stop = None  # the JIT map of this stop (pyunwind_gdb_jit), set by register()
 _real = None  # real frames' state (pyunwind_gdb_real), set by register()
 _real_unwinder = None
 
 
-def core():
-    global _core
-    if _core is None:
-        _core = fe.load_core_module()
-    return _core
+core = fe.core
 
 
 # --- parameters -------------------------------------------------------------------------------
@@ -337,7 +332,7 @@ class _GdbHost(fe.Host):
             except gdb.error:
                 return out
             out["levels"] = phys
-            out["python_levels"] = [python_levels.get(i) for i in range(max(python_levels, default=-1) + 1)]
+            out["python_levels"] = fe.levels_of_python_frames(python_levels)
         return out
 
     def unnumbered_native_frames(self, session):
@@ -505,7 +500,7 @@ def _call(fn, *args, **kwargs):
     except gdb.error as e:
         raise gdb.GdbError("pyunwind: %s" % e)
     except Exception as e:
-        raise gdb.GdbError(fe.error_line(e, _core, "gdb"))
+        raise gdb.GdbError(fe.error_line(e, fe.loaded_core(), "gdb"))
 
 
 # --- frame filter -----------------------------------------------------------------------------
@@ -538,12 +533,12 @@ def _frame_locals(index, dap):
     """Frame `index`'s locals as gdb's decorators give them (the Python frame decorators are
     built in Rust, `Session.decorators`, and call this), or None when they cannot be read."""
     try:
-        locals_ = json.loads(session().locals(index, lwp=_thread_key(), tp=_thread_pointer()))
+        locals_ = fe.local_reprs(session(), index, lwp=_thread_key(), tp=_thread_pointer())
     except Exception:
         return None
     if dap:
-        return [_Local(l["name"], _dap_repr(l["repr"])) for l in locals_]
-    return [_Local(l["name"], l["repr"]) for l in locals_]
+        return [_Local(name, _dap_repr(text)) for name, text in locals_]
+    return [_Local(name, text) for name, text in locals_]
 
 
 # Values handed to gdb's DAP server for Python locals, by id: its `variables` shows each
@@ -638,13 +633,13 @@ _fallbacks_shown = set()
 def report_fallback(e):
     """Say once per stop why gdb shows its native frames only: `pyunwind: <error>; showing
     native frames only`. Nothing for a target with no Python in it."""
-    if fe.is_not_python(e, _core):
+    if fe.is_not_python(e, fe.loaded_core()):
         return
     if isinstance(e, (gdb.GdbError, gdb.error)):
         # gdb's own failures (a register, memory) and our command errors are not bugs.
         text = str(e)
         e = fe.FrontendError(text if text.startswith("pyunwind: ") else "pyunwind: " + text)
-    line = fe.fallback_line(e, _core, "gdb")
+    line = fe.fallback_line(e, fe.loaded_core(), "gdb")
     if line in _fallbacks_shown:
         return
     _fallbacks_shown.add(line)

@@ -97,11 +97,6 @@ _REGISTERS = {"x86_64": ("rip", "rsp", "rbp", "rbx"), "aarch64": ("pc", "sp", "x
 _UNCHANGED = {"x86_64": (), "aarch64": ("pauth_dmask", "pauth_cmask")}
 
 
-def _arch_key(name):
-    """_REGISTERS' key for a gdb architecture name ("i386:x86-64", "aarch64")."""
-    return "aarch64" if "aarch64" in name else "x86_64"
-
-
 class JitUnwinder(Unwinder):
     """Unwinds frames whose PC is in JIT code (3.14: through the entry shim found on the stack;
     3.15: through the frame pointer JIT code keeps) or in a perf trampoline."""
@@ -123,7 +118,7 @@ class JitUnwinder(Unwinder):
                 return None
             # arm64 too (gdb-multiarch on an arm64 core): the registers by the frame's
             # architecture, not x86-64's names, which gdb refuses there ("Bad register").
-            arch = _arch_key(pending_frame.architecture().name())
+            arch = fe.arch_of(pending_frame.architecture().name())
             (pc_r, sp_r, bp_r, other), types = self._types.get(arch) or (_REGISTERS[arch], None)
             pc = int(pending_frame.read_register(pc_r))
             if st.region(pc) is None:
@@ -194,8 +189,9 @@ def name_frames(stop, decorators, actions=None, frames=None):
     if actions is not None and frames is not None:
         is_t = lambda n: kinds.get(n, "").startswith("[trampoline]")  # noqa: E731
         for n, f in fe.trampoline_names(actions, frames(), is_t).items():
-            if f.get("kind") == "python":
-                tramp[n] = "[trampoline] %s (%s)" % (f["function"], f.get("file"))
+            label = fe.trampoline_label(f)
+            if label is not None:
+                tramp[n] = label
     out = list(decorators)
     for n, name in kinds.items():
         out[n] = JitFrameDecorator(decorators[n], tramp.get(n, name))

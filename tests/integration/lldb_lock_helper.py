@@ -13,7 +13,7 @@ import threading
 
 import lldb
 
-import pyunwind_lldb as P
+import pyunwind_lldb_provider as P
 
 
 def rows(debugger, command, exe_ctx, result, internal_dict):

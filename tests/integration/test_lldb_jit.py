@@ -26,7 +26,7 @@ FRAME = re.compile(r"^\s*\*?\s*frame #(\d+): (?:(0x[0-9a-f]+) ?)?(.*?)( \[synthe
 # time until its pc is in JIT code of this stop's map, as jit_gdb_helper's
 # pyunwind-test-step-to-jit does in gdb.
 STEP_TO_JIT = r'''
-import lldb, pyunwind_lldb as P
+import lldb, pyunwind_lldb_host as P
 lldb.debugger.SetAsync(False)
 t = lldb.debugger.GetSelectedTarget(); p = t.GetProcess(); th = p.GetSelectedThread()
 rows = P.session(P.LldbHost(t, p, th)).jit_regions()

@@ -39,7 +39,7 @@ def test_no_provider_before_lldb_22():
     are about lldb 22+)."""
     cmd = [lldb_path(), "-b", "--no-lldbinit", "-o", "command script import %s" % SCRIPT,
            "-o", "script print('@@', hasattr(lldb.SBTarget, 'RegisterScriptedFrameProvider'), "
-                 "__import__('pyunwind_lldb')._has_provider_api)"]
+                 "__import__('pyunwind_lldb_host').HAS_PROVIDER_API)"]
     rc, out, err = harness.run(cmd, 60)
     want = "@@ True True" if lldb_major() >= 22 else "@@ False False"
     assert rc == 0 and want in out.splitlines(), out + err
@@ -86,7 +86,8 @@ def test_provider_registered_on_a_core_loaded_after_import(shapes):
     own stop hook, which still runs."""
     cmd = [lldb_path(), "-b", "--no-lldbinit", "-o", "command script import %s" % SCRIPT,
            # The watcher's next look is an hour away once its current sleep ends.
-           "-o", "script import time; pyunwind_lldb.TARGET_POLL_SECONDS = 3600; time.sleep(0.3)",
+           "-o", "script import time, pyunwind_lldb_hooks; pyunwind_lldb_hooks.TARGET_POLL_SECONDS = 3600; "
+                 "time.sleep(0.3)",
            "-o", "target stop-hook add -o 'script print(\"@@USER-HOOK\")'",
            "-o", "target create %s --core %s" % (INTERP.exe, shapes.make_core()),
            "-o", "bt", "-o", "script print('@@HOOKS')", "-o", "target stop-hook list"]

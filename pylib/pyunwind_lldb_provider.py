@@ -1,0 +1,598 @@
+"""lldb 22+: the scripted frame provider that puts Python frames, and names for JIT and
+perf-trampoline frames, into lldb's own `bt`; its registration on each target; and the frame
+recognizer that shows a Python frame's locals (lldb-dap's Locals, `frame variable`). Thin: the
+splice of Python frames into the native stack, the names and the unwinding through JIT code
+are in the Rust core.
+"""
+
+import json
+import os
+import re
+import threading
+import time
+
+import lldb
+
+import pyunwind_frontend as fe
+from pyunwind_lldb_host import (HAS_PROVIDER_API, LLDB_INVALID_ADDRESS, MAX_NATIVE_FRAMES, LldbHost,
+                                PcIndex, deferring, frame_registers, function_name, lldb_name,
+                                places_every_python_frame, plan_key, plan_levels, plan_registers,
+                                session, settings, state, thread_pointer, write_error_line)
+
+# How long a frame provider on lldb's event-handler thread waits for the target's API lock.
+API_LOCK_WAIT_SECONDS = 0.25
+# target -> id of our frame provider registered on it.
+_providers = {}
+# token -> the target a provider was registered on; the provider gets its token in `args`, so
+# that it can find its own target without an SB call that takes that target's API lock.
+_provider_targets = {}
+
+
+# --- registration -------------------------------------------------------------------------------
+
+
+def _provider_args(target):
+    """The `args` of a provider registered on `target`: a token naming it."""
+    token = len(_provider_targets) + 1
+    _provider_targets[token] = target
+    args = lldb.SBStructuredData()
+    args.SetFromJSON(json.dumps({"target": token}))
+    return args
+
+
+def _api_mutex(args):
+    """The API lock of the target whose provider got `args` (see _provider_args)."""
+    value = args.GetValueForKey("target") if args is not None and args.IsValid() else None
+    target = _provider_targets.get(value.GetIntegerValue()) if value and value.IsValid() else None
+    if target is None or not target.IsValid() or not hasattr(target, "GetAPIMutex"):
+        return None
+    return target.GetAPIMutex()
+
+
+def _try_lock(mutex):
+    """Take `mutex` if that happens within API_LOCK_WAIT_SECONDS: a command holding it briefly
+    lets go, one that waits for the caller's frames never does."""
+    deadline = time.monotonic() + API_LOCK_WAIT_SECONDS
+    while not mutex.try_lock():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def sync_provider(target):
+    """Register our frame provider on `target` or remove it, as the setting says. Returns an
+    error message or None."""
+    if not HAS_PROVIDER_API or target is None or not target.IsValid():
+        return None
+    key = target.GetDebugger().GetIndexOfTarget(target)
+    want = settings["frame-provider"] == "on"
+    have = _providers.get(key)
+    if want and have is None:
+        err = lldb.SBError()
+        pid = target.RegisterScriptedFrameProvider(lldb_name("PythonFrameProvider"), _provider_args(target), err)
+        if err.Fail() or not pid:
+            return "pyunwind: cannot register the frame provider: %s" % err.GetCString()
+        _providers[key] = pid
+    elif not want and have is not None:
+        err = target.RemoveScriptedFrameProvider(have)
+        del _providers[key]
+        if err.Fail():
+            return "pyunwind: cannot remove the frame provider: %s" % err.GetCString()
+    return None
+
+
+# --- lldb 22+: Python frames in `bt` ------------------------------------------------------------
+
+if HAS_PROVIDER_API:
+    from lldb.plugins.scripted_frame_provider import ScriptedFrameProvider
+    from lldb.plugins.scripted_process import ScriptedFrame
+
+    class PythonFrame(ScriptedFrame):
+        """One Python frame in lldb's backtrace: its function, file and line. `tail`: no
+        eval-loop frame lldb unwound runs it (lldb's unwind stopped early); it was read from the
+        thread state, and its name says so. `module`: the module of the eval-loop frame that runs
+        it and a symbol, given with a pc (see _frame_context)."""
+
+        def __init__(self, thread, index, frame, tail, context=None):
+            # The base class asks lldb for the process, target and registers: SB calls that
+            # take the target's API lock, which this must not do off the main thread (see
+            # PythonFrameProvider.get_frame_at_index). A Python frame has no registers.
+            self.thread = thread
+            self.index = index
+            # A pc only with a module to keep the line entry (see _frame_context).
+            self.address = frame.get("address") if context is not None else None
+            if frame["kind"] == "python":
+                self.name = frame["function"]
+            else:
+                self.name = "<unreadable Python frame: %s>" % frame.get("reason")
+            if tail:
+                self.name += " [from thread state]"
+            self.sym_ctx = lldb.SBSymbolContext()
+            if self.address and context is not None:
+                self.sym_ctx.SetModule(context[0])
+                self.sym_ctx.SetSymbol(context[1])
+            if frame.get("file") and frame.get("line"):
+                entry = lldb.SBLineEntry()
+                entry.SetFileSpec(lldb.SBFileSpec(frame["file"], False))
+                entry.SetLine(frame["line"])
+                self.sym_ctx.SetLineEntry(entry)
+
+        def get_id(self):
+            return self.index
+
+        def get_pc(self):
+            # No code address (lldb's bt then shows the file and line), unless the SB API's
+            # frames need one to be told apart (see _frame_addresses).
+            return self.address or LLDB_INVALID_ADDRESS
+
+        def get_function_name(self):
+            return self.name
+
+        def is_artificial(self):
+            return False
+
+        def get_symbol_context(self):
+            return self.sym_ctx
+
+        def get_register_info(self):
+            return None
+
+        def get_register_context(self):
+            return None
+
+    class NativeFrame(ScriptedFrame):
+        """A native frame lldb cannot name: JIT code or a perf trampoline, shown at its pc
+        with the name the core gives it (`[jit] qualname (file:line)`, `[jit] side exit`,
+        `[trampoline] qualname (file)`)."""
+
+        def __init__(self, thread, index, row):
+            # No base class __init__: see PythonFrame.
+            self.thread = thread
+            self.index = index
+            self.pc = row.pc
+            self.row = row
+            # lldb's bt names a frame after the symbol it finds at its pc, if any, whatever the
+            # frame's own name: on 3.15 every executor is `py::jit:executor` of the ELF object
+            # CPython registers through the GDB JIT interface. There the frame gets no pc,
+            # unless the SB API's frames need one (see _frame_addresses; lldb-dap shows
+            # the frame's own name).
+            if row.symbolicated and not _frame_addresses():
+                self.pc = LLDB_INVALID_ADDRESS
+
+        def get_id(self):
+            return self.index
+
+        def get_pc(self):
+            return self.pc
+
+        def get_function_name(self):
+            return self.row.function_name()
+
+        def is_artificial(self):
+            return False
+
+        def get_symbol_context(self):
+            return lldb.SBSymbolContext()
+
+        def get_register_info(self):
+            return None
+
+        def get_register_context(self):
+            return None
+
+    class PythonFrameProvider(ScriptedFrameProvider):
+        """Each eval-loop frame becomes the Python frames it runs, CPython's call plumbing
+        between them is hidden (`pyunwind set hide-internal off` keeps it), JIT and trampoline
+        frames are named after their Python code, and where lldb's unwind stops early or goes
+        wrong past JIT code the core's own unwind goes on (see _natives); Python frames that no
+        unwound eval-loop frame runs follow the native frames. A thread without Python leaves
+        lldb's own frames as they are; so does a failure, which one line says (_say_fallback)."""
+
+        @staticmethod
+        def get_description():
+            return "pyunwind: Python frames in place of CPython's eval-loop frames"
+
+        def __init__(self, input_frames, args):
+            # Not the base class's __init__: it asks lldb for the thread's process and target,
+            # SB calls that take the target's API lock (see _read_input).
+            self.input_frames = input_frames
+            self.args = args
+            self.rows = None
+            # Leading rows already handed out as lldb's own frames (see get_frame_at_index).
+            self.committed = 0
+            self.size = input_frames.GetSize()
+            self.names, self.sps, self.pcs, self.tp, self.modules = [], None, None, None, []
+            # Registers of lldb's innermost frame, where the core's own unwind starts.
+            self.regs = {}
+            self.anonymous0 = False
+            # Frame 0 handed out before the plan when it may be JIT code (see
+            # get_frame_at_index): the plan names it.
+            self.frame0 = None
+            self._read_input()
+
+        def _read_input(self):
+            """Native frame names and the thread pointer, read here and only here: lldb 22.1
+            aborts ("Resource deadlock avoided") when get_frame_at_index touches an input
+            SBFrame, or even dumps the SBFrameList, since lldb then holds the thread's
+            frame-list lock.
+
+            On lldb's event-handler thread (printing a stop) a command on the main thread may
+            hold the target's API lock, which every SBFrame method takes, while it waits for
+            this thread's frames: a deadlock. There the lock is only tried; when it is taken
+            the frames are not read, and the plan puts every Python frame after lldb's frames."""
+            mutex = None
+            if threading.current_thread() is not threading.main_thread():
+                mutex = _api_mutex(self.args)
+                if mutex is None or not _try_lock(mutex):
+                    return
+            try:
+                frames = [self.input_frames.GetFrameAtIndex(i) for i in range(min(self.size, MAX_NATIVE_FRAMES))]
+                self.names = [function_name(f) for f in frames]
+                self.modules = [f.GetModule() for f in frames]
+                self.sps = [f.GetSP() for f in frames]
+                # The core hides the interpreter's plumbing by where it is.
+                self.pcs = [f.GetPC() for f in frames]
+                self.tp = thread_pointer(self.input_frames)
+                if frames:
+                    self.regs = frame_registers(frames[0])
+                    process = self.input_frames.GetThread().GetProcess()
+                    self.anonymous0 = _in_anonymous_code(process, self.pcs[0])
+            except Exception:
+                pass
+            finally:
+                if mutex is not None:
+                    mutex.unlock()
+
+        def _plan(self):
+            passthrough = list(range(self.size))
+            s = lwp = tp = None
+            try:
+                self.thread = self.input_frames.GetThread()
+                self.process = self.thread.GetProcess()
+                self.target = self.process.GetTarget()
+                host = LldbHost(self.target, self.process, self.thread, frames=self.input_frames)
+                s = session(host, with_ids=False)
+                lwp = self.thread.GetThreadID()
+                tp = self.tp or state.thread_pointers.get(lwp)
+                frames = fe.thread_frames(s, lwp, tp)
+                natives = self._natives(s, lwp, tp, len(frames))
+                names = [n.get("name") for n in natives]
+                sps = [n["sp"] for n in natives] if self.sps is not None else None
+                actions = json.loads(s.splice(names, lwp=lwp, tp=tp, sps=sps, pcs=[n["pc"] for n in natives],
+                                              hide_internal=settings["hide-internal"] == "on"))
+                regions = [s.jit_lookup(n["pc"]) for n in natives]
+            except Exception as e:
+                # lldb's frames as they are; said once, unless there is no Python to show.
+                error = _fallback_error(e, s, lwp, tp)
+                if error is not None:
+                    _say_fallback(error, self.process)
+                return passthrough
+            head = list(range(self.committed))
+            early, rest, tail = [], [], []
+            # This stop's Python frames of the thread replace the last stop's.
+            readers = _frame_locals[lwp] = {}
+            # A trampoline is named after the function it started, as in gdb.
+            is_trampoline = lambda n: regions[n] is not None and regions[n][2] == "trampoline"  # noqa: E731
+            started = fe.trampoline_names(actions, frames, is_trampoline)
+            for row in fe.spliced_rows(actions, len(frames)):
+                if row[0] == "native":
+                    if row[1] >= self.committed:
+                        rest.append(self._native_row(natives[row[1]], regions[row[1]], started.get(row[1])))
+                    continue
+                module = natives[row[1]].get("module") if row[0] == "python" else None
+                item = (frames[row[-1]], row[0] == "tail", _frame_context(module, row[-1]))
+                address = frames[row[-1]].get("address")
+                if address and item[2] is not None:
+                    readers[address] = _local_reprs(s, row[-1], lwp, tp)
+                # Python frames of an eval-loop frame already shown as itself go right after it.
+                if row[0] == "tail":
+                    tail.append(item)
+                else:
+                    (early if row[1] < self.committed else rest).append(item)
+            # Native frames past the names read (a stack deeper than MAX_NATIVE_FRAMES, or none
+            # read: the fallback) stay, and Python frames no eval-loop frame runs follow them.
+            if all("input" in n for n in natives):
+                rest += range(max(len(natives), self.committed), self.size)
+            if self.frame0 is not None and natives and regions[0] is not None:
+                self.frame0.name = self._native_row(natives[0], regions[0], started.get(0)).name
+            rows = head + early + rest + tail
+            key = plan_key(self.process, lwp)
+            for old in [k for k in plan_levels if k[:2] != key[:2]]:
+                del plan_levels[old]
+                plan_registers.pop(old, None)
+            index = {id(f): i for i, f in enumerate(frames)}
+            plan_levels[key] = {index[id(row[0])]: level for level, row in enumerate(rows)
+                                   if isinstance(row, tuple)}
+            plan_registers[key] = self.regs
+            return rows
+
+        def _natives(self, s, lwp, tp, python_count):
+            """The thread's native frames, innermost first, each a dict of `pc`, `sp`, `name`,
+            `module` and, for lldb's own frames, `input` (its index). lldb's own as far as they
+            go; the core's own unwind (which knows JIT code and perf trampolines) after a JIT
+            or trampoline frame where lldb's next frame is not the core's, and after lldb's last
+            frame when lldb stopped before placing every Python frame (lldb 22 cannot unwind
+            3.14's JIT code: its frame pointer and CFA are the JIT's own)."""
+            mine = [{"input": i, "pc": pc, "sp": self.sps[i] if self.sps is not None else None,
+                     "name": self.names[i], "module": self.modules[i] if i < len(self.modules) else None}
+                    for i, pc in enumerate(self.pcs or [])]
+            if not mine or not self.regs:
+                return mine
+            in_code = [s.jit_lookup(n["pc"]) is not None for n in mine]
+            if not any(in_code) and places_every_python_frame(s, lwp, tp, python_count, self.names,
+                                                              self.sps, self.pcs):
+                return mine
+            own = json.loads(s.own_natives(self.regs))
+            index = PcIndex(own["pcs"])
+            j, switch = 0, None
+            for i, n in enumerate(mine):
+                found = index.next_at(n["pc"], j)
+                if found is None:
+                    if in_code[i]:
+                        break  # the core does not see this JIT frame: lldb's frames as they are
+                    continue
+                j = found + 1
+                last = i + 1 == len(mine)
+                lldb_goes_on = not last and mine[i + 1]["pc"] == own["pcs"][min(j, len(own["pcs"]) - 1)]
+                if (in_code[i] or last) and j < len(own["pcs"]) and not lldb_goes_on:
+                    switch = (i + 1, j)
+                    break
+            if switch is None or switch[0] < self.committed:
+                return mine
+            i, j = switch
+            return mine[:i] + [{"pc": own["pcs"][k], "sp": own["sps"][k] if own["sps"] else None,
+                                "name": own["names"][k], "module": self._module_at(own["pcs"][k])}
+                               for k in range(j, len(own["pcs"]))]
+
+        def _module_at(self, pc):
+            module = self.target.ResolveLoadAddress(pc).GetModule()
+            return module if module.IsValid() else None
+
+        def _native_row(self, native, region, started):
+            """How native frame `native` is shown: lldb's own (its input index), a JIT or
+            trampoline frame named after its Python code, or a frame at the pc the core's own
+            unwind found (a dict, which lldb symbolicates)."""
+            if region is not None:
+                name = region[3]
+                if region[2] == "trampoline" and started is not None:
+                    name = fe.trampoline_label(started) or name
+                symbol = self.target.ResolveLoadAddress(native["pc"]).GetSymbol()
+                return NamedNativeFrame(native["pc"], name, symbol.IsValid())
+            if "input" in native:
+                return native["input"]
+            return {"pc": native["pc"]}
+
+        def get_frame_at_index(self, index):
+            if self.rows is None:
+                if deferring() or threading.current_thread() is not threading.main_thread():
+                    # lldb's event-handler thread, printing a stop: any SB call that takes the
+                    # target's API lock (the stop id, memory) would deadlock against a command
+                    # on the main thread that holds that lock and waits for this thread's
+                    # frames. Or a py-* command reading registers, which the plan wants to
+                    # know first. Hand out lldb's own frame; the plan is made around it later.
+                    if index >= self.size:
+                        return None
+                    self.committed = max(self.committed, index + 1)
+                    if index == 0 and self.anonymous0 and self.pcs:
+                        # lldb prints a stop with frame 0 and keeps it: a frame whose name
+                        # the plan gives later, if it is JIT code.
+                        self.frame0 = NamedNativeFrame(self.pcs[0], None, self.modules[0].IsValid(), self)
+                        return NativeFrame(None, 0, self.frame0)
+                    return index
+                self.rows = self._plan()
+            if index >= len(self.rows):
+                return None
+            row = self.rows[index]
+            if isinstance(row, int):
+                return row
+            if isinstance(row, dict):
+                return dict(row, idx=index)
+            if isinstance(row, NamedNativeFrame):
+                return NativeFrame(self.thread, index, row)
+            return PythonFrame(self.thread, index, *row)
+
+
+def _fallback_error(e, s, lwp, tp):
+    """What the provider's failure `e` is to say, or None when it only means that there is no
+    Python to show: the target runs no Python, or this thread has no Python thread state (a
+    thread the program made in C). A thread list that cannot be read is said as such (rather
+    than "no Python thread state")."""
+    if fe.is_not_python(e, fe.loaded_core()):
+        return None
+    if s is None:
+        return e
+    try:
+        python = s.python_thread(lwp=lwp, tp=tp)
+    except Exception as cause:
+        return cause
+    return e if python else None
+
+
+# (process, stop id, line) of each fallback line printed: each once per stop, however many
+# threads or frame lists met it.
+_fallbacks_said = set()
+
+
+def _say_fallback(e, process):
+    """fe.fallback_line on the debugger's error stream (lldb-dap shows it in its console), once
+    per stop."""
+    line = fe.fallback_line(e, fe.loaded_core(), "lldb")
+    key = (process.GetUniqueID(), process.GetStopID(), line)
+    if key in _fallbacks_said:
+        return
+    for old in [k for k in _fallbacks_said if k[:2] != key[:2]]:
+        _fallbacks_said.discard(old)
+    _fallbacks_said.add(key)
+    write_error_line(process.GetTarget().GetDebugger(), line)
+
+
+class NamedNativeFrame:
+    """A planned NativeFrame: its pc, its name, and whether lldb has a symbol at the pc. A
+    frame handed out before the plan (`provider`) gets its name when lldb first shows it on
+    the main thread; until then (and if it is no JIT code) lldb names it as its own."""
+
+    __slots__ = ("pc", "name", "symbolicated", "provider")
+
+    def __init__(self, pc, name, symbolicated, provider=None):
+        self.pc = pc
+        self.name = name
+        self.symbolicated = symbolicated
+        self.provider = provider
+
+    def function_name(self):
+        p = self.provider
+        if (self.name is None and p is not None and p.rows is None and not deferring()
+                and threading.current_thread() is threading.main_thread()):
+            p.rows = p._plan()
+        return self.name
+
+
+def _in_anonymous_code(process, pc):
+    """Whether `pc` is in executable memory that maps no file: where JIT code and perf
+    trampolines live (3.15's registered executor objects are lldb modules, but their code is
+    still the executor's anonymous mapping). Not a pc of 0 or in an unmapped page (a crash),
+    nor in the vdso."""
+    region = lldb.SBMemoryRegionInfo()
+    if process.GetMemoryRegionInfo(pc, region).Fail():
+        return False
+    name = region.GetName() or ""
+    # 3.15 names its JIT mappings under -X dev (`[anon:cpython:jit]`, PR_SET_VMA_ANON_NAME).
+    if not (region.IsMapped() and region.IsExecutable() and (not name or name.startswith("[anon:"))):
+        return False
+    # A core without NT_FILE (qemu-user's) names no mapping: code of a file lldb loaded is not
+    # anonymous (3.15's executors are modules of no file).
+    module = process.GetTarget().ResolveLoadAddress(pc).GetModule()
+    return not (module.IsValid() and os.path.isfile(module.GetFileSpec().fullpath or ""))
+
+
+# --- Python locals: a frame recognizer ----------------------------------------------------------
+
+# LWP -> {interpreter frame address: its locals' reader}, for the thread's Python frames of the
+# last plan that have an address (see _frame_addresses): PythonLocalsRecognizer finds a frame's
+# locals by them.
+_frame_locals = {}
+
+
+class PythonLocalsRecognizer:
+    """A Python frame's locals as its "recognized arguments", each a char array holding the
+    local's repr (the target has no type for a Python object). lldb 22 shows no variable a
+    scripted frame makes without a debug-info Variable behind it; recognized arguments it does
+    show (`frame variable`, SBFrame.GetVariables, lldb-dap's Locals) when the target setting
+    display-recognized-arguments is on. Frames without locals here are left alone."""
+
+    def should_hide(self, frame):
+        return False
+
+    def get_recognized_arguments(self, frame):
+        read = _frame_locals.get(frame.GetThread().GetThreadID(), {}).get(frame.GetPC())
+        if read is None:
+            return []
+        target = frame.GetThread().GetProcess().GetTarget()
+        char = target.GetBasicType(lldb.eBasicTypeChar8)
+        values = []
+        for name, text in read():
+            raw = text.encode() + b"\0"
+            data, err = lldb.SBData(), lldb.SBError()
+            data.SetData(err, raw, target.GetByteOrder(), target.GetAddressByteSize())
+            value = target.CreateValueFromData(name, data, char.GetArrayType(len(raw)))
+            if value.IsValid():
+                values.append(value)
+        return values
+
+
+def repr_summary(valobj, internal_dict):
+    """A Python local's repr as lldb shows it (see PythonLocalsRecognizer)."""
+    data = valobj.GetNonSyntheticValue().GetData()
+    err = lldb.SBError()
+    raw = data.ReadRawData(err, 0, data.GetByteSize()) if data.GetByteSize() else b""
+    return (raw or b"").split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+class NoChildren:
+    """A Python local's repr has no parts to expand."""
+
+    def __init__(self, valobj, internal_dict):
+        pass
+
+    def num_children(self):
+        return 0
+
+    def get_child_index(self, name):
+        return -1
+
+    def get_child_at_index(self, index):
+        return None
+
+    def has_children(self):
+        return False
+
+    def update(self):
+        return True
+
+
+def _local_reprs(session, index, lwp, tp):
+    """[(name, repr)] of Python frame `index`, read when lldb first asks for them."""
+
+    def read():
+        try:
+            return fe.local_reprs(session, index, lwp=lwp, tp=tp)
+        except Exception:
+            return []
+
+    return read
+
+
+def _frame_context(module, index):
+    """(module, symbol) for the symbol context of Python frame `index`, which gets a pc (see
+    _frame_addresses), or None. With a pc and no module, lldb would look the pc up in every
+    module, find nothing and drop the frame's line entry; with a module it keeps what it cannot
+    replace. A frame recognizer (PythonLocalsRecognizer) sees only frames with a symbol. And lldb
+    22 tells apart two frames that have symbols and the same CFA by their symbols alone, not
+    their pcs, so each Python frame of the thread gets a different one: any symbol of the
+    module, a stand-in the frame's display name hides (lldb-dap shows that name)."""
+    if not _frame_addresses() or module is None or not module.IsValid():
+        return None
+    key = module.GetFileSpec().fullpath
+    if key not in _named_symbols:
+        # CPython's own code symbols: the recognizer's pattern matches them and leaves the
+        # frames of lldb's own recognizers (libc's raise, abort) to them.
+        _named_symbols[key] = [i for i in range(min(module.GetNumSymbols(), MAX_STAND_IN_SYMBOLS))
+                               if module.GetSymbolAtIndex(i).GetType() == lldb.eSymbolTypeCode
+                               and STAND_IN_SYMBOL.match(module.GetSymbolAtIndex(i).GetName() or "")]
+    named = _named_symbols[key]
+    if not named:
+        return None
+    return module, module.GetSymbolAtIndex(named[index % len(named)])
+
+
+STAND_IN_SYMBOL = re.compile(r"^_?Py")
+# Module path -> indices of its stand-in symbols (see _frame_context).
+_named_symbols = {}
+# Python frames of one thread past this many share stand-in symbols (and to SBFrame, frames).
+MAX_STAND_IN_SYMBOLS = 100000
+
+
+def _frame_addresses():
+    """Whether Python frames get a pc: the interpreter frame's address, shown as the frame's
+    address. lldb names a frame by (pc, CFA), and lldb 22 gives a scripted frame fetched on its
+    own CFA 0 (llvm #191903 fixes that): without a pc, every Python frame an SBFrame refers to
+    would be the first one, and lldb-dap, which fetches frames one by one, showed the innermost
+    Python frame's name, line and locals for all of them. lldb's own `bt` fetches them
+    together and looks better without an address, so `auto` gives one everywhere but there."""
+    mode = settings["frame-addresses"]
+    if mode == "auto":
+        return not _IN_LLDB_COMMAND
+    return mode == "on"
+
+
+def _in_lldb_command():
+    try:
+        exe = os.path.basename(os.readlink("/proc/self/exe"))
+    except OSError:
+        return False
+    return exe == "lldb" or (exe.startswith("lldb-") and exe[5:].replace(".", "").isdigit())
+
+
+_IN_LLDB_COMMAND = _in_lldb_command()
+

@@ -1,0 +1,1 @@
+../../pylib/pyunwind_lldb_provider.py
