@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 # The checks that test files share from these modules report their asserts as a test's do.
-pytest.register_assert_rewrite("cpython_gdb_suite")
+pytest.register_assert_rewrite("cpython_gdb_suite", "packaging_venvs")
 
 import harness  # noqa: E402
 
