@@ -68,12 +68,16 @@ unit: pythons
 # gdb, gcore or the scenario, one core each). --dist loadfile keeps each file on one worker: its
 # module fixtures (costly cores, the pip venvs at a fixed path) are made once. (--dist loadgroup
 # does not group under pytest 9: xdist 3.8 renames `item._nodeid`, which pytest 9 no longer reads.)
+# A file that takes minutes is split so that its parts spread (test_cpython_gdb_suite_3*.py,
+# test_packaging*.py). --durations prints the slowest tests (a module fixture's time counts in its
+# first test's setup), so the log shows where the time goes.
 PYTEST_WORKERS ?= 2
-PYTEST := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile
+PYTEST_DURATIONS ?= 25
+PYTEST := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --durations=$(PYTEST_DURATIONS)
 # test_lldb.py holds most lldb tests: those files spread test by test. test_lldb_sources (the pip
 # venvs at a fixed path), test_lldb_arm64 (qemu cores made once per module), test_lldb_arm64_live
 # (lldb on qemu's gdb stub) and test_lldb_dap (one scenario and core per interpreter) run by file.
-PYTEST_LOAD := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist load
+PYTEST_LOAD := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist load --durations=$(PYTEST_DURATIONS)
 integration: build pythons arm64 cross wheel
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  "$$py" $(PYTEST) tests/integration --ignore-glob='*/test_lldb*.py'

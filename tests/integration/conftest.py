@@ -16,6 +16,8 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+# The checks that test files share from these modules report their asserts as a test's do.
+pytest.register_assert_rewrite("cpython_gdb_suite", "packaging_venvs")
 
 import harness  # noqa: E402
 
@@ -74,3 +76,27 @@ def scenario():
     yield start
     for s in started:
         s.close()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The time of each test file (setup, call and teardown of its tests; module fixtures count
+    in the setup of their first test) and of each xdist worker: with --dist loadfile a file
+    runs on one worker, so the slowest files are the tail of the run, the ones to split."""
+    files, workers = {}, {}
+    for reports in terminalreporter.stats.values():
+        for rep in reports:
+            if not isinstance(getattr(rep, "duration", None), float) or not hasattr(rep, "when"):
+                continue
+            path = rep.nodeid.split("::")[0]
+            node = getattr(rep, "node", None)
+            worker = node.gateway.id if node is not None else "-"
+            seconds, names = files.get(path, (0.0, set()))
+            files[path] = (seconds + rep.duration, names | {worker})
+            workers[worker] = workers.get(worker, 0.0) + rep.duration
+    if not files:
+        return
+    terminalreporter.write_sep("=", "slowest test files")
+    for path, (seconds, names) in sorted(files.items(), key=lambda f: -f[1][0])[:15]:
+        terminalreporter.write_line("%8.1fs  %-5s %s" % (seconds, ",".join(sorted(names)), path))
+    terminalreporter.write_line("workers: " + ", ".join(
+        "%s %.1fs" % (w, s) for w, s in sorted(workers.items())))

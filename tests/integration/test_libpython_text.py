@@ -10,7 +10,7 @@ import pytest
 import harness
 from test_stacks import INTERPS, expected, run_gdb, traceback_frames
 
-# The builds with symbols run CPython's own test_gdb (test_cpython_gdb_suite.py); these have
+# The builds with symbols run CPython's own test_gdb (cpython_gdb_suite.py); these have
 # none (or no single GIL): the text must come from memory and native PCs alone.
 MEMORY_ONLY = ("debian-3.11", "pyenv-3.10-stripped", "pyenv-3.12-stripped", "debian-3.14",
                "debian-3.15", "ft-3.13t")

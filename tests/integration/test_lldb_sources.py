@@ -10,7 +10,7 @@ import pytest
 
 import harness
 from test_core_sources import chroot_tree, chrooted, sysroot_of  # noqa: F401
-from test_packaging import VENVS, pyunwind, script, shapes, venvs  # noqa: F401
+from packaging_venvs import VENVS, pyunwind, script, shapes, venvs  # noqa: F401
 from test_stacks import check_report, json_from
 
 

@@ -1,97 +1,25 @@
-"""The pip package: `pip install <checkout>` (maturin, in a fresh venv on pyenv's 3.12) and the
-wheel of `make wheel` (in a fresh venv on Debian's python3.11) give the `pyunwind` command
-(the same CLI as the binary, with complete help), `pyunwind gdb-script` / `lldb-script`
-(scripts that load the installed module into the debugger's own Python, 3.11 here, whatever the
-venv's), and `install-gdb` / `uninstall-gdb` (idempotent, reversible). The lldb side is in
-test_lldb_sources.py (run by `make integration-lldb` with each lldb)."""
+"""The pip package: the wheel of `make wheel` (in a fresh venv on Debian's python3.11) gives the
+`pyunwind` command (the same CLI as the binary, with complete help), `pyunwind gdb-script` /
+`lldb-script` (scripts that load the installed module into the debugger's own Python, 3.11
+here, whatever the venv's), and `install-gdb` / `uninstall-gdb` (idempotent, reversible).
+`pip install <checkout>` gets the same checks in test_packaging_checkout.py; the venvs and the
+checks are in packaging_venvs.py. The lldb side is in test_lldb_sources.py (run by
+`make integration-lldb` with each lldb)."""
 
-import glob
-import json
-import os
-import pathlib
 import re
-import shutil
 
 import pytest
 
 import harness
+import packaging_venvs as pv
+from packaging_venvs import shapes, venvs  # noqa: F401
 
-from test_stacks import check_report, json_from
-
-PIP_TIMEOUT = 1200
-GDB_TIMEOUT = 120
-VENVS = ["pip-checkout-pyenv-3.12", "wheel-debian-3.11"]
 SUBCOMMANDS = ["pid", "core", "gdb-script", "lldb-script", "install-gdb", "install-lldb",
                "uninstall-gdb", "uninstall-lldb", "merge"]
 
 
-def wheel_path():
-    """The x86-64 wheel `make wheel` built (a prerequisite of `make integration`; the aarch64
-    one beside it is test_arm64_cross's)."""
-    found = sorted(glob.glob(str(harness.repo_root() / "target" / "wheels" / "pyunwind-*_x86_64.whl")),
-                   key=os.path.getmtime)
-    if not found:
-        raise harness.HarnessError("no x86-64 wheel in target/wheels: run `make wheel`")
-    return pathlib.Path(found[-1])
-
-
-def _pip(venv, *args, env=None):
-    rc, out, err = harness.run([venv / "bin" / "python", "-m", "pip", "install",
-                                "--disable-pip-version-check", "-q", *map(str, args)],
-                               PIP_TIMEOUT, env=env)
-    assert rc == 0, "pip install %s failed:\n%s\n%s" % (" ".join(map(str, args)), out, err)
-
-
-def _fresh_venv(base_python, where):
-    # --clear: a fresh venv each run, at a fixed path (see `venvs`).
-    rc, out, err = harness.run([base_python, "-m", "venv", "--clear", where], 120)
-    assert rc == 0, err
-    return where
-
-
-@pytest.fixture(scope="module")
-def venvs():
-    """name -> a fresh venv with pyunwind installed. `pip install <checkout>` builds with
-    maturin (from PyPI, through pip's cache) into target/pip; pyo3 rebuilds when the building
-    interpreter's path changes, so the venv's path is fixed and the build is not isolated (pip's
-    isolated build environments have random paths): after the first run the build is a no-op."""
-    root = harness.cache_dir() / "pip-test"
-    root.mkdir(exist_ok=True)
-    pyenv312 = harness.pick(["pyenv-3.12"])[0].exe
-    a = _fresh_venv(pyenv312, root / "pyenv-3.12")
-    _pip(a, "maturin>=1.5,<2")
-    env = harness.child_env({"CARGO_TARGET_DIR": str(harness.repo_root() / "target" / "pip")})
-    env["PATH"] = "%s:%s" % (a / "bin", env.get("PATH", ""))  # the build hook runs `maturin`
-    _pip(a, "--no-build-isolation", harness.repo_root(), env=env)
-    b = _fresh_venv(harness.DEBIAN_PYTHON311, root / "debian-3.11")
-    _pip(b, wheel_path())
-    return {"pip-checkout-pyenv-3.12": a, "wheel-debian-3.11": b}
-
-
-@pytest.fixture(scope="module")
-def shapes():
-    """The `shapes` scenario on pyenv 3.12, running for the module, and its core."""
-    interp = harness.pick(["pyenv-3.12"])[0]
-    with harness.Scenario(interp, "shapes") as sc:
-        sc.make_core()
-        yield sc
-
-
-def pyunwind(venv, *args, env=None):
-    return harness.run([venv / "bin" / "pyunwind", *map(str, args)], 120, env=env)
-
-
-def script(venv, which):
-    rc, out, err = pyunwind(venv, which)
-    assert rc == 0, err
-    path = pathlib.Path(out.strip())
-    site = glob.glob(str(venv / "lib" / "python3.*" / "site-packages" / "pyunwind"))
-    assert path.is_file() and str(path.parent) == site[0], (path, site)
-    return path
-
-
 def test_wheel_is_abi3_manylinux():
-    name = wheel_path().name
+    name = pv.wheel_path().name
     assert re.match(r"pyunwind-[0-9.]+-cp38-abi3-manylinux_2_\d+_x86_64\.whl$", name), name
 
 
@@ -111,69 +39,16 @@ def test_cli_help_is_complete():
                 assert m.group(4).strip(), "%s: undocumented %r" % (sub, line)
 
 
-@pytest.mark.parametrize("name", VENVS)
-def test_installed_cli_is_the_same_cli(venvs, shapes, name):
-    venv = venvs[name]
-    rc, help_out, err = pyunwind(venv, "--help")
-    assert rc == 0, err
-    rc, bin_help, err = harness.run([harness.cli_path(), "--help"], 30)
-    assert help_out == bin_help
-    rc, out, err = pyunwind(venv, "core", shapes.make_core(), "--json")
-    assert rc == 0, err
-    report = harness.check_report_schema(json.loads(out))
-    check_report(report, shapes.truth)
-    rc, out, err = pyunwind(venv, "pid", shapes.pid, "--json")
-    assert rc == 0, err
-    check_report(json.loads(out), shapes.truth, live_cli=True)
-    rc, out, err = pyunwind(venv, "core", "/nonexistent/core")
-    assert rc == 1 and err == "pyunwind: /nonexistent/core: No such file or directory (os error 2)\n", err
+@pytest.mark.parametrize("name", [pv.WHEEL_VENV])
+def test_installed_cli_is_the_same_cli(venvs, shapes, name):  # noqa: F811
+    pv.check_installed_cli_is_the_same_cli(venvs[name], shapes)
 
 
-def gdb_with(venv, shapes, source, *commands, nx=True, env=None):
-    cmd = ["gdb", "-q", "-batch"] + (["-nx"] if nx else []) + [
-        "-iex", "set auto-load off", "-iex", "set debuginfod enabled off"]
-    if source:
-        cmd += ["-x", str(source)]
-    for c in commands:
-        cmd += ["-ex", c]
-    cmd += ["-ex", "python import sys; print('MODULE=' + sys.modules['_pyunwind'].__file__)"]
-    rc, out, err = harness.run(cmd + [shapes.exe, shapes.make_core()], GDB_TIMEOUT,
-                               env=env or harness.child_env())
-    assert rc == 0, err
-    assert "Traceback (most recent call last)" not in out + err, out + err
-    module = re.search(r"^MODULE=(.*)$", out, re.M).group(1)
-    assert module.startswith(str(venv)), module
-    return out
+@pytest.mark.parametrize("name", [pv.WHEEL_VENV])
+def test_gdb_script_loads_the_installed_module(venvs, shapes, name):  # noqa: F811
+    pv.check_gdb_script_loads_the_installed_module(venvs[name], shapes)
 
 
-@pytest.mark.parametrize("name", VENVS)
-def test_gdb_script_loads_the_installed_module(venvs, shapes, name):
-    venv = venvs[name]
-    out = gdb_with(venv, shapes, script(venv, "gdb-script"), "py-bt -a --json")
-    check_report(json_from(out[:out.index("MODULE=")]), shapes.truth)
-    # Live, too.
-    cmd = ["gdb", "-q", "-batch", "-nx", "-iex", "set auto-load off", "-iex",
-           "set debuginfod enabled off", "-x", str(script(venv, "gdb-script")),
-           "-ex", "py-bt -a --json", "-p", str(shapes.pid)]
-    rc, out, err = harness.run(cmd, GDB_TIMEOUT, env=harness.child_env())
-    assert rc == 0, err
-    check_report(json_from(out), shapes.truth)
-
-
-@pytest.mark.parametrize("name", VENVS)
-def test_install_gdb_is_idempotent_and_reversible(venvs, shapes, name, tmp_path):
-    venv = venvs[name]
-    env = harness.child_env({"HOME": str(tmp_path)})
-    gdbinit = tmp_path / ".gdbinit"
-    gdbinit.write_text("set pagination off")  # no final newline: kept as it is
-    line = "source %s" % script(venv, "gdb-script")
-    for _ in range(2):
-        rc, out, err = pyunwind(venv, "install-gdb", env=env)
-        assert rc == 0, err
-        assert gdbinit.read_text() == "set pagination off\n%s\n" % line
-    out = gdb_with(venv, shapes, None, "py-bt -a --json", nx=False, env=env)
-    check_report(json_from(out[:out.index("MODULE=")]), shapes.truth)
-    rc, out, err = pyunwind(venv, "uninstall-gdb", env=env)
-    assert rc == 0 and gdbinit.read_text() == "set pagination off\n", err
-    rc, out, err = pyunwind(venv, "uninstall-gdb", env=env)
-    assert rc == 0 and "has no" in out
+@pytest.mark.parametrize("name", [pv.WHEEL_VENV])
+def test_install_gdb_is_idempotent_and_reversible(venvs, shapes, name, tmp_path):  # noqa: F811
+    pv.check_install_gdb_is_idempotent_and_reversible(venvs[name], shapes, tmp_path)
