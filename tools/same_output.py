@@ -18,23 +18,32 @@ signals), plus one core gdb writes at such a crash. The scenario programs are co
 DIR/scenarios first and run from there, so file names and source lines in the output do not
 depend on any checkout. Each core is DIR/cores/ID.core with ID.json, its manifest (the
 interpreter's id, the executable, the environment it ran in, the debug directory gdb may
-use, the scenario and its arguments, how the core was made) and ID.truth.json, the truth
-the program recorded. A core already there is kept; DIR/corpus.json lists them when all are
-made.
+use, the scenario and its arguments, how the core was made, and the sha256 of every file the
+output depends on: those the core maps, their separate debug files, the source files of its
+frames) and ID.truth.json, the truth the program recorded. A core already there is kept
+(--remake REGEX makes those again); DIR/corpus.json lists them when all are made. `run`
+refuses a corpus with a file changed since (an upgraded package): both sides must read the
+same files. Zeros in the cores are holes in their files (fallocate --dig-holes): the free-threaded
+build's 1 GiB cores take 10 MiB of disk.
 
 `run DIR OUTDIR` runs, for every core, each command of CLI_COMMANDS (`pyunwind core CORE --exe
 EXE ...`), of GDB_COMMANDS (`gdb -batch` with the checkout's gdb-scripts/pyunwind-gdb.py, one
 gdb per command) and of LLDB_COMMANDS (`lldb -b` with the checkout's
 lldb-scripts/pyunwind_lldb.py, one lldb per command), two at a time (--jobs, at most 2), and
 writes OUTDIR/ID/TOOL_COMMAND.txt: the command line, the exit status, stdout and stderr,
-after the normalisations of NORMALISATIONS (nothing else is touched). --checkout (default:
-this checkout) gives the scripts; --lib (default CHECKOUT/target/release/_pyunwind.so, handed
-to the scripts as $PYUNWIND_LIB) and --cli (default CHECKOUT/target/release/pyunwind) the
-build; --gdb and --lldb (default $PYUNWIND_LLDB, else `lldb`) the debuggers, whose versions go
-to OUTDIR/versions.txt (compared like the outputs: a run with another lldb is no comparison).
-OUTDIR/run-info.json (paths, counts, seconds) is the one file `diff` leaves out. Every command
-runs in the same small environment (command_env), not the caller's, with the core's own
-environment on top (LD_LIBRARY_PATH of a stripped copy), as the tests run the debuggers.
+after the normalisations of NORMALISATIONS (nothing else is touched). For lldb, the command's
+result (its output, its error, whether it succeeded), which LLDB_WRAPPER writes to a file, takes
+the place of lldb's stdout: that holds the core's stop, which lldb's event-handler thread
+prints at a different point in each run. (A py-* output over 1 MiB, which the lldb script
+writes straight to lldb's stream, would be missed: no core of the corpus has one.)
+--checkout (default: this checkout) gives the scripts; --lib (default
+CHECKOUT/target/release/_pyunwind.so, handed to the scripts as $PYUNWIND_LIB) and --cli
+(default CHECKOUT/target/release/pyunwind) the build; --gdb and --lldb (default $PYUNWIND_LLDB,
+else `lldb`) the debuggers, whose versions go to OUTDIR/versions.txt (compared like the
+outputs: a run with another lldb is no comparison). --only REGEX and --tools cli,gdb,lldb run a
+part. OUTDIR/run-info.json (paths, counts, seconds) is the one file `diff` leaves out. Every
+command runs in the same small environment (command_env), not the caller's, with the core's
+own environment on top (LD_LIBRARY_PATH of a stripped copy), as the tests run the debuggers.
 
 `diff OUT_A OUT_B` prints, per file, `equal` or `DIFFERS` (with its first differing lines) or
 `only in A|B`, then a summary; exit status 1 on any difference (--quiet: differences only).
@@ -43,19 +52,20 @@ environment on top (LD_LIBRARY_PATH of a stripped copy), as the tests run the de
 import argparse
 import concurrent.futures
 import difflib
+import hashlib
 import json
 import os
 import pathlib
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import threading
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
+import corefile  # noqa: E402
 import harness  # noqa: E402
 
 # --- the corpus -----------------------------------------------------------------------------
@@ -119,6 +129,63 @@ def _scenario_env(interp, extra):
     return env
 
 
+# Where a debugger or the CLI may find separate debug info for a mapped file, by build-id.
+DEBUG_ROOTS = ("/usr/lib/debug",)
+
+
+def _truth_files(value):
+    """The absolute paths under a "file" key anywhere in a truth (its frames' source files)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "file" and isinstance(item, str) and item.startswith("/"):
+                yield item
+            else:
+                yield from _truth_files(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _truth_files(item)
+
+
+def _inputs(core, truth, debug_dir):
+    """Every file whose change would change the output on ``core``: the files it maps (its
+    NT_FILE note), the separate debug files found for them by build-id, and the source files
+    its truth names (py-bt prints their lines)."""
+    paths = {p for _, _, _, p in corefile.CoreFile(core).mapped_files()}
+    roots = DEBUG_ROOTS + ((debug_dir,) if debug_dir else ())
+    for path in sorted(paths):
+        try:
+            bid = harness.build_id(path)
+        except (OSError, harness.HarnessError):
+            continue
+        if bid:
+            paths.update(os.path.join(r, ".build-id", bid[:2], bid[2:] + ".debug") for r in roots)
+    return sorted(paths | set(_truth_files(truth)))
+
+
+_digests = {}
+
+
+def _digest(path):
+    """sha256 of the file at ``path``, None when there is none (memoized for one run)."""
+    if path not in _digests:
+        h = hashlib.sha256()
+        try:
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            _digests[path] = h.hexdigest()
+        except OSError:
+            _digests[path] = None
+    return _digests[path]
+
+
+def stale(manifest):
+    """The files of a core's manifest that differ now from when the core was made."""
+    if "files" not in manifest:
+        return ["(no fingerprints in its manifest)"]
+    return [p for p, d in sorted(manifest["files"].items()) if _digest(p) != d]
+
+
 def _write_json(path, data):
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -135,7 +202,8 @@ def _keep_core(src, cores, core_id, manifest, truth):
     if rc != 0:
         raise harness.HarnessError("fallocate --dig-holes %s.tmp: %s" % (dest, err))
     os.replace(str(dest) + ".tmp", dest)
-    manifest = dict(manifest, id=core_id, core=dest.name, size=dest.stat().st_size)
+    files = {p: _digest(p) for p in _inputs(dest, truth, manifest["debug_dir"])}
+    manifest = dict(manifest, id=core_id, core=dest.name, size=dest.stat().st_size, files=files)
     _write_json(cores / (core_id + ".truth.json"), truth)
     _write_json(cores / (core_id + ".json"), manifest)
     return manifest
@@ -193,18 +261,27 @@ def make_crash_core(corpus, interp, kind, where, how):
         if not core.is_file():
             raise harness.HarnessError("%s: gdb wrote no core: %s%s" % (core_id, out, err))
     truth = json.loads(truth_path.read_text())
-    manifest = dict(_interp_fields(interp, dict(interp.env)), scenario="crash-%s-%s" % (kind, where),
-                    script=str(script), args=[kind, where, str(truth_path)], pid=truth["pid"],
+    manifest = dict(_interp_fields(interp, dict(interp.env)),
+                    scenario="crash-%s-%s" % (kind, where), script=str(script),
+                    args=[kind, where, str(truth_path)], pid=truth["pid"],
                     made_by="kernel" if how == "kernel" else "gdb gcore at the signal")
     return _keep_core(core, corpus / "cores", core_id, manifest, truth)
 
 
-def make_corpus(corpus):
+def make_corpus(corpus, remake=None):
     corpus = pathlib.Path(corpus).resolve()
+    cores = corpus / "cores"
+    if remake:
+        gone = [m for m in cores.glob("*.json")
+                if not m.name.endswith(".truth.json") and re.search(remake, m.name[:-5])]
+        for m in gone:
+            for path in (m, m.with_suffix(".core"), m.with_suffix(".truth.json")):
+                path.unlink(missing_ok=True)
+        print("removed %d cores to make again" % len(gone))
+        (corpus / "corpus.json").unlink(missing_ok=True)
     if (corpus / "corpus.json").is_file():
         print("%s: the corpus is there already (corpus.json); nothing to do" % corpus)
         return 0
-    cores = corpus / "cores"
     cores.mkdir(parents=True, exist_ok=True)
     if not (corpus / "scenarios").is_dir():
         shutil.copytree(harness.scenarios_dir(), corpus / "scenarios.tmp",
@@ -268,11 +345,17 @@ NORMALISATIONS = (
     ("cli", "the CLI (--cli), for the same reason", lambda s: [s.cli], b"<cli>"),
     ("checkout", "the tree whose gdb and lldb scripts run (--checkout): the script paths gdb "
      "and lldb echo and print in tracebacks", lambda s: [s.checkout], b"<checkout>"),
+    ("outdir", "OUTDIR, where lldb's result files are written: named on lldb's command line",
+     lambda s: [s.outdir], b"<out>"),
+    ("lldb-stdout", "lldb's own terminal output is not kept, only each command's result "
+     "(LLDB_WRAPPER): lldb's event-handler thread prints the core's stop (every thread with "
+     "its frame 0, through our frame provider) at a time that varies from run to run, in "
+     "the middle of the commands' echo and output", lambda s: [], b""),
 )
-
 
 class Settings:
     def __init__(self, args):
+        self.outdir = os.path.abspath(args.outdir)
         self.checkout = str(pathlib.Path(args.checkout or REPO).resolve())
         self.lib = os.path.abspath(args.lib or os.path.join(self.checkout, "target", "release",
                                                             "_pyunwind.so"))
@@ -290,7 +373,7 @@ class Settings:
         pairs = []
         for name, _, values, token in NORMALISATIONS:
             for value in values(self):
-                for form in {value, os.path.realpath(value)}:
+                for form in (value, os.path.realpath(value)):
                     pairs.append((form.encode(), token))
         self.replacements = sorted(set(pairs), key=lambda p: -len(p[0]))
 
@@ -314,45 +397,69 @@ def slug(text):
     return re.sub(r"[^A-Za-z0-9.=-]+", "_", text).strip("_")
 
 
-def commands_for(manifest, corpus, settings, tools):
-    """(file name, argv) of every command of ``tools`` on one core."""
+# lldb runs each command through this one-liner: the command's result (what lldb prints for it)
+# goes to a file of its own, apart from lldb's terminal output (see NORMALISATIONS).
+LLDB_WRAPPER = (
+    "script _r = lldb.SBCommandReturnObject(); {select}"
+    "lldb.debugger.GetCommandInterpreter().HandleCommand({command!r}, _r); "
+    "open({path!r}, 'w', encoding='utf-8', errors='surrogateescape').write("
+    "'--- result: %s\\n--- output\\n%s--- error\\n%s' % ("
+    "'succeeded' if _r.Succeeded() else 'failed', _r.GetOutput() or '', _r.GetError() or ''))")
+# The main thread, as tests/integration/test_lldb.py selects it (the truth lists it first); a
+# crash core keeps lldb's choice, the thread that crashed.
+LLDB_SELECT_MAIN = "lldb.process.SetSelectedThreadByID(lldb.process.GetProcessID()); "
+
+
+def commands_for(manifest, corpus, outdir, settings, tools):
+    """(file name, argv, lldb's result file or None) of every command of ``tools`` on one
+    core."""
     core = str(corpus / "cores" / manifest["core"])
     exe = manifest["exe"]
-    debug = ["--debug-file-directory", manifest["debug_dir"]] if manifest["debug_dir"] else []
+    # As gdb's `set debug-file-directory` below: no -dbg package a bench run may have installed.
+    debug = ["--debug-file-directory", manifest["debug_dir"] or "/nonexistent"]
     out = []
     for flags in CLI_COMMANDS if "cli" in tools else ():
         out.append(("cli" + ("_" + slug(" ".join(flags)) if flags else ""),
-                    [settings.cli, "core", core, "--exe", exe, *debug, *flags]))
+                    [settings.cli, "core", core, "--exe", exe, *debug, *flags], None))
     for c in GDB_COMMANDS if "gdb" in tools else ():
         out.append(("gdb_" + slug(c), [
             settings.gdb, "-q", "-batch", "-nx", "-iex", "set auto-load off",
             # A user without the -dbg packages has none (as tests/integration/test_stacks.py).
             "-iex", "set debug-file-directory %s" % (manifest["debug_dir"] or "/nonexistent"),
-            "-iex", "set debuginfod enabled off", "-x", settings.gdb_script, "-ex", c, exe, core]))
+            "-iex", "set debuginfod enabled off", "-x", settings.gdb_script, "-ex", c, exe, core],
+            None))
     for c in LLDB_COMMANDS if "lldb" in tools else ():
-        out.append(("lldb_" + slug(c), [
+        name = "lldb_" + slug(c)
+        result = str(outdir / (name + ".result"))
+        select = "" if manifest["scenario"].startswith("crash-") else LLDB_SELECT_MAIN
+        out.append((name, [
             settings.lldb, "-b", "--no-lldbinit",
             "-O", "settings set symbols.enable-external-lookup false", exe, "-c", core,
             "-o", "command script import %s" % settings.lldb_script,
-            # As tests/integration/test_lldb.py: let lldb's event-handler thread print the stop
-            # first, and select the main thread (a crash core: the crashed one, as lldb does).
-            "-o", "script import time; time.sleep(0.3)", *(
-                [] if manifest["scenario"].startswith("crash-") else
-                ["-o", "script lldb.process.SetSelectedThreadByID(lldb.process.GetProcessID())"]),
-            "-o", c]))
+            "-o", LLDB_WRAPPER.format(select=select, command=c, path=result)], result))
     return out
 
 
-def run_one(argv, env, settings):
-    shown = shlex.join(argv)
+def run_one(argv, env, result, settings):
+    """The record of one command: its command line, exit status, stdout (lldb: the command's
+    result instead) and stderr."""
+    parts = [b"$ ", shlex.join(argv).encode(), b"\n"]
     try:
         rc, out, err = harness.run(argv, COMMAND_TIMEOUT_SECONDS, env=env, text=False)
-        status = "exit %d" % rc if rc >= 0 else "signal %d" % -rc
+        parts.append(("exit %d" % rc if rc >= 0 else "signal %d" % -rc).encode())
     except harness.HarnessError:
-        status, out, err = "timeout after %d s" % COMMAND_TIMEOUT_SECONDS, b"", b""
-    text = b"".join([b"$ ", shown.encode(), b"\n", status.encode(), b"\n--- stdout\n", out,
-                     b"\n--- stderr\n", err])
-    return normalise(text, settings)
+        out, err = b"", b""
+        parts.append(b"timeout after %d s" % COMMAND_TIMEOUT_SECONDS)
+    if result is None:
+        parts += [b"\n--- stdout\n", out]
+    elif os.path.isfile(result):
+        with open(result, "rb") as f:
+            parts += [b"\n", f.read()]
+        os.unlink(result)
+    else:
+        parts += [b"\n--- no result (the wrapper failed); lldb's stdout:\n", out]
+    parts += [b"\n--- stderr\n", err]
+    return normalise(b"".join(parts), settings)
 
 
 def tool_versions(settings, tools):
@@ -371,26 +478,36 @@ def run(corpus, outdir, settings, jobs, only, tools):
     if not (corpus / "corpus.json").is_file():
         raise SystemExit("same_output: %s has no corpus.json (run make-corpus)" % corpus)
     index = json.loads((corpus / "corpus.json").read_text())
-    outdir = pathlib.Path(outdir)
+    outdir = pathlib.Path(settings.outdir)
     if outdir.exists() and any(outdir.iterdir()):
         raise SystemExit("same_output: %s is not empty" % outdir)
     outdir.mkdir(parents=True, exist_ok=True)
+    manifests = [json.loads((corpus / "cores" / (core_id + ".json")).read_text())
+                 for core_id in index["cores"] if not only or re.search(only, core_id)]
+    changed = {m["id"]: stale(m) for m in manifests}
+    changed = {k: v for k, v in changed.items() if v}
+    if changed:
+        for core_id, paths in sorted(changed.items()):
+            print("stale: %s: %s changed since the core was made" % (core_id, ", ".join(paths)),
+                  file=sys.stderr)
+        raise SystemExit("same_output: %d cores are stale (an upgraded package?): make them "
+                         "again (make-corpus DIR --remake REGEX) and run both sides again"
+                         % len(changed))
     work = []
-    for core_id in index["cores"]:
-        if only and not re.search(only, core_id):
-            continue
-        manifest = json.loads((corpus / "cores" / (core_id + ".json")).read_text())
+    for manifest in manifests:
+        core_id = manifest["id"]
         env = command_env(manifest, settings)
         (outdir / core_id).mkdir()
-        for name, argv in commands_for(manifest, corpus, settings, tools):
-            work.append((outdir / core_id / (name + ".txt"), argv, env))
+        for name, argv, result in commands_for(manifest, corpus, outdir / core_id, settings,
+                                               tools):
+            work.append((outdir / core_id / (name + ".txt"), argv, env, result))
     (outdir / "versions.txt").write_text(tool_versions(settings, tools))
     started = time.monotonic()
     done, lock = [0], threading.Lock()
 
     def one(item):
-        path, argv, env = item
-        path.write_bytes(run_one(argv, env, settings))
+        path, argv, env, result = item
+        path.write_bytes(run_one(argv, env, result, settings))
         with lock:
             done[0] += 1
             if done[0] % 100 == 0 or done[0] == len(work):
@@ -461,6 +578,8 @@ def main(argv=None):
     sub = p.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("make-corpus", help="make the corpus of cores, once")
     m.add_argument("dir")
+    m.add_argument("--remake", metavar="REGEX",
+                   help="make the cores whose id matches again (`run` names the stale ones)")
     r = sub.add_parser("run", help="run every command on every core")
     r.add_argument("dir")
     r.add_argument("outdir")
@@ -479,7 +598,7 @@ def main(argv=None):
     d.add_argument("--quiet", action="store_true", help="print differences only")
     args = p.parse_args(argv)
     if args.cmd == "make-corpus":
-        return make_corpus(args.dir)
+        return make_corpus(args.dir, args.remake)
     if args.cmd == "run":
         tools = set(args.tools.split(","))
         if not tools <= {"cli", "gdb", "lldb"}:
