@@ -21,10 +21,11 @@ the median of K runs; every run's output is checked for exactly N `recurse` fram
 failing command is never timed as if it worked: it is shown as `failed` and what it printed is
 shown below the table.
 
-Exit status: 0 when our py-bt and CLI produced the expected frames on every core (libpython.py
-or pystack failing is a result, printed), 1 when one of ours (or the gdb start-up they are
-measured against) failed or timed out, 2 for a set-up problem (missing interpreter, tool or
-build). Stdlib only; the measuring code is bench/run.py's.
+Exit status (bench/verdicts.py): 0 when every tool produced the expected frames on every core;
+1 when one of ours (or the gdb start-up they are measured against) failed or timed out, or a
+peer (libpython.py, pystack) is missing, failed or timed out, each named on a
+`bench: FAILED|NOT MEASURED: ...` line at the end; 2 for a set-up problem (missing
+interpreter, gdb or build). Stdlib only; the measuring code is bench/run.py's.
 """
 
 import argparse
@@ -36,6 +37,7 @@ import sys
 import tempfile
 
 import run  # bench/run.py, next to this file
+from verdicts import Verdicts
 
 sys.path.insert(0, os.path.join(run.REPO, "tests", "integration"))
 import harness  # noqa: E402
@@ -122,8 +124,8 @@ def make_core(exe, depth, directory):
         if not line.startswith("ready"):
             child.kill()
             _, err = child.communicate()
-            raise SystemExit(
-                f"bench: {exe} deep.py {depth} did not get ready (got {line!r}); stderr:\n"
+            raise run.Failure(
+                f"{exe} deep.py {depth} did not get ready (got {line!r}); stderr:\n"
                 f"{run.tail(err.decode('utf-8', 'replace'))}")
         prefix = os.path.join(directory, f"core-{os.path.basename(exe)}")
         gcore = subprocess.run(
@@ -132,8 +134,8 @@ def make_core(exe, depth, directory):
         )
         core = f"{prefix}.{child.pid}"
         if gcore.returncode != 0 or not os.path.isfile(core):
-            raise SystemExit(
-                f"bench: gcore failed for {exe} deep.py {depth} (status {gcore.returncode}):\n"
+            raise run.Failure(
+                f"gcore failed for {exe} deep.py {depth} (status {gcore.returncode}):\n"
                 f"{run.tail(gcore.stderr.decode('utf-8', 'replace'))}")
         harness.refill_guarded_mappings(core, child.pid)
         return core
@@ -225,17 +227,23 @@ def main(argv=None):
 
     os.makedirs(CACHE, exist_ok=True)
     core_dir = tempfile.mkdtemp(prefix="bench-versions-", dir=CACHE)
-    rows, failures, notes = [], [], []
+    rows, notes = [], []
+    verdicts = Verdicts()
     try:
         for interp in interps:
             version = run.version_of([interp.exe, "--version"]).replace("Python ", "")
             tools = make_tools(interp)
             if "libpython" not in tools:
-                notes.append(f"{interp.name}: no python3.X-gdb.py found, libpython.py not run")
+                verdicts.not_measured(f"{interp.name} libpython.py py-bt",
+                                      f"no {os.path.basename(interp.exe)}-gdb.py found")
             if "pystack" not in tools:
-                notes.append(f"{interp.name}: pystack not run ({PYSTACK} missing; "
-                             "bench/setup.sh installs it)")
-            core = make_core(interp.exe, args.depth, core_dir)
+                verdicts.not_measured(f"{interp.name} pystack core",
+                                      f"{PYSTACK} missing (bench/setup.sh installs it)")
+            try:
+                core = make_core(interp.exe, args.depth, core_dir)
+            except run.Failure as exc:
+                verdicts.failed(f"{interp.name} core of deep.py {args.depth}", exc, detail=exc)
+                continue
             # Untimed: brings gdb, this interpreter's debug info and the tools into the cache.
             for name in ("baseline", "pystack", "ours-cli"):
                 if name in tools:
@@ -254,13 +262,12 @@ def main(argv=None):
                 what = f"{interp.name} {tool.label}"
                 if result.crash_note:
                     notes.append(f"{what}: {result.crash_note}")
-                if result.failure and name in OURS:
-                    failures.append(f"{what}: {result.failure}")
-                elif result.failure:
-                    notes.append(f"{what} failed: {result.failure}")
+                if result.failure:
+                    record = verdicts.failed if name in OURS else verdicts.not_measured
+                    record(what, result.failure, detail=result.failure)
                 elif result.timeout:
-                    notes.append(f"{what}: timed out after {result.timeout:.0f} s "
-                                 "(shown as a lower bound)")
+                    verdicts.not_measured(what, f"timed out after {result.timeout:.0f} s "
+                                                "(shown as a lower bound)")
             rows.append((interp, version, results))
             if not args.keep_cores:
                 os.remove(core)  # one core on disk at a time
@@ -277,12 +284,7 @@ def main(argv=None):
     print("beyond start-up = ours py-bt - baseline; libpython/ours compares both beyond start-up")
     for note in notes:
         print(f"note: {note}")
-    if failures:
-        print(file=sys.stderr)
-        for failure in failures:
-            print(f"bench: FAILED: {failure}", file=sys.stderr)
-        return 1
-    return 0
+    return verdicts.finish()
 
 
 if __name__ == "__main__":
