@@ -27,9 +27,9 @@ printing of a decorated frame costs about 20 us (the floor is 10-200x raw bt). W
 can be held to is what it adds to that floor.
 
 The peers' outputs are checked too (exactly N `recurse` frames). pystack is timed again with a
-1 GiB stack when it crashes on the default one (as in bench/run.py); py-spy stops walking a
-stack after 4,096 frames (its stack_trace.rs), so it cannot dump this one: when it fails while
-dumping a shallow process of the same interpreter works, that is listed as a limit of the peer.
+1 GiB stack when it crashes on the default one (as in bench/run.py); py-spy gives up on a stack
+of more than 4,096 frames (its stack_trace.rs), so it cannot dump this one: when it fails while
+it dumps the same interpreter 4,000 frames deep, that is listed as a limit of the peer.
 Stdlib only; exit status (bench/verdicts.py) 1 when a run of ours fails, a target is missed or
 a peer could not be measured otherwise, each named on a `bench: FAILED|NOT MEASURED|MISSED: ...`
 line at the end.
@@ -305,7 +305,18 @@ def pystack_core(pystack, interp, core, verdicts):
     return "failed (%s)%s" % (outcome(p, frames), note)
 
 
-SHALLOW = "import sys, time; sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(600)"
+# py-spy's cap on a stack's frames, and a program just under it.
+PYSPY_MAX_FRAMES = 4096
+UNDER_PYSPY_CAP = 4000
+UNDER_CAP = """import sys, time
+sys.setrecursionlimit(10000)
+def recurse(n):
+    if n > 1:
+        return recurse(n - 1)
+    sys.stdout.write("ready\\n"); sys.stdout.flush(); time.sleep(600)
+recurse(%d)
+""" % UNDER_PYSPY_CAP
+ANY_RECURSE = re.compile(r"^\s*recurse \(", re.M)
 
 
 def py_spy_dump(py_spy, interp, pid, verdicts):
@@ -318,24 +329,25 @@ def py_spy_dump(py_spy, interp, pid, verdicts):
     frames = len(PYSPY_RECURSE.findall(p.stdout))
     if p.returncode == 0 and frames == DEPTH:
         return took
-    said = (p.stdout + p.stderr).strip().splitlines()
-    said = said[-1] if said else ""
-    # Its frame cap (4,096), or any other failure: a shallow process of the same interpreter
-    # tells which.
-    shallow = subprocess.Popen([interp.exe, "-c", SHALLOW], stdout=subprocess.PIPE,
-                               stdin=subprocess.DEVNULL)
+    lines = (p.stdout + p.stderr).strip().splitlines()
+    said = next((line for line in lines if line.startswith("Error")), lines[-1] if lines else "")
+    # Its frame cap, or any other failure: the same interpreter just under the cap tells which.
+    under = subprocess.Popen([interp.exe, "-c", UNDER_CAP], stdout=subprocess.PIPE,
+                             stdin=subprocess.DEVNULL)
     try:
-        shallow.stdout.readline()
-        control = peer_run([py_spy, "dump", "--pid", str(shallow.pid)], what, verdicts)
+        under.stdout.readline()
+        control = peer_run([py_spy, "dump", "--pid", str(under.pid)], what, verdicts)
     finally:
-        shallow.kill()
-        shallow.wait()
-    if control is not None and control[1].returncode == 0 and "<module>" in control[1].stdout:
-        verdicts.peer_limit(what, "%s (%s); it dumps a shallow process of %s: its stack walk "
-                                  "stops at 4,096 frames" % (outcome(p, frames), said, interp.id))
-        return "fails (%r; a shallow stack works)" % said
-    verdicts.not_measured(what, "%s (%s), and on a shallow process too" % (outcome(p, frames), said),
-                          detail=p.stderr[-1000:])
+        under.kill()
+        under.wait()
+    if (control is not None and control[1].returncode == 0
+            and len(ANY_RECURSE.findall(control[1].stdout)) == UNDER_PYSPY_CAP):
+        verdicts.peer_limit(what, "%s (%s), where it dumps %s %d frames deep: it gives up past "
+                                  "%d frames" % (outcome(p, frames), said, interp.id,
+                                                 UNDER_PYSPY_CAP, PYSPY_MAX_FRAMES))
+        return "fails (%r; %d frames deep works)" % (said, UNDER_PYSPY_CAP)
+    verdicts.not_measured(what, "%s (%s), and %d frames deep too" % (
+        outcome(p, frames), said, UNDER_PYSPY_CAP), detail=p.stderr[-1000:])
     return "failed (%s)" % outcome(p, frames)
 
 
