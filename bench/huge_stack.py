@@ -379,7 +379,6 @@ def main():
                "gdb bt": "within %d%% of the constant filter" % round((TARGET_BT_OVER_FLOOR - 1) * 100),
                "lldb py-bt": "< %.1f s" % TARGET_LLDB_PYBT_S}
     names = next(iter(results.values())).keys() if results else []
-    verdicts = []
     for name in names:
         cells = []
         for i in ids:

@@ -19,7 +19,9 @@ interpreter's debug-file-directory (/usr/lib/debug, or the sid root's usr/lib/de
 detached DWARF libpython.py needs lives), the same for every gdb run on that core. Each time is
 the median of K runs; every run's output is checked for exactly N `recurse` frames, so a
 failing command is never timed as if it worked: it is shown as `failed` and what it printed is
-shown below the table.
+shown below the table. libpython.py reads each Python frame from the `frame` argument of the
+eval loop (_PyEval_EvalFrameDefault); on a build where gdb shows that argument optimized out
+on the core, it cannot, and its failure is listed as a limit of the peer.
 
 Exit status (bench/verdicts.py): 0 when every tool produced the expected frames on every core;
 1 when one of ours (or the gdb start-up they are measured against) failed or timed out, or a
@@ -30,6 +32,7 @@ interpreter, gdb or build). Stdlib only; the measuring code is bench/run.py's.
 
 import argparse
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -49,6 +52,11 @@ SID = os.path.join(CACHE, "pythons", "debian-sid")
 PYSTACK = os.path.join(CACHE, "bench-venv", "bin", "pystack")
 
 OURS = ("baseline", "ours-gdb", "ours-cli")
+# What libpython.py's py-bt prints for an eval-loop frame whose `frame` it cannot read, and how
+# gdb's bt shows why.
+LIBPYTHON_NO_FRAME = "(unable to read python frame information)"
+EVAL_FRAME_OPTIMIZED_OUT = re.compile(
+    r"\b_PyEval_EvalFrameDefault \([^\n]*\bframe=<optimized out>")
 ORDER = ("baseline", "ours-gdb", "libpython", "pystack", "ours-cli")
 
 
@@ -80,8 +88,21 @@ def interpreters():
     ]
 
 
+def gdb_argv(interp):
+    return run.GDB_COMMON + ["-iex", f"set debug-file-directory {interp.debug_dir}"]
+
+
+def eval_frame_optimized_out(interp, core):
+    """Whether gdb's bt on the core shows the eval loop's `frame` argument optimized out."""
+    try:
+        _, _, out, _ = run.run_timed(gdb_argv(interp) + ["-ex", "bt", interp.exe, core], 600)
+    except run.Timeout:
+        return False
+    return EVAL_FRAME_OPTIMIZED_OUT.search(out) is not None
+
+
 def make_tools(interp):
-    gdb = run.GDB_COMMON + ["-iex", f"set debug-file-directory {interp.debug_dir}"]
+    gdb = gdb_argv(interp)
     exe = interp.exe
     tools = {
         "baseline": run.Tool(
@@ -262,7 +283,13 @@ def main(argv=None):
                 what = f"{interp.name} {tool.label}"
                 if result.crash_note:
                     notes.append(f"{what}: {result.crash_note}")
-                if result.failure:
+                if (result.failure and name == "libpython"
+                        and LIBPYTHON_NO_FRAME in result.failure
+                        and eval_frame_optimized_out(interp, core)):
+                    verdicts.peer_limit(what, f"it prints {LIBPYTHON_NO_FRAME!r}: the eval "
+                                              "loop's `frame` argument is optimized out in "
+                                              "this build (gdb's bt)")
+                elif result.failure:
                     record = verdicts.failed if name in OURS else verdicts.not_measured
                     record(what, result.failure, detail=result.failure)
                 elif result.timeout:
