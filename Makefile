@@ -105,18 +105,27 @@ integration-lldb: build wheel arm64
 
 test: pythons build lint unit integration
 
+# Every benchmark runs even when one before it failed, so that one run shows every problem
+# (each ends with a `bench: MISSED|NOT MEASURED|FAILED: ...` line per problem, and exits 1 if
+# it had any, bench/verdicts.py); then the target fails if any of them did, naming them. The
+# second run.py: --native against pystack on pyenv 3.12 (symbols) too, at depth 5000 (issue 27).
 bench: build pythons
 	bash bench/setup.sh
-	python3 bench/run.py
-	# --native against pystack on pyenv 3.12 (symbols) too, at depth 5000 (issue 27).
-	python3 bench/run.py --python "$$(pyenv root 2>/dev/null || echo $$HOME/.pyenv)/versions/3.12.1/bin/python3.12" \
-	  --depths 5000 --only pystack-native,ours-native
-	python3 bench/asyncio_bench.py
-	python3 bench/greenlets.py
-	PYUNWIND_LLDB=$$(bash tools/lldb-env.sh 22 | tail -n 1) python3 bench/huge_stack.py
-	python3 bench/versions_bench.py
-	python3 bench/jit_unwinder_bench.py
-	python3 bench/many.py
+	@failed=(); \
+	bench() { echo "$$*"; "$$@" || failed+=("$$* (exit $$?)"); }; \
+	bench python3 bench/run.py; \
+	bench python3 bench/run.py --python "$$(pyenv root 2>/dev/null || echo $$HOME/.pyenv)/versions/3.12.1/bin/python3.12" \
+	  --depths 5000 --only pystack-native,ours-native; \
+	bench python3 bench/asyncio_bench.py; \
+	bench python3 bench/greenlets.py; \
+	bench env PYUNWIND_LLDB="$$(bash tools/lldb-env.sh 22 | tail -n 1)" python3 bench/huge_stack.py; \
+	bench python3 bench/versions_bench.py; \
+	bench python3 bench/jit_unwinder_bench.py; \
+	bench python3 bench/many.py; \
+	if [ "$${#failed[@]}" -gt 0 ]; then \
+	  printf 'bench: failed: %s\n' "$${failed[@]}" >&2; exit 1; \
+	fi; \
+	echo "bench: every benchmark passed"
 
 # libFuzzer over memory images of real stops, then 10,000 corrupted real cores (x86-64 gcore
 # cores, and arm64 qemu cores from the arm64 roots) through the CLI, gdb and lldb

@@ -16,8 +16,9 @@ Each --greenlets run is checked against the program's record: every greenlet lis
 N of them suspended, each with exactly the frames the program recorded for it (function and
 line, innermost first), not truncated, and the main greenlet running. The table gives both
 times, the greenlet cost beyond plain (also per greenlet), and the ratio of the 100k time to
-the 10k time (linear growth: about 10x). Stdlib only; exit 1 when a run fails (a missed target
-is a result, printed).
+the 10k time (linear growth: about 10x). Stdlib only; exit status (bench/verdicts.py) 1 when a
+run fails or the target is missed, each problem named on a `bench: FAILED|MISSED: ...` line at
+the end.
 
     python3 bench/greenlets.py                 the benchmark
     python greenlets.py TRUTH FIFO program N   the program (run by the benchmark)
@@ -29,6 +30,8 @@ import os
 import sys
 import threading
 import time
+
+from verdicts import Verdicts
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH_DIR)
@@ -164,6 +167,7 @@ def greenlet_dir(harness, interp):
 
 
 def main():
+    import subprocess
     sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
     import harness
 
@@ -171,33 +175,14 @@ def main():
     if not os.access(cli, os.X_OK):
         print("no CLI at %s (make build)" % cli)
         return 1
-    rows, failed = [], []
+    rows, verdicts = [], Verdicts()
     for interp in harness.pick(INTERPS):
-        env = {"PYUNWIND_GREENLET": greenlet_dir(harness, interp)}
         for n in SCALE:
-            with harness.Scenario(interp, "bench-greenlets", script=os.path.abspath(__file__),
-                                  args=("program", n), env=env, timeout=READY_TIMEOUT) as s:
-                truth = s.truth
-                if truth["greenlets"] != n + 1 or len(truth["suspended"]) != n:
-                    failed.append("%s N=%d: the program made %d greenlets"
-                                  % (interp.id, n, truth["greenlets"]))
-                    continue
-                core = s.make_core()
-                size = os.path.getsize(core)
-                # Written back before timing: the reader, not the write-back of the core gcore
-                # just wrote, is what is measured.
-                os.sync()
-                try:
-                    plain = timed([cli, "core", core, "--json"], check_plain(truth))
-                    glets = timed([cli, "core", core, "--greenlets", "--json"],
-                                  check_greenlets(truth))
-                except Failure as e:
-                    failed.append("%s N=%d: %s" % (interp.id, n, e))
-                    continue
-                finally:
-                    os.unlink(core)
-            depth = len(truth["shapes"][0]) if len(truth["shapes"]) == 1 else None
-            rows.append((interp.id, n, size, plain, glets, depth, truth["greenlet_version"]))
+            what = "%s N=%d" % (interp.id, n)
+            try:
+                rows.append(measure(harness, interp, n, cli))
+            except (Failure, harness.HarnessError, subprocess.TimeoutExpired) as e:
+                verdicts.failed(what, e, detail=e)
 
     print("greenlets: `pyunwind core CORE --greenlets --json` on a gcore core of N suspended "
           "greenlets (each %d Python frames deep), best of %d, every greenlet and its frames "
@@ -207,15 +192,13 @@ def main():
             "per greenlet", "target < %.0f s" % TARGET_S)
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
-    missed = []
     by_interp = {}
     for iid, n, size, plain, glets, depth, version in rows:
         by_interp.setdefault(iid, {})[n] = (plain, glets)
         verdict = ""
         if n == SCALE[-1]:
-            verdict = "met" if glets < TARGET_S else "MISSED"
-            if glets >= TARGET_S:
-                missed.append("%s: %.2f s" % (iid, glets))
+            verdict = verdicts.under("%s: %d suspended greenlets listed" % (iid, n), glets,
+                                     TARGET_S, "%.3f s")
         print("| %s (greenlet %s) | %d | %.0f | %.3f s | %.3f s | %.3f s | %.2f µs | %s |"
               % (iid, version, n, size / 2**20, plain, glets, glets - plain,
                  (glets - plain) / n * 1e6, verdict))
@@ -225,12 +208,32 @@ def main():
             print("| %s | ratio %dk/%dk | | %.1fx | %.1fx | %.1fx | | linear: about %dx |"
                   % (iid, SCALE[-1] // 1000, SCALE[0] // 1000, hi[0] / lo[0], hi[1] / lo[1],
                      (hi[1] - hi[0]) / max(lo[1] - lo[0], 1e-6), SCALE[-1] // SCALE[0]))
-    print("target: %d suspended greenlets listed in under %.0f s: %s"
-          % (SCALE[-1], TARGET_S, "met" if not missed and not failed
-             else "MISSED (%s)" % "; ".join(missed) if missed else "not measured"))
-    for f in failed:
-        print("FAILED: " + f)
-    return 1 if failed else 0
+    print("target: %d suspended greenlets listed in under %.0f s, on %s"
+          % (SCALE[-1], TARGET_S, " and ".join(INTERPS)))
+    return verdicts.finish()
+
+
+def measure(harness, interp, n, cli):
+    """One row: (interpreter, N, core size, plain and --greenlets seconds, depth, greenlet's
+    version). Raises Failure."""
+    env = {"PYUNWIND_GREENLET": greenlet_dir(harness, interp)}
+    with harness.Scenario(interp, "bench-greenlets", script=os.path.abspath(__file__),
+                          args=("program", n), env=env, timeout=READY_TIMEOUT) as s:
+        truth = s.truth
+        if truth["greenlets"] != n + 1 or len(truth["suspended"]) != n:
+            raise Failure("the program made %d greenlets" % truth["greenlets"])
+        core = s.make_core()
+        size = os.path.getsize(core)
+        # Written back before timing: the reader, not the write-back of the core gcore just
+        # wrote, is what is measured.
+        os.sync()
+        try:
+            plain = timed([cli, "core", core, "--json"], check_plain(truth))
+            glets = timed([cli, "core", core, "--greenlets", "--json"], check_greenlets(truth))
+        finally:
+            os.unlink(core)
+    depth = len(truth["shapes"][0]) if len(truth["shapes"]) == 1 else None
+    return (interp.id, n, size, plain, glets, depth, truth["greenlet_version"])
 
 
 if __name__ == "__main__":

@@ -9,8 +9,9 @@
 
 Each time is the median of 3 runs; each run's output is checked (every report merged into the
 expected groups; 64 processes grouped into one group), so a failing run is never timed as if
-it worked. Exit status 0 when both ran and gave the expected output (a missed target is a
-result, printed), 1 otherwise. Stdlib only.
+it worked. Exit status (bench/verdicts.py) 0 when both ran, gave the expected output and met
+their targets, 1 otherwise, each problem named on a `bench: FAILED|NOT MEASURED|MISSED: ...`
+line at the end. Stdlib only.
 """
 
 import json
@@ -21,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from verdicts import Verdicts
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLI = pathlib.Path(os.environ.get("PYUNWIND_CLI") or ROOT / "target" / "release" / "pyunwind")
@@ -65,18 +68,30 @@ def timed(args):
 
 
 def peak_rss(args):
-    """The CLI's own peak RSS, from a small parent whose only child it is."""
+    """The CLI's own peak RSS, from a small parent whose only child it is; None when the CLI
+    did not exit 0."""
     probe = ("import os, sys\npid = os.fork()\nif pid == 0:\n"
              "    fd = os.open(os.devnull, os.O_WRONLY); os.dup2(fd, 1)\n"
              "    os.execv(sys.argv[1], sys.argv[1:])\n"
-             "_, status, usage = os.wait4(pid, 0)\nprint(usage.ru_maxrss * 1024)\n")
+             "_, status, usage = os.wait4(pid, 0)\n"
+             "print(usage.ru_maxrss * 1024 if os.waitstatus_to_exitcode(status) == 0 else -1)\n")
     out = subprocess.run([sys.executable, "-c", probe, str(CLI), *map(str, args)],
-                         capture_output=True, text=True, timeout=300, check=True)
-    return int(out.stdout.split()[-1])
+                         capture_output=True, text=True, timeout=300)
+    rss = int(out.stdout.split()[-1]) if out.returncode == 0 and out.stdout.split() else -1
+    return rss if rss >= 0 else None
 
 
-def bench_merge(tmp):
-    ok = True
+def parsed(proc):
+    """The CLI's JSON output, or None when it failed or printed something else."""
+    if proc.returncode != 0:
+        return None
+    try:
+        return json.loads(proc.stdout)
+    except ValueError:
+        return None
+
+
+def bench_merge(tmp, verdicts):
     for n in (1_000, REPORTS):
         path = tmp / ("reports-%d.json" % n)
         with open(path, "w") as f:
@@ -86,47 +101,54 @@ def bench_merge(tmp):
         times = []
         for _ in range(RUNS):
             seconds, proc = timed(["merge", path, "--json"])
-            got = json.loads(proc.stdout) if proc.returncode == 0 else None
-            if (got is None or got["reports"] != n or got["threads"] != n * THREADS
-                    or len(got["groups"]) != SHAPES or got["failed"]):
-                print("merge %d: unexpected output (rc %d): %s"
-                      % (n, proc.returncode, proc.stderr[-500:]))
-                return False
+            got = parsed(proc)
+            if (got is None or got.get("reports") != n or got.get("threads") != n * THREADS
+                    or len(got.get("groups") or ()) != SHAPES or got.get("failed")):
+                verdicts.failed("merge of %d reports" % n,
+                                "unexpected output (exit %d)" % proc.returncode,
+                                detail=proc.stderr[-500:])
+                return
             times.append(seconds)
         rss = peak_rss(["merge", path, "--json"])
+        if rss is None:
+            verdicts.failed("merge of %d reports" % n, "failed under the peak-RSS probe")
+            return
         median = statistics.median(times)
-        verdict = ("target < 5 s: met" if median < 5 else "target < 5 s: MISSED") \
-            if n == REPORTS else ""
+        verdict = ""
+        if n == REPORTS:
+            verdict = "target < 5 s: " + verdicts.under(
+                "merge of %d reports" % n, median, 5.0, "%.2f s")
         print("merge  %6d reports (%4d MiB): %6.2f s, peak RSS %4d MiB  %s"
               % (n, size >> 20, median, rss >> 20, verdict))
-    return ok
 
 
-def bench_pid():
+def bench_pid(verdicts):
+    what = "pid --group of %d processes" % PROCESSES
     if not os.access(PYTHON, os.X_OK):
-        print("pid: %s missing" % PYTHON)
-        return False
+        verdicts.not_measured(what, "%s missing" % PYTHON)
+        return
     procs = []
     try:
         for _ in range(PROCESSES):
             procs.append(subprocess.Popen([PYTHON, "-c", SLEEPER], stdout=subprocess.PIPE))
         for p in procs:
             if p.stdout.readline() != b"ready\n":
-                print("pid: a sleeper did not start")
-                return False
+                verdicts.not_measured(what, "a sleeper did not start")
+                return
         pids = [p.pid for p in procs]
         times = []
         for _ in range(RUNS):
             seconds, proc = timed(["pid", *pids, "--group", "--json"])
-            got = json.loads(proc.stdout) if proc.returncode == 0 else None
-            if got is None or got["reports"] != PROCESSES or len(got["groups"]) != 1:
-                print("pid: unexpected output (rc %d): %s" % (proc.returncode, proc.stderr[-500:]))
-                return False
+            got = parsed(proc)
+            if (got is None or got.get("reports") != PROCESSES
+                    or len(got.get("groups") or ()) != 1):
+                verdicts.failed(what, "unexpected output (exit %d)" % proc.returncode,
+                                detail=proc.stderr[-500:])
+                return
             times.append(seconds)
         median = statistics.median(times)
         print("pid    %6d processes:           %6.2f s  target < 1 s: %s"
-              % (PROCESSES, median, "met" if median < 1 else "MISSED"))
-        return True
+              % (PROCESSES, median, verdicts.under(what, median, 1.0, "%.2f s")))
     finally:
         for p in procs:
             p.kill()
@@ -136,11 +158,18 @@ def bench_pid():
 def main():
     if not os.access(CLI, os.X_OK):
         print("no CLI at %s (make build)" % CLI)
-        return 1
-    with tempfile.TemporaryDirectory(prefix="pyunwind-bench-many-") as tmp:
-        ok = bench_merge(pathlib.Path(tmp))
-    ok = bench_pid() and ok
-    return 0 if ok else 1
+        return 2
+    verdicts = Verdicts()
+    try:
+        with tempfile.TemporaryDirectory(prefix="pyunwind-bench-many-") as tmp:
+            bench_merge(pathlib.Path(tmp), verdicts)
+    except subprocess.TimeoutExpired as exc:
+        verdicts.failed("merge", "timed out: %s" % exc)
+    try:
+        bench_pid(verdicts)
+    except subprocess.TimeoutExpired as exc:
+        verdicts.failed("pid --group", "timed out: %s" % exc)
+    return verdicts.finish()
 
 
 if __name__ == "__main__":

@@ -27,9 +27,11 @@ into every run, baseline included, where its py-bt would clash with ours). Debug
 run's output is checked for exactly N `recurse` frames, so a failing command is never timed as
 if it worked.
 
-Exit status: 0 when every tool produced the expected frames (targets missed or not), 1 when a
-tool failed, printed its stderr or timed out (ours only: an anchor timing out is a result, shown
-as such), 2 for a usage or set-up problem (missing tool or build). Stdlib only.
+Exit status (bench/verdicts.py): 0 when every tool produced the expected frames and every
+target at the deepest depth was measured and met; 1 when one of ours failed or timed out, a peer
+(libpython.py, pystack) failed or timed out, or a target was missed or could not be computed,
+each named on a `bench: FAILED|NOT MEASURED|MISSED: ...` line at the end; 2 for a usage or
+set-up problem (missing tool or build). Stdlib only.
 """
 
 import argparse
@@ -46,6 +48,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from verdicts import Verdicts
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH_DIR)
@@ -77,6 +81,7 @@ MIN_MEASURABLE_S = 0.001
 TOOLS = ("baseline", "libpython", "ours-gdb", "pystack", "ours-cli", "pystack-native",
          "ours-native", "ours-bt", "ours-bt-real")
 OURS = ("ours-gdb", "ours-cli", "ours-native", "ours-bt", "ours-bt-real")
+PEERS = ("libpython", "pystack", "pystack-native")
 # `core --native --json` against `pystack core --native` (issue 12).
 TARGET_NATIVE_SPEEDUP = 5.0
 
@@ -577,39 +582,70 @@ def print_table(depths, all_results, core_sizes):
         print(line(r))
 
 
-def print_verdict(depths, all_results):
+def print_verdict(depths, all_results, verdicts):
     depth = max(depths)
     res = all_results[depth]
-    ps, ours_native = res.get("pystack-native"), res.get("ours-native")
-    if ps and ours_native and ps.median and ours_native.median:
-        speedup = ps.median / max(ours_native.median, MIN_MEASURABLE_S)
-        met = "met" if speedup >= TARGET_NATIVE_SPEEDUP else "MISSED"
-        print(f"core --native --json vs pystack core --native at depth {depth} ({PYTHON}): "
-              f"{speedup:.1f}x (target >= {TARGET_NATIVE_SPEEDUP:.0f}x): {met}")
+    where = f"at depth {depth} on {PYTHON}"
+    if "pystack-native" in res and "ours-native" in res:
+        ps, ours_native = res["pystack-native"], res["ours-native"]
+        speedup = None
+        if ps.median is not None and ours_native.median is not None:
+            speedup = ps.median / max(ours_native.median, MIN_MEASURABLE_S)
+        word = verdicts.at_least(
+            f"core --native --json vs pystack core --native {where}", speedup,
+            TARGET_NATIVE_SPEEDUP, "%.1fx",
+            why_not=not_measured_because(res, (("pystack-native", "median"),
+                                               ("ours-native", "median"))))
+        print(f"core --native --json vs pystack core --native {where}: "
+              + ("-" if speedup is None else f"{speedup:.1f}x")
+              + f" (target >= {TARGET_NATIVE_SPEEDUP:.0f}x): {word}")
     if "ours-gdb" not in res:
         return  # --only left py-bt out: nothing to say about it
     ours, base = res.get("ours-gdb"), res.get("baseline")
-    extra = ours.command_median if ours is not None else None
-    if extra is None:
-        print(f"py-bt at depth {depth}: not measured (target < {TARGET_COMMAND_S} s)")
-    else:
-        met = "met" if extra < TARGET_COMMAND_S else "MISSED"
-        wall = beyond(ours, base)
-        print(f"py-bt at depth {depth}: {fmt_seconds(extra)} s in gdb, beyond its start-up "
-              f"(target < {TARGET_COMMAND_S} s): {met}; the script's load "
-              f"{fmt_seconds(ours.script_median)} s once; whole runs' medians differ by "
-              f"{fmt_seconds(wall)} s")
+    extra = ours.command_median
+    word = verdicts.under(f"py-bt in gdb, beyond its start-up, {where}", extra,
+                          TARGET_COMMAND_S, "%.3f s",
+                          why_not=not_measured_because(res, (("ours-gdb", "command_median"),)))
+    print(f"py-bt {where}: " + ("-" if extra is None else f"{fmt_seconds(extra)} s")
+          + " in gdb, beyond its start-up "
+          f"(target < {TARGET_COMMAND_S} s): {word}; the script's load "
+          f"{fmt_seconds(ours.script_median)} s once; whole runs' medians differ by "
+          f"{fmt_seconds(beyond(ours, base))} s")
+    if "libpython" not in res:
+        return  # not run on this interpreter (--python): no speed-up to state
     slow, fast, bound = lib_over_ours_command(res)
-    if slow is None or fast is None:
-        print(f"speed-up vs libpython.py: not measured (target >= {TARGET_SPEEDUP:.0f}x)")
-        return
-    bound = bound or fast < MIN_MEASURABLE_S
-    speedup = slow / max(fast, MIN_MEASURABLE_S)
+    speedup = None if slow is None or fast is None else slow / max(fast, MIN_MEASURABLE_S)
+    word = verdicts.at_least(
+        f"py-bt in gdb vs libpython.py's {where}", speedup, TARGET_SPEEDUP, "%.1fx",
+        why_not=not_measured_because(res, (("ours-gdb", "command_median"),
+                                           ("libpython", "command_median"))),
+        lower_bound=f"libpython.py timed out after {res['libpython'].timeout:.0f} s"
+        if bound else None)
+    bound = bound or (fast is not None and fast < MIN_MEASURABLE_S)
     total_slow, total_bound = lib_seconds(res, "libpython")
     total = ratio(total_slow, ours.median, total_bound)
-    met = "met" if speedup >= TARGET_SPEEDUP else "MISSED"
-    print(f"speed-up vs libpython.py: {'>' if bound else ''}{speedup:.1f}x on py-bt in gdb "
-          f"at depth {depth} ({total} on total time) (target >= {TARGET_SPEEDUP:.0f}x): {met}")
+    print("speed-up vs libpython.py: "
+          + ("-" if speedup is None else f"{'>' if bound else ''}{speedup:.1f}x")
+          + f" on py-bt in gdb {where} ({total} on total time) "
+          f"(target >= {TARGET_SPEEDUP:.0f}x): {word}")
+
+
+def not_measured_because(res, needs):
+    """Why a target over these (tool, Result property) times has no value: the first without
+    one."""
+    for name, prop in needs:
+        r = res.get(name)
+        if r is None:
+            return f"{name} not run"
+        if r.failure:
+            return f"{name} failed"
+        if getattr(r, prop) is None:
+            if r.timeout:
+                return f"{name} timed out after {r.timeout:.0f} s"
+            if prop == "command_median":
+                return f"{name}: no bench-command-seconds line in gdb's output"
+            return f"{name}: no time"
+    return None
 
 
 # ---- main ---------------------------------------------------------------------------------
@@ -681,7 +717,8 @@ def main(argv=None):
 
     os.makedirs(cache, exist_ok=True)
     core_dir = tempfile.mkdtemp(prefix="bench-cores-", dir=cache)
-    all_results, core_sizes, failures, notes = {}, {}, [], []
+    all_results, core_sizes, notes = {}, {}, []
+    verdicts = Verdicts()
     try:
         warmed = False
         for depth in args.depths:
@@ -705,11 +742,15 @@ def main(argv=None):
                 results[name] = result
                 if result.crash_note:
                     notes.append(f"(*) {tool.label}, N={depth}: {result.crash_note}")
+                what = f"{tool.label} at depth {depth} on {PYTHON}"
                 if result.failure:
-                    failures.append(f"{tool.label}, N={depth}: {result.failure}")
+                    # Ours failing is a defect; a peer failing leaves its cells (and any
+                    # ratio over it) without a value: both are problems of the run.
+                    record = verdicts.not_measured if name in PEERS else verdicts.failed
+                    record(what, result.failure, detail=result.failure)
                 elif result.timeout:
-                    notes.append(f"{tool.label}, N={depth}: timed out after "
-                                 f"{result.timeout:.0f} s (shown as a lower bound)")
+                    verdicts.not_measured(what, f"timed out after {result.timeout:.0f} s "
+                                                "(shown as a lower bound)")
             all_results[depth] = results
     finally:
         if args.keep_cores:
@@ -720,15 +761,10 @@ def main(argv=None):
     print()
     print_table(args.depths, all_results, core_sizes)
     print()
-    print_verdict(args.depths, all_results)
+    print_verdict(args.depths, all_results, verdicts)
     for note in notes:
         print(f"note: {note}")
-    if failures:
-        print(file=sys.stderr)
-        for failure in failures:
-            print(f"bench: FAILED: {failure}", file=sys.stderr)
-        return 1
-    return 0
+    return verdicts.finish()
 
 
 if __name__ == "__main__":

@@ -19,16 +19,20 @@ interpreter's debug-file-directory (/usr/lib/debug, or the sid root's usr/lib/de
 detached DWARF libpython.py needs lives), the same for every gdb run on that core. Each time is
 the median of K runs; every run's output is checked for exactly N `recurse` frames, so a
 failing command is never timed as if it worked: it is shown as `failed` and what it printed is
-shown below the table.
+shown below the table. libpython.py reads each Python frame from the `frame` argument of the
+eval loop (_PyEval_EvalFrameDefault); on a build where gdb shows that argument optimized out
+on the core, it cannot, and its failure is listed as a limit of the peer.
 
-Exit status: 0 when our py-bt and CLI produced the expected frames on every core (libpython.py
-or pystack failing is a result, printed), 1 when one of ours (or the gdb start-up they are
-measured against) failed or timed out, 2 for a set-up problem (missing interpreter, tool or
-build). Stdlib only; the measuring code is bench/run.py's.
+Exit status (bench/verdicts.py): 0 when every tool produced the expected frames on every core;
+1 when one of ours (or the gdb start-up they are measured against) failed or timed out, or a
+peer (libpython.py, pystack) is missing, failed or timed out, each named on a
+`bench: FAILED|NOT MEASURED: ...` line at the end; 2 for a set-up problem (missing
+interpreter, gdb or build). Stdlib only; the measuring code is bench/run.py's.
 """
 
 import argparse
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -36,6 +40,7 @@ import sys
 import tempfile
 
 import run  # bench/run.py, next to this file
+from verdicts import Verdicts
 
 sys.path.insert(0, os.path.join(run.REPO, "tests", "integration"))
 import harness  # noqa: E402
@@ -47,6 +52,11 @@ SID = os.path.join(CACHE, "pythons", "debian-sid")
 PYSTACK = os.path.join(CACHE, "bench-venv", "bin", "pystack")
 
 OURS = ("baseline", "ours-gdb", "ours-cli")
+# What libpython.py's py-bt prints for an eval-loop frame whose `frame` it cannot read, and how
+# gdb's bt shows why.
+LIBPYTHON_NO_FRAME = "(unable to read python frame information)"
+EVAL_FRAME_OPTIMIZED_OUT = re.compile(
+    r"\b_PyEval_EvalFrameDefault \([^\n]*\bframe=<optimized out>")
 ORDER = ("baseline", "ours-gdb", "libpython", "pystack", "ours-cli")
 
 
@@ -78,8 +88,21 @@ def interpreters():
     ]
 
 
+def gdb_argv(interp):
+    return run.GDB_COMMON + ["-iex", f"set debug-file-directory {interp.debug_dir}"]
+
+
+def eval_frame_optimized_out(interp, core):
+    """Whether gdb's bt on the core shows the eval loop's `frame` argument optimized out."""
+    try:
+        _, _, out, _ = run.run_timed(gdb_argv(interp) + ["-ex", "bt", interp.exe, core], 600)
+    except run.Timeout:
+        return False
+    return EVAL_FRAME_OPTIMIZED_OUT.search(out) is not None
+
+
 def make_tools(interp):
-    gdb = run.GDB_COMMON + ["-iex", f"set debug-file-directory {interp.debug_dir}"]
+    gdb = gdb_argv(interp)
     exe = interp.exe
     tools = {
         "baseline": run.Tool(
@@ -122,8 +145,8 @@ def make_core(exe, depth, directory):
         if not line.startswith("ready"):
             child.kill()
             _, err = child.communicate()
-            raise SystemExit(
-                f"bench: {exe} deep.py {depth} did not get ready (got {line!r}); stderr:\n"
+            raise run.Failure(
+                f"{exe} deep.py {depth} did not get ready (got {line!r}); stderr:\n"
                 f"{run.tail(err.decode('utf-8', 'replace'))}")
         prefix = os.path.join(directory, f"core-{os.path.basename(exe)}")
         gcore = subprocess.run(
@@ -132,8 +155,8 @@ def make_core(exe, depth, directory):
         )
         core = f"{prefix}.{child.pid}"
         if gcore.returncode != 0 or not os.path.isfile(core):
-            raise SystemExit(
-                f"bench: gcore failed for {exe} deep.py {depth} (status {gcore.returncode}):\n"
+            raise run.Failure(
+                f"gcore failed for {exe} deep.py {depth} (status {gcore.returncode}):\n"
                 f"{run.tail(gcore.stderr.decode('utf-8', 'replace'))}")
         harness.refill_guarded_mappings(core, child.pid)
         return core
@@ -225,17 +248,23 @@ def main(argv=None):
 
     os.makedirs(CACHE, exist_ok=True)
     core_dir = tempfile.mkdtemp(prefix="bench-versions-", dir=CACHE)
-    rows, failures, notes = [], [], []
+    rows, notes = [], []
+    verdicts = Verdicts()
     try:
         for interp in interps:
             version = run.version_of([interp.exe, "--version"]).replace("Python ", "")
             tools = make_tools(interp)
             if "libpython" not in tools:
-                notes.append(f"{interp.name}: no python3.X-gdb.py found, libpython.py not run")
+                verdicts.not_measured(f"{interp.name} libpython.py py-bt",
+                                      f"no {os.path.basename(interp.exe)}-gdb.py found")
             if "pystack" not in tools:
-                notes.append(f"{interp.name}: pystack not run ({PYSTACK} missing; "
-                             "bench/setup.sh installs it)")
-            core = make_core(interp.exe, args.depth, core_dir)
+                verdicts.not_measured(f"{interp.name} pystack core",
+                                      f"{PYSTACK} missing (bench/setup.sh installs it)")
+            try:
+                core = make_core(interp.exe, args.depth, core_dir)
+            except run.Failure as exc:
+                verdicts.failed(f"{interp.name} core of deep.py {args.depth}", exc, detail=exc)
+                continue
             # Untimed: brings gdb, this interpreter's debug info and the tools into the cache.
             for name in ("baseline", "pystack", "ours-cli"):
                 if name in tools:
@@ -254,13 +283,18 @@ def main(argv=None):
                 what = f"{interp.name} {tool.label}"
                 if result.crash_note:
                     notes.append(f"{what}: {result.crash_note}")
-                if result.failure and name in OURS:
-                    failures.append(f"{what}: {result.failure}")
+                if (result.failure and name == "libpython"
+                        and LIBPYTHON_NO_FRAME in result.failure
+                        and eval_frame_optimized_out(interp, core)):
+                    verdicts.peer_limit(what, f"it prints {LIBPYTHON_NO_FRAME!r}: the eval "
+                                              "loop's `frame` argument is optimized out in "
+                                              "this build (gdb's bt)")
                 elif result.failure:
-                    notes.append(f"{what} failed: {result.failure}")
+                    record = verdicts.failed if name in OURS else verdicts.not_measured
+                    record(what, result.failure, detail=result.failure)
                 elif result.timeout:
-                    notes.append(f"{what}: timed out after {result.timeout:.0f} s "
-                                 "(shown as a lower bound)")
+                    verdicts.not_measured(what, f"timed out after {result.timeout:.0f} s "
+                                                "(shown as a lower bound)")
             rows.append((interp, version, results))
             if not args.keep_cores:
                 os.remove(core)  # one core on disk at a time
@@ -277,12 +311,7 @@ def main(argv=None):
     print("beyond start-up = ours py-bt - baseline; libpython/ours compares both beyond start-up")
     for note in notes:
         print(f"note: {note}")
-    if failures:
-        print(file=sys.stderr)
-        for failure in failures:
-            print(f"bench: FAILED: {failure}", file=sys.stderr)
-        return 1
-    return 0
+    return verdicts.finish()
 
 
 if __name__ == "__main__":
