@@ -68,9 +68,10 @@ unit: pythons
 # gdb, gcore or the scenario, one core each). --dist loadfile keeps each file on one worker: its
 # module fixtures (costly cores, the pip venvs at a fixed path) are made once. (--dist loadgroup
 # does not group under pytest 9: xdist 3.8 renames `item._nodeid`, which pytest 9 no longer reads.)
-# A file that takes minutes is split so that its parts spread (test_cpython_gdb_suite_3*.py,
-# test_packaging*.py). --durations prints the slowest tests (a module fixture's time counts in its
-# first test's setup), so the log shows where the time goes.
+# Files that take minutes with few tests are marked long_file and run first (conftest.py):
+# xdist's own order, by number of tests, ran them last, on one worker after the other had run
+# out of work. --durations and conftest's summary (each file's and each worker's time) show in
+# the log where the time goes.
 PYTEST_WORKERS ?= 2
 PYTEST_DURATIONS ?= 25
 PYTEST := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --durations=$(PYTEST_DURATIONS)

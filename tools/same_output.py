@@ -202,7 +202,8 @@ def _keep_core(src, cores, core_id, manifest, truth):
     if rc != 0:
         raise harness.HarnessError("fallocate --dig-holes %s.tmp: %s" % (dest, err))
     os.replace(str(dest) + ".tmp", dest)
-    files = {p: _digest(p) for p in _inputs(dest, truth, manifest["debug_dir"])}
+    inputs = _inputs(dest, truth, manifest["debug_dir"]) + [manifest["script"]]
+    files = {p: _digest(p) for p in inputs}
     manifest = dict(manifest, id=core_id, core=dest.name, size=dest.stat().st_size, files=files)
     _write_json(cores / (core_id + ".truth.json"), truth)
     _write_json(cores / (core_id + ".json"), manifest)
@@ -405,6 +406,7 @@ LLDB_WRAPPER = (
     "open({path!r}, 'w', encoding='utf-8', errors='surrogateescape').write("
     "'--- result: %s\\n--- output\\n%s--- error\\n%s' % ("
     "'succeeded' if _r.Succeeded() else 'failed', _r.GetOutput() or '', _r.GetError() or ''))")
+LLDB_SETTLE_SECONDS = 0.3
 # The main thread, as tests/integration/test_lldb.py selects it (the truth lists it first); a
 # crash core keeps lldb's choice, the thread that crashed.
 LLDB_SELECT_MAIN = "lldb.process.SetSelectedThreadByID(lldb.process.GetProcessID()); "
@@ -436,6 +438,12 @@ def commands_for(manifest, corpus, outdir, settings, tools):
             settings.lldb, "-b", "--no-lldbinit",
             "-O", "settings set symbols.enable-external-lookup false", exe, "-c", core,
             "-o", "command script import %s" % settings.lldb_script,
+            # As tests/integration/test_lldb.py: let lldb's event-handler thread print the
+            # core's stop first. A thread whose frames it asks for while the command holds the
+            # target's lock gets lldb's own frames from our provider, and keeps them: without
+            # the wait, `thread backtrace all` showed Python frames for a different set of
+            # threads from run to run (31 of 69 cores differed between two runs).
+            "-o", "script import time; time.sleep(%s)" % LLDB_SETTLE_SECONDS,
             "-o", LLDB_WRAPPER.format(select=select, command=c, path=result)], result))
     return out
 

@@ -7,6 +7,8 @@
 - ``scenario(interp, name)`` fixture: starts a scenario and stops it after the test.
 - ``pyunwind_build`` (session, autouse): the release CLI and the built Python module must
   exist; a test run without them fails, it does not skip.
+- Test files run in this order: those marked ``long_file`` first, then the others by number of
+  tests, most first (see ``pytest_collection_modifyitems``).
 """
 
 import os
@@ -34,6 +36,31 @@ def _parametrized_names(metafunc):
             argnames = argnames.split(",")
         names.update(name.strip() for name in argnames)
     return names
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "long_file: a test file that takes minutes with few tests; it runs first")
+    # pytest-xdist's own reordering (by number of tests) would undo pytest_collection_modifyitems'.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(items):
+    """`make integration` runs pytest-xdist with --dist loadfile: a worker takes the next test
+    file, in this order, when it has finished its last. A file that takes minutes and comes last
+    keeps one worker busy after the other has run out of work. So the files marked `long_file`
+    (`pytestmark = pytest.mark.long_file`) come first, then the others by number of tests, most
+    first (as pytest-xdist orders them by itself); a file's tests keep their order."""
+    per_file = {}
+    for item in items:
+        per_file.setdefault(item.nodeid.split("::")[0], []).append(item)
+
+    def key(path):
+        tests = per_file[path]
+        return (tests[0].get_closest_marker("long_file") is None, -len(tests))
+
+    items[:] = [item for path in sorted(per_file, key=key) for item in per_file[path]]
 
 
 def pytest_generate_tests(metafunc):

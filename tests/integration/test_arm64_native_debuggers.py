@@ -49,6 +49,9 @@ from test_lldb_arm64 import (check_lldb_arm64_asyncio, check_lldb_arm64_core,
                              check_lldb_arm64_locals_list)
 from test_stacks import check_report, expected, expected_locals, json_from, traceback_frames
 
+# Minutes with few tests: it runs first under pytest-xdist (conftest.py).
+pytestmark = pytest.mark.long_file
+
 BOOKWORM, SID = "arm64-bookworm-3.11", "arm64-sid-3.14"
 # The debugger's Python names the `_pyunwind` it loaded and the machine it runs on.
 SHOW_MODULE = ("import sys, platform; "

@@ -20,6 +20,9 @@ import harness
 sys.path.insert(0, str(harness.repo_root() / "tools" / "fuzz"))
 import campaign  # noqa: E402
 
+# Minutes with few tests: it runs first under pytest-xdist (conftest.py).
+pytestmark = pytest.mark.long_file
+
 SEED = 11
 SAMPLE_CORES = 520
 SAMPLE_GDB_RUNS = 10

@@ -10,6 +10,9 @@ import pytest
 import harness
 import jit_harness as jh
 
+# Minutes with few tests: it runs first under pytest-xdist (conftest.py).
+pytestmark = pytest.mark.long_file
+
 SID = jh.sid_interps()
 FRAME = re.compile(r"^#(\d+)\s+(?:(0x[0-9a-f]+) in )?(.*?) \([^()]*\)(?: at | from |$)")
 

@@ -8,6 +8,9 @@ import pytest
 import packaging_venvs as pv
 from packaging_venvs import shapes, venvs  # noqa: F401
 
+# Minutes on a fresh clone (the build): it runs first under pytest-xdist (conftest.py).
+pytestmark = pytest.mark.long_file
+
 
 @pytest.mark.parametrize("name", [pv.CHECKOUT_VENV])
 def test_installed_cli_is_the_same_cli(venvs, shapes, name):  # noqa: F811
