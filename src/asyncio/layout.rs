@@ -373,8 +373,13 @@ fn from_offsets(l: &Layout, dbg: Option<&AsyncioDebug>) -> Result<AsyncioLayout,
         .as_ref()
         .ok_or("the interpreter's _Py_DebugOffsets are needed with it")?;
     let need = |g: &str, f: &str| offsets.get(g, f).ok_or("_Py_DebugOffsets field missing");
-    let header = l.pyobject.ob_type + 8;
-    let shift = header - 16;
+    // The object header ends after `ob_type`; a free-threaded header is 16 bytes longer. A
+    // corrupt `_Py_DebugOffsets` may put `ob_type` anywhere: a header shorter than the default
+    // build's is not one.
+    let header = l.pyobject.ob_type.saturating_add(8);
+    let shift = header
+        .checked_sub(16)
+        .ok_or("_Py_DebugOffsets pyobject.ob_type")?;
     let FrameModel::Interpreter(_) = l.frame else {
         return Err("frame model");
     };
