@@ -116,18 +116,30 @@ sid_root() {
 
 # --- free-threaded builds from Debian's orig tarballs ----------------------------------------
 # orig_tarball PKG: the path of the newest downloadable orig tarball of PKG, or nothing.
+# When the mirror answered 404 for the orig tarball of every version the lists name, those
+# versions are written to $DL/src/PKG.404 and not asked for again (about 2 s each, every run)
+# until the lists name others; a failure other than a 404 is tried again on the next run.
 orig_tarball() {
-    local pkg=$1 f ver
+    local pkg=$1 f ver versions out gone=()
     f=$(ls "$DL/src/${pkg}_"*.orig.tar.xz 2>/dev/null | sort -V | tail -n 1 || true)
     [ -n "$f" ] && { echo "$f"; return 0; }
     apt_setup
     mkdir -p "$DL/src"
-    for ver in $(apt-cache "${APT[@]}" showsrc "$pkg" 2>/dev/null | awk '/^Version:/{print $2}' | sort -uVr); do
-        (cd "$DL/src" && apt-get "${APT[@]}" source --download-only "$pkg=$ver" >/dev/null 2>&1) || true
+    versions=$(apt-cache "${APT[@]}" showsrc "$pkg" 2>/dev/null | awk '/^Version:/{print $2}' | sort -uVr)
+    if [ -n "$versions" ] && [ "$(cat "$DL/src/$pkg.404" 2>/dev/null)" = "$versions" ]; then
+        log "$pkg ${versions//$'\n'/ }: orig tarballs not on the mirror (404, $DL/src/$pkg.404)"
+        return 0
+    fi
+    for ver in $versions; do
+        out=$(cd "$DL/src" && apt-get "${APT[@]}" source --download-only "$pkg=$ver" 2>&1) || true
         f="$DL/src/${pkg}_${ver%-*}.orig.tar.xz"
         [ -f "$f" ] && { echo "$f"; return 0; }
         log "$pkg $ver: orig tarball not downloadable"
+        grep -q "/${pkg}_${ver%-*}\.orig\.tar\.xz  *404 " <<<"$out" && gone+=("$ver")
     done
+    [ -n "$versions" ] && [ "$(printf '%s\n' "${gone[@]}")" = "$versions" ] \
+        && echo "$versions" >"$DL/src/$pkg.404"
+    return 0
 }
 
 # build_ft NAME PKG REQUIRED: configure --disable-gil, make, install into $CACHE/NAME.

@@ -59,6 +59,7 @@ import pathlib
 import re
 import shlex
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -318,7 +319,7 @@ def make_corpus(corpus, remake=None):
 
 # --- running the commands -------------------------------------------------------------------
 
-# `pyunwind core CORE --exe EXE` plus each of these.
+# `pyunwind core CORE --exe EXE --debug-file-directory DIR` plus each of these.
 CLI_COMMANDS = (
     (), ("--json",), ("--native",), ("--native", "--json"), ("--native-all",),
     ("--async",), ("--async", "--json"), ("--tasks",), ("--tasks", "--json"),
@@ -339,7 +340,8 @@ MAX_JOBS = 2
 # What differs from run to run and is replaced, each rule named: (name, why, the values it
 # replaces (from the run's settings), what it writes instead). Paths are replaced as given and
 # as resolved (target/ may be a link). Nothing else is: the cores, the corpus's paths and the
-# commands are the same in every run. No output seen holds a pid of the tool itself or a time.
+# commands are the same in every run. No output of the base runs held a pid of the tool itself
+# or a time.
 NORMALISATIONS = (
     ("lib", "the _pyunwind module (--lib): the build under test sits elsewhere in each run",
      lambda s: [s.lib], b"<lib>"),
@@ -353,6 +355,7 @@ NORMALISATIONS = (
      "its frame 0, through our frame provider) at a time that varies from run to run, in "
      "the middle of the commands' echo and output", lambda s: [], b""),
 )
+
 
 class Settings:
     def __init__(self, args):
@@ -486,10 +489,6 @@ def run(corpus, outdir, settings, jobs, only, tools):
     if not (corpus / "corpus.json").is_file():
         raise SystemExit("same_output: %s has no corpus.json (run make-corpus)" % corpus)
     index = json.loads((corpus / "corpus.json").read_text())
-    outdir = pathlib.Path(settings.outdir)
-    if outdir.exists() and any(outdir.iterdir()):
-        raise SystemExit("same_output: %s is not empty" % outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
     manifests = [json.loads((corpus / "cores" / (core_id + ".json")).read_text())
                  for core_id in index["cores"] if not only or re.search(only, core_id)]
     changed = {m["id"]: stale(m) for m in manifests}
@@ -501,6 +500,10 @@ def run(corpus, outdir, settings, jobs, only, tools):
         raise SystemExit("same_output: %d cores are stale (an upgraded package?): make them "
                          "again (make-corpus DIR --remake REGEX) and run both sides again"
                          % len(changed))
+    outdir = pathlib.Path(settings.outdir)
+    if outdir.exists() and any(outdir.iterdir()):
+        raise SystemExit("same_output: %s is not empty" % outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
     work = []
     for manifest in manifests:
         core_id = manifest["id"]
@@ -605,6 +608,7 @@ def main(argv=None):
     d.add_argument("b")
     d.add_argument("--quiet", action="store_true", help="print differences only")
     args = p.parse_args(argv)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `diff A B | head` ends quietly
     if args.cmd == "make-corpus":
         return make_corpus(args.dir, args.remake)
     if args.cmd == "run":

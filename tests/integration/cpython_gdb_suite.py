@@ -61,7 +61,8 @@ def check(minor):
     # A version added to the matrix needs its count here and its file beside this one.
     missing = [m for m in harness.PYENV_VERSIONS
                if m not in TEST_COUNTS or not suite_file(m).exists()]
-    assert not missing, "no test count or no test file for pyenv 3.%s" % missing
+    assert not missing, "no test count or no test file for pyenv %s" % ", ".join(
+        "3.%d" % m for m in missing)
     outcomes, log = run_suite(minor)
     failed = {t: o for t, o in outcomes.items() if o != "pass"}
     assert not failed, "CPython test_gdb on 3.%d: %s\n%s" % (minor, failed, log[-20000:])
