@@ -58,6 +58,7 @@ pub fn gevent_wait(snap: &Snapshot, frames: &[FrameItem]) -> Option<Waiting> {
                 type_name: None,
                 owner: None,
                 frame: i,
+                on: None,
             });
         }
         if is_file(file, "/gevent/_socket3.py") || is_file(file, "/gevent/_socketcommon.py") {
@@ -84,6 +85,7 @@ pub fn gevent_wait(snap: &Snapshot, frames: &[FrameItem]) -> Option<Waiting> {
                 type_name: this.and_then(|t| Some(snap.type_of(t).ok()?.name.clone())),
                 owner: None,
                 frame: at,
+                on: None,
             });
         }
         return call_in_progress(snap, p, i);
@@ -129,6 +131,7 @@ fn call_in_progress(snap: &Snapshot, p: &PyFrame, index: usize) -> Option<Waitin
             type_name: Some(t.name.clone()),
             owner: None,
             frame: index,
+            on: None,
         });
     }
     None

@@ -96,9 +96,13 @@ pub fn host_name() -> String {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ThreadWhy {
     /// One word, null when nothing shows it: `running` (Python, holding the GIL),
-    /// `gil_wait`, `gc`, `syscall` (blocked in the system call `syscall` names), `loop_idle`
-    /// (an event loop waiting in its selector).
+    /// `gil_wait`, `gc`, `loop_idle` (an event loop waiting in its selector), `idle` (waiting
+    /// for work, by a row of [`crate::why::idle`]'s table), `syscall` (blocked in the system
+    /// call `syscall` names).
     pub state: Option<&'static str>,
+    /// What kind of idle thread it is, for `idle` and `loop_idle`: `pool_worker`,
+    /// `pool_thread`, `queue_feeder`, `server`, `master`, `event_loop`; null otherwise.
+    pub idle: Option<&'static str>,
     /// The system call the thread is blocked in (`futex`, `read`, `epoll_wait`, ...).
     pub syscall: Option<String>,
     /// The Python-level wait the thread is blocked in.
@@ -111,7 +115,8 @@ pub struct ThreadWhy {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Waiting {
     /// `lock`, `rlock`, `condition`, `event`, `semaphore`, `barrier`, `queue_get`,
-    /// `queue_put`, `simple_queue_get`, `join`, `future`, `gil`.
+    /// `queue_put`, `simple_queue_get`, `join`, `future`, `gil`, `sleep`; on the outside
+    /// world (with [`WaitsOn`]'s fields): `socket`, `pipe`, `file`, `fd`, `child`, `native`.
     pub kind: &'static str,
     /// The object the program waits on, the one it wrote (the Queue, not its Condition).
     pub object: Option<u64>,
@@ -123,6 +128,49 @@ pub struct Waiting {
     pub owner: Option<u64>,
     /// The index in the thread's (task's) `frames` of the Python frame that waits.
     pub frame: usize,
+    /// What of the outside world it waits on (kinds `socket`, `pipe`, `file`, `fd`, `child`,
+    /// `native`): its fields, beside the others.
+    #[serde(flatten)]
+    pub on: Option<WaitsOn>,
+}
+
+/// The resource a wait on the outside world is on. Each field is null where the source
+/// cannot show it (a core has no /proc: a socket's addresses, a child's command).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum WaitsOn {
+    /// Kind `socket`.
+    Socket {
+        fd: Option<i64>,
+        /// `recv`, `send`, `connect`, `accept`.
+        direction: Option<&'static str>,
+        /// `"127.0.0.1:5432"`, `"[::1]:80"`; a unix socket's path (`"@name"` abstract).
+        local: Option<String>,
+        peer: Option<String>,
+    },
+    /// Kinds `pipe`, `file` and `fd` (a descriptor of a kind the source cannot show).
+    Fd {
+        fd: Option<i64>,
+        /// `read`, `write`.
+        direction: Option<&'static str>,
+        /// A file's path (live).
+        path: Option<String>,
+    },
+    /// Kind `child`.
+    Child {
+        /// The child's pid; null for any child (`wait4(-1)`) or a process group.
+        pid: Option<i64>,
+        /// Its command line, space-joined (live, from /proc/PID/cmdline).
+        command: Option<String>,
+    },
+    /// Kind `native`: a system call under C code that no Python-level wait explains.
+    Native {
+        /// The C function the innermost Python frame is calling, as `py-bt` names it.
+        function: Option<String>,
+        /// With `--native`: the innermost native frame outside the C and C++ runtimes and
+        /// the interpreter.
+        native_function: Option<String>,
+    },
 }
 
 /// A lock a thread holds.

@@ -116,6 +116,7 @@ mod tests {
                     type_name: None,
                     owner,
                     frame: 0,
+                    on: None,
                 }),
                 ..ThreadWhy::default()
             }),

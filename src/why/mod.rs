@@ -86,6 +86,7 @@ pub fn annotate(session: &Session, report: &mut Report, await_cycles: &[Vec<u64>
             ThreadWhy {
                 state,
                 syscall,
+                idle: None,
                 waiting,
                 holding,
             }

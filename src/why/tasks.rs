@@ -276,5 +276,6 @@ fn task_waiting(
         type_name: snap.type_of(object).ok().map(|t| t.name.clone()),
         owner,
         frame,
+        on: None,
     })
 }

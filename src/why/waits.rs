@@ -499,6 +499,7 @@ fn waiting(
             type_name: snap.type_of(object).ok().map(|t| t.name.clone()),
             owner,
             frame: report_index(t, addr)?,
+            on: None,
         });
     }
     let frame = report_index(t, first.addr)?;
@@ -509,6 +510,7 @@ fn waiting(
             type_name: Some(call.kind.type_name().to_string()),
             owner: owner(snap, call.lock, call.kind, threads, facts, me),
             frame,
+            on: None,
         });
     }
     // `SimpleQueue.get()`, a C method: the queue itself shows no waiter to confirm it by; the
@@ -523,6 +525,7 @@ fn waiting(
         type_name: snap.type_of(q).ok().map(|t| t.name.clone()),
         owner: None,
         frame,
+        on: None,
     })
 }
 
@@ -541,6 +544,7 @@ pub fn gil_wait(session: &Session, t: &ThreadReport, threads: &[ThreadReport]) -
         type_name: None,
         owner,
         frame,
+        on: None,
     })
 }
 
