@@ -184,6 +184,38 @@ impl Snapshot {
         Ok((name, d_type))
     }
 
+    /// A C callable's name as a verdict gives it: a method as its type's name, a dot and its
+    /// name (`torch._C._EngineBase.run_backward`, from a `method_descriptor` or a builtin
+    /// bound to an object), a module's builtin as the module's name (its `m_module`) and its
+    /// own (`time.sleep`), else the name alone. None for an object that is no C callable.
+    pub fn c_callable_name(&self, obj: u64) -> Option<String> {
+        let t = self.type_of(obj).ok()?;
+        if t.name == "method_descriptor" {
+            let (name, d_type) = self.method_descriptor_name_and_type(obj).ok()?;
+            return Some(format!("{}.{name}", self.type_at(d_type).ok()?.name));
+        }
+        if !is_cfunction_type(&t.name) {
+            return None;
+        }
+        let (name, this) = self.cfunction_name_and_self(obj).ok()?;
+        if this != 0 {
+            let of = self.type_of(this).ok()?;
+            if of.name != "module" {
+                return Some(format!("{}.{name}", of.name));
+            }
+        }
+        let module = self
+            .object_fields(obj)
+            .and_then(|f| self.mem.read_ptr(field(f, CFUNCTION_M_MODULE)?))
+            .ok()
+            .filter(|&m| m != 0)
+            .and_then(|m| self.read_str(m).ok());
+        Some(match module {
+            Some(m) => format!("{m}.{name}"),
+            None => name,
+        })
+    }
+
     /// A bound method's (`method`, `PyMethodObject`) function and `self`.
     pub fn method_func_and_self(&self, obj: u64) -> Result<(u64, u64), ReadError> {
         let f = self.object_fields(obj)?;

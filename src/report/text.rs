@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use super::{
     Crash, Deadlock, FrameKind, FrameReport, GreenletReport, LocalReport, Report, StackEntry,
-    ThreadReport, Waiting,
+    ThreadReport, Waiting, WaitsOn,
 };
 
 /// Text one rendering builds at most; past it the frames left are not shown (with a line
@@ -172,8 +172,103 @@ fn held_in(r: &Report, owner: u64, object: u64) -> String {
     }
 }
 
+/// A wait on the outside world, in words: `waits on socket fd 7 (recv from 10.0.0.5:5432,
+/// local 10.0.0.2:40122)`, `waits on pipe fd 5 (read)`, `waits for child 4300 (sleep 1000) to
+/// exit`, `is blocked in native code: torch._C._EngineBase.run_backward, in
+/// c10d::Reducer::finalize_backward()`. None for the other waits.
+fn waits_on(w: &Waiting) -> Option<String> {
+    let s = match (w.kind, w.on.as_ref()?) {
+        (
+            _,
+            WaitsOn::Socket {
+                fd,
+                direction,
+                local,
+                peer,
+            },
+        ) => {
+            let mut s = "waits on socket".to_string();
+            if let Some(fd) = fd {
+                write!(s, " fd {fd}").unwrap();
+            }
+            let mut parts = Vec::new();
+            match (direction, peer) {
+                (Some(d), Some(p)) => {
+                    let to = match *d {
+                        "recv" => "from",
+                        "accept" => "on",
+                        _ => "to",
+                    };
+                    parts.push(format!("{d} {to} {p}"));
+                }
+                (Some(d), None) => parts.push(d.to_string()),
+                (None, Some(p)) => parts.push(format!("peer {p}")),
+                (None, None) => {}
+            }
+            if let Some(l) = local {
+                parts.push(format!("local {l}"));
+            }
+            if !parts.is_empty() {
+                write!(s, " ({})", parts.join(", ")).unwrap();
+            }
+            s
+        }
+        (
+            kind,
+            WaitsOn::Fd {
+                fd,
+                direction,
+                path,
+            },
+        ) => {
+            let mut s = match kind {
+                "fd" => "waits on".to_string(),
+                k => format!("waits on {k}"),
+            };
+            if let Some(fd) = fd {
+                write!(s, " fd {fd}").unwrap();
+            }
+            if let Some(p) = path {
+                write!(s, " {p}").unwrap();
+            }
+            if let Some(d) = direction {
+                write!(s, " ({d})").unwrap();
+            }
+            s
+        }
+        (_, WaitsOn::Child { pid, command }) => match (pid, command) {
+            (Some(p), Some(c)) => format!("waits for child {p} ({c}) to exit"),
+            (Some(p), None) => format!("waits for child {p} to exit"),
+            (None, _) => "waits for any child to exit".to_string(),
+        },
+        (
+            _,
+            WaitsOn::Native {
+                function,
+                native_function,
+            },
+        ) => {
+            let mut s = "is blocked in native code".to_string();
+            if let Some(f) = function {
+                write!(s, ": {f}").unwrap();
+            }
+            if let Some(n) = native_function {
+                write!(s, ", in {n}").unwrap();
+            }
+            s
+        }
+    };
+    Some(s)
+}
+
 /// `waits for RLock 0x7f.. held by thread 12 "rotator"`; the owner unknown says so.
 fn waits_for(r: &Report, w: &Waiting) -> String {
+    if let Some(s) = waits_on(w) {
+        return s;
+    }
+    if w.kind == "sleep" {
+        return "sleeps (time.sleep)".to_string();
+    }
     let mut s = match w.kind {
         "gil" => "waits for the GIL".to_string(),
         _ => format!("waits for {}", w.type_name.as_deref().unwrap_or(w.kind)),
@@ -253,8 +348,79 @@ pub fn deadlock_line(r: &Report, d: &Deadlock) -> String {
     format!("Deadlock: {}", parts.join("; "))
 }
 
-/// `--why` and `py-why`'s first lines: the crash, the deadlocks, then each waiting thread's
-/// wait; one line when none of them is there.
+/// The idle kinds in the order the idle line counts them, each with its words (one, many).
+const IDLE_WORDS: &[(&str, &str, &str)] = &[
+    ("pool_worker", "pool worker", "pool workers"),
+    ("pool_thread", "pool thread", "pool threads"),
+    ("queue_feeder", "queue feeder", "queue feeders"),
+    (
+        "server",
+        "server waiting for connections",
+        "servers waiting for connections",
+    ),
+    (
+        "master",
+        "master waiting for signals",
+        "masters waiting for signals",
+    ),
+    ("event_loop", "event loop", "event loops"),
+];
+
+/// `7 idle: 5 pool workers, 1 server waiting for connections, 1 event loop`; None when no
+/// thread is idle.
+fn idle_line(r: &Report) -> Option<String> {
+    let kinds: Vec<&str> = r
+        .threads
+        .iter()
+        .filter_map(|t| t.why.as_ref()?.idle)
+        .collect();
+    if kinds.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = IDLE_WORDS
+        .iter()
+        .filter_map(|&(kind, one, many)| {
+            let n = kinds.iter().filter(|&&k| k == kind).count();
+            (n > 0).then(|| format!("{n} {}", if n == 1 { one } else { many }))
+        })
+        .collect();
+    Some(format!("{} idle: {}", kinds.len(), parts.join(", ")))
+}
+
+/// Which group of the verdict a thread's wait is in: 0 its owner is known, 1 it is on the
+/// outside world (a socket, pipe, file, child, native code), 2 the rest.
+fn wait_rank(w: &Waiting) -> u8 {
+    if w.owner.is_some() {
+        0
+    } else if w.on.is_some() {
+        1
+    } else {
+        2
+    }
+}
+
+/// `, which waits on socket fd 7 (...)`: the owner's own wait, one level down; empty when it
+/// waits for nothing memory shows, or for the waiter itself (a deadlock says that).
+fn owners_wait(r: &Report, waiter: u64, owner: u64) -> String {
+    let Some(w) = r
+        .threads
+        .iter()
+        .find(|t| t.native_id == Some(owner))
+        .and_then(|t| t.why.as_ref()?.waiting.as_ref())
+    else {
+        return String::new();
+    };
+    if w.owner == Some(waiter) {
+        return String::new();
+    }
+    format!(", which {}", waits_for(r, w))
+}
+
+/// `--why` and `py-why`'s first lines (docs/report.md, "The verdict"): the crash, the
+/// deadlocks, then each waiting thread's wait, those whose owner is known first, then the
+/// waits on the outside world, then those with no owner; then the tasks waiting for a lock
+/// a task holds; one line when none of them is there. Idle threads get no line of their
+/// own: one line counts them by kind.
 pub fn verdict(r: &Report) -> String {
     let mut out = String::new();
     if let Some(line) = report_crash_line(r) {
@@ -263,10 +429,23 @@ pub fn verdict(r: &Report) -> String {
     for d in r.deadlocks.iter().flatten() {
         writeln!(out, "{}", deadlock_line(r, d)).unwrap();
     }
-    for t in &r.threads {
-        if let (Some(n), Some(w)) = (t.native_id, t.why.as_ref().and_then(|w| w.waiting.as_ref())) {
-            writeln!(out, "{} {}", who(r, n), waits_for(r, w)).unwrap();
-        }
+    let mut waits: Vec<(u8, u64, &Waiting)> = r
+        .threads
+        .iter()
+        .filter_map(|t| {
+            let why = t.why.as_ref()?;
+            if why.idle.is_some() {
+                return None;
+            }
+            let w = why.waiting.as_ref()?;
+            Some((wait_rank(w), t.native_id?, w))
+        })
+        .collect();
+    // Stable: the report's thread order within each group.
+    waits.sort_by_key(|&(rank, _, _)| rank);
+    for (_, n, w) in waits {
+        let chained = w.owner.map_or(String::new(), |o| owners_wait(r, n, o));
+        writeln!(out, "{} {}{chained}", who(r, n), waits_for(r, w)).unwrap();
     }
     // Tasks waiting for a lock another task holds; not every task parked on a queue or an
     // event (a server has thousands).
@@ -282,6 +461,9 @@ pub fn verdict(r: &Report) -> String {
     }
     if out.is_empty() {
         out.push_str("No crash, deadlock or blocked wait found.\n");
+    }
+    if let Some(line) = idle_line(r) {
+        writeln!(out, "{line}").unwrap();
     }
     greenlet_waits(r, &mut out);
     out

@@ -5,9 +5,11 @@
 //! - the crash (the fatal signal of a kernel core, its `si_code`, fault address or sender, and
 //!   the thread that took it) is a fact the core's notes record: [`crate::memory::crash`] reads
 //!   it and the session holds it; the verdict leads with it.
-//! - [`state`]: what each thread is doing, in one word.
+//! - [`state`]: what each thread is doing, in one word; [`idle`]: the table of threads that
+//!   wait for work.
 //! - [`waits`]: the Python-level wait each thread is blocked in, its owner, and what each
 //!   thread holds.
+//! - [`native`]: a wait in C code that nothing else explains.
 //! - [`deadlock`]: the cycles of the wait-for graph, and asyncio's await cycles.
 //!
 //! [`annotate`] adds all of it to a report (`--why`, `py-why`).
@@ -22,7 +24,9 @@
 //! ```
 
 pub mod deadlock;
+pub mod idle;
 pub mod locks;
+pub mod native;
 pub mod state;
 pub mod tasks;
 pub mod waits;
@@ -70,23 +74,38 @@ pub fn report(session: &Session, base: &Report) -> Report {
 
 /// Adds to `report` (every thread's, from `session`) each thread's state, wait and holds, and
 /// the deadlocks among them; `await_cycles` are asyncio's (from the task graph, when read).
+///
+/// A thread's wait is the first that shows: a Python-level wait ([`waits`]), the GIL, then
+/// for a thread blocked in a system call (idle ones included: their `waiting` says on what)
+/// the C function its innermost frame calls ([`native`]).
 pub fn annotate(session: &Session, report: &mut Report, await_cycles: &[Vec<u64>]) {
     let waits = waits::waits_and_holds(session, &report.threads);
+    let decoded = session.threads();
     let whys: Vec<ThreadWhy> = report
         .threads
         .iter()
         .zip(waits)
         .map(|(t, (waiting, holding))| {
-            let (state, syscall) = state::thread_state(session, t);
-            let waiting = waiting.or_else(|| {
-                (state == Some("gil_wait"))
-                    .then(|| waits::gil_wait(session, t, &report.threads))
-                    .flatten()
-            });
+            let st = state::thread_state(session, t);
+            let blocked = matches!(st.word, Some("syscall" | "idle"));
+            let waiting = waiting
+                .or_else(|| {
+                    (st.word == Some("gil_wait"))
+                        .then(|| waits::gil_wait(session, t, &report.threads))
+                        .flatten()
+                })
+                .or_else(|| {
+                    let d = decoded.iter().find(|d| {
+                        d.info.addr == t.thread_state && d.info.thread_id == t.thread_id
+                    })?;
+                    blocked
+                        .then(|| native::native_wait(&session.snap, t, d))
+                        .flatten()
+                });
             ThreadWhy {
-                state,
-                syscall,
-                idle: None,
+                state: st.word,
+                syscall: st.syscall,
+                idle: st.idle,
                 waiting,
                 holding,
             }

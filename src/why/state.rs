@@ -8,7 +8,8 @@
 //! | --- | --- |
 //! | `gc` | the interpreter's `gc.collecting`, and the thread the GIL's last holder |
 //! | `gil_wait` | not holding the GIL, blocked in `futex` on an address inside the GIL |
-//! | `loop_idle` | blocked in a poll-like call, with the innermost Python frame a `selectors` module `select`, or the frame that runs an event loop no task of which is running (uvloop: its loop is C code, with no Python frame of its own) |
+//! | `loop_idle` | blocked in a poll-like call, with the innermost Python frame a `selectors` module `select`, the frame that runs an event loop no task of which is running (uvloop: its loop is C code, with no Python frame of its own), or gevent's hub running its loop |
+//! | `idle` | blocked in a system call, waiting for work by a row of [`idle`]'s table |
 //! | `syscall` | blocked in a system call |
 //! | `running` | holding the GIL (free-threaded: attached, 3.13+), in no system call |
 //!
@@ -20,6 +21,8 @@ use crate::cpython::FrameItem;
 use crate::memory::{proc_syscall, ProcSyscall};
 use crate::report::{FrameKind, ThreadReport};
 use crate::session::{self, Session};
+
+use super::idle;
 use crate::target::SourceKind;
 
 /// A thread's system call at the stop.
@@ -48,51 +51,83 @@ const SELECTOR_CALLS: &[&str] = &[
     "pselect6",
 ];
 
-/// The state and system call of `t` (see [`crate::report::ThreadWhy`]); (None, None) where
-/// nothing shows it. The system call is given whatever the state (`gil_wait` in `futex`,
-/// `loop_idle` in `epoll_wait`).
-pub fn thread_state(session: &Session, t: &ThreadReport) -> (Option<&'static str>, Option<String>) {
+/// What a thread is doing at the stop (see [`crate::report::ThreadWhy`]).
+#[derive(Clone, Debug, Default)]
+pub struct ThreadState {
+    /// The one word; None where nothing shows it.
+    pub word: Option<&'static str>,
+    /// The system call's name (its number where the table has no name), whatever the state
+    /// (`gil_wait` in `futex`, `loop_idle` in `epoll_wait`).
+    pub syscall: Option<String>,
+    /// For `idle` and `loop_idle`: the kind of idle thread ([`idle`]).
+    pub idle: Option<&'static str>,
+    /// The system call with its arguments.
+    pub call: Option<Syscall>,
+}
+
+/// The state of `t`, its system call and, for an idle thread, its kind.
+pub fn thread_state(session: &Session, t: &ThreadReport) -> ThreadState {
     let call = syscall(session, t);
     let arch = session.target.arch;
     let name = call.flatten().map(|c| {
         arch.syscall_name(c.nr)
             .map_or_else(|| c.nr.to_string(), str::to_string)
     });
-    (state(session, t, call), name)
+    let (word, idle) = state(session, t, call);
+    ThreadState {
+        word,
+        syscall: name,
+        idle,
+        call: call.flatten(),
+    }
 }
 
-/// The one word for `t`, given its system call: None when unknown, Some(None) when it is in
-/// none.
+/// The one word for `t` and its idle kind, given its system call: None when unknown,
+/// Some(None) when it is in none.
 fn state(
     session: &Session,
     t: &ThreadReport,
     call: Option<Option<Syscall>>,
-) -> Option<&'static str> {
+) -> (Option<&'static str>, Option<&'static str>) {
     let snap = &session.snap;
     if snap.is_collecting(t.interpreter, t.thread_state) {
-        return Some("gc");
+        return (Some("gc"), None);
     }
-    let in_call = call?;
+    let Some(in_call) = call else {
+        return (None, None);
+    };
     if let Some(c) = in_call {
         let name = session.target.arch.syscall_name(c.nr);
         if name == Some("futex") && snap.waits_for_gil(t.interpreter, t.holds_gil, c.args[0]) {
-            return Some("gil_wait");
+            return (Some("gil_wait"), None);
         }
+        let decoded = session
+            .threads()
+            .iter()
+            .find(|d| d.info.addr == t.thread_state && d.info.thread_id == t.thread_id);
         if name.is_some_and(|n| SELECTOR_CALLS.contains(&n))
-            && (in_selector(t) || runs_idle_loop(session, t))
+            && (in_selector(t)
+                || runs_idle_loop(session, t)
+                || decoded.is_some_and(idle::runs_gevent_hub))
         {
-            return Some("loop_idle");
+            return (Some("loop_idle"), Some(idle::EVENT_LOOP));
         }
-        return Some("syscall");
+        if let (Some(d), Some(n)) = (decoded, name) {
+            if let Some(kind) = idle::idle_kind(snap, d, n) {
+                return (Some("idle"), Some(kind));
+            }
+        }
+        return (Some("syscall"), None);
     }
-    match t.holds_gil {
+    let word = match t.holds_gil {
         Some(held) => held.then_some("running"),
         // A free-threaded build has no GIL: a thread attached to its interpreter runs.
         None => snap
             .thread_attached(t.thread_state)
             .filter(|&a| a)
             .map(|_| "running"),
-    }
+    };
+    (word, None)
 }
 
 /// Whether the innermost Python frame is a `selectors` module's `select` (`EpollSelector`'s,
