@@ -957,4 +957,112 @@ mod tests {
         c.code = None;
         assert_eq!(crash_line(&c, None), "Crashed: signal 40 in thread 1234");
     }
+
+    fn report_of(threads: Vec<ThreadReport>) -> Report {
+        Report {
+            python: super::super::PythonReport {
+                version: "3.12.1".into(),
+                free_threaded: false,
+                jit: false,
+                found_by: String::new(),
+                source: "live",
+                pid: Some(1),
+            },
+            crash: None,
+            threads,
+            tasks: None,
+            cycles: None,
+            loops: None,
+            greenlets: None,
+            native_stops: None,
+            deadlocks: Some(Vec::new()),
+            errors: Vec::new(),
+        }
+    }
+
+    fn thread(id: u64, name: &str, idle: Option<&'static str>, w: Option<Waiting>) -> ThreadReport {
+        ThreadReport {
+            native_id: Some(id),
+            thread_id: id,
+            name: Some(name.into()),
+            holds_gil: Some(false),
+            interpreter: 0,
+            thread_state: 0,
+            frames: Vec::new(),
+            truncated: false,
+            why: Some(super::super::ThreadWhy {
+                state: Some(if idle.is_some() { "idle" } else { "syscall" }),
+                idle,
+                waiting: w,
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn wait(kind: &'static str, owner: Option<u64>, on: Option<WaitsOn>) -> Option<Waiting> {
+        Some(Waiting {
+            kind,
+            object: (on.is_none()).then_some(0x10),
+            type_name: (kind == "lock").then(|| "Lock".into()),
+            owner,
+            frame: 0,
+            on,
+        })
+    }
+
+    #[test]
+    fn the_verdict_leads_with_owned_then_outside_then_ownerless_waits_and_counts_the_idle() {
+        let queue = || wait("simple_queue_get", None, None);
+        let r = report_of(vec![
+            thread(1, "MainThread", None, wait("lock", None, None)),
+            thread(2, "w0", Some("pool_worker"), queue()),
+            thread(
+                3,
+                "client",
+                None,
+                wait(
+                    "socket",
+                    None,
+                    Some(WaitsOn::Socket {
+                        fd: Some(7),
+                        direction: Some("recv"),
+                        local: Some("127.0.0.1:40122".into()),
+                        peer: Some("127.0.0.1:5432".into()),
+                    }),
+                ),
+            ),
+            thread(4, "w1", None, wait("lock", Some(3), None)),
+            thread(5, "w2", Some("pool_worker"), queue()),
+            thread(6, "srv", Some("server"), None),
+            thread(
+                7,
+                "run",
+                None,
+                wait(
+                    "child",
+                    None,
+                    Some(WaitsOn::Child {
+                        pid: Some(99),
+                        command: Some("sleep 1000".into()),
+                    }),
+                ),
+            ),
+        ]);
+        assert_eq!(
+            verdict(&r),
+            "thread 4 \"w1\" waits for Lock 0x10 held by thread 3 \"client\", which waits on \
+             socket fd 7 (recv from 127.0.0.1:5432, local 127.0.0.1:40122)\n\
+             thread 3 \"client\" waits on socket fd 7 (recv from 127.0.0.1:5432, local \
+             127.0.0.1:40122)\n\
+             thread 7 \"run\" waits for child 99 (sleep 1000) to exit\n\
+             thread 1 \"MainThread\" waits for Lock 0x10 (its holder is unknown: a Lock taken \
+             by acquire() leaves no trace)\n\
+             3 idle: 2 pool workers, 1 server waiting for connections\n"
+        );
+        let idle_only = report_of(vec![thread(2, "w0", Some("pool_worker"), queue())]);
+        assert_eq!(
+            verdict(&idle_only),
+            "No crash, deadlock or blocked wait found.\n1 idle: 1 pool worker\n"
+        );
+    }
 }
