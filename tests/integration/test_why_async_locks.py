@@ -223,6 +223,10 @@ def main_thread_line(sc):
             'acquire() leaves no trace)' % (main, sc.truth["held"]))
 
 
+# The loop thread, in its selector with no task running: counted, never listed (issue 37).
+IDLE_LOOP = "1 idle: 1 event loop"
+
+
 def verdict_of(text):
     """The verdict: the lines before the first blank line."""
     return text.split("\n\n", 1)[0].splitlines()
@@ -232,7 +236,7 @@ def verdict_of(text):
 def test_verdict_lines(scenario, source):
     """`--why --tasks`: the deadlock (tasks by name), the main thread's wait (the loop
     thread, idle in its selector, waits for nothing), then every task waiting for a lock whose
-    holder is known, in the report's task order."""
+    holder is known, in the report's task order; then the idle loop thread, counted."""
     sc = scenario
     r = report(sc, source, "--tasks")
     names = {t["id"]: t["name"] for t in r["tasks"]}
@@ -251,7 +255,8 @@ def test_verdict_lines(scenario, source):
             waits.append("%s waits for asyncio %s %#x held by %s" % (
                 task(t["id"]), type_name, objects[key], task(task_id(sc, owner))))
     assert len(waits) == len(OWNED)
-    assert verdict_of(cli(sc, source, "--tasks")) == [deadlock, main_thread_line(sc)] + waits
+    assert verdict_of(cli(sc, source, "--tasks")) == (
+        [deadlock, main_thread_line(sc)] + waits + [IDLE_LOOP])
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -262,7 +267,7 @@ def test_verdict_without_tasks(scenario, source):
     d = expected_deadlock(sc, report(sc, source, "--tasks"))
     deadlock = "Deadlock: asyncio tasks wait for each other's locks: " + "; ".join(
         "task %#x waits for asyncio lock %#x" % (t, o) for t, o in zip(d["tasks"], d["objects"]))
-    assert verdict_of(cli(sc, source)) == [deadlock, main_thread_line(sc)]
+    assert verdict_of(cli(sc, source)) == [deadlock, main_thread_line(sc), IDLE_LOOP]
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -297,7 +302,9 @@ def test_310_has_no_task_waits():
             assert r["deadlocks"] == []
             threads = {t["name"]: t for t in r["threads"]}
             assert threads["loop"]["waiting"] is None
+            assert (threads["loop"]["state"], threads["loop"]["idle"]) == ("loop_idle",
+                                                                          "event_loop")
             assert threads["MainThread"]["waiting"] == {
                 "kind": "lock", "object": sc.truth["held"], "type": "Lock", "owner": None,
                 "frame": 0}
-            assert verdict_of(run_cli(target)) == [main_thread_line(sc)]
+            assert verdict_of(run_cli(target)) == [main_thread_line(sc), IDLE_LOOP]
