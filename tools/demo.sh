@@ -16,3 +16,6 @@ gdb -q -batch -nx -iex 'set auto-load off' -iex 'set debug-file-directory /nonex
 echo
 echo "=== pyunwind pid $pid"
 target/release/pyunwind pid "$pid"
+echo
+echo "=== pyunwind pid $pid --why (the verdict first)"
+target/release/pyunwind pid "$pid" --why
