@@ -1,0 +1,277 @@
+"""--why on a real torch.distributed job (issue 37): tests/scenarios/torch_ddp.py under torchrun,
+four ranks with the gloo backend on the CPU, rank 2 stalled in its data step (in Python, on a
+Lock), ranks 0, 1 and 3 in `loss.backward()`, their main thread blocked in native code: DDP's
+reducer waits in `finalize_backward` for the all-reduce rank 2 never joins.
+
+torch 2.15.0 comes from PyPI (tools/torch.sh, run by the module fixture: only a run that
+includes this file pays for the install, about 100 s and 5 GB once, into the test cache). The
+job is started once for the module; every rank records its own truth (pid, its threads'
+frames, the C function its main thread calls, by the engine's tp_name), and every expectation
+comes from those truths, but one: the innermost native frame outside the C and C++ runtimes
+and the interpreter, NATIVE_FUNCTION, which gdb's `bt` and `pystack remote --native` both
+show for torch 2.15.0 (the version tools/torch.sh pins).
+
+Live (`pid RANK --why --json`, with and without `--native`, and `pid --children TORCHRUN`),
+and from a gcore core of a waiting rank (`core CORE --why --json`).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+import harness
+from test_why_state import core_syscalls, proc_syscall
+
+pytestmark = pytest.mark.long_file
+
+TORCH_SH = harness.repo_root() / "tools" / "torch.sh"
+# pip's download of torch and its CUDA wheels when pip's own cache is cold.
+INSTALL_TIMEOUT_SECONDS = 1800
+# Four ranks importing torch at once (the scenario's own limit is 300 s).
+JOB_READY_SECONDS = 360
+CLI_TIMEOUT_SECONDS = 120
+GCORE_TIMEOUT_SECONDS = 300
+KILL_WAIT_SECONDS = 10
+# The innermost native frame of a waiting rank's main thread outside libc, libstdc++, libgcc,
+# ld.so, the vdso and the interpreter, demangled as gdb and pystack print it. gdb 13 `bt` and
+# pystack 1.x `remote --native` on torch 2.15.0+cu132 (pyenv 3.12.1), innermost first:
+#   futex wait, pthread_cond_wait (libc), std::condition_variable::wait(...) (libstdc++),
+#   c10d::Reducer::finalize_backward() (libtorch_cpu.so), then the autograd engine:
+#   GraphTask::exec_post_processing, Engine::thread_main, Engine::execute_with_graph_task,
+#   PythonEngine::execute, THPEngine_run_backward (libtorch_python.so).
+NATIVE_FUNCTION = "c10d::Reducer::finalize_backward()"
+# What the text verdict says when it finds nothing to say.
+NOTHING_FOUND = "No crash, deadlock or blocked wait found."
+
+
+@pytest.fixture(scope="module")
+def torch_interp():
+    """pyenv's 3.12.1 in the venv tools/torch.sh installs torch into (its python is a link to
+    pyenv's, so the process maps pyenv's libpython)."""
+    started = time.monotonic()
+    rc, out, err = harness.run(["bash", TORCH_SH], INSTALL_TIMEOUT_SECONDS)
+    if rc != 0 or not out.strip():
+        pytest.fail("tools/torch.sh failed (%d):\n%s" % (rc, err[-3000:]), pytrace=False)
+    if err.strip():
+        print("tools/torch.sh (%.0f s):\n%s" % (time.monotonic() - started, err))
+    exe = out.strip().splitlines()[-1]
+    (base,) = harness.pick(["pyenv-3.12"], among=harness.interpreters())
+    return harness.Interp("torch-3.12", exe, {}, 12, False, base.libpython)
+
+
+@pytest.fixture(scope="module")
+def job(torch_interp):
+    sc = harness.Scenario(torch_interp, "torch_ddp", timeout=JOB_READY_SECONDS)
+    try:
+        yield sc
+    finally:
+        # torchrun starts each rank in a session of its own: the harness's kill of the
+        # launcher's process group reaches torchrun, not the ranks (they also die with
+        # torchrun, by PR_SET_PDEATHSIG, but are not left to it).
+        pids = [r["pid"] for r in sc.truth["ranks"]]
+        for pid in pids:
+            kill(pid)
+        sc.close()
+        deadline = time.monotonic() + KILL_WAIT_SECONDS
+        while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = [pid for pid in pids if alive(pid)]
+        assert not left, "ranks %r survived SIGKILL" % left
+
+
+def kill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def alive(pid):
+    """Running, or a zombie nobody has reaped yet (its parent, torchrun, is dead: init reaps)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def cli(*args):
+    """Runs the CLI; returns (rc, stdout, stderr). Each JSON document it prints (one per line
+    for several targets) is checked against docs/report.schema.json."""
+    proc = subprocess.run([str(harness.cli_path()), *map(str, args)], capture_output=True,
+                          text=True, timeout=CLI_TIMEOUT_SECONDS, stdin=subprocess.DEVNULL)
+    harness.assert_no_panic(proc.stderr, proc.returncode)
+    if "--json" in args:
+        for line in proc.stdout.splitlines():
+            harness.check_report_schema(json.loads(line))
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def report_of(*args):
+    rc, out, err = cli(*args)
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def waiting_ranks(job):
+    return [r for r in job.truth["ranks"] if not r["stalled"]]
+
+
+def stalled_rank(job):
+    (rank,) = [r for r in job.truth["ranks"] if r["stalled"]]
+    return rank
+
+
+def python_stack(frames):
+    return [(f["function"], f["file"], f["line"]) for f in frames if f["kind"] == "python"]
+
+
+def truth_stack(thread):
+    return [(f["function"], f["file"], f["line"]) for f in thread["frames"]]
+
+
+def first_python_frame(frames):
+    return next(i for i, f in enumerate(frames) if f["kind"] == "python")
+
+
+def check_threads(report, truth):
+    """The report's threads are the rank's Python threads, each with the frames it recorded;
+    returns {native id: report thread}."""
+    assert report["errors"] == [], report["errors"]
+    got = {t["native_id"]: t for t in report["threads"]}
+    want = {t["native_id"]: t for t in truth["threads"]}
+    assert sorted(got) == sorted(want)
+    for tid, thread in want.items():
+        assert got[tid]["name"] == thread["name"]
+        assert python_stack(got[tid]["frames"]) == truth_stack(thread), tid
+    return got
+
+
+def check_waiting_rank(report, truth, syscall, native=False):
+    """A waiting rank's main thread: blocked (`syscall`: the call the kernel shows) in native
+    code, under the engine's run_backward, which its innermost Python frame calls."""
+    main = check_threads(report, truth)[truth["pid"]]
+    assert (main["state"], main["syscall"]) == ("syscall", syscall), main
+    waiting = main["waiting"]
+    assert waiting is not None, "rank %d: no wait found for its main thread" % truth["rank"]
+    assert waiting["kind"] == "native", waiting
+    assert waiting["function"] == truth["function"], waiting
+    assert waiting["frame"] == first_python_frame(main["frames"]), waiting
+    assert waiting["native_function"] == (NATIVE_FUNCTION if native else None), waiting
+    assert waiting["owner"] is None, waiting
+    # The engine object whose method it is, where the reader names it.
+    assert (waiting["object"], waiting["type"]) in (
+        (None, None), (truth["engine"], truth["function"].rsplit(".", 1)[0])), waiting
+
+
+def check_stalled_rank(report, truth, syscall):
+    """The stalled rank's main thread waits in Python, on the Lock it recorded."""
+    main = check_threads(report, truth)[truth["pid"]]
+    assert (main["state"], main["syscall"]) == ("syscall", syscall), main
+    waits = truth["waits"]
+    assert main["waiting"] == {"kind": waits["kind"], "object": waits["object"], "type": "Lock",
+                               "owner": None, "frame": waits["frame"]}, main["waiting"]
+
+
+def verdict_lines(text):
+    """The text report's verdict: the lines before the first `Python 3.` header."""
+    lines = text.splitlines()
+    end = next(i for i, line in enumerate(lines) if line.startswith("Python 3."))
+    return [line for line in lines[:end] if line.strip()]
+
+
+# --- live --------------------------------------------------------------------------------
+
+
+def test_waiting_ranks_are_blocked_in_native_run_backward(job):
+    for rank in waiting_ranks(job):
+        pid, truth = rank["pid"], rank["truth"]
+        report = report_of("pid", pid, "--why", "--json")
+        assert report["python"]["pid"] == pid
+        check_waiting_rank(report, truth, proc_syscall(pid, pid))
+
+
+def test_with_native_frames_the_reducer_is_where_it_waits(job):
+    for rank in waiting_ranks(job):
+        pid, truth = rank["pid"], rank["truth"]
+        report = report_of("pid", pid, "--why", "--native", "--json")
+        check_waiting_rank(report, truth, proc_syscall(pid, pid), native=True)
+
+
+def test_verdict_names_the_native_wait(job):
+    for rank in waiting_ranks(job):
+        pid = rank["pid"]
+        for extra in ((), ("--native",)):
+            rc, out, err = cli("pid", pid, "--why", *extra)
+            assert rc == 0, err
+            verdict = verdict_lines(out)
+            assert NOTHING_FOUND not in verdict, out
+            lines = [v for v in verdict if v.startswith('thread %d "MainThread" ' % pid)]
+            assert len(lines) == 1, out
+            (line,) = lines
+            assert "run_backward" in line, line
+            if extra:
+                assert NATIVE_FUNCTION in line, line
+
+
+def test_stalled_rank_waits_in_python_not_in_backward(job):
+    rank = stalled_rank(job)
+    pid, truth = rank["pid"], rank["truth"]
+    report = report_of("pid", pid, "--why", "--json")
+    check_stalled_rank(report, truth, proc_syscall(pid, pid))
+    assert [f for f, _, _ in truth_stack(truth["threads"][0])][:2] == ["load_batch",
+                                                                       "train_step"]
+
+
+def test_children_of_torchrun_cover_every_rank(job):
+    torchrun = job.truth["torchrun_pid"]
+    rc, out, err = cli("pid", "--children", torchrun, "--why", "--json")
+    assert rc == 0, err
+    reports = {r["pid"]: r for r in map(json.loads, out.splitlines())}
+    ranks = {r["pid"]: r for r in job.truth["ranks"]}
+    # torchrun itself (a Python program: the elastic agent) and its four ranks.
+    assert sorted(reports) == sorted([torchrun, *ranks])
+    assert reports[torchrun]["errors"] == []
+    for pid, rank in ranks.items():
+        if rank["stalled"]:
+            check_stalled_rank(reports[pid], rank["truth"], proc_syscall(pid, pid))
+        else:
+            check_waiting_rank(reports[pid], rank["truth"], proc_syscall(pid, pid))
+
+
+# --- a core --------------------------------------------------------------------------------
+
+
+def gcore(job, pid):
+    """A gdb core of rank ``pid`` (gdb's gcore, without reading the shared libraries' symbols:
+    torch's take gdb about 30 s, and a core does not need them; the core is about 2 GB, most
+    of it the CUDA libraries' text)."""
+    path = job.tmpdir / ("rank.%d" % pid)
+    env = {k: v for k, v in os.environ.items() if k != "DEBUGINFOD_URLS"}
+    rc, out, err = harness.run(
+        ["gdb", "-nx", "-batch", "-iex", "set auto-solib-add off", "-p", pid,
+         "-ex", "gcore %s" % path], GCORE_TIMEOUT_SECONDS, env=env)
+    if rc != 0 or not path.is_file():
+        raise harness.HarnessError("gcore of rank %d failed (%d): %s" % (pid, rc, err))
+    harness.refill_guarded_mappings(path, pid)
+    return path
+
+
+def test_core_of_a_waiting_rank(job):
+    rank = waiting_ranks(job)[0]
+    pid, truth = rank["pid"], rank["truth"]
+    core = gcore(job, pid)
+    try:
+        syscall = core_syscalls(core)[pid]
+        report = report_of("core", core, "--why", "--json")
+        assert report["python"]["source"] == "core"
+        assert report["python"]["pid"] == pid
+        check_waiting_rank(report, truth, syscall)
+        report = report_of("core", core, "--why", "--native", "--json")
+        check_waiting_rank(report, truth, syscall, native=True)
+    finally:
+        core.unlink()
