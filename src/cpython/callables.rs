@@ -216,6 +216,16 @@ impl Snapshot {
         })
     }
 
+    /// The callable a `callable_iterator` (`iter(f, sentinel)`) calls: `calliterobject`
+    /// {PyObject_HEAD; it_callable; it_sentinel} (Objects/iterobject.c, 3.10 to 3.15).
+    pub fn callable_iterator_callable(&self, obj: u64) -> Option<u64> {
+        let f = self.object_fields(obj).ok()?;
+        self.mem
+            .read_ptr(field(f, 0).ok()?)
+            .ok()
+            .filter(|&c| c != 0)
+    }
+
     /// A bound method's (`method`, `PyMethodObject`) function and `self`.
     pub fn method_func_and_self(&self, obj: u64) -> Result<(u64, u64), ReadError> {
         let f = self.object_fields(obj)?;

@@ -459,13 +459,14 @@ pub fn verdict(r: &Report) -> String {
             writeln!(out, "{} {}", which_task(r, t.id), task_waits_for(r, w)).unwrap();
         }
     }
+    // A gevent worker's thread runs its hub; its requests wait in greenlets.
+    greenlet_waits(r, &mut out);
     if out.is_empty() {
         out.push_str("No crash, deadlock or blocked wait found.\n");
     }
     if let Some(line) = idle_line(r) {
         writeln!(out, "{line}").unwrap();
     }
-    greenlet_waits(r, &mut out);
     out
 }
 
@@ -499,12 +500,23 @@ fn greenlet_waits(r: &Report, out: &mut String) {
                 None => counts.push((key, 1)),
             }
         }
-        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+        // The outside world first (sockets), then the most common.
+        counts.sort_by_key(|c| (c.0 .0 != "socket", std::cmp::Reverse(c.1)));
+        let socket = all
+            .iter()
+            .filter(|g| g.thread == t)
+            .filter_map(|g| g.waiting.as_ref())
+            .find(|w| w.kind == "socket");
         let parts: Vec<String> = counts
             .iter()
             .map(|((kind, obj, ty), n)| match (*kind, obj) {
                 ("sleep", _) => format!("{n} in gevent.sleep"),
-                ("socket", _) => format!("{n} on a socket"),
+                // One socket is named as a thread's is: `on socket fd 12 (recv from ...)`.
+                ("socket", _) if *n == 1 => match socket.and_then(waits_on) {
+                    Some(s) => format!("1 {}", s.replacen("waits on", "on", 1)),
+                    None => "1 on a socket".to_string(),
+                },
+                ("socket", _) => format!("{n} on sockets"),
                 (k, Some(o)) => format!(
                     "{n} on {k} {o:#x}{}",
                     ty.map_or(String::new(), |t| format!(" ({t})"))

@@ -188,15 +188,21 @@ fn in_wait_library(p: &PyFrame) -> bool {
 }
 
 /// Whether frame `p`'s call in progress is a C function named `name`: a builtin or a method
-/// descriptor of that name on its value stack (cut at its `co_stacksize`).
+/// descriptor of that name on its value stack (cut at its `co_stacksize`), or a
+/// `callable_iterator` over one (`for x in iter(q.get, None)`: the loop's `FOR_ITER` calls it).
 fn calls_c(snap: &Snapshot, p: &PyFrame, name: &str) -> bool {
     let mut slots = snap.value_stack_slots(p, None);
     if let Some(n) = p.code.stacksize {
         slots.truncate(n as usize);
     }
-    slots.into_iter().flatten().any(|v| {
+    let named = |v: u64| {
         snap.c_callable_name(v)
             .is_some_and(|n| n.rsplit('.').next() == Some(name))
+    };
+    slots.into_iter().flatten().any(|v| {
+        named(v)
+            || snap.type_of(v).is_ok_and(|t| t.name == "callable_iterator")
+                && snap.callable_iterator_callable(v).is_some_and(named)
     })
 }
 

@@ -13,7 +13,9 @@
 //! | `syscall` | blocked in a system call |
 //! | `running` | holding the GIL (free-threaded: attached, 3.13+), in no system call |
 //!
-//! The first that holds wins, in that order. The debugger's memory source has no notes: the
+//! The first that holds wins, in that order, but for `idle`, checked before `loop_idle`: a row of
+//! the idle table that waits in a selector (socketserver's `serve_forever`) is not an event
+//! loop. The debugger's memory source has no notes: the
 //! frontend gives the debugger's registers (`Session::set_debugger_syscalls`), else /proc
 //! where the process is local, else only `gc` can show there.
 
@@ -105,17 +107,19 @@ fn state(
             .threads()
             .iter()
             .find(|d| d.info.addr == t.thread_state && d.info.thread_id == t.thread_id);
+        // The idle table first: a pool or server waiting in a `selectors` select (socketserver,
+        // a process pool's manager) is that, not an event loop.
+        if let (Some(d), Some(n)) = (decoded, name) {
+            if let Some(kind) = idle::idle_kind(snap, d, n) {
+                return (Some("idle"), Some(kind));
+            }
+        }
         if name.is_some_and(|n| SELECTOR_CALLS.contains(&n))
             && (in_selector(t)
                 || runs_idle_loop(session, t)
                 || decoded.is_some_and(idle::runs_gevent_hub))
         {
             return (Some("loop_idle"), Some(idle::EVENT_LOOP));
-        }
-        if let (Some(d), Some(n)) = (decoded, name) {
-            if let Some(kind) = idle::idle_kind(snap, d, n) {
-                return (Some("idle"), Some(kind));
-            }
         }
         return (Some("syscall"), None);
     }
