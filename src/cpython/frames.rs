@@ -183,6 +183,14 @@ impl Snapshot {
                             shim: None,
                         }
                     });
+                    if frame.as_ref().is_ok_and(|p| is_init_shim(&p.code)) {
+                        // 3.13's `CALL_ALLOC_AND_ENTER_INIT` runs a class's `__init__` above
+                        // a shim frame of `_Py_InitCleanup` (Python/specialize.c), which
+                        // tracebacks and `sys._getframe` skip (it ends before its
+                        // `_co_firsttraceable`): no frame of the program.
+                        cur = previous;
+                        continue;
+                    }
                     if !self.charge(&mut walk, cur) {
                         break;
                     }
@@ -367,6 +375,14 @@ fn header_word(header: &[u8], off: u64) -> u64 {
     o.checked_add(8)
         .and_then(|end| header.get(o..end))
         .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap()))
+}
+
+/// Whether `code` is 3.13's `_Py_InitCleanup` shim (Python/specialize.c 3.13: `co_flags`
+/// `CO_OPTIMIZED | CO_NO_MONITORING_EVENTS`, named `__init__` in a file `__init__`, no lines).
+fn is_init_shim(code: &super::values::Code) -> bool {
+    code.flags & super::layout::coflags::NO_MONITORING_EVENTS != 0
+        && code.name == "__init__"
+        && &*code.filename == "__init__"
 }
 
 #[cfg(test)]

@@ -442,6 +442,9 @@ pub mod localkind {
 pub mod coflags {
     pub const VARARGS: u32 = 0x4;
     pub const VARKEYWORDS: u32 = 0x8;
+    /// `CO_NO_MONITORING_EVENTS` (Include/cpython/code.h 3.13+): set on the interpreter's
+    /// shim code objects, such as 3.13's `_Py_InitCleanup`.
+    pub const NO_MONITORING_EVENTS: u32 = 0x0200_0000;
 }
 
 impl Layout {
