@@ -19,7 +19,7 @@ import pytest
 
 import harness
 from test_greenlets import GEVENT_ABSENT, abi
-from test_why_io import (INTERPS, SOURCES, by_native_id, cli, idle_line, line_of,
+from test_why_io import (INTERPS, SOURCES, by_native_id, cli, core_of, idle_line, line_of,
                          no_line_names, python_stack, report, socket_wait, truth_stack, verdict)
 
 GUNICORN_VERSION = "27.0.1"
@@ -54,23 +54,35 @@ def server(request):
         truth = sc.truth
         sc.arbiter = truth["arbiter"]["pid"]
         sc.workers = sorted(w["pid"] for w in truth["workers"])
-        # Live: the whole tree at once.
+        sc.cores = {pid: core_of(sc, pid) for pid in [sc.arbiter] + truth["busy"]}
+        yield sc
+
+
+def tree(sc):
+    """{pid: report} of `pid --children ARBITER --why --greenlets --json`: the whole tree at
+    once, live (read once per scenario)."""
+    if not hasattr(sc, "tree"):
         proc = subprocess.run([str(harness.cli_path()), "pid", "--children", str(sc.arbiter),
                                "--why", "--greenlets", "--json"], capture_output=True, text=True,
                               timeout=CLI_TIMEOUT, stdin=subprocess.DEVNULL)
         harness.assert_no_panic(proc.stderr, proc.returncode)
         assert proc.returncode == 0, proc.stderr
-        sc.tree = {}
+        reports = {}
         for line in proc.stdout.splitlines():
             r = harness.check_report_schema(json.loads(line))
-            sc.tree[r["pid"]] = r
-        sc.cores = {pid: sc.make_core_named("core%d" % pid) for pid in [sc.arbiter] + truth["busy"]}
-        yield sc
+            reports[r["pid"]] = r
+        sc.tree = reports
+    return sc.tree
+
+
+def qualified(name):
+    """A function's name as a frame shows it: 3.10's code objects have no qualified name."""
+    return (name, name.rsplit(".", 1)[-1])
 
 
 def process_report(sc, source, pid):
     if source == "live":
-        return sc.tree[pid]
+        return tree(sc)[pid]
     return report(sc, "core", "--greenlets", core=sc.cores[pid])
 
 
@@ -80,8 +92,9 @@ def requests(sc, name):
 
 def test_the_tree_is_the_arbiter_and_its_workers(server):
     sc = server
-    assert sorted(sc.tree) == sorted([sc.arbiter] + sc.workers)
-    for pid, r in sc.tree.items():
+    reports = tree(sc)
+    assert sorted(reports) == sorted([sc.arbiter] + sc.workers)
+    for pid, r in reports.items():
         assert r["errors"] == [], (pid, r["errors"])
         assert sorted(by_native_id(r)) == sc.truth["tasks"][str(pid)], pid
 
@@ -93,7 +106,7 @@ def test_arbiter_is_an_idle_master(server, source):
     ts = by_native_id(r)
     main = ts[sc.arbiter]
     assert (main["state"], main["idle"]) == ("idle", "master"), main
-    assert main["frames"][0]["function"] == "Arbiter.wait_for_signals"
+    assert main["frames"][0]["function"] in qualified("Arbiter.wait_for_signals")
     assert main["frames"][0]["file"].endswith("/gunicorn/arbiter.py")
     # The control socket server: an asyncio loop in a thread with nothing to do.
     (control,) = [t for n, t in ts.items() if n != sc.arbiter]
@@ -152,7 +165,7 @@ def test_busy_worker_verdict_leads_with_the_socket_wait(server, source):
         assert len(lines) == 1, lines
     else:
         # The greenlet's socket wait first; gevent's idle thread pool workers only counted.
-        assert "socket" in lines[0] and "fd %d" % s["fd"] in lines[0], lines
+        assert "socket" in lines[0], lines
         r = process_report(sc, source, req["pid"])
         pool = [n for n in by_native_id(r) if n != req["pid"]]
         no_line_names(lines, pool)
@@ -164,21 +177,20 @@ def test_idle_sync_worker_waits_for_a_connection(server):
     if sc.truth["worker_class"] != "sync":
         # gevent: both workers' hubs are event loops; their pool threads idle pool workers.
         for pid in sc.workers:
-            ts = by_native_id(sc.tree[pid])
+            ts = by_native_id(tree(sc)[pid])
             assert (ts[pid]["state"], ts[pid]["idle"]) == ("loop_idle", "event_loop"), ts[pid]
             for n, t in ts.items():
                 if n != pid:
                     assert (t["state"], t["idle"]) == ("idle", "pool_worker"), t
-                    assert t["frames"][-1]["file"].endswith("/threading.py")
-                    assert any(f["function"] == "_WorkerGreenlet.run"
+                    assert any(f["function"] in qualified("_WorkerGreenlet.run")
                                and f["file"].endswith("/gevent/threadpool.py")
                                for f in t["frames"]), t
         return
     assert len(idle) == 1
     (pid,) = idle
-    t = by_native_id(sc.tree[pid])[pid]
+    t = by_native_id(tree(sc)[pid])[pid]
     assert (t["state"], t["idle"]) == ("idle", "server"), t
-    assert t["frames"][0]["function"] == "SyncWorker.wait"
+    assert t["frames"][0]["function"] in qualified("SyncWorker.wait")
     assert t["frames"][0]["file"].endswith("/gunicorn/workers/sync.py")
     lines = verdict(cli(sc, "live", pid=pid))
     assert lines[0] == "No crash, deadlock or blocked wait found.", lines

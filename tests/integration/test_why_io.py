@@ -8,6 +8,8 @@ threads counted on one last line); and gdb's `py-why` on the core prints the sam
 
 The helpers here (cli, report, ...) serve the other test_why_* files of issue 37 too."""
 
+import os
+
 import pytest
 
 import harness
@@ -64,13 +66,30 @@ def by_name(r):
     return {t["name"]: t for t in r["threads"]}
 
 
+def core_of(sc, pid):
+    """A gcore core of process ``pid`` (a child of the scenario: a pool's worker, a server's
+    worker), ``<tmpdir>/child.<pid>``, made as harness.Scenario.make_core makes the
+    scenario's own."""
+    prefix = sc.tmpdir / "child"
+    env = {k: v for k, v in os.environ.items() if k != "DEBUGINFOD_URLS"}
+    rc, out, err = harness.run(["gcore", "-o", prefix, pid], timeout=harness.GCORE_TIMEOUT_SECONDS,
+                               env=env)
+    path = sc.tmpdir / ("child.%d" % pid)
+    if rc != 0 or not path.is_file():
+        raise harness.HarnessError("gcore of %d failed (rc %d):\n%s\n%s" % (pid, rc, out, err))
+    harness.refill_guarded_mappings(path, pid)
+    return str(path)
+
+
 def verdict(text):
     """The verdict: the lines before the first blank line."""
     return text.split("\n\n", 1)[0].splitlines()
 
 
 def python_stack(frames):
-    return [(f["function"], f["file"], f["line"]) for f in frames if f.get("kind", "python") == "python"]
+    """(function, file, line) of the Python frames, innermost first."""
+    return [(f["function"], f["file"], f["line"]) for f in frames
+            if f.get("kind", "python") == "python"]
 
 
 def truth_stack(frames):

@@ -18,6 +18,7 @@ from test_why_io import (INTERPS, SOURCES, by_native_id, cli, line_of, report, v
 
 BUILD_TIMEOUT = 120
 NATIVE_FUNCTION = "blocker::park(int)"
+STABLE_ABI_HEADERS = "/usr/include/python3.11"
 
 
 def build_extension(interp, directory):
@@ -28,9 +29,17 @@ def build_extension(interp, directory):
         env=harness.child_env(interp.env))
     assert rc == 0, err
     include, suffix = out.split()
+    flags = []
+    if not os.path.exists(os.path.join(include, "Python.h")):
+        # sid's root (tools/pythons.sh) has no headers of its 3.14 and 3.15 (no
+        # libpython3.N-dev): the stable ABI then, against Debian's 3.11 headers
+        # (libpython3.11-dev, tools/test-env.sh), which 3.14 and 3.15 load as `.abi3.so`.
+        include, suffix = STABLE_ABI_HEADERS, ".abi3.so"
+        flags = ["-DPy_LIMITED_API=0x030a0000"]
     src = harness.scenarios_dir() / "why_native_ext.cpp"
-    rc, out, err = harness.run(["g++", "-shared", "-fPIC", "-O2", "-g", "-I", include, str(src),
-                                "-o", os.path.join(directory, "pyunwind_blocker" + suffix)],
+    rc, out, err = harness.run(["g++", "-shared", "-fPIC", "-O2", "-g"] + flags
+                               + ["-I", include, str(src),
+                                  "-o", os.path.join(directory, "pyunwind_blocker" + suffix)],
                                BUILD_TIMEOUT)
     assert rc == 0, "building the C++ extension failed:\n%s%s" % (out, err)
 

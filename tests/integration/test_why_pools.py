@@ -18,7 +18,7 @@ the GIL; 3.14+ start the pools' processes from a forkserver, so their stacks dif
 import pytest
 
 import harness
-from test_why_io import (INTERPS, SOURCES, by_native_id, cli, idle_line, line_of,
+from test_why_io import (INTERPS, SOURCES, by_native_id, cli, core_of, idle_line, line_of,
                          no_line_names, python_stack, report, truth_stack, verdict)
 
 
@@ -30,7 +30,7 @@ def scenario(request):
         sc.child_cores = {}
         for key in ("ppool_workers", "mp_workers"):
             child = sc.truth[key][0]["pid"]
-            sc.child_cores[child] = sc.make_core_named("child%d" % child)
+            sc.child_cores[child] = core_of(sc, child)
         yield sc
 
 
