@@ -2,13 +2,18 @@
 `fd`, `child`) and on servers waiting for connections (`state: "idle"`, `idle: "server"`),
 checked against tests/scenarios/why_io.py: every fd, local and peer address, child pid and its
 argv, and every thread's native id come from the scenario itself. Live (`pid PID --why
---json`) and from a gcore core (`core CORE --why --json`: the fds, no addresses nor commands);
+--json`), from a gcore core (`core CORE --why --json`: the fds, no addresses nor commands) and
+from the core the kernel writes of a second run killed by SIGABRT (its own truth);
 the text verdict's order (waits on the outside world before waits with no owner, the idle
 threads counted on one last line); and gdb's `py-why` on the core prints the same verdict.
 
 The helpers here (cli, report, ...) serve the other test_why_* files of issue 37 too."""
 
+import glob
 import os
+import shutil
+import signal
+import tempfile
 
 import pytest
 
@@ -20,11 +25,53 @@ CLI_TIMEOUT = 60
 INTERPS = harness.pick(["pyenv-3.10", "pyenv-3.11", "pyenv-3.12", "pyenv-3.13",
                         "debian-3.11", "debian-3.14", "debian-3.15", "ft-3.13t"])
 SOURCES = ["live", "core"]
+# With a core the kernel wrote (the scenario killed by SIGABRT): a second run of the scenario,
+# with its own truth.
+ALL_SOURCES = SOURCES + ["kernel"]
+KERNEL_CORE_TIMEOUT = 120
 # gdb's py-why against the CLI's text on a core (as test_why_gdb.py).
 GDB_INTERPS = ["pyenv-3.12", "debian-3.14"]
 
 
 # --- shared by the test_why_* files of issue 37 ----------------------------------------------
+
+
+class KernelCore:
+    """A scenario's core as the kernel writes it, for the `kernel` source: ``truth`` (the run's
+    own), ``core`` (its path), ``pid``; ``close()`` removes it."""
+
+    def __init__(self, interp, name, env=None):
+        with open("/proc/sys/kernel/core_pattern", encoding="ascii") as f:
+            pattern = f.read().strip()
+        if pattern != "core":
+            raise harness.HarnessError("the kernel's core_pattern is %r, not `core`" % pattern)
+        self.workdir = tempfile.mkdtemp(prefix="pyunwind-kcore-%s-%s-" % (name, interp.id))
+        try:
+            with harness.Scenario(interp, name, env=env) as sc:
+                self.truth, self.pid, self.interp = sc.truth, sc.pid, interp
+                rc, out, err = harness.run(["prlimit", "--pid", sc.pid, "--core=unlimited"], 30)
+                if rc != 0:
+                    raise harness.HarnessError("prlimit failed: %s" % err)
+                os.kill(sc.pid, signal.SIGABRT)
+                sc._proc.wait(KERNEL_CORE_TIMEOUT)
+                cores = glob.glob(str(sc.tmpdir / "core*"))
+                if len(cores) != 1:
+                    raise harness.HarnessError("the kernel wrote %r in %s" % (cores, sc.tmpdir))
+                self.core = shutil.move(cores[0], self.workdir)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def view(sc, source):
+    """(what holds the truth and the core, source as cli() takes it) for a test's source: the
+    kernel's core is a core of the scenario's second run (``sc.kernel``)."""
+    if source == "kernel":
+        return sc.kernel, "core"
+    return sc, source
 
 
 def run_cli(target, *extra):
@@ -144,18 +191,24 @@ def no_line_names(lines, native_ids):
 
 @pytest.fixture(scope="module", params=INTERPS, ids=lambda i: i.id)
 def scenario(request):
-    with harness.Scenario(request.param, "why_io") as sc:
-        sc.core = sc.make_core()
-        yield sc
+    kernel = KernelCore(request.param, "why_io")
+    try:
+        with harness.Scenario(request.param, "why_io") as sc:
+            sc.core = sc.make_core()
+            sc.kernel = kernel
+            yield sc
+    finally:
+        kernel.close()
 
 
 def thread(sc, source, key):
+    """The report's thread of the truth's ``key``."""
     return by_native_id(report(sc, source))[sc.truth[key]["native_id"]]
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", ALL_SOURCES)
 def test_client_waits_on_a_socket_with_its_peer(scenario, source):
-    sc = scenario
+    sc, source = view(scenario, source)
     t = thread(sc, source, "client")
     socket_wait(t["waiting"], sc.truth["client"], "recv", source, 0)
     assert t["state"] == "syscall" and t["idle"] is None, t
@@ -165,9 +218,9 @@ def test_client_waits_on_a_socket_with_its_peer(scenario, source):
     assert (got["function"], got["line"]) == (want["function"], want["line"])
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", ALL_SOURCES)
 def test_handler_waits_on_its_connection(scenario, source):
-    sc = scenario
+    sc, source = view(scenario, source)
     t = thread(sc, source, "handler")
     socket_wait(t["waiting"], sc.truth["handler"], "recv", source, 0)
     assert t["waiting"]["peer"] in (None, sc.truth["handler"]["peer"])
@@ -175,9 +228,9 @@ def test_handler_waits_on_its_connection(scenario, source):
     assert t["frames"][0]["function"] in ("Handler.handle", "handle")
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", ALL_SOURCES)
 def test_accept_is_an_idle_server(scenario, source):
-    sc = scenario
+    sc, source = view(scenario, source)
     t = thread(sc, source, "acceptor")
     assert (t["state"], t["idle"]) == ("idle", "server"), t
     # Its wait still says on what: the listening socket, in socket.accept (socket.py), which
@@ -188,9 +241,9 @@ def test_accept_is_an_idle_server(scenario, source):
     assert t["frames"][0]["file"].endswith("/socket.py")
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", ALL_SOURCES)
 def test_serve_forever_is_an_idle_server(scenario, source):
-    sc = scenario
+    sc, source = view(scenario, source)
     t = thread(sc, source, "server")
     assert (t["state"], t["idle"]) == ("idle", "server"), t
     assert [f["function"] for f in t["frames"][:2]] in (
@@ -200,9 +253,9 @@ def test_serve_forever_is_an_idle_server(scenario, source):
     assert w is None or w.get("fd") in (None, sc.truth["server"]["fd"]), w
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", ALL_SOURCES)
 def test_subprocess_run_waits_for_its_child(scenario, source):
-    sc = scenario
+    sc, source = view(scenario, source)
     t = thread(sc, source, "child")
     w = t["waiting"]
     child = sc.truth["child"]
@@ -216,9 +269,9 @@ def test_subprocess_run_waits_for_its_child(scenario, source):
     assert t["state"] == "syscall" and t["idle"] is None, t
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", ALL_SOURCES)
 def test_os_read_waits_on_a_pipe(scenario, source):
-    sc = scenario
+    sc, source = view(scenario, source)
     t = thread(sc, source, "pipe")
     w = t["waiting"]
     got = {k: w.get(k) for k in ("kind", "fd", "direction", "path", "object", "type", "owner",
@@ -231,12 +284,16 @@ def test_os_read_waits_on_a_pipe(scenario, source):
                                     "type": None, "owner": None, "frame": 0}, w
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", ALL_SOURCES)
 def test_verdict_lines(scenario, source):
     """Waits on the outside world, then the wait with no owner (main on _truth.HELD), then one
     line counting the two idle servers; an idle thread has no line of its own."""
-    sc = scenario
+    sc, source = view(scenario, source)
     lines = verdict(cli(sc, source))
+    if sc is scenario.kernel:
+        # The kernel's core is of a process killed by SIGABRT: the crash comes first.
+        assert lines[0].startswith("Crashed: SIGABRT "), lines
+        lines = lines[1:]
     truth = sc.truth
     names = {t["native_id"]: t["name"] for t in truth["threads"]}
     main = truth["threads"][0]["native_id"]
@@ -265,10 +322,10 @@ def test_verdict_lines(scenario, source):
         assert "child %d" % child["pid"] in lines[at["child"]], lines
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", ALL_SOURCES)
 def test_every_thread_is_the_programs(scenario, source):
     """Exactly the program's threads, each with its recorded frames."""
-    sc = scenario
+    sc, source = view(scenario, source)
     threads = by_native_id(report(sc, source))
     assert sorted(threads) == sorted(t["native_id"] for t in sc.truth["threads"])
     for want in sc.truth["threads"]:

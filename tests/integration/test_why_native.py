@@ -5,7 +5,8 @@ headers) whose `park(n)` releases the GIL and waits for good in
 it from the thread `parker`. `function` is the C function the Python frame calls (`park`, as
 py-bt names it); with `--native` (live `pid --native`, and from the core), `native_function` is
 the extension's own C++ function, demangled, not libstdc++'s nor libc's. Live and from a gcore
-core, on 3.10 to 3.15 and the free-threaded 3.13t (the extension is built for its ABI too)."""
+core, from the kernel's core of a second run (killed by SIGABRT), on 3.10 to 3.15 and the
+free-threaded 3.13t (the extension is built for its ABI too)."""
 
 import os
 import shutil
@@ -14,7 +15,8 @@ import tempfile
 import pytest
 
 import harness
-from test_why_io import (INTERPS, SOURCES, by_native_id, cli, line_of, report, verdict)
+from test_why_io import (ALL_SOURCES, INTERPS, KernelCore, by_native_id, cli, line_of, report,
+                         verdict, view)
 
 BUILD_TIMEOUT = 120
 NATIVE_FUNCTION = "blocker::park(int)"
@@ -49,10 +51,16 @@ def scenario(request):
     directory = tempfile.mkdtemp(prefix="pyunwind-blocker-")
     try:
         build_extension(request.param, directory)
-        with harness.Scenario(request.param, "why_native",
-                              env={"PYUNWIND_BLOCKER_DIR": directory}) as sc:
-            sc.core = sc.make_core()
-            yield sc
+        env = {"PYUNWIND_BLOCKER_DIR": directory}
+        # The kernel's core of a second run (killed by SIGABRT).
+        kernel = KernelCore(request.param, "why_native", env=env)
+        try:
+            with harness.Scenario(request.param, "why_native", env=env) as sc:
+                sc.core = sc.make_core()
+                sc.kernel = kernel
+                yield sc
+        finally:
+            kernel.close()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
@@ -61,9 +69,9 @@ def parker(sc, source, *extra):
     return by_native_id(report(sc, source, *extra))[sc.truth["parker"]]
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", ALL_SOURCES)
 def test_blocked_in_native_code(scenario, source):
-    sc = scenario
+    sc, source = view(scenario, source)
     t = parker(sc, source)
     assert sc.truth["function"] == "park"
     assert t["waiting"] == {"kind": "native", "object": None, "type": None, "owner": None,
@@ -75,9 +83,9 @@ def test_blocked_in_native_code(scenario, source):
     assert (t["frames"][0]["function"], t["frames"][0]["line"]) == (want["function"], want["line"])
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", ALL_SOURCES)
 def test_native_names_the_extensions_own_function(scenario, source):
-    sc = scenario
+    sc, source = view(scenario, source)
     t = parker(sc, source, "--native")
     w = t["waiting"]
     # `frame`: the index of the innermost Python frame, among native frames now.
@@ -92,17 +100,22 @@ def test_native_names_the_extensions_own_function(scenario, source):
     assert mine, natives
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", ALL_SOURCES)
 def test_verdict_line(scenario, source):
-    sc = scenario
+    sc, source = view(scenario, source)
     n = sc.truth["parker"]
     lines = verdict(cli(sc, source, "--native"))
+    crashed = sc is scenario.kernel
+    if crashed:
+        # The kernel's core is of a process killed by SIGABRT: the crash comes first.
+        assert lines[0].startswith("Crashed: SIGABRT "), lines
+        lines = lines[1:]
     main = sc.truth["threads"][0]["native_id"]
     at = line_of(lines, n, "parker")
     assert lines[at] == 'thread %d "parker" is blocked in native code: park, in %s' % (
         n, NATIVE_FUNCTION), lines
     # A wait on the outside world comes before a wait with no owner (main on _truth.HELD).
     assert at < line_of(lines, main, "MainThread"), lines
-    plain = verdict(cli(sc, source))
+    plain = verdict(cli(sc, source))[crashed:]
     assert plain[line_of(plain, n, "parker")] == (
         'thread %d "parker" is blocked in native code: park' % n), plain

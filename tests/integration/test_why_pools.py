@@ -12,26 +12,34 @@ worker process's frames, come from the programs themselves (the workers record t
 - each worker process (`pid CHILD`, and a core of one per pool): its main thread an idle
   `pool_worker`.
 
-Live and from gcore cores, on 3.10 to 3.15 and the free-threaded 3.13t (nothing here depends on
+Live, from gcore cores and from the kernel's core of a second run (the main process, killed by
+SIGABRT), on 3.10 to 3.15 and the free-threaded 3.13t (nothing here depends on
 the GIL; 3.14+ start the pools' processes from a forkserver, so their stacks differ there)."""
 
 import pytest
 
 import harness
-from test_why_io import (INTERPS, SOURCES, by_native_id, cli, core_of, idle_line, line_of,
-                         no_line_names, python_stack, report, truth_stack, verdict)
+from test_why_io import (ALL_SOURCES, INTERPS, SOURCES, KernelCore, by_native_id, cli, core_of,
+                         idle_line, line_of, no_line_names, python_stack, report, truth_stack,
+                         verdict, view)
 
 
 @pytest.fixture(scope="module", params=INTERPS, ids=lambda i: i.id)
 def scenario(request):
-    with harness.Scenario(request.param, "why_pools") as sc:
-        sc.core = sc.make_core()
-        # One core of a worker process of each pool.
-        sc.child_cores = {}
-        for key in ("ppool_workers", "mp_workers"):
-            child = sc.truth[key][0]["pid"]
-            sc.child_cores[child] = core_of(sc, child)
-        yield sc
+    # The kernel's core of the main process of a second run (killed by SIGABRT).
+    kernel = KernelCore(request.param, "why_pools")
+    try:
+        with harness.Scenario(request.param, "why_pools") as sc:
+            sc.core = sc.make_core()
+            sc.kernel = kernel
+            # One core of a worker process of each pool.
+            sc.child_cores = {}
+            for key in ("ppool_workers", "mp_workers"):
+                child = sc.truth[key][0]["pid"]
+                sc.child_cores[child] = core_of(sc, child)
+            yield sc
+    finally:
+        kernel.close()
 
 
 def threads(sc, source):
@@ -52,9 +60,9 @@ def idle_ids(sc):
     return out
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", ALL_SOURCES)
 def test_idle_thread_pool_workers(scenario, source):
-    sc = scenario
+    sc, source = view(scenario, source)
     ts = threads(sc, source)
     assert len(sc.truth["tpool_idle"]) == 5
     for n in sc.truth["tpool_idle"]:
@@ -67,9 +75,9 @@ def test_idle_thread_pool_workers(scenario, source):
         assert t["frames"][0]["file"].endswith("/concurrent/futures/thread.py")
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", ALL_SOURCES)
 def test_blocked_worker_waits_for_the_lock_main_holds(scenario, source):
-    sc = scenario
+    sc, source = view(scenario, source)
     ts = threads(sc, source)
     t = ts[sc.truth["blocked_worker"]]
     assert t["waiting"] == {"kind": "lock", "object": sc.truth["lock"], "type": "Lock",
@@ -82,9 +90,9 @@ def test_blocked_worker_waits_for_the_lock_main_holds(scenario, source):
          "line": sc.truth["main_with_line"]}]
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", ALL_SOURCES)
 def test_pool_threads_and_feeders_are_idle(scenario, source):
-    sc = scenario
+    sc, source = view(scenario, source)
     ts = threads(sc, source)
     for n, kind in idle_ids(sc).items():
         t = ts[n]
@@ -98,9 +106,9 @@ def test_pool_threads_and_feeders_are_idle(scenario, source):
         ["wait", "_feed"], ["Condition.wait", "Queue._feed"])
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", ALL_SOURCES)
 def test_every_thread_is_the_programs(scenario, source):
-    sc = scenario
+    sc, source = view(scenario, source)
     ts = threads(sc, source)
     assert sorted(ts) == sorted(t["native_id"] for t in sc.truth["threads"])
     for want in sc.truth["threads"]:
@@ -112,10 +120,14 @@ def test_every_thread_is_the_programs(scenario, source):
     assert idle == set(idle_ids(sc)), sorted(idle ^ set(idle_ids(sc)))
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", ALL_SOURCES)
 def test_verdict_counts_the_idle_threads_on_one_line(scenario, source):
-    sc = scenario
+    sc, source = view(scenario, source)
     lines = verdict(cli(sc, source))
+    if sc is scenario.kernel:
+        # The kernel's core is of a process killed by SIGABRT: the crash comes first.
+        assert lines[0].startswith("Crashed: SIGABRT "), lines
+        lines = lines[1:]
     names = {t["native_id"]: t["name"] for t in sc.truth["threads"]}
     blocked = sc.truth["blocked_worker"]
     at = line_of(lines, blocked, names[blocked])
