@@ -163,6 +163,22 @@ def socket_wait(w, want, direction, source, frame):
                    "peer": want["peer"] if live else None, "owner": None, "frame": frame}, w
 
 
+# The idle line's words for each kind, in its order (docs/report.md, "The verdict").
+IDLE_WORDS = [("pool_worker", "pool worker", "pool workers"),
+              ("pool_thread", "pool thread", "pool threads"),
+              ("queue_feeder", "queue feeder", "queue feeders"),
+              ("server", "server waiting for connections", "servers waiting for connections"),
+              ("master", "master waiting for signals", "masters waiting for signals"),
+              ("event_loop", "event loop", "event loops")]
+
+
+def idle_words(kinds):
+    """The idle line that counts idle threads of these kinds: `7 idle: 5 pool workers, ...`."""
+    parts = ["%d %s" % (kinds.count(k), one if kinds.count(k) == 1 else many)
+             for k, one, many in IDLE_WORDS if k in kinds]
+    return "%d idle: %s" % (len(kinds), ", ".join(parts))
+
+
 def idle_line(lines, count):
     """The verdict's one line counting the idle threads, `N idle: ...`: its last line."""
     idle = [line for line in lines if " idle: " in line]
@@ -287,7 +303,8 @@ def test_os_read_waits_on_a_pipe(scenario, source):
 @pytest.mark.parametrize("source", ALL_SOURCES)
 def test_verdict_lines(scenario, source):
     """Waits on the outside world, then the wait with no owner (main on _truth.HELD), then one
-    line counting the two idle servers; an idle thread has no line of its own."""
+    line counting the two idle servers; an idle thread has no line of its own. The words are
+    docs/report.md's ("The verdict")."""
     sc, source = view(scenario, source)
     lines = verdict(cli(sc, source))
     if sc is scenario.kernel:
@@ -303,7 +320,7 @@ def test_verdict_lines(scenario, source):
                for x in (client, handler, pipe, child)]
     assert max(outside) < line_of(lines, main, "MainThread"), lines
     no_line_names(lines, [truth["acceptor"]["native_id"], truth["server"]["native_id"]])
-    idle_line(lines, 2)
+    assert idle_line(lines, 2) == idle_words(["server", "server"])
     assert len(lines) == 6, lines
     at = dict(zip(("client", "handler", "pipe", "child"), outside))
     if source == "live":
@@ -315,11 +332,20 @@ def test_verdict_lines(scenario, source):
         assert lines[at["child"]] == 'thread %d "runner" waits for child %d (%s) to exit' % (
             child["native_id"], child["pid"], " ".join(child["argv"]))
     else:
-        assert lines[at["client"]] == (
-            'thread %d "client" waits on socket fd %d (recv; addresses not in a core)'
-            % (client["native_id"], client["fd"]))
-        assert "fd %d" % pipe["fd"] in lines[at["pipe"]], lines
-        assert "child %d" % child["pid"] in lines[at["child"]], lines
+        # A core has the fds and the child's pid, not the addresses nor the command.
+        assert lines[at["client"]] == 'thread %d "client" waits on socket fd %d (recv)' % (
+            client["native_id"], client["fd"])
+        kind = thread(sc, source, "pipe")["waiting"]["kind"]
+        assert lines[at["pipe"]] == 'thread %d "reader" waits on %sfd %d (read)' % (
+            pipe["native_id"], "" if kind == "fd" else kind + " ", pipe["fd"])
+        assert lines[at["child"]] == 'thread %d "runner" waits for child %d to exit' % (
+            child["native_id"], child["pid"])
+    # The handler's connection, its peer the main thread's end.
+    want = 'thread %d "%s" waits on socket fd %d (recv' % (
+        handler["native_id"], names[handler["native_id"]], handler["fd"])
+    if source == "live":
+        want += " from %s, local %s" % (handler["peer"], handler["local"])
+    assert lines[at["handler"]] == want + ")", lines
 
 
 @pytest.mark.parametrize("source", ALL_SOURCES)

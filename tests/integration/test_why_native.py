@@ -2,11 +2,12 @@
 extension (tests/scenarios/why_native_ext.cpp, built here with g++ against each interpreter's
 headers) whose `park(n)` releases the GIL and waits for good in
 `std::condition_variable::wait` under `blocker::park(int)`; tests/scenarios/why_native.py calls
-it from the thread `parker`. `function` is the C function the Python frame calls (`park`, as
-py-bt names it); with `--native` (live `pid --native`, and from the core), `native_function` is
-the extension's own C++ function, demangled, not libstdc++'s nor libc's. Live and from a gcore
-core, from the kernel's core of a second run (killed by SIGABRT), on 3.10 to 3.15 and the
-free-threaded 3.13t (the extension is built for its ABI too)."""
+it from the thread `parker`. `function` is the C function the Python frame calls, a module's
+builtin named by its module and its own name (`pyunwind_blocker.park`, docs/report.md); with
+`--native` (live `pid --native`, and from the cores), `native_function` is the extension's own
+C++ function, demangled, not libstdc++'s nor libc's. Live, from a gcore core and from the
+kernel's core of a second run (killed by SIGABRT), on 3.10 to 3.15 and the free-threaded 3.13t
+(the extension is built for its ABI too)."""
 
 import os
 import shutil
@@ -73,7 +74,7 @@ def parker(sc, source, *extra):
 def test_blocked_in_native_code(scenario, source):
     sc, source = view(scenario, source)
     t = parker(sc, source)
-    assert sc.truth["function"] == "park"
+    assert sc.truth["function"] == "pyunwind_blocker.park"
     assert t["waiting"] == {"kind": "native", "object": None, "type": None, "owner": None,
                             "frame": 0, "function": sc.truth["function"],
                             "native_function": None}, t
@@ -112,10 +113,10 @@ def test_verdict_line(scenario, source):
         lines = lines[1:]
     main = sc.truth["threads"][0]["native_id"]
     at = line_of(lines, n, "parker")
-    assert lines[at] == 'thread %d "parker" is blocked in native code: park, in %s' % (
-        n, NATIVE_FUNCTION), lines
+    assert lines[at] == 'thread %d "parker" is blocked in native code: %s, in %s' % (
+        n, sc.truth["function"], NATIVE_FUNCTION), lines
     # A wait on the outside world comes before a wait with no owner (main on _truth.HELD).
     assert at < line_of(lines, main, "MainThread"), lines
     plain = verdict(cli(sc, source))[crashed:]
     assert plain[line_of(plain, n, "parker")] == (
-        'thread %d "parker" is blocked in native code: park' % n), plain
+        'thread %d "parker" is blocked in native code: %s' % (n, sc.truth["function"])), plain

@@ -20,8 +20,8 @@ import pytest
 
 import harness
 from test_why_io import (ALL_SOURCES, INTERPS, SOURCES, KernelCore, by_native_id, cli, core_of,
-                         idle_line, line_of, no_line_names, python_stack, report, truth_stack,
-                         verdict, view)
+                         idle_line, idle_words, line_of, no_line_names, python_stack, report,
+                         truth_stack, verdict, view)
 
 
 @pytest.fixture(scope="module", params=INTERPS, ids=lambda i: i.id)
@@ -139,7 +139,8 @@ def test_verdict_counts_the_idle_threads_on_one_line(scenario, source):
     assert line_of(lines, main_id(sc), "MainThread") == 1, lines
     no_line_names(lines, idle_ids(sc))
     line = idle_line(lines, len(idle_ids(sc)))
-    assert "5 pool workers" in line, line
+    assert line == idle_words(list(idle_ids(sc).values())), line
+    assert line.startswith("%d idle: 5 pool workers, 4 pool threads, " % len(idle_ids(sc)))
     assert len(lines) == 3, lines
 
 
@@ -169,6 +170,6 @@ def test_worker_processes_wait_for_work(scenario, source):
         assert r_t["state"] != "idle" and r_t["idle"] is None
         lines = verdict(cli(sc, source, pid=pid, core=sc.child_cores.get(pid)))
         no_line_names(lines, [pid])
-        idle_line(lines, 1)
+        assert idle_line(lines, 1) == idle_words(["pool_worker"])
         checked += 1
     assert checked == (4 if source == "live" else 2)

@@ -4,7 +4,8 @@ named by PYUNWIND_BLOCKER_DIR) that releases the GIL and waits for good in
 ``std::condition_variable::wait`` under ``blocker::park(int)``. No Python-level wait explains it.
 The main thread records the truth and blocks in ``_truth.HELD``.
 
-The truth has ``parker`` (its native id) and ``function`` (the extension function's name).
+The truth has ``parker`` (its native id) and ``function`` (the extension function's module and
+name).
 """
 
 import os
@@ -27,7 +28,9 @@ def main():
     _truth.start_threads({"parker": parker})
     (thread,) = [t for t in threading.enumerate() if t.name == "parker"]
     why_helpers.wait_blocked(os.getpid(), [thread.native_id])
-    truth = dict(parker=thread.native_id, function=pyunwind_blocker.park.__name__,
+    # A module's builtin as docs/report.md names it: its module's name and its own.
+    park = pyunwind_blocker.park
+    truth = dict(parker=thread.native_id, function="%s.%s" % (park.__module__, park.__name__),
                  module_file=pyunwind_blocker.__file__)
     _truth.ready(**truth); _truth.HELD.acquire()  # noqa: E702
 
