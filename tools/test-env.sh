@@ -15,6 +15,7 @@
 #   3.11.7, at ${PYUNWIND_CACHE:-~/.cache/pyunwind}/venv. pip keeps its downloads in its own
 #   cache (~/.cache/pip), so a new venv installs without downloading again.
 # - uvloop wheels for each CPython the tests run (tools/uvloop.sh).
+# - gunicorn (pure Python) from PyPI for the verdict tests on real servers (tools/gunicorn.sh).
 # - gdb 18 from PyPI for the DAP tests (tools/gdb18.sh), in $PYUNWIND_CACHE/gdb18.
 #
 # Everything is logged to stderr; the last (and only) line on stdout is the venv's python.
@@ -90,6 +91,9 @@ bash "$(dirname "$0")/uvloop.sh" "$VENV/bin/pip"
 
 # --- greenlet and gevent for the scenario interpreters (tests/integration/test_greenlets.py) --
 bash "$(dirname "$0")/greenlet.sh" "$VENV/bin/pip"
+
+# --- gunicorn for the verdict tests on real servers (tests/integration/test_why_gunicorn.py) ---
+bash "$(dirname "$0")/gunicorn.sh" "$VENV/bin/pip"
 
 # --- gdb 18 (its DAP server) for tests/integration/test_dap.py --------------------------------
 bash "$(dirname "$0")/gdb18.sh" "$base" >/dev/null

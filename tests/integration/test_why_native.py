@@ -1,0 +1,122 @@
+"""--why on a thread blocked in native code (issue 37, `waiting` kind `native`): a C++
+extension (tests/scenarios/why_native_ext.cpp, built here with g++ against each interpreter's
+headers) whose `park(n)` releases the GIL and waits for good in
+`std::condition_variable::wait` under `blocker::park(int)`; tests/scenarios/why_native.py calls
+it from the thread `parker`. `function` is the C function the Python frame calls, a module's
+builtin named by its module and its own name (`pyunwind_blocker.park`, docs/report.md); with
+`--native` (live `pid --native`, and from the cores), `native_function` is the extension's own
+C++ function, demangled, not libstdc++'s nor libc's. Live, from a gcore core and from the
+kernel's core of a second run (killed by SIGABRT), on 3.10 to 3.15 and the free-threaded 3.13t
+(the extension is built for its ABI too)."""
+
+import os
+import shutil
+import tempfile
+
+import pytest
+
+import harness
+from test_why_io import (ALL_SOURCES, INTERPS, KernelCore, by_native_id, cli, line_of, report,
+                         verdict, view)
+
+BUILD_TIMEOUT = 120
+NATIVE_FUNCTION = "blocker::park(int)"
+STABLE_ABI_HEADERS = "/usr/include/python3.11"
+
+
+def build_extension(interp, directory):
+    """why_native_ext.cpp as `pyunwind_blocker<EXT_SUFFIX>` in ``directory``, for ``interp``."""
+    rc, out, err = harness.run(
+        [interp.exe, "-c", "import sysconfig; print(sysconfig.get_paths()['include']);"
+         " print(sysconfig.get_config_var('EXT_SUFFIX'))"], BUILD_TIMEOUT,
+        env=harness.child_env(interp.env))
+    assert rc == 0, err
+    include, suffix = out.split()
+    flags = []
+    if not os.path.exists(os.path.join(include, "Python.h")):
+        # sid's root (tools/pythons.sh) has no headers of its 3.14 and 3.15 (no
+        # libpython3.N-dev): the stable ABI then, against Debian's 3.11 headers
+        # (libpython3.11-dev, tools/test-env.sh), which 3.14 and 3.15 load as `.abi3.so`.
+        include, suffix = STABLE_ABI_HEADERS, ".abi3.so"
+        flags = ["-DPy_LIMITED_API=0x030a0000"]
+    src = harness.scenarios_dir() / "why_native_ext.cpp"
+    rc, out, err = harness.run(["g++", "-shared", "-fPIC", "-O2", "-g"] + flags
+                               + ["-I", include, str(src),
+                                  "-o", os.path.join(directory, "pyunwind_blocker" + suffix)],
+                               BUILD_TIMEOUT)
+    assert rc == 0, "building the C++ extension failed:\n%s%s" % (out, err)
+
+
+@pytest.fixture(scope="module", params=INTERPS, ids=lambda i: i.id)
+def scenario(request):
+    directory = tempfile.mkdtemp(prefix="pyunwind-blocker-")
+    try:
+        build_extension(request.param, directory)
+        env = {"PYUNWIND_BLOCKER_DIR": directory}
+        # The kernel's core of a second run (killed by SIGABRT).
+        kernel = KernelCore(request.param, "why_native", env=env)
+        try:
+            with harness.Scenario(request.param, "why_native", env=env) as sc:
+                sc.core = sc.make_core()
+                sc.kernel = kernel
+                yield sc
+        finally:
+            kernel.close()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def parker(sc, source, *extra):
+    return by_native_id(report(sc, source, *extra))[sc.truth["parker"]]
+
+
+@pytest.mark.parametrize("source", ALL_SOURCES)
+def test_blocked_in_native_code(scenario, source):
+    sc, source = view(scenario, source)
+    t = parker(sc, source)
+    assert sc.truth["function"] == "pyunwind_blocker.park"
+    assert t["waiting"] == {"kind": "native", "object": None, "type": None, "owner": None,
+                            "frame": 0, "function": sc.truth["function"],
+                            "native_function": None}, t
+    assert t["state"] == "syscall" and t["idle"] is None, t
+    assert t["syscall"] == "futex"
+    want = next(x for x in sc.truth["threads"] if x["name"] == "parker")["frames"][0]
+    assert (t["frames"][0]["function"], t["frames"][0]["line"]) == (want["function"], want["line"])
+
+
+@pytest.mark.parametrize("source", ALL_SOURCES)
+def test_native_names_the_extensions_own_function(scenario, source):
+    sc, source = view(scenario, source)
+    t = parker(sc, source, "--native")
+    w = t["waiting"]
+    # `frame`: the index of the innermost Python frame, among native frames now.
+    python = [i for i, f in enumerate(t["frames"]) if f["kind"] == "python"]
+    assert w == {"kind": "native", "object": None, "type": None, "owner": None,
+                 "frame": python[0], "function": sc.truth["function"],
+                 "native_function": NATIVE_FUNCTION}, w
+    # It is the extension's frame, below libc's wait.
+    natives = [f for f in t["frames"][:python[0]]]
+    mine = [f for f in natives if os.path.basename(f.get("module") or "").startswith(
+        "pyunwind_blocker")]
+    assert mine, natives
+
+
+@pytest.mark.parametrize("source", ALL_SOURCES)
+def test_verdict_line(scenario, source):
+    sc, source = view(scenario, source)
+    n = sc.truth["parker"]
+    lines = verdict(cli(sc, source, "--native"))
+    crashed = sc is scenario.kernel
+    if crashed:
+        # The kernel's core is of a process killed by SIGABRT: the crash comes first.
+        assert lines[0].startswith("Crashed: SIGABRT "), lines
+        lines = lines[1:]
+    main = sc.truth["threads"][0]["native_id"]
+    at = line_of(lines, n, "parker")
+    assert lines[at] == 'thread %d "parker" is blocked in native code: %s, in %s' % (
+        n, sc.truth["function"], NATIVE_FUNCTION), lines
+    # A wait on the outside world comes before a wait with no owner (main on _truth.HELD).
+    assert at < line_of(lines, main, "MainThread"), lines
+    plain = verdict(cli(sc, source))[crashed:]
+    assert plain[line_of(plain, n, "parker")] == (
+        'thread %d "parker" is blocked in native code: %s' % (n, sc.truth["function"])), plain
