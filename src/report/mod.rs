@@ -101,7 +101,7 @@ pub struct ThreadWhy {
     /// call `syscall` names).
     pub state: Option<&'static str>,
     /// What kind of idle thread it is, for `idle` and `loop_idle`: `pool_worker`,
-    /// `pool_thread`, `queue_feeder`, `server`, `master`, `event_loop`; null otherwise.
+    /// `pool_thread`, `queue_feeder`, `timer`, `server`, `master`, `event_loop`; null otherwise.
     pub idle: Option<&'static str>,
     /// The system call the thread is blocked in (`futex`, `read`, `epoll_wait`, ...).
     pub syscall: Option<String>,

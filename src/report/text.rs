@@ -353,6 +353,7 @@ const IDLE_WORDS: &[(&str, &str, &str)] = &[
     ("pool_worker", "pool worker", "pool workers"),
     ("pool_thread", "pool thread", "pool threads"),
     ("queue_feeder", "queue feeder", "queue feeders"),
+    ("timer", "timer between ticks", "timers between ticks"),
     (
         "server",
         "server waiting for connections",

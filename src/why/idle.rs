@@ -144,6 +144,13 @@ pub const ROWS: &[Row] = &[
         source: "r = index_queue.get(timeout=MP_STATUS_CHECK_INTERVAL)",
     },
     Row {
+        kind: "timer",
+        file: "/torch/distributed/elastic/rendezvous/utils.py",
+        function: "_PeriodicTimer._run",
+        via: Via::Python("/threading.py", "wait"),
+        source: "while not ctx.stop_event.wait(ctx.interval):",
+    },
+    Row {
         kind: "server",
         file: "/socketserver.py",
         function: "BaseServer.serve_forever",
