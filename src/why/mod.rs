@@ -23,6 +23,7 @@
 
 pub mod deadlock;
 pub mod locks;
+pub mod resources;
 pub mod state;
 pub mod tasks;
 pub mod waits;
@@ -72,6 +73,7 @@ pub fn report(session: &Session, base: &Report) -> Report {
 /// the deadlocks among them; `await_cycles` are asyncio's (from the task graph, when read).
 pub fn annotate(session: &Session, report: &mut Report, await_cycles: &[Vec<u64>]) {
     let waits = waits::waits_and_holds(session, &report.threads);
+    let mut errors = Vec::new();
     let whys: Vec<ThreadWhy> = report
         .threads
         .iter()
@@ -83,6 +85,15 @@ pub fn annotate(session: &Session, report: &mut Report, await_cycles: &[Vec<u64>
                     .then(|| waits::gil_wait(session, t, &report.threads))
                     .flatten()
             });
+            // A thread blocked in a system call with no Python-level wait: on what.
+            let waiting = waiting.or_else(|| {
+                let call = (state == Some("syscall"))
+                    .then(|| state::syscall(session, t).flatten())
+                    .flatten()?;
+                let (w, e) = resources::outside_wait(session, t, call);
+                errors.extend(e);
+                w
+            });
             ThreadWhy {
                 state,
                 syscall,
@@ -92,6 +103,7 @@ pub fn annotate(session: &Session, report: &mut Report, await_cycles: &[Vec<u64>
             }
         })
         .collect();
+    report.errors.extend(errors);
     for (t, why) in report.threads.iter_mut().zip(whys) {
         t.why = Some(why);
     }

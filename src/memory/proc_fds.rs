@@ -1,0 +1,625 @@
+//! What `/proc` says of a live local process's file descriptors and children: what an fd is
+//! (`/proc/PID/fd/FD`), a socket's two ends (`/proc/PID/net/{tcp,tcp6,udp,udp6,unix}`), a
+//! process's parent and command line (`/proc/PID/status`, `/proc/PID/cmdline`). Only for a
+//! process of this machine, read as it runs: never for a core, whose pids may name other
+//! processes now.
+//!
+//! Every read is bounded ([`MAX_NET_TABLE_BYTES`], [`MAX_NET_TABLE_LINES`],
+//! [`MAX_CMDLINE_BYTES`], ...) and every parser takes any text without panicking: a line it
+//! cannot read is skipped. A failure is a one-line `String` that the caller puts in the
+//! report's `errors` (a vanished fd or process, a /proc that cannot be read).
+//!
+//! | file | format (Linux) |
+//! | --- | --- |
+//! | `/proc/PID/fd/FD` | a link: `socket:[INODE]`, `pipe:[INODE]`, `anon_inode:[eventfd]` (or `anon_inode:inotify`), a path (fs/proc/fd.c, `d_path`) |
+//! | `/proc/PID/net/tcp`, `udp` | `sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...`; addresses `%08X:%04X`, the IPv4 address as the host-order `u32` of its network-order bytes (little-endian here), the port a plain number (net/ipv4/tcp_ipv4.c `get_tcp4_sock`, udp.c `udp4_format_sock`) |
+//! | `/proc/PID/net/tcp6`, `udp6` | the same with `%08X%08X%08X%08X:%04X`: the four `s6_addr32` words, each host-order (net/ipv6/tcp_ipv6.c `get_tcp6_sock`) |
+//! | `/proc/PID/net/unix` | `Num RefCount Protocol Flags Type St Inode [Path]`; an abstract name starts with `@` (its NULs printed as `@`), an unnamed socket has no path (net/unix/af_unix.c `unix_seq_show`) |
+//! | `/proc/PID/cmdline` | the arguments, each NUL-terminated |
+//!
+//! The net tables are those of the process's network namespace (a container's own).
+//!
+//! ```no_run
+//! use pyunwind::memory::proc_fds::{fd_link, FdLink, NetTables};
+//! let tables = NetTables::read(1234);
+//! if let Ok(FdLink::Socket(inode)) = fd_link(1234, 7) {
+//!     let ends = tables.get(inode);
+//!     println!("{:?}", ends.map(|e| (&e.local, &e.peer)));
+//! }
+//! ```
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// Most bytes read of one net table (a host with 100,000 connections has about 15 MB of
+/// `tcp`); the rest is not read, and sockets past it are not found.
+pub const MAX_NET_TABLE_BYTES: u64 = 32 << 20;
+/// Most lines of one net table parsed.
+pub const MAX_NET_TABLE_LINES: usize = 1 << 18;
+/// Most bytes of a command line kept (`ps` shows 4096 by default, too).
+pub const MAX_CMDLINE_BYTES: u64 = 4096;
+/// Most bytes of an fd's link target kept (PATH_MAX).
+pub const MAX_LINK_BYTES: usize = 4096;
+/// Most bytes of a `/proc/PID/status` read.
+const MAX_STATUS_BYTES: u64 = 64 << 10;
+/// Most bytes of one `children` file read, and most children looked at.
+const MAX_CHILDREN_BYTES: u64 = 64 << 10;
+const MAX_CHILDREN: usize = 4096;
+/// Most threads of a process whose children are looked through.
+const MAX_TASKS: usize = 1 << 14;
+
+/// What an fd is, from its `/proc/PID/fd/FD` link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FdLink {
+    /// `socket:[INODE]`.
+    Socket(u64),
+    /// `pipe:[INODE]` (a FIFO opened by path is a `Path`).
+    Pipe(u64),
+    /// `anon_inode:...` (an eventfd, an epoll fd, ...): what follows the colon.
+    AnonInode(String),
+    /// An absolute path: a file, a device, a FIFO; ` (deleted)` kept as the kernel writes it.
+    Path(String),
+    /// Anything else (`net:[...]`, `mnt:[...]` of namespace files, a future kind).
+    Other(String),
+}
+
+impl FdLink {
+    /// The link a `readlink` gave.
+    pub fn parse(text: &str) -> FdLink {
+        let inode =
+            |rest: &str| -> Option<u64> { rest.strip_prefix('[')?.strip_suffix(']')?.parse().ok() };
+        if let Some(i) = text.strip_prefix("socket:").and_then(inode) {
+            return FdLink::Socket(i);
+        }
+        if let Some(i) = text.strip_prefix("pipe:").and_then(inode) {
+            return FdLink::Pipe(i);
+        }
+        if let Some(rest) = text.strip_prefix("anon_inode:") {
+            return FdLink::AnonInode(rest.to_string());
+        }
+        if text.starts_with('/') {
+            return FdLink::Path(text.to_string());
+        }
+        FdLink::Other(text.to_string())
+    }
+}
+
+/// What `/proc/PID/fd/FD` links to; an error (one line) when it cannot be read: no such fd
+/// (closed since), no such process, no access.
+pub fn fd_link(pid: u32, fd: i64) -> Result<FdLink, String> {
+    if !(0..=i64::from(i32::MAX)).contains(&fd) {
+        return Err(format!("fd {fd} is no file descriptor"));
+    }
+    let path = format!("/proc/{pid}/fd/{fd}");
+    match std::fs::read_link(&path) {
+        Ok(target) => {
+            let bytes = target.as_os_str().as_encoded_bytes();
+            let bytes = &bytes[..bytes.len().min(MAX_LINK_BYTES)];
+            Ok(FdLink::parse(&String::from_utf8_lossy(bytes)))
+        }
+        Err(e) => Err(format!("{path}: {e}")),
+    }
+}
+
+/// A socket's two ends, as its net table shows them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SocketEnds {
+    /// `"127.0.0.1:5432"`, `"[::1]:80"`, a unix socket's path (`"@name"` abstract); None
+    /// for an unbound or unnamed socket.
+    pub local: Option<String>,
+    /// The same for the other end; None when it has none (listening, unconnected UDP) or the
+    /// table does not show it (unix sockets: `/proc/net/unix` names each socket's own path).
+    pub peer: Option<String>,
+    /// The `st` column: TCP's state (`0x0A` LISTEN, `0x01` ESTABLISHED, `0x02` SYN_SENT),
+    /// unix's `SS_*` (`0x01` unconnected, `0x03` connected).
+    pub state: Option<u8>,
+    /// The table it was found in: `tcp`, `tcp6`, `udp`, `udp6`, `unix`.
+    pub table: &'static str,
+}
+
+impl SocketEnds {
+    /// A TCP socket that listens (TCP_LISTEN), or a unix one that does (`__SO_ACCEPTCON`
+    /// among its flags is not kept: an unconnected stream socket with a path, read as such).
+    pub fn listening(&self) -> bool {
+        matches!(self.table, "tcp" | "tcp6") && self.state == Some(0x0A)
+    }
+}
+
+/// The net tables of one process, by socket inode; read once per stop.
+#[derive(Clone, Debug, Default)]
+pub struct NetTables {
+    by_inode: HashMap<u64, SocketEnds>,
+    /// The tables that could not be read, each with why (IPv6 off, no /proc, no access).
+    pub unreadable: Vec<String>,
+    /// The tables that were cut at [`MAX_NET_TABLE_BYTES`] or [`MAX_NET_TABLE_LINES`].
+    pub cut: Vec<&'static str>,
+}
+
+/// The tables read, in order.
+const TABLES: [&str; 5] = ["tcp", "tcp6", "udp", "udp6", "unix"];
+
+impl NetTables {
+    /// `/proc/PID/net/{tcp,tcp6,udp,udp6,unix}`.
+    pub fn read(pid: u32) -> NetTables {
+        let mut t = NetTables::default();
+        for name in TABLES {
+            let path = format!("/proc/{pid}/net/{name}");
+            match read_bounded(&path, MAX_NET_TABLE_BYTES) {
+                Ok((text, full)) => {
+                    if full || t.add(name, &text) {
+                        t.cut.push(name);
+                    }
+                }
+                Err(e) => t.unreadable.push(format!("{name}: {e}")),
+            }
+        }
+        t
+    }
+
+    /// Adds the lines of table `name` (one of `tcp`, `tcp6`, `udp`, `udp6`, `unix`); true when
+    /// it was cut at [`MAX_NET_TABLE_LINES`]. A line that does not parse is skipped; the first
+    /// entry of an inode wins (a listening unix socket and the sockets it accepted share no
+    /// inode, but two tables never list one socket).
+    pub fn add(&mut self, name: &str, text: &str) -> bool {
+        let Some(table) = TABLES.iter().copied().find(|t| *t == name) else {
+            return false;
+        };
+        let mut lines = text.lines();
+        // The header.
+        lines.next();
+        let mut n = 0;
+        for line in lines {
+            if n == MAX_NET_TABLE_LINES {
+                return true;
+            }
+            n += 1;
+            let parsed = if table == "unix" {
+                parse_unix_line(line)
+            } else {
+                parse_inet_line(line, table.ends_with('6'))
+            };
+            if let Some((inode, mut ends)) = parsed {
+                ends.table = table;
+                // Inode 0: a socket being torn down, no fd names it.
+                if inode != 0 {
+                    self.by_inode.entry(inode).or_insert(ends);
+                }
+            }
+        }
+        false
+    }
+
+    /// The socket with this inode, when a table lists it.
+    pub fn get(&self, inode: u64) -> Option<&SocketEnds> {
+        self.by_inode.get(&inode)
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_inode.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_inode.is_empty()
+    }
+}
+
+/// A file's first `max` bytes as text (lossy), and whether it had more.
+fn read_bounded(path: &str, max: u64) -> Result<(String, bool), String> {
+    let bytes = read_bounded_bytes(path, max)?;
+    let full = bytes.len() as u64 > max;
+    let bytes = &bytes[..bytes.len().min(max as usize)];
+    Ok((String::from_utf8_lossy(bytes).into_owned(), full))
+}
+
+/// At most `max + 1` bytes of a file (the extra byte says it had more).
+fn read_bounded_bytes(path: &str, max: u64) -> Result<Vec<u8>, String> {
+    let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut out = Vec::new();
+    f.take(max.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(|e| format!("{path}: {e}"))?;
+    Ok(out)
+}
+
+/// One line of `tcp`, `tcp6`, `udp` or `udp6`: (inode, ends).
+pub fn parse_inet_line(line: &str, v6: bool) -> Option<(u64, SocketEnds)> {
+    let mut words = line.split_whitespace();
+    let slot = words.next()?;
+    if !slot.ends_with(':') {
+        return None;
+    }
+    let local = parse_inet_address(words.next()?, v6)?;
+    let remote = parse_inet_address(words.next()?, v6)?;
+    let state = u8::from_str_radix(words.next()?, 16).ok()?;
+    // tx:rx, tr:when, retrnsmt, uid, timeout, then the inode.
+    let inode = words.nth(5)?.parse().ok()?;
+    Some((
+        inode,
+        SocketEnds {
+            local,
+            peer: remote,
+            state: Some(state),
+            table: "",
+        },
+    ))
+}
+
+/// `0100007F:1F90` (v4) or `00000000000000000000000001000000:0050` (v6) as
+/// `"127.0.0.1:8080"`, `"[::1]:80"`; Some(None) for the all-zero address and port (no end);
+/// None when it does not parse.
+pub fn parse_inet_address(text: &str, v6: bool) -> Option<Option<String>> {
+    let (addr, port) = text.split_once(':')?;
+    if port.len() != 4 {
+        return None;
+    }
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let word = |s: &str| -> Option<[u8; 4]> {
+        if s.len() != 8 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        // Each word is the host-order value of four network-order bytes (little-endian
+        // hosts: every target pyunwind reads live).
+        Some(u32::from_str_radix(s, 16).ok()?.to_le_bytes())
+    };
+    let (text, zero) = if v6 {
+        if addr.len() != 32 || !addr.is_ascii() {
+            return None;
+        }
+        let mut bytes = [0u8; 16];
+        for i in 0..4 {
+            bytes[4 * i..4 * i + 4].copy_from_slice(&word(&addr[8 * i..8 * i + 8])?);
+        }
+        let ip = Ipv6Addr::from(bytes);
+        (format!("[{ip}]:{port}"), ip.is_unspecified())
+    } else {
+        let ip = Ipv4Addr::from(word(addr)?);
+        (format!("{ip}:{port}"), ip.is_unspecified())
+    };
+    Some((!(zero && port == 0)).then_some(text))
+}
+
+/// One line of `unix`: (inode, ends): `local` its path, `peer` None (the table does not say).
+pub fn parse_unix_line(line: &str) -> Option<(u64, SocketEnds)> {
+    // Num: RefCount Protocol Flags Type St Inode [Path]; the path may hold spaces.
+    let mut rest = line.trim_start();
+    let mut fields = [""; 7];
+    for f in &mut fields {
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        *f = &rest[..end];
+        rest = rest[end..].trim_start();
+    }
+    if !fields[0].ends_with(':') {
+        return None;
+    }
+    for f in &fields[1..6] {
+        if f.is_empty() || !f.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+    }
+    let state = u8::from_str_radix(fields[5], 16).ok();
+    let inode = fields[6].parse().ok()?;
+    let path = rest.trim_end_matches(['\r', '\n']);
+    Some((
+        inode,
+        SocketEnds {
+            local: (!path.is_empty()).then(|| path.to_string()),
+            peer: None,
+            state,
+            table: "",
+        },
+    ))
+}
+
+/// A process's command line: its arguments space-joined, cut at [`MAX_CMDLINE_BYTES`]; an
+/// error when it cannot be read or is empty (a zombie, a kernel thread).
+pub fn cmdline(pid: u32) -> Result<String, String> {
+    let path = format!("/proc/{pid}/cmdline");
+    let bytes = read_bounded_bytes(&path, MAX_CMDLINE_BYTES)?;
+    parse_cmdline(&bytes).ok_or_else(|| format!("{path}: empty (the process has exited)"))
+}
+
+/// NUL-separated arguments, space-joined, at most [`MAX_CMDLINE_BYTES`] bytes of them; None
+/// when there are none.
+pub fn parse_cmdline(bytes: &[u8]) -> Option<String> {
+    let bytes = &bytes[..bytes.len().min(MAX_CMDLINE_BYTES as usize)];
+    let bytes = bytes.strip_suffix(&[0]).unwrap_or(bytes);
+    if bytes.is_empty() {
+        return None;
+    }
+    let words: Vec<String> = bytes
+        .split(|&b| b == 0)
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    Some(words.join(" "))
+}
+
+/// A field of `/proc/PID/status` (`PPid:`, `NSpid:`): its words.
+fn status_field(status: &str, name: &str) -> Option<Vec<u64>> {
+    let v = status.lines().find_map(|l| l.strip_prefix(name))?;
+    v.split_whitespace().map(|w| w.parse().ok()).collect()
+}
+
+/// The process that `child` (a pid in the pid namespace of process `parent`, as a `wait4`
+/// argument names it) is, as this machine's /proc numbers it: a child of `parent` whose
+/// innermost pid (`NSpid`'s last) is `child`. The same pid when both share our namespace;
+/// otherwise found among `/proc/PARENT/task/*/children`. An error when no child of `parent`
+/// has that pid (it was reaped, or it is no child: never another process of that number).
+pub fn child_process(parent: u32, child: i64) -> Result<u32, String> {
+    let child_u = u32::try_from(child).map_err(|_| format!("pid {child} is no process"))?;
+    let is_child = |candidate: u32| -> bool {
+        let Ok((status, _)) = read_bounded(&format!("/proc/{candidate}/status"), MAX_STATUS_BYTES)
+        else {
+            return false;
+        };
+        let ppid = status_field(&status, "PPid:");
+        let inner = status_field(&status, "NSpid:")
+            .and_then(|v| v.last().copied())
+            .unwrap_or(u64::from(candidate));
+        ppid.as_deref() == Some(&[u64::from(parent)]) && inner == u64::from(child_u)
+    };
+    if is_child(child_u) {
+        return Ok(child_u);
+    }
+    let tasks = std::fs::read_dir(format!("/proc/{parent}/task"))
+        .map_err(|e| format!("/proc/{parent}/task: {e}"))?;
+    for task in tasks.take(MAX_TASKS).flatten() {
+        let path = task.path().join("children");
+        let Some(path) = path.to_str() else { continue };
+        let Ok((text, _)) = read_bounded(path, MAX_CHILDREN_BYTES) else {
+            continue;
+        };
+        for c in text
+            .split_whitespace()
+            .take(MAX_CHILDREN)
+            .filter_map(|w| w.parse::<u32>().ok())
+        {
+            if c != child_u && is_child(c) {
+                return Ok(c);
+            }
+        }
+    }
+    Err(format!(
+        "process {parent} has no child {child} (it exited and was reaped)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TCP: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0
+   1: 0100007F:9CBA 0100007F:1538 01 00000000:00000000 00:00000000 00000000  1000        0 4243 1 0000000000000000 20 4 30 10 -1
+";
+    const TCP6: &str = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000000000000000000001000000:0050 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5000 1 0000000000000000 100 0 0 10 0
+   1: 0000000000000000FFFF00000100007F:C350 0000000000000000FFFF00000100007F:0050 01 00000000:00000000 00:00000000 00000000     0        0 5001 1 0000000000000000 100 0 0 10 0
+   2: B80D0120000000000000000001000000:0016 B80D0120000000000000000002000000:D431 01 00000000:00000000 00:00000000 00000000     0        0 5002 1 0000000000000000 100 0 0 10 0
+";
+    const UNIX: &str = "Num       RefCount Protocol Flags    Type St Inode Path
+0000000000000000: 00000002 00000000 00010000 0001 01 6000 /run/dbus/system_bus_socket
+0000000000000000: 00000003 00000000 00000000 0001 03 6001
+0000000000000000: 00000002 00000000 00010000 0001 01 6002 @/tmp/.X11-unix/X0
+0000000000000000: 00000002 00000000 00010000 0001 01 6003 /tmp/with space.sock
+";
+
+    #[test]
+    fn fd_links() {
+        assert_eq!(FdLink::parse("socket:[123]"), FdLink::Socket(123));
+        assert_eq!(FdLink::parse("pipe:[9]"), FdLink::Pipe(9));
+        assert_eq!(
+            FdLink::parse("anon_inode:[eventfd]"),
+            FdLink::AnonInode("[eventfd]".into())
+        );
+        assert_eq!(
+            FdLink::parse("/tmp/x (deleted)"),
+            FdLink::Path("/tmp/x (deleted)".into())
+        );
+        for odd in [
+            "socket:[]",
+            "socket:[x]",
+            "socket:123",
+            "pipe:[-1]",
+            "net:[4026531840]",
+            "",
+        ] {
+            assert!(matches!(FdLink::parse(odd), FdLink::Other(_)), "{odd:?}");
+        }
+        assert!(fd_link(std::process::id(), -1).is_err());
+        assert!(fd_link(std::process::id(), 1 << 40).is_err());
+        assert!(fd_link(std::process::id(), 1_000_000).is_err());
+    }
+
+    #[test]
+    fn own_fds_are_read() {
+        use std::os::fd::AsRawFd;
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe writes two descriptors into the array it is given.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let pid = std::process::id();
+        let links = (fd_link(pid, fds[0].into()), fd_link(pid, fds[1].into()));
+        // SAFETY: both are ours, closed once.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        let (Ok(FdLink::Pipe(a)), Ok(FdLink::Pipe(b))) = links else {
+            panic!("not pipes: {links:?}");
+        };
+        assert_eq!(a, b);
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let FdLink::Socket(inode) = fd_link(pid, l.as_raw_fd().into()).unwrap() else {
+            panic!("not a socket");
+        };
+        let t = NetTables::read(pid);
+        let e = t.get(inode).expect("listening socket in /proc/net/tcp");
+        assert_eq!(e.local.as_deref(), Some(&*format!("127.0.0.1:{port}")));
+        assert_eq!(e.peer, None);
+        assert!(e.listening());
+    }
+
+    #[test]
+    fn inet_tables() {
+        let mut t = NetTables::default();
+        assert!(!t.add("tcp", TCP));
+        assert!(!t.add("tcp6", TCP6));
+        let e = t.get(4242).unwrap();
+        assert_eq!(
+            (e.local.as_deref(), e.peer.as_deref(), e.table),
+            (Some("127.0.0.1:8080"), None, "tcp")
+        );
+        assert!(e.listening());
+        let e = t.get(4243).unwrap();
+        assert_eq!(
+            (e.local.as_deref(), e.peer.as_deref(), e.state),
+            (Some("127.0.0.1:40122"), Some("127.0.0.1:5432"), Some(1))
+        );
+        assert!(!e.listening());
+        assert_eq!(t.get(5000).unwrap().local.as_deref(), Some("[::1]:80"));
+        let e = t.get(5001).unwrap();
+        assert_eq!(
+            (e.local.as_deref(), e.peer.as_deref()),
+            (
+                Some("[::ffff:127.0.0.1]:50000"),
+                Some("[::ffff:127.0.0.1]:80")
+            )
+        );
+        let e = t.get(5002).unwrap();
+        assert_eq!(
+            (e.local.as_deref(), e.peer.as_deref()),
+            (Some("[2001:db8::1]:22"), Some("[2001:db8::2]:54321"))
+        );
+        assert_eq!(t.len(), 5);
+    }
+
+    #[test]
+    fn unix_table() {
+        let mut t = NetTables::default();
+        t.add("unix", UNIX);
+        assert_eq!(
+            t.get(6000).unwrap().local.as_deref(),
+            Some("/run/dbus/system_bus_socket")
+        );
+        assert_eq!(t.get(6001).unwrap().local, None);
+        assert_eq!(t.get(6001).unwrap().state, Some(3));
+        assert_eq!(
+            t.get(6002).unwrap().local.as_deref(),
+            Some("@/tmp/.X11-unix/X0")
+        );
+        assert_eq!(
+            t.get(6003).unwrap().local.as_deref(),
+            Some("/tmp/with space.sock")
+        );
+        assert!(t.get(6003).unwrap().peer.is_none());
+        assert!(!t.get(6000).unwrap().listening());
+    }
+
+    #[test]
+    fn garbage_lines_are_skipped() {
+        let garbage = [
+            "",
+            "   ",
+            "0:",
+            "0: 0100007F:1F90",
+            "0: 0100007F:1F90 00000000:0000 0A",
+            "0: 0100007G:1F90 00000000:0000 0A 0:0 0:0 0 0 0 77",
+            "0: 0100007F:1F9 00000000:0000 0A 0:0 0:0 0 0 0 77",
+            "0: 100007F:1F90 00000000:0000 0A 0:0 0:0 0 0 0 77",
+            "0: 0100007F 00000000:0000 0A 0:0 0:0 0 0 0 77",
+            "0: 0100007F:1F90 00000000:0000 ZZ 0:0 0:0 0 0 0 77",
+            "0: 0100007F:1F90 00000000:0000 0A 0:0 0:0 0 0 0 -5",
+            "0: 0100007F:1F90 00000000:0000 0A 0:0 0:0 0 0 0 99999999999999999999999",
+            "0: +100007F:1F90 00000000:0000 0A 0:0 0:0 0 0 0 77",
+            "x 0100007F:1F90 00000000:0000 0A 0:0 0:0 0 0 0 77",
+            "0: 0100007F:1F90 00000000:0000 0A 0:0 0:0 0 0 0 0",
+            "0: ééééééé:1F90 00000000:0000 0A 0:0 0:0 0 0 0 77",
+            "\u{0}\u{0}\u{0}",
+        ];
+        let mut t = NetTables::default();
+        let text = format!("header\n{}\n", garbage.join("\n"));
+        t.add("tcp", &text);
+        t.add("udp", &text);
+        assert!(t.is_empty(), "{:?}", t.get(77));
+        // v6: each of the four words must be 8 hex digits; a multibyte char is no digit.
+        let v6 = "header\n 0: 0000000000000000000000000100000:0050 00000000000000000000000000000000:0000 0A 0:0 0:0 0 0 0 88\n 0: 000000000000000000000000010000é0:0050 00000000000000000000000000000000:0000 0A 0:0 0:0 0 0 0 88\n";
+        t.add("tcp6", v6);
+        assert!(t.is_empty());
+        let unix = "h\n0000: 1 2 3 4 5\n0000: 1 2 3 4 5 x /p\n0000 1 2 3 4 5 6 /p\n0000: 1 2 3 4 ZZ 6 /p\n";
+        t.add("unix", unix);
+        assert!(t.is_empty());
+        // A table of another name adds nothing.
+        t.add("raw", TCP);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn huge_tables_are_cut() {
+        let line = "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1\n";
+        let text = format!("header\n{}", line.repeat(MAX_NET_TABLE_LINES + 10));
+        let mut t = NetTables::default();
+        assert!(t.add("tcp", &text));
+        assert_eq!(t.len(), 1);
+        // A file longer than its cap is read up to it.
+        let dir = std::env::temp_dir().join(format!("pyunwind-proc-fds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("big");
+        std::fs::write(&f, vec![b'a'; 10_000]).unwrap();
+        let (text, full) = read_bounded(f.to_str().unwrap(), 100).unwrap();
+        assert_eq!((text.len(), full), (100, true));
+        let (text, full) = read_bounded(f.to_str().unwrap(), 10_000).unwrap();
+        assert_eq!((text.len(), full), (10_000, false));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn command_lines() {
+        assert_eq!(
+            parse_cmdline(b"sleep\x001000\x00").as_deref(),
+            Some("sleep 1000")
+        );
+        assert_eq!(parse_cmdline(b"a\x00\x00b").as_deref(), Some("a  b"));
+        assert_eq!(parse_cmdline(b""), None);
+        assert_eq!(parse_cmdline(b"\x00"), None);
+        assert_eq!(
+            parse_cmdline(b"\xff\xfe").as_deref(),
+            Some("\u{fffd}\u{fffd}")
+        );
+        let long = vec![b'x'; 100_000];
+        assert_eq!(
+            parse_cmdline(&long).map(|s| s.len()),
+            Some(MAX_CMDLINE_BYTES as usize)
+        );
+        let me = cmdline(std::process::id()).unwrap();
+        assert!(!me.is_empty());
+        assert!(cmdline(u32::MAX).is_err());
+    }
+
+    #[test]
+    fn children_are_checked() {
+        let mut c = std::process::Command::new("sleep")
+            .arg("100")
+            .spawn()
+            .unwrap();
+        let me = std::process::id();
+        assert_eq!(child_process(me, c.id().into()), Ok(c.id()));
+        // Until it has exec'd, the child's command line is its parent's.
+        let mut command = Err(String::new());
+        for _ in 0..200 {
+            command = cmdline(c.id());
+            if command.as_deref() == Ok("sleep 100") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(command.as_deref(), Ok("sleep 100"));
+        // Not a child of ours: pid 1, a negative or absurd pid.
+        assert!(child_process(me, 1).is_err());
+        assert!(child_process(me, -1).is_err());
+        assert!(child_process(me, 1 << 40).is_err());
+        c.kill().unwrap();
+        c.wait().unwrap();
+        assert!(child_process(me, c.id().into()).is_err());
+    }
+}
