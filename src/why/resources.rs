@@ -411,8 +411,8 @@ fn call_says(arch: Arch, snap: &Snapshot, call: Syscall) -> CallSays {
 }
 
 /// The one fd a `poll` of `nfds` entries at `fds` waits on, and its direction (None when it
-/// waits to read and write both); None when the array names several fds, none, or more than
-/// [`MAX_POLL_FDS`] entries, or cannot be read.
+/// waits to read and write both); None when the array names several fds, none, no events, or
+/// more than [`MAX_POLL_FDS`] entries, or cannot be read.
 fn poll_fd(snap: &Snapshot, fds: u64, nfds: u64) -> Option<(i64, Option<Dir>)> {
     if nfds == 0 || nfds > MAX_POLL_FDS {
         return None;
@@ -432,6 +432,11 @@ fn poll_fd(snap: &Snapshot, fds: u64, nfds: u64) -> Option<(i64, Option<Dir>)> {
         }
         one = Some(fd);
         events |= u16::from_le_bytes([e[4], e[5]]);
+    }
+    // No events at all: an entry only errors wake, or zeros where a core lacks the page (gdb
+    // 13's gcore writes a thread stack it failed to read as zeros): not a wait on that fd.
+    if events == 0 {
+        return None;
     }
     let dir = match (events & POLL_READ != 0, events & POLL_WRITE != 0) {
         (true, false) => Some(Dir::In),
@@ -511,6 +516,7 @@ mod tests {
         m.put(0x4000, &pollfds(&[(9, 5)]));
         m.put(0x5000, &pollfds(&[(-1, 1), (-5, 4)]));
         m.put(0x6000, &pollfds(&[(3, 0x40)]));
+        m.put(0x7000, &pollfds(&[(0, 0)]));
         let s = snap(m);
         assert_eq!(poll_fd(&s, 0x1000, 1), Some((7, Some(Dir::In))));
         assert_eq!(poll_fd(&s, 0x2000, 3), Some((7, Some(Dir::Out))));
@@ -518,6 +524,8 @@ mod tests {
         assert_eq!(poll_fd(&s, 0x4000, 1), Some((9, None)));
         assert_eq!(poll_fd(&s, 0x5000, 2), None);
         assert_eq!(poll_fd(&s, 0x6000, 1), Some((3, Some(Dir::In))));
+        // Zeros (a stack page gcore could not read): no wait on fd 0.
+        assert_eq!(poll_fd(&s, 0x7000, 1), None);
     }
 
     #[test]
