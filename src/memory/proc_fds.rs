@@ -168,12 +168,10 @@ impl NetTables {
         let mut lines = text.lines();
         // The header.
         lines.next();
-        let mut n = 0;
-        for line in lines {
+        for (n, line) in lines.enumerate() {
             if n == MAX_NET_TABLE_LINES {
                 return true;
             }
-            n += 1;
             let parsed = if table == "unix" {
                 parse_unix_line(line)
             } else {
