@@ -124,8 +124,10 @@ const FD_CALLS: &[(&str, Option<Dir>, bool)] = &[
     ("accept4", Some(Dir::Accept), true),
 ];
 
-/// Calls that wait on several descriptors at once: a socket with a timeout polls its fd.
-const POLL_CALLS: &[&str] = &["poll", "ppoll", "select", "pselect6"];
+/// Calls that wait on several descriptors at once (a socket with a timeout polls its fd), and
+/// `restart_syscall`: a `poll` with a timeout that a stop interrupted (a debugger's, gcore's)
+/// goes on as that call, which has no arguments of its own.
+const POLL_CALLS: &[&str] = &["poll", "ppoll", "select", "pselect6", "restart_syscall"];
 
 /// What the wait of `t`, blocked in system call `call`, is on: kind `socket`, `pipe`,
 /// `file`, `fd` or `child`, with [`WaitsOn`]'s fields, `frame` the index in `t.frames` of
