@@ -18,7 +18,9 @@
 //! - The Python socket object (any source): the innermost Python frame's value stack shows a
 //!   call of a `_socket.socket` method ([`Snapshot::socket_calls`]); its `sock_fd` is the fd,
 //!   the method the direction. A socket with a timeout polls before it reads: the object
-//!   says `socket` where the call alone says `poll`.
+//!   says `socket` where the call alone says `poll`. Failing that, a call on one fd made in a
+//!   method of a socket (its `self`, or the socket it wraps, has that fd: `ssl.SSLSocket`
+//!   reads through OpenSSL) is on that socket.
 //! - /proc, for a live local process only (`SourceKind::Live`, or the debugger's memory of a
 //!   local process, which the frontends give a pid): `/proc/PID/fd/FD` says what the fd is
 //!   (socket, pipe, file), the net tables a socket's ends (read once per stop, kept in the
@@ -174,8 +176,16 @@ pub fn outside_wait(
             errors,
         );
     }
-    // The socket the innermost frame calls a method of, if any.
-    let object = innermost_frame(session, t).and_then(|p| socket_call(snap, p));
+    // The socket the innermost frame calls a method of, if any; else, for a call on one fd,
+    // the socket that frame is a method of, when it has that fd (an `ssl.SSLSocket` reads
+    // through OpenSSL, whose `read` shows no socket method).
+    let innermost = innermost_frame(session, t);
+    let object = innermost.and_then(|p| {
+        socket_call(snap, p).or_else(|| match says {
+            CallSays::Fd { fd, .. } => self_socket(snap, p).filter(|o| o.fd == Some(fd)),
+            _ => None,
+        })
+    });
     let (fd, dir, socket_evidence, object) = match (says, object) {
         (CallSays::Fd { fd, dir, .. }, Some(o)) if o.fd == Some(fd) => {
             (fd, o.dir.or(dir), true, Some(o))
@@ -486,6 +496,18 @@ fn socket_call(snap: &Snapshot, p: &PyFrame) -> Option<ObjectSays> {
         object: call.sock,
         fd: sock.fd,
         dir: Dir::of_method(&call.method),
+    })
+}
+
+/// The socket `p` is a method of (its `self`, or the real socket it wraps), with no
+/// direction: the call says it.
+fn self_socket(snap: &Snapshot, p: &PyFrame) -> Option<ObjectSays> {
+    let this = snap.local_object(p, "self").ok()??;
+    let sock = snap.socket_object(snap.real_socket(this)?).ok()?;
+    Some(ObjectSays {
+        object: this,
+        fd: sock.fd,
+        dir: None,
     })
 }
 
