@@ -573,6 +573,53 @@ mod tests {
         }
     }
 
+    fn call(nr: u64, args: &[u64]) -> Syscall {
+        let mut a = [0u64; 6];
+        a[..args.len()].copy_from_slice(args);
+        Syscall { nr, args: a }
+    }
+
+    #[test]
+    fn what_calls_say() {
+        let mut m = FakeMemory::new();
+        m.put(0x1000, &pollfds(&[(5, 4)]));
+        let s = snap(m);
+        let x86 = |nr, args: &[u64]| call_says(Arch::X86_64, &s, call(nr, args));
+        let arm = |nr, args: &[u64]| call_says(Arch::Aarch64, &s, call(nr, args));
+        let fd = |fd, dir, socket| CallSays::Fd { fd, dir, socket };
+        // x86-64: read 0, write 1, poll 7, recvfrom 45, connect 42, wait4 61, futex 202,
+        // restart_syscall 219, waitid 247, accept4 288.
+        assert_eq!(x86(0, &[3]), fd(3, Some(Dir::In), false));
+        assert_eq!(x86(1, &[4]), fd(4, Some(Dir::Out), false));
+        assert_eq!(x86(45, &[7]), fd(7, Some(Dir::In), true));
+        assert_eq!(x86(42, &[7]), fd(7, Some(Dir::Connect), true));
+        assert_eq!(x86(288, &[3]), fd(3, Some(Dir::Accept), true));
+        // The fd is an int: the upper half of the register is not part of it; -1 is none.
+        assert_eq!(
+            x86(0, &[0xdead_0000_0000_0003]),
+            fd(3, Some(Dir::In), false)
+        );
+        assert_eq!(x86(0, &[0xffff_ffff]), CallSays::Other);
+        assert_eq!(x86(0, &[u64::MAX]), CallSays::Other);
+        assert_eq!(x86(7, &[0x1000, 1]), fd(5, Some(Dir::Out), false));
+        assert_eq!(x86(7, &[0x1000, 2]), CallSays::Polls);
+        assert_eq!(x86(7, &[0xdead_0000, u64::MAX]), CallSays::Polls);
+        assert_eq!(x86(219, &[]), CallSays::Polls);
+        assert_eq!(x86(61, &[4300]), CallSays::Child(Some(4300)));
+        assert_eq!(x86(61, &[u64::MAX]), CallSays::Child(None));
+        assert_eq!(x86(61, &[0]), CallSays::Child(None));
+        assert_eq!(x86(61, &[(-4300i64) as u64]), CallSays::Child(None));
+        assert_eq!(x86(247, &[P_PID, 4300]), CallSays::Child(Some(4300)));
+        assert_eq!(x86(247, &[0, 4300]), CallSays::Child(None));
+        assert_eq!(x86(247, &[P_PID, u64::MAX]), CallSays::Child(None));
+        assert_eq!(x86(202, &[0x1000]), CallSays::Other);
+        assert_eq!(x86(1 << 20, &[3]), CallSays::Other);
+        // arm64's generic table: read 63, ppoll 73, wait4 260.
+        assert_eq!(arm(63, &[3]), fd(3, Some(Dir::In), false));
+        assert_eq!(arm(73, &[0x1000, 1]), fd(5, Some(Dir::Out), false));
+        assert_eq!(arm(260, &[77]), CallSays::Child(Some(77)));
+    }
+
     #[test]
     fn directions_by_kind() {
         assert_eq!(Dir::In.name("socket"), Some("recv"));
