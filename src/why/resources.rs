@@ -205,14 +205,9 @@ pub fn outside_wait(
         match proc_fds::fd_link(pid, fd) {
             Ok(FdLink::Socket(inode)) => {
                 kind = "socket";
-                let tables = net_tables(session, pid);
-                match tables.get(inode) {
-                    Some(ends) => {
-                        local = ends.local.clone();
-                        peer = ends.peer.clone();
-                    }
-                    None => errors.push(problem(t, &not_in_tables(pid, fd, inode, tables))),
-                }
+                let ends = socket_ends(pid, fd, inode, net_tables(session, pid));
+                (local, peer) = (ends.0, ends.1);
+                errors.extend(ends.2.map(|e| problem(t, &e)));
             }
             Ok(link @ (FdLink::Pipe(_) | FdLink::Path(_))) if socket_evidence => {
                 errors.push(problem(
@@ -289,14 +284,9 @@ pub fn socket_addresses(session: &Session, w: &mut Waiting) -> Vec<ErrorReport> 
     };
     match proc_fds::fd_link(pid, *fd) {
         Ok(FdLink::Socket(inode)) => {
-            let tables = net_tables(session, pid);
-            match tables.get(inode) {
-                Some(ends) => {
-                    *local = ends.local.clone();
-                    *peer = ends.peer.clone();
-                }
-                None => errors.push(what(not_in_tables(pid, *fd, inode, tables))),
-            }
+            let ends = socket_ends(pid, *fd, inode, net_tables(session, pid));
+            (*local, *peer) = (ends.0, ends.1);
+            errors.extend(ends.2.map(what));
         }
         Ok(link) => errors.push(what(format!(
             "fd {fd} is {} now, not the socket its object names: it was closed and reused",
@@ -336,6 +326,44 @@ fn link_words(link: &FdLink) -> String {
         FdLink::AnonInode(a) => format!("anon_inode:{a}"),
         FdLink::Other(o) => o.clone(),
     }
+}
+
+/// The local and peer addresses of socket `inode` (fd `fd` of process `pid`), and what could
+/// not be read. A unix socket's peer: the path of the socket at its other end, which the
+/// kernel's `unix_diag` names (the net table names each socket's own path only), when the
+/// target shares our network namespace (the kernel answers for ours).
+fn socket_ends(
+    pid: u32,
+    fd: i64,
+    inode: u64,
+    tables: &NetTables,
+) -> (Option<String>, Option<String>, Option<String>) {
+    let Some(ends) = tables.get(inode) else {
+        return (None, None, Some(not_in_tables(pid, fd, inode, tables)));
+    };
+    let mut peer = ends.peer.clone();
+    let mut problem = None;
+    if ends.table == "unix" {
+        if !proc_fds::same_net_namespace(pid) {
+            problem = Some(format!(
+                "fd {fd}: unix socket {inode}: its peer is not shown (another network namespace)"
+            ));
+        } else {
+            match proc_fds::unix_peer_inode(inode) {
+                Ok(Some(other)) => match tables.get(other) {
+                    Some(e) => peer = e.local.clone(),
+                    None => {
+                        problem = Some(format!(
+                            "fd {fd}: the peer of unix socket {inode}, socket {other}, is not in /proc/{pid}/net/unix"
+                        ))
+                    }
+                },
+                Ok(None) => {}
+                Err(e) => problem = Some(format!("fd {fd}: {e}")),
+            }
+        }
+    }
+    (ends.local.clone(), peer, problem)
 }
 
 /// Why a socket's addresses are missing: its inode is in none of the tables.
