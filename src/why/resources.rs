@@ -7,9 +7,10 @@
 //! - The system call's arguments (a core's NT_PRSTATUS, live /proc/PID/task/TID/syscall, the
 //!   debugger's registers: [`super::state`]):
 //!   - `read`, `readv`, `pread64`, `preadv`, `preadv2`, `recvfrom`, `recvmsg`, `recvmmsg`,
-//!     `write`, `writev`, `pwrite64`, `pwritev`, `pwritev2`, `sendto`, `sendmsg`, `sendmmsg`,
-//!     `connect`, `accept`, `accept4`: the fd is the first argument; the `recv*`, `send*`,
-//!     `connect` and `accept*` calls only work on sockets.
+//!     `write`, `writev`, `pwrite64`, `pwritev`, `pwritev2`, `sendfile` (its `out_fd`),
+//!     `sendto`, `sendmsg`, `sendmmsg`,
+//!     `connect`, `accept`, `accept4`: the fd is the first argument; the `recv*`, `sendto`,
+//!     `sendm*`, `connect` and `accept*` calls only work on sockets.
 //!   - `poll`, `ppoll`: the `struct pollfd` array (first argument, `nfds` the second) read
 //!     from the target's memory, taken when it names one fd (one entry, or all entries the
 //!     same fd); its events say the direction (`POLLIN` reads, `POLLOUT` writes).
@@ -115,6 +116,8 @@ const FD_CALLS: &[(&str, Option<Dir>, bool)] = &[
     ("pwrite64", Some(Dir::Out), false),
     ("pwritev", Some(Dir::Out), false),
     ("pwritev2", Some(Dir::Out), false),
+    // sendfile(out_fd, in_fd, ...): what it waits to write to (`socket.sendfile()`).
+    ("sendfile", Some(Dir::Out), false),
     ("recvfrom", Some(Dir::In), true),
     ("recvmsg", Some(Dir::In), true),
     ("recvmmsg", Some(Dir::In), true),
