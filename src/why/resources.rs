@@ -208,9 +208,25 @@ pub fn outside_wait(
         match proc_fds::fd_link(pid, fd) {
             Ok(FdLink::Socket(inode)) => {
                 kind = "socket";
-                let ends = socket_ends(pid, fd, inode, net_tables(session, pid));
+                let tables = net_tables(session, pid);
+                let ends = socket_ends(pid, fd, inode, tables);
                 (local, peer) = (ends.0, ends.1);
                 errors.extend(ends.2.map(|e| problem(t, &e)));
+                // The socket object's family must be its table's: else the fd is another
+                // socket now.
+                let table = tables.get(inode).map(|e| e.table);
+                if let (Some(o), Some(table)) = (object, table) {
+                    if !family_has_table(o.family, table) {
+                        (local, peer) = (None, None);
+                        errors.push(problem(
+                            t,
+                            &format!(
+                                "fd {fd} is a {table} socket now, not the family {} socket its object names: it was closed and reused",
+                                o.family
+                            ),
+                        ));
+                    }
+                }
             }
             Ok(link @ (FdLink::Pipe(_) | FdLink::Path(_))) if socket_evidence => {
                 errors.push(problem(
@@ -369,6 +385,17 @@ fn socket_ends(
     (ends.local.clone(), peer, problem)
 }
 
+/// Whether a socket of family `family` (`AF_UNIX` 1, `AF_INET` 2, `AF_INET6` 10) is listed
+/// in net table `table`; any other family is in none of them.
+fn family_has_table(family: i32, table: &str) -> bool {
+    match family {
+        1 => table == "unix",
+        2 => matches!(table, "tcp" | "udp"),
+        10 => matches!(table, "tcp6" | "udp6"),
+        _ => false,
+    }
+}
+
 /// Why a socket's addresses are missing: its inode is in none of the tables.
 fn not_in_tables(pid: u32, fd: i64, inode: u64, tables: &NetTables) -> String {
     let mut s =
@@ -510,6 +537,8 @@ struct ObjectSays {
     object: u64,
     /// Its `sock_fd`; None once closed.
     fd: Option<i64>,
+    /// Its `sock_family`.
+    family: i32,
     dir: Option<Dir>,
 }
 
@@ -526,6 +555,7 @@ fn socket_call(snap: &Snapshot, p: &PyFrame) -> Option<ObjectSays> {
     Some(ObjectSays {
         object: call.sock,
         fd: sock.fd,
+        family: sock.family,
         dir: Dir::of_method(&call.method),
     })
 }
@@ -538,6 +568,7 @@ fn self_socket(snap: &Snapshot, p: &PyFrame) -> Option<ObjectSays> {
     Some(ObjectSays {
         object: this,
         fd: sock.fd,
+        family: sock.family,
         dir: None,
     })
 }
@@ -649,6 +680,15 @@ mod tests {
         assert_eq!(arm(63, &[3]), fd(3, Some(Dir::In), false));
         assert_eq!(arm(73, &[0x1000, 1]), fd(5, Some(Dir::Out), false));
         assert_eq!(arm(260, &[77]), CallSays::Child(Some(77)));
+    }
+
+    #[test]
+    fn families_and_tables() {
+        assert!(family_has_table(1, "unix"));
+        assert!(family_has_table(2, "tcp") && family_has_table(2, "udp"));
+        assert!(family_has_table(10, "tcp6") && family_has_table(10, "udp6"));
+        assert!(!family_has_table(2, "tcp6") && !family_has_table(10, "tcp"));
+        assert!(!family_has_table(1, "tcp") && !family_has_table(16, "unix"));
     }
 
     #[test]
