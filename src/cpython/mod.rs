@@ -11,6 +11,7 @@ pub mod layout;
 pub mod objects;
 pub mod proxy_repr;
 pub mod snapshot;
+pub mod sockets;
 pub mod threads;
 pub mod values;
 pub mod version;

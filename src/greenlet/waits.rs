@@ -5,9 +5,17 @@
 //! socket's methods (gevent/_socket3.py, gevent/_socketcommon.py), whose frames say it. When
 //! gevent's own Python code is innermost, its call in progress is the wait (a server's
 //! `serve_forever` waiting on its stop event).
+//!
+//! A wait on a socket names its fd, from the real socket the cooperative one keeps
+//! (`_sock`, a `__slots__` member of gevent's `SocketMixin`, gevent/_socketcommon.py; or the
+//! object itself where it is a `_socket.socket`), and its direction, from the name of the
+//! socket method the program called (`recv`, `sendall`, `connect`, `accept`, ...). Memory
+//! only: the addresses of a live process's socket are added over the session
+//! ([`crate::why::resources::socket_addresses`]).
 
+use crate::cpython::sockets::method_direction;
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
-use crate::report::Waiting;
+use crate::report::{Waiting, WaitsOn};
 
 /// Library frames followed outwards from the innermost one.
 const MAX_WAIT_FRAMES: usize = 32;
@@ -79,13 +87,22 @@ pub fn gevent_wait(snap: &Snapshot, frames: &[FrameItem]) -> Option<Waiting> {
         }
         if let Some((at, s)) = socket {
             let this = snap.local_object(s, "self").ok().flatten();
+            let fd = this
+                .and_then(|o| snap.real_socket(o))
+                .and_then(|r| snap.socket_object(r).ok())
+                .and_then(|r| r.fd);
             return Some(Waiting {
                 kind: "socket",
                 object: this,
                 type_name: this.and_then(|t| Some(snap.type_of(t).ok()?.name.clone())),
                 owner: None,
                 frame: at,
-                on: None,
+                on: Some(WaitsOn::Socket {
+                    fd,
+                    direction: method_direction(&s.code.name),
+                    local: None,
+                    peer: None,
+                }),
             });
         }
         return call_in_progress(snap, p, i);

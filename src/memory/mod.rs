@@ -26,6 +26,7 @@ mod files;
 pub mod link_map;
 mod live;
 pub(crate) mod mapped;
+pub mod proc_fds;
 pub mod signals;
 mod unpack;
 

@@ -66,6 +66,7 @@ pub fn render(s: &Session, with_locals: bool) -> Result<String> {
 pub fn add_to(s: &Session, r: &mut Report, with_locals: bool) {
     let view = view(s);
     let threads = s.threads();
+    let mut problems = Vec::new();
     r.greenlets = Some(
         view.greenlets
             .iter()
@@ -84,10 +85,15 @@ pub fn add_to(s: &Session, r: &mut Report, with_locals: bool) {
                     .map(|i| frame_report(s, i, with_locals))
                     .collect(),
                 truncated: g.truncated,
-                waiting: g.waiting.clone(),
+                // A live process's socket: its addresses, from /proc.
+                waiting: g.waiting.clone().map(|mut w| {
+                    problems.extend(crate::why::resources::socket_addresses(s, &mut w));
+                    w
+                }),
             })
             .collect(),
     );
+    r.errors.extend(problems);
     r.errors
         .extend(view.errors.iter().map(|(address, what)| ErrorReport {
             address: *address,

@@ -27,6 +27,7 @@ pub mod deadlock;
 pub mod idle;
 pub mod locks;
 pub mod native;
+pub mod resources;
 pub mod state;
 pub mod tasks;
 pub mod waits;
@@ -77,10 +78,12 @@ pub fn report(session: &Session, base: &Report) -> Report {
 ///
 /// A thread's wait is the first that shows: a Python-level wait ([`waits`]), the GIL, then
 /// for a thread blocked in a system call (idle ones included: their `waiting` says on what)
-/// the C function its innermost frame calls ([`native`]).
+/// the outside world it waits on ([`resources`]: a socket, pipe, file or child), else the C
+/// function its innermost frame calls ([`native`]).
 pub fn annotate(session: &Session, report: &mut Report, await_cycles: &[Vec<u64>]) {
     let waits = waits::waits_and_holds(session, &report.threads);
     let decoded = session.threads();
+    let mut errors = Vec::new();
     let whys: Vec<ThreadWhy> = report
         .threads
         .iter()
@@ -93,6 +96,14 @@ pub fn annotate(session: &Session, report: &mut Report, await_cycles: &[Vec<u64>
                     (st.word == Some("gil_wait"))
                         .then(|| waits::gil_wait(session, t, &report.threads))
                         .flatten()
+                })
+                // Blocked in a system call with no Python-level wait: on what, in the outside
+                // world, else in which C function.
+                .or_else(|| {
+                    let call = st.call.filter(|_| blocked)?;
+                    let (w, e) = resources::outside_wait(session, t, call);
+                    errors.extend(e);
+                    w
                 })
                 .or_else(|| {
                     let d = decoded.iter().find(|d| {
@@ -111,6 +122,7 @@ pub fn annotate(session: &Session, report: &mut Report, await_cycles: &[Vec<u64>
             }
         })
         .collect();
+    report.errors.extend(errors);
     for (t, why) in report.threads.iter_mut().zip(whys) {
         t.why = Some(why);
     }

@@ -176,7 +176,7 @@ fn runs_idle_loop(session: &Session, t: &ThreadReport) -> bool {
 }
 
 /// `t`'s system call: None when the source cannot show it, Some(None) when it is in none.
-fn syscall(session: &Session, t: &ThreadReport) -> Option<Option<Syscall>> {
+pub(crate) fn syscall(session: &Session, t: &ThreadReport) -> Option<Option<Syscall>> {
     let lwp = t.native_id?;
     match session.target.kind {
         SourceKind::Core => {

@@ -31,7 +31,10 @@ SPECS = sorted(glob.glob(str(harness.repo_root() / "tests" / "fuzz_specs" / "*.j
 # free-threaded build, and each scenario at least twice.
 SAMPLE_BASES = [("pyenv-3.10", "threads"), ("pyenv-3.11", "locals"), ("pyenv-3.12", "gather"),
                 ("pyenv-3.13", "threads"), ("debian-3.11", "gather"), ("debian-3.14", "gather"),
-                ("debian-3.15", "locals"), ("ft-3.13t", "threads")]
+                ("debian-3.15", "locals"), ("ft-3.13t", "threads"),
+                # Waits on the outside world: a pipe, a socket object, a poll's array and the
+                # system call's registers; gevent's cooperative sockets and their `_sock` slot.
+                ("debian-3.11", "why_state"), ("pyenv-3.13", "greenlets_gevent")]
 # arm64 qemu cores (a few ms a run): bookworm's 3.11 and sid's 3.14 with its JIT on, read with
 # --sysroot; a third of them through --native or --native-all, some through gdb-multiarch.
 ARM64_SAMPLE_CORES = 240
@@ -67,6 +70,13 @@ def test_sample_of_corrupted_cores(root):
         want |= {"task", "coro", "future", "loop"} if b["scenario"] == "gather" else {"local"}
         if b["minor"] >= 13:
             want.add("debug_offsets")
+        # The registers of each thread's system call (x86-64), the socket objects waited on,
+        # and the poller's struct pollfd array (src/why/resources.rs).
+        want |= {"syscall_regs"}
+        if b["scenario"] == "why_state":
+            want |= {"pollfd", "waited"}
+        if b["scenario"] == "greenlets_gevent":
+            want |= {"greenlet", "waited"}
         assert want <= set(b["structures"]), (b["interp"], b["scenario"], b["structures"])
     specs, sample = campaign.plan(bases, SAMPLE_CORES, SEED, SAMPLE_GDB_RUNS, 0)
     counts, failures = campaign.campaign(bases, specs, 2, root, sample)
@@ -82,6 +92,13 @@ def test_arm64_sample_of_corrupted_cores(root):
         want = {"tstate", "interp", "frame", "code", "str", "local"} | ARM64_KINDS
         if b["minor"] >= 13:
             want.add("debug_offsets")
+        # The registers of each thread's system call (x86-64), the socket objects waited on,
+        # and the poller's struct pollfd array (src/why/resources.rs).
+        want |= {"syscall_regs"}
+        if b["scenario"] == "why_state":
+            want |= {"pollfd", "waited"}
+        if b["scenario"] == "greenlets_gevent":
+            want |= {"greenlet", "waited"}
         if b["env"].get("PYTHON_JIT") == "1":
             want |= {"executor", "executor_roots"}
         assert want <= set(b["structures"]), (b["interp"], b["scenario"], b["structures"])

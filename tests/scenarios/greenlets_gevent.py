@@ -223,14 +223,36 @@ def gevent_waits():
             WAITS[id(g)] = ("socket", conn, None, None)
 
 
+# The direction of a wait on a socket, by the name of the socket's method that waits (the
+# `_socket.socket` methods of the same names; src/cpython/sockets.rs SOCKET_METHODS).
+SOCKET_DIRECTIONS = {"recv": "recv", "recv_into": "recv", "recvfrom": "recv",
+                     "recvfrom_into": "recv", "recvmsg": "recv", "recvmsg_into": "recv",
+                     "send": "send", "sendall": "send", "sendto": "send", "sendmsg": "send",
+                     "sendfile": "send", "connect": "connect", "connect_ex": "connect",
+                     "_accept": "accept", "accept": "accept"}
+
+
+def address(name):
+    """A socket's address as a report writes it (`127.0.0.1:8080`)."""
+    return "%s:%d" % name[:2]
+
+
 def wait_truth(g):
-    """{kind, object, type, owner, frame} of the wait greenlet `g` makes, None for none."""
+    """{kind, object, type, owner, frame} of the wait greenlet `g` makes, None for none; a
+    wait on a socket also has the socket's `fd`, the `direction` of the method that waits
+    (`frame`'s), and its `local` and `peer` addresses (which a report gives live only)."""
     if id(g) not in WAITS:
         return None
     kind, obj, caller, line = WAITS[id(g)]
-    return {"kind": kind, "object": None if obj is None else id(obj),
-            "type": None if obj is None else _truth.type_name(type(obj)), "owner": None,
-            "frame": waiting_frame(frame_chain(g), kind, obj, caller, line)}
+    chain = frame_chain(g)
+    at = waiting_frame(chain, kind, obj, caller, line)
+    truth = {"kind": kind, "object": None if obj is None else id(obj),
+             "type": None if obj is None else _truth.type_name(type(obj)), "owner": None,
+             "frame": at}
+    if kind == "socket":
+        truth.update(fd=obj.fileno(), direction=SOCKET_DIRECTIONS.get(chain[at].f_code.co_name),
+                     local=address(obj.getsockname()), peer=address(obj.getpeername()))
+    return truth
 
 
 def record_all():

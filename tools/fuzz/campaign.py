@@ -9,12 +9,18 @@ counted.
 Base cores: one core per (interpreter, scenario), made at the start of a run (nothing big is
 committed): `threads` (four threads, frames at several depths), `locals` (str, int, float,
 bytes, tuple, list, dict, set and instance locals) and the asyncio `gather` case (tasks,
-futures, coroutines, a gather), plus x86-64's `why_waits`, `why_async_locks` and
-`greenlets_raw`. Every structure a mutation aims at is found in the CLI's own JSON report of
+futures, coroutines, a gather), plus x86-64's `why_waits`, `why_async_locks`, `why_state`
+(threads blocked in `read` on a pipe, `recv` on a socket, `poll` of one fd: the waits on the
+outside world, src/why/resources.rs), `greenlets_raw` and `greenlets_gevent` (gevent's
+cooperative sockets, whose real socket is in a `__slots__` member). Every structure a mutation aims at is found in the CLI's own JSON report of
 the untouched core (`thread_state`, `interpreter`, each frame's `address`, `tasks[].id`,
 `loops[].id`, `awaiting.id`, the locals' order) plus the layouts' known offsets (the frame's
 code pointer, the code object's names, a frame's `localsplus`, a task's coroutine), and the
-`_Py_DebugOffsets` cookie (3.13+). `--arch` and `--interp` choose the interpreters (all of both
+`_Py_DebugOffsets` cookie (3.13+). On x86-64 also each thread's NT_PRSTATUS at the registers
+`--why` reads of a system call (`syscall_regs`: `orig_rax`, `rdi`, `rsi`, `rdx`, `r10`, by
+file offset: the fd, a poll's array and its `nfds`, a child's pid) and the `struct pollfd` array
+of a thread in `poll` (`pollfd`, found at its `rdi`); the socket objects `--why` reads are
+among `waited` (each wait's `object`). `--arch` and `--interp` choose the interpreters (all of both
 architectures by default), `--scenario` the scenarios.
 
 x86-64 (`--arch x86_64`): gcore cores of the pyenv builds, Debian's stripped 3.11, sid's 3.14
@@ -95,8 +101,10 @@ LLDB_SCRIPT = os.path.join(ROOT, "lldb-scripts", "pyunwind_lldb.py")
 # why_waits: threads in each kind of wait and a lock-order deadlock (lock objects, with blocks'
 # value stacks, exception tables); why_async_locks: asyncio tasks in async with blocks (3.11+);
 # jit_call (arm64, PYTHON_JIT=1 only): a C call from JIT code, a JIT frame on the native stack.
-SCENARIOS = ("threads", "locals", "gather", "why_waits", "why_async_locks", "greenlets_raw",
-             "jit_call")
+SCENARIOS = ("threads", "locals", "gather", "why_waits", "why_async_locks", "why_state",
+             "greenlets_raw", "greenlets_gevent", "jit_call")
+# The scenarios read with --greenlets.
+GREENLET_SCENARIOS = ("greenlets_raw", "greenlets_gevent")
 ARCHES = ("x86_64", "arm64")
 X86_64_INTERPRETERS = ("pyenv-3.10", "pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11",
                        "debian-3.14", "debian-3.15", "ft-3.13t")
@@ -124,7 +132,7 @@ TASK_CORO = {11: 136, 12: 136, 13: 120, 14: 128, 15: 128}
 # Bytes of each kind of structure a patch may land in (a word at a random aligned offset).
 SPAN = {"tstate": 256, "interp": 1024, "frame": 96, "code": 192, "str": 64, "local": 64,
         "task": 192, "coro": 128, "future": 128, "loop": 64, "debug_offsets": 1024,
-        "waited": 64, "greenlet": 48, "greenlet_impl": 160}
+        "waited": 64, "greenlet": 48, "greenlet_impl": 160, "pollfd": 16}
 # `PyGreenlet.pimpl` (greenlet.h: after the header, `weakreflist` and `dict`; default builds).
 GREENLET_PIMPL = 32
 STACKREF_TAG_BITS = 3
@@ -173,8 +181,9 @@ def scenario_for(interp, scenario):
         return None
     if scenario == "why_async_locks" and interp.minor < 11:
         return None
-    if scenario == "greenlets_raw":
-        # Free-threaded builds: greenlets are not decoded there (the report says so).
+    if scenario in GREENLET_SCENARIOS:
+        # Free-threaded builds: greenlets are not decoded there (the report says so), and
+        # gevent has no free-threaded wheel.
         if interp.id.startswith("ft-"):
             return None
         path = harness.cache_dir() / "greenlet" / "latest" / ("cp3%d" % interp.minor)
@@ -214,7 +223,7 @@ def make_base(interp, scenario, workdir):
         base.update(arch="x86_64", exe=interp.exe, root=None)
     flags = ["--json", "--locals", "--why"] + (
         ["--tasks"] if scenario in ("gather", "why_async_locks") else []) + (
-        ["--greenlets"] if scenario == "greenlets_raw" else [])
+        ["--greenlets"] if scenario in GREENLET_SCENARIOS else [])
     # The base's own report is taken from the core alone (gcore's NT_FILE, or the sysroot).
     target = ["core", core] + (["--sysroot", base["root"]] if base["root"] else [])
     status, rc, out, err = cli([*target, *flags], timeout=120)
@@ -225,6 +234,8 @@ def make_base(interp, scenario, workdir):
     base["structures"] = locate(base, report)
     if base["arch"] == "arm64":
         base["structures"].update(locate_arm64(base))
+    else:
+        base["structures"].update(locate_syscalls(base, report))
     return base
 
 
@@ -287,8 +298,9 @@ def locate(base, report):
             st["future"].append(aw["id"])
     st["loop"] = [lp["id"] for lp in report.get("loops") or []]
     # What --why names: the objects waited on and held (locks, Conditions, queues, tasks'
-    # asyncio locks).
-    for w in report["threads"] + (report.get("tasks") or []):
+    # asyncio locks, sockets), and what gevent's greenlets wait on (a cooperative socket keeps
+    # the real one in a slot).
+    for w in report["threads"] + (report.get("tasks") or []) + (report.get("greenlets") or []):
         held = [h["object"] for h in w.get("holding") or []]
         waited = (w.get("waiting") or {}).get("object")
         for obj in held + ([waited] if waited else []):
@@ -329,8 +341,13 @@ PT_LOAD, PT_DYNAMIC, PT_PHDR = 1, 2, 6
 R_MAP, L_NAME, L_NEXT = 8, 8, 24
 MAX_LINK_MAPS = 256
 FRAME_RECORDS_PER_THREAD = 16
+# `struct elf_prstatus` of x86-64 (336 bytes): pr_pid at 32, pr_reg (user_regs_struct: r15,
+# r14, r13, r12, rbp, rbx, r11, r10, r9, r8, rax, rcx, rdx, rsi, rdi, orig_rax, ...) at 112.
+X86_64_PRSTATUS_SIZE = 336
+PRSTATUS_PID = 32
+X86_64_SYSCALL_REGS = {"r10": 7, "rdx": 12, "rsi": 13, "rdi": 14, "orig_rax": 15}
 # Kinds whose "address" is a file offset in the core (inside its notes), not a virtual one.
-FILE_KINDS = {"prstatus", "at_phdr", "at_base", "at_entry"}
+FILE_KINDS = {"prstatus", "at_phdr", "at_base", "at_entry", "syscall_regs"}
 # Kinds patched at named fields only (offsets in the structure), not anywhere in a span.
 FIELDS = {
     # x29 (the frame record chain), x30 (the return address), sp, pc.
@@ -345,6 +362,8 @@ FIELDS = {
     "link_map": [0, 8, 16, 24, 32],
     # A frame record: the caller's x29, the return address (signed on sid's builds).
     "frame_record": [0, 8],
+    # x86-64: the system call and its arguments (src/why/state.rs, src/why/resources.rs).
+    "syscall_regs": [PRSTATUS_REG + 8 * r for r in X86_64_SYSCALL_REGS.values()],
 }
 # The JIT's executors (sid's arm64 release builds, src/native/jit/tables.rs AARCH64_TABLES):
 # where the interpreter keeps them, from its address. 3.14: the list head, then the deletion
@@ -383,6 +402,32 @@ def elf_dynamic(path):
     return phdr, dynamic
 
 
+def locate_syscalls(base, report):
+    """x86-64: each thread's NT_PRSTATUS, in the report's thread order (`syscall_regs`, patched
+    at the registers of its system call), and the `struct pollfd` array of each thread the
+    report has in `poll` or `ppoll` (`pollfd`: its `rdi`)."""
+    core = CoreFile(base["core"])
+    by_lwp = {}
+    with open(core.path, "rb") as f:
+        for n_type, off, size in note_descs(core):
+            if n_type == NT_PRSTATUS and size == X86_64_PRSTATUS_SIZE:
+                f.seek(off)
+                desc = f.read(size)
+                lwp, = struct.unpack_from("<i", desc, PRSTATUS_PID)
+                by_lwp.setdefault(lwp, (off, desc))
+    st = {"syscall_regs": [], "pollfd": []}
+    for t in report["threads"]:
+        if t.get("native_id") not in by_lwp:
+            continue
+        off, desc = by_lwp[t["native_id"]]
+        st["syscall_regs"].append(off)
+        if t.get("syscall") in ("poll", "ppoll"):
+            fds, = struct.unpack_from("<Q", desc, PRSTATUS_REG + 8 * X86_64_SYSCALL_REGS["rdi"])
+            if core.has(fds, 8) and fds not in st["pollfd"]:
+                st["pollfd"].append(fds)
+    return {k: v for k, v in st.items() if v}
+
+
 def locate_arm64(base):
     """The arm64 kinds of a qemu core: each thread's NT_PRSTATUS and frame records, the auxv's
     AT_PHDR, AT_BASE and AT_ENTRY, and the dynamic linker's list found as link_map.rs finds it
@@ -395,7 +440,7 @@ def locate_arm64(base):
         except Exception:
             return None
 
-    st = {k: [] for k in FIELDS}
+    st = {k: [] for k in FIELDS if k != "syscall_regs"}
     st["l_name"] = []
     notes = note_descs(core)
     auxv = {}
@@ -702,7 +747,7 @@ def run_cli_modes(base, path, env, text, native=None):
              else ("--json", "--locals", "--why")]
     if text:
         modes.append(("--async", "--locals", "--why") if asyncio else ("--locals", "--why"))
-    if base["scenario"] == "greenlets_raw":
+    if base["scenario"] in GREENLET_SCENARIOS:
         modes = [m + ("--greenlets",) for m in modes]
     if native and base["arch"] == "arm64":
         # Frame records, PAC-stripped return addresses, CFI from the sysroot's files, JIT

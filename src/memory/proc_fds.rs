@@ -1,0 +1,872 @@
+//! What `/proc` says of a live local process's file descriptors and children: what an fd is
+//! (`/proc/PID/fd/FD`), a socket's two ends (`/proc/PID/net/{tcp,tcp6,udp,udp6,unix}`), a
+//! process's parent and command line (`/proc/PID/status`, `/proc/PID/cmdline`). Only for a
+//! process of this machine, read as it runs: never for a core, whose pids may name other
+//! processes now.
+//!
+//! Every read is bounded ([`MAX_NET_TABLE_BYTES`], [`MAX_NET_TABLE_LINES`],
+//! [`MAX_CMDLINE_BYTES`], ...) and every parser takes any text without panicking: a line it
+//! cannot read is skipped. A failure is a one-line `String` that the caller puts in the
+//! report's `errors` (a vanished fd or process, a /proc that cannot be read).
+//!
+//! | file | format (Linux) |
+//! | --- | --- |
+//! | `/proc/PID/fd/FD` | a link: `socket:[INODE]`, `pipe:[INODE]`, `anon_inode:[eventfd]` (or `anon_inode:inotify`), a path (fs/proc/fd.c, `d_path`) |
+//! | `/proc/PID/net/tcp`, `udp` | `sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...`; addresses `%08X:%04X`, the IPv4 address as the host-order `u32` of its network-order bytes (little-endian here), the port a plain number (net/ipv4/tcp_ipv4.c `get_tcp4_sock`, udp.c `udp4_format_sock`) |
+//! | `/proc/PID/net/tcp6`, `udp6` | the same with `%08X%08X%08X%08X:%04X`: the four `s6_addr32` words, each host-order (net/ipv6/tcp_ipv6.c `get_tcp6_sock`) |
+//! | `/proc/PID/net/unix` | `Num RefCount Protocol Flags Type St Inode [Path]`; an abstract name starts with `@` (its NULs printed as `@`), an unnamed socket has no path (net/unix/af_unix.c `unix_seq_show`) |
+//! | `/proc/PID/cmdline` | the arguments, each NUL-terminated |
+//!
+//! The net tables are those of the process's network namespace (a container's own). A unix
+//! socket's peer is not in them: the kernel's socket diagnosis (`NETLINK_SOCK_DIAG`,
+//! net/unix/diag.c) names it, for our own namespace only ([`unix_peer_inode`]).
+//!
+//! ```no_run
+//! use pyunwind::memory::proc_fds::{fd_link, FdLink, NetTables};
+//! let tables = NetTables::read(1234);
+//! if let Ok(FdLink::Socket(inode)) = fd_link(1234, 7) {
+//!     let ends = tables.get(inode);
+//!     println!("{:?}", ends.map(|e| (&e.local, &e.peer)));
+//! }
+//! ```
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// Most bytes read of one net table (a host with 100,000 connections has about 15 MB of
+/// `tcp`); the rest is not read, and sockets past it are not found.
+pub const MAX_NET_TABLE_BYTES: u64 = 32 << 20;
+/// Most lines of one net table parsed.
+pub const MAX_NET_TABLE_LINES: usize = 1 << 18;
+/// Most bytes of a command line kept (`ps` shows 4096 by default, too).
+pub const MAX_CMDLINE_BYTES: u64 = 4096;
+/// Most bytes of an fd's link target kept (PATH_MAX).
+pub const MAX_LINK_BYTES: usize = 4096;
+/// Most bytes of a `/proc/PID/status` read.
+const MAX_STATUS_BYTES: u64 = 64 << 10;
+/// Most bytes of one `children` file read, and most children looked at.
+const MAX_CHILDREN_BYTES: u64 = 64 << 10;
+const MAX_CHILDREN: usize = 4096;
+/// Most threads of a process whose children are looked through.
+const MAX_TASKS: usize = 1 << 14;
+
+/// What an fd is, from its `/proc/PID/fd/FD` link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FdLink {
+    /// `socket:[INODE]`.
+    Socket(u64),
+    /// `pipe:[INODE]` (a FIFO opened by path is a `Path`).
+    Pipe(u64),
+    /// `anon_inode:...` (an eventfd, an epoll fd, ...): what follows the colon.
+    AnonInode(String),
+    /// An absolute path: a file, a device, a FIFO; ` (deleted)` kept as the kernel writes it.
+    Path(String),
+    /// Anything else (`net:[...]`, `mnt:[...]` of namespace files, a future kind).
+    Other(String),
+}
+
+impl FdLink {
+    /// The link a `readlink` gave.
+    pub fn parse(text: &str) -> FdLink {
+        let inode =
+            |rest: &str| -> Option<u64> { rest.strip_prefix('[')?.strip_suffix(']')?.parse().ok() };
+        if let Some(i) = text.strip_prefix("socket:").and_then(inode) {
+            return FdLink::Socket(i);
+        }
+        if let Some(i) = text.strip_prefix("pipe:").and_then(inode) {
+            return FdLink::Pipe(i);
+        }
+        if let Some(rest) = text.strip_prefix("anon_inode:") {
+            return FdLink::AnonInode(rest.to_string());
+        }
+        if text.starts_with('/') {
+            return FdLink::Path(text.to_string());
+        }
+        FdLink::Other(text.to_string())
+    }
+}
+
+/// What `/proc/PID/fd/FD` links to; an error (one line) when it cannot be read: no such fd
+/// (closed since), no such process, no access.
+pub fn fd_link(pid: u32, fd: i64) -> Result<FdLink, String> {
+    if !(0..=i64::from(i32::MAX)).contains(&fd) {
+        return Err(format!("fd {fd} is no file descriptor"));
+    }
+    let path = format!("/proc/{pid}/fd/{fd}");
+    match std::fs::read_link(&path) {
+        Ok(target) => {
+            let bytes = target.as_os_str().as_encoded_bytes();
+            let bytes = &bytes[..bytes.len().min(MAX_LINK_BYTES)];
+            Ok(FdLink::parse(&String::from_utf8_lossy(bytes)))
+        }
+        Err(e) => Err(format!("{path}: {e}")),
+    }
+}
+
+/// A socket's two ends, as its net table shows them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SocketEnds {
+    /// `"127.0.0.1:5432"`, `"[::1]:80"`, a unix socket's path (`"@name"` abstract); None
+    /// for an unbound or unnamed socket.
+    pub local: Option<String>,
+    /// The same for the other end; None when it has none (listening, unconnected UDP) or the
+    /// table does not show it (unix sockets: `/proc/net/unix` names each socket's own path).
+    pub peer: Option<String>,
+    /// The `st` column: TCP's state (`0x0A` LISTEN, `0x01` ESTABLISHED, `0x02` SYN_SENT),
+    /// unix's `SS_*` (`0x01` unconnected, `0x03` connected).
+    pub state: Option<u8>,
+    /// The table it was found in: `tcp`, `tcp6`, `udp`, `udp6`, `unix`.
+    pub table: &'static str,
+}
+
+impl SocketEnds {
+    /// A TCP socket that listens (TCP_LISTEN), or a unix one that does (`__SO_ACCEPTCON`
+    /// among its flags is not kept: an unconnected stream socket with a path, read as such).
+    pub fn listening(&self) -> bool {
+        matches!(self.table, "tcp" | "tcp6") && self.state == Some(0x0A)
+    }
+}
+
+/// The net tables of one process, by socket inode; read once per stop.
+#[derive(Clone, Debug, Default)]
+pub struct NetTables {
+    by_inode: HashMap<u64, SocketEnds>,
+    /// The tables that could not be read, each with why (IPv6 off, no /proc, no access).
+    pub unreadable: Vec<String>,
+    /// The tables that were cut at [`MAX_NET_TABLE_BYTES`] or [`MAX_NET_TABLE_LINES`].
+    pub cut: Vec<&'static str>,
+}
+
+/// The tables read, in order.
+const TABLES: [&str; 5] = ["tcp", "tcp6", "udp", "udp6", "unix"];
+
+impl NetTables {
+    /// `/proc/PID/net/{tcp,tcp6,udp,udp6,unix}`.
+    pub fn read(pid: u32) -> NetTables {
+        let mut t = NetTables::default();
+        for name in TABLES {
+            let path = format!("/proc/{pid}/net/{name}");
+            match read_bounded(&path, MAX_NET_TABLE_BYTES) {
+                Ok((text, full)) => {
+                    if full || t.add(name, &text) {
+                        t.cut.push(name);
+                    }
+                }
+                Err(e) => t.unreadable.push(format!("{name}: {e}")),
+            }
+        }
+        t
+    }
+
+    /// Adds the lines of table `name` (one of `tcp`, `tcp6`, `udp`, `udp6`, `unix`); true when
+    /// it was cut at [`MAX_NET_TABLE_LINES`]. A line that does not parse is skipped; the first
+    /// entry of an inode wins (a listening unix socket and the sockets it accepted share no
+    /// inode, but two tables never list one socket).
+    pub fn add(&mut self, name: &str, text: &str) -> bool {
+        let Some(table) = TABLES.iter().copied().find(|t| *t == name) else {
+            return false;
+        };
+        let mut lines = text.lines();
+        // The header.
+        lines.next();
+        for (n, line) in lines.enumerate() {
+            if n == MAX_NET_TABLE_LINES {
+                return true;
+            }
+            let parsed = if table == "unix" {
+                parse_unix_line(line)
+            } else {
+                parse_inet_line(line, table.ends_with('6'))
+            };
+            if let Some((inode, mut ends)) = parsed {
+                ends.table = table;
+                // Inode 0: a socket being torn down, no fd names it.
+                if inode != 0 {
+                    self.by_inode.entry(inode).or_insert(ends);
+                }
+            }
+        }
+        false
+    }
+
+    /// The socket with this inode, when a table lists it.
+    pub fn get(&self, inode: u64) -> Option<&SocketEnds> {
+        self.by_inode.get(&inode)
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_inode.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_inode.is_empty()
+    }
+}
+
+/// A file's first `max` bytes as text (lossy), and whether it had more.
+fn read_bounded(path: &str, max: u64) -> Result<(String, bool), String> {
+    let bytes = read_bounded_bytes(path, max)?;
+    let full = bytes.len() as u64 > max;
+    let bytes = &bytes[..bytes.len().min(max as usize)];
+    Ok((String::from_utf8_lossy(bytes).into_owned(), full))
+}
+
+/// At most `max + 1` bytes of a file (the extra byte says it had more).
+fn read_bounded_bytes(path: &str, max: u64) -> Result<Vec<u8>, String> {
+    let f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut out = Vec::new();
+    f.take(max.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(|e| format!("{path}: {e}"))?;
+    Ok(out)
+}
+
+/// One line of `tcp`, `tcp6`, `udp` or `udp6`: (inode, ends).
+pub fn parse_inet_line(line: &str, v6: bool) -> Option<(u64, SocketEnds)> {
+    let mut words = line.split_whitespace();
+    let slot = words.next()?;
+    if !slot.ends_with(':') {
+        return None;
+    }
+    let local = parse_inet_address(words.next()?, v6)?;
+    let remote = parse_inet_address(words.next()?, v6)?;
+    let state = u8::from_str_radix(words.next()?, 16).ok()?;
+    // tx:rx, tr:when, retrnsmt, uid, timeout, then the inode.
+    let inode = words.nth(5)?.parse().ok()?;
+    Some((
+        inode,
+        SocketEnds {
+            local,
+            peer: remote,
+            state: Some(state),
+            table: "",
+        },
+    ))
+}
+
+/// `0100007F:1F90` (v4) or `00000000000000000000000001000000:0050` (v6) as
+/// `"127.0.0.1:8080"`, `"[::1]:80"`; Some(None) for the all-zero address and port (no end);
+/// None when it does not parse.
+pub fn parse_inet_address(text: &str, v6: bool) -> Option<Option<String>> {
+    let (addr, port) = text.split_once(':')?;
+    if port.len() != 4 {
+        return None;
+    }
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let word = |s: &str| -> Option<[u8; 4]> {
+        if s.len() != 8 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        // Each word is the host-order value of four network-order bytes (little-endian
+        // hosts: every target pyunwind reads live).
+        Some(u32::from_str_radix(s, 16).ok()?.to_le_bytes())
+    };
+    let (text, zero) = if v6 {
+        if addr.len() != 32 || !addr.is_ascii() {
+            return None;
+        }
+        let mut bytes = [0u8; 16];
+        for i in 0..4 {
+            bytes[4 * i..4 * i + 4].copy_from_slice(&word(&addr[8 * i..8 * i + 8])?);
+        }
+        let ip = Ipv6Addr::from(bytes);
+        (format!("[{ip}]:{port}"), ip.is_unspecified())
+    } else {
+        let ip = Ipv4Addr::from(word(addr)?);
+        (format!("{ip}:{port}"), ip.is_unspecified())
+    };
+    Some((!(zero && port == 0)).then_some(text))
+}
+
+/// One line of `unix`: (inode, ends): `local` its path, `peer` None (the table does not say).
+pub fn parse_unix_line(line: &str) -> Option<(u64, SocketEnds)> {
+    // Num: RefCount Protocol Flags Type St Inode [Path]; the path may hold spaces.
+    let mut rest = line.trim_start();
+    let mut fields = [""; 7];
+    for f in &mut fields {
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        *f = &rest[..end];
+        rest = rest[end..].trim_start();
+    }
+    if !fields[0].ends_with(':') {
+        return None;
+    }
+    for f in &fields[1..6] {
+        if f.is_empty() || !f.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+    }
+    let state = u8::from_str_radix(fields[5], 16).ok();
+    let inode = fields[6].parse().ok()?;
+    let path = rest.trim_end_matches(['\r', '\n']);
+    Some((
+        inode,
+        SocketEnds {
+            local: (!path.is_empty()).then(|| path.to_string()),
+            peer: None,
+            state,
+            table: "",
+        },
+    ))
+}
+
+/// Whether process `pid` is in this process's network namespace (`/proc/PID/ns/net` names
+/// the same one as ours): only then does the kernel's socket diagnosis, which answers for the
+/// caller's namespace, speak of its sockets.
+pub fn same_net_namespace(pid: u32) -> bool {
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/net")).ok();
+    let theirs = ns(&pid.to_string());
+    theirs.is_some() && theirs == ns("self")
+}
+
+/// `NETLINK_SOCK_DIAG` (<linux/netlink.h>), `SOCK_DIAG_BY_FAMILY` (<linux/sock_diag.h>).
+const NETLINK_SOCK_DIAG: i32 = 4;
+const SOCK_DIAG_BY_FAMILY: u16 = 20;
+/// <linux/netlink.h>: `NLM_F_REQUEST`, `NLMSG_ERROR`, `NLMSG_DONE`; `sizeof(struct
+/// nlmsghdr)`.
+const NLM_F_REQUEST: u16 = 1;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+const NLMSG_HDR: usize = 16;
+/// <linux/unix_diag.h>: `UDIAG_SHOW_PEER`, the `UNIX_DIAG_PEER` attribute, `sizeof(struct
+/// unix_diag_msg)`.
+const UDIAG_SHOW_PEER: u32 = 0x4;
+const UNIX_DIAG_PEER: u16 = 2;
+const UNIX_DIAG_MSG: usize = 16;
+/// The reply to one socket's query: its message and a few attributes.
+const MAX_DIAG_REPLY_BYTES: usize = 8192;
+/// Most replies read before the one for the asked socket (a netlink socket of our own gets
+/// only those).
+const MAX_DIAG_REPLIES: usize = 16;
+
+/// The inode of the socket at the other end of unix socket `inode`, as the kernel's
+/// `unix_diag` (Linux 3.3+, net/unix/diag.c: an exact query by inode, no cookie) says it for
+/// this process's network namespace; None when it has no peer. An error when the kernel
+/// cannot be asked or does not know the socket.
+pub fn unix_peer_inode(inode: u64) -> Result<Option<u64>, String> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let ino = u32::try_from(inode).map_err(|_| format!("socket {inode}: no unix inode"))?;
+    // SAFETY: socket takes no pointers; a descriptor it returns is ours to own.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            NETLINK_SOCK_DIAG,
+        )
+    };
+    if raw < 0 {
+        return Err(format!("sock_diag: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: `raw` is a descriptor just opened, owned by nothing else.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let timeout = libc::timeval {
+        tv_sec: 1,
+        tv_usec: 0,
+    };
+    // SAFETY: the option value is a timeval of the size given.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&timeout as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        );
+    }
+    let request = unix_diag_request(ino);
+    // SAFETY: the buffer is `request`, of the length given.
+    let sent = unsafe { libc::send(fd.as_raw_fd(), request.as_ptr().cast(), request.len(), 0) };
+    if sent != request.len() as isize {
+        return Err(format!("sock_diag: {}", std::io::Error::last_os_error()));
+    }
+    let mut buf = vec![0u8; MAX_DIAG_REPLY_BYTES];
+    for _ in 0..MAX_DIAG_REPLIES {
+        // SAFETY: `buf` is writable for its whole length.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n <= 0 {
+            return Err(format!("sock_diag: {}", std::io::Error::last_os_error()));
+        }
+        if let Some(answer) = parse_unix_diag_reply(&buf[..n as usize], ino) {
+            return answer;
+        }
+    }
+    Err(format!("sock_diag: no answer for socket {inode}"))
+}
+
+/// `struct nlmsghdr` + `struct unix_diag_req` asking for socket `ino`'s peer.
+fn unix_diag_request(ino: u32) -> Vec<u8> {
+    let mut m = Vec::with_capacity(NLMSG_HDR + 24);
+    m.extend_from_slice(&((NLMSG_HDR + 24) as u32).to_ne_bytes());
+    m.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    m.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+    m.extend_from_slice(&1u32.to_ne_bytes()); // seq
+    m.extend_from_slice(&0u32.to_ne_bytes()); // pid: the kernel
+    m.push(libc::AF_UNIX as u8); // sdiag_family
+    m.push(0); // sdiag_protocol
+    m.extend_from_slice(&0u16.to_ne_bytes()); // pad
+    m.extend_from_slice(&u32::MAX.to_ne_bytes()); // udiag_states: any
+    m.extend_from_slice(&ino.to_ne_bytes());
+    m.extend_from_slice(&UDIAG_SHOW_PEER.to_ne_bytes());
+    // udiag_cookie: INET_DIAG_NOCOOKIE (no cookie checked).
+    m.extend_from_slice(&u32::MAX.to_ne_bytes());
+    m.extend_from_slice(&u32::MAX.to_ne_bytes());
+    m
+}
+
+/// The answer one datagram of replies gives about socket `ino`: Some(Ok(peer)) from its
+/// `unix_diag_msg` (None without a `UNIX_DIAG_PEER`), Some(Err) for an error reply, None when
+/// it says nothing of it. Any bytes are taken: lengths are checked before each read.
+pub fn parse_unix_diag_reply(buf: &[u8], ino: u32) -> Option<Result<Option<u64>, String>> {
+    let u16_at = |b: &[u8], at: usize| -> Option<u16> {
+        Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
+    };
+    let u32_at = |b: &[u8], at: usize| -> Option<u32> {
+        Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    };
+    let mut at = 0;
+    while at + NLMSG_HDR <= buf.len() {
+        let len = u32_at(buf, at)? as usize;
+        let kind = u16_at(buf, at + 4)?;
+        if len < NLMSG_HDR || len > buf.len() - at {
+            return None;
+        }
+        let msg = &buf[at..at + len];
+        match kind {
+            NLMSG_ERROR => {
+                let errno = u32_at(msg, NLMSG_HDR).map_or(0, |e| (e as i32).unsigned_abs());
+                return Some(Err(format!(
+                    "sock_diag: socket {ino}: {}",
+                    std::io::Error::from_raw_os_error(errno as i32)
+                )));
+            }
+            NLMSG_DONE => return Some(Err(format!("sock_diag: socket {ino}: not found"))),
+            SOCK_DIAG_BY_FAMILY if u32_at(msg, NLMSG_HDR + 4) == Some(ino) => {
+                let mut a = NLMSG_HDR + UNIX_DIAG_MSG;
+                while a + 4 <= msg.len() {
+                    let alen = u16_at(msg, a)? as usize;
+                    let atype = u16_at(msg, a + 2)?;
+                    if alen < 4 || alen > msg.len() - a {
+                        break;
+                    }
+                    if atype == UNIX_DIAG_PEER && alen >= 8 {
+                        let peer = u32_at(msg, a + 4)?;
+                        return Some(Ok((peer != 0).then_some(u64::from(peer))));
+                    }
+                    a += (alen + 3) & !3;
+                }
+                return Some(Ok(None));
+            }
+            _ => {}
+        }
+        at += (len + 3) & !3;
+    }
+    None
+}
+
+/// A process's command line: its arguments space-joined, cut at [`MAX_CMDLINE_BYTES`]; an
+/// error when it cannot be read or is empty (a zombie, a kernel thread).
+pub fn cmdline(pid: u32) -> Result<String, String> {
+    let path = format!("/proc/{pid}/cmdline");
+    let bytes = read_bounded_bytes(&path, MAX_CMDLINE_BYTES)?;
+    parse_cmdline(&bytes).ok_or_else(|| format!("{path}: empty (the process has exited)"))
+}
+
+/// NUL-separated arguments, space-joined, at most [`MAX_CMDLINE_BYTES`] bytes of them; None
+/// when there are none.
+pub fn parse_cmdline(bytes: &[u8]) -> Option<String> {
+    let bytes = &bytes[..bytes.len().min(MAX_CMDLINE_BYTES as usize)];
+    let bytes = bytes.strip_suffix(&[0]).unwrap_or(bytes);
+    if bytes.is_empty() {
+        return None;
+    }
+    let words: Vec<String> = bytes
+        .split(|&b| b == 0)
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    Some(words.join(" "))
+}
+
+/// A field of `/proc/PID/status` (`PPid:`, `NSpid:`): its words.
+fn status_field(status: &str, name: &str) -> Option<Vec<u64>> {
+    let v = status.lines().find_map(|l| l.strip_prefix(name))?;
+    v.split_whitespace().map(|w| w.parse().ok()).collect()
+}
+
+/// The process that `child` (a pid in the pid namespace of process `parent`, as a `wait4`
+/// argument names it) is, as this machine's /proc numbers it: a child of `parent` whose
+/// innermost pid (`NSpid`'s last) is `child`. The same pid when both share our namespace;
+/// otherwise found among `/proc/PARENT/task/*/children`. An error when no child of `parent`
+/// has that pid (it was reaped, or it is no child: never another process of that number).
+pub fn child_process(parent: u32, child: i64) -> Result<u32, String> {
+    let child_u = u32::try_from(child).map_err(|_| format!("pid {child} is no process"))?;
+    let is_child = |candidate: u32| -> bool {
+        let Ok((status, _)) = read_bounded(&format!("/proc/{candidate}/status"), MAX_STATUS_BYTES)
+        else {
+            return false;
+        };
+        let ppid = status_field(&status, "PPid:");
+        let inner = status_field(&status, "NSpid:")
+            .and_then(|v| v.last().copied())
+            .unwrap_or(u64::from(candidate));
+        ppid.as_deref() == Some(&[u64::from(parent)]) && inner == u64::from(child_u)
+    };
+    if is_child(child_u) {
+        return Ok(child_u);
+    }
+    let tasks = std::fs::read_dir(format!("/proc/{parent}/task"))
+        .map_err(|e| format!("/proc/{parent}/task: {e}"))?;
+    for task in tasks.take(MAX_TASKS).flatten() {
+        let path = task.path().join("children");
+        let Some(path) = path.to_str() else { continue };
+        let Ok((text, _)) = read_bounded(path, MAX_CHILDREN_BYTES) else {
+            continue;
+        };
+        for c in text
+            .split_whitespace()
+            .take(MAX_CHILDREN)
+            .filter_map(|w| w.parse::<u32>().ok())
+        {
+            if c != child_u && is_child(c) {
+                return Ok(c);
+            }
+        }
+    }
+    Err(format!(
+        "process {parent} has no child {child} (it exited and was reaped)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TCP: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0
+   1: 0100007F:9CBA 0100007F:1538 01 00000000:00000000 00:00000000 00000000  1000        0 4243 1 0000000000000000 20 4 30 10 -1
+";
+    const TCP6: &str = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000000000000000000001000000:0050 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5000 1 0000000000000000 100 0 0 10 0
+   1: 0000000000000000FFFF00000100007F:C350 0000000000000000FFFF00000100007F:0050 01 00000000:00000000 00:00000000 00000000     0        0 5001 1 0000000000000000 100 0 0 10 0
+   2: B80D0120000000000000000001000000:0016 B80D0120000000000000000002000000:D431 01 00000000:00000000 00:00000000 00000000     0        0 5002 1 0000000000000000 100 0 0 10 0
+";
+    const UNIX: &str = "Num       RefCount Protocol Flags    Type St Inode Path
+0000000000000000: 00000002 00000000 00010000 0001 01 6000 /run/dbus/system_bus_socket
+0000000000000000: 00000003 00000000 00000000 0001 03 6001
+0000000000000000: 00000002 00000000 00010000 0001 01 6002 @/tmp/.X11-unix/X0
+0000000000000000: 00000002 00000000 00010000 0001 01 6003 /tmp/with space.sock
+";
+
+    #[test]
+    fn fd_links() {
+        assert_eq!(FdLink::parse("socket:[123]"), FdLink::Socket(123));
+        assert_eq!(FdLink::parse("pipe:[9]"), FdLink::Pipe(9));
+        assert_eq!(
+            FdLink::parse("anon_inode:[eventfd]"),
+            FdLink::AnonInode("[eventfd]".into())
+        );
+        assert_eq!(
+            FdLink::parse("/tmp/x (deleted)"),
+            FdLink::Path("/tmp/x (deleted)".into())
+        );
+        for odd in [
+            "socket:[]",
+            "socket:[x]",
+            "socket:123",
+            "pipe:[-1]",
+            "net:[4026531840]",
+            "",
+        ] {
+            assert!(matches!(FdLink::parse(odd), FdLink::Other(_)), "{odd:?}");
+        }
+        assert!(fd_link(std::process::id(), -1).is_err());
+        assert!(fd_link(std::process::id(), 1 << 40).is_err());
+        assert!(fd_link(std::process::id(), 1_000_000).is_err());
+    }
+
+    #[test]
+    fn own_fds_are_read() {
+        use std::os::fd::AsRawFd;
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe writes two descriptors into the array it is given.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let pid = std::process::id();
+        let links = (fd_link(pid, fds[0].into()), fd_link(pid, fds[1].into()));
+        // SAFETY: both are ours, closed once.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        let (Ok(FdLink::Pipe(a)), Ok(FdLink::Pipe(b))) = links else {
+            panic!("not pipes: {links:?}");
+        };
+        assert_eq!(a, b);
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let FdLink::Socket(inode) = fd_link(pid, l.as_raw_fd().into()).unwrap() else {
+            panic!("not a socket");
+        };
+        let t = NetTables::read(pid);
+        let e = t.get(inode).expect("listening socket in /proc/net/tcp");
+        assert_eq!(e.local.as_deref(), Some(&*format!("127.0.0.1:{port}")));
+        assert_eq!(e.peer, None);
+        assert!(e.listening());
+    }
+
+    #[test]
+    fn inet_tables() {
+        let mut t = NetTables::default();
+        assert!(!t.add("tcp", TCP));
+        assert!(!t.add("tcp6", TCP6));
+        let e = t.get(4242).unwrap();
+        assert_eq!(
+            (e.local.as_deref(), e.peer.as_deref(), e.table),
+            (Some("127.0.0.1:8080"), None, "tcp")
+        );
+        assert!(e.listening());
+        let e = t.get(4243).unwrap();
+        assert_eq!(
+            (e.local.as_deref(), e.peer.as_deref(), e.state),
+            (Some("127.0.0.1:40122"), Some("127.0.0.1:5432"), Some(1))
+        );
+        assert!(!e.listening());
+        assert_eq!(t.get(5000).unwrap().local.as_deref(), Some("[::1]:80"));
+        let e = t.get(5001).unwrap();
+        assert_eq!(
+            (e.local.as_deref(), e.peer.as_deref()),
+            (
+                Some("[::ffff:127.0.0.1]:50000"),
+                Some("[::ffff:127.0.0.1]:80")
+            )
+        );
+        let e = t.get(5002).unwrap();
+        assert_eq!(
+            (e.local.as_deref(), e.peer.as_deref()),
+            (Some("[2001:db8::1]:22"), Some("[2001:db8::2]:54321"))
+        );
+        assert_eq!(t.len(), 5);
+    }
+
+    #[test]
+    fn unix_table() {
+        let mut t = NetTables::default();
+        t.add("unix", UNIX);
+        assert_eq!(
+            t.get(6000).unwrap().local.as_deref(),
+            Some("/run/dbus/system_bus_socket")
+        );
+        assert_eq!(t.get(6001).unwrap().local, None);
+        assert_eq!(t.get(6001).unwrap().state, Some(3));
+        assert_eq!(
+            t.get(6002).unwrap().local.as_deref(),
+            Some("@/tmp/.X11-unix/X0")
+        );
+        assert_eq!(
+            t.get(6003).unwrap().local.as_deref(),
+            Some("/tmp/with space.sock")
+        );
+        assert!(t.get(6003).unwrap().peer.is_none());
+        assert!(!t.get(6000).unwrap().listening());
+    }
+
+    #[test]
+    fn garbage_lines_are_skipped() {
+        let garbage = [
+            "",
+            "   ",
+            "0:",
+            "0: 0100007F:1F90",
+            "0: 0100007F:1F90 00000000:0000 0A",
+            "0: 0100007G:1F90 00000000:0000 0A 0:0 0:0 0 0 0 77",
+            "0: 0100007F:1F9 00000000:0000 0A 0:0 0:0 0 0 0 77",
+            "0: 100007F:1F90 00000000:0000 0A 0:0 0:0 0 0 0 77",
+            "0: 0100007F 00000000:0000 0A 0:0 0:0 0 0 0 77",
+            "0: 0100007F:1F90 00000000:0000 ZZ 0:0 0:0 0 0 0 77",
+            "0: 0100007F:1F90 00000000:0000 0A 0:0 0:0 0 0 0 -5",
+            "0: 0100007F:1F90 00000000:0000 0A 0:0 0:0 0 0 0 99999999999999999999999",
+            "0: +100007F:1F90 00000000:0000 0A 0:0 0:0 0 0 0 77",
+            "x 0100007F:1F90 00000000:0000 0A 0:0 0:0 0 0 0 77",
+            "0: 0100007F:1F90 00000000:0000 0A 0:0 0:0 0 0 0 0",
+            "0: ééééééé:1F90 00000000:0000 0A 0:0 0:0 0 0 0 77",
+            "\u{0}\u{0}\u{0}",
+        ];
+        let mut t = NetTables::default();
+        let text = format!("header\n{}\n", garbage.join("\n"));
+        t.add("tcp", &text);
+        t.add("udp", &text);
+        assert!(t.is_empty(), "{:?}", t.get(77));
+        // v6: each of the four words must be 8 hex digits; a multibyte char is no digit.
+        let v6 = "header\n 0: 0000000000000000000000000100000:0050 00000000000000000000000000000000:0000 0A 0:0 0:0 0 0 0 88\n 0: 000000000000000000000000010000é0:0050 00000000000000000000000000000000:0000 0A 0:0 0:0 0 0 0 88\n";
+        t.add("tcp6", v6);
+        assert!(t.is_empty());
+        let unix = "h\n0000: 1 2 3 4 5\n0000: 1 2 3 4 5 x /p\n0000 1 2 3 4 5 6 /p\n0000: 1 2 3 4 ZZ 6 /p\n";
+        t.add("unix", unix);
+        assert!(t.is_empty());
+        // A table of another name adds nothing.
+        t.add("raw", TCP);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn huge_tables_are_cut() {
+        let line = "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1\n";
+        let text = format!("header\n{}", line.repeat(MAX_NET_TABLE_LINES + 10));
+        let mut t = NetTables::default();
+        assert!(t.add("tcp", &text));
+        assert_eq!(t.len(), 1);
+        // A file longer than its cap is read up to it.
+        let dir = std::env::temp_dir().join(format!("pyunwind-proc-fds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("big");
+        std::fs::write(&f, vec![b'a'; 10_000]).unwrap();
+        let (text, full) = read_bounded(f.to_str().unwrap(), 100).unwrap();
+        assert_eq!((text.len(), full), (100, true));
+        let (text, full) = read_bounded(f.to_str().unwrap(), 10_000).unwrap();
+        assert_eq!((text.len(), full), (10_000, false));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unix_peers() {
+        use std::os::fd::AsRawFd;
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let pid = std::process::id();
+        let inode = |fd: i32| match fd_link(pid, fd.into()) {
+            Ok(FdLink::Socket(i)) => i,
+            other => panic!("{other:?}"),
+        };
+        let (ia, ib) = (inode(a.as_raw_fd()), inode(b.as_raw_fd()));
+        assert_eq!(unix_peer_inode(ia), Ok(Some(ib)));
+        assert_eq!(unix_peer_inode(ib), Ok(Some(ia)));
+        assert!(same_net_namespace(pid));
+        assert!(!same_net_namespace(u32::MAX));
+        // A listening socket has no peer; no socket has inode 0 (or a number past 32 bits).
+        let dir = std::env::temp_dir().join(format!("pyunwind-unix-{pid}"));
+        let _ = std::fs::remove_file(&dir);
+        let l = std::os::unix::net::UnixListener::bind(&dir).unwrap();
+        assert_eq!(unix_peer_inode(inode(l.as_raw_fd())), Ok(None));
+        // A client's peer is the socket the server accepted, named with the listener's path.
+        let c = std::os::unix::net::UnixStream::connect(&dir).unwrap();
+        let (s, _) = l.accept().unwrap();
+        assert_eq!(
+            unix_peer_inode(inode(c.as_raw_fd())),
+            Ok(Some(inode(s.as_raw_fd())))
+        );
+        let t = NetTables::read(pid);
+        assert_eq!(
+            t.get(inode(s.as_raw_fd())).and_then(|e| e.local.clone()),
+            dir.to_str().map(str::to_string)
+        );
+        std::fs::remove_file(&dir).unwrap();
+        assert!(unix_peer_inode(0).is_err());
+        assert!(unix_peer_inode(1 << 40).is_err());
+    }
+
+    #[test]
+    fn diag_replies_of_any_bytes() {
+        let msg = |kind: u16, body: &[u8]| {
+            let mut m = ((NLMSG_HDR + body.len()) as u32).to_ne_bytes().to_vec();
+            m.extend_from_slice(&kind.to_ne_bytes());
+            m.extend_from_slice(&[0u8; 10]);
+            m.extend_from_slice(body);
+            m
+        };
+        let diag = |ino: u32, attrs: &[u8]| {
+            let mut b = vec![1u8, 1, 1, 0];
+            b.extend_from_slice(&ino.to_ne_bytes());
+            b.extend_from_slice(&[0xff; 8]);
+            b.extend_from_slice(attrs);
+            msg(SOCK_DIAG_BY_FAMILY, &b)
+        };
+        let peer_attr = |peer: u32| {
+            let mut a = 8u16.to_ne_bytes().to_vec();
+            a.extend_from_slice(&UNIX_DIAG_PEER.to_ne_bytes());
+            a.extend_from_slice(&peer.to_ne_bytes());
+            a
+        };
+        assert_eq!(
+            parse_unix_diag_reply(&diag(7, &peer_attr(9)), 7),
+            Some(Ok(Some(9)))
+        );
+        assert_eq!(parse_unix_diag_reply(&diag(7, &[]), 7), Some(Ok(None)));
+        assert_eq!(parse_unix_diag_reply(&diag(8, &peer_attr(9)), 7), None);
+        assert!(matches!(
+            parse_unix_diag_reply(&msg(NLMSG_ERROR, &(-2i32).to_ne_bytes()), 7),
+            Some(Err(_))
+        ));
+        assert!(matches!(
+            parse_unix_diag_reply(&msg(NLMSG_DONE, &[]), 7),
+            Some(Err(_))
+        ));
+        // Lengths that lie: a message longer than the datagram, shorter than its header, an
+        // attribute of length 0 or past its message; truncated datagrams.
+        let mut long = diag(7, &peer_attr(9));
+        long[..4].copy_from_slice(&u32::MAX.to_ne_bytes());
+        assert_eq!(parse_unix_diag_reply(&long, 7), None);
+        let mut short = diag(7, &peer_attr(9));
+        short[..4].copy_from_slice(&3u32.to_ne_bytes());
+        assert_eq!(parse_unix_diag_reply(&short, 7), None);
+        let mut zero = peer_attr(9);
+        zero[..2].copy_from_slice(&0u16.to_ne_bytes());
+        assert_eq!(parse_unix_diag_reply(&diag(7, &zero), 7), Some(Ok(None)));
+        let mut past = peer_attr(9);
+        past[..2].copy_from_slice(&500u16.to_ne_bytes());
+        assert_eq!(parse_unix_diag_reply(&diag(7, &past), 7), Some(Ok(None)));
+        let full = diag(7, &peer_attr(9));
+        for cut in 0..full.len() {
+            let _ = parse_unix_diag_reply(&full[..cut], 7);
+        }
+        assert_eq!(parse_unix_diag_reply(&[], 7), None);
+        assert_eq!(unix_diag_request(5).len(), NLMSG_HDR + 24);
+    }
+
+    #[test]
+    fn command_lines() {
+        assert_eq!(
+            parse_cmdline(b"sleep\x001000\x00").as_deref(),
+            Some("sleep 1000")
+        );
+        assert_eq!(parse_cmdline(b"a\x00\x00b").as_deref(), Some("a  b"));
+        assert_eq!(parse_cmdline(b""), None);
+        assert_eq!(parse_cmdline(b"\x00"), None);
+        assert_eq!(
+            parse_cmdline(b"\xff\xfe").as_deref(),
+            Some("\u{fffd}\u{fffd}")
+        );
+        let long = vec![b'x'; 100_000];
+        assert_eq!(
+            parse_cmdline(&long).map(|s| s.len()),
+            Some(MAX_CMDLINE_BYTES as usize)
+        );
+        let me = cmdline(std::process::id()).unwrap();
+        assert!(!me.is_empty());
+        assert!(cmdline(u32::MAX).is_err());
+    }
+
+    #[test]
+    fn children_are_checked() {
+        let mut c = std::process::Command::new("sleep")
+            .arg("100")
+            .spawn()
+            .unwrap();
+        let me = std::process::id();
+        assert_eq!(child_process(me, c.id().into()), Ok(c.id()));
+        // Until it has exec'd, the child's command line is its parent's.
+        let mut command = Err(String::new());
+        for _ in 0..200 {
+            command = cmdline(c.id());
+            if command.as_deref() == Ok("sleep 100") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(command.as_deref(), Ok("sleep 100"));
+        // Not a child of ours: pid 1, a negative or absurd pid.
+        assert!(child_process(me, 1).is_err());
+        assert!(child_process(me, -1).is_err());
+        assert!(child_process(me, 1 << 40).is_err());
+        c.kill().unwrap();
+        c.wait().unwrap();
+        assert!(child_process(me, c.id().into()).is_err());
+    }
+}
