@@ -6,7 +6,7 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use super::Memory;
 use crate::error::{ReadError, ReadErrorKind};
@@ -187,11 +187,28 @@ pub fn proc_syscall(pid: u32, tid: u64) -> Option<ProcSyscall> {
     parse_proc_syscall(&text)
 }
 
+/// Whether process `pid` is in our own pid namespace (`/proc/PID/ns/pid` names ours), asked
+/// once per process: then a thread's id is the same to it and to /proc.
+fn in_our_pid_namespace(pid: u32) -> bool {
+    static KNOWN: Mutex<Vec<(u32, bool)>> = Mutex::new(Vec::new());
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&(_, same)) = known.iter().find(|k| k.0 == pid) {
+        return same;
+    }
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
+    let same = matches!((ns("self"), ns(&pid.to_string())), (Some(a), Some(b)) if a == b);
+    // A bounded memo: a CLI run reads a handful of processes.
+    if known.len() < 4096 {
+        known.push((pid, same));
+    }
+    same
+}
+
 /// The /proc directory of `tid`: `/proc/PID/task/TID` when that thread's innermost id is
 /// `tid` (the same pid namespace), else the task whose innermost id it is.
 fn task_dir(pid: u32, tid: u64) -> Option<String> {
     let direct = format!("/proc/{pid}/task/{tid}");
-    if innermost_id(&direct) == Some(tid) {
+    if in_our_pid_namespace(pid) || innermost_id(&direct) == Some(tid) {
         return Some(direct);
     }
     std::fs::read_dir(format!("/proc/{pid}/task"))

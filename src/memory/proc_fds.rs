@@ -17,7 +17,10 @@
 //! | `/proc/PID/net/unix` | `Num RefCount Protocol Flags Type St Inode [Path]`; an abstract name starts with `@` (its NULs printed as `@`), an unnamed socket has no path (net/unix/af_unix.c `unix_seq_show`) |
 //! | `/proc/PID/cmdline` | the arguments, each NUL-terminated |
 //!
-//! The net tables are those of the process's network namespace (a container's own). A unix
+//! A socket's addresses are asked of the kernel first, about a copy of its fd
+//! ([`socket_names`]: `pidfd_getfd`, `getsockname`, `getpeername`); the tables are where that
+//! cannot be done (a kernel before 5.6). The net tables are those of the process's network
+//! namespace (a container's own). A unix
 //! socket's peer is not in them: the kernel's socket diagnosis (`NETLINK_SOCK_DIAG`,
 //! net/unix/diag.c) names it, for our own namespace only ([`unix_peer_inode`]).
 //!
@@ -138,25 +141,36 @@ pub struct NetTables {
     pub cut: Vec<&'static str>,
 }
 
-/// The tables read, in order.
-const TABLES: [&str; 5] = ["tcp", "tcp6", "udp", "udp6", "unix"];
+/// The tables, in the order they are looked through.
+pub const TABLES: [&str; 5] = ["tcp", "tcp6", "udp", "udp6", "unix"];
 
 impl NetTables {
     /// `/proc/PID/net/{tcp,tcp6,udp,udp6,unix}`.
     pub fn read(pid: u32) -> NetTables {
         let mut t = NetTables::default();
         for name in TABLES {
-            let path = format!("/proc/{pid}/net/{name}");
-            match read_bounded(&path, MAX_NET_TABLE_BYTES) {
-                Ok((text, full)) => {
-                    if full || t.add(name, &text) {
-                        t.cut.push(name);
-                    }
-                }
-                Err(e) => t.unreadable.push(format!("{name}: {e}")),
-            }
+            t.read_table(pid, name);
         }
         t
+    }
+
+    /// `/proc/PID/net/NAME` alone (one of [`TABLES`]).
+    pub fn read_one(pid: u32, name: &'static str) -> NetTables {
+        let mut t = NetTables::default();
+        t.read_table(pid, name);
+        t
+    }
+
+    fn read_table(&mut self, pid: u32, name: &'static str) {
+        let path = format!("/proc/{pid}/net/{name}");
+        match read_bounded(&path, MAX_NET_TABLE_BYTES) {
+            Ok((text, full)) => {
+                if full || self.add(name, &text) {
+                    self.cut.push(name);
+                }
+            }
+            Err(e) => self.unreadable.push(format!("{name}: {e}")),
+        }
     }
 
     /// Adds the lines of table `name` (one of `tcp`, `tcp6`, `udp`, `udp6`, `unix`); true when
@@ -201,6 +215,120 @@ impl NetTables {
 
     pub fn is_empty(&self) -> bool {
         self.by_inode.is_empty()
+    }
+}
+
+/// A live socket's own and peer addresses ([`socket_names`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SocketNames {
+    pub local: Option<String>,
+    pub peer: Option<String>,
+    /// `sa_family` of its own address: `AF_UNIX` 1, `AF_INET` 2, `AF_INET6` 10.
+    pub family: i32,
+}
+
+/// The addresses of socket `inode`, fd `fd` of live process `pid`, asked of the kernel about
+/// a copy of the fd (`pidfd_getfd`, Linux 5.6+: the access that reading the process's memory
+/// needs; the process is neither stopped nor changed) with `getsockname` and `getpeername`:
+/// exact, where the net tables cost a walk of the kernel's connection hash. The copy must be
+/// that socket (its inode), else the fd was closed and reused. A peer it has not (not
+/// connected, a listening socket) is None, as an unnamed unix socket's address is.
+pub fn socket_names(pid: u32, fd: i64, inode: u64) -> Result<SocketNames, String> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let err = |what: &str| format!("fd {fd}: {what}: {}", std::io::Error::last_os_error());
+    let target_fd = i32::try_from(fd).map_err(|_| format!("fd {fd}: not a descriptor"))?;
+    let pid = libc::pid_t::try_from(pid).map_err(|_| format!("pid {pid}: not a pid"))?;
+    // SAFETY: plain system calls on integers; each fd they return is owned right away.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if pidfd < 0 {
+        return Err(err("pidfd_open"));
+    }
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
+    let copy = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target_fd, 0) };
+    if copy < 0 {
+        return Err(err("pidfd_getfd"));
+    }
+    let copy = unsafe { OwnedFd::from_raw_fd(copy as i32) };
+    // SAFETY: `st` is written by fstat before it is read.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(copy.as_raw_fd(), &mut st) } != 0 {
+        return Err(err("fstat"));
+    }
+    if st.st_ino != inode {
+        return Err(format!(
+            "fd {fd} is socket {} now, not socket {inode}: it was closed and reused",
+            st.st_ino
+        ));
+    }
+    let name = |peer: bool| -> Result<Option<(i32, Option<String>)>, String> {
+        // SAFETY: the kernel writes at most `len` bytes of `addr`.
+        let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        let p = &mut addr as *mut libc::sockaddr_storage as *mut libc::sockaddr;
+        let rc = unsafe {
+            if peer {
+                libc::getpeername(copy.as_raw_fd(), p, &mut len)
+            } else {
+                libc::getsockname(copy.as_raw_fd(), p, &mut len)
+            }
+        };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::ENOTCONN) if peer => Ok(None),
+                _ => Err(format!(
+                    "fd {fd}: get{}name: {e}",
+                    if peer { "peer" } else { "sock" }
+                )),
+            };
+        }
+        let len = (len as usize).min(std::mem::size_of::<libc::sockaddr_storage>());
+        // SAFETY: sockaddr_storage is plain bytes, `len` of them written.
+        let bytes = unsafe { std::slice::from_raw_parts(&addr as *const _ as *const u8, len) };
+        Ok(Some((i32::from(addr.ss_family), sockaddr_text(bytes))))
+    };
+    let (family, local) = name(false)?.unwrap_or((0, None));
+    let peer = name(true)?.and_then(|p| p.1);
+    Ok(SocketNames {
+        local,
+        peer,
+        family,
+    })
+}
+
+/// A `struct sockaddr`'s bytes as the net tables' text gives it: `127.0.0.1:5432`,
+/// `[::1]:80`, a unix path, `@name` for an abstract one (its NULs as `@`, as
+/// `/proc/net/unix` prints them); None for an unnamed unix socket, the unspecified address
+/// with port 0, or a family other than those.
+pub fn sockaddr_text(bytes: &[u8]) -> Option<String> {
+    let family = u16::from_ne_bytes(bytes.get(..2)?.try_into().ok()?);
+    let port = |b: &[u8]| Some(u16::from_be_bytes(b.get(2..4)?.try_into().ok()?));
+    match i32::from(family) {
+        libc::AF_INET => {
+            let ip = Ipv4Addr::from(<[u8; 4]>::try_from(bytes.get(4..8)?).ok()?);
+            let port = port(bytes)?;
+            (!(ip.is_unspecified() && port == 0)).then(|| format!("{ip}:{port}"))
+        }
+        libc::AF_INET6 => {
+            let ip = Ipv6Addr::from(<[u8; 16]>::try_from(bytes.get(8..24)?).ok()?);
+            let port = port(bytes)?;
+            (!(ip.is_unspecified() && port == 0)).then(|| format!("[{ip}]:{port}"))
+        }
+        libc::AF_UNIX => {
+            let path = bytes.get(2..)?;
+            match path.first() {
+                None => None,
+                Some(0) => Some(format!(
+                    "@{}",
+                    String::from_utf8_lossy(&path[1..]).replace('\0', "@")
+                )),
+                Some(_) => {
+                    let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
+                    Some(String::from_utf8_lossy(&path[..end]).into_owned())
+                }
+            }
+        }
+        _ => None,
     }
 }
 
@@ -868,5 +996,50 @@ mod tests {
         c.kill().unwrap();
         c.wait().unwrap();
         assert!(child_process(me, c.id().into()).is_err());
+    }
+    #[test]
+    fn sockaddrs_read_as_the_net_tables_print_them() {
+        let mut v4 = vec![0u8; 16];
+        v4[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+        v4[2..4].copy_from_slice(&5432u16.to_be_bytes());
+        v4[4..8].copy_from_slice(&[127, 0, 0, 1]);
+        assert_eq!(sockaddr_text(&v4).as_deref(), Some("127.0.0.1:5432"));
+        let mut any = v4.clone();
+        any[2..8].fill(0);
+        assert_eq!(sockaddr_text(&any), None);
+        let mut v6 = vec![0u8; 28];
+        v6[..2].copy_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
+        v6[2..4].copy_from_slice(&80u16.to_be_bytes());
+        v6[23] = 1;
+        assert_eq!(sockaddr_text(&v6).as_deref(), Some("[::1]:80"));
+        let unix = |p: &[u8]| {
+            let mut b = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
+            b.extend_from_slice(p);
+            sockaddr_text(&b)
+        };
+        assert_eq!(unix(b"/tmp/s.sock\0").as_deref(), Some("/tmp/s.sock"));
+        assert_eq!(unix(b"\0name\0x").as_deref(), Some("@name@x"));
+        assert_eq!(unix(b""), None);
+        for bad in [&[][..], &[2u8][..], &v4[..5], &v6[..20]] {
+            assert_eq!(sockaddr_text(bad), None);
+        }
+    }
+
+    #[test]
+    fn a_socket_of_our_own_is_named_by_a_copy_of_its_fd() {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let fd = client.as_raw_fd();
+        let inode = std::fs::metadata(format!("/proc/self/fd/{fd}"))
+            .unwrap()
+            .ino();
+        let names = socket_names(std::process::id(), fd.into(), inode).unwrap();
+        assert_eq!(names.local, Some(client.local_addr().unwrap().to_string()));
+        assert_eq!(names.peer, Some(listener.local_addr().unwrap().to_string()));
+        assert_eq!(names.family, libc::AF_INET);
+        // Another inode: the fd was reused.
+        assert!(socket_names(std::process::id(), fd.into(), inode + 1).is_err());
     }
 }

@@ -74,9 +74,11 @@ pub struct Session {
     /// Each thread's system call as the debugger's registers show it (memory read through
     /// the debugger has no notes or /proc to say): (lwp, orig_rax, argument registers).
     debugger_syscalls: OnceLock<Vec<(u64, Vec<u64>)>>,
-    /// A live local target's `/proc/PID/net/{tcp,tcp6,udp,udp6,unix}`, read at most once per
-    /// stop, when a wait on a socket first needs them ([`crate::why::resources`]).
-    pub(crate) net_tables: OnceLock<crate::memory::proc_fds::NetTables>,
+    /// A live local target's `/proc/PID/net/{tcp,tcp6,udp,udp6,unix}` (in
+    /// [`crate::memory::proc_fds::TABLES`]' order), each read at most once per stop, when a
+    /// wait on a socket first needs it ([`crate::why::resources`]): reading `tcp` walks the
+    /// kernel's whole established-connections hash, milliseconds on a large machine.
+    pub(crate) net_tables: [OnceLock<crate::memory::proc_fds::NetTables>; 5],
 }
 
 impl Session {
@@ -117,7 +119,7 @@ impl Session {
             modules: Mutex::new(None),
             crash,
             debugger_syscalls: OnceLock::new(),
-            net_tables: OnceLock::new(),
+            net_tables: Default::default(),
         }
     }
 

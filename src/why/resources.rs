@@ -35,7 +35,7 @@
 use crate::arch::Arch;
 use crate::cpython::sockets::{method_direction, SOCKET_METHODS};
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
-use crate::memory::proc_fds::{self, FdLink, NetTables};
+use crate::memory::proc_fds::{self, FdLink, NetTables, SocketEnds};
 use crate::memory::{proc_syscall, ProcSyscall};
 use crate::report::{ErrorReport, FrameKind, ThreadReport, Waiting, WaitsOn};
 use crate::session::{once, Session};
@@ -208,20 +208,19 @@ pub fn outside_wait(
         match proc_fds::fd_link(pid, fd) {
             Ok(FdLink::Socket(inode)) => {
                 kind = "socket";
-                let tables = net_tables(session, pid);
-                let ends = socket_ends(pid, fd, inode, tables);
-                (local, peer) = (ends.0, ends.1);
-                errors.extend(ends.2.map(|e| problem(t, &e)));
-                // The socket object's family must be its table's: else the fd is another
+                let tables = net_tables(session, pid, object.map(|o| o.family));
+                let ends = socket_ends(pid, fd, inode, &tables);
+                (local, peer) = (ends.local, ends.peer);
+                errors.extend(ends.problem.map(|e| problem(t, &e)));
+                // The socket object's family must be the socket's: else the fd is another
                 // socket now.
-                let table = tables.get(inode).map(|e| e.table);
-                if let (Some(o), Some(table)) = (object, table) {
-                    if !family_has_table(o.family, table) {
+                if let (Some(o), Some(family)) = (object, ends.family) {
+                    if o.family != family {
                         (local, peer) = (None, None);
                         errors.push(problem(
                             t,
                             &format!(
-                                "fd {fd} is a {table} socket now, not the family {} socket its object names: it was closed and reused",
+                                "fd {fd} is a family {family} socket now, not the family {} socket its object names: it was closed and reused",
                                 o.family
                             ),
                         ));
@@ -303,9 +302,9 @@ pub fn socket_addresses(session: &Session, w: &mut Waiting) -> Vec<ErrorReport> 
     };
     match proc_fds::fd_link(pid, *fd) {
         Ok(FdLink::Socket(inode)) => {
-            let ends = socket_ends(pid, *fd, inode, net_tables(session, pid));
-            (*local, *peer) = (ends.0, ends.1);
-            errors.extend(ends.2.map(what));
+            let ends = socket_ends(pid, *fd, inode, &net_tables(session, pid, None));
+            (*local, *peer) = (ends.local, ends.peer);
+            errors.extend(ends.problem.map(what));
         }
         Ok(link) => errors.push(what(format!(
             "fd {fd} is {} now, not the socket its object names: it was closed and reused",
@@ -324,9 +323,51 @@ fn live_pid(session: &Session) -> Option<u32> {
     }
 }
 
-/// The net tables of process `pid`, read once per stop.
-fn net_tables(session: &Session, pid: u32) -> &NetTables {
-    once(&session.net_tables, || NetTables::read(pid))
+/// The net tables of process `pid`, each read when first looked through, once per stop.
+struct Tables<'a> {
+    session: &'a Session,
+    pid: u32,
+    /// The tables the socket can be in (its object's family), else all, in
+    /// [`proc_fds::TABLES`]' order.
+    only: Option<i32>,
+}
+
+impl<'a> Tables<'a> {
+    fn table(&self, i: usize) -> &'a NetTables {
+        let (s, pid) = (self.session, self.pid);
+        once(&s.net_tables[i], || {
+            NetTables::read_one(pid, proc_fds::TABLES[i])
+        })
+    }
+
+    /// The tables to look through, read as they are reached.
+    fn each(&self) -> impl Iterator<Item = &'a NetTables> + '_ {
+        (0..proc_fds::TABLES.len())
+            .filter(|&i| {
+                self.only
+                    .is_none_or(|f| family_has_table(f, proc_fds::TABLES[i]))
+            })
+            .map(|i| self.table(i))
+    }
+
+    /// The socket with this inode, from the first table that lists it.
+    fn get(&self, inode: u64) -> Option<&'a SocketEnds> {
+        self.each().find_map(|t| t.get(inode))
+    }
+
+    /// The unix table alone (a unix socket's peer).
+    fn unix(&self) -> &'a NetTables {
+        self.table(proc_fds::TABLES.len() - 1)
+    }
+}
+
+/// The net tables of process `pid`, for a socket of `family` where its object says.
+fn net_tables(session: &Session, pid: u32, family: Option<i32>) -> Tables<'_> {
+    Tables {
+        session,
+        pid,
+        only: family,
+    }
 }
 
 /// An error entry of thread `t`.
@@ -347,18 +388,41 @@ fn link_words(link: &FdLink) -> String {
     }
 }
 
-/// The local and peer addresses of socket `inode` (fd `fd` of process `pid`), and what could
-/// not be read. A unix socket's peer: the path of the socket at its other end, which the
-/// kernel's `unix_diag` names (the net table names each socket's own path only), when the
-/// target shares our network namespace (the kernel answers for ours).
-fn socket_ends(
-    pid: u32,
-    fd: i64,
-    inode: u64,
-    tables: &NetTables,
-) -> (Option<String>, Option<String>, Option<String>) {
+/// A socket's two ends, its family, and what went wrong finding them.
+struct Ends {
+    local: Option<String>,
+    peer: Option<String>,
+    /// `AF_UNIX` 1, `AF_INET` 2, `AF_INET6` 10, where known.
+    family: Option<i32>,
+    problem: Option<String>,
+}
+
+/// The two ends of socket `inode`, fd `fd` of live process `pid`: from a copy of the fd
+/// ([`proc_fds::socket_names`]: exact, and no walk of the kernel's tables), else from the net
+/// tables (a kernel before 5.6, a process we may read but not copy an fd of), where a unix
+/// socket's peer comes from the kernel's socket diagnosis.
+fn socket_ends(pid: u32, fd: i64, inode: u64, tables: &Tables) -> Ends {
+    let copied = match proc_fds::socket_names(pid, fd, inode) {
+        Ok(names) => {
+            return Ends {
+                local: names.local,
+                peer: names.peer,
+                family: Some(names.family),
+                problem: None,
+            }
+        }
+        Err(e) => e,
+    };
     let Some(ends) = tables.get(inode) else {
-        return (None, None, Some(not_in_tables(pid, fd, inode, tables)));
+        return Ends {
+            local: None,
+            peer: None,
+            family: None,
+            problem: Some(format!(
+                "{}; {copied}",
+                not_in_tables(pid, fd, inode, tables)
+            )),
+        };
     };
     let mut peer = ends.peer.clone();
     let mut problem = None;
@@ -369,7 +433,7 @@ fn socket_ends(
             ));
         } else {
             match proc_fds::unix_peer_inode(inode) {
-                Ok(Some(other)) => match tables.get(other) {
+                Ok(Some(other)) => match tables.unix().get(other) {
                     Some(e) => peer = e.local.clone(),
                     None => {
                         problem = Some(format!(
@@ -382,7 +446,22 @@ fn socket_ends(
             }
         }
     }
-    (ends.local.clone(), peer, problem)
+    Ends {
+        local: ends.local.clone(),
+        peer,
+        family: table_family(ends.table),
+        problem,
+    }
+}
+
+/// The family of the sockets net table `table` lists.
+fn table_family(table: &str) -> Option<i32> {
+    match table {
+        "unix" => Some(1),
+        "tcp" | "udp" => Some(2),
+        "tcp6" | "udp6" => Some(10),
+        _ => None,
+    }
 }
 
 /// Whether a socket of family `family` (`AF_UNIX` 1, `AF_INET` 2, `AF_INET6` 10) is listed
@@ -397,17 +476,23 @@ fn family_has_table(family: i32, table: &str) -> bool {
 }
 
 /// Why a socket's addresses are missing: its inode is in none of the tables.
-fn not_in_tables(pid: u32, fd: i64, inode: u64, tables: &NetTables) -> String {
-    let mut s =
-        format!("fd {fd}: socket {inode} is in none of /proc/{pid}/net/{{tcp,tcp6,udp,udp6,unix}}");
-    if !tables.unreadable.is_empty() {
-        s.push_str(&format!(" ({})", tables.unreadable.join("; ")));
+fn not_in_tables(pid: u32, fd: i64, inode: u64, tables: &Tables) -> String {
+    let names: Vec<&str> = proc_fds::TABLES
+        .iter()
+        .copied()
+        .filter(|n| tables.only.is_none_or(|f| family_has_table(f, n)))
+        .collect();
+    let mut s = format!(
+        "fd {fd}: socket {inode} is in none of /proc/{pid}/net/{{{}}}",
+        names.join(",")
+    );
+    let unreadable: Vec<String> = tables.each().flat_map(|t| t.unreadable.clone()).collect();
+    if !unreadable.is_empty() {
+        s.push_str(&format!(" ({})", unreadable.join("; ")));
     }
-    if !tables.cut.is_empty() {
-        s.push_str(&format!(
-            " ({} cut at the size limit)",
-            tables.cut.join(", ")
-        ));
+    let cut: Vec<&str> = tables.each().flat_map(|t| t.cut.clone()).collect();
+    if !cut.is_empty() {
+        s.push_str(&format!(" ({} cut at the size limit)", cut.join(", ")));
     }
     s
 }
