@@ -6,7 +6,7 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use super::Memory;
 use crate::error::{ReadError, ReadErrorKind};
@@ -187,21 +187,12 @@ pub fn proc_syscall(pid: u32, tid: u64) -> Option<ProcSyscall> {
     parse_proc_syscall(&text)
 }
 
-/// Whether process `pid` is in our own pid namespace (`/proc/PID/ns/pid` names ours), asked
-/// once per process: then a thread's id is the same to it and to /proc.
+/// Whether process `pid` is in our own pid namespace (`/proc/PID/ns/pid` names ours): then a
+/// thread's id is the same to it and to /proc. Asked each time (two `readlink`s, cheaper
+/// than a task's `status`): a pid may be another process's by the next stop.
 fn in_our_pid_namespace(pid: u32) -> bool {
-    static KNOWN: Mutex<Vec<(u32, bool)>> = Mutex::new(Vec::new());
-    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(&(_, same)) = known.iter().find(|k| k.0 == pid) {
-        return same;
-    }
     let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
-    let same = matches!((ns("self"), ns(&pid.to_string())), (Some(a), Some(b)) if a == b);
-    // A bounded memo: a CLI run reads a handful of processes.
-    if known.len() < 4096 {
-        known.push((pid, same));
-    }
-    same
+    matches!((ns("self"), ns(&pid.to_string())), (Some(a), Some(b)) if a == b)
 }
 
 /// The /proc directory of `tid`: `/proc/PID/task/TID` when that thread's innermost id is
