@@ -41,10 +41,7 @@ fn is_interpreter(module: &str) -> bool {
 /// stale, so a callable below it is live; one of a call nested in another C call's arguments
 /// (`len(os.read(fd, n))`) is named by the outer call.
 fn called_c_function(snap: &Snapshot, p: &PyFrame) -> Option<String> {
-    let mut slots = snap.value_stack_slots(p, None);
-    if let Some(n) = p.code.stacksize {
-        slots.truncate(n as usize);
-    }
+    let slots = super::waits::stack_slots(snap, p, None);
     slots
         .into_iter()
         .flatten()

@@ -111,7 +111,7 @@ fn frames_with_inner<'a>(snap: &Snapshot, d: &'a DecodedThread) -> Vec<(&'a PyFr
 /// A frame's value stack ([`Snapshot::value_stack_slots`]) cut at its `co_stacksize`: the
 /// slots past it belong to other frames (3.10's next frame object, 3.11+'s frames called
 /// before on the data stack), whose `with` blocks are not this frame's.
-fn stack_slots(snap: &Snapshot, p: &PyFrame, inner: Option<u64>) -> Vec<Option<u64>> {
+pub(super) fn stack_slots(snap: &Snapshot, p: &PyFrame, inner: Option<u64>) -> Vec<Option<u64>> {
     let mut slots = snap.value_stack_slots(p, inner);
     if let Some(n) = p.code.stacksize {
         slots.truncate(n as usize);
