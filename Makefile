@@ -104,7 +104,14 @@ integration-lldb: build wheel arm64
 	      || exit 1; \
 	  done
 
-test: pythons build lint unit integration
+# On a fresh machine the downloads the integration tests need (arm64 roots, the test venv, torch)
+# run in the background while the CPU builds, lints and runs the unit tests (tools/prefetch.sh);
+# where they are in place this costs seconds.
+test:
+	bash tools/prefetch.sh start
+	$(MAKE) pythons build lint unit
+	bash tools/prefetch.sh wait
+	$(MAKE) integration
 
 # Every benchmark runs even when one before it failed, so that one run shows every problem
 # (each ends with a `bench: MISSED|NOT MEASURED|FAILED: ...` line per problem, and exits 1 if

@@ -41,8 +41,6 @@ MIRROR=http://deb.debian.org/debian
 
 log() { printf 'arm64: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
-sudo=()
-[ "$(id -u)" -eq 0 ] || sudo=(sudo)
 
 mkdir -p "$DL"
 # One run at a time (a CI run and a developer's may share the cache).
@@ -57,13 +55,9 @@ host_deps() {
     command -v dpkg-deb >/dev/null 2>&1 || missing+=(dpkg)
     command -v python3 >/dev/null 2>&1 || missing+=(python3)
     if [ "${#missing[@]}" -gt 0 ]; then
-        log "installing ${missing[*]}"
-        export DEBIAN_FRONTEND=noninteractive
-        "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
-        # No recommends: qemu-user-binfmt would register qemu with the kernel for every
-        # foreign binary; the tests call qemu-aarch64 themselves.
-        "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
-            "${missing[@]}" >&2
+        # No recommends (tools/apt-install.sh): qemu-user-binfmt would register qemu with the
+        # kernel for every foreign binary; the tests call qemu-aarch64 themselves.
+        bash "$HERE/apt-install.sh" "${missing[@]}"
     fi
     command -v qemu-aarch64 >/dev/null 2>&1 || die "qemu-aarch64 missing after installing qemu-user"
     command -v gdb-multiarch >/dev/null 2>&1 || die "gdb-multiarch missing after installing it"

@@ -44,16 +44,11 @@ toolchain() {
         log "rustup target add $TARGET"
         rustup target add "$TARGET" >&2 || die "rustup target add $TARGET failed"
     fi
-    local missing=() sudo=()
+    local missing=()
     command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || missing+=(gcc-aarch64-linux-gnu)
     [ -f /usr/aarch64-linux-gnu/include/stdio.h ] || missing+=(libc6-dev-arm64-cross)
     if [ "${#missing[@]}" -gt 0 ]; then
-        [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-        log "installing ${missing[*]}"
-        export DEBIAN_FRONTEND=noninteractive
-        "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=900 update -qq >&2
-        "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends \
-            "${missing[@]}" >&2
+        bash "$(dirname "$0")/apt-install.sh" "${missing[@]}"
         command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 \
             || die "aarch64-linux-gnu-gcc missing after installing gcc-aarch64-linux-gnu"
     fi

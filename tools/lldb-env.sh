@@ -22,15 +22,8 @@ installed() {
 }
 
 if ! installed || [ ! -x "$LLDB" ]; then
-    sudo=()
-    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-    export DEBIAN_FRONTEND=noninteractive
     log "installing ${PACKAGES[*]} (removes any other python3-lldb-X)"
-    if ! "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >&2; then
-        "${sudo[@]}" apt-get update -qq >&2
-        "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >&2 \
-            || die "cannot install ${PACKAGES[*]}"
-    fi
+    bash "$(dirname "$0")/apt-install.sh" "${PACKAGES[@]}" || die "cannot install ${PACKAGES[*]}"
 fi
 installed || die "${PACKAGES[*]} not installed"
 # lldb must load its Python: the py-* commands are Python.

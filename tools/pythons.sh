@@ -25,8 +25,6 @@ JOBS=${JOBS:-$(nproc)}
 
 log() { printf 'pythons: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
-sudo=()
-[ "$(id -u)" -eq 0 ] || sudo=(sudo)
 
 # --- host packages (bookworm): patchelf for the sid root, a C toolchain and -dev libraries for
 # the source builds -------------------------------------------------------------------------
@@ -39,10 +37,7 @@ host_deps() {
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
     done
     if [ "${#missing[@]}" -gt 0 ]; then
-        log "installing ${missing[*]}"
-        export DEBIAN_FRONTEND=noninteractive
-        "${sudo[@]}" apt-get update -qq >&2
-        "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+        bash "$(dirname "$0")/apt-install.sh" "${missing[@]}"
     fi
 }
 

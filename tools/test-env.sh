@@ -49,12 +49,7 @@ command -v strace >/dev/null 2>&1 || missing+=(strace)
 dpkg-query -W -f='${Status}' python3.11-venv 2>/dev/null | grep -q 'ok installed' || missing+=(python3.11-venv)
 if [ "${#missing[@]}" -gt 0 ]; then
     mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
-    sudo=()
-    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-    log "installing ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=900 update -qq >&2
-    "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >&2
+    bash "$(dirname "$0")/apt-install.sh" "${missing[@]}"
 fi
 
 # --- pyenv interpreters ---------------------------------------------------------------------

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# `make test` on a fresh machine downloads gigabytes (the arm64 roots, the test venv's packages,
+# torch) that the integration tests need only after the builds, the lints and the unit tests,
+# which are bound by the CPU. `prefetch.sh start` runs those provisioning scripts in the
+# background, in parallel, while the build goes on; `prefetch.sh wait` waits for them and fails,
+# showing each failed script's log, if one did. Each script is safe to run again (a STAMP per
+# thing it installs), so the `make integration` that follows finds everything in place and
+# re-checks it in seconds; and each takes its own lock or writes through a temporary folder,
+# and host apt-get goes through tools/apt-install.sh's lock, so a second run cannot clash.
+#
+# Where nothing is missing, every script returns within seconds and this costs nothing.
+# Logs: $PYUNWIND_CACHE/prefetch/NAME.log, exit status in NAME.rc.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+DIR="${PYUNWIND_CACHE:-$HOME/.cache/pyunwind}/prefetch"
+JOBS=(arm64 test-env torch)
+# Longer than any of them takes on a fresh 2-core machine (arm64: about 9 minutes).
+WAIT_S=3600
+
+log() { printf 'prefetch: %s\n' "$*" >&2; }
+
+case "${1:-}" in
+start)
+    mkdir -p "$DIR"
+    for job in "${JOBS[@]}"; do
+        rm -f "$DIR/$job.rc"
+        # setsid: the job outlives this shell; its status file says when it ended.
+        # flock: a job left running by an interrupted `make test` finishes before its next run.
+        setsid flock "$DIR/$job.lock" bash -c 'bash "$1/$2.sh" >"$3/$2.log" 2>&1 </dev/null; echo $? >"$3/$2.rc.tmp"; mv "$3/$2.rc.tmp" "$3/$2.rc"' \
+            _ "$HERE" "$job" "$DIR" </dev/null >/dev/null 2>&1 &
+    done
+    log "started ${JOBS[*]} in the background (logs in $DIR)"
+    ;;
+wait)
+    failed=()
+    deadline=$((SECONDS + WAIT_S))
+    for job in "${JOBS[@]}"; do
+        while [ ! -f "$DIR/$job.rc" ]; do
+            [ "$SECONDS" -lt "$deadline" ] || { log "error: $job still running after ${WAIT_S} s"; exit 1; }
+            sleep 2
+        done
+        rc=$(cat "$DIR/$job.rc")
+        if [ "$rc" != 0 ]; then
+            log "error: tools/$job.sh failed (exit $rc); its log:"
+            tail -n 40 "$DIR/$job.log" >&2
+            failed+=("$job")
+        fi
+    done
+    [ "${#failed[@]}" -eq 0 ] || { log "error: failed: ${failed[*]}"; exit 1; }
+    log "${JOBS[*]}: ready"
+    ;;
+*)
+    echo "usage: $0 start|wait" >&2
+    exit 2
+    ;;
+esac
