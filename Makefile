@@ -12,13 +12,16 @@ DEMO_PYTHON ?= /usr/bin/python3.11
 .PHONY: build cross wheel demo pythons arm64 test unit integration integration-lldb lint bench fuzz install uninstall clean
 
 # The CLI is built without the `python` feature (it must not need libpython symbols); the
-# extension module with it. Both builds write target/release/libpyunwind.so, so the module is
-# copied to _pyunwind.so after the second.
+# extension module with it, in a target dir of its own (MODULE_TARGET): a cdylib's file name
+# carries no hash of its features, so in one target dir each build overwrote the other's
+# libpyunwind.so and every `make build` (twice per `make test`) compiled the crate again. The
+# module is then copied to target/release/_pyunwind.so, where the scripts look for it.
+MODULE_TARGET := $(CURDIR)/target/module
 build:
 	$(CARGO) build --release --bin pyunwind
-	$(CARGO) build --release --lib --features python
+	CARGO_TARGET_DIR=$(MODULE_TARGET) $(CARGO) build --release --lib --features python
 	# A copy then a rename: gdb and lldb processes that have the module loaded keep the old file.
-	cp target/release/libpyunwind.so target/release/_pyunwind.so.tmp && mv -f target/release/_pyunwind.so.tmp target/release/_pyunwind.so
+	cp $(MODULE_TARGET)/release/libpyunwind.so target/release/_pyunwind.so.tmp && mv -f target/release/_pyunwind.so.tmp target/release/_pyunwind.so
 
 # The CLI for arm64 (aarch64) Linux, cross-compiled into
 # target/aarch64-unknown-linux-gnu/release/pyunwind by tools/cross-aarch64.sh (it installs the
