@@ -44,8 +44,9 @@ report, with what could not be read listed under `errors`. A bug in pyunwind its
 Several targets (`pid PID...`, `pid --children PID`, `core CORE...`) are read in parallel; one
 that cannot be read gets an error entry in the output and the others are still read. Exit
 status 0 when every target was read, 1 when some could not be (70 for a bug). `--group` groups
-identical Python stacks across the targets' threads; `merge` does the same over saved `--json`
-reports from any number of machines.";
+identical Python stacks across the targets' threads, `--tree` merges them into one call tree,
+and with `--why` both start with the straggler verdict; `merge` does the same over saved
+`--json` reports from any number of machines.";
 
 #[derive(Parser)]
 #[command(name = "pyunwind", version, about = ABOUT, long_about = LONG_ABOUT)]
