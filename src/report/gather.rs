@@ -97,3 +97,79 @@ impl Gatherer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::group_text::render;
+    use crate::report::text::Sources;
+    use crate::report::{FrameKind, FrameReport};
+
+    fn py(function: &str, line: u32) -> FrameReport {
+        FrameReport {
+            kind: FrameKind::Python,
+            function: Some(function.into()),
+            file: Some("/job/t.py".into()),
+            line: Some(line),
+            entry: Some(false),
+            address: Some(0x1000 + line as u64),
+            detail: None,
+        }
+    }
+
+    fn gather(tree: bool, why: bool) -> Gathered {
+        let wait = [py("all_reduce", 41), py("main", 9), py("<module>", 50)];
+        let load = [py("load_shard", 17), py("main", 8), py("<module>", 50)];
+        let mut g = Gatherer::new(GroupBy::Line, tree, why);
+        for pid in 1..=3u32 {
+            let frames: &[FrameReport] = if pid == 3 { &load } else { &wait };
+            let t = ThreadIn {
+                task: None,
+                native_id: Some(pid as u64),
+                name: Some("MainThread"),
+                frames,
+                truncated: false,
+                why: None,
+            };
+            g.add_report(Some("h"), Some(pid), [t]);
+        }
+        g.finish(Vec::new())
+    }
+
+    #[test]
+    fn the_verdict_comes_first_then_the_tree_or_the_groups() {
+        let both = gather(true, true);
+        assert_eq!(both.grouped.groups.len(), 2);
+        let text = render(&both, &mut Sources::default());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[..4],
+            [
+                "2 of 3 processes are in all_reduce (t.py:41); pid 3 (host h) is elsewhere: \
+                 load_shard (t.py:17)",
+                "",
+                "Call tree of 3 threads over 3 processes: outermost frames first, each with how \
+                 many threads pass through it",
+                "3 <module> (/job/t.py:50)",
+            ]
+        );
+        let json = serde_json::to_value(&both).unwrap();
+        assert_eq!(json["verdict"]["majority"]["count"], 2);
+        assert_eq!(json["tree"][0]["children"][0]["count"], 2);
+        assert_eq!(json["groups"][0]["count"], 2);
+
+        // Without --tree the tree is only the verdict's: not shown; without --why, no verdict.
+        let groups = gather(false, true);
+        assert!(groups.tree.is_none() && groups.verdict.is_some());
+        let text = render(&groups, &mut Sources::default());
+        assert!(text
+            .lines()
+            .nth(2)
+            .unwrap()
+            .starts_with("2 groups of identical"));
+        let tree = gather(true, false);
+        assert!(tree.verdict.is_none() && tree.tree.is_some());
+        let plain = serde_json::to_value(gather(false, false)).unwrap();
+        assert!(plain.get("verdict").is_none() && plain.get("tree").is_none());
+    }
+}
