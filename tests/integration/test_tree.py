@@ -82,6 +82,12 @@ def frame_key(f, by_line=True):
     return (f["function"], f["file"], f["line"] if by_line else None)
 
 
+def node_key(f, by_line=True):
+    """A tree node's key for a truth frame: its kind (`python`, or a mark the test places:
+    `truncated`, `unreadable`, `elided`), function, file and line."""
+    return (f.get("kind", "python"),) + frame_key(f, by_line)
+
+
 def expected_tree(procs, by_line=True):
     """The tree the truths make: {key: node}, node = {"count", "processes": {(host, pid)},
     "threads": [member], "children": {key: node}}, keys (function, file, line) from the
@@ -92,7 +98,7 @@ def expected_tree(procs, by_line=True):
         for t in threads:
             level, node = top, None
             for f in reversed(t["frames"]):
-                node = level.setdefault(frame_key(f, by_line), {
+                node = level.setdefault(node_key(f, by_line), {
                     "count": 0, "processes": set(), "threads": [], "children": {},
                     "lines": set()})
                 node["count"] += 1
@@ -104,7 +110,7 @@ def expected_tree(procs, by_line=True):
 
 
 def canon_expected(tree, by_line=True):
-    return {(key[0], key[1], key[2] if by_line else
+    return {(key[0], key[1], key[2], key[3] if by_line else
              (next(iter(n["lines"])) if len(n["lines"]) == 1 else None)):
             (n["count"], len(n["processes"]), sorted(n["threads"]),
              canon_expected(n["children"], by_line))
@@ -119,8 +125,7 @@ def canon(nodes):
     assert counts == sorted(counts, reverse=True), "branches not sorted by count: %r" % counts
     out = {}
     for n in nodes:
-        assert n["kind"] == "python", n
-        key = (n["function"], n["file"], n["line"])
+        key = (n["kind"], n["function"], n["file"], n["line"])
         assert key not in out, "two sibling nodes for %r" % (key,)
         threads = n.get("threads", [])
         assert "threads" not in n or threads, "an empty thread list"
@@ -550,6 +555,7 @@ def test_one_process_has_no_verdict_and_tree_text_without_why():
         def walk(level, depth):
             for (func, file, line), n in level.items():
                 s = "%s%d %s (%s:%d)" % ("  " * depth, n["count"], func, file, line)
+                n = dict(n, children={k[1:]: c for k, c in n["children"].items()})
                 if n["threads"]:
                     if len(n["threads"]) <= 3:
                         s += ": " + "; ".join(
@@ -561,5 +567,69 @@ def test_one_process_has_no_verdict_and_tree_text_without_why():
                 want.append(s)
                 walk(n["children"], depth + 1)
 
-        walk(expected_tree(processes(sc)), 0)
+        walk({k[1:]: n for k, n in expected_tree(processes(sc)).items()}, 0)
         assert sorted(lines[1:]) == sorted(want)
+
+
+# --- the caps and the marks: real stacks deeper than the tree's depth, and cut short ----------
+
+
+# src/report/tree.rs: MAX_TREE_DEPTH, and the outermost frames a deeper stack keeps.
+MAX_TREE_DEPTH = 120
+OUTER_FRAMES = 60
+
+
+def mark(kind):
+    return {"kind": kind, "function": None, "file": None, "line": None}
+
+
+@pytest.mark.parametrize("interp", harness.pick(["pyenv-3.11", "pyenv-3.12"]),
+                         ids=lambda i: i.id)
+def test_a_deep_stack_keeps_both_ends_around_an_elided_node(interp):
+    with harness.Scenario(interp, "recursion") as sc:
+        rc, out, err = cli("pid", sc.pid, "--tree", "--json")
+        assert rc == 0, err
+        rc, text, err = cli("pid", sc.pid, "--tree")
+        assert rc == 0, err
+    (main,) = sc.truth["threads"]
+    frames = main["frames"]
+    assert len(frames) > 2 * sc.truth["levels"] > MAX_TREE_DEPTH
+    inner = MAX_TREE_DEPTH - OUTER_FRAMES - 1
+    shown = frames[:inner] + [mark("elided")] + frames[-OUTER_FRAMES:]
+    tree = json.loads(out)["tree"]
+    check_tree(tree, [(HOST, sc.pid, [dict(main, frames=shown)])])
+    lines = text.splitlines()
+    assert len(lines) == 1 + MAX_TREE_DEPTH
+    assert lines[1 + OUTER_FRAMES] == "%s1 (frames not shown: stacks deeper than %d frames keep " \
+        "their %d outermost and %d innermost)" % ("  " * OUTER_FRAMES, MAX_TREE_DEPTH,
+                                                  OUTER_FRAMES, inner)
+
+
+def plain_gcore(sc, dest):
+    """gcore as a user runs it: guarded mappings not refilled (test_truncation.py)."""
+    env = {k: v for k, v in os.environ.items() if k != "DEBUGINFOD_URLS"}
+    rc, out, err = harness.run(["gcore", "-o", dest, sc.pid], harness.GCORE_TIMEOUT_SECONDS,
+                               env=env)
+    path = "%s.%d" % (dest, sc.pid)
+    assert rc == 0 and os.path.isfile(path), out + err
+    return path
+
+
+@pytest.mark.parametrize("interp", harness.pick(["debian-3.14"]), ids=lambda i: i.id)
+def test_truncated_stacks_hang_under_their_own_top_node(interp, tmp_path):
+    """Debian sid's 3.14 under glibc 2.41+: gcore writes zeros for the workers' guarded stack
+    pages (test_truncation.py), so each worker's walk stops after `Thread.run`, truncated: its
+    frames go under the `truncated` node, behind an `unreadable` one."""
+    with harness.Scenario(interp, "threads") as sc:
+        core = plain_gcore(sc, str(tmp_path / "plain"))
+        rc, out, err = cli("core", core, "--tree", "--json")
+        assert rc == 0, err
+    main, workers = sc.truth["threads"][0], sc.truth["threads"][1:]
+    threads = [main]
+    for w in workers:
+        run = [f["function"] for f in w["frames"]].index("Thread.run")
+        threads.append(dict(w, frames=w["frames"][:run + 1] +
+                            [mark("unreadable"), mark("truncated")]))
+    tree = json.loads(out)["tree"]
+    check_tree(tree, [(HOST, sc.pid, threads)])
+    assert [n["kind"] for n in tree] == ["truncated", "python"]
