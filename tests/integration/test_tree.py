@@ -23,7 +23,6 @@ it leaves the majority). The checks are shown to fail on altered copies of what 
 import copy
 import json
 import os
-import pathlib
 import socket
 import subprocess
 import time

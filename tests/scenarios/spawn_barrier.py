@@ -131,8 +131,9 @@ def main():
     for p in procs:
         p.start()
     ranks = wait_for_ranks(procs, straggler)
-    tracker = resource_tracker._resource_tracker._pid
-    _truth.ready(ranks=ranks, straggler=straggler, tracker_pid=tracker); _truth.HELD.acquire()  # noqa: E702
+    extra = {"ranks": ranks, "straggler": straggler,
+             "tracker_pid": resource_tracker._resource_tracker._pid}
+    _truth.ready(**extra); _truth.HELD.acquire()  # noqa: E702
 
 
 if __name__ == "__main__":
