@@ -133,6 +133,7 @@ bench: build pythons
 	bench python3 bench/versions_bench.py; \
 	bench python3 bench/jit_unwinder_bench.py; \
 	bench python3 bench/many.py; \
+	bench python3 bench/tree.py; \
 	bench python3 bench/why_bench.py; \
 	if [ "$${#failed[@]}" -gt 0 ]; then \
 	  printf 'bench: failed: %s\n' "$${failed[@]}" >&2; exit 1; \

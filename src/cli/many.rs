@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use super::{write_json, GroupByArg};
 use crate::error::{Error, Result};
-use crate::report::group::{self, GroupBy, Grouper, TargetError};
+use crate::report::gather::Gatherer;
+use crate::report::group::{GroupBy, Grouper, TargetError};
+use crate::report::group_text;
 use crate::report::text as render;
 
 /// Targets read at once: enough to hide the waits on /proc and on core files' pages,
@@ -91,13 +93,20 @@ pub(super) fn descendants(root: i32) -> Result<Vec<i32>> {
     Ok(out)
 }
 
-/// `pyunwind merge`: every report of every input, grouped.
-pub(super) fn merge(inputs: &[PathBuf], by: GroupByArg, json: bool) -> Result<(String, i32)> {
+/// `pyunwind merge`: every report of every input, grouped; `tree`: also merged into one call
+/// tree; `why`: also the straggler verdict.
+pub(super) fn merge(
+    inputs: &[PathBuf],
+    by: GroupByArg,
+    tree: bool,
+    why: bool,
+    json: bool,
+) -> Result<(String, i32)> {
     let by = match by {
         GroupByArg::Line => GroupBy::Line,
         GroupByArg::Function => GroupBy::Function,
     };
-    let mut grouper = Grouper::new(by);
+    let mut grouper = Gatherer::new(by, tree, why);
     let mut tasks = Grouper::new(by);
     let mut saw_tasks = false;
     let mut failed = Vec::new();
@@ -134,17 +143,17 @@ pub(super) fn merge(inputs: &[PathBuf], by: GroupByArg, json: bool) -> Result<(S
         }
     }
     let status = if failed.is_empty() { 0 } else { 1 };
-    let mut grouped = grouper.finish(failed);
+    let mut gathered = grouper.finish(failed);
     // Reports made with --async or --tasks have their tasks grouped too.
     if saw_tasks {
-        grouped.task_groups = Some(tasks.finish(Vec::new()).groups);
+        gathered.grouped.task_groups = Some(tasks.finish(Vec::new()).groups);
     }
     if json {
-        write_json(&grouped)?;
+        write_json(&gathered)?;
         return Ok((String::new(), status));
     }
     Ok((
-        group::render(&grouped, &mut render::Sources::default()),
+        group_text::render(&gathered, &mut render::Sources::default()),
         status,
     ))
 }

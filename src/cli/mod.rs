@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::error::{Error, Result};
-use crate::report::group::{self, GroupBy, Grouper, TargetError};
+use crate::report::gather::Gatherer;
+use crate::report::group::{GroupBy, Grouper, TargetError};
+use crate::report::group_text;
 use crate::report::text as render;
 use crate::report::{Hosted, Report};
 use crate::session::native_stacks::ThreadRegs;
@@ -42,8 +44,9 @@ report, with what could not be read listed under `errors`. A bug in pyunwind its
 Several targets (`pid PID...`, `pid --children PID`, `core CORE...`) are read in parallel; one
 that cannot be read gets an error entry in the output and the others are still read. Exit
 status 0 when every target was read, 1 when some could not be (70 for a bug). `--group` groups
-identical Python stacks across the targets' threads; `merge` does the same over saved `--json`
-reports from any number of machines.";
+identical Python stacks across the targets' threads, `--tree` merges them into one call tree,
+and with `--why` both start with the straggler verdict; `merge` does the same over saved
+`--json` reports from any number of machines.";
 
 #[derive(Parser)]
 #[command(name = "pyunwind", version, about = ABOUT, long_about = LONG_ABOUT)]
@@ -123,6 +126,13 @@ struct Grouping {
     /// (lines may differ). Implies --group.
     #[arg(long = "group-by", value_name = "KEY", value_enum)]
     group_by: Option<GroupByArg>,
+    /// Merge every thread's Python stack into one call tree, as LLNL's STAT draws it: one
+    /// line per frame, outermost first, with how many threads pass through it, and at each
+    /// leaf the threads whose stack ends there. Implies --group. With --why over several
+    /// processes, both --group and --tree start with the straggler verdict: where the
+    /// majority of the job's ranks is, and which are elsewhere.
+    #[arg(long)]
+    tree: bool,
 }
 
 impl Grouping {
@@ -130,7 +140,7 @@ impl Grouping {
         match self.group_by {
             Some(GroupByArg::Line) => Some(GroupBy::Line),
             Some(GroupByArg::Function) => Some(GroupBy::Function),
-            None => self.group.then_some(GroupBy::Line),
+            None => (self.group || self.tree).then_some(GroupBy::Line),
         }
     }
 }
@@ -213,6 +223,13 @@ enum Cmd {
             default_value = "line"
         )]
         group_by: GroupByArg,
+        /// Also merge every thread's stack into one call tree (see `pid --tree`).
+        #[arg(long)]
+        tree: bool,
+        /// Also the straggler verdict: where the majority of the job's ranks is, and which
+        /// are elsewhere (with each thread's state where the reports were made with --why).
+        #[arg(long)]
+        why: bool,
         /// Print the groups as JSON (docs/report.md).
         #[arg(long)]
         json: bool,
@@ -382,8 +399,10 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
         Cmd::Merge {
             reports,
             group_by,
+            tree,
+            why,
             json,
-        } => return merge(&reports, group_by, json),
+        } => return merge(&reports, group_by, tree, why, json),
         Cmd::GdbScript => {
             return Ok((
                 script_path(scripts, Debugger::Gdb)?.display().to_string() + "\n",
@@ -526,7 +545,7 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
         );
     }
     if let Some(by) = by {
-        let mut grouper = Grouper::new(by);
+        let mut grouper = Gatherer::new(by, grouping.tree, out.why);
         // Every report goes to both, so that both count the same processes.
         let mut tasks = Grouper::new(by);
         let mut failed = Vec::new();
@@ -543,16 +562,16 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
                 Err(e) => failed.push(e),
             }
         }
-        let mut grouped = grouper.finish(failed);
+        let mut gathered = grouper.finish(failed);
         if out.async_ || out.tasks {
-            grouped.task_groups = Some(tasks.finish(Vec::new()).groups);
+            gathered.grouped.task_groups = Some(tasks.finish(Vec::new()).groups);
         }
         if out.json {
-            write_json(&grouped)?;
+            write_json(&gathered)?;
             return Ok((String::new(), status));
         }
         return Ok((
-            group::render(&grouped, &mut render::Sources::default()),
+            group_text::render(&gathered, &mut render::Sources::default()),
             status,
         ));
     }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 
+use super::gather::Gatherer;
 use super::group::{GroupWhy, Grouper, TargetError, ThreadIn};
 use super::{FrameDetail, FrameKind, FrameReport};
 
@@ -286,7 +287,7 @@ impl From<DocFrame> for FrameReport {
 pub fn merge_input<R: BufRead>(
     name: &str,
     input: R,
-    grouper: &mut Grouper,
+    grouper: &mut Gatherer,
     tasks: &mut Grouper,
     failed: &mut Vec<TargetError>,
 ) -> bool {
@@ -469,12 +470,12 @@ mod tests {
             )
         };
         let input = [plain, why("null"), why("\"running\""), why("null")].join("\n");
-        let mut g = Grouper::new(GroupBy::Line);
+        let mut g = Gatherer::new(GroupBy::Line, false, false);
         let mut tasks = Grouper::new(GroupBy::Line);
         let mut failed = Vec::new();
         merge_input("w.json", input.as_bytes(), &mut g, &mut tasks, &mut failed);
         assert!(failed.is_empty(), "{failed:?}");
-        let out = g.finish(Vec::new());
+        let out = g.finish(Vec::new()).grouped;
         // No --why; --why with a null state (twice); --why running.
         let whys: Vec<_> = out
             .groups
@@ -508,7 +509,7 @@ mod tests {
             r#"{"target":"99","host":"c","pid":99,"error":"no such process"}"#.into(),
         ]
         .join("\n");
-        let mut g = Grouper::new(GroupBy::Line);
+        let mut g = Gatherer::new(GroupBy::Line, false, false);
         let mut tasks = Grouper::new(GroupBy::Line);
         let mut failed = Vec::new();
         assert!(!merge_input(
@@ -518,7 +519,7 @@ mod tests {
             &mut tasks,
             &mut failed
         ));
-        let out = g.finish(failed);
+        let out = g.finish(failed).grouped;
         assert_eq!(out.reports, 3);
         assert_eq!(out.groups.len(), 1);
         let hosts: Vec<_> = out.groups[0]

@@ -1,11 +1,15 @@
 //! The report model (`docs/report.md`, `docs/report.schema.json`), shared by every frontend,
 //! and its text rendering.
 
+pub mod gather;
 pub mod group;
+pub mod group_text;
 mod json_names;
 pub mod merge;
+pub mod straggler;
 pub mod tasks;
 pub mod text;
+pub mod tree;
 
 use std::sync::Arc;
 

@@ -1,0 +1,175 @@
+//! Many reports gathered: grouped ([`super::group`]), and as asked, merged into one call tree
+//! ([`super::tree`], `--tree`) and judged for stragglers ([`super::straggler`], `--why` over
+//! several processes). Every report is added as it comes and dropped after, so `merge` of a
+//! stream holds one report at a time.
+//!
+//! ```
+//! use pyunwind::report::gather::Gatherer;
+//! use pyunwind::report::group::GroupBy;
+//! let mut g = Gatherer::new(GroupBy::Line, true, true);
+//! // For each report: g.add_report(Some("b7"), Some(1234), report.threads.iter().map(From::from));
+//! let out = g.finish(Vec::new());
+//! assert!(out.tree.unwrap().is_empty());
+//! ```
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::group::{GroupBy, Grouped, Grouper, TargetError, ThreadIn};
+use super::straggler::{Ranks, Verdict};
+use super::tree::{TreeBuilder, TreeNode};
+
+/// Groups, and the tree and verdict where asked for.
+pub struct Gatherer {
+    groups: Grouper,
+    /// The threads' stacks merged (for `--tree`, and for the verdict, which reads it).
+    tree: Option<TreeBuilder>,
+    /// Whether the tree is shown (`--tree`).
+    show_tree: bool,
+    /// The verdict's record of each process's threads.
+    ranks: Option<Ranks>,
+}
+
+/// `--group`, `--tree`, `merge`'s output: [`Grouped`], with `verdict` and `tree` beside
+/// `groups`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Gathered {
+    #[serde(flatten)]
+    pub grouped: Grouped,
+    /// `--why` over several processes: where the majority of the ranks is, who is elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    /// `--tree`: every thread's stack merged into one call tree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tree: Option<Vec<TreeNode>>,
+}
+
+impl Gatherer {
+    /// Groups by `by`; `tree`: also the call tree (`--tree`); `verdict`: also the straggler
+    /// verdict (`--why`), given when more than one report is added.
+    pub fn new(by: GroupBy, tree: bool, verdict: bool) -> Self {
+        Gatherer {
+            groups: Grouper::new(by),
+            tree: (tree || verdict).then(|| TreeBuilder::new(by)),
+            show_tree: tree,
+            ranks: verdict.then(Ranks::default),
+        }
+    }
+
+    /// Adds one report's threads (one process: `host`, `pid`).
+    pub fn add_report<'a>(
+        &mut self,
+        host: Option<&str>,
+        pid: Option<u32>,
+        threads: impl IntoIterator<Item = ThreadIn<'a>>,
+    ) {
+        let Some(tree) = &mut self.tree else {
+            self.groups.add_report(host, pid, threads);
+            return;
+        };
+        tree.start_report();
+        if let Some(ranks) = &mut self.ranks {
+            ranks.start_report(host.map(Arc::from), pid);
+        }
+        let ranks = &mut self.ranks;
+        self.groups
+            .add_report_each(host, pid, threads, |t, member| {
+                let at = tree.add(t.frames, t.truncated, member.clone());
+                if let Some(ranks) = ranks.as_mut() {
+                    ranks.add(at, t.why.as_ref());
+                }
+            });
+    }
+
+    /// The groups (`failed`: the targets or reports that could not be read), the verdict
+    /// and the tree.
+    pub fn finish(self, failed: Vec<TargetError>) -> Gathered {
+        let verdict = match (&self.ranks, &self.tree) {
+            (Some(ranks), Some(tree)) => ranks.verdict(tree),
+            _ => None,
+        };
+        let show = self.show_tree;
+        Gathered {
+            grouped: self.groups.finish(failed),
+            verdict,
+            tree: self.tree.filter(|_| show).map(TreeBuilder::finish),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::group_text::render;
+    use crate::report::text::Sources;
+    use crate::report::{FrameKind, FrameReport};
+
+    fn py(function: &str, line: u32) -> FrameReport {
+        FrameReport {
+            kind: FrameKind::Python,
+            function: Some(function.into()),
+            file: Some("/job/t.py".into()),
+            line: Some(line),
+            entry: Some(false),
+            address: Some(0x1000 + line as u64),
+            detail: None,
+        }
+    }
+
+    fn gather(tree: bool, why: bool) -> Gathered {
+        let wait = [py("all_reduce", 41), py("main", 9), py("<module>", 50)];
+        let load = [py("load_shard", 17), py("main", 8), py("<module>", 50)];
+        let mut g = Gatherer::new(GroupBy::Line, tree, why);
+        for pid in 1..=3u32 {
+            let frames: &[FrameReport] = if pid == 3 { &load } else { &wait };
+            let t = ThreadIn {
+                task: None,
+                native_id: Some(pid as u64),
+                name: Some("MainThread"),
+                frames,
+                truncated: false,
+                why: None,
+            };
+            g.add_report(Some("h"), Some(pid), [t]);
+        }
+        g.finish(Vec::new())
+    }
+
+    #[test]
+    fn the_verdict_comes_first_then_the_tree_or_the_groups() {
+        let both = gather(true, true);
+        assert_eq!(both.grouped.groups.len(), 2);
+        let text = render(&both, &mut Sources::default());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[..4],
+            [
+                "2 of 3 processes are in all_reduce (t.py:41); pid 3 (host h) is elsewhere: \
+                 load_shard (t.py:17)",
+                "",
+                "Call tree of 3 threads over 3 processes: outermost frames first, each with how \
+                 many threads pass through it",
+                "3 <module> (/job/t.py:50)",
+            ]
+        );
+        let json = serde_json::to_value(&both).unwrap();
+        assert_eq!(json["verdict"]["majority"]["count"], 2);
+        assert_eq!(json["tree"][0]["children"][0]["count"], 2);
+        assert_eq!(json["groups"][0]["count"], 2);
+
+        // Without --tree the tree is only the verdict's: not shown; without --why, no verdict.
+        let groups = gather(false, true);
+        assert!(groups.tree.is_none() && groups.verdict.is_some());
+        let text = render(&groups, &mut Sources::default());
+        assert!(text
+            .lines()
+            .nth(2)
+            .unwrap()
+            .starts_with("2 groups of identical"));
+        let tree = gather(true, false);
+        assert!(tree.verdict.is_none() && tree.tree.is_some());
+        let plain = serde_json::to_value(gather(false, false)).unwrap();
+        assert!(plain.get("verdict").is_none() && plain.get("tree").is_none());
+    }
+}
