@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::{write_json, GroupByArg};
 use crate::error::{Error, Result};
 use crate::report::gather::Gatherer;
-use crate::report::group::{GroupBy, Grouper, TargetError};
+use crate::report::group::{GroupBy, TargetError};
 use crate::report::group_text;
 use crate::report::text as render;
 
@@ -106,34 +106,27 @@ pub(super) fn merge(
         GroupByArg::Line => GroupBy::Line,
         GroupByArg::Function => GroupBy::Function,
     };
-    let mut grouper = Gatherer::new(by, tree, why);
-    let mut tasks = Grouper::new(by);
-    let mut saw_tasks = false;
+    // Reports made with --async or --tasks have their tasks grouped too, those made with
+    // --greenlets their greenlets.
+    let mut grouper = Gatherer::new(by, tree, why)
+        .with_tasks(false)
+        .with_greenlets(false);
     let mut failed = Vec::new();
     for path in inputs {
         let name = path.display().to_string();
         if name == "-" {
             let stdin = std::io::stdin();
             let input = std::io::BufReader::with_capacity(1 << 16, stdin.lock());
-            saw_tasks |= crate::report::merge::merge_input(
-                &name,
-                input,
-                &mut grouper,
-                &mut tasks,
-                &mut failed,
-            );
+            crate::report::merge::merge_input(&name, input, &mut grouper, &mut failed);
             continue;
         }
         match std::fs::File::open(path) {
-            Ok(f) => {
-                saw_tasks |= crate::report::merge::merge_input(
-                    &name,
-                    std::io::BufReader::with_capacity(1 << 16, f),
-                    &mut grouper,
-                    &mut tasks,
-                    &mut failed,
-                )
-            }
+            Ok(f) => crate::report::merge::merge_input(
+                &name,
+                std::io::BufReader::with_capacity(1 << 16, f),
+                &mut grouper,
+                &mut failed,
+            ),
             Err(e) => failed.push(TargetError {
                 target: name,
                 host: None,
@@ -143,11 +136,7 @@ pub(super) fn merge(
         }
     }
     let status = if failed.is_empty() { 0 } else { 1 };
-    let mut gathered = grouper.finish(failed);
-    // Reports made with --async or --tasks have their tasks grouped too.
-    if saw_tasks {
-        gathered.grouped.task_groups = Some(tasks.finish(Vec::new()).groups);
-    }
+    let gathered = grouper.finish(failed);
     if json {
         write_json(&gathered)?;
         return Ok((String::new(), status));

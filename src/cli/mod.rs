@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::error::{Error, Result};
 use crate::report::gather::Gatherer;
-use crate::report::group::{GroupBy, Grouper, TargetError};
+use crate::report::group::{GroupBy, TargetError, ThreadIn};
 use crate::report::group_text;
 use crate::report::text as render;
 use crate::report::{Hosted, Report};
@@ -119,7 +119,8 @@ struct Grouping {
     /// of every target: biggest group first, groups of a single process flagged as outliers.
     /// With --native the Python frames are the key and the first thread's native frames are
     /// shown; with --async or --tasks, asyncio tasks are grouped too, by their await chains;
-    /// with --why, each thread's state is part of the key.
+    /// with --greenlets, suspended greenlets, by their stacks; with --why, each thread's
+    /// state is part of the key.
     #[arg(long)]
     group: bool,
     /// What makes two stacks identical: `line` (functions, files and lines) or `function`
@@ -128,7 +129,8 @@ struct Grouping {
     group_by: Option<GroupByArg>,
     /// Merge every thread's Python stack into one call tree, as LLNL's STAT draws it: one
     /// line per frame, outermost first, with how many threads pass through it, and at each
-    /// leaf the threads whose stack ends there. Implies --group. With --why over several
+    /// leaf the threads whose stack ends there (with --async or --greenlets, a tree of the
+    /// tasks' or greenlets' stacks too). Implies --group. With --why over several
     /// processes, both --group and --tree start with the straggler verdict: where the
     /// majority of the job's ranks is, and which are elsewhere.
     #[arg(long)]
@@ -206,7 +208,8 @@ enum Cmd {
         out: Output,
     },
     /// Group identical Python stacks over saved `--json` reports (from any number of
-    /// machines): as `--group` does, streamed, one report held at a time.
+    /// machines): as `--group` does, streamed, one report held at a time; tasks and greenlets
+    /// too, of reports saved with --async, --tasks or --greenlets.
     ///
     /// Each file holds reports one after the other (as `pid|core --json` prints them, or
     /// pretty-printed); `-` reads them from stdin. A report that is corrupt or cut short gets
@@ -546,26 +549,40 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
     }
     if let Some(by) = by {
         let mut grouper = Gatherer::new(by, grouping.tree, out.why);
-        // Every report goes to both, so that both count the same processes.
-        let mut tasks = Grouper::new(by);
+        if out.async_ || out.tasks {
+            grouper = grouper.with_tasks(true);
+        }
+        if out.greenlets {
+            grouper = grouper.with_greenlets(true);
+        }
         let mut failed = Vec::new();
         for (_, pid, r) in read {
             match r {
+                // Every report's tasks and greenlets too (none: an empty list), so that
+                // each grouping counts the same processes.
                 Ok((report, _)) => {
                     grouper.add_report(Some(&host), pid, report.threads.iter().map(From::from));
-                    tasks.add_report(
+                    grouper.add_tasks(
                         Some(&host),
                         pid,
-                        report.tasks.iter().flatten().map(From::from),
+                        Some(report.tasks.iter().flatten().map(From::from)),
+                    );
+                    grouper.add_greenlets(
+                        Some(&host),
+                        pid,
+                        Some(
+                            report
+                                .greenlets
+                                .iter()
+                                .flatten()
+                                .filter_map(ThreadIn::greenlet),
+                        ),
                     );
                 }
                 Err(e) => failed.push(e),
             }
         }
-        let mut gathered = grouper.finish(failed);
-        if out.async_ || out.tasks {
-            gathered.grouped.task_groups = Some(tasks.finish(Vec::new()).groups);
-        }
+        let gathered = grouper.finish(failed);
         if out.json {
             write_json(&gathered)?;
             return Ok((String::new(), status));

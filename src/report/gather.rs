@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::group::{GroupBy, Grouped, Grouper, TargetError, ThreadIn};
+use super::group::{Group, GroupBy, Grouped, Grouper, Members, TargetError, ThreadIn};
 use super::straggler::{Ranks, Verdict};
 use super::tree::{TreeBuilder, TreeNode};
 
@@ -29,6 +29,57 @@ pub struct Gatherer {
     show_tree: bool,
     /// The verdict's record of each process's threads.
     ranks: Option<Ranks>,
+    /// asyncio tasks (`--async`, `--tasks`; `merge` of reports that have them).
+    tasks: Option<Side>,
+    /// Suspended greenlets (`--greenlets`; `merge` of reports that have them).
+    greenlets: Option<Side>,
+}
+
+/// Tasks or greenlets, grouped and merged into a tree of their own as threads are.
+struct Side {
+    groups: Grouper,
+    tree: Option<TreeBuilder>,
+    /// Shown even when no report has the list (`--async` asked for it); `merge` shows it
+    /// once a report has one.
+    shown: bool,
+}
+
+impl Side {
+    fn new(by: GroupBy, members: Members, tree: bool, shown: bool) -> Self {
+        Side {
+            groups: Grouper::of(by, members),
+            tree: tree.then(|| TreeBuilder::of(by, members)),
+            shown,
+        }
+    }
+
+    fn add<'a>(
+        &mut self,
+        host: Option<&str>,
+        pid: Option<u32>,
+        items: Option<impl IntoIterator<Item = ThreadIn<'a>>>,
+    ) {
+        self.shown |= items.is_some();
+        let items = items.into_iter().flatten();
+        match &mut self.tree {
+            Some(tree) => {
+                tree.start_report();
+                self.groups.add_report_each(host, pid, items, |t, member| {
+                    tree.add(t.frames, t.truncated, member.clone());
+                });
+            }
+            None => self.groups.add_report(host, pid, items),
+        }
+    }
+
+    fn finish(self) -> Option<(Vec<Group>, Option<Vec<TreeNode>>)> {
+        self.shown.then(|| {
+            (
+                self.groups.finish(Vec::new()).groups,
+                self.tree.map(TreeBuilder::finish),
+            )
+        })
+    }
 }
 
 /// `--group`, `--tree`, `merge`'s output: [`Grouped`], with `verdict` and `tree` beside
@@ -43,6 +94,12 @@ pub struct Gathered {
     /// `--tree`: every thread's stack merged into one call tree.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tree: Option<Vec<TreeNode>>,
+    /// `--tree` with `--async`/`--tasks`: every task's await chain merged into one tree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_tree: Option<Vec<TreeNode>>,
+    /// `--tree` with `--greenlets`: every suspended greenlet's stack merged into one tree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub greenlet_tree: Option<Vec<TreeNode>>,
 }
 
 impl Gatherer {
@@ -54,6 +111,62 @@ impl Gatherer {
             tree: (tree || verdict).then(|| TreeBuilder::new(by)),
             show_tree: tree,
             ranks: verdict.then(Ranks::default),
+            tasks: None,
+            greenlets: None,
+        }
+    }
+
+    /// Also groups asyncio tasks (and with `--tree` merges them into `task_tree`): `shown`,
+    /// even when no report has tasks; else once one has (`merge`).
+    pub fn with_tasks(mut self, shown: bool) -> Self {
+        self.tasks = Some(Side::new(
+            self.groups_by(),
+            Members::Tasks,
+            self.show_tree,
+            shown,
+        ));
+        self
+    }
+
+    /// Also groups suspended greenlets (and with `--tree` merges them into
+    /// `greenlet_tree`), `shown` as [`Self::with_tasks`] says.
+    pub fn with_greenlets(mut self, shown: bool) -> Self {
+        self.greenlets = Some(Side::new(
+            self.groups_by(),
+            Members::Greenlets,
+            self.show_tree,
+            shown,
+        ));
+        self
+    }
+
+    fn groups_by(&self) -> GroupBy {
+        self.groups.by()
+    }
+
+    /// One report's asyncio tasks (None: the report has no task list); call it for every
+    /// report, as [`Self::add_report`], so that both count the same processes.
+    pub fn add_tasks<'a>(
+        &mut self,
+        host: Option<&str>,
+        pid: Option<u32>,
+        tasks: Option<impl IntoIterator<Item = ThreadIn<'a>>>,
+    ) {
+        if let Some(side) = &mut self.tasks {
+            side.add(host, pid, tasks);
+        }
+    }
+
+    /// One report's greenlets, the suspended ones as [`ThreadIn::greenlet`] gives them
+    /// (None: the report has no greenlet list); for every report, as [`Self::add_tasks`].
+    pub fn add_greenlets<'a>(
+        &mut self,
+        host: Option<&str>,
+        pid: Option<u32>,
+        greenlets: Option<impl IntoIterator<Item = ThreadIn<'a>>>,
+    ) {
+        if let Some(side) = &mut self.greenlets {
+            side.add(host, pid, greenlets);
         }
     }
 
@@ -90,11 +203,27 @@ impl Gatherer {
             _ => None,
         };
         let show = self.show_tree;
+        let mut grouped = self.groups.finish(failed);
+        let (task_groups, task_tree) = split(self.tasks.and_then(Side::finish));
+        let (greenlet_groups, greenlet_tree) = split(self.greenlets.and_then(Side::finish));
+        grouped.task_groups = task_groups;
+        grouped.greenlet_groups = greenlet_groups;
         Gathered {
-            grouped: self.groups.finish(failed),
+            grouped,
             verdict,
             tree: self.tree.filter(|_| show).map(TreeBuilder::finish),
+            task_tree,
+            greenlet_tree,
         }
+    }
+}
+
+type SideOut = (Option<Vec<Group>>, Option<Vec<TreeNode>>);
+
+fn split(side: Option<(Vec<Group>, Option<Vec<TreeNode>>)>) -> SideOut {
+    match side {
+        Some((groups, tree)) => (Some(groups), tree),
+        None => (None, None),
     }
 }
 
@@ -125,6 +254,8 @@ mod tests {
             let frames: &[FrameReport] = if pid == 3 { &load } else { &wait };
             let t = ThreadIn {
                 task: None,
+                greenlet: None,
+                wait: None,
                 native_id: Some(pid as u64),
                 name: Some("MainThread"),
                 frames,

@@ -17,9 +17,67 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::{FrameKind, FrameReport, ThreadReport};
+use super::{FrameKind, FrameReport, ThreadReport, Waiting, WaitsOn};
+
+/// What the members of a grouping are: how its groups and tree name them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Members {
+    /// Threads: a group's and a tree leaf's `threads`.
+    #[default]
+    Threads,
+    /// asyncio tasks (`--async`): a group's `threads` (with `task`), a tree leaf's `tasks`.
+    Tasks,
+    /// Suspended greenlets (`--greenlets`): a group's and a tree leaf's `greenlets`.
+    Greenlets,
+}
+
+/// A greenlet's wait as a group member shows it: its kind and, for a socket, what the report
+/// has of it (docs/report.md, `greenlets[].waiting`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberWait {
+    pub kind: String,
+    #[serde(rename = "type", default)]
+    pub type_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fd: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+}
+
+impl From<&Waiting> for MemberWait {
+    fn from(w: &Waiting) -> Self {
+        let mut m = MemberWait {
+            kind: w.kind.to_string(),
+            type_name: w.type_name.clone(),
+            ..MemberWait::default()
+        };
+        match &w.on {
+            Some(WaitsOn::Socket {
+                fd,
+                direction,
+                local,
+                peer,
+            }) => {
+                m.fd = *fd;
+                m.direction = direction.map(str::to_string);
+                m.local = local.clone();
+                m.peer = peer.clone();
+            }
+            Some(WaitsOn::Fd { fd, direction, .. }) => {
+                m.fd = *fd;
+                m.direction = direction.map(str::to_string);
+            }
+            _ => {}
+        }
+        m
+    }
+}
 
 /// What makes two Python stacks identical.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -37,6 +95,11 @@ pub struct ThreadIn<'a> {
     /// An asyncio task's id (`--async`): its await chain is the stack, `native_id` the thread
     /// of its loop.
     pub task: Option<u64>,
+    /// A greenlet's address (`--greenlets`): its suspended frames are the stack,
+    /// `native_id` its thread.
+    pub greenlet: Option<u64>,
+    /// A greenlet's wait, where its frames show one.
+    pub wait: Option<MemberWait>,
     pub native_id: Option<u64>,
     pub name: Option<&'a str>,
     pub frames: &'a [FrameReport],
@@ -60,6 +123,8 @@ impl<'a> From<&'a ThreadReport> for ThreadIn<'a> {
     fn from(t: &'a ThreadReport) -> Self {
         ThreadIn {
             task: None,
+            greenlet: None,
+            wait: None,
             native_id: t.native_id,
             name: t.name.as_deref(),
             frames: &t.frames,
@@ -77,12 +142,31 @@ impl<'a> From<&'a super::TaskReport> for ThreadIn<'a> {
     fn from(t: &'a super::TaskReport) -> Self {
         ThreadIn {
             task: Some(t.id),
+            greenlet: None,
+            wait: None,
             native_id: t.native_id,
             name: Some(&t.name),
             frames: &t.frames,
             truncated: false,
             why: None,
         }
+    }
+}
+
+impl<'a> ThreadIn<'a> {
+    /// A suspended greenlet as a member (others are not grouped: a running greenlet's stack
+    /// is its thread's, one not started or dead has none).
+    pub fn greenlet(g: &'a super::GreenletReport) -> Option<Self> {
+        (g.state == "suspended").then(|| ThreadIn {
+            task: None,
+            greenlet: Some(g.address),
+            wait: g.waiting.as_ref().map(MemberWait::from),
+            native_id: g.thread,
+            name: g.name.as_deref(),
+            frames: &g.frames,
+            truncated: g.truncated,
+            why: None,
+        })
     }
 }
 
@@ -149,16 +233,47 @@ pub struct Member {
     /// A task's id (task groups only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<u64>,
+    /// A greenlet's address (greenlet groups only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<u64>,
     pub native_id: Option<u64>,
     pub name: Option<Arc<str>>,
+    /// A greenlet's wait, null where its frames show none (greenlet groups only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Option<Arc<MemberWait>>>,
+}
+
+impl Member {
+    /// A thread's (or task's) member: no greenlet fields.
+    pub fn thread(
+        host: Option<Arc<str>>,
+        pid: Option<u32>,
+        task: Option<u64>,
+        native_id: Option<u64>,
+        name: Option<Arc<str>>,
+    ) -> Self {
+        Member {
+            host,
+            pid,
+            task,
+            address: None,
+            native_id,
+            name,
+            waiting: None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Group {
     /// The Python stack, innermost first.
     pub frames: Vec<GroupFrame>,
-    /// Its threads, in the order their reports came.
+    /// Its threads (tasks), in the order their reports came; empty in a greenlet group.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub threads: Vec<Member>,
+    /// A greenlet group's greenlets, in the order their reports came.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub greenlets: Vec<Member>,
     /// How many threads.
     pub count: usize,
     /// How many reports (processes) have a thread in the group.
@@ -203,11 +318,35 @@ pub struct Grouped {
     /// `--async`/`--tasks`: asyncio tasks grouped by their await chains, as threads are.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task_groups: Option<Vec<Group>>,
+    /// `--greenlets`: suspended greenlets grouped by their stacks, as threads are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub greenlet_groups: Option<Vec<Group>>,
+}
+
+impl Group {
+    /// Its members: threads, tasks or greenlets.
+    pub fn members(&self) -> &[Member] {
+        if self.threads.is_empty() {
+            &self.greenlets
+        } else {
+            &self.threads
+        }
+    }
+
+    /// What its members are.
+    pub fn kind(&self) -> Members {
+        match self.members().first() {
+            Some(m) if m.address.is_some() => Members::Greenlets,
+            Some(m) if m.task.is_some() => Members::Tasks,
+            _ => Members::Threads,
+        }
+    }
 }
 
 /// Groups threads report after report.
 pub struct Grouper {
     by: GroupBy,
+    members: Members,
     index: HashMap<Key, usize>,
     groups: Vec<Group>,
     reports: usize,
@@ -218,14 +357,25 @@ pub struct Grouper {
 
 impl Grouper {
     pub fn new(by: GroupBy) -> Self {
+        Self::of(by, Members::Threads)
+    }
+
+    /// A grouping of `members` (a greenlet group names its members `greenlets`).
+    pub fn of(by: GroupBy, members: Members) -> Self {
         Grouper {
             by,
+            members,
             index: HashMap::new(),
             groups: Vec::new(),
             reports: 0,
             threads: 0,
             strings: HashSet::new(),
         }
+    }
+
+    /// What makes two stacks identical here.
+    pub fn by(&self) -> GroupBy {
+        self.by
     }
 
     fn intern(&mut self, s: &str) -> Arc<str> {
@@ -287,8 +437,10 @@ impl Grouper {
             host,
             pid,
             task: t.task,
+            address: t.greenlet,
             native_id: t.native_id,
             name: t.name.map(|n| self.intern(n)),
+            waiting: t.greenlet.map(|_| t.wait.clone().map(Arc::new)),
         };
         let i = match self.index.get(&key) {
             Some(&i) => {
@@ -323,6 +475,7 @@ impl Grouper {
                         })
                         .collect(),
                     threads: Vec::new(),
+                    greenlets: Vec::new(),
                     count: 0,
                     processes: 0,
                     outlier: false,
@@ -372,6 +525,9 @@ impl Grouper {
         let several = self.reports > 1;
         for g in &mut groups {
             g.outlier = several && g.processes == 1;
+            if self.members == Members::Greenlets {
+                g.greenlets = std::mem::take(&mut g.threads);
+            }
         }
         // A stable sort keeps first-seen order among equals.
         groups.sort_by_key(|g| std::cmp::Reverse((g.count, g.processes)));
@@ -381,6 +537,7 @@ impl Grouper {
             threads: self.threads,
             failed,
             task_groups: None,
+            greenlet_groups: None,
         }
     }
 }
@@ -411,6 +568,8 @@ mod tests {
     fn thread<'a>(id: u64, name: &'a str, frames: &'a [FrameReport]) -> ThreadIn<'a> {
         ThreadIn {
             task: None,
+            greenlet: None,
+            wait: None,
             native_id: Some(id),
             name: Some(name),
             frames,
@@ -473,6 +632,8 @@ mod tests {
                 grouped: f,
                 verdict: None,
                 tree: None,
+                task_tree: None,
+                greenlet_tree: None,
             },
             &mut Sources::default(),
         );
@@ -563,6 +724,8 @@ mod tests {
         for pid in [1, 2] {
             let tasks = (0..2).map(|i| ThreadIn {
                 task: Some(0x7000 + i),
+                greenlet: None,
+                wait: None,
                 native_id: Some(pid as u64),
                 name: Some(["fetch-0", "fetch-1"][i as usize]),
                 frames: &chain,

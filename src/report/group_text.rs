@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::fmt::Write;
 
 use super::gather::Gathered;
-use super::group::{Group, GroupFrame};
+use super::group::{Group, GroupFrame, MemberWait, Members};
 use super::text::{self, Sources};
 use super::{straggler, tree, FrameKind};
 
@@ -17,7 +17,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 /// `3 processes on 2 hosts × 6 threads (worker-0, worker-1, ...)`.
 pub fn headline(g: &Group) -> String {
     let mut s = if g.processes == 1 {
-        let m = &g.threads[0];
+        let m = &g.members()[0];
         let mut s = String::from("1 process (pid ");
         match m.pid {
             Some(p) => write!(s, "{p}").unwrap(),
@@ -29,7 +29,7 @@ pub fn headline(g: &Group) -> String {
         s.push(')');
         s
     } else {
-        let hosts: HashSet<Option<&str>> = g.threads.iter().map(|m| m.host.as_deref()).collect();
+        let hosts: HashSet<Option<&str>> = g.members().iter().map(|m| m.host.as_deref()).collect();
         let mut s = plural(g.processes, "process", "processes");
         if hosts.len() > 1 {
             write!(s, " on {} hosts", hosts.len()).unwrap();
@@ -39,7 +39,7 @@ pub fn headline(g: &Group) -> String {
     s.push_str(" × ");
     // Distinct names, most common first (then first seen).
     let mut names: Vec<(Option<&str>, usize)> = Vec::new();
-    for m in &g.threads {
+    for m in g.members() {
         let name = m.name.as_deref();
         match names.iter_mut().find(|(n, _)| *n == name) {
             Some(e) => e.1 += 1,
@@ -48,7 +48,7 @@ pub fn headline(g: &Group) -> String {
     }
     names.sort_by_key(|n| std::cmp::Reverse(n.1));
     let shown = |n: Option<&str>| n.unwrap_or("(unnamed)").to_string();
-    let (one, many) = if g.threads[0].task.is_some() {
+    let (one, many) = if g.members()[0].task.is_some() {
         ("task", "tasks")
     } else {
         ("thread", "threads")
@@ -92,6 +92,95 @@ pub fn headline(g: &Group) -> String {
     s
 }
 
+/// A greenlet group's headline: how many, in how many processes, where (the innermost frame
+/// outside gevent's own files: the program's call into the wait) and on what:
+/// `12 greenlets in 2 processes wait in slow_upstream (app.py:11): socket 10.0.0.5:5432`.
+pub fn greenlet_headline(g: &Group) -> String {
+    let members = g.members();
+    let mut s = plural(g.count, "greenlet", "greenlets");
+    if g.processes == 1 {
+        let m = &members[0];
+        write!(s, " in 1 process (pid ").unwrap();
+        match m.pid {
+            Some(p) => write!(s, "{p}").unwrap(),
+            None => s.push('?'),
+        }
+        if let Some(h) = &m.host {
+            write!(s, ", host {h}").unwrap();
+        }
+        s.push(')');
+    } else {
+        write!(s, " in {}", plural(g.processes, "process", "processes")).unwrap();
+    }
+    let waits: Vec<Option<&MemberWait>> = members
+        .iter()
+        .map(|m| m.waiting.as_ref().and_then(|w| w.as_deref()))
+        .collect();
+    let all_wait = waits.iter().all(Option::is_some);
+    let one = g.count == 1;
+    let verb = match (all_wait, one) {
+        (true, true) => "waits in",
+        (true, false) => "wait in",
+        (false, true) => "is in",
+        (false, false) => "are in",
+    };
+    let at = g
+        .frames
+        .iter()
+        .find(|f| {
+            f.kind == FrameKind::Python && !f.file.as_deref().unwrap_or("").contains("/gevent/")
+        })
+        .or(g.frames.first());
+    match at {
+        Some(f) => write!(s, " {verb} {}", straggler::place(f)).unwrap(),
+        None => write!(s, " {verb} (no Python frames)").unwrap(),
+    }
+    if let Some(words) = wait_words(&waits) {
+        write!(s, ": {words}").unwrap();
+    }
+    if g.outlier {
+        s.push_str(" [outlier]");
+    }
+    s
+}
+
+/// The waits of a group's greenlets in words: `socket 10.0.0.5:5432` (one kind, one peer),
+/// `socket (3 peers)`, `sleep`; kinds that differ counted, most common first: `sleep (3),
+/// event (1)`; None when no greenlet shows a wait.
+fn wait_words(waits: &[Option<&MemberWait>]) -> Option<String> {
+    let mut kinds: Vec<(&str, usize)> = Vec::new();
+    for w in waits.iter().flatten() {
+        match kinds.iter_mut().find(|k| k.0 == w.kind) {
+            Some(k) => k.1 += 1,
+            None => kinds.push((&w.kind, 1)),
+        }
+    }
+    if kinds.is_empty() {
+        return None;
+    }
+    if kinds.len() > 1 || kinds[0].1 < waits.len() {
+        kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
+        let unknown = waits.iter().filter(|w| w.is_none()).count();
+        let mut parts: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} ({n})")).collect();
+        if unknown > 0 {
+            parts.push(format!("none shown ({unknown})"));
+        }
+        return Some(parts.join(", "));
+    }
+    let mut peers: Vec<&str> = waits
+        .iter()
+        .flatten()
+        .filter_map(|w| w.peer.as_deref())
+        .collect();
+    peers.sort_unstable();
+    peers.dedup();
+    Some(match peers.len() {
+        0 => kinds[0].0.to_string(),
+        1 => format!("{} {}", kinds[0].0, peers[0]),
+        n => format!("{} ({n} peers)", kinds[0].0),
+    })
+}
+
 /// The text of grouped output: the straggler verdict (`--why`, several processes); a summary
 /// line, then the call tree (`--tree`) or each group's headline over its stack; the task
 /// groups; then the targets that could not be read.
@@ -128,14 +217,53 @@ pub fn render(gathered: &Gathered, src: &mut Sources) -> String {
     }
     if let Some(tasks) = &grouped.task_groups {
         let count: usize = tasks.iter().map(|g| g.count).sum();
-        write!(
-            out,
-            "\nasyncio: {} of identical await chains, {}\n",
-            plural(tasks.len(), "group", "groups"),
-            plural(count, "task", "tasks")
-        )
-        .unwrap();
-        groups(tasks, src, &mut out);
+        match &gathered.task_tree {
+            Some(nodes) => {
+                write!(
+                    out,
+                    "\nasyncio: call tree of {} over {}: outermost coroutines first\n",
+                    plural(count, "task", "tasks"),
+                    plural(grouped.reports, "process", "processes"),
+                )
+                .unwrap();
+                tree::render(nodes, &mut out);
+            }
+            None => {
+                write!(
+                    out,
+                    "\nasyncio: {} of identical await chains, {}\n",
+                    plural(tasks.len(), "group", "groups"),
+                    plural(count, "task", "tasks")
+                )
+                .unwrap();
+                groups(tasks, src, &mut out);
+            }
+        }
+    }
+    if let Some(greenlets) = &grouped.greenlet_groups {
+        let count: usize = greenlets.iter().map(|g| g.count).sum();
+        match &gathered.greenlet_tree {
+            Some(nodes) => {
+                write!(
+                    out,
+                    "\ngreenlets: call tree of {} suspended over {}: outermost frames first\n",
+                    plural(count, "greenlet", "greenlets"),
+                    plural(grouped.reports, "process", "processes"),
+                )
+                .unwrap();
+                tree::render(nodes, &mut out);
+            }
+            None => {
+                write!(
+                    out,
+                    "\ngreenlets: {} of identical suspended stacks, {}\n",
+                    plural(greenlets.len(), "group", "groups"),
+                    plural(count, "greenlet", "greenlets")
+                )
+                .unwrap();
+                groups(greenlets, src, &mut out);
+            }
+        }
     }
     for f in &grouped.failed {
         writeln!(out, "\nerror: {}: {}", f.target, f.error).unwrap();
@@ -152,9 +280,13 @@ fn groups(groups: &[Group], src: &mut Sources, out: &mut String) {
             }
             break;
         }
-        writeln!(out, "\n{}", headline(g)).unwrap();
+        let head = match g.kind() {
+            Members::Greenlets => greenlet_headline(g),
+            _ => headline(g),
+        };
+        writeln!(out, "\n{head}").unwrap();
         if let Some(native) = &g.native_frames {
-            let first = &g.threads[0];
+            let first = &g.members()[0];
             writeln!(
                 out,
                 "  (native frames of thread {} in pid {})",

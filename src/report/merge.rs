@@ -16,7 +16,7 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 
 use super::gather::Gatherer;
-use super::group::{GroupWhy, Grouper, TargetError, ThreadIn};
+use super::group::{GroupWhy, MemberWait, TargetError, ThreadIn};
 use super::{FrameDetail, FrameKind, FrameReport};
 
 /// The largest document read; past it the document is an error entry (a report of 100,000
@@ -195,6 +195,8 @@ struct Doc {
     threads: Option<Vec<DocThread>>,
     /// `--async`/`--tasks` reports.
     tasks: Option<Vec<DocTask>>,
+    /// `--greenlets` reports.
+    greenlets: Option<Vec<DocGreenlet>>,
     target: Option<String>,
     error: Option<String>,
     groups: Option<IgnoredAny>,
@@ -242,6 +244,18 @@ struct DocTask {
 }
 
 #[derive(Deserialize)]
+struct DocGreenlet {
+    address: u64,
+    thread: Option<u64>,
+    state: String,
+    name: Option<String>,
+    frames: Vec<DocFrame>,
+    #[serde(default)]
+    truncated: bool,
+    waiting: Option<MemberWait>,
+}
+
+#[derive(Deserialize)]
 struct DocFrame {
     kind: FrameKind,
     function: Option<Arc<str>>,
@@ -281,17 +295,15 @@ impl From<DocFrame> for FrameReport {
     }
 }
 
-/// Groups every report of `input` (named `name` in error entries) into `grouper` (its tasks
-/// into `tasks`: every report is added to both, so that they count the same processes); what
-/// cannot be read goes to `failed`. Returns whether a report had tasks.
+/// Groups every report of `input` (named `name` in error entries) into `grouper`, with its
+/// tasks and greenlets where it has them (every report is added to each grouping, so that
+/// they count the same processes); what cannot be read goes to `failed`.
 pub fn merge_input<R: BufRead>(
     name: &str,
     input: R,
     grouper: &mut Gatherer,
-    tasks: &mut Grouper,
     failed: &mut Vec<TargetError>,
-) -> bool {
-    let mut saw_tasks = false;
+) {
     let error = |line: u64, why: String| TargetError {
         target: name.to_string(),
         host: None,
@@ -319,35 +331,71 @@ pub fn merge_input<R: BufRead>(
                 python: Some(python),
                 threads: Some(threads),
                 tasks: doc_tasks,
+                greenlets: doc_greenlets,
                 host,
                 pid,
                 ..
             } => {
                 let pid = pid.or(python.pid);
-                saw_tasks |= doc_tasks.is_some();
-                let doc_tasks: Vec<(DocTask, Vec<FrameReport>)> = doc_tasks
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|mut t| {
-                        let frames = std::mem::take(&mut t.frames)
-                            .into_iter()
-                            .map(FrameReport::from)
-                            .collect();
-                        (t, frames)
-                    })
-                    .collect();
-                tasks.add_report(
+                let doc_tasks: Option<Vec<(DocTask, Vec<FrameReport>)>> = doc_tasks.map(|ts| {
+                    ts.into_iter()
+                        .map(|mut t| {
+                            let frames = std::mem::take(&mut t.frames)
+                                .into_iter()
+                                .map(FrameReport::from)
+                                .collect();
+                            (t, frames)
+                        })
+                        .collect()
+                });
+                grouper.add_tasks(
                     host.as_deref(),
                     pid,
-                    doc_tasks.iter().map(|(t, frames)| ThreadIn {
-                        task: Some(t.id),
-                        native_id: t.native_id,
-                        name: Some(&t.name),
-                        frames,
-                        truncated: false,
-                        why: None,
+                    doc_tasks.as_ref().map(|ts| {
+                        ts.iter().map(|(t, frames)| ThreadIn {
+                            task: Some(t.id),
+                            greenlet: None,
+                            wait: None,
+                            native_id: t.native_id,
+                            name: Some(&t.name),
+                            frames,
+                            truncated: false,
+                            why: None,
+                        })
                     }),
                 );
+                drop(doc_tasks);
+                // Only the suspended greenlets are grouped (as `ThreadIn::greenlet` says).
+                let doc_greenlets: Option<Vec<(DocGreenlet, Vec<FrameReport>)>> = doc_greenlets
+                    .map(|gs| {
+                        gs.into_iter()
+                            .filter(|g| g.state == "suspended")
+                            .map(|mut g| {
+                                let frames = std::mem::take(&mut g.frames)
+                                    .into_iter()
+                                    .map(FrameReport::from)
+                                    .collect();
+                                (g, frames)
+                            })
+                            .collect()
+                    });
+                grouper.add_greenlets(
+                    host.as_deref(),
+                    pid,
+                    doc_greenlets.as_ref().map(|gs| {
+                        gs.iter().map(|(g, frames)| ThreadIn {
+                            task: None,
+                            greenlet: Some(g.address),
+                            wait: g.waiting.clone(),
+                            native_id: g.thread,
+                            name: g.name.as_deref(),
+                            frames,
+                            truncated: g.truncated,
+                            why: None,
+                        })
+                    }),
+                );
+                drop(doc_greenlets);
                 let threads: Vec<(DocThread, Vec<FrameReport>)> = threads
                     .into_iter()
                     .map(|mut t| {
@@ -363,6 +411,8 @@ pub fn merge_input<R: BufRead>(
                     pid,
                     threads.iter().map(|(t, frames)| ThreadIn {
                         task: None,
+                        greenlet: None,
+                        wait: None,
                         native_id: t.native_id,
                         name: t.name.as_deref(),
                         frames,
@@ -399,7 +449,6 @@ pub fn merge_input<R: BufRead>(
             )),
         }
     }
-    saw_tasks
 }
 
 #[cfg(test)]
@@ -471,9 +520,8 @@ mod tests {
         };
         let input = [plain, why("null"), why("\"running\""), why("null")].join("\n");
         let mut g = Gatherer::new(GroupBy::Line, false, false);
-        let mut tasks = Grouper::new(GroupBy::Line);
         let mut failed = Vec::new();
-        merge_input("w.json", input.as_bytes(), &mut g, &mut tasks, &mut failed);
+        merge_input("w.json", input.as_bytes(), &mut g, &mut failed);
         assert!(failed.is_empty(), "{failed:?}");
         let out = g.finish(Vec::new()).grouped;
         // No --why; --why with a null state (twice); --why running.
@@ -509,17 +557,14 @@ mod tests {
             r#"{"target":"99","host":"c","pid":99,"error":"no such process"}"#.into(),
         ]
         .join("\n");
-        let mut g = Gatherer::new(GroupBy::Line, false, false);
-        let mut tasks = Grouper::new(GroupBy::Line);
+        let mut g = Gatherer::new(GroupBy::Line, false, false)
+            .with_tasks(false)
+            .with_greenlets(false);
         let mut failed = Vec::new();
-        assert!(!merge_input(
-            "saved.json",
-            input.as_bytes(),
-            &mut g,
-            &mut tasks,
-            &mut failed
-        ));
+        merge_input("saved.json", input.as_bytes(), &mut g, &mut failed);
         let out = g.finish(failed).grouped;
+        // No report has tasks or greenlets: neither grouping is shown.
+        assert!(out.task_groups.is_none() && out.greenlet_groups.is_none());
         assert_eq!(out.reports, 3);
         assert_eq!(out.groups.len(), 1);
         let hosts: Vec<_> = out.groups[0]
@@ -537,5 +582,100 @@ mod tests {
             .starts_with("report at line 4: truncated"));
         assert_eq!(out.failed[2].target, "99");
         assert_eq!(out.failed[2].pid, Some(99));
+    }
+
+    /// A `--greenlets` report of pid `pid`: its suspended greenlets `(address, function,
+    /// waiting)`, and a running one (not grouped).
+    fn greenlet_report(pid: u32, greenlets: &[(u64, &str, &str)]) -> String {
+        let mut gs: Vec<String> = greenlets
+            .iter()
+            .map(|(a, f, w)| {
+                format!(
+                    r#"{{"address":{a},"thread":{pid},"state":"suspended","main":false,"parent":1,"type":"Greenlet","name":"g{a}","function":null,"frames":[{{"kind":"python","function":"{f}","file":"/app/app.py","line":11}},{{"kind":"python","function":"run","file":"/app/app.py","line":2}}],"truncated":false,"waiting":{w}}}"#
+                )
+            })
+            .collect();
+        gs.push(format!(
+            r#"{{"address":1,"thread":{pid},"state":"running","main":true,"parent":null,"type":"greenlet.greenlet","name":null,"function":null,"frames":[{{"kind":"python","function":"{}","file":"/app/app.py","line":11}}],"truncated":false,"waiting":null}}"#,
+            greenlets[0].1
+        ));
+        report("h", pid, "loop").replace(
+            r#""errors":[]"#,
+            &format!(r#""greenlets":[{}],"errors":[]"#, gs.join(",")),
+        )
+    }
+
+    #[test]
+    fn saved_greenlets_are_grouped_and_merged_into_their_tree() {
+        let sock = r#"{"kind":"socket","object":5,"type":"socket","owner":null,"frame":0,"fd":7,"direction":"recv","local":"127.0.0.1:4000","peer":"10.0.0.5:5432"}"#;
+        let input = [
+            greenlet_report(1, &[(10, "slow_upstream", sock), (11, "nap", "null")]),
+            greenlet_report(
+                2,
+                &[(20, "slow_upstream", sock), (21, "slow_upstream", sock)],
+            ),
+            report("h", 3, "loop"),
+        ]
+        .join("\n");
+        let mut g = Gatherer::new(GroupBy::Line, true, false)
+            .with_tasks(false)
+            .with_greenlets(false);
+        let mut failed = Vec::new();
+        merge_input("saved.json", input.as_bytes(), &mut g, &mut failed);
+        assert!(failed.is_empty(), "{failed:?}");
+        let out = g.finish(Vec::new());
+        assert!(out.grouped.task_groups.is_none() && out.task_tree.is_none());
+        let groups = out.grouped.greenlet_groups.as_ref().unwrap();
+        assert_eq!(groups.len(), 2);
+        let up = &groups[0];
+        assert_eq!((up.count, up.processes, up.outlier), (3, 2, false));
+        assert!(up.threads.is_empty());
+        let got: Vec<_> = up.greenlets.iter().map(|m| (m.pid, m.address)).collect();
+        assert_eq!(
+            got,
+            [
+                (Some(1), Some(10)),
+                (Some(2), Some(20)),
+                (Some(2), Some(21))
+            ]
+        );
+        let w = up.greenlets[0].waiting.clone().unwrap().unwrap();
+        assert_eq!(
+            (w.kind.as_str(), w.peer.as_deref()),
+            ("socket", Some("10.0.0.5:5432"))
+        );
+        assert_eq!(
+            crate::report::group_text::greenlet_headline(up),
+            "3 greenlets in 2 processes wait in slow_upstream (app.py:11): socket 10.0.0.5:5432"
+        );
+        let nap = &groups[1];
+        assert!(nap.outlier);
+        assert_eq!(nap.greenlets[0].waiting, Some(None));
+        assert_eq!(
+            crate::report::group_text::greenlet_headline(nap),
+            "1 greenlet in 1 process (pid 1, host h) is in nap (app.py:11) [outlier]"
+        );
+        let json = serde_json::to_value(&out).unwrap();
+        assert_eq!(
+            json["greenlet_groups"][1]["greenlets"][0]["waiting"],
+            serde_json::Value::Null
+        );
+        assert!(json["greenlet_groups"][0].get("threads").is_none());
+        let tree = out.greenlet_tree.as_ref().unwrap();
+        assert_eq!((tree.len(), tree[0].count, tree[0].processes), (1, 4, 2));
+        let leaf = &tree[0].children[0];
+        assert_eq!(
+            (leaf.function.as_deref(), leaf.count),
+            (Some("slow_upstream"), 3)
+        );
+        assert!(leaf.threads.is_empty() && leaf.greenlets.len() == 3);
+        let mut text = String::new();
+        crate::report::tree::render(tree, &mut text);
+        assert_eq!(
+            text,
+            "4 run (/app/app.py:2)\n  3 slow_upstream (/app/app.py:11): pid 1 (host h) greenlet \
+             0xa \"g10\"; pid 2 (host h) greenlet 0x14 \"g20\"; pid 2 (host h) greenlet 0x15 \
+             \"g21\"\n  1 nap (/app/app.py:11): pid 1 (host h) greenlet 0xb \"g11\"\n"
+        );
     }
 }

@@ -368,7 +368,7 @@ pub fn why_words(w: &GroupWhy) -> Option<String> {
 }
 
 /// `all_reduce (train.py:41)`: the file by its base name.
-fn place(f: &GroupFrame) -> String {
+pub(super) fn place(f: &GroupFrame) -> String {
     if f.kind == FrameKind::Unreadable {
         return "an unreadable frame".into();
     }
@@ -548,13 +548,13 @@ mod tests {
             self.tree.start_report();
             self.ranks.start_report(Some("h".into()), Some(pid));
             for (k, (name, frames, why)) in threads.iter().enumerate() {
-                let m = Member {
-                    host: Some("h".into()),
-                    pid: Some(pid),
-                    task: None,
-                    native_id: Some(pid as u64 * 10 + k as u64),
-                    name: Some((*name).into()),
-                };
+                let m = Member::thread(
+                    Some("h".into()),
+                    Some(pid),
+                    None,
+                    Some(pid as u64 * 10 + k as u64),
+                    Some((*name).into()),
+                );
                 let at = self.tree.add(frames, false, m);
                 self.ranks.add(at, why.as_ref());
             }

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::group::{GroupBy, Member};
+use super::group::{GroupBy, Member, Members};
 use super::text;
 use super::{FrameKind, FrameReport};
 
@@ -92,6 +92,8 @@ pub(super) struct Node {
 /// Builds the tree report by report.
 pub struct TreeBuilder {
     by: GroupBy,
+    /// What the members are: where a node lists them (`threads`, `tasks`, `greenlets`).
+    members: Members,
     nodes: Vec<Node>,
     index: HashMap<NodeKey, u32>,
     report: u32,
@@ -111,8 +113,15 @@ enum Step<'a> {
 
 impl TreeBuilder {
     pub fn new(by: GroupBy) -> Self {
+        Self::of(by, Members::Threads)
+    }
+
+    /// A tree of `members`: threads, asyncio tasks (`task_tree`) or greenlets
+    /// (`greenlet_tree`).
+    pub fn of(by: GroupBy, members: Members) -> Self {
         TreeBuilder {
             by,
+            members,
             nodes: Vec::new(),
             index: HashMap::new(),
             report: 0,
@@ -284,11 +293,12 @@ impl TreeBuilder {
         let mut pending: Vec<Vec<TreeNode>> = Vec::new();
         pending.resize_with(self.nodes.len(), Vec::new);
         let mut top = Vec::new();
+        let kind = self.members;
         for (i, n) in self.nodes.into_iter().enumerate().rev() {
             let mut children = std::mem::take(&mut pending[i]);
             children.reverse();
             sort(&mut children);
-            let node = TreeNode {
+            let mut node = TreeNode {
                 kind: n.kind,
                 function: n.function,
                 file: n.file,
@@ -296,8 +306,15 @@ impl TreeBuilder {
                 count: n.count as usize,
                 processes: n.processes as usize,
                 children,
-                threads: n.members,
+                threads: Vec::new(),
+                tasks: Vec::new(),
+                greenlets: Vec::new(),
             };
+            *match kind {
+                Members::Threads => &mut node.threads,
+                Members::Tasks => &mut node.tasks,
+                Members::Greenlets => &mut node.greenlets,
+            } = n.members;
             if n.parent == ROOT {
                 top.push(node);
             } else {
@@ -333,6 +350,25 @@ pub struct TreeNode {
     /// that others go on from).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub threads: Vec<Member>,
+    /// `task_tree`: the asyncio tasks whose await chain ends here.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<Member>,
+    /// `greenlet_tree`: the suspended greenlets whose stack ends here.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub greenlets: Vec<Member>,
+}
+
+impl TreeNode {
+    /// The members whose stack ends here: threads, tasks or greenlets.
+    pub fn members(&self) -> &[Member] {
+        if !self.threads.is_empty() {
+            &self.threads
+        } else if !self.tasks.is_empty() {
+            &self.tasks
+        } else {
+            &self.greenlets
+        }
+    }
 }
 
 /// Threads named on a node's line; more are counted.
@@ -347,10 +383,11 @@ pub fn member_words(m: &Member) -> String {
     if let Some(h) = &m.host {
         write!(s, " (host {h})").unwrap();
     }
-    match (m.task, m.native_id) {
-        (Some(task), _) => write!(s, " task {task:#x}").unwrap(),
-        (None, Some(n)) => write!(s, " thread {n}").unwrap(),
-        (None, None) => s.push_str(" thread ?"),
+    match (m.task, m.address, m.native_id) {
+        (Some(task), _, _) => write!(s, " task {task:#x}").unwrap(),
+        (None, Some(g), _) => write!(s, " greenlet {g:#x}").unwrap(),
+        (None, None, Some(n)) => write!(s, " thread {n}").unwrap(),
+        (None, None, None) => s.push_str(" thread ?"),
     }
     if let Some(name) = &m.name {
         write!(s, " \"{name}\"").unwrap();
@@ -401,6 +438,8 @@ fn ending(threads: &[Member]) -> String {
     // More than MAX_THREADS_NAMED: always plural.
     let many = if threads[0].task.is_some() {
         "tasks"
+    } else if threads[0].address.is_some() {
+        "greenlets"
     } else {
         "threads"
     };
@@ -431,8 +470,8 @@ pub fn render(tree: &[TreeNode], out: &mut String) {
             out.push_str("  ");
         }
         write!(out, "{} {}", n.count, label(n)).unwrap();
-        if !n.threads.is_empty() {
-            write!(out, ": {}", ending(&n.threads)).unwrap();
+        if !n.members().is_empty() {
+            write!(out, ": {}", ending(n.members())).unwrap();
         }
         out.push('\n');
         stack.extend(n.children.iter().rev().map(|c| (c, depth + 1)));
@@ -456,13 +495,13 @@ mod tests {
     }
 
     fn member(pid: u32, name: &str) -> Member {
-        Member {
-            host: Some("h".into()),
-            pid: Some(pid),
-            task: None,
-            native_id: Some(pid as u64),
-            name: Some(name.into()),
-        }
+        Member::thread(
+            Some("h".into()),
+            Some(pid),
+            None,
+            Some(pid as u64),
+            Some(name.into()),
+        )
     }
 
     /// (depth, count, label, threads' pids) per line, in text order.

@@ -37,7 +37,12 @@ const MAX_EXTENDED_ARGS: u32 = 3;
 const MAX_BLOCKS: i32 = 20;
 
 /// The files of the library whose frames make a wait.
-const LIBRARY_FILES: &[&str] = &["/threading.py", "/queue.py", "/concurrent/futures/_base.py"];
+const LIBRARY_FILES: &[&str] = &[
+    "/threading.py",
+    "/queue.py",
+    "/concurrent/futures/_base.py",
+    "/multiprocessing/synchronize.py",
+];
 
 /// (file, class, method, kind): the library methods a thread waits in. The outermost one of a
 /// thread's library frames wins.
@@ -50,6 +55,23 @@ const LIBRARY_WAITS: &[(&str, &str, &str, &str)] = &[
     ("/threading.py", "Semaphore", "__enter__", "semaphore"),
     ("/threading.py", "Barrier", "wait", "barrier"),
     ("/threading.py", "Thread", "join", "join"),
+    // multiprocessing's Barrier is threading's (`Barrier.wait`, `_wait`, threading.py) over a
+    // multiprocessing Condition: `Condition.wait_for` and `Condition.wait` in
+    // multiprocessing/synchronize.py, blocked in a C `SemLock.acquire` (no Python frame). The
+    // outermost of those frames, `Barrier.wait`, names the wait; its Event the same way.
+    (
+        "/multiprocessing/synchronize.py",
+        "Condition",
+        "wait",
+        "condition",
+    ),
+    (
+        "/multiprocessing/synchronize.py",
+        "Condition",
+        "wait_for",
+        "condition",
+    ),
+    ("/multiprocessing/synchronize.py", "Event", "wait", "event"),
     ("/queue.py", "Queue", "get", "queue_get"),
     ("/queue.py", "Queue", "put", "queue_put"),
     ("/concurrent/futures/_base.py", "Future", "result", "future"),

@@ -1,5 +1,6 @@
 """gunicorn 27 (from PyPI, tools/gunicorn.sh) serving tests/scenarios/why_gunicorn_app.py with
-2 workers of the class named by the first argument (``sync`` or ``gevent``), as a child of this
+2 workers of the class named by the first argument (``sync`` or ``gevent``; an optional second
+argument N: N requests of each kind, named ``upstream-0``, ``sleep-0``, ...), as a child of this
 program: ``python -m gunicorn``, with ``$PYUNWIND_GUNICORN`` (gunicorn and packaging) and, for
 gevent, ``$PYUNWIND_GREENLET`` (tools/greenlet.sh's ``latest`` set) on its PYTHONPATH.
 
@@ -56,6 +57,7 @@ def tasks(pid):
 
 def main():
     worker_class = sys.argv[3]
+    count = int(sys.argv[4]) if len(sys.argv) > 4 else None
     prefix = sys.argv[1]
     upstream = socket.socket()
     upstream.bind(("127.0.0.1", 0))
@@ -76,7 +78,9 @@ def main():
     workers = wait_for(lambda: glob.glob(prefix + ".worker*.json"), WORKERS, "workers")
     host, port = arbiter["address"].rsplit(":", 1)
     clients = []
-    for name in REQUESTS[worker_class]:
+    paths = REQUESTS[worker_class] if count is None else [
+        "%s/%d" % (kind, i) for i in range(count) for kind in REQUESTS[worker_class]]
+    for name in paths:
         c = socket.create_connection((host, int(port)))
         c.sendall(b"GET /%s HTTP/1.1\r\nHost: test\r\n\r\n" % name.encode())
         clients.append(c)

@@ -7,7 +7,8 @@ arbiter's pid and its listening address; ``post_worker_init`` (in each worker) w
 
 Requests (``PATH_INFO``): ``/upstream`` opens a connection to ``$PYUNWIND_UPSTREAM`` (a local
 server that never answers) with ``socket.create_connection`` and waits in ``recv``;
-``/sleep`` waits in ``gevent.sleep``. Each records, on the line of its wait, the truth of the
+``/sleep`` waits in ``gevent.sleep``; ``/upstream/N`` and ``/sleep/N`` do the same as requests
+named ``upstream-N`` and ``sleep-N``. Each records, on the line of its wait, the truth of the
 request in ``$PYUNWIND_GUNICORN_TRUTH.req-<PID>-<NAME>.json``: the worker's pid and the
 thread's native id, the frames (the request's own: under gevent, the greenlet's), the
 socket's fd, local and peer addresses, and under gevent the greenlet's address.
@@ -66,22 +67,24 @@ def record(name, caller, sock=None):
     write(TRUTH + ".req-%d-%s.json" % (os.getpid(), name), data)
 
 
-def upstream():
+def upstream(name):
     host, port = os.environ["PYUNWIND_UPSTREAM"].rsplit(":", 1)
     sock = socket.create_connection((host, int(port)))
-    record("upstream", sys._getframe(0), sock); sock.recv(1)  # noqa: E702
+    record(name, sys._getframe(0), sock); sock.recv(1)  # noqa: E702
     return sock
 
 
-def sleep():
+def sleep(name):
     import gevent
-    record("sleep", sys._getframe(0)); gevent.sleep(1e6)  # noqa: E702
+    record(name, sys._getframe(0)); gevent.sleep(1e6)  # noqa: E702
 
 
 def app(environ, start_response):
-    if environ["PATH_INFO"] == "/upstream":
-        upstream()
-    elif environ["PATH_INFO"] == "/sleep":
-        sleep()
+    kind, _, n = environ["PATH_INFO"].lstrip("/").partition("/")
+    name = "%s-%s" % (kind, n) if n else kind
+    if kind == "upstream":
+        upstream(name)
+    elif kind == "sleep":
+        sleep(name)
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [b"done\n"]
