@@ -345,6 +345,20 @@ def test_spawn_job_live_tree_and_verdict(interp):
         whys = whys_of(json_lines(out)[1:])
         straggler = sc.truth["ranks"][sc.truth["straggler"]]["pid"]
         assert whys[straggler][2] == "sleep", whys
+        # The others wait at multiprocessing's Barrier: threading's `Barrier.wait` over a
+        # multiprocessing Condition (its `wait_for`, `wait`, then a C `SemLock.acquire`); the
+        # outermost library frame, `Barrier.wait`, names the wait and its object.
+        for r in json_lines(out)[1:]:
+            if r["pid"] == straggler:
+                continue
+            w = r["threads"][0]["waiting"]
+            assert (w["kind"], w["type"], w["owner"]) == ("barrier", "Barrier", None), w
+            f = r["threads"][0]["frames"][w["frame"]]
+            assert (f["function"].rsplit(".", 1)[-1], os.path.basename(f["file"])) == (
+                "wait", "threading.py"), f
+            inner = [g["file"] for g in r["threads"][0]["frames"][:w["frame"]]]
+            assert inner and all(x.endswith(("/threading.py", "/multiprocessing/synchronize.py"))
+                                 for x in inner), inner
 
         rc, out, err = cli("pid", "--children", sc.pid, "--tree", "--why", "--json")
         assert rc == 0, err
