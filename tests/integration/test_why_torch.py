@@ -13,6 +13,13 @@ show for torch 2.15.0 (the version tools/torch.sh pins).
 
 Live (`pid RANK --why --json`, with and without `--native`, and `pid --children TORCHRUN`),
 and from a gcore core of a waiting rank (`core CORE --why --json`).
+
+Across the job (issue 38, items 1, 2 and 5): `pid --children LAUNCHER --tree --why` and
+`--group --why` give the straggler verdict (3 of 4 ranks in `_engine_run_backward`, in native
+code; the stalled rank elsewhere, its innermost differing frame `load_batch`, on a lock), with
+the launcher and torchrun's agent left out, and the merged call tree of every thread of the
+ranks and of the launcher, exactly as they recorded themselves (the agent, which records no
+truth, taken out of it).
 """
 
 import json
@@ -24,6 +31,9 @@ import time
 import pytest
 
 import harness
+from test_tree import (HOST, broken_trees, broken_verdicts, check_tree, check_verdict,
+                       common_prefix, group_frames, outermost_first, verdict_line,
+                       without_process)
 from test_why_state import core_syscalls, proc_syscall
 
 pytestmark = pytest.mark.long_file
@@ -241,6 +251,102 @@ def test_children_of_torchrun_cover_every_rank(job):
             check_stalled_rank(reports[pid], rank["truth"], proc_syscall(pid, pid))
         else:
             check_waiting_rank(reports[pid], rank["truth"], proc_syscall(pid, pid))
+
+
+# --- across the job: the straggler verdict and the merged call tree (issue 38) -------------
+
+
+def job_whys(job):
+    """{pid: (state, syscall, waiting kind)} of each rank's main thread, from `--why`."""
+    out = {}
+    for r in job.truth["ranks"]:
+        main = report_of("pid", r["pid"], "--why", "--json")["threads"][0]
+        assert main["native_id"] == r["pid"], main
+        out[r["pid"]] = (main["state"], main["syscall"], (main["waiting"] or {}).get("kind"))
+    return out
+
+
+def expected_job_verdict(job, whys):
+    """The verdict the ranks' truths make: the waiting ranks meet where their main threads'
+    stacks stop being the same (they are the same: their innermost frame); the stalled rank is
+    elsewhere from where its stack leaves theirs; the launcher and the agent are no ranks."""
+    mains = {r["pid"]: r["truth"]["threads"][0] for r in job.truth["ranks"]}
+    stalled = stalled_rank(job)["pid"]
+    meet = common_prefix([outermost_first(t) for p, t in mains.items() if p != stalled])
+    mine = outermost_first(mains[stalled])
+    shared = len(common_prefix([meet, mine]))
+    waits = {}
+    for p in mains:
+        if p != stalled:
+            waits[whys[p]] = waits.get(whys[p], 0) + 1
+    state, syscall, waiting = whys[stalled]
+    return {
+        "ranks": len(mains),
+        "majority": {"count": len(mains) - 1, "frames": group_frames(meet),
+                     "waits": [{"state": s, "syscall": c, "waiting": w, "count": n}
+                               for (s, c, w), n in sorted(waits.items(), key=lambda i: -i[1])]},
+        "outliers": [{"host": HOST, "pid": stalled, "native_id": mains[stalled]["native_id"],
+                      "name": "MainThread", "frames": group_frames(mine[shared:]),
+                      "state": state, "syscall": syscall, "waiting": waiting}],
+        "left_out": sorted(({"host": HOST, "pid": p}
+                            for p in (job.pid, job.truth["torchrun_pid"])),
+                           key=lambda e: e["pid"]),
+    }
+
+
+def test_tree_and_verdict_of_the_job(job):
+    torchrun = job.truth["torchrun_pid"]
+    whys = job_whys(job)
+    stalled = stalled_rank(job)["pid"]
+    # The waiting ranks in native code under run_backward, the stalled one on its lock.
+    assert {p: w[2] for p, w in whys.items()} == {
+        r["pid"]: ("lock" if r["stalled"] else "native") for r in job.truth["ranks"]}
+    want = expected_job_verdict(job, whys)
+    assert want["majority"]["frames"][0]["function"] == "_engine_run_backward"
+    assert want["outliers"][0]["frames"][0]["function"] == "load_batch"
+
+    got = report_of("pid", "--children", job.pid, "--tree", "--why", "--json")
+    assert got["failed"] == []
+    # The launcher, torchrun's agent and the four ranks.
+    assert got["reports"] == 2 + len(job.truth["ranks"])
+    check_verdict(got["verdict"], want)
+    for b in broken_verdicts(got["verdict"]):
+        with pytest.raises(AssertionError):
+            check_verdict(b, want)
+    # The tree: every thread of the launcher and of the ranks, as each recorded them; the
+    # agent's threads taken out (it records no truth).
+    procs = [(HOST, job.pid, job.truth["threads"])]
+    procs += [(HOST, r["pid"], r["truth"]["threads"]) for r in job.truth["ranks"]]
+    tree, paths = without_process(got["tree"], torchrun)
+    assert paths, "no thread of torchrun's agent in the tree"
+    check_tree(tree, procs)
+    for b in broken_trees(tree):
+        with pytest.raises(AssertionError):
+            check_tree(b, procs)
+
+    rc, text, err = cli("pid", "--children", job.pid, "--tree", "--why")
+    assert rc == 0, err
+    lines = text.splitlines()
+    assert lines[0] == verdict_line(got["verdict"]), lines[:3]
+    assert lines[1] == ("2 other processes not counted as ranks (no thread starts as the "
+                        "ranks' do): %s" % ", ".join(
+                            "pid %d (host %s)" % (p, HOST)
+                            for p in sorted([job.pid, torchrun])))
+    # The stalled rank's leaf: its innermost frame, indented by its depth, naming it.
+    s = stalled_rank(job)["truth"]["threads"][0]
+    f = s["frames"][0]
+    leaf = "%s1 %s (%s:%d): pid %d (host %s) thread %d \"MainThread\"" % (
+        "  " * (len(s["frames"]) - 1), f["function"], f["file"], f["line"], stalled, HOST,
+        s["native_id"])
+    assert leaf in lines, text
+
+    # --group --why: the same verdict first, then the groups.
+    rc, text, err = cli("pid", "--children", job.pid, "--group", "--why")
+    assert rc == 0, err
+    assert text.splitlines()[0] == verdict_line(got["verdict"])
+    grouped = report_of("pid", "--children", job.pid, "--group", "--why", "--json")
+    check_verdict(grouped["verdict"], want)
+    assert "tree" not in grouped
 
 
 # --- a core --------------------------------------------------------------------------------
