@@ -1,5 +1,5 @@
 """Many processes in one run (issue 28): `pid PID...`, `pid --children PID`, `core CORE...`,
-`--group` / `--group-by function` (with `--native`, `--async`), and `merge` of saved reports.
+`--group` / `--group-by function` (with `--native`, `--async`), `--tree --async` (`task_tree`), and `merge` of saved reports.
 
 Scenarios, each process recording its own truth: tests/scenarios/ranks.py (a launcher of six
 plain Python ranks, even ranks waiting in `allreduce` on one line, odd ranks on another, rank 3
@@ -496,6 +496,78 @@ def test_group_async_tasks_by_await_chain(interp, tmp_path):
         rc, out, err = cli("merge", saved, "--json")
         assert rc == 0, err
         assert task_groups_got(json.loads(out)["task_groups"]) == want
+
+        # --tree: the tasks' await chains merged into task_tree, beside the threads' tree.
+        rc, out, err = cli("pid", *pids, "--tree", "--async", "--json")
+        assert rc == 0, err
+        got = json.loads(out)
+        assert task_tree_got(got["task_tree"]) == task_tree_want(sc)
+        for b in broken_task_trees(got["task_tree"]):
+            with pytest.raises(AssertionError):
+                assert task_tree_got(b) == task_tree_want(sc)
+        assert task_groups_got(got["task_groups"]) == want
+        rc, out, err = cli("merge", saved, "--tree", "--json")
+        assert rc == 0, err
+        assert json.loads(out)["task_tree"] == got["task_tree"]
+        rc, text, err = cli("pid", *pids, "--tree", "--async")
+        assert rc == 0, err
+        assert ("asyncio: call tree of 17 tasks over %d processes: outermost coroutines first"
+                % len(pids)) in text.splitlines(), text
+
+
+def task_tree_want(sc):
+    """The tree the tasks' recorded await chains make, outermost coroutine first: {(function,
+    file, line): (count, processes, {(pid, id, name)} ending there, children)}."""
+    top = {}
+    for r in sc.truth["ranks"]:
+        for t in r["truth"]["tasks"]:
+            level, node = top, None
+            for f in reversed(t["frames"]):
+                node = level.setdefault((f["function"], f["file"], f["line"]),
+                                        {"count": 0, "pids": set(), "tasks": set(),
+                                         "children": {}})
+                node["count"] += 1
+                node["pids"].add(r["pid"])
+                level = node["children"]
+            node["tasks"].add((r["pid"], t["id"], t["name"]))
+
+    def canon(level):
+        return {k: (n["count"], len(n["pids"]), n["tasks"], canon(n["children"]))
+                for k, n in level.items()}
+    return canon(top)
+
+
+def task_tree_got(nodes):
+    """task_tree in task_tree_want's shape; asserts on the way that branches come biggest
+    first, that a node's count is its children's plus the tasks ending at it, and that its
+    members are tasks."""
+    counts = [(n["count"], n["processes"]) for n in nodes]
+    assert counts == sorted(counts, reverse=True), counts
+    out = {}
+    for n in nodes:
+        assert n["kind"] == "python" and "threads" not in n and "greenlets" not in n, n
+        tasks = {(m["pid"], m["task"], m["name"]) for m in n.get("tasks", [])}
+        assert n["count"] == len(tasks) + sum(c["count"] for c in n["children"]), n
+        out[(n["function"], n["file"], n["line"])] = (n["count"], n["processes"], tasks,
+                                                      task_tree_got(n["children"]))
+    return out
+
+
+def broken_task_trees(tree):
+    out = []
+    b = copy.deepcopy(tree)
+    b[0]["count"] += 1
+    out.append(b)
+    b = copy.deepcopy(tree)
+    leaf = b[0]
+    while leaf["children"]:
+        leaf = leaf["children"][0]
+    leaf["tasks"].pop()
+    out.append(b)
+    b = copy.deepcopy(tree)
+    b[0]["line"] += 1
+    out.append(b)
+    return out
 
 
 # --- --why: the threads' state is part of the key --------------------------------------------
