@@ -1,5 +1,6 @@
 """Many processes in one run (issue 28): `pid PID...`, `pid --children PID`, `core CORE...`,
-`--group` / `--group-by function` (with `--native`, `--async`), `--tree --async` (`task_tree`), and `merge` of saved reports.
+`--group` / `--group-by function` (with `--native`, `--async`), `--tree --async`
+(`task_tree`), and `merge` of saved reports.
 
 Scenarios, each process recording its own truth: tests/scenarios/ranks.py (a launcher of six
 plain Python ranks, even ranks waiting in `allreduce` on one line, odd ranks on another, rank 3
