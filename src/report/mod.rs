@@ -5,6 +5,7 @@ pub mod gather;
 pub mod group;
 pub mod group_text;
 mod json_names;
+pub mod members;
 pub mod merge;
 pub mod straggler;
 pub mod tasks;

@@ -1,0 +1,64 @@
+//! What a grouping's members are (threads, asyncio tasks, greenlets), and a greenlet member's
+//! wait as groups and trees show it ([`super::group`], [`super::tree`]).
+
+use serde::{Deserialize, Serialize};
+
+use super::{Waiting, WaitsOn};
+
+/// What the members of a grouping are: how its groups and tree name them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Members {
+    /// Threads: a group's and a tree leaf's `threads`.
+    #[default]
+    Threads,
+    /// asyncio tasks (`--async`): a group's `threads` (with `task`), a tree leaf's `tasks`.
+    Tasks,
+    /// Suspended greenlets (`--greenlets`): a group's and a tree leaf's `greenlets`.
+    Greenlets,
+}
+
+/// A greenlet's wait as a group member shows it: its kind and, for a socket, what the report
+/// has of it (docs/report.md, `greenlets[].waiting`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberWait {
+    pub kind: String,
+    #[serde(rename = "type", default)]
+    pub type_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fd: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+}
+
+impl From<&Waiting> for MemberWait {
+    fn from(w: &Waiting) -> Self {
+        let mut m = MemberWait {
+            kind: w.kind.to_string(),
+            type_name: w.type_name.clone(),
+            ..MemberWait::default()
+        };
+        match &w.on {
+            Some(WaitsOn::Socket {
+                fd,
+                direction,
+                local,
+                peer,
+            }) => {
+                m.fd = *fd;
+                m.direction = direction.map(str::to_string);
+                m.local = local.clone();
+                m.peer = peer.clone();
+            }
+            Some(WaitsOn::Fd { fd, direction, .. }) => {
+                m.fd = *fd;
+                m.direction = direction.map(str::to_string);
+            }
+            _ => {}
+        }
+        m
+    }
+}
