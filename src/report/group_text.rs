@@ -338,3 +338,106 @@ fn group_frames(frames: &[GroupFrame], src: &mut Sources, out: &mut String) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::group::{GroupBy, Grouper, ThreadIn};
+    use crate::report::{FrameKind, FrameReport};
+
+    fn py(function: &str, file: &str, line: u32) -> FrameReport {
+        FrameReport {
+            kind: FrameKind::Python,
+            function: Some(function.into()),
+            file: Some(file.into()),
+            line: Some(line),
+            entry: Some(false),
+            address: None,
+            detail: None,
+        }
+    }
+
+    fn wait(kind: &str, peer: Option<&str>) -> Option<MemberWait> {
+        Some(MemberWait {
+            kind: kind.into(),
+            peer: peer.map(Into::into),
+            ..MemberWait::default()
+        })
+    }
+
+    /// One group of greenlets on `frames`, one per wait, the first two in pid 1, the rest in
+    /// pid 2.
+    fn group(frames: &[FrameReport], waits: Vec<Option<MemberWait>>) -> Group {
+        let mut g = Grouper::of(GroupBy::Line, Members::Greenlets);
+        let n = waits.len();
+        let mut waits = waits.into_iter();
+        for pid in [1u32, 2] {
+            let items: Vec<ThreadIn> = (0..if pid == 1 {
+                2.min(n)
+            } else {
+                n.saturating_sub(2)
+            })
+                .map(|i| ThreadIn {
+                    task: None,
+                    greenlet: Some(0x100 * pid as u64 + i as u64),
+                    wait: waits.next().unwrap(),
+                    native_id: Some(pid as u64),
+                    name: None,
+                    frames,
+                    truncated: false,
+                    why: None,
+                })
+                .collect();
+            g.add_report(Some("h"), Some(pid), items);
+        }
+        let mut out = g.finish(Vec::new()).groups;
+        assert_eq!(out.len(), 1);
+        out.remove(0)
+    }
+
+    #[test]
+    fn greenlet_headlines_name_the_program_frame_and_the_waits() {
+        // gevent's own frames are passed over: the program's call into the wait is named.
+        let frames = [
+            py("recv", "/v/gevent/_socket3.py", 475),
+            py("slow_upstream", "/srv/app.py", 11),
+            py("handle", "/srv/app.py", 30),
+        ];
+        let peer = Some("10.0.0.5:5432");
+        let g = group(&frames, vec![wait("socket", peer); 3]);
+        assert!(g.threads.is_empty() && g.greenlets.len() == 3);
+        assert_eq!(
+            greenlet_headline(&g),
+            "3 greenlets in 2 processes wait in slow_upstream (app.py:11): socket 10.0.0.5:5432"
+        );
+        let g = group(
+            &frames,
+            vec![wait("socket", peer), wait("socket", Some("10.0.0.6:5432"))],
+        );
+        assert_eq!(
+            greenlet_headline(&g),
+            "2 greenlets in 1 process (pid 1, host h) wait in slow_upstream (app.py:11): \
+             socket (2 peers) [outlier]"
+        );
+        let g = group(
+            &frames,
+            vec![
+                wait("event", None),
+                None,
+                wait("sleep", None),
+                wait("sleep", None),
+            ],
+        );
+        assert_eq!(
+            greenlet_headline(&g),
+            "4 greenlets in 2 processes are in slow_upstream (app.py:11): sleep (2), event (1), \
+             none shown (1)"
+        );
+        // No frame outside gevent's: its innermost frame.
+        let g = group(&frames[..1], vec![None]);
+        assert_eq!(
+            greenlet_headline(&g),
+            "1 greenlet in 1 process (pid 1, host h) is in recv (_socket3.py:475) [outlier]"
+        );
+    }
+}
