@@ -3,9 +3,9 @@
 //!
 //! Read from memory only, through the frames and value stacks (no DWARF, no native frames):
 //!
-//! - A wait in `threading`, `queue` or `concurrent.futures` (`Condition.wait`, `Event.wait`,
-//!   `Semaphore.acquire`, `Barrier.wait`, `Thread.join`, `Queue.get`/`put`,
-//!   `Future.result`): the library frames from the innermost one outwards; the outermost that
+//! - A wait in `threading`, `queue`, `concurrent.futures` or `multiprocessing.synchronize`
+//!   (`Condition.wait`, `Event.wait`, `Semaphore.acquire`, `Barrier.wait`, `Thread.join`,
+//!   `Queue.get`/`put`, `Future.result`): the library frames from the innermost one outwards; the outermost that
 //!   names a wait gives the kind, and its `self` the object (the Queue, not its Condition;
 //!   never the Condition's private waiter lock).
 //! - A lock wait in the program's own frame: the innermost frame's value stack holds the call

@@ -120,6 +120,10 @@ LIBRARY_WAITS = {
     "getter": ("queue_get", "Q", "Queue", "Queue.get"),
     "conder": ("condition", "C", "Condition", "Condition.wait"),
     "semaphorer": ("semaphore", "S", "Semaphore", "Semaphore.acquire"),
+    # multiprocessing's: its Event.wait (multiprocessing/synchronize.py) over its Condition's
+    # wait; its Barrier is threading's Barrier.wait over a multiprocessing Condition.
+    "mpeventer": ("event", "MP_EV", "Event", "Event.wait"),
+    "mpbarrier": ("barrier", "MP_BAR", "Barrier", "Barrier.wait"),
 }
 
 
