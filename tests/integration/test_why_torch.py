@@ -347,6 +347,10 @@ def test_tree_and_verdict_of_the_job(job):
     grouped = report_of("pid", "--children", job.pid, "--group", "--why", "--json")
     check_verdict(grouped["verdict"], want)
     assert "tree" not in grouped
+    # From torchrun down: the agent alone left out.
+    got = report_of("pid", "--children", torchrun, "--tree", "--why", "--json")
+    assert got["reports"] == 1 + len(job.truth["ranks"])
+    check_verdict(got["verdict"], dict(want, left_out=[{"host": HOST, "pid": torchrun}]))
 
 
 # --- a core --------------------------------------------------------------------------------
