@@ -107,12 +107,13 @@ integration-lldb: build wheel arm64
 	      || exit 1; \
 	  done
 
-# On a fresh machine the downloads the integration tests need (arm64 roots, the test venv, torch)
-# run in the background while the CPU builds, lints and runs the unit tests (tools/prefetch.sh);
-# where they are in place this costs seconds.
+# On a fresh machine `make pythons` and the downloads the integration tests need (arm64 roots,
+# the test venv, torch) run in the background while the crate builds and lints
+# (tools/prefetch.sh); the unit tests' `make pythons` waits for the first. Where everything is
+# in place this costs seconds.
 test:
 	bash tools/prefetch.sh start
-	$(MAKE) pythons build lint unit
+	$(MAKE) build lint unit
 	bash tools/prefetch.sh wait
 	$(MAKE) integration
 
