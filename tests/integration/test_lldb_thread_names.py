@@ -39,3 +39,20 @@ def test_lldb_names_threads_as_lldb_does_live(stop):
     for tid in python_threads(stop):
         assert header(stop, tid, lines) == expected_header(stop, tid, True)
     assert harness.panic_in(out) is None, out
+
+
+def test_lldb_on_a_gcore_core_names_no_thread(stop):
+    """On a gcore core lldb names its first thread after NT_PRPSINFO's `pr_fname` (gdb writes
+    argv[0]'s file name there, `python3`), which is no thread's name: `py-bt -a` names none,
+    as the CLI and gdb do (test_thread_names.py)."""
+    out = run_lldb(stop.interp, mark("NAMES"), LLDB_NAMES, mark("JSON"), "py-bt -a --json",
+                   mark("TEXT"), "py-bt -a", core=stop.make_core())
+    got = split(out, ["NAMES", "JSON", "TEXT"])
+    theirs = lldb_names(got["NAMES"])
+    assert sorted(theirs) == tasks(stop)
+    assert [n for n in theirs.values() if n is not None] == ["python3"], theirs
+    check_python_threads(stop, json_from(got["JSON"])["threads"], {})
+    lines = got["TEXT"].splitlines()
+    for tid in python_threads(stop):
+        assert header(stop, tid, lines) == expected_header(stop, tid, False)
+    assert harness.panic_in(out) is None, out

@@ -169,7 +169,7 @@ def test_native_all_frames_of_the_core_are_gdbs(stop):
 
 def header(sc, tid, lines):
     """The text's header line of thread `tid`."""
-    mine = [l for l in lines if l.startswith("Thread %d " % tid)]
+    mine = [l for l in lines if l.startswith(("Thread %d " % tid, "Thread %d:" % tid))]
     assert len(mine) == 1, (tid, lines)
     return mine[0]
 
@@ -181,7 +181,7 @@ def expected_header(sc, tid, live):
     (a gcore core has none)."""
     r = role(sc, tid)
     names = comm(sc) if live else {}
-    if r == "named-worker":
+    if r == "named-worker" and live:
         return 'Thread %d "named-worker" ["os-named"]:' % tid
     if r in ("c-named", "c-unnamed"):
         named = ' "%s"' % names[tid] if tid in names else ""
