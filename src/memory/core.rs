@@ -662,10 +662,8 @@ mod tests {
         .concat();
         let c = core_with_notes(&notes);
         assert!(c.signal.by_gdb);
-        assert_eq!(
-            (c.pid, c.process_name.as_deref()),
-            (Some(7), Some("python3"))
-        );
+        // gdb's pr_fname is argv[0]'s file name, not a thread's.
+        assert_eq!((c.pid, c.process_name.as_deref()), (Some(7), None));
         assert_eq!(c.signal.siginfo.unwrap().unwrap().signo, 19);
         assert_eq!(c.signal.first_thread.unwrap().unwrap().cursig, 0);
     }
