@@ -316,3 +316,25 @@ def test_kernel_core_names_the_main_thread():
         assert header(sc, sc.pid, lines) == 'Thread %d "MainThread":' % sc.pid
         for tid in c_ids:
             assert header(sc, tid, lines) == "Thread %d (no Python thread state):" % tid
+
+
+def test_group_and_tree_members_carry_the_names(stop):
+    """`--group --native-all` and `--tree --native-all`: every member has the thread's
+    `native_name`; the C threads, with no Python frame, are one group (and one leaf), named
+    by their system names."""
+    names = comm(stop)
+    grouped = cli("pid", stop.pid, "--group", "--native-all", "--json")
+    members = [m for g in grouped["groups"] for m in g["threads"]]
+    assert sorted(m["native_id"] for m in members) == tasks(stop)
+    for m in members:
+        assert (m["name"], m["native_name"]) == (python_threads(stop).get(m["native_id"], {}).get("name"),
+                                                 names[m["native_id"]]), m
+    (c_group,) = [g for g in grouped["groups"] if not g["frames"]]
+    assert sorted(m["native_id"] for m in c_group["threads"]) == sorted(native_only(stop))
+    text = cli("pid", stop.pid, "--group", "--native-all")
+    want = sorted(names[t] for t in native_only(stop))
+    assert "× 2 threads (%s)" % ", ".join(want) in text, text
+    tree = cli("pid", stop.pid, "--tree", "--native-all")
+    (leaf,) = [l for l in tree.splitlines() if "(no Python frames)" in l]
+    for tid in native_only(stop):
+        assert 'thread %d "%s"' % (tid, names[tid]) in leaf, leaf
