@@ -73,7 +73,8 @@ struct Output {
     /// for as long as it takes to copy its registers and stack, and the stop times are shown.
     #[arg(long)]
     native: bool,
-    /// Like --native, without hiding anything.
+    /// Like --native, without hiding anything, and every thread of the process: those with
+    /// no Python thread state too (a C library's own threads), with their native frames.
     #[arg(long = "native-all")]
     native_all: bool,
     /// greenlet and gevent: every greenlet (running, suspended, not started, dead), each

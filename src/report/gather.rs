@@ -127,6 +127,7 @@ mod tests {
                 task: None,
                 native_id: Some(pid as u64),
                 name: Some("MainThread"),
+                native_name: None,
                 frames,
                 truncated: false,
                 why: None,

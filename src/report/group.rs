@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Only the groups are kept: each group holds its key stack once (the first member's frames)
-//! and, per member thread, its host, pid, native id and name. A report is dropped once its
+//! and, per member thread, its host, pid, native id and names. A report is dropped once its
 //! threads are added, so `merge` over a stream of reports holds one report at a time.
 
 use std::collections::{HashMap, HashSet};
@@ -39,6 +39,8 @@ pub struct ThreadIn<'a> {
     pub task: Option<u64>,
     pub native_id: Option<u64>,
     pub name: Option<&'a str>,
+    /// The system's name of the thread (a report's `native_name`).
+    pub native_name: Option<&'a str>,
     pub frames: &'a [FrameReport],
     pub truncated: bool,
     /// `--why`: what the thread is doing, part of the key (the same stack running and blocked
@@ -62,6 +64,7 @@ impl<'a> From<&'a ThreadReport> for ThreadIn<'a> {
             task: None,
             native_id: t.native_id,
             name: t.name.as_deref(),
+            native_name: t.native_name.as_deref(),
             frames: &t.frames,
             truncated: t.truncated,
             why: t.why.as_ref().map(|w| GroupWhy {
@@ -79,6 +82,7 @@ impl<'a> From<&'a super::TaskReport> for ThreadIn<'a> {
             task: Some(t.id),
             native_id: t.native_id,
             name: Some(&t.name),
+            native_name: None,
             frames: &t.frames,
             truncated: false,
             why: None,
@@ -151,6 +155,16 @@ pub struct Member {
     pub task: Option<u64>,
     pub native_id: Option<u64>,
     pub name: Option<Arc<str>>,
+    /// The system's name of the thread (`native_name`); null where the report has none (a
+    /// task's, a core's thread).
+    pub native_name: Option<Arc<str>>,
+}
+
+impl Member {
+    /// What to call it: its `threading` name (a task's name), else the system's.
+    pub fn any_name(&self) -> Option<&str> {
+        self.name.as_deref().or(self.native_name.as_deref())
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -289,6 +303,7 @@ impl Grouper {
             task: t.task,
             native_id: t.native_id,
             name: t.name.map(|n| self.intern(n)),
+            native_name: t.native_name.map(|n| self.intern(n)),
         };
         let i = match self.index.get(&key) {
             Some(&i) => {
@@ -413,6 +428,7 @@ mod tests {
             task: None,
             native_id: Some(id),
             name: Some(name),
+            native_name: None,
             frames,
             truncated: false,
             why: None,
@@ -565,6 +581,7 @@ mod tests {
                 task: Some(0x7000 + i),
                 native_id: Some(pid as u64),
                 name: Some(["fetch-0", "fetch-1"][i as usize]),
+                native_name: None,
                 frames: &chain,
                 truncated: false,
                 why: None,

@@ -209,6 +209,9 @@ struct DocPython {
 struct DocThread {
     native_id: Option<u64>,
     name: Option<String>,
+    /// Reports made before thread names have none.
+    #[serde(default)]
+    native_name: Option<String>,
     frames: Vec<DocFrame>,
     #[serde(default)]
     truncated: bool,
@@ -343,6 +346,7 @@ pub fn merge_input<R: BufRead>(
                         task: Some(t.id),
                         native_id: t.native_id,
                         name: Some(&t.name),
+                        native_name: None,
                         frames,
                         truncated: false,
                         why: None,
@@ -365,6 +369,7 @@ pub fn merge_input<R: BufRead>(
                         task: None,
                         native_id: t.native_id,
                         name: t.name.as_deref(),
+                        native_name: t.native_name.as_deref(),
                         frames,
                         truncated: t.truncated,
                         why: t.state.as_ref().map(|state| GroupWhy {

@@ -554,6 +554,7 @@ mod tests {
                     task: None,
                     native_id: Some(pid as u64 * 10 + k as u64),
                     name: Some((*name).into()),
+                    native_name: None,
                 };
                 let at = self.tree.add(frames, false, m);
                 self.ranks.add(at, why.as_ref());

@@ -101,15 +101,25 @@ pub fn printable(text: String) -> String {
     }
 }
 
-/// `Thread 4242 "worker-1" (holds the GIL):`
-pub fn thread_header(t: &ThreadReport) -> String {
+/// `Thread 4242 "worker-1" (holds the GIL):`; with the system's name of the thread where it
+/// says more (see [`super::names::shown_native_name`]): `Thread 4243 "Thread-2 (serve)" ["http-io"]:`, or
+/// alone for a thread with no `threading` name: `Thread 4244 "pt_autograd_0" (no Python
+/// thread state):`. `r` is the report the thread is in.
+pub fn thread_header(r: &Report, t: &ThreadReport) -> String {
     let mut s = String::from("Thread ");
-    match t.native_id {
-        Some(n) => write!(s, "{n}").unwrap(),
-        None => write!(s, "{:#x}", t.thread_id).unwrap(),
+    match (t.native_id, t.thread_id) {
+        (Some(n), _) => write!(s, "{n}").unwrap(),
+        (None, Some(id)) => write!(s, "{id:#x}").unwrap(),
+        (None, None) => s.push('?'),
     }
-    if let Some(name) = &t.name {
+    if let Some(name) = t.any_name() {
         write!(s, " \"{name}\"").unwrap();
+    }
+    if let Some(native) = super::names::shown_native_name(r, t) {
+        write!(s, " [\"{native}\"]").unwrap();
+    }
+    if t.thread_state.is_none() {
+        s.push_str(" (no Python thread state)");
     }
     match t.holds_gil {
         Some(true) => s.push_str(" (holds the GIL)"),
@@ -133,7 +143,7 @@ fn who(r: &Report, native_id: u64) -> String {
         .threads
         .iter()
         .find(|t| t.native_id == Some(native_id))
-        .and_then(|t| t.name.as_deref())
+        .and_then(ThreadReport::any_name)
     {
         Some(name) => format!("thread {native_id} \"{name}\""),
         None => format!("thread {native_id}"),
@@ -664,7 +674,7 @@ pub fn report_crash_line(r: &Report) -> Option<String> {
         .threads
         .iter()
         .find(|t| t.native_id == Some(c.thread))
-        .and_then(|t| t.name.as_deref());
+        .and_then(ThreadReport::any_name);
     Some(crash_line(c, name))
 }
 
@@ -698,7 +708,7 @@ fn threads_parked(r: &Report, parked: &[(u64, usize)], src: &mut Sources, out: &
         if i > 0 {
             out.push('\n');
         }
-        writeln!(out, "{}", thread_header(t)).unwrap();
+        writeln!(out, "{}", thread_header(r, t)).unwrap();
         traceback(t, src, out);
         if let Some((_, n)) = parked.iter().find(|p| Some(p.0) == t.native_id) {
             writeln!(
@@ -996,11 +1006,12 @@ mod tests {
     fn thread(id: u64, name: &str, idle: Option<&'static str>, w: Option<Waiting>) -> ThreadReport {
         ThreadReport {
             native_id: Some(id),
-            thread_id: id,
+            thread_id: Some(id),
             name: Some(name.into()),
+            native_name: None,
             holds_gil: Some(false),
-            interpreter: 0,
-            thread_state: 0,
+            interpreter: Some(0),
+            thread_state: Some(0),
             frames: Vec::new(),
             truncated: false,
             why: Some(super::super::ThreadWhy {

@@ -352,7 +352,7 @@ pub fn member_words(m: &Member) -> String {
         (None, Some(n)) => write!(s, " thread {n}").unwrap(),
         (None, None) => s.push_str(" thread ?"),
     }
-    if let Some(name) = &m.name {
+    if let Some(name) = m.any_name() {
         write!(s, " \"{name}\"").unwrap();
     }
     s
@@ -462,6 +462,7 @@ mod tests {
             task: None,
             native_id: Some(pid as u64),
             name: Some(name.into()),
+            native_name: None,
         }
     }
 

@@ -374,7 +374,7 @@ fn net_tables(session: &Session, pid: u32, family: Option<i32>) -> Tables<'_> {
 fn problem(t: &ThreadReport, what: &str) -> ErrorReport {
     ErrorReport {
         address: 0,
-        what: format!("thread {}: {what}", t.native_id.unwrap_or(t.thread_id)),
+        what: format!("thread {}: {what}", crate::session::report::thread_label(t)),
     }
 }
 
@@ -607,7 +607,7 @@ fn innermost_frame<'a>(session: &'a Session, t: &ThreadReport) -> Option<&'a PyF
     let d = session
         .threads()
         .iter()
-        .find(|d| d.info.addr == t.thread_state && d.info.thread_id == t.thread_id)?;
+        .find(|d| Some(d.info.addr) == t.thread_state && Some(d.info.thread_id) == t.thread_id)?;
     let FrameItem::Python(p) = d.walk.items.first()? else {
         return None;
     };
