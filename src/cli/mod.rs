@@ -728,9 +728,10 @@ fn render_text(session: &Session, report: &Report, out: &Output) -> Result<Strin
     let py = session::report::python_report(session);
     // A crash is the first thing to say; with --why, the whole verdict.
     let mut text = if out.why {
-        render::verdict(report) + "\n"
+        crate::report::verdict_text::verdict(report) + "\n"
     } else {
-        render::report_crash_line(report).map_or_else(String::new, |l| l + "\n")
+        crate::report::verdict_text::report_crash_line(report)
+            .map_or_else(String::new, |l| l + "\n")
     };
     text += &format!(
         "Python {} ({} {})\n\n",

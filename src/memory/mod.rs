@@ -28,6 +28,7 @@ mod live;
 pub(crate) mod mapped;
 pub mod proc_fds;
 pub mod signals;
+pub mod unix_diag;
 mod unpack;
 
 pub use self::cache::PageCache;

@@ -11,6 +11,7 @@ pub mod straggler;
 pub mod tasks;
 pub mod text;
 pub mod tree;
+pub mod verdict_text;
 
 use std::sync::Arc;
 

@@ -36,6 +36,7 @@ use crate::arch::Arch;
 use crate::cpython::sockets::{method_direction, SOCKET_METHODS};
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
 use crate::memory::proc_fds::{self, FdLink, NetTables, SocketEnds};
+use crate::memory::unix_diag;
 use crate::memory::{proc_syscall, ProcSyscall};
 use crate::report::{ErrorReport, FrameKind, ThreadReport, Waiting, WaitsOn};
 use crate::session::{once, Session};
@@ -427,12 +428,12 @@ fn socket_ends(pid: u32, fd: i64, inode: u64, tables: &Tables) -> Ends {
     let mut peer = ends.peer.clone();
     let mut problem = None;
     if ends.table == "unix" {
-        if !proc_fds::same_net_namespace(pid) {
+        if !unix_diag::same_net_namespace(pid) {
             problem = Some(format!(
                 "fd {fd}: unix socket {inode}: its peer is not shown (another network namespace)"
             ));
         } else {
-            match proc_fds::unix_peer_inode(inode) {
+            match unix_diag::unix_peer_inode(inode) {
                 Ok(Some(other)) => match tables.unix().get(other) {
                     Some(e) => peer = e.local.clone(),
                     None => {
