@@ -100,19 +100,20 @@ integration-lldb: build wheel arm64
 	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST_LOAD) tests/integration/test_lldb.py \
 	      tests/integration/test_lldb_robust.py tests/integration/test_lldb_crash.py \
 	      tests/integration/test_lldb_why.py tests/integration/test_lldb_jit.py \
-	      tests/integration/test_lldb_greenlets.py $$lock \
+	      tests/integration/test_lldb_greenlets.py tests/integration/test_lldb_thread_names.py $$lock \
 	      || exit 1; \
 	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST) tests/integration/test_lldb_sources.py \
 	      tests/integration/test_lldb_arm64.py tests/integration/test_lldb_arm64_live.py $$dap \
 	      || exit 1; \
 	  done
 
-# On a fresh machine the downloads the integration tests need (arm64 roots, the test venv, torch)
-# run in the background while the CPU builds, lints and runs the unit tests (tools/prefetch.sh);
-# where they are in place this costs seconds.
+# On a fresh machine `make pythons` and the downloads the integration tests need (arm64 roots,
+# the test venv, torch) run in the background while the crate builds and lints
+# (tools/prefetch.sh); the unit tests' `make pythons` waits for the first. Where everything is
+# in place this costs seconds.
 test:
 	bash tools/prefetch.sh start
-	$(MAKE) pythons build lint unit
+	$(MAKE) build lint unit
 	bash tools/prefetch.sh wait
 	$(MAKE) integration
 

@@ -317,6 +317,11 @@ class Host:
         """(LWP, thread pointer or None) of the selected thread."""
         raise NotImplementedError
 
+    def thread_names(self):
+        """(LWP, name) of every thread the debugger names (gdb's `InferiorThread.name`, lldb's
+        `SBThread.GetName()`), shown as the threads' `native_name`; None when it names none."""
+        return None
+
     def thread_syscalls(self, names):
         """(LWP, [values of the registers `names`]) of each thread, from the debugger's
         registers (`Session.syscall_registers` names them: x86-64 orig_rax and the arguments,
@@ -621,9 +626,17 @@ Usage: py-print NAME""",
             raise FrontendError("Unable to locate python frame")
         return idx
 
+    def _named(self, host):
+        """The session, given the debugger's thread names once per stop: for what shows a
+        thread's header or its `native_name`."""
+        s = self.session(host)
+        if s.wants_thread_names():
+            s.set_thread_names(host.thread_names() or [])
+        return s
+
     def py_bt(self, host, arg, full=False):
         a = parse_bt_args("py-bt-full" if full else "py-bt", arg)
-        s = self.session(host)
+        s = self._named(host) if a.all_threads or a.json else self.session(host)
         lwp, tp = (None, None) if a.all_threads else host.thread()
         if a.json:
             host.write(s.report(lwp=lwp, tp=tp, all_threads=a.all_threads, locals=full) + "\n")
@@ -638,12 +651,12 @@ Usage: py-print NAME""",
 
     def py_bt_async(self, host, arg):
         a = parse_json_arg("py-bt-async", arg)
-        s = self.session(host)
+        s = self._named(host)
         host.write(s.async_report() + "\n" if a.json else s.render_async())
 
     def py_tasks(self, host, arg):
         a = parse_tasks_args("py-tasks", arg)
-        s = self.session(host)
+        s = self._named(host)
         if a.json:
             host.write(s.async_report() + "\n")
         else:
@@ -651,12 +664,12 @@ Usage: py-print NAME""",
 
     def py_greenlets(self, host, arg):
         a = parse_greenlets_args("py-greenlets", arg)
-        text = self.session(host).greenlets(as_json=a.json, locals=a.locals)
+        text = self._named(host).greenlets(as_json=a.json, locals=a.locals)
         host.write(text + "\n" if a.json else text)
 
     def py_why(self, host, arg):
         a = parse_json_arg("py-why", arg)
-        s = self.session(host)
+        s = self._named(host)
         calls = host.thread_syscalls(s.syscall_registers()) if s.wants_registers() else None
         text = s.why(as_json=a.json, syscalls=calls)
         host.write(text + "\n" if a.json else text)

@@ -270,6 +270,19 @@ class _GdbHost(fe.Host):
     def thread(self):
         return _thread_key(), _thread_pointer()
 
+    def thread_names(self):
+        # gdb's name: one `thread name` gave, else the system's (a live process's comm; a
+        # Linux core shows none). No thread switch needed.
+        names = []
+        for t in gdb.selected_inferior().threads():
+            try:
+                name = t.name
+            except gdb.error:
+                continue
+            if name:
+                names.append((_thread_key(t), name))
+        return names
+
     def thread_syscalls(self, names):
         return _thread_syscalls(gdb.selected_inferior(), names)
 

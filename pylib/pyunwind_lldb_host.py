@@ -336,6 +336,19 @@ class LldbHost(fe.Host):
                     ids.append((t.GetThreadID(), tp))
         return ids
 
+    def thread_names(self):
+        # lldb's name: the system's for a live process. On a core lldb names its first thread
+        # after NT_PRPSINFO's pr_fname, the process's name (gcore: argv[0]'s), whichever thread
+        # that is: none are taken there, and the core's own record is read instead.
+        if self.core_file():
+            return None
+        names = []
+        for t in self.process:
+            name = t.GetName()
+            if name:
+                names.append((t.GetThreadID(), name))
+        return names
+
     def thread_syscalls(self, names):
         # lldb's innermost frame of each thread (its own, not one a frame provider made). lldb
         # shows no orig_rax on x86-64: those threads are left to /proc (see Host).

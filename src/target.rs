@@ -30,6 +30,10 @@ pub struct Target {
     pub core_threads: Vec<CoreThread>,
     /// What a core's notes say about the signal it stopped with; None for other sources.
     pub signal_notes: Option<SignalNotes>,
+    /// A core's name of its main thread (the LWP `pid`), where the core records it
+    /// ([`crate::memory::CoreFile::process_name`]); None for other sources, which name each
+    /// thread themselves.
+    pub process_name: Option<String>,
     /// Which local file holds each file the target names.
     pub files: Arc<FileLookup>,
     /// What could not be found of the loaded modules when they came from the dynamic
@@ -75,6 +79,7 @@ impl Target {
             pid: Some(pid as u32),
             core_threads: Vec::new(),
             signal_notes: None,
+            process_name: None,
             files,
             module_problems: Vec::new(),
             regions,
@@ -125,6 +130,7 @@ impl Target {
             pid: info.pid,
             core_threads: info.threads,
             signal_notes: Some(info.signal),
+            process_name: info.process_name,
             files,
             module_problems: info.module_problems,
             regions,
@@ -155,6 +161,7 @@ impl Target {
             pid,
             core_threads: Vec::new(),
             signal_notes: None,
+            process_name: None,
             files,
             module_problems: Vec::new(),
             regions: Vec::new(),

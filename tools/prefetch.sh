@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # `make test` on a fresh machine downloads gigabytes (the arm64 roots, the test venv's packages,
 # torch) that the integration tests need only after the builds, the lints and the unit tests,
-# which are bound by the CPU. `prefetch.sh start` runs those provisioning scripts in the
-# background, in parallel, while the build goes on; `prefetch.sh wait` waits for them and fails,
+# and builds a free-threaded 3.13 from source (`make pythons`, about 4 minutes), which the unit
+# tests need. The crate's build leaves a core idle for long stretches (its last crate compiles
+# on one). `prefetch.sh start` runs those provisioning scripts in the background, in parallel,
+# while the build goes on (tools/pythons.sh takes a lock, so the unit tests' `make pythons`
+# waits there for it); `prefetch.sh wait` waits for them and fails,
 # showing each failed script's log, if one did. Each script is safe to run again (a STAMP per
 # thing it installs), so the `make integration` that follows finds everything in place and
 # re-checks it in seconds; and each takes its own lock or writes through a temporary folder,
@@ -14,7 +17,7 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
 DIR="${PYUNWIND_CACHE:-$HOME/.cache/pyunwind}/prefetch"
-JOBS=(arm64 test-env torch)
+JOBS=(pythons arm64 test-env torch)
 # Longer than any of them takes on a fresh 2-core machine (arm64: about 9 minutes).
 WAIT_S=3600
 

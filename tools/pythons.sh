@@ -26,6 +26,12 @@ JOBS=${JOBS:-$(nproc)}
 log() { printf 'pythons: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+mkdir -p "$CACHE"
+# One run at a time: `make test` starts one in the background (tools/prefetch.sh) and the unit
+# tests' `make pythons` waits here for it to finish, then finds every STAMP in place.
+exec 9>"$CACHE/.lock"
+flock 9
+
 # --- host packages (bookworm): patchelf for the sid root, a C toolchain and -dev libraries for
 # the source builds -------------------------------------------------------------------------
 host_deps() {

@@ -73,7 +73,8 @@ struct Output {
     /// for as long as it takes to copy its registers and stack, and the stop times are shown.
     #[arg(long)]
     native: bool,
-    /// Like --native, without hiding anything.
+    /// Like --native, without hiding anything, and every thread of the process: those with
+    /// no Python thread state too (a C library's own threads), with their native frames.
     #[arg(long = "native-all")]
     native_all: bool,
     /// greenlet and gevent: every greenlet (running, suspended, not started, dead), each
@@ -744,9 +745,10 @@ fn render_text(session: &Session, report: &Report, out: &Output) -> Result<Strin
     let py = session::report::python_report(session);
     // A crash is the first thing to say; with --why, the whole verdict.
     let mut text = if out.why {
-        render::verdict(report) + "\n"
+        crate::report::verdict_text::verdict(report) + "\n"
     } else {
-        render::report_crash_line(report).map_or_else(String::new, |l| l + "\n")
+        crate::report::verdict_text::report_crash_line(report)
+            .map_or_else(String::new, |l| l + "\n")
     };
     text += &format!(
         "Python {} ({} {})\n\n",

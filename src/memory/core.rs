@@ -99,6 +99,13 @@ pub struct CoreFile {
     /// thread's LWP when there is NT_PRPSINFO: a kernel core of a crash in a worker thread
     /// starts with the worker.
     pub pid: Option<u32>,
+    /// The main thread's name (its `comm`; the thread whose LWP is `pid`) where the core
+    /// records it: NT_PRPSINFO's `pr_fname` in a core the kernel wrote, which copies the
+    /// thread group leader's `comm` (fs/binfmt_elf.c `fill_psinfo`). None in a core gdb wrote
+    /// (a note of owner `GDB`), where `pr_fname` is the file name of argv[0] (linux-tdep.c
+    /// `linux_fill_prpsinfo`), and in qemu-user's (no NT_FILE), where it is the executable's:
+    /// names of the process, not of a thread. None without the note, or with an empty name.
+    pub process_name: Option<String>,
     pub signal: SignalNotes,
     pub arch: Arch,
     /// NT_AUXV: (type, value) pairs (elf.h `AT_*`).
@@ -154,6 +161,7 @@ impl CoreFile {
         let mut threads = Vec::new();
         let mut first_lwp = None;
         let mut process_pid = None;
+        let mut process_name = None;
         let mut signal = SignalNotes::default();
         let mut prstatus_notes = 0usize;
         let mut auxv = Vec::new();
@@ -195,6 +203,7 @@ impl CoreFile {
                             }
                             elf::NT_PRPSINFO => {
                                 process_pid = process_pid.or_else(|| prpsinfo_pid(desc));
+                                process_name = process_name.or_else(|| prpsinfo_fname(desc));
                             }
                             elf::NT_SIGINFO if prstatus_notes == 1 && signal.siginfo.is_none() => {
                                 signal.siginfo = Some(parse_siginfo(desc).ok_or(desc.len()));
@@ -209,11 +218,16 @@ impl CoreFile {
             }
         }
         segments.sort_by_key(|s| s.vaddr);
+        // The name is the process's main thread's only with the pid it goes with, and only
+        // where the kernel wrote it.
+        let by_kernel = !signal.by_gdb && !mappings.is_empty();
+        let process_name = process_pid.and(process_name).filter(|_| by_kernel);
         Ok(CoreFile {
             path: path.to_string(),
             mappings,
             threads,
             pid: process_pid.or(first_lwp),
+            process_name,
             signal,
             arch,
             auxv,
@@ -434,6 +448,16 @@ fn prpsinfo_pid(d: &[u8]) -> Option<u32> {
     Some(u32::from_le_bytes(d.get(24..28)?.try_into().ok()?))
 }
 
+/// `pr_fname` of `struct elf_prpsinfo`: 16 bytes at 40 (after `pr_pid`, `pr_ppid`, `pr_pgrp`,
+/// `pr_sid`), NUL-padded (`TASK_COMM_LEN`); the kernel copies the group leader's `comm`
+/// (fs/binfmt_elf.c `fill_psinfo`), gdb the comm of /proc/PID/stat (linux-tdep.c
+/// `linux_fill_prpsinfo`). Bytes that are not UTF-8 are replaced, as /proc's text is read.
+fn prpsinfo_fname(d: &[u8]) -> Option<String> {
+    let raw = d.get(40..56)?;
+    let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+    (end > 0).then(|| String::from_utf8_lossy(&raw[..end]).into_owned())
+}
+
 /// The fields of `siginfo_t` that [`Siginfo`] keeps: 24 bytes at least (the kernel writes
 /// 128, `SI_MAX_SIZE`).
 fn parse_siginfo(d: &[u8]) -> Option<Siginfo> {
@@ -562,9 +586,20 @@ mod tests {
         d
     }
 
+    /// NT_FILE with one mapping of `/usr/bin/python3`.
+    fn nt_file() -> Vec<u8> {
+        let mut d = Vec::new();
+        for v in [1u64, 4096, 0x40_0000, 0x40_1000, 0] {
+            d.extend_from_slice(&v.to_le_bytes());
+        }
+        d.extend_from_slice(b"/usr/bin/python3\0");
+        d
+    }
+
     fn prpsinfo(pid: u32) -> Vec<u8> {
         let mut d = vec![0u8; 136];
         d[24..28].copy_from_slice(&pid.to_le_bytes());
+        d[40..47].copy_from_slice(b"python3");
         d
     }
 
@@ -575,12 +610,22 @@ mod tests {
             note(b"CORE", elf::NT_PRSTATUS, &prstatus(102, 11, 336)),
             note(b"CORE", elf::NT_PRPSINFO, &prpsinfo(100)),
             note(b"CORE", elf::NT_SIGINFO, &siginfo(11, 1, 0x10, 128)),
+            note(b"CORE", elf::NT_FILE, &nt_file()),
             note(b"LINUX", elf::NoteType(0x202), &[0u8; 64]),
             note(b"CORE", elf::NT_PRSTATUS, &prstatus(100, 11, 336)),
         ]
         .concat();
         let c = core_with_notes(&notes);
         assert_eq!(c.pid, Some(100));
+        // The kernel's pr_fname: the main thread's comm.
+        assert_eq!(c.process_name.as_deref(), Some("python3"));
+        // Without NT_FILE (qemu-user's cores) it is the executable's file name: not kept.
+        let qemu: Vec<u8> = [
+            note(b"CORE", elf::NT_PRSTATUS, &prstatus(102, 11, 336)),
+            note(b"CORE", elf::NT_PRPSINFO, &prpsinfo(100)),
+        ]
+        .concat();
+        assert_eq!(core_with_notes(&qemu).process_name, None);
         assert_eq!(
             c.threads.iter().map(|t| t.lwp).collect::<Vec<_>>(),
             [102, 100]
@@ -607,6 +652,7 @@ mod tests {
     fn gcore_note_order_keeps_the_first_threads_siginfo_and_sees_gdb() {
         let notes = [
             note(b"CORE", elf::NT_PRPSINFO, &prpsinfo(7)),
+            note(b"CORE", elf::NT_FILE, &nt_file()),
             note(b"CORE", elf::NT_PRSTATUS, &prstatus(7, 0, 336)),
             note(b"CORE", elf::NT_SIGINFO, &siginfo(19, 0x80, 0, 128)),
             note(b"CORE", elf::NT_PRSTATUS, &prstatus(8, 0, 336)),
@@ -616,6 +662,8 @@ mod tests {
         .concat();
         let c = core_with_notes(&notes);
         assert!(c.signal.by_gdb);
+        // gdb's pr_fname is argv[0]'s file name, not a thread's.
+        assert_eq!((c.pid, c.process_name.as_deref()), (Some(7), None));
         assert_eq!(c.signal.siginfo.unwrap().unwrap().signo, 19);
         assert_eq!(c.signal.first_thread.unwrap().unwrap().cursig, 0);
     }
@@ -636,6 +684,8 @@ mod tests {
         assert_eq!(c.signal.siginfo, Some(Err(23)));
         assert_eq!(c.threads.iter().map(|t| t.lwp).collect::<Vec<_>>(), [6]);
         assert_eq!(c.pid, Some(6));
+        // A PRPSINFO too short for its pid names nothing: the pid is the first thread's.
+        assert_eq!(c.process_name, None);
         // Empty notes, and a NT_SIGINFO before any thread (ignored).
         let notes = [
             note(b"CORE", elf::NT_SIGINFO, &siginfo(11, 1, 0x10, 128)),

@@ -187,6 +187,17 @@ pub fn proc_syscall(pid: u32, tid: u64) -> Option<ProcSyscall> {
     parse_proc_syscall(&text)
 }
 
+/// The name the system gives the thread whose id is `tid` as the process itself sees it:
+/// `/proc/PID/task/TID/comm` (what `prctl(PR_SET_NAME)` or `pthread_setname_np` set, else the
+/// name inherited from the thread that created it; at most 15 bytes), its newline removed;
+/// None when it cannot be read (no such thread, an empty name). Bytes that are not UTF-8 are
+/// replaced.
+pub fn proc_comm(pid: u32, tid: u64) -> Option<String> {
+    let raw = std::fs::read(format!("{}/comm", task_dir(pid, tid)?)).ok()?;
+    let name = raw.strip_suffix(b"\n").unwrap_or(&raw);
+    (!name.is_empty()).then(|| String::from_utf8_lossy(name).into_owned())
+}
+
 /// Whether process `pid` is in our own pid namespace (`/proc/PID/ns/pid` names ours): then a
 /// thread's id is the same to it and to /proc. Asked each time (two `readlink`s, cheaper
 /// than a task's `status`): a pid may be another process's by the next stop.
@@ -273,6 +284,23 @@ mod tests {
         // SAFETY: gettid takes no arguments and cannot fail.
         let tid = unsafe { libc::gettid() } as u64;
         assert!(proc_syscall(std::process::id(), tid).is_some());
+    }
+
+    #[test]
+    fn own_thread_name_is_read() {
+        // A thread of this test process, named by the kernel call the target's threads use.
+        let name = std::thread::Builder::new()
+            .name("pyu-names-test".into())
+            .spawn(|| {
+                // SAFETY: gettid takes no arguments and cannot fail.
+                let tid = unsafe { libc::gettid() } as u64;
+                proc_comm(std::process::id(), tid)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(name.as_deref(), Some("pyu-names-test"));
+        assert_eq!(proc_comm(std::process::id(), u64::MAX), None);
     }
 
     #[test]

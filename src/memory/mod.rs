@@ -28,6 +28,7 @@ mod live;
 pub(crate) mod mapped;
 pub mod proc_fds;
 pub mod signals;
+pub mod unix_diag;
 mod unpack;
 
 pub use self::cache::PageCache;
@@ -36,7 +37,9 @@ pub use self::core::{
     CoreFile, CoreMemory, CoreThread, FileMapping, PrStatusHead, Siginfo, SignalNotes,
 };
 pub use self::files::{file_build_id, hex, FileLookup, FileSearch};
-pub use self::live::{parse_proc_syscall, proc_syscall, resident_ranges, LiveMemory, ProcSyscall};
+pub use self::live::{
+    parse_proc_syscall, proc_comm, proc_syscall, resident_ranges, LiveMemory, ProcSyscall,
+};
 
 use crate::error::{ReadError, ReadErrorKind};
 

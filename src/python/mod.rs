@@ -340,6 +340,22 @@ impl PySession {
         })
     }
 
+    /// The debugger's name of each thread, `(lwp, name)` (gdb's `InferiorThread.name`, lldb's
+    /// `SBThread.GetName()`), shown as the threads' `native_name` by this stop's reports
+    /// before the target's own source (/proc, a core's notes). The first call of a stop sets
+    /// them (see `wants_thread_names`).
+    fn set_thread_names(&self, names: Vec<(u64, String)>) -> PyResult<()> {
+        guard("Session.set_thread_names", || {
+            self.inner.set_debugger_thread_names(names);
+            Ok(())
+        })
+    }
+
+    /// Whether this stop's session has no thread names from the debugger yet.
+    fn wants_thread_names(&self) -> bool {
+        !self.inner.has_debugger_thread_names()
+    }
+
     /// Whether `why` needs the debugger's registers for the threads' system calls: memory is
     /// read through the debugger, so no core notes or /proc give them.
     fn wants_registers(&self) -> bool {

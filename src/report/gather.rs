@@ -258,6 +258,7 @@ mod tests {
                 wait: None,
                 native_id: Some(pid as u64),
                 name: Some("MainThread"),
+                native_name: None,
                 frames,
                 truncated: false,
                 why: None,

@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Only the groups are kept: each group holds its key stack once (the first member's frames)
-//! and, per member thread, its host, pid, native id and name. A report is dropped once its
+//! and, per member thread, its host, pid, native id and names. A report is dropped once its
 //! threads are added, so `merge` over a stream of reports holds one report at a time.
 
 use std::collections::{HashMap, HashSet};
@@ -45,6 +45,8 @@ pub struct ThreadIn<'a> {
     pub wait: Option<MemberWait>,
     pub native_id: Option<u64>,
     pub name: Option<&'a str>,
+    /// The system's name of the thread (a report's `native_name`).
+    pub native_name: Option<&'a str>,
     pub frames: &'a [FrameReport],
     pub truncated: bool,
     /// `--why`: what the thread is doing, part of the key (the same stack running and blocked
@@ -70,6 +72,7 @@ impl<'a> From<&'a ThreadReport> for ThreadIn<'a> {
             wait: None,
             native_id: t.native_id,
             name: t.name.as_deref(),
+            native_name: t.native_name.as_deref(),
             frames: &t.frames,
             truncated: t.truncated,
             why: t.why.as_ref().map(|w| GroupWhy {
@@ -89,6 +92,7 @@ impl<'a> From<&'a super::TaskReport> for ThreadIn<'a> {
             wait: None,
             native_id: t.native_id,
             name: Some(&t.name),
+            native_name: None,
             frames: &t.frames,
             truncated: false,
             why: None,
@@ -106,6 +110,7 @@ impl<'a> ThreadIn<'a> {
             wait: g.waiting.as_ref().map(MemberWait::from),
             native_id: g.thread,
             name: g.name.as_deref(),
+            native_name: None,
             frames: &g.frames,
             truncated: g.truncated,
             why: None,
@@ -184,10 +189,18 @@ pub struct Member {
     /// A greenlet's wait, null where its frames show none (greenlet groups only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting: Option<Option<Arc<MemberWait>>>,
+    /// The system's name of the thread (`native_name`); null where the report has none (a
+    /// task's, a greenlet's, a core's thread).
+    pub native_name: Option<Arc<str>>,
 }
 
 impl Member {
-    /// A thread's (or task's) member: no greenlet fields.
+    /// What to call it: its `threading` name (a task's name), else the system's.
+    pub fn any_name(&self) -> Option<&str> {
+        self.name.as_deref().or(self.native_name.as_deref())
+    }
+
+    /// A thread's (or task's) member: no greenlet fields, no system name.
     pub fn thread(
         host: Option<Arc<str>>,
         pid: Option<u32>,
@@ -203,6 +216,7 @@ impl Member {
             native_id,
             name,
             waiting: None,
+            native_name: None,
         }
     }
 }
@@ -384,6 +398,7 @@ impl Grouper {
             native_id: t.native_id,
             name: t.name.map(|n| self.intern(n)),
             waiting: t.greenlet.map(|_| t.wait.clone().map(Arc::new)),
+            native_name: t.native_name.map(|n| self.intern(n)),
         };
         let i = match self.index.get(&key) {
             Some(&i) => {
@@ -515,6 +530,7 @@ mod tests {
             wait: None,
             native_id: Some(id),
             name: Some(name),
+            native_name: None,
             frames,
             truncated: false,
             why: None,
@@ -671,6 +687,7 @@ mod tests {
                 wait: None,
                 native_id: Some(pid as u64),
                 name: Some(["fetch-0", "fetch-1"][i as usize]),
+                native_name: None,
                 frames: &chain,
                 truncated: false,
                 why: None,

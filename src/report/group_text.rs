@@ -40,7 +40,7 @@ pub fn headline(g: &Group) -> String {
     // Distinct names, most common first (then first seen).
     let mut names: Vec<(Option<&str>, usize)> = Vec::new();
     for m in g.members() {
-        let name = m.name.as_deref();
+        let name = m.any_name();
         match names.iter_mut().find(|(n, _)| *n == name) {
             Some(e) => e.1 += 1,
             None => names.push((name, 1)),
@@ -383,6 +383,7 @@ mod tests {
                     wait: waits.next().unwrap(),
                     native_id: Some(pid as u64),
                     name: None,
+                    native_name: None,
                     frames,
                     truncated: false,
                     why: None,

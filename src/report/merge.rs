@@ -211,6 +211,9 @@ struct DocPython {
 struct DocThread {
     native_id: Option<u64>,
     name: Option<String>,
+    /// Reports made before thread names have none.
+    #[serde(default)]
+    native_name: Option<String>,
     frames: Vec<DocFrame>,
     #[serde(default)]
     truncated: bool,
@@ -358,6 +361,7 @@ pub fn merge_input<R: BufRead>(
                             wait: None,
                             native_id: t.native_id,
                             name: Some(&t.name),
+                            native_name: None,
                             frames,
                             truncated: false,
                             why: None,
@@ -389,6 +393,7 @@ pub fn merge_input<R: BufRead>(
                             wait: g.waiting.clone(),
                             native_id: g.thread,
                             name: g.name.as_deref(),
+                            native_name: None,
                             frames,
                             truncated: g.truncated,
                             why: None,
@@ -415,6 +420,7 @@ pub fn merge_input<R: BufRead>(
                         wait: None,
                         native_id: t.native_id,
                         name: t.name.as_deref(),
+                        native_name: t.native_name.as_deref(),
                         frames,
                         truncated: t.truncated,
                         why: t.state.as_ref().map(|state| GroupWhy {

@@ -7,10 +7,12 @@ pub mod group_text;
 mod json_names;
 pub mod members;
 pub mod merge;
+pub mod names;
 pub mod straggler;
 pub mod tasks;
 pub mod text;
 pub mod tree;
+pub mod verdict_text;
 
 use std::sync::Arc;
 
@@ -321,13 +323,21 @@ pub struct PythonReport {
 #[derive(Clone, Debug, Serialize)]
 pub struct ThreadReport {
     pub native_id: Option<u64>,
-    pub thread_id: u64,
+    /// `PyThreadState.thread_id` (the `pthread_t`); a thread with no thread state
+    /// (`--native-all`): its thread pointer where that is the `pthread_t` (x86-64), else null.
+    pub thread_id: Option<u64>,
+    /// The `threading` name.
     pub name: Option<String>,
+    /// The operating system's name of the thread (live: /proc/PID/task/TID/comm; the
+    /// debugger's thread name; a kernel's core: only its main thread's, NT_PRPSINFO's
+    /// `pr_fname`).
+    pub native_name: Option<String>,
     pub holds_gil: Option<bool>,
-    /// Address of the thread's `PyInterpreterState`.
-    pub interpreter: u64,
-    /// Address of the `PyThreadState`.
-    pub thread_state: u64,
+    /// Address of the thread's `PyInterpreterState`; null for a thread with no thread state.
+    pub interpreter: Option<u64>,
+    /// Address of the `PyThreadState`; null for a thread with no thread state (listed by
+    /// `--native-all`).
+    pub thread_state: Option<u64>,
     pub frames: Vec<FrameReport>,
     /// The walk stopped before the thread's first frame (a cap, a cycle, an unreadable or
     /// impossible frame); `frames` holds the innermost part and its last entry says why.
@@ -335,6 +345,13 @@ pub struct ThreadReport {
     /// `--why` only.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub why: Option<ThreadWhy>,
+}
+
+impl ThreadReport {
+    /// What to call the thread: its `threading` name, else the system's.
+    pub fn any_name(&self) -> Option<&str> {
+        self.name.as_deref().or(self.native_name.as_deref())
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

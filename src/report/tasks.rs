@@ -161,7 +161,7 @@ pub fn async_bt(r: &Report, src: &mut Sources) -> String {
             .flatten()
             .filter(|l| l.running && l.native_id.is_some() && l.native_id == th.native_id)
             .collect();
-        writeln!(out, "{}", thread_header(th)).unwrap();
+        writeln!(out, "{}", thread_header(r, th)).unwrap();
         if mine.is_empty() {
             traceback(th, src, &mut out);
             continue;

@@ -389,7 +389,7 @@ pub fn member_words(m: &Member) -> String {
         (None, None, Some(n)) => write!(s, " thread {n}").unwrap(),
         (None, None, None) => s.push_str(" thread ?"),
     }
-    if let Some(name) = &m.name {
+    if let Some(name) = m.any_name() {
         write!(s, " \"{name}\"").unwrap();
     }
     s

@@ -9,16 +9,19 @@
 //! - [`native_stacks`]: `--native` and the splicing of Python frames into native stacks;
 //! - [`real_frames`]: gdb's real-frames mode;
 //! - [`jit`]: the JIT and trampoline code map;
+//! - [`names`]: the operating system's name of each thread;
 //! - [`crate::why`]: the verdicts, over the same facts.
 
 pub mod asyncio;
 pub mod greenlets;
 pub mod jit;
+pub mod names;
 pub mod native_stacks;
 pub mod py_bt;
 pub mod real_frames;
 pub mod report;
 
+use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use crate::asyncio::AsyncView;
@@ -74,6 +77,8 @@ pub struct Session {
     /// Each thread's system call as the debugger's registers show it (memory read through
     /// the debugger has no notes or /proc to say): (lwp, orig_rax, argument registers).
     debugger_syscalls: OnceLock<Vec<(u64, Vec<u64>)>>,
+    /// Each thread's name as the debugger shows it, by LWP ([`names`]).
+    debugger_names: OnceLock<HashMap<u64, String>>,
     /// A live local target's `/proc/PID/net/{tcp,tcp6,udp,udp6,unix}` (in
     /// [`crate::memory::proc_fds::TABLES`]' order), each read at most once per stop, when a
     /// wait on a socket first needs it ([`crate::why::resources`]): reading `tcp` walks the
@@ -119,6 +124,7 @@ impl Session {
             modules: Mutex::new(None),
             crash,
             debugger_syscalls: OnceLock::new(),
+            debugger_names: OnceLock::new(),
             net_tables: Default::default(),
         }
     }
@@ -142,6 +148,25 @@ impl Session {
             .iter()
             .find(|c| c.0 == lwp)
             .map(|c| &c.1[..])
+    }
+
+    /// The debugger's name of each thread, `(lwp, name)` (gdb's `InferiorThread.name`, lldb's
+    /// `SBThread.GetName()`); the first call of a stop sets them, before the first report
+    /// that shows them. Empty names are no names.
+    pub fn set_debugger_thread_names(&self, names: Vec<(u64, String)>) {
+        let _ = self
+            .debugger_names
+            .set(names.into_iter().filter(|(_, n)| !n.is_empty()).collect());
+    }
+
+    /// Whether the frontend has given the debugger's thread names for this stop.
+    pub fn has_debugger_thread_names(&self) -> bool {
+        self.debugger_names.get().is_some()
+    }
+
+    /// The debugger's name of thread `lwp` (see `set_debugger_thread_names`).
+    pub fn debugger_thread_name(&self, lwp: u64) -> Option<&str> {
+        self.debugger_names.get()?.get(&lwp).map(String::as_str)
     }
 
     /// Tell the session which LWP has which thread pointer (gdb knows; the core says).

@@ -1,19 +1,20 @@
 //! `--native`: each Python thread's native stack, unwound by [`crate::unwind`], with its
 //! Python frames in place of the eval-loop frames that run them (the rule gdb's frame filter
-//! uses, [`crate::native::splice`]).
+//! uses, [`crate::native::splice`]); `--native-all`: every frame, and every thread of the
+//! process, those with no Python thread state too.
 
 use std::collections::HashMap;
 
 use super::jit;
-use super::report::{frame_report, report as threads_report};
-use super::{DecodedThread, Session, ThreadKey};
+use super::report::{frame_report, report as threads_report, thread_label};
+use super::{names, DecodedThread, Session, ThreadKey};
 use crate::arch::Arch;
 use crate::cpython::callables::NativeFrame;
-use crate::cpython::FrameItem;
+use crate::cpython::{FrameItem, FrameWalk, ThreadInfo};
 use crate::error::Result;
 use crate::native::jit::{JitMap, RegionKind};
 use crate::native::{self, is_plumbing, name_builtins, run_gaps, RunMark, Splice};
-use crate::report::{ErrorReport, FrameKind, FrameReport, Report, StopReport};
+use crate::report::{ErrorReport, FrameKind, FrameReport, Report, StopReport, ThreadReport};
 use crate::unwind::regs::Regs;
 use crate::unwind::{self, ModuleSet};
 
@@ -85,7 +86,8 @@ impl ThreadRegs {
 }
 
 /// The report with every Python thread's native frames and Python frames merged; `all`
-/// keeps the interpreter's plumbing between Python frames.
+/// keeps the interpreter's plumbing between Python frames and lists every other thread of
+/// the process too (those with no Python thread state: their native frames).
 pub fn native_report(
     s: &Session,
     regs: &ThreadRegs,
@@ -100,6 +102,20 @@ pub fn native_report(
         .filter_map(|&(start, _)| set.find(start))
         .collect();
     let jit: Option<&JitMap> = (s.snap.layout.version.minor >= 13).then(|| jit::map(s));
+    let unwind_lwp = |lwp: u64| {
+        let (start, _) = regs.by_lwp.get(&lwp)?;
+        Some(match regs.stacks.get(&lwp) {
+            Some((at, bytes)) => {
+                let mem = unwind::StackCopy {
+                    base: &*s.snap.mem,
+                    start: *at,
+                    bytes,
+                };
+                unwind::unwind(&mem, &set, jit, *start)
+            }
+            None => unwind::unwind(&*s.snap.mem, &set, jit, *start),
+        })
+    };
     // Every thread unwound first, so that the DWARF of all their modules loads at once.
     let mut stacks: Vec<Option<unwind::Stack>> = Vec::new();
     for (t, tr) in s.threads().iter().zip(r.threads.iter_mut()) {
@@ -117,34 +133,53 @@ pub fn native_report(
             ));
             continue;
         };
-        tr.native_id.get_or_insert(lwp);
-        let Some((start, _)) = regs.by_lwp.get(&lwp) else {
-            let why = regs
-                .failed
-                .get(&lwp)
-                .cloned()
-                .unwrap_or_else(|| format!("no registers for thread {lwp}"));
+        if tr.native_id.is_none() {
+            tr.native_id = Some(lwp);
+            tr.native_name = names::native_name(s, lwp);
+        }
+        let Some(stack) = unwind_lwp(lwp) else {
             tr.frames
-                .push(FrameReport::unreadable(0, format!("native frames: {why}")));
+                .push(FrameReport::unreadable(0, no_registers(regs, lwp)));
             continue;
-        };
-        let stack = match regs.stacks.get(&lwp) {
-            Some((at, bytes)) => {
-                let mem = unwind::StackCopy {
-                    base: &*s.snap.mem,
-                    start: *at,
-                    bytes,
-                };
-                unwind::unwind(&mem, &set, jit, *start)
-            }
-            None => unwind::unwind(&*s.snap.mem, &set, jit, *start),
         };
         *stacks.last_mut().expect("pushed above") = Some(stack);
     }
-    set.preload_lines(stacks.iter().flatten().flat_map(|s| s.frames.iter()));
+    let others = if all {
+        native_only_threads(s, regs, &r.threads)
+    } else {
+        Vec::new()
+    };
+    let other_stacks: Vec<Option<unwind::Stack>> =
+        others.iter().map(|t| unwind_lwp(t.lwp)).collect();
+    set.preload_lines(
+        stacks
+            .iter()
+            .chain(&other_stacks)
+            .flatten()
+            .flat_map(|s| s.frames.iter()),
+    );
     for ((t, tr), stack) in s.threads().iter().zip(r.threads.iter_mut()).zip(&stacks) {
         if let Some(stack) = stack {
             tr.frames = merge(s, t, &set, &interp_modules, stack, all, with_locals);
+        }
+    }
+    let crashed = s.crash().map(|c| c.thread);
+    for (o, stack) in others.iter().zip(&other_stacks) {
+        let mut tr = o.report(s);
+        match stack {
+            Some(stack) => {
+                let t = o.decoded();
+                tr.frames = merge(s, &t, &set, &interp_modules, stack, true, false);
+            }
+            None => tr
+                .frames
+                .push(FrameReport::unreadable(0, no_registers(regs, o.lwp))),
+        }
+        // The thread that crashed is the one to read first, with Python or not.
+        if crashed == Some(o.lwp) {
+            r.threads.insert(0, tr);
+        } else {
+            r.threads.push(tr);
         }
     }
     if !regs.stopped_us.is_empty() {
@@ -163,7 +198,7 @@ pub fn native_report(
         for f in t.frames.iter().filter(|f| f.kind == FrameKind::Unreadable) {
             let what = format!(
                 "thread {}: {}",
-                t.native_id.unwrap_or(t.thread_id),
+                thread_label(t),
                 f.reason().unwrap_or_default()
             );
             if !r.errors.iter().any(|e| e.what == what) {
@@ -175,6 +210,86 @@ pub fn native_report(
         }
     }
     Ok(r)
+}
+
+/// Why thread `lwp` has no native frames: its registers could not be read.
+fn no_registers(regs: &ThreadRegs, lwp: u64) -> String {
+    let why = regs
+        .failed
+        .get(&lwp)
+        .cloned()
+        .unwrap_or_else(|| format!("no registers for thread {lwp}"));
+    format!("native frames: {why}")
+}
+
+/// A thread of the process with no Python thread state (`--native-all`).
+struct NativeOnly {
+    lwp: u64,
+    /// Its thread pointer, 0 where the registers do not hold it.
+    thread_pointer: u64,
+}
+
+impl NativeOnly {
+    fn report(&self, s: &Session) -> ThreadReport {
+        ThreadReport {
+            native_id: Some(self.lwp),
+            // x86-64's thread pointer is glibc's (and musl's) `pthread_self()`.
+            thread_id: (self.thread_pointer != 0 && s.target.arch == Arch::X86_64)
+                .then_some(self.thread_pointer),
+            name: None,
+            native_name: names::native_name(s, self.lwp),
+            // The GIL is held by a thread state: a thread without one does not hold it.
+            holds_gil: (!s.snap.layout.free_threaded).then_some(false),
+            interpreter: None,
+            thread_state: None,
+            frames: Vec::new(),
+            truncated: false,
+            why: None,
+        }
+    }
+
+    /// A thread with no Python frames, for splicing (nothing is spliced into its stack).
+    fn decoded(&self) -> DecodedThread {
+        DecodedThread {
+            info: ThreadInfo {
+                addr: 0,
+                interp: 0,
+                thread_id: self.thread_pointer,
+                native_id: Some(self.lwp),
+                holds_gil: None,
+                name: None,
+                frame: 0,
+                frame_error: None,
+            },
+            walk: FrameWalk::default(),
+        }
+    }
+}
+
+/// The threads of `regs` (every thread stopped, or every thread of a core, and those that
+/// could not be stopped) that no Python thread of `listed` is, by LWP or by thread pointer
+/// (the `pthread_t` CPython records: the same thread where the LWPs are counted in another
+/// pid namespace), by LWP.
+fn native_only_threads(s: &Session, regs: &ThreadRegs, listed: &[ThreadReport]) -> Vec<NativeOnly> {
+    let x86 = s.target.arch == Arch::X86_64;
+    let mut out: Vec<NativeOnly> = regs
+        .by_lwp
+        .iter()
+        .map(|(&lwp, &(_, tp))| (lwp, tp))
+        .chain(regs.failed.keys().map(|&lwp| (lwp, 0)))
+        .filter(|&(lwp, tp)| {
+            !listed
+                .iter()
+                .any(|t| t.native_id == Some(lwp) || (x86 && tp != 0 && t.thread_id == Some(tp)))
+        })
+        .map(|(lwp, thread_pointer)| NativeOnly {
+            lwp,
+            thread_pointer,
+        })
+        .collect();
+    out.sort_by_key(|t| t.lwp);
+    out.dedup_by_key(|t| t.lwp);
+    out
 }
 
 /// One thread's frames: native frames with the Python runs spliced in; Python frames the

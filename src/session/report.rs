@@ -1,7 +1,7 @@
 //! The report of a stop's threads (`py-bt`, `pid`/`core`, `--json`): each decoded thread with
 //! its Python frames, the errors the decoding met, and the crash.
 
-use super::{DecodedThread, Session, ThreadKey};
+use super::{names, DecodedThread, Session, ThreadKey};
 use crate::cpython::FrameItem;
 use crate::error::Result;
 use crate::report::{
@@ -55,11 +55,12 @@ pub fn frame_report(s: &Session, item: &FrameItem, with_locals: bool) -> FrameRe
 pub fn thread_report(s: &Session, t: &DecodedThread, with_locals: bool) -> ThreadReport {
     ThreadReport {
         native_id: t.info.native_id,
-        thread_id: t.info.thread_id,
+        thread_id: Some(t.info.thread_id),
         name: t.info.name.clone(),
+        native_name: t.info.native_id.and_then(|lwp| names::native_name(s, lwp)),
         holds_gil: t.info.holds_gil,
-        interpreter: t.info.interp,
-        thread_state: t.info.addr,
+        interpreter: Some(t.info.interp),
+        thread_state: Some(t.info.addr),
         frames: t
             .walk
             .items
@@ -69,6 +70,11 @@ pub fn thread_report(s: &Session, t: &DecodedThread, with_locals: bool) -> Threa
         truncated: t.walk.truncated,
         why: None,
     }
+}
+
+/// How `errors` names a thread: its LWP, else its `pthread_t`.
+pub fn thread_label(t: &ThreadReport) -> u64 {
+    t.native_id.or(t.thread_id).unwrap_or(0)
 }
 
 /// The report for every thread (`key` = None) or one.
@@ -117,7 +123,7 @@ pub fn report(s: &Session, key: Option<ThreadKey>, with_locals: bool) -> Result<
                 address: f.address.unwrap_or(0),
                 what: format!(
                     "thread {}: frame: {}",
-                    t.native_id.unwrap_or(t.thread_id),
+                    thread_label(t),
                     f.reason().unwrap_or_default()
                 ),
             });

@@ -102,11 +102,12 @@ mod tests {
     fn thread(id: u64, waits: Option<(u64, Option<u64>)>) -> ThreadReport {
         ThreadReport {
             native_id: Some(id),
-            thread_id: id,
+            thread_id: Some(id),
             name: None,
+            native_name: None,
             holds_gil: None,
-            interpreter: 0,
-            thread_state: 0,
+            interpreter: Some(0),
+            thread_state: Some(0),
             frames: Vec::new(),
             truncated: false,
             why: Some(ThreadWhy {

@@ -107,7 +107,7 @@ pub fn annotate(session: &Session, report: &mut Report, await_cycles: &[Vec<u64>
                 })
                 .or_else(|| {
                     let d = decoded.iter().find(|d| {
-                        d.info.addr == t.thread_state && d.info.thread_id == t.thread_id
+                        Some(d.info.addr) == t.thread_state && Some(d.info.thread_id) == t.thread_id
                     })?;
                     blocked
                         .then(|| native::native_wait(&session.snap, t, d))

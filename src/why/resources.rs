@@ -36,6 +36,7 @@ use crate::arch::Arch;
 use crate::cpython::sockets::{method_direction, SOCKET_METHODS};
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
 use crate::memory::proc_fds::{self, FdLink, NetTables, SocketEnds};
+use crate::memory::unix_diag;
 use crate::memory::{proc_syscall, ProcSyscall};
 use crate::report::{ErrorReport, FrameKind, ThreadReport, Waiting, WaitsOn};
 use crate::session::{once, Session};
@@ -374,7 +375,7 @@ fn net_tables(session: &Session, pid: u32, family: Option<i32>) -> Tables<'_> {
 fn problem(t: &ThreadReport, what: &str) -> ErrorReport {
     ErrorReport {
         address: 0,
-        what: format!("thread {}: {what}", t.native_id.unwrap_or(t.thread_id)),
+        what: format!("thread {}: {what}", crate::session::report::thread_label(t)),
     }
 }
 
@@ -427,12 +428,12 @@ fn socket_ends(pid: u32, fd: i64, inode: u64, tables: &Tables) -> Ends {
     let mut peer = ends.peer.clone();
     let mut problem = None;
     if ends.table == "unix" {
-        if !proc_fds::same_net_namespace(pid) {
+        if !unix_diag::same_net_namespace(pid) {
             problem = Some(format!(
                 "fd {fd}: unix socket {inode}: its peer is not shown (another network namespace)"
             ));
         } else {
-            match proc_fds::unix_peer_inode(inode) {
+            match unix_diag::unix_peer_inode(inode) {
                 Ok(Some(other)) => match tables.unix().get(other) {
                     Some(e) => peer = e.local.clone(),
                     None => {
@@ -607,7 +608,7 @@ fn innermost_frame<'a>(session: &'a Session, t: &ThreadReport) -> Option<&'a PyF
     let d = session
         .threads()
         .iter()
-        .find(|d| d.info.addr == t.thread_state && d.info.thread_id == t.thread_id)?;
+        .find(|d| Some(d.info.addr) == t.thread_state && Some(d.info.thread_id) == t.thread_id)?;
     let FrameItem::Python(p) = d.walk.items.first()? else {
         return None;
     };

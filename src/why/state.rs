@@ -92,7 +92,15 @@ fn state(
     call: Option<Option<Syscall>>,
 ) -> (Option<&'static str>, Option<&'static str>) {
     let snap = &session.snap;
-    if snap.is_collecting(t.interpreter, t.thread_state) {
+    let (Some(interpreter), Some(thread_state)) = (t.interpreter, t.thread_state) else {
+        // A thread with no Python thread state (`--native-all`) runs no Python: its system
+        // call is all that shows.
+        return match call {
+            Some(Some(_)) => (Some("syscall"), None),
+            _ => (None, None),
+        };
+    };
+    if snap.is_collecting(interpreter, thread_state) {
         return (Some("gc"), None);
     }
     let Some(in_call) = call else {
@@ -100,13 +108,13 @@ fn state(
     };
     if let Some(c) = in_call {
         let name = session.target.arch.syscall_name(c.nr);
-        if name == Some("futex") && snap.waits_for_gil(t.interpreter, t.holds_gil, c.args[0]) {
+        if name == Some("futex") && snap.waits_for_gil(interpreter, t.holds_gil, c.args[0]) {
             return (Some("gil_wait"), None);
         }
         let decoded = session
             .threads()
             .iter()
-            .find(|d| d.info.addr == t.thread_state && d.info.thread_id == t.thread_id);
+            .find(|d| d.info.addr == thread_state && Some(d.info.thread_id) == t.thread_id);
         // The idle table first: a pool or server waiting in a `selectors` select (socketserver,
         // a process pool's manager) is that, not an event loop.
         if let (Some(d), Some(n)) = (decoded, name) {
@@ -127,7 +135,7 @@ fn state(
         Some(held) => held.then_some("running"),
         // A free-threaded build has no GIL: a thread attached to its interpreter runs.
         None => snap
-            .thread_attached(t.thread_state)
+            .thread_attached(thread_state)
             .filter(|&a| a)
             .map(|_| "running"),
     };
@@ -170,7 +178,7 @@ fn runs_idle_loop(session: &Session, t: &ThreadReport) -> bool {
     view.loops.iter().any(|l| {
         l.thread
             .and_then(|i| threads.get(i))
-            .is_some_and(|d| d.info.addr == t.thread_state)
+            .is_some_and(|d| Some(d.info.addr) == t.thread_state)
             && matches!(l.upper.first(), Some(FrameItem::Python(p)) if p.addr == innermost)
     })
 }

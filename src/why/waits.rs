@@ -91,7 +91,7 @@ const SIMPLE_QUEUE_TYPES: &[&str] = &["_queue.SimpleQueue", "SimpleQueue"];
 
 /// Whether a report's thread came from the decoded thread `d`.
 fn is_thread(d: &DecodedThread, t: &ThreadReport) -> bool {
-    d.info.addr == t.thread_state && d.info.thread_id == t.thread_id
+    Some(d.info.addr) == t.thread_state && Some(d.info.thread_id) == t.thread_id
 }
 
 /// The index in the report's `frames` of the Python frame at `addr`.
@@ -178,7 +178,7 @@ fn library_wait(snap: &Snapshot, p: &PyFrame) -> Option<(&'static str, u64)> {
 fn native_of_ident(threads: &[ThreadReport], ident: u64) -> Option<u64> {
     threads
         .iter()
-        .find(|t| t.thread_id == ident)
+        .find(|t| t.thread_id == Some(ident))
         .and_then(|t| t.native_id)
 }
 
@@ -556,13 +556,14 @@ fn waiting(
 /// between two holders).
 pub fn gil_wait(session: &Session, t: &ThreadReport, threads: &[ThreadReport]) -> Option<Waiting> {
     let frame = t.frames.iter().position(|f| f.kind == FrameKind::Python)?;
+    let interpreter = t.interpreter?;
     let owner = threads
         .iter()
-        .find(|o| o.interpreter == t.interpreter && o.holds_gil == Some(true))
+        .find(|o| o.interpreter == Some(interpreter) && o.holds_gil == Some(true))
         .and_then(|o| o.native_id);
     Some(Waiting {
         kind: "gil",
-        object: session.snap.gil_address(t.interpreter),
+        object: session.snap.gil_address(interpreter),
         type_name: None,
         owner,
         frame,
