@@ -22,12 +22,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
+from many import CLI, peak_rss, timed  # the same CLI, timed and measured the same way
 from verdicts import Verdicts
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-CLI = pathlib.Path(os.environ.get("PYUNWIND_CLI") or ROOT / "target" / "release" / "pyunwind")
 RUNS = 3
 REPORTS = 10_000
 WORKERS, FRAMES, SHAPES, SHARED = 3, 50, 20, 45
@@ -71,27 +69,6 @@ def report(i, straggler):
             "python": {"version": "3.12.1", "free_threaded": False, "jit": False,
                        "found_by": "bench", "source": "live", "pid": 1000 + i},
             "threads": threads, "errors": []}
-
-
-def timed(args):
-    start = time.monotonic()
-    proc = subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True,
-                          timeout=300)
-    return time.monotonic() - start, proc
-
-
-def peak_rss(args):
-    """The CLI's own peak RSS, from a small parent whose only child it is; None when the CLI
-    did not exit 0."""
-    probe = ("import os, sys\npid = os.fork()\nif pid == 0:\n"
-             "    fd = os.open(os.devnull, os.O_WRONLY); os.dup2(fd, 1)\n"
-             "    os.execv(sys.argv[1], sys.argv[1:])\n"
-             "_, status, usage = os.wait4(pid, 0)\n"
-             "print(usage.ru_maxrss * 1024 if os.waitstatus_to_exitcode(status) == 0 else -1)\n")
-    out = subprocess.run([sys.executable, "-c", probe, str(CLI), *map(str, args)],
-                         capture_output=True, text=True, timeout=300)
-    rss = int(out.stdout.split()[-1]) if out.returncode == 0 and out.stdout.split() else -1
-    return rss if rss >= 0 else None
 
 
 def problem(got, n, straggler):

@@ -509,19 +509,8 @@ fn in_key(f: &FrameReport) -> bool {
 mod tests {
     use super::*;
     use crate::report::group_text::{headline, render};
+    use crate::report::test_support::python_frame as py;
     use crate::report::text::Sources;
-
-    fn py(function: &str, file: &str, line: u32) -> FrameReport {
-        FrameReport {
-            kind: FrameKind::Python,
-            function: Some(function.into()),
-            file: Some(file.into()),
-            line: Some(line),
-            entry: Some(false),
-            address: Some(0x1000 + line as u64),
-            detail: None,
-        }
-    }
 
     fn thread<'a>(id: u64, name: &'a str, frames: &'a [FrameReport]) -> ThreadIn<'a> {
         ThreadIn {

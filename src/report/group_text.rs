@@ -216,54 +216,31 @@ pub fn render(gathered: &Gathered, src: &mut Sources) -> String {
         }
     }
     if let Some(tasks) = &grouped.task_groups {
-        let count: usize = tasks.iter().map(|g| g.count).sum();
-        match &gathered.task_tree {
-            Some(nodes) => {
-                write!(
-                    out,
-                    "\nasyncio: call tree of {} over {}: outermost coroutines first\n",
-                    plural(count, "task", "tasks"),
-                    plural(grouped.reports, "process", "processes"),
-                )
-                .unwrap();
-                tree::render(nodes, &mut out);
-            }
-            None => {
-                write!(
-                    out,
-                    "\nasyncio: {} of identical await chains, {}\n",
-                    plural(tasks.len(), "group", "groups"),
-                    plural(count, "task", "tasks")
-                )
-                .unwrap();
-                groups(tasks, src, &mut out);
-            }
-        }
+        let section = Section {
+            title: "asyncio",
+            noun: ("task", "tasks"),
+            in_tree: "",
+            order: "outermost coroutines first",
+            alike: "identical await chains",
+        };
+        section.render(
+            tasks,
+            gathered.task_tree.as_deref(),
+            grouped.reports,
+            src,
+            &mut out,
+        );
     }
     if let Some(greenlets) = &grouped.greenlet_groups {
-        let count: usize = greenlets.iter().map(|g| g.count).sum();
-        match &gathered.greenlet_tree {
-            Some(nodes) => {
-                write!(
-                    out,
-                    "\ngreenlets: call tree of {} suspended over {}: outermost frames first\n",
-                    plural(count, "greenlet", "greenlets"),
-                    plural(grouped.reports, "process", "processes"),
-                )
-                .unwrap();
-                tree::render(nodes, &mut out);
-            }
-            None => {
-                write!(
-                    out,
-                    "\ngreenlets: {} of identical suspended stacks, {}\n",
-                    plural(greenlets.len(), "group", "groups"),
-                    plural(count, "greenlet", "greenlets")
-                )
-                .unwrap();
-                groups(greenlets, src, &mut out);
-            }
-        }
+        let section = Section {
+            title: "greenlets",
+            noun: ("greenlet", "greenlets"),
+            in_tree: " suspended",
+            order: "outermost frames first",
+            alike: "identical suspended stacks",
+        };
+        let tree = gathered.greenlet_tree.as_deref();
+        section.render(greenlets, tree, grouped.reports, src, &mut out);
     }
     for f in &grouped.failed {
         writeln!(out, "\nerror: {}: {}", f.target, f.error).unwrap();
@@ -272,6 +249,60 @@ pub fn render(gathered: &Gathered, src: &mut Sources) -> String {
 }
 
 /// Each group's headline over its stack.
+/// The tasks' or greenlets' part of grouped output: their merged tree with `--tree`, else
+/// their groups, under a heading that says how many over how many processes.
+struct Section {
+    title: &'static str,
+    noun: (&'static str, &'static str),
+    /// Words after the count in the tree's heading (` suspended`).
+    in_tree: &'static str,
+    /// Which end of the stacks the tree starts from.
+    order: &'static str,
+    /// What the members of one group share.
+    alike: &'static str,
+}
+
+impl Section {
+    fn render(
+        &self,
+        members: &[Group],
+        tree: Option<&[tree::TreeNode]>,
+        reports: usize,
+        src: &mut Sources,
+        out: &mut String,
+    ) {
+        let count: usize = members.iter().map(|g| g.count).sum();
+        let (one, many) = self.noun;
+        match tree {
+            Some(nodes) => {
+                write!(
+                    out,
+                    "\n{}: call tree of {}{} over {}: {}\n",
+                    self.title,
+                    plural(count, one, many),
+                    self.in_tree,
+                    plural(reports, "process", "processes"),
+                    self.order,
+                )
+                .unwrap();
+                tree::render(nodes, out);
+            }
+            None => {
+                write!(
+                    out,
+                    "\n{}: {} of {}, {}\n",
+                    self.title,
+                    plural(members.len(), "group", "groups"),
+                    self.alike,
+                    plural(count, one, many)
+                )
+                .unwrap();
+                groups(members, src, out);
+            }
+        }
+    }
+}
+
 fn groups(groups: &[Group], src: &mut Sources, out: &mut String) {
     for g in groups {
         if out.len() >= text::MAX_TEXT_BYTES {
@@ -343,19 +374,8 @@ fn group_frames(frames: &[GroupFrame], src: &mut Sources, out: &mut String) {
 mod tests {
     use super::*;
     use crate::report::group::{GroupBy, Grouper, ThreadIn};
-    use crate::report::{FrameKind, FrameReport};
-
-    fn py(function: &str, file: &str, line: u32) -> FrameReport {
-        FrameReport {
-            kind: FrameKind::Python,
-            function: Some(function.into()),
-            file: Some(file.into()),
-            line: Some(line),
-            entry: Some(false),
-            address: None,
-            detail: None,
-        }
-    }
+    use crate::report::test_support::python_frame as py;
+    use crate::report::FrameReport;
 
     fn wait(kind: &str, peer: Option<&str>) -> Option<MemberWait> {
         Some(MemberWait {

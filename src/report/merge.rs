@@ -298,6 +298,24 @@ impl From<DocFrame> for FrameReport {
     }
 }
 
+/// Each saved task or greenlet with its frames taken out and decoded, so that the grouping
+/// can borrow both.
+fn with_frames<T>(
+    items: impl IntoIterator<Item = T>,
+    frames_of: fn(&mut T) -> &mut Vec<DocFrame>,
+) -> Vec<(T, Vec<FrameReport>)> {
+    items
+        .into_iter()
+        .map(|mut item| {
+            let frames = std::mem::take(frames_of(&mut item))
+                .into_iter()
+                .map(FrameReport::from)
+                .collect();
+            (item, frames)
+        })
+        .collect()
+}
+
 /// Groups every report of `input` (named `name` in error entries) into `grouper`, with its
 /// tasks and greenlets where it has them (every report is added to each grouping, so that
 /// they count the same processes); what cannot be read goes to `failed`.
@@ -340,17 +358,7 @@ pub fn merge_input<R: BufRead>(
                 ..
             } => {
                 let pid = pid.or(python.pid);
-                let doc_tasks: Option<Vec<(DocTask, Vec<FrameReport>)>> = doc_tasks.map(|ts| {
-                    ts.into_iter()
-                        .map(|mut t| {
-                            let frames = std::mem::take(&mut t.frames)
-                                .into_iter()
-                                .map(FrameReport::from)
-                                .collect();
-                            (t, frames)
-                        })
-                        .collect()
-                });
+                let doc_tasks = doc_tasks.map(|ts| with_frames(ts, |t| &mut t.frames));
                 grouper.add_tasks(
                     host.as_deref(),
                     pid,
@@ -370,19 +378,10 @@ pub fn merge_input<R: BufRead>(
                 );
                 drop(doc_tasks);
                 // Only the suspended greenlets are grouped (as `ThreadIn::greenlet` says).
-                let doc_greenlets: Option<Vec<(DocGreenlet, Vec<FrameReport>)>> = doc_greenlets
-                    .map(|gs| {
-                        gs.into_iter()
-                            .filter(|g| g.state == "suspended")
-                            .map(|mut g| {
-                                let frames = std::mem::take(&mut g.frames)
-                                    .into_iter()
-                                    .map(FrameReport::from)
-                                    .collect();
-                                (g, frames)
-                            })
-                            .collect()
-                    });
+                let doc_greenlets = doc_greenlets.map(|gs| {
+                    let suspended = gs.into_iter().filter(|g| g.state == "suspended");
+                    with_frames(suspended, |g| &mut g.frames)
+                });
                 grouper.add_greenlets(
                     host.as_deref(),
                     pid,

@@ -10,6 +10,8 @@ pub mod merge;
 pub mod names;
 pub mod straggler;
 pub mod tasks;
+#[cfg(test)]
+mod test_support;
 pub mod text;
 pub mod tree;
 pub mod verdict_text;

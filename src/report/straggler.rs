@@ -508,19 +508,8 @@ pub fn render(v: &Verdict) -> String {
 mod tests {
     use super::*;
     use crate::report::group::{GroupBy, Member};
+    use crate::report::test_support::python_frame as py;
     use crate::report::FrameReport;
-
-    fn py(function: &str, file: &str, line: u32) -> FrameReport {
-        FrameReport {
-            kind: FrameKind::Python,
-            function: Some(function.into()),
-            file: Some(file.into()),
-            line: Some(line),
-            entry: Some(false),
-            address: Some(0x1000 + line as u64),
-            detail: None,
-        }
-    }
 
     fn why(state: &str, waiting: Option<&str>) -> GroupWhy {
         GroupWhy {

@@ -481,18 +481,7 @@ pub fn render(tree: &[TreeNode], out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn py(function: &str, file: &str, line: u32) -> FrameReport {
-        FrameReport {
-            kind: FrameKind::Python,
-            function: Some(function.into()),
-            file: Some(file.into()),
-            line: Some(line),
-            entry: Some(false),
-            address: Some(0x1000 + line as u64),
-            detail: None,
-        }
-    }
+    use crate::report::test_support::python_frame as py;
 
     fn member(pid: u32, name: &str) -> Member {
         Member::thread(
