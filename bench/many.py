@@ -6,6 +6,10 @@
             measured for 1,000 reports, to show it does not grow with the reports.
   pid       `pyunwind pid P1..P64 --group` over 64 local processes (Debian's python3.11, each
             20 frames deep in a sleep): wall time (target < 1 s).
+  children  `pyunwind pid --children LAUNCHER --group --why` over a launcher and its 64 ranks
+            (the same sleepers, started by one Python process as torchrun starts its ranks):
+            wall time (target < 1 s); the verdict must count the 64 ranks in its majority, no
+            outlier, and leave the launcher out.
 
 Each time is the median of 3 runs; each run's output is checked (every report merged into the
 expected groups; 64 processes grouped into one group), so a failing run is never timed as if
@@ -17,6 +21,7 @@ line at the end. Stdlib only.
 import json
 import os
 import pathlib
+import signal
 import statistics
 import subprocess
 import sys
@@ -40,6 +45,20 @@ def down(n):
         sys.stdout.write("ready\\n"); sys.stdout.flush(); time.sleep(3600)
     down(n - 1)
 down(20)
+"""
+
+# A launcher of PROCESSES sleepers, which says ready once they all are, then sleeps itself, in
+# a function of its own: its outermost frames are not the ranks' (as torchrun's are not).
+LAUNCHER = """\
+import subprocess, sys, time
+def launch():
+    kids = [subprocess.Popen([sys.executable, "-c", sys.argv[1]], stdout=subprocess.PIPE)
+            for _ in range(int(sys.argv[2]))]
+    for k in kids:
+        if k.stdout.readline() != b"ready\\n":
+            sys.exit(1)
+    sys.stdout.write("ready\\n"); sys.stdout.flush(); time.sleep(3600)
+launch()
 """
 
 
@@ -155,6 +174,49 @@ def bench_pid(verdicts):
             p.wait()
 
 
+def verdict_problem(got):
+    """Why `got` (`--children --group --why --json` of the launcher) is not the expected verdict;
+    None when it is."""
+    if got is None or got.get("reports") != PROCESSES + 1:
+        return "not %d reports" % (PROCESSES + 1)
+    v = got.get("verdict") or {}
+    majority = v.get("majority") or {}
+    if v.get("ranks") != PROCESSES or majority.get("count") != PROCESSES:
+        return "the majority is not the %d ranks: %r" % (PROCESSES, majority.get("count"))
+    if v.get("outliers") or len(v.get("left_out") or ()) != 1:
+        return "outliers %r, left out %r" % (v.get("outliers"), v.get("left_out"))
+    return None
+
+
+def bench_children(verdicts):
+    what = "pid --children --group --why of a launcher and %d ranks" % PROCESSES
+    if not os.access(PYTHON, os.X_OK):
+        verdicts.not_measured(what, "%s missing" % PYTHON)
+        return
+    launcher = subprocess.Popen([PYTHON, "-c", LAUNCHER, SLEEPER, str(PROCESSES)],
+                                stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        if launcher.stdout.readline() != b"ready\n":
+            verdicts.not_measured(what, "the launcher or a rank did not start")
+            return
+        times = []
+        for _ in range(RUNS):
+            seconds, proc = timed(["pid", "--children", launcher.pid, "--group", "--why",
+                                   "--json"])
+            problem = verdict_problem(parsed(proc))
+            if problem:
+                verdicts.failed(what, "%s (exit %d)" % (problem, proc.returncode),
+                                detail=proc.stderr[-500:])
+                return
+            times.append(seconds)
+        median = statistics.median(times)
+        print("children %4d processes + launcher: %5.2f s  target < 1 s: %s"
+              % (PROCESSES, median, verdicts.under(what, median, 1.0, "%.2f s")))
+    finally:
+        os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+
+
 def main():
     if not os.access(CLI, os.X_OK):
         print("no CLI at %s (make build)" % CLI)
@@ -169,6 +231,10 @@ def main():
         bench_pid(verdicts)
     except subprocess.TimeoutExpired as exc:
         verdicts.failed("pid --group", "timed out: %s" % exc)
+    try:
+        bench_children(verdicts)
+    except subprocess.TimeoutExpired as exc:
+        verdicts.failed("pid --children --group --why", "timed out: %s" % exc)
     return verdicts.finish()
 
 
