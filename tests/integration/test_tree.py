@@ -24,15 +24,14 @@ import copy
 import json
 import os
 import socket
-import subprocess
 import time
 
 import pytest
 
 import harness
+from test_many import cli, json_lines  # the CLI run and its output checked as there
 
 HOST = socket.gethostname()
-CLI_TIMEOUT_SECONDS = 120
 # The issue's bound for `merge` of 1,000 saved rank reports (issue 38, item 5).
 MAX_MERGE_1000_SECONDS = 2.0
 SYNTH_RANKS = 1000
@@ -52,19 +51,6 @@ def words(state, syscall, waiting):
     if state == "syscall":
         return "in %s" % syscall if syscall else "in a system call"
     return STATE_WORDS.get(state, state)
-
-
-def cli(*args, input=None):
-    """Runs the CLI; returns (rc, stdout, stderr). Every JSON document it prints is checked
-    against docs/report.schema.json."""
-    proc = subprocess.run([str(harness.cli_path()), *map(str, args)], capture_output=True,
-                          text=True, timeout=CLI_TIMEOUT_SECONDS, input=input,
-                          stdin=None if input is not None else subprocess.DEVNULL)
-    harness.assert_no_panic(proc.stderr, proc.returncode)
-    if "--json" in args:
-        for line in proc.stdout.splitlines():
-            harness.check_report_schema(json.loads(line))
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 # --- the truths ------------------------------------------------------------------------------
@@ -260,10 +246,6 @@ def verdict_line(v):
 def shape(tree):
     """A canon tree's frames alone, without counts or threads."""
     return {key: shape(node[3]) for key, node in tree.items()}
-
-
-def json_lines(out):
-    return [json.loads(line) for line in out.splitlines()]
 
 
 def broken_trees(tree):
