@@ -190,8 +190,15 @@ def expected_verdict(sc, whys, left_out, hosts=None):
     frame holds a majority); the straggler is elsewhere from where its stack leaves theirs.
     `whys`: {pid: (state, syscall, waiting kind)} of each rank's main thread, from `--why`;
     `left_out`: the pids that are no rank."""
-    mains = rank_threads(sc)
     straggler = sc.truth["ranks"][sc.truth["straggler"]]["pid"]
+    return verdict_of(rank_threads(sc), straggler, whys, left_out)
+
+
+def verdict_of(mains, straggler, whys, left_out):
+    """The verdict of ranks whose main threads' truths are `mains` ({pid: thread}), all but
+    `straggler` at one place: they meet where their stacks stop being the same, and the
+    straggler is elsewhere from where its stack leaves theirs; `left_out`: the pids that are no
+    rank."""
     others = [outermost_first(t) for p, t in mains.items() if p != straggler]
     meet = common_prefix(others)
     mine = outermost_first(mains[straggler])

@@ -32,8 +32,7 @@ import pytest
 
 import harness
 from test_tree import (HOST, broken_trees, broken_verdicts, check_tree, check_verdict,
-                       common_prefix, group_frames, outermost_first, verdict_line,
-                       without_process)
+                       verdict_line, verdict_of, without_process)
 from test_why_state import core_syscalls, proc_syscall
 
 pytestmark = pytest.mark.long_file
@@ -271,27 +270,8 @@ def expected_job_verdict(job, whys):
     stacks stop being the same (they are the same: their innermost frame); the stalled rank is
     elsewhere from where its stack leaves theirs; the launcher and the agent are no ranks."""
     mains = {r["pid"]: r["truth"]["threads"][0] for r in job.truth["ranks"]}
-    stalled = stalled_rank(job)["pid"]
-    meet = common_prefix([outermost_first(t) for p, t in mains.items() if p != stalled])
-    mine = outermost_first(mains[stalled])
-    shared = len(common_prefix([meet, mine]))
-    waits = {}
-    for p in mains:
-        if p != stalled:
-            waits[whys[p]] = waits.get(whys[p], 0) + 1
-    state, syscall, waiting = whys[stalled]
-    return {
-        "ranks": len(mains),
-        "majority": {"count": len(mains) - 1, "frames": group_frames(meet),
-                     "waits": [{"state": s, "syscall": c, "waiting": w, "count": n}
-                               for (s, c, w), n in sorted(waits.items(), key=lambda i: -i[1])]},
-        "outliers": [{"host": HOST, "pid": stalled, "native_id": mains[stalled]["native_id"],
-                      "name": "MainThread", "frames": group_frames(mine[shared:]),
-                      "state": state, "syscall": syscall, "waiting": waiting}],
-        "left_out": sorted(({"host": HOST, "pid": p}
-                            for p in (job.pid, job.truth["torchrun_pid"])),
-                           key=lambda e: e["pid"]),
-    }
+    return verdict_of(mains, stalled_rank(job)["pid"], whys,
+                      (job.pid, job.truth["torchrun_pid"]))
 
 
 def test_tree_and_verdict_of_the_job(job):
