@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::fmt::Write;
 
 use super::gather::Gathered;
-use super::group::{Group, GroupFrame, MemberWait, Members};
+use super::group::{Group, GroupFrame, Member, MemberWait, Members};
 use super::text::{self, Sources};
 use super::{straggler, tree, FrameKind};
 
@@ -13,21 +13,25 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// `1 process (pid 1234, host b7)`: the one process of a group, named by its member.
+fn one_process(m: &Member) -> String {
+    let mut s = String::from("1 process (pid ");
+    match m.pid {
+        Some(p) => write!(s, "{p}").unwrap(),
+        None => s.push('?'),
+    }
+    if let Some(h) = &m.host {
+        write!(s, ", host {h}").unwrap();
+    }
+    s.push(')');
+    s
+}
+
 /// `15 processes × MainThread`, `1 process (pid 1234, host b7) × MainThread [outlier]`,
 /// `3 processes on 2 hosts × 6 threads (worker-0, worker-1, ...)`.
 pub fn headline(g: &Group) -> String {
     let mut s = if g.processes == 1 {
-        let m = &g.members()[0];
-        let mut s = String::from("1 process (pid ");
-        match m.pid {
-            Some(p) => write!(s, "{p}").unwrap(),
-            None => s.push('?'),
-        }
-        if let Some(h) = &m.host {
-            write!(s, ", host {h}").unwrap();
-        }
-        s.push(')');
-        s
+        one_process(&g.members()[0])
     } else {
         let hosts: HashSet<Option<&str>> = g.members().iter().map(|m| m.host.as_deref()).collect();
         let mut s = plural(g.processes, "process", "processes");
@@ -99,16 +103,7 @@ pub fn greenlet_headline(g: &Group) -> String {
     let members = g.members();
     let mut s = plural(g.count, "greenlet", "greenlets");
     if g.processes == 1 {
-        let m = &members[0];
-        write!(s, " in 1 process (pid ").unwrap();
-        match m.pid {
-            Some(p) => write!(s, "{p}").unwrap(),
-            None => s.push('?'),
-        }
-        if let Some(h) = &m.host {
-            write!(s, ", host {h}").unwrap();
-        }
-        s.push(')');
+        write!(s, " in {}", one_process(&members[0])).unwrap();
     } else {
         write!(s, " in {}", plural(g.processes, "process", "processes")).unwrap();
     }

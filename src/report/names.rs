@@ -34,7 +34,8 @@ pub fn shown_native_name<'a>(r: &Report, t: &'a ThreadReport) -> Option<&'a str>
 
 #[cfg(test)]
 mod tests {
-    use super::super::{PythonReport, Report, ThreadReport};
+    use super::super::test_support::report_of;
+    use super::super::{Report, ThreadReport};
     use super::shown_native_name;
 
     fn thread(id: u64, name: Option<&str>, native: Option<&str>) -> ThreadReport {
@@ -53,25 +54,7 @@ mod tests {
     }
 
     fn report(threads: Vec<ThreadReport>) -> Report {
-        Report {
-            python: PythonReport {
-                version: "3.14.0".into(),
-                free_threaded: false,
-                jit: false,
-                found_by: String::new(),
-                source: "live",
-                pid: Some(10),
-            },
-            crash: None,
-            threads,
-            tasks: None,
-            cycles: None,
-            loops: None,
-            greenlets: None,
-            native_stops: None,
-            deadlocks: None,
-            errors: Vec::new(),
-        }
+        report_of("3.14.0", 10, threads)
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! What the report model's unit tests build their reports from.
 
-use super::{FrameKind, FrameReport};
+use super::{FrameKind, FrameReport, PythonReport, Report, ThreadReport};
 
 /// A Python frame of `function` in `file` at `line` (its address made up from the line).
 pub(crate) fn python_frame(function: &str, file: &str, line: u32) -> FrameReport {
@@ -12,5 +12,28 @@ pub(crate) fn python_frame(function: &str, file: &str, line: u32) -> FrameReport
         entry: Some(false),
         address: Some(0x1000 + line as u64),
         detail: None,
+    }
+}
+
+/// A live report of process `pid` (CPython `version`) holding `threads` and nothing else.
+pub(crate) fn report_of(version: &str, pid: u32, threads: Vec<ThreadReport>) -> Report {
+    Report {
+        python: PythonReport {
+            version: version.into(),
+            free_threaded: false,
+            jit: false,
+            found_by: String::new(),
+            source: "live",
+            pid: Some(pid),
+        },
+        crash: None,
+        threads,
+        tasks: None,
+        cycles: None,
+        loops: None,
+        greenlets: None,
+        native_stops: None,
+        deadlocks: None,
+        errors: Vec::new(),
     }
 }

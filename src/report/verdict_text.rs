@@ -446,6 +446,7 @@ fn greenlet_waits(r: &Report, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::test_support;
 
     #[test]
     fn crash_lines() {
@@ -476,23 +477,8 @@ mod tests {
 
     fn report_of(threads: Vec<ThreadReport>) -> Report {
         Report {
-            python: super::super::PythonReport {
-                version: "3.12.1".into(),
-                free_threaded: false,
-                jit: false,
-                found_by: String::new(),
-                source: "live",
-                pid: Some(1),
-            },
-            crash: None,
-            threads,
-            tasks: None,
-            cycles: None,
-            loops: None,
-            greenlets: None,
-            native_stops: None,
             deadlocks: Some(Vec::new()),
-            errors: Vec::new(),
+            ..test_support::report_of("3.12.1", 1, threads)
         }
     }
 
