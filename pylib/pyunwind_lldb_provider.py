@@ -19,8 +19,12 @@ from pyunwind_lldb_host import (HAS_PROVIDER_API, LLDB_INVALID_ADDRESS, MAX_NATI
                                 places_every_python_frame, plan_key, plan_levels, plan_registers,
                                 session, settings, state, thread_pointer, write_error_line)
 
-# How long a frame provider on lldb's event-handler thread waits for the target's API lock.
-API_LOCK_WAIT_SECONDS = 0.25
+# How long a frame provider on lldb's event-handler thread waits for the target's API lock. With
+# 0.25 s, a core's load on a busy machine (the test suite's two workers) held the lock longer
+# while the event thread printed the stop: the provider fell back, lldb kept those frames, and
+# the next `bt` showed the eval loop with the Python frames after it (seen twice in full runs).
+# Where a command really waits for our frames, a stop's print is delayed by this, once.
+API_LOCK_WAIT_SECONDS = 2.0
 # target -> id of our frame provider registered on it.
 _providers = {}
 # token -> the target a provider was registered on; the provider gets its token in `args`, so
