@@ -84,19 +84,27 @@ impl<'a> From<&'a ThreadReport> for ThreadIn<'a> {
     }
 }
 
-impl<'a> From<&'a super::TaskReport> for ThreadIn<'a> {
-    fn from(t: &'a super::TaskReport) -> Self {
+impl<'a> ThreadIn<'a> {
+    /// An asyncio task (`id`, `name`) of the loop on thread `native_id`, its await chain as
+    /// its stack.
+    pub fn task(id: u64, native_id: Option<u64>, name: &'a str, frames: &'a [FrameReport]) -> Self {
         ThreadIn {
-            task: Some(t.id),
+            task: Some(id),
             greenlet: None,
             wait: None,
-            native_id: t.native_id,
-            name: Some(&t.name),
+            native_id,
+            name: Some(name),
             native_name: None,
-            frames: &t.frames,
+            frames,
             truncated: false,
             why: None,
         }
+    }
+}
+
+impl<'a> From<&'a super::TaskReport> for ThreadIn<'a> {
+    fn from(t: &'a super::TaskReport) -> Self {
+        ThreadIn::task(t.id, t.native_id, &t.name, &t.frames)
     }
 }
 

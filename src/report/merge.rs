@@ -363,17 +363,8 @@ pub fn merge_input<R: BufRead>(
                     host.as_deref(),
                     pid,
                     doc_tasks.as_ref().map(|ts| {
-                        ts.iter().map(|(t, frames)| ThreadIn {
-                            task: Some(t.id),
-                            greenlet: None,
-                            wait: None,
-                            native_id: t.native_id,
-                            name: Some(&t.name),
-                            native_name: None,
-                            frames,
-                            truncated: false,
-                            why: None,
-                        })
+                        ts.iter()
+                            .map(|(t, frames)| ThreadIn::task(t.id, t.native_id, &t.name, frames))
                     }),
                 );
                 drop(doc_tasks);
