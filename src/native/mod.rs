@@ -29,14 +29,18 @@ enum Match {
 
 /// The interpreter's call plumbing, hidden between two Python frames by `--native`, gdb's `bt`
 /// and the lldb provider: the eval loop's own entry points, the vectorcall and `tp_call`
-/// dispatch, the trampolines that turn a call of a method, function or type slot into a call
-/// of its C or Python code, and what resumes a generator or runs a signal handler from C.
-/// Nothing else is: the C functions that do the program's work (`builtin_sorted`,
-/// `list_sort_impl`, `partial_vectorcall`, `dict_subscript`, a C extension's functions and
-/// what they call) stay. `pystack --native` shows the same frames but for two choices: it
-/// hides every name containing `vectorcall` (a type's own, `partial_vectorcall`, too) and
-/// shows the `slot_*` trampolines but `slot_tp_call`. Names from CPython 3.10 to 3.15; each
-/// group names the file that defines it.
+/// dispatch, the trampolines that turn a call of a method, function or type into a call of
+/// its C or Python code, and what runs a signal handler from C. Nothing else is: the C
+/// functions that do the program's work (`builtin_sorted`, `list_sort_impl`,
+/// `partial_vectorcall`, `dict_subscript`, a C extension's functions and what they call) stay,
+/// and so do the type slots that C code calls on an object whose slot runs Python code: a
+/// generator's `tp_iternext` (`gen_iternext`, `gen_send_ex2`: `next()` or `sorted` over a
+/// generator), a coroutine's `send` (`gen_send`, `gen_send_ex`, `PyIter_Send`), a class's
+/// dunder slots (`slot_tp_iternext`, `slot_mp_subscript`, `slot_tp_init`...): they are what
+/// the C caller called, as `map_next` and `filter_next` are. `pystack --native` shows the same
+/// frames but for one choice: it hides every name containing `vectorcall` (a type's own,
+/// `partial_vectorcall`, too). Names from CPython 3.10 to 3.15; each group names the file
+/// that defines it.
 const PLUMBING: &[(Match, &str)] = &[
     // The eval loop's entry and exit: `_PyEval_Vector`, `_PyEval_EvalFrame` (3.11+, inline in
     // Include/internal/pycore_ceval.h), 3.10's `_PyEval_EvalCode`; `PyEval_EvalCode` and
@@ -104,9 +108,10 @@ const PLUMBING: &[(Match, &str)] = &[
         "Objects/descrobject.c",
     ),
     (Match::Exact("wrapper_call"), "Objects/descrobject.c"),
-    // Type slots that call a class's Python dunder (`slot_tp_call`, `slot_mp_subscript`,
-    // `slot_tp_init`...), the helpers that find and call it, and a class's own `tp_call`.
-    (Match::Prefix("slot_"), "Objects/typeobject.c"),
+    // Calling an instance of a class with `__call__` (`slot_tp_call`: a `tp_call`, call
+    // dispatch as `type_call` is), the helpers that find and call a class's dunder for the
+    // slots (`slot_mp_subscript`... stay), and a type's own `tp_call`.
+    (Match::Exact("slot_tp_call"), "Objects/typeobject.c"),
     (Match::Exact("vectorcall_method"), "Objects/typeobject.c"),
     (Match::Exact("vectorcall_unbound"), "Objects/typeobject.c"),
     (Match::Exact("vectorcall_maybe"), "Objects/typeobject.c"),
@@ -135,11 +140,6 @@ const PLUMBING: &[(Match, &str)] = &[
         Match::Prefix("_PyErr_CheckSignals"),
         "Modules/signalmodule.c",
     ),
-    // Resuming a generator or coroutine from C (`next()`, `send()`, `for` over it in C code).
-    (Match::Prefix("gen_send_ex"), "Objects/genobject.c"),
-    (Match::Exact("gen_iternext"), "Objects/genobject.c"),
-    (Match::Exact("_PyGen_Send"), "Objects/genobject.c"),
-    (Match::Exact("PyIter_Send"), "Objects/abstract.c"),
 ];
 
 /// Whether `name` (a symbol, with or without a compiler suffix) is call plumbing.
@@ -490,7 +490,8 @@ mod tests {
                 "partial_vectorcall",
                 "list_sort_impl",
                 "list_sort",
-                "builtin_sorted"
+                "builtin_sorted",
+                "slot_mp_subscript"
             ]
         );
         // Outside the interpreter nothing is hidden, whatever its name.
@@ -499,6 +500,26 @@ mod tests {
         ];
         let s = splice(&names, None, &marks, true, Some(&outside));
         assert_eq!(s.iter().filter(|a| **a == Splice::Hide).count(), 0);
+    }
+
+    #[test]
+    fn what_resumes_a_generator_from_c_is_kept() {
+        // pyenv 3.12 under `next(gen)` and under a coroutine's `send`: the generator's and
+        // the coroutine's own slots stay, as `map_next` does; the eval loop's entry goes.
+        for (name, hidden) in [
+            ("gen_iternext", false),
+            ("gen_send_ex2", false),
+            ("gen_send_ex", false),
+            ("gen_send", false),
+            ("PyIter_Send", false),
+            ("slot_tp_iternext", false),
+            ("map_next", false),
+            ("slot_tp_call", true),
+            ("_PyEval_EvalFrame", true),
+            ("method_vectorcall_O", true),
+        ] {
+            assert_eq!(is_plumbing(name), hidden, "{name}");
+        }
     }
 
     #[test]

@@ -156,10 +156,11 @@ def _mix(interp, name, env, jit):
 # Call plumbing `--native` hides between two Python frames, in CPython 3.10 to 3.15's names:
 # the eval loop and its entry (Python/ceval.c), vectorcall and tp_call dispatch
 # (Objects/call.c, Objects/methodobject.c), method and slot trampolines (Objects/descrobject.c,
-# Objects/classobject.c, Objects/typeobject.c).
+# Objects/classobject.c, Objects/typeobject.c). A class's dunder slots (`slot_mp_subscript`)
+# and a generator's (`gen_iternext`) are what C code called: they stay.
 PLUMBING = re.compile(r"_?PyEval_|_?PyObject_Vectorcall|_PyFunction_Vectorcall|_?PyObject_Call"
                       r"|_PyObject_MakeTpCall|cfunction_(vectorcall|call)|method_vectorcall"
-                      r"|slot_|vectorcall_(method|unbound)|type_call$|_TAIL_CALL_")
+                      r"|slot_tp_call$|vectorcall_(method|unbound)|type_call$|_TAIL_CALL_")
 
 
 def _base(name):
