@@ -268,6 +268,7 @@ struct DocFrame {
     address: Option<u64>,
     reason: Option<String>,
     module: Option<String>,
+    symbol: Option<String>,
     offset: Option<u64>,
     inlined: Option<bool>,
 }
@@ -283,6 +284,7 @@ impl From<DocFrame> for FrameReport {
             address: f.address,
             detail: (f.reason.is_some()
                 || f.module.is_some()
+                || f.symbol.is_some()
                 || f.offset.is_some()
                 || f.inlined.is_some())
             .then(|| {
@@ -290,6 +292,7 @@ impl From<DocFrame> for FrameReport {
                     reason: f.reason,
                     locals: None,
                     module: f.module,
+                    symbol: f.symbol,
                     offset: f.offset,
                     inlined: f.inlined,
                 })

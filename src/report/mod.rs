@@ -402,6 +402,10 @@ pub struct FrameDetail {
     /// Native frames: the file name of the module holding the PC.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub module: Option<String>,
+    /// Native frames: the function's name as the symbol table or DWARF spells it (mangled),
+    /// where `function` came from one (JSON only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub symbol: Option<String>,
     /// Native frames: the PC's address in the module's ELF image (PC minus load bias).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offset: Option<u64>,
@@ -477,6 +481,11 @@ impl FrameReport {
 
     pub fn module(&self) -> Option<&str> {
         self.detail.as_ref()?.module.as_deref()
+    }
+
+    /// A native frame's function as its symbol table or DWARF spells it.
+    pub fn symbol(&self) -> Option<&str> {
+        self.detail.as_ref()?.symbol.as_deref()
     }
 
     pub fn offset(&self) -> Option<u64> {

@@ -379,15 +379,20 @@ fn merge(
                         );
                         r.file = s.file.as_deref().map(Into::into);
                         r.line = s.line;
+                        r.detail_mut().symbol = s.symbol.clone();
                         r.detail_mut().inlined = Some(true);
                         out.push(r);
                     }
                     // A stripped interpreter's frame running a builtin: named after it.
-                    let function = n
-                        .function
-                        .or_else(|| own.and_then(|o| o.function.clone()))
-                        .or_else(|| builtin.as_ref().map(|b| format!("{b} (builtin)")));
+                    let (function, symbol) = match (n.function, own) {
+                        (Some(function), _) => (Some(function), n.symbol),
+                        (None, Some(o)) if o.function.is_some() => {
+                            (o.function.clone(), o.symbol.clone())
+                        }
+                        _ => (builtin.as_ref().map(|b| format!("{b} (builtin)")), None),
+                    };
                     let mut r = FrameReport::native(f.pc, function, n.module, n.offset);
+                    r.detail_mut().symbol = symbol;
                     if let Some(o) = own {
                         r.file = o.file.as_deref().map(Into::into);
                         r.line = o.line;

@@ -21,6 +21,8 @@ pub struct SymbolTable {
     syms: Vec<(u64, u64, String)>,
     /// While adding: which file each symbol came from (0 = the first added).
     sources: Vec<u32>,
+    /// While adding: whether each symbol is global or weak (gdb's `mst_text`), not local.
+    globals: Vec<bool>,
     added: u32,
 }
 
@@ -51,6 +53,7 @@ impl SymbolTable {
             }
             let start = sym.address();
             self.sources.push(source);
+            self.globals.push(sym.is_global());
             self.syms
                 .push((start, start.saturating_add(sym.size()), name.to_string()));
         }
@@ -60,16 +63,41 @@ impl SymbolTable {
     /// one address the name kept is gdb's: from the first file that has one (the file before
     /// its separate debug file), and there the greatest in byte order (`clone3` of
     /// `__GI___clone3`, `__clone3`, `clone3`: gdb sorts one objfile's minimal symbols at one
-    /// address by name and takes the last, gdb/minsyms.c).
+    /// address by name and takes the last, gdb/minsyms.c), unless that one is local and the
+    /// one before it global and of the same size, which gdb prefers, and so on
+    /// (`work::run(int)` over `work::run(int) [clone .localalias]`, gcc's local alias of a
+    /// global function for calls from inside its library).
     pub fn finish(&mut self) {
         let sources = std::mem::take(&mut self.sources);
+        let globals = std::mem::take(&mut self.globals);
         let mut all: Vec<_> = std::mem::take(&mut self.syms)
             .into_iter()
             .zip(sources)
+            .zip(globals)
+            .map(|((s, source), global)| (s, source, global))
             .collect();
-        all.sort_by(|(a, sa), (b, sb)| a.0.cmp(&b.0).then(sa.cmp(sb)).then_with(|| b.2.cmp(&a.2)));
-        all.dedup_by_key(|(s, _)| s.0);
-        self.syms = all.into_iter().map(|(s, _)| s).collect();
+        all.sort_by(|(a, sa, _), (b, sb, _)| {
+            a.0.cmp(&b.0).then(sa.cmp(sb)).then_with(|| b.2.cmp(&a.2))
+        });
+        let mut kept = Vec::with_capacity(all.len());
+        let mut i = 0;
+        while i < all.len() {
+            // The first file's aliases at this address, greatest name first.
+            let (addr, source) = (all[i].0 .0, all[i].1);
+            let same = all[i..]
+                .iter()
+                .take_while(|(s, src, _)| s.0 == addr && *src == source)
+                .count();
+            let run = &all[i..i + same];
+            let size = |k: usize| run[k].0 .1 - run[k].0 .0;
+            let mut k = 0;
+            while k + 1 < run.len() && !run[k].2 && run[k + 1].2 && size(k) == size(k + 1) {
+                k += 1;
+            }
+            kept.push(run[k].0.clone());
+            i += all[i..].iter().take_while(|(s, _, _)| s.0 == addr).count();
+        }
+        self.syms = kept;
         let syms = &mut self.syms;
         for i in 0..syms.len() {
             if syms[i].1 == syms[i].0 {
@@ -111,6 +139,7 @@ mod tests {
     fn looks_up_sized_and_unsized_symbols() {
         let t = SymbolTable {
             sources: Vec::new(),
+            globals: Vec::new(),
             added: 0,
             syms: vec![
                 (0x100, 0x180, "a".into()),
@@ -126,5 +155,47 @@ mod tests {
         assert_eq!(t.lookup(0x10), None);
         // Unsized symbols (an end of u64::MAX) have no range to give.
         assert_eq!(t.ranges_where(|n| n != "a"), vec![(0x200, 0x300)]);
+    }
+
+    #[test]
+    fn aliases_are_named_as_gdb_names_them() {
+        let mut t = SymbolTable::default();
+        let mut add = |start: u64, size: u64, name: &str, source: u32, global: bool| {
+            t.syms.push((start, start + size, name.into()));
+            t.sources.push(source);
+            t.globals.push(global);
+        };
+        // gcc's local alias of a global function: the global one.
+        add(0x100, 0x20, "_ZN4work3runEi.localalias", 0, false);
+        add(0x100, 0x20, "_ZN4work3runEi", 0, true);
+        // glibc's: the greatest name, global.
+        add(0x200, 0x10, "__GI___clone3", 0, false);
+        add(0x200, 0x10, "__clone3", 0, true);
+        add(0x200, 0x10, "clone3", 0, true);
+        // A local alias of another size stays the greatest name.
+        add(0x300, 0x8, "b_local", 0, false);
+        add(0x300, 0x10, "a_global", 0, true);
+        // Two locals: the greatest.
+        add(0x400, 0x10, "y", 0, false);
+        add(0x400, 0x10, "x", 0, false);
+        add(0x400, 0x10, "w", 0, true);
+        // The first file's name, whatever the debug file has.
+        add(0x500, 0x10, "z_debug", 1, true);
+        add(0x500, 0x10, "a_file", 0, false);
+        t.finish();
+        let names: Vec<_> = [0x100, 0x200, 0x300, 0x400, 0x500]
+            .iter()
+            .map(|&a| t.lookup(a).map(|(n, _)| n))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                Some("_ZN4work3runEi"),
+                Some("clone3"),
+                Some("b_local"),
+                Some("y"),
+                Some("a_file")
+            ]
+        );
     }
 }

@@ -22,6 +22,7 @@ use crate::arch::Arch;
 use crate::binary::Module;
 use crate::memory::Memory;
 use crate::native::jit::{self, JitMap};
+use crate::symbols::demangle;
 use crate::symbols::lines::{self, Lines, SourceFrame};
 use crate::target::Target;
 
@@ -85,14 +86,45 @@ pub struct ModuleSet {
 /// A native frame's name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Name {
+    /// The function, demangled as gdb prints it (see [`crate::symbols::demangle`]).
     pub function: Option<String>,
+    /// The symbol table's name of the function, as the file spells it (mangled).
+    pub symbol: Option<String>,
     /// The module's file name.
     pub module: Option<String>,
     /// From DWARF: the functions inlined at the PC (innermost first), then the function's
     /// own file and line as the last entry; empty without DWARF.
-    pub source: Vec<SourceFrame>,
+    pub source: Vec<SourceName>,
     /// The address's offset in the module's file image (target address minus load bias).
     pub offset: Option<u64>,
+}
+
+/// One function at a PC from DWARF (a [`SourceFrame`]), its name demangled.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SourceName {
+    /// DWARF's name, demangled (a linkage name as pystack shows an inlined call:
+    /// `long work::hop<long>(int (*)(int), long)`).
+    pub function: Option<String>,
+    /// DWARF's name as it is: the linkage name where DWARF has one.
+    pub symbol: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+impl From<SourceFrame> for SourceName {
+    fn from(f: SourceFrame) -> Self {
+        SourceName {
+            function: f.function.as_deref().map(shown),
+            symbol: f.function,
+            file: f.file,
+            line: f.line,
+        }
+    }
+}
+
+/// A linkage name as it is shown: demangled, else as it is.
+fn shown(raw: &str) -> String {
+    demangle::demangle(raw).unwrap_or_else(|| raw.to_string())
 }
 
 impl ModuleSet {
@@ -213,18 +245,20 @@ impl ModuleSet {
         let module = Some(self.modules[i].file_name().to_string());
         let Some(elf) = self.elf(i) else {
             return Name {
-                function: None,
                 module,
                 offset: Some(f.pc.wrapping_sub(self.modules[i].base)),
-                source: Vec::new(),
+                ..Name::default()
             };
         };
         let bias = self.bias(i, elf);
         let addr = f.lookup.wrapping_sub(bias);
-        let function = elf.symbols.lookup(addr).map(|(n, _)| n.to_string());
+        let symbol = elf.symbols.lookup(addr).map(|(n, _)| n);
+        let function = symbol.map(shown);
+        let symbol = symbol.map(str::to_string);
         if !lines {
             return Name {
                 function,
+                symbol,
                 module,
                 offset: Some(f.pc.wrapping_sub(bias)),
                 source: Vec::new(),
@@ -238,9 +272,13 @@ impl ModuleSet {
                     .as_ref()
             })
             .map(|l| l.frames(addr))
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .into_iter()
+            .map(SourceName::from)
+            .collect();
         Name {
             function,
+            symbol,
             module,
             offset: Some(f.pc.wrapping_sub(bias)),
             source,

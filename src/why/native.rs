@@ -49,7 +49,8 @@ fn called_c_function(snap: &Snapshot, p: &PyFrame) -> Option<String> {
 }
 
 /// The innermost native frame above `t`'s innermost Python frame that is neither the
-/// runtimes' nor the interpreter's: its function (demangled), where it has a name.
+/// runtimes' nor the interpreter's: its function (demangled where the frame was named), where
+/// it has a name.
 pub fn native_function(t: &ThreadReport) -> Option<String> {
     let frames = t.frames.iter().take_while(|f| f.kind != FrameKind::Python);
     frames
@@ -60,7 +61,7 @@ pub fn native_function(t: &ThreadReport) -> Option<String> {
             })
         })
         .and_then(|f| f.function.as_deref())
-        .map(crate::symbols::demangle::demangle)
+        .map(str::to_string)
 }
 
 /// The wait of thread `d` (`t` in the report), blocked in a system call with nothing else to
