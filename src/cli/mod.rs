@@ -118,9 +118,10 @@ struct DebugFiles {
     /// it by build-id, and a core's file that is missing or of another build is fetched; into
     /// the cache gdb and elfutils share (DEBUGINFOD_CACHE_PATH, else
     /// $XDG_CACHE_HOME/debuginfod_client or ~/.cache/debuginfod_client), each checked against
-    /// its build-id. DEBUGINFOD_TIMEOUT (seconds, default 90) bounds connecting and each read,
-    /// DEBUGINFOD_MAXTIME a whole download, DEBUGINFOD_MAXSIZE its size. What could not be
-    /// fetched is one error entry per module.
+    /// its build-id. DEBUGINFOD_TIMEOUT (seconds, default 90) bounds connecting and each read
+    /// (and a download slower than 100 KiB/s over that long is given up), DEBUGINFOD_MAXTIME a
+    /// whole download, DEBUGINFOD_MAXSIZE its size. What could not be fetched is one error
+    /// entry per module.
     #[arg(long = "no-debuginfod")]
     no_debuginfod: bool,
 }

@@ -10,7 +10,7 @@
 //! | --- | --- |
 //! | `DEBUGINFOD_URLS` | the servers, space-separated, asked in order; unset or empty: off |
 //! | `DEBUGINFOD_CACHE_PATH` | the cache; default `$XDG_CACHE_HOME/debuginfod_client`, else `~/.cache/debuginfod_client` |
-//! | `DEBUGINFOD_TIMEOUT` | seconds (default 90) to resolve and connect, for the response's headers, and for each read of its body; 0 or less: none |
+//! | `DEBUGINFOD_TIMEOUT` | seconds (default 90) to resolve and connect, for the response's headers, and for each read of its body, which must also average 100 KiB/s over each such period; 0 or less: none |
 //! | `DEBUGINFOD_MAXTIME` | seconds a whole download may take; unset or 0: no limit |
 //! | `DEBUGINFOD_MAXSIZE` | the largest file downloaded, in bytes; unset or 0: [`MAX_DOWNLOAD_BYTES`] |
 //!
@@ -64,6 +64,9 @@ const DEFAULT_CACHE_MISS_SECONDS: u64 = 600;
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(200);
 /// The body is copied to the cache file in pieces of this size.
 const COPY_CHUNK_BYTES: usize = 256 << 10;
+/// The slowest download kept going, averaged over each `DEBUGINFOD_TIMEOUT` seconds (elfutils
+/// asks curl for the same): a server that trickles costs one timeout, as one that is silent.
+const MIN_BYTES_PER_SECOND: u64 = 100 << 10;
 
 /// What is fetched for a build-id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -346,6 +349,8 @@ impl Client {
         let mut total: u64 = 0;
         let mut drawn = Instant::now();
         let mut shown = false;
+        // Bytes received since the start of the current timeout period.
+        let mut period = (Instant::now(), 0u64);
         let result = loop {
             let n = match body.read(&mut buf) {
                 Ok(0) => break Ok(()),
@@ -354,6 +359,18 @@ impl Client {
                 Err(e) => break Err(self.read_failure(e)),
             };
             total += n as u64;
+            period.1 += n as u64;
+            if let Some(t) = self.config.timeout {
+                if period.0.elapsed() >= t {
+                    if period.1 < MIN_BYTES_PER_SECOND.saturating_mul(t.as_secs()) {
+                        break Err(Failure::down(format!(
+                            "slower than 100 KiB/s for {} s (DEBUGINFOD_TIMEOUT)",
+                            t.as_secs()
+                        )));
+                    }
+                    period = (Instant::now(), 0);
+                }
+            }
             if total > self.config.max_size {
                 break Err(Failure::file(format!(
                     "the file is over the limit of {} bytes (DEBUGINFOD_MAXSIZE)",
@@ -805,6 +822,46 @@ mod tests {
             format!(
                 "{hang}: not asked (no answer within 1 s (DEBUGINFOD_TIMEOUT) earlier in this run)"
             )
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        let _ = std::fs::remove_dir_all(&cache);
+    }
+
+    #[test]
+    fn a_server_that_trickles_costs_one_timeout() {
+        let slow = {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let url = format!("http://{}", listener.local_addr().unwrap());
+            std::thread::spawn(move || {
+                let Ok((mut conn, _)) = listener.accept() else {
+                    return;
+                };
+                let mut req = [0u8; 1024];
+                let _ = std::io::Read::read(&mut conn, &mut req);
+                let head = "HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n";
+                let _ = conn.write_all(head.as_bytes());
+                // 1 KiB every 100 ms, for at most 30 s: never a read timeout, far too slow.
+                for _ in 0..300 {
+                    if conn.write_all(&[0u8; 1024]).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+            url
+        };
+        let cache = temp_cache("slow");
+        let started = Instant::now();
+        let e = client(&[&slow], &cache, 1)
+            .fetch(&[4u8; 20], Artifact::Debuginfo, "/x")
+            .unwrap_err();
+        assert_eq!(
+            e,
+            format!("{slow}: slower than 100 KiB/s for 1 s (DEBUGINFOD_TIMEOUT)")
         );
         assert!(
             started.elapsed() < Duration::from_secs(5),
