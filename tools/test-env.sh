@@ -17,6 +17,9 @@
 # - uvloop wheels for each CPython the tests run (tools/uvloop.sh).
 # - gunicorn (pure Python) from PyPI for the verdict tests on real servers (tools/gunicorn.sh).
 # - gdb 18 from PyPI for the DAP tests (tools/gdb18.sh), in $PYUNWIND_CACHE/gdb18.
+# - Debian's debuginfod server, and the .debs it serves in the debuginfod tests (python3.11-dbg,
+#   libc6-dbg and python3.11-minimal at the installed versions, unpacked by
+#   tools/debuginfod-tree.sh into $PYUNWIND_CACHE/debuginfod).
 #
 # Everything is logged to stderr; the last (and only) line on stdout is the venv's python.
 set -euo pipefail
@@ -47,6 +50,8 @@ command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 # A second tracer, to check that `pid --native` refuses when it cannot ptrace.
 command -v strace >/dev/null 2>&1 || missing+=(strace)
 dpkg-query -W -f='${Status}' python3.11-venv 2>/dev/null | grep -q 'ok installed' || missing+=(python3.11-venv)
+# The server of tests/integration/test_debuginfod.py.
+command -v debuginfod >/dev/null 2>&1 || missing+=(debuginfod)
 if [ "${#missing[@]}" -gt 0 ]; then
     mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
     bash "$(dirname "$0")/apt-install.sh" "${missing[@]}"
@@ -92,5 +97,8 @@ bash "$(dirname "$0")/gunicorn.sh" "$VENV/bin/pip"
 
 # --- gdb 18 (its DAP server) for tests/integration/test_dap.py --------------------------------
 bash "$(dirname "$0")/gdb18.sh" "$base" >/dev/null
+
+# --- what debuginfod serves in tests/integration/test_debuginfod.py ---------------------------
+bash "$(dirname "$0")/debuginfod-tree.sh" >/dev/null
 
 echo "$VENV/bin/python"

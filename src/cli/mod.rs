@@ -15,6 +15,7 @@ use crate::report::text as render;
 use crate::report::{Hosted, Report};
 use crate::session::native_stacks::ThreadRegs;
 use crate::session::{self, Session};
+use crate::symbols::debuginfod::{Client, Config};
 use crate::target::{FileSearch, Target};
 
 mod install;
@@ -112,6 +113,27 @@ struct DebugFiles {
     /// /usr/lib/debug, as gdb's `set debug-file-directory` (repeatable).
     #[arg(long = "debug-file-directory", value_name = "DIR")]
     debug_file_directory: Vec<PathBuf>,
+    /// Do not ask the debuginfod servers of DEBUGINFOD_URLS for what is not found here. With
+    /// them (and --native), a module without DWARF whose debug file is not found locally gets
+    /// it by build-id, and a core's file that is missing or of another build is fetched; into
+    /// the cache gdb and elfutils share (DEBUGINFOD_CACHE_PATH, else
+    /// $XDG_CACHE_HOME/debuginfod_client or ~/.cache/debuginfod_client), each checked against
+    /// its build-id. DEBUGINFOD_TIMEOUT (seconds, default 90) bounds connecting and each read
+    /// (and a download slower than 100 KiB/s over that long is given up), DEBUGINFOD_MAXTIME a
+    /// whole download, DEBUGINFOD_MAXSIZE its size. What could not be fetched is one error
+    /// entry per module.
+    #[arg(long = "no-debuginfod")]
+    no_debuginfod: bool,
+}
+
+impl DebugFiles {
+    /// The run's debuginfod client: one for every target, so that a file is fetched once.
+    fn debuginfod(&self) -> Option<std::sync::Arc<Client>> {
+        if self.no_debuginfod {
+            return None;
+        }
+        Config::from_env().map(|c| std::sync::Arc::new(Client::new(c)))
+    }
 }
 
 #[derive(clap::Args)]
@@ -348,7 +370,10 @@ fn open_target(spec: &Spec, files: &CoreFiles) -> Result<Target> {
         Spec::Live(pid) => Target::live(*pid).map(|mut t| {
             // The lookup is the target's own until a session shares it.
             if let Some(lookup) = std::sync::Arc::get_mut(&mut t.files) {
-                lookup.set_debug_dirs(files.search.debug_dirs.clone());
+                lookup.set_debug(
+                    files.search.debug_dirs.clone(),
+                    files.search.debuginfod.clone(),
+                );
             }
             t
         }),
@@ -373,6 +398,7 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
             group,
             CoreFiles {
                 search: FileSearch {
+                    debuginfod: debug.debuginfod(),
                     debug_dirs: debug.debug_file_directory,
                     ..FileSearch::default()
                 },
@@ -395,6 +421,7 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
                 search: FileSearch {
                     sysroot: files.sysroot,
                     search_path: files.lib_search_path,
+                    debuginfod: files.debug.debuginfod(),
                     debug_dirs: files.debug.debug_file_directory,
                 },
             },

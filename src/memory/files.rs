@@ -3,20 +3,23 @@
 //! | target | tried in order |
 //! | --- | --- |
 //! | live process | `/proc/PID/map_files/START-END` (the very file mapped, even deleted or replaced on disk), `/proc/PID/root/PATH` (its mount namespace: a container), PATH |
-//! | core file | `--exe` for the executable, `SYSROOT/PATH`, `DIR/NAME` for each `--lib-search-path` DIR, PATH |
+//! | core file | `--exe` for the executable, `SYSROOT/PATH`, `DIR/NAME` for each `--lib-search-path` DIR, PATH, then debuginfod by build-id |
 //!
 //! A core keeps the first page of each ELF file it maps, and with it the file's build-id note:
-//! a candidate whose build-id differs is skipped, and when none matches the file is refused
-//! with both build-ids, since a different build at the same path decodes garbage.
+//! a candidate whose build-id differs is skipped; when none matches, the command line fetches
+//! the file by that build-id from debuginfod ([`crate::symbols::debuginfod`]), and failing that
+//! the file is refused with both build-ids, since a different build at the same path decodes
+//! garbage.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use object::Object;
 
 use super::FileMapping;
 use crate::error::{Error, Result};
+use crate::symbols::debuginfod::{self, Artifact, Client, Problems};
 
 /// The distributions' directory of separate debug files (`-dbg`, `-dbgsym`, `-debuginfo`).
 const DEBUG_ROOT: &str = "/usr/lib/debug";
@@ -31,6 +34,9 @@ pub struct FileSearch {
     /// Where separate debug files are (gdb's `set debug-file-directory`); empty: the
     /// default, /usr/lib/debug.
     pub debug_dirs: Vec<PathBuf>,
+    /// The run's debuginfod client (None: off): fetches the debug files that modules without
+    /// DWARF lack and, for a core, its files that are missing here or of another build.
+    pub debuginfod: Option<Arc<Client>>,
 }
 
 /// Resolves the paths a target names to files to open, checked, once per path.
@@ -46,6 +52,8 @@ pub struct FileLookup {
     /// Path -> build-id that the core records for it.
     build_ids: HashMap<String, Vec<u8>>,
     resolved: Mutex<HashMap<String, Result<String, String>>>,
+    /// What debuginfod could not give, one line per module.
+    problems: Arc<Problems>,
 }
 
 impl FileLookup {
@@ -92,9 +100,26 @@ impl FileLookup {
         out
     }
 
-    /// `--debug-file-directory` for a target made without a [`FileSearch`] (a live process).
-    pub fn set_debug_dirs(&mut self, dirs: Vec<PathBuf>) {
+    /// The run's debuginfod client, if it has one.
+    pub fn debuginfod(&self) -> Option<Arc<Client>> {
+        self.search.debuginfod.clone()
+    }
+
+    /// Where what debuginfod could not give this target is said.
+    pub fn problem_sink(&self) -> Arc<Problems> {
+        self.problems.clone()
+    }
+
+    /// `--debug-file-directory` and debuginfod for a target made without a [`FileSearch`] (a
+    /// live process).
+    pub fn set_debug(&mut self, dirs: Vec<PathBuf>, debuginfod: Option<Arc<Client>>) {
         self.search.debug_dirs = dirs;
+        self.search.debuginfod = debuginfod;
+    }
+
+    /// What debuginfod could not give so far (one line per module), for the report's errors.
+    pub fn problems(&self) -> Vec<String> {
+        self.problems.lines()
     }
 
     pub fn set_build_ids(&mut self, ids: HashMap<String, Vec<u8>>) {
@@ -173,15 +198,30 @@ impl FileLookup {
                 }
             }
         }
+        // The file the core recorded, by its build-id.
+        let mut fetch_failed = String::new();
+        if let (Some(want), Some(client)) = (want, &self.search.debuginfod) {
+            match client.fetch(want, Artifact::Executable, path) {
+                Ok(p) => match p.to_str() {
+                    Some(p) => return Ok(p.to_string()),
+                    None => fetch_failed = "; debuginfod: the cache's path is not UTF-8".into(),
+                },
+                Err(why) => {
+                    fetch_failed = format!("; debuginfod: {why}");
+                    let line = debuginfod::problem(path, want, Artifact::Executable, &why);
+                    self.problems.add(line);
+                }
+            }
+        }
         match (mismatch, want) {
             (Some((file, got)), Some(want)) => Err(format!(
-                "build-id {} in the core, {} in {}: a different build, refused",
+                "build-id {} in the core, {} in {}: a different build, refused{fetch_failed}",
                 hex(want),
                 got.map_or("none".to_string(), |g| hex(&g)),
                 if file == path { "the file" } else { &file },
             )),
             _ => Err(format!(
-                "file not found (looked for {}; see --sysroot, --lib-search-path, --exe)",
+                "file not found (looked for {}; see --sysroot, --lib-search-path, --exe){fetch_failed}",
                 candidates.join(", ")
             )),
         }

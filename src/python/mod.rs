@@ -71,12 +71,14 @@ fn open(target: Target, thread_ids: Option<Vec<(u64, u64)>>) -> PyResult<PySessi
 }
 
 /// The debugger's sysroot (gdb's `set sysroot`, lldb's platform sysroot) as a file search;
-/// empty means none.
+/// empty means none. No debuginfod: in a debugger, the debugger fetches debug info itself (its
+/// own client, settings and prompt), and a download must not stall its commands.
 fn search(sysroot: Option<String>) -> FileSearch {
     FileSearch {
         sysroot: sysroot.filter(|s| !s.is_empty()).map(Into::into),
         search_path: Vec::new(),
         debug_dirs: Vec::new(),
+        debuginfod: None,
     }
 }
 

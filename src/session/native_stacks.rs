@@ -209,6 +209,12 @@ pub fn native_report(
             }
         }
     }
+    // What debuginfod could not give the modules just unwound and named.
+    for what in s.target.files.problems() {
+        if !r.errors.iter().any(|e| e.what == what) {
+            r.errors.push(ErrorReport { address: 0, what });
+        }
+    }
     Ok(r)
 }
 

@@ -97,6 +97,14 @@ pub fn report(s: &Session, key: Option<ThreadKey>, with_locals: bool) -> Result<
         address: 0,
         what: format!("loaded modules: {p}"),
     }));
+    // A core's files fetched from debuginfod while it was opened and read.
+    errors.extend(
+        s.target
+            .files
+            .problems()
+            .into_iter()
+            .map(|what| ErrorReport { address: 0, what }),
+    );
     errors.extend(s.decoded().1.iter().map(|e| ErrorReport {
         address: e.addr,
         what: e.to_string(),

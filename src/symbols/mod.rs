@@ -2,6 +2,7 @@
 //! `.dynsym`, then MiniDebugInfo, then a separate debug file), looked up by address.
 
 pub mod debugfile;
+pub mod debuginfod;
 pub mod demangle;
 pub mod gdb_lines;
 pub mod lines;

@@ -63,8 +63,8 @@ pub enum Step {
 
 impl ElfUnwind {
     /// Reads `path`, and for what it lacks its MiniDebugInfo and its separate debug file
-    /// (under `debug_roots`).
-    pub fn load(path: &str, debug_roots: &[std::path::PathBuf]) -> Result<ElfUnwind> {
+    /// (as `debug` says).
+    pub fn load(path: &str, debug: &debugfile::DebugSearch) -> Result<ElfUnwind> {
         let data = FileBytes::open(path).map_err(|e| Error::io(path, e))?;
         let obj = object::File::parse(data.bytes())
             .map_err(|e| Error::bad_file(path, format!("not an ELF file ({e})")))?;
@@ -89,7 +89,7 @@ impl ElfUnwind {
                 symbols.add(&mini);
             }
         }
-        let debug_file = debugfile::find(&obj, path, debug_roots);
+        let debug_file = debugfile::find(&obj, path, debug);
         let mut debug_frame = debug_frame;
         if let Some(df) = &debug_file {
             if let Ok(data) = FileBytes::open(df) {

@@ -22,6 +22,7 @@ use crate::arch::Arch;
 use crate::binary::Module;
 use crate::memory::Memory;
 use crate::native::jit::{self, JitMap};
+use crate::symbols::debugfile::DebugSearch;
 use crate::symbols::demangle;
 use crate::symbols::lines::{self, Lines, SourceFrame};
 use crate::target::Target;
@@ -80,7 +81,7 @@ pub struct ModuleSet {
     /// Local paths of the modules' files (the target's lookup: sysroot, map_files...).
     paths: Vec<Option<String>>,
     /// Where separate debug files are looked for.
-    debug_roots: Vec<std::path::PathBuf>,
+    debug: DebugSearch,
 }
 
 /// A native frame's name.
@@ -139,7 +140,7 @@ impl ModuleSet {
             lines: modules.iter().map(|_| OnceLock::new()).collect(),
             modules,
             paths,
-            debug_roots: target.files.debug_roots(),
+            debug: DebugSearch::of(&target.files),
         }
     }
 
@@ -154,7 +155,7 @@ impl ModuleSet {
             .get(i)?
             .get_or_init(|| {
                 let path = self.paths.get(i)?.as_deref()?;
-                ElfUnwind::load(path, &self.debug_roots).ok().map(Arc::new)
+                ElfUnwind::load(path, &self.debug).ok().map(Arc::new)
             })
             .as_deref()
     }
@@ -525,7 +526,7 @@ mod tests {
             elves: Vec::new(),
             lines: Vec::new(),
             paths: Vec::new(),
-            debug_roots: Vec::new(),
+            debug: DebugSearch::default(),
         }
     }
 

@@ -23,6 +23,11 @@ pytest.register_assert_rewrite("cpython_gdb_suite", "packaging_venvs")
 
 import harness  # noqa: E402
 
+# No debuginfod unless a test asks for it (test_debuginfod.py sets its own servers): a
+# DEBUGINFOD_URLS of the machine (Debian's /etc/profile.d sets one) would make every --native
+# run of the CLI ask the network for the files the tests leave out on purpose.
+os.environ.pop("DEBUGINFOD_URLS", None)
+
 def harness_id(interp):
     """Test id of an interpreter, for ``parametrize(..., ids=harness_id)``."""
     return interp.id
