@@ -171,9 +171,10 @@ struct Walk<'a> {
 }
 
 impl Snapshot {
-    /// The census of every interpreter's objects (default builds: their GC lists are the
-    /// roots); `top` of the largest objects are kept.
-    pub fn heap_census(&self, interps: &[u64], top: usize) -> Census {
+    /// The census of every interpreter's objects: the roots are their GC lists (default
+    /// builds) and `locals`, the objects the threads' frames hold; `top` of the largest
+    /// objects are kept.
+    pub fn heap_census(&self, interps: &[u64], locals: &[u64], top: usize) -> Census {
         let mut w = Walk {
             snap: self,
             types: AddrMap::default(),
@@ -220,6 +221,15 @@ impl Snapshot {
                         w.error(e);
                     }
                 }
+            }
+        }
+        for &obj in locals {
+            if w.stopped {
+                break;
+            }
+            if obj != 0 && obj & 7 == 0 && w.seen.insert(obj) {
+                w.stack.push(obj);
+                w.drain();
             }
         }
         if w.stopped {
@@ -1091,7 +1101,7 @@ mod tests {
         bytes(&mut m, &l, 0x40_0000, 100);
         bytes(&mut m, &l, 0x50_0000, 7);
         gc_list(&mut m, &l, &[0x20_0000, 0x30_0000]);
-        let c = Snapshot::for_test(m, l).heap_census(&[INTERP], 2);
+        let c = Snapshot::for_test(m, l).heap_census(&[INTERP], &[], 2);
         assert!(c.complete && c.errors.is_empty(), "{:?}", c.errors);
         assert_eq!(c.objects, 4);
         // list: 40 + 8 × allocated + the GC header; bytes: 33 + len.
@@ -1122,7 +1132,7 @@ mod tests {
         list(&mut m, &l, 0x30_0000, &[]);
         m.put_u64(0x30_0000 + l.list_object.ob_size, 1 << 40);
         gc_list(&mut m, &l, &[0x20_0000]);
-        let c = Snapshot::for_test(m, l).heap_census(&[INTERP], 20);
+        let c = Snapshot::for_test(m, l).heap_census(&[INTERP], &[], 20);
         assert_eq!(c.unreadable, 1, "{:?}", c.errors);
         assert_eq!(c.errors.len(), 2);
         assert_eq!(c.objects, 2);
@@ -1135,7 +1145,7 @@ mod tests {
         gc_list(&mut m, &l, &[0x20_0000]);
         // Its back link disagrees.
         m.put_u64(0x20_0000 - GC_HEAD_SIZE + 8, 0x1234_5670);
-        let c = Snapshot::for_test(m, l).heap_census(&[INTERP], 20);
+        let c = Snapshot::for_test(m, l).heap_census(&[INTERP], &[], 20);
         assert!(!c.complete);
         assert_eq!(c.errors.len(), 1);
     }

@@ -2,12 +2,16 @@
 //! added to a report, and its text.
 
 use super::Session;
+use crate::cpython::FrameItem;
+use crate::error::ReadError;
 use crate::report::{
     ErrorReport, HeapCount, HeapObject, HeapReport, HeapType, HeapUnreached, Report,
 };
 
 /// How many of the largest objects `--heap` lists unless `--heap-top` says.
 pub const DEFAULT_TOP: usize = 20;
+/// Most locals read of one frame (a code object has at most a few thousand).
+const MAX_LOCALS: u64 = 1 << 16;
 /// Most largest objects listed (`--heap-top` beyond it is capped).
 pub const MAX_TOP: usize = 100_000;
 
@@ -21,7 +25,8 @@ pub fn add_to(s: &Session, r: &mut Report, top: usize) {
             errors.push(e);
             Vec::new()
         });
-    let c = s.snap.heap_census(&interps, top.min(MAX_TOP));
+    let locals = frame_locals(s, &mut errors);
+    let c = s.snap.heap_census(&interps, &locals, top.min(MAX_TOP));
     r.errors
         .extend(errors.iter().chain(&c.errors).map(|e| ErrorReport {
             address: e.addr,
@@ -59,6 +64,35 @@ pub fn add_to(s: &Session, r: &mut Report, top: usize) {
         },
         complete: c.complete,
     });
+}
+
+/// The objects every thread's Python frames hold in their locals (arguments, cells; not the
+/// value stacks), tagged ints (3.14+) left out.
+fn frame_locals(s: &Session, errors: &mut Vec<ReadError>) -> Vec<u64> {
+    let mut out = Vec::new();
+    for t in s.threads() {
+        for item in &t.walk.items {
+            let FrameItem::Python(f) = item else {
+                continue;
+            };
+            let read = s.snap.localsplus(f).and_then(|(base, tag_bits)| {
+                let n = f.code.locals.len() as u64;
+                let raw = s.snap.mem.read_vec(base, n * 8, MAX_LOCALS * 8)?;
+                for w in raw.chunks_exact(8) {
+                    let bits = u64::from_le_bytes(w.try_into().unwrap_or_default());
+                    if tag_bits != 0 && bits & tag_bits == tag_bits {
+                        continue;
+                    }
+                    out.push(bits & !tag_bits);
+                }
+                Ok(())
+            });
+            if let Err(e) = read {
+                errors.push(e);
+            }
+        }
+    }
+    out
 }
 
 /// The heap's text: the top types (count, bytes, share of the bytes) and the largest objects,

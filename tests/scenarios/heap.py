@@ -3,7 +3,8 @@
 Classes with a `__dict__` (`Order`, values in the instance or a split table) and with
 `__slots__` (`Slotted`), a `bytes` subclass (`Blob`), reference cycles (`Node`), a dict of
 300,000 entries, big lists of bytes, a tuple, a set, a frozenset, a deque, strings of every
-kind (ASCII, latin-1, UCS-2, UCS-4, interned) and a multi-digit int.
+kind (ASCII, latin-1, UCS-2, UCS-4, interned), a multi-digit int, and a str that only a frame's
+local holds.
 
 The truth's `heap` has:
 - `types`: for the scenario's own classes, `{type: [count, bytes]}` from `gc.get_objects()`
@@ -112,5 +113,12 @@ def record():
     return {"types": types, "objects": objects, "at_least": at_least}
 
 
+def hold():
+    # A str only this frame holds (a local, not in any container).
+    only_here = "L" * 120000 + "!"
+    HEAP["objects"][str(id(only_here))] = ["str", sys.getsizeof(only_here), len(only_here)]
+    _truth.ready(heap=HEAP); _truth.HELD.acquire()  # noqa: E702
+
+
 HEAP = record()
-_truth.ready(heap=HEAP); _truth.HELD.acquire()  # noqa: E702
+hold()
