@@ -10,7 +10,9 @@ gcore core, on every default build (pyenv 3.10 to 3.13, stripped copies, Debian'
   length exact;
 - the plain objects it holds (bytes, str, int): at least as many, and as many bytes, as it
   made;
-- text output: the table and the largest objects.
+- text output: the table and the largest objects;
+- gdb's `py-heap` (`--json` and text) on the core: the same census (lldb's:
+  test_lldb_heap.py).
 """
 
 import json
@@ -18,6 +20,7 @@ import json
 import pytest
 
 import harness
+from test_stacks import json_from, run_gdb
 
 TIMEOUT_SECONDS = 60
 # The big objects are over 70 KB; the interpreter's own objects are smaller.
@@ -66,23 +69,23 @@ def check(report, truth):
 
 
 @pytest.fixture(scope="module", params=INTERPS, ids=lambda i: i.id)
-def stop(request, tmp_path_factory):
-    """(live report, core report, truth, text) of one interpreter's heap scenario."""
+def stop(request):
+    """(live report, core report, truth, text, scenario) of one interpreter's heap scenario."""
     with harness.Scenario(request.param, "heap") as s:
         live = heap_json(["pid", str(s.pid)])
         text = cli(["pid", str(s.pid), "--heap"])
         core = s.make_core()
         from_core = heap_json(["core", core])
-        return live, from_core, s.truth, text
+        yield live, from_core, s.truth, text, s
 
 
 def test_heap_live_exact(stop):
-    live, _, truth, _ = stop
+    live, _, truth, _, _ = stop
     check(live, truth)
 
 
 def test_heap_core_exact(stop):
-    live, from_core, truth, _ = stop
+    live, from_core, truth, _, _ = stop
     check(from_core, truth)
     # A gcore core is the process's memory: the same census.
     assert from_core["heap"]["types"] == live["heap"]["types"]
@@ -90,7 +93,7 @@ def test_heap_core_exact(stop):
 
 
 def test_heap_text(stop):
-    _, _, truth, text = stop
+    _, _, truth, text, _ = stop
     assert "Heap: " in text and "Largest objects:" in text, text
     lines = text.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split()[:4] == ["type", "count",
@@ -99,3 +102,18 @@ def test_heap_text(stop):
     assert rows[0].split()[0] == "str" or rows[0].split()[0] in ("dict", "int", "bytes"), rows
     assert any(r.startswith("__main__.Order ") for r in lines), text
     assert "len 300000" in text, text
+
+
+def test_heap_gdb(stop):
+    """`py-heap --json` and `py-heap` in gdb on the core: the CLI's census, through the
+    debugger's memory."""
+    _, from_core, truth, _, s = stop
+    out, _ = run_gdb(s.interp, "echo @@JSON@@\\n", "py-heap --top %d --json" % TOP,
+                     "echo @@TEXT@@\\n", "py-heap", core=s.make_core())
+    harness.assert_no_panic(out)
+    js, text = out.split("@@JSON@@\n", 1)[1].split("@@TEXT@@\n", 1)
+    report = json_from(js)
+    check(report, truth)
+    assert report["heap"]["types"] == from_core["heap"]["types"]
+    assert report["heap"]["largest"] == from_core["heap"]["largest"]
+    assert "Heap: " in text and "__main__.Order" in text and "len 300000" in text, text
