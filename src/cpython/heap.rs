@@ -18,6 +18,7 @@
 //! (a visited set), each object is charged to the stop's object budget, and every count read
 //! from the target (entries, items, blocks, members) is capped by a named constant.
 
+use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -25,7 +26,7 @@ use super::gc::GC_HEAD_SIZE;
 use super::layout::{tpflags, DictKeys, InstanceDict, LongObject};
 use super::snapshot::Snapshot;
 use super::values::field;
-use crate::error::ReadError;
+use crate::error::{ReadError, ReadErrorKind};
 use crate::memory::addr_map::{AddrMap, AddrSet};
 
 /// Items of one container followed (list, tuple, dict entries, set slots, deque items).
@@ -37,12 +38,18 @@ const MAX_VAR_BYTES: u64 = 1 << 40;
 const MAX_MEMBERS: u64 = 1024;
 /// Base classes followed from a type.
 const MAX_BASES: usize = 64;
+/// Shared keys objects remembered (a class's instances share one; a program has a few per
+/// class).
+const MAX_SPLIT_KEYS: usize = 1 << 16;
 /// Read errors kept (every one is counted).
 const MAX_ERRORS: usize = 16;
 /// Items read at once from a container's item array.
 const CHUNK_ITEMS: u64 = 4096;
-/// Bytes of an object's header read at once (3.10's compact str header is 72 bytes).
+/// Bytes of an object's header read (3.10's compact str header is 72 bytes) ...
 const HEADER: usize = 80;
+/// ... and first: every other kind's fields the walk reads are in it (a dict's `ma_values`,
+/// a set's `table`, a deque's `leftindex` end at 48).
+const HEAD_READ: usize = 48;
 
 // Include/object.h (3.10 to 3.15).
 const HAVE_GC: u64 = 1 << 14;
@@ -163,6 +170,8 @@ struct Walk<'a> {
     unwalked: AddrMap<u64>,
     top: BinaryHeap<Reverse<Ranked>>,
     top_n: usize,
+    /// Split keys already walked: (entries, owned size, usable entries).
+    split_keys: RefCell<AddrMap<(u64, Option<u64>, u64)>>,
     objects: u64,
     bytes: u64,
     unreadable: u64,
@@ -184,6 +193,7 @@ impl Snapshot {
             unwalked: AddrMap::default(),
             top: BinaryHeap::new(),
             top_n: top,
+            split_keys: RefCell::default(),
             objects: 0,
             bytes: 0,
             unreadable: 0,
@@ -217,8 +227,11 @@ impl Snapshot {
                     if !errs.is_empty() {
                         complete = false;
                     }
-                    for e in errs {
-                        w.error(e);
+                    if !w.stopped {
+                        // (Once the walk stopped at a budget, the lists stop at it too.)
+                        for e in errs {
+                            w.error(e);
+                        }
                     }
                 }
             }
@@ -247,7 +260,14 @@ impl Walk<'_> {
         }
     }
 
+    /// Keeps `e` (the first few); a budget's limit stops the walk.
     fn error(&mut self, e: ReadError) {
+        if self.stopped {
+            return;
+        }
+        if matches!(e.kind, ReadErrorKind::Limit { .. }) {
+            self.stopped = true;
+        }
         if self.errors.len() < MAX_ERRORS {
             self.errors.push(e);
         }
@@ -260,16 +280,18 @@ impl Walk<'_> {
             if let Err(e) = self.snap.budget.object(obj) {
                 self.error(e);
                 self.stopped = true;
+            }
+            if self.stopped {
                 self.stack.clear();
                 return;
             }
             refs.clear();
-            match self.visit(obj, &mut refs) {
-                Ok(()) => {}
-                Err(e) => {
+            if let Err(e) = self.visit(obj, &mut refs) {
+                if !matches!(e.kind, ReadErrorKind::Limit { .. }) {
                     self.unreadable += 1;
-                    self.error(e);
                 }
+                self.error(e);
+                continue;
             }
             for &r in &refs {
                 // Objects are 8-byte aligned; the small ints and None are objects too.
@@ -284,15 +306,14 @@ impl Walk<'_> {
     fn visit(&mut self, obj: u64, refs: &mut Vec<u64>) -> Result<(), ReadError> {
         let snap = self.snap;
         let mut h = [0u8; HEADER];
-        if snap.mem.read_into(obj, &mut h).is_err() {
+        if snap.mem.read_into(obj, &mut h[..HEAD_READ]).is_err() {
             // An object near the end of its mapping: its first words only.
             snap.mem.read_into(obj, &mut h[..32])?;
         }
-        let word = |o: u64| -> u64 {
-            h.get(o as usize..o as usize + 8)
-                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
-        };
-        let tp = word(snap.layout.pyobject.ob_type);
+        let ob_type = snap.layout.pyobject.ob_type as usize;
+        let tp = h
+            .get(ob_type..ob_type + 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()));
         if tp == 0 || tp & 7 != 0 {
             return Err(ReadError::corrupt(obj, "heap: object without a type"));
         }
@@ -302,6 +323,19 @@ impl Walk<'_> {
         }
         let Some(t) = self.types.get(&tp).and_then(|t| t.as_ref()) else {
             return Err(ReadError::corrupt(obj, "heap: unreadable type"));
+        };
+        if t.kind == Kind::Str {
+            // The rest of a str's header (utf8, 3.10/3.11's wstr_length); past the end of a
+            // short ASCII str at the end of its mapping, zeros (fields it does not use).
+            if let Some(rest) = h.get_mut(HEAD_READ..) {
+                if let Ok(at) = field(obj, HEAD_READ as u64) {
+                    let _ = snap.mem.read_into(at, rest);
+                }
+            }
+        }
+        let word = |o: u64| -> u64 {
+            h.get(o as usize..o as usize + 8)
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
         };
         let (kind, basicsize, itemsize, preheader, heap, tflags) = (
             t.kind,
@@ -581,6 +615,15 @@ impl Walk<'_> {
         values: Option<u64>,
         refs: &mut Vec<u64>,
     ) -> Result<(Option<u64>, u64), ReadError> {
+        if let Some(v) = values {
+            // The shared keys of a class's instances: their keys were walked with the first
+            // instance; the values are each instance's own.
+            let known = self.split_keys.borrow().get(&keys).copied();
+            if let Some((n, owned, usable)) = known {
+                self.items(v, n, refs)?;
+                return Ok((owned, usable));
+            }
+        }
         let mem = &self.snap.mem;
         let (entries, nentries, entry, hash, usable, size) = match self.snap.layout.dict_object.keys
         {
@@ -660,7 +703,13 @@ impl Walk<'_> {
             None => self.fields(entries, n, entry, &[base, base + 8], refs)?,
         }
         let refcnt = mem.read_i64(keys)?;
-        Ok(((refcnt == 1).then_some(size), usable))
+        let owned = (refcnt == 1).then_some(size);
+        if values.is_some() && self.split_keys.borrow().len() < MAX_SPLIT_KEYS {
+            self.split_keys
+                .borrow_mut()
+                .insert(keys, (n, owned, usable));
+        }
+        Ok((owned, usable))
     }
 
     /// `_PyDict_KeysSize` of a keys object.
