@@ -136,6 +136,7 @@ bench: build pythons
 	bench python3 bench/many.py; \
 	bench python3 bench/tree.py; \
 	bench python3 bench/why_bench.py; \
+	bench python3 bench/heap.py; \
 	if [ "$${#failed[@]}" -gt 0 ]; then \
 	  printf 'bench: failed: %s\n' "$${failed[@]}" >&2; exit 1; \
 	fi; \

@@ -95,6 +95,16 @@ def parse_greenlets_args(prog, arg):
     return p.parse_args(shlex.split(arg or ""))
 
 
+def parse_heap_args(prog, arg):
+    p = _parser(prog)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--top", type=int, default=20)
+    a = p.parse_args(shlex.split(arg or ""))
+    if a.top < 0:
+        p.error("--top must be 0 or more")
+    return a
+
+
 def parse_tasks_args(prog, arg):
     p = _parser(prog)
     p.add_argument("--json", action="store_true")
@@ -580,6 +590,12 @@ threads that have ended.
 Usage: py-greenlets [--json] [--locals]
   --json     the JSON report, with `greenlets`
   --locals   each frame's local variables""",
+        "py-heap": """Print what the memory is: the objects by type (count, sys.getsizeof bytes, share of
+the bytes) and the largest objects, from the GC lists, the threads' locals and the containers'
+referents; then what the walk could not reach.
+Usage: py-heap [--top N] [--json]
+  --top N   how many types and largest objects (default 20)
+  --json    the JSON report, with `heap`""",
         "py-why": """Say why the process is stuck or crashed: the crash (signal, code, address, thread), the
 deadlocks (threads waiting on each other's locks, asyncio await cycles), each blocked thread's
 wait and who holds what it waits for, then every thread with its state and stack.
@@ -665,6 +681,11 @@ Usage: py-print NAME""",
     def py_greenlets(self, host, arg):
         a = parse_greenlets_args("py-greenlets", arg)
         text = self._named(host).greenlets(as_json=a.json, locals=a.locals)
+        host.write(text + "\n" if a.json else text)
+
+    def py_heap(self, host, arg):
+        a = parse_heap_args("py-heap", arg)
+        text = self._named(host).heap(as_json=a.json, top=a.top)
         host.write(text + "\n" if a.json else text)
 
     def py_why(self, host, arg):

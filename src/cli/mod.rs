@@ -82,6 +82,14 @@ struct Output {
     /// suspended one with the stack it resumes in, under the thread it belongs to.
     #[arg(long)]
     greenlets: bool,
+    /// What the memory is: the interpreters' objects by type (count, `sys.getsizeof` bytes,
+    /// share), the largest objects and what the walk could not reach (docs/report.md, "The
+    /// heap"). Reads only: nothing runs in the target.
+    #[arg(long)]
+    heap: bool,
+    /// With --heap: how many types and largest objects to list (default 20).
+    #[arg(long = "heap-top", value_name = "N", requires = "heap")]
+    heap_top: Option<usize>,
     /// Why it is stuck or crashed: the crash, each thread's state, the wait it is blocked in
     /// and who holds what it waits for, the locks it holds, and the deadlocks; the verdict
     /// first.
@@ -719,6 +727,18 @@ fn with_report<T>(
     } else {
         report
     };
+    let mut heap_owned = None;
+    let report = if out.heap {
+        let mut r = report.clone();
+        session::heap::add_to(
+            &session,
+            &mut r,
+            out.heap_top.unwrap_or(session::heap::DEFAULT_TOP),
+        );
+        heap_owned.insert(r)
+    } else {
+        report
+    };
     let mut why_owned = None;
     let report = if out.why {
         why_owned.insert(crate::why::report(&session, report))
@@ -727,7 +747,7 @@ fn with_report<T>(
     };
     let result = f(&session, report);
     if last {
-        std::mem::forget((owned, native_report, green_owned, why_owned));
+        std::mem::forget((owned, native_report, green_owned, heap_owned, why_owned));
         std::mem::forget(session);
     }
     result
@@ -795,6 +815,13 @@ fn render_text(session: &Session, report: &Report, out: &Output) -> Result<Strin
     if !asyncio {
         render::threads(report, &mut render::Sources::default(), &mut text);
         render::native_stops(report, &mut text);
+    }
+    if let Some(h) = &report.heap {
+        text.push('\n');
+        text.push_str(&session::heap::render(
+            h,
+            out.heap_top.unwrap_or(session::heap::DEFAULT_TOP),
+        ));
     }
     Ok(text)
 }

@@ -342,6 +342,29 @@ impl PySession {
         })
     }
 
+    /// `py-heap`: the objects by type and the largest objects (text), or the JSON report
+    /// with `heap`; `top` rows of each.
+    #[pyo3(signature = (as_json=false, top=session::heap::DEFAULT_TOP))]
+    fn heap(&self, py: Python<'_>, as_json: bool, top: usize) -> PyResult<String> {
+        guard("Session.heap", || {
+            let r = self
+                .off_gil(py, || -> crate::Result<crate::report::Report> {
+                    let mut r = session::report::report(&self.inner, None, false)?;
+                    session::heap::add_to(&self.inner, &mut r, top);
+                    Ok(r)
+                })
+                .map_err(err)?;
+            if as_json {
+                report_json(&r)
+            } else {
+                Ok(r.heap
+                    .as_ref()
+                    .map(|h| session::heap::render(h, top))
+                    .unwrap_or_default())
+            }
+        })
+    }
+
     /// The debugger's name of each thread, `(lwp, name)` (gdb's `InferiorThread.name`, lldb's
     /// `SBThread.GetName()`), shown as the threads' `native_name` by this stop's reports
     /// before the target's own source (/proc, a core's notes). The first call of a stop sets

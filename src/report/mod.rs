@@ -68,7 +68,59 @@ pub struct Report {
     /// asyncio's await cycles, each once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadlocks: Option<Vec<Deadlock>>,
+    /// `--heap`: the objects by type, the largest ones, and what the walk did not reach.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heap: Option<HeapReport>,
     pub errors: Vec<ErrorReport>,
+}
+
+/// `--heap` (docs/report.md, "The heap"): sizes are `sys.getsizeof`'s.
+#[derive(Clone, Debug, Serialize)]
+pub struct HeapReport {
+    /// Every type seen, the most bytes first.
+    pub types: Vec<HeapType>,
+    /// The largest objects, the largest first (`--heap-top`, 20 by default).
+    pub largest: Vec<HeapObject>,
+    pub objects: u64,
+    pub bytes: u64,
+    pub unreached: HeapUnreached,
+    /// False when the walk stopped early (a budget, a cut GC list): a lower bound.
+    pub complete: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct HeapType {
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub count: u64,
+    pub bytes: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct HeapObject {
+    pub address: u64,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub bytes: u64,
+    /// `len(o)` for str, bytes, list, tuple, dict, set and deque; null otherwise.
+    pub len: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct HeapCount {
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub count: u64,
+}
+
+/// What the walk could not count.
+#[derive(Clone, Debug, Serialize)]
+pub struct HeapUnreached {
+    /// Objects whose referents are not read, by type (functions, code, frames...): objects
+    /// that only they refer to are not counted.
+    pub unwalked: Vec<HeapCount>,
+    /// Referents that could not be read as objects.
+    pub unreadable: u64,
 }
 
 /// A report as the command line prints it: with the host name of the machine that read the

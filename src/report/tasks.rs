@@ -518,6 +518,7 @@ mod tests {
             loops: Some(Vec::new()),
             native_stops: None,
             deadlocks: None,
+            heap: None,
             errors: Vec::new(),
         }
     }

@@ -34,6 +34,7 @@ pub(crate) fn report_of(version: &str, pid: u32, threads: Vec<ThreadReport>) -> 
         greenlets: None,
         native_stops: None,
         deadlocks: None,
+        heap: None,
         errors: Vec::new(),
     }
 }

@@ -478,6 +478,7 @@ mod tests {
     fn report_of(threads: Vec<ThreadReport>) -> Report {
         Report {
             deadlocks: Some(Vec::new()),
+            heap: None,
             ..test_support::report_of("3.12.1", 1, threads)
         }
     }

@@ -5,6 +5,7 @@
 //! - [`report`]: the threads' report (`py-bt -a`, `pid`/`core`);
 //! - [`asyncio`]: tasks, loops and await cycles (`--async`, `py-bt-async`, `py-tasks`);
 //! - [`greenlets`]: `--greenlets`, `py-greenlets`;
+//! - [`heap`]: the census of `--heap`;
 //! - [`py_bt`]: libpython's `py-bt` text over the debugger's native frames;
 //! - [`native_stacks`]: `--native` and the splicing of Python frames into native stacks;
 //! - [`real_frames`]: gdb's real-frames mode;
@@ -14,6 +15,7 @@
 
 pub mod asyncio;
 pub mod greenlets;
+pub mod heap;
 pub mod jit;
 pub mod names;
 pub mod native_stacks;

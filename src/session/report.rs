@@ -147,6 +147,7 @@ pub fn report(s: &Session, key: Option<ThreadKey>, with_locals: bool) -> Result<
         loops: None,
         native_stops: None,
         deadlocks: None,
+        heap: None,
         errors,
     })
 }

@@ -749,6 +749,8 @@ def run_cli_modes(base, path, env, text, native=None):
         modes.append(("--async", "--locals", "--why") if asyncio else ("--locals", "--why"))
     if base["scenario"] in GREENLET_SCENARIOS:
         modes = [m + ("--greenlets",) for m in modes]
+    # --heap walks every object: GC lists, containers' items, dict tables, deque blocks.
+    modes.append(("--json", "--heap"))
     if native and base["arch"] == "arm64":
         # Frame records, PAC-stripped return addresses, CFI from the sysroot's files, JIT
         # frames (sid's 3.14 with PYTHON_JIT=1).

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Benchmark `--heap` (issue 41) against its targets:
+
+  1M    `pyunwind core CORE --heap --json` of a gcore core of a process holding 1,000,000
+        objects (500,000 instances of a class with two attributes in a list, each with a str;
+        the interpreter's own objects on top): wall time (target < 1 s), and `pid --heap`
+        of the same process, with the objects counted checked.
+  10M   the same with 10,000,000 objects (`--big`, not in `make bench`: a 1.5 GB process and
+        a 1 GB core): wall time (target < 10 s) and peak RSS; the stop's budget of reads ends
+        the walk at about 7M objects, which the report must say (`complete: false`, an error
+        naming the limit).
+
+Each time is the median of 3 runs; a run whose output does not count the objects is never
+timed as if it worked. Exit status 0 when every target was met (bench/verdicts.py).
+Stdlib only; the interpreter is this one (python3) unless --python says.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from many import CLI, peak_rss, timed
+from verdicts import Verdicts
+
+RUNS = 3
+PROGRAM = r"""
+import sys
+class Item:
+    def __init__(self, i):
+        self.i = i
+        self.name = "item-%d" % i
+N = int(sys.argv[1])
+ITEMS = [Item(i) for i in range(N // 2)]
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def heap_of(proc):
+    """The report's `heap`, with `limit`: the error that stopped the walk at a budget (None
+    when it was complete)."""
+    if proc.returncode != 0:
+        return None
+    try:
+        r = json.loads(proc.stdout)
+        h = r["heap"]
+    except (ValueError, KeyError):
+        return None
+    h["limit"] = next((e["what"] for e in r["errors"] if "limit" in e["what"]), None)
+    return h
+
+
+def bench(python, n, limit, verdicts, tmp):
+    child = subprocess.Popen([python, "-c", PROGRAM, str(n)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        if child.stdout.readline().strip() != "ready":
+            verdicts.failed("%d objects" % n, "the target did not start")
+            return
+        times, live = [], None
+        for _ in range(RUNS):
+            t, proc = timed(["pid", child.pid, "--heap", "--json"])
+            live = heap_of(proc)
+            times.append(t)
+        prefix = os.path.join(tmp, "core")
+        subprocess.run(["gcore", "-o", prefix, str(child.pid)], capture_output=True,
+                       timeout=600, check=False)
+        core = "%s.%d" % (prefix, child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    if not os.path.exists(core):
+        verdicts.not_measured("%d objects: core" % n, "gcore made no core")
+        return
+    core_times, heap = [], None
+    for _ in range(RUNS):
+        t, proc = timed(["core", core, "--heap", "--json"])
+        heap = heap_of(proc)
+        core_times.append(t)
+    rss = peak_rss(["core", core, "--heap", "--json"])
+    os.unlink(core)
+    for what, h in (("live", live), ("core", heap)):
+        items = h and {t["type"]: t["count"] for t in h["types"]}.get("__main__.Item")
+        # Complete, or stopped at the stop's budget and saying so (10M objects: the 512 MiB
+        # of reads a stop may make end the walk at about 7M).
+        ok = h and (h["complete"] and items == n // 2
+                    or not h["complete"] and h["limit"] and (items or 0) < n // 2)
+        if not ok:
+            verdicts.failed("%d objects (%s)" % (n, what), "Item instances counted: %r" % items)
+            return
+    total = heap["objects"]
+    core_s, live_s = statistics.median(core_times), statistics.median(times)
+    print("heap %s objects%s: core %.2f s, pid %.2f s, peak RSS %.0f MiB, %s"
+          % (f"{total:,}", " (budget hit: %s)" % heap["limit"] if heap["limit"] else "", core_s,
+             live_s, (rss or 0) / (1 << 20),
+             verdicts.under("core --heap, %d objects" % n, core_s, limit, "%.2f s")))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--big", action="store_true", help="also 10,000,000 objects")
+    args = ap.parse_args()
+    if not os.access(CLI, os.X_OK):
+        print("no CLI at %s (make build)" % CLI)
+        return 2
+    verdicts = Verdicts()
+    with tempfile.TemporaryDirectory(prefix="pyunwind-bench-heap-") as tmp:
+        try:
+            bench(args.python, 1_000_000, 1.0, verdicts, tmp)
+            if args.big:
+                bench(args.python, 10_000_000, 10.0, verdicts, tmp)
+        except subprocess.TimeoutExpired as exc:
+            verdicts.failed("--heap", "timed out: %s" % exc)
+    return verdicts.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+//! `--heap` over a stop: the census of the interpreters' objects ([`crate::cpython::heap`])
+//! added to a report, and its text.
+
+use super::Session;
+use crate::cpython::FrameItem;
+use crate::error::ReadError;
+use crate::report::{
+    ErrorReport, HeapCount, HeapObject, HeapReport, HeapType, HeapUnreached, Report,
+};
+
+/// How many of the largest objects `--heap` lists unless `--heap-top` says.
+pub const DEFAULT_TOP: usize = 20;
+/// Most locals read of one frame (a code object has at most a few thousand).
+const MAX_LOCALS: u64 = 1 << 16;
+/// Most largest objects listed (`--heap-top` beyond it is capped).
+pub const MAX_TOP: usize = 100_000;
+
+/// `r` with the heap's census (`--heap`), what stopped the walk among its errors.
+pub fn add_to(s: &Session, r: &mut Report, top: usize) {
+    let mut errors = Vec::new();
+    let interps = s
+        .snap
+        .interpreters_noting_cap(&mut errors)
+        .unwrap_or_else(|e| {
+            errors.push(e);
+            Vec::new()
+        });
+    let locals = frame_locals(s, &mut errors);
+    let c = s.snap.heap_census(&interps, &locals, top.min(MAX_TOP));
+    r.errors
+        .extend(errors.iter().chain(&c.errors).map(|e| ErrorReport {
+            address: e.addr,
+            what: format!("heap: {e}"),
+        }));
+    r.heap = Some(HeapReport {
+        types: c
+            .types
+            .into_iter()
+            .map(|t| HeapType {
+                type_name: t.name,
+                count: t.count,
+                bytes: t.bytes,
+            })
+            .collect(),
+        largest: c
+            .largest
+            .into_iter()
+            .map(|o| HeapObject {
+                address: o.address,
+                type_name: o.type_name,
+                bytes: o.bytes,
+                len: o.len,
+            })
+            .collect(),
+        objects: c.objects,
+        bytes: c.bytes,
+        unreached: HeapUnreached {
+            unwalked: c
+                .unwalked
+                .into_iter()
+                .map(|(type_name, count)| HeapCount { type_name, count })
+                .collect(),
+            unreadable: c.unreadable,
+        },
+        complete: c.complete,
+    });
+}
+
+/// The objects every thread's Python frames hold in their locals (arguments, cells; not the
+/// value stacks), tagged ints (3.14+) left out.
+fn frame_locals(s: &Session, errors: &mut Vec<ReadError>) -> Vec<u64> {
+    let mut out = Vec::new();
+    for t in s.threads() {
+        for item in &t.walk.items {
+            let FrameItem::Python(f) = item else {
+                continue;
+            };
+            let read = s.snap.localsplus(f).and_then(|(base, tag_bits)| {
+                let n = f.code.locals.len() as u64;
+                let raw = s.snap.mem.read_vec(base, n * 8, MAX_LOCALS * 8)?;
+                for w in raw.chunks_exact(8) {
+                    let bits = u64::from_le_bytes(w.try_into().unwrap_or_default());
+                    if tag_bits != 0 && bits & tag_bits == tag_bits {
+                        continue;
+                    }
+                    out.push(bits & !tag_bits);
+                }
+                Ok(())
+            });
+            if let Err(e) = read {
+                errors.push(e);
+            }
+        }
+    }
+    out
+}
+
+/// The heap's text: the top types (count, bytes, share of the bytes) and the largest objects,
+/// `top` rows of each.
+pub fn render(h: &HeapReport, top: usize) -> String {
+    let mut out = format!(
+        "Heap: {} objects, {} ({}){}\n\n",
+        h.objects,
+        human(h.bytes),
+        h.bytes,
+        if h.complete {
+            ""
+        } else {
+            " — the walk stopped early: a lower bound"
+        }
+    );
+    let w = h
+        .types
+        .iter()
+        .take(top)
+        .map(|t| t.type_name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    out += &format!(
+        "{:<w$}  {:>10}  {:>12}  {:>6}\n",
+        "type", "count", "bytes", "share"
+    );
+    for t in h.types.iter().take(top) {
+        let share = if h.bytes == 0 {
+            0.0
+        } else {
+            t.bytes as f64 * 100.0 / h.bytes as f64
+        };
+        out += &format!(
+            "{:<w$}  {:>10}  {:>12}  {:>5.1}%\n",
+            t.type_name,
+            t.count,
+            human(t.bytes),
+            share
+        );
+    }
+    if h.types.len() > top {
+        out += &format!("... {} more types\n", h.types.len() - top);
+    }
+    out += "\nLargest objects:\n";
+    for o in h.largest.iter().take(top) {
+        out += &format!(
+            "  {:#x}  {:<w$}  {:>12}{}\n",
+            o.address,
+            o.type_name,
+            human(o.bytes),
+            o.len.map_or(String::new(), |n| format!("  len {n}"))
+        );
+    }
+    let u = &h.unreached;
+    if !u.unwalked.is_empty() || u.unreadable > 0 {
+        out += "\nNot counted: objects referred to only by ";
+        let kinds: Vec<String> = u
+            .unwalked
+            .iter()
+            .take(8)
+            .map(|c| format!("{} ({})", c.type_name, c.count))
+            .collect();
+        out += &kinds.join(", ");
+        if u.unwalked.len() > 8 {
+            out += ", ...";
+        }
+        out += ", or by C memory";
+        if u.unreadable > 0 {
+            out += &format!("; {} referents could not be read", u.unreadable);
+        }
+        out += "\n";
+    }
+    out
+}
+
+/// `n` bytes as B, KiB, MiB or GiB.
+fn human(n: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = n as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(0), "0 B");
+        assert_eq!(human(1023), "1023 B");
+        assert_eq!(human(1536), "1.5 KiB");
+        assert_eq!(human(3 << 30), "3.0 GiB");
+    }
+
+    #[test]
+    fn render_says_a_lower_bound() {
+        let h = HeapReport {
+            types: vec![HeapType {
+                type_name: "bytes".into(),
+                count: 2,
+                bytes: 100,
+            }],
+            largest: vec![HeapObject {
+                address: 0x1000,
+                type_name: "bytes".into(),
+                bytes: 60,
+                len: Some(27),
+            }],
+            objects: 2,
+            bytes: 100,
+            unreached: HeapUnreached {
+                unwalked: vec![HeapCount {
+                    type_name: "function".into(),
+                    count: 3,
+                }],
+                unreadable: 0,
+            },
+            complete: false,
+        };
+        let t = render(&h, 20);
+        assert!(t.contains("lower bound"), "{t}");
+        assert!(t.contains("100.0%"), "{t}");
+        assert!(t.contains("0x1000"), "{t}");
+        assert!(t.contains("len 27"), "{t}");
+        assert!(t.contains("function (3)"), "{t}");
+    }
+}

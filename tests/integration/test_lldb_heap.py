@@ -1,0 +1,23 @@
+"""`py-heap` in lldb (`--json` and text) on gcore cores of tests/scenarios/heap.py, against the
+record it makes (the CLI and gdb side, and what is compared: test_heap.py). Runs under
+`make integration-lldb` ($PYUNWIND_LLDB)."""
+
+import pytest
+
+import harness
+from test_heap import TOP, check
+from test_lldb import INTERPS, json_from, mark, run_lldb, split
+
+POOL = tuple(INTERPS) + tuple(i for i in harness.provisioned_interpreters() if not i.debug_dir)
+
+
+@pytest.mark.parametrize("interp", harness.pick(["pyenv-3.10", "pyenv-3.12", "debian-3.14"], POOL),
+                         ids=lambda i: i.id)
+def test_lldb_py_heap(interp):
+    with harness.Scenario(interp, "heap") as s:
+        out = run_lldb(interp, mark("JSON"), "py-heap --top %d --json" % TOP, mark("TEXT"),
+                       "py-heap", core=s.make_core())
+        got = split(out, ["JSON", "TEXT"])
+        check(json_from(got["JSON"]), s.truth)
+        assert "Heap: " in got["TEXT"] and "__main__.Order" in got["TEXT"], got["TEXT"]
+        assert harness.panic_in(out) is None, out
