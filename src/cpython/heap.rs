@@ -357,10 +357,10 @@ impl Walk<'_> {
             }
             Kind::Int => match lay.long_object {
                 LongObject::SignedSize { ob_digit, .. } => {
-                    ob_digit + ob_size.unsigned_abs().saturating_mul(4)
+                    ob_digit.saturating_add(ob_size.unsigned_abs().saturating_mul(4))
                 }
                 LongObject::Tagged { lv_tag, ob_digit } => {
-                    ob_digit + (word(lv_tag) >> 3).max(1).saturating_mul(4)
+                    ob_digit.saturating_add((word(lv_tag) >> 3).max(1).saturating_mul(4))
                 }
             },
             Kind::List => {
@@ -528,20 +528,20 @@ impl Walk<'_> {
         if !(compact && ascii) {
             let (utf8_length, utf8) = (word(u.asciiobject_size), word(u.asciiobject_size + 8));
             let data = if compact {
-                obj + u.compact_size
+                obj.wrapping_add(u.compact_size)
             } else {
                 word(u.compact_size)
             };
             if utf8 != 0 && utf8 != data {
-                size += utf8_length + 1;
+                size = size.saturating_add(utf8_length.saturating_add(1));
             }
         }
         if old {
             let wstr = word(u.asciiobject_size - 8);
             let data = if compact && ascii {
-                obj + u.asciiobject_size
+                obj.wrapping_add(u.asciiobject_size)
             } else if compact {
-                obj + u.compact_size
+                obj.wrapping_add(u.compact_size)
             } else {
                 word(u.compact_size)
             };
@@ -551,7 +551,7 @@ impl Walk<'_> {
                 } else {
                     word(u.asciiobject_size + 16)
                 };
-                size += (wlen + 1) * 4;
+                size = size.saturating_add(wlen.saturating_add(1).saturating_mul(4));
             }
         }
         Ok((size, len))

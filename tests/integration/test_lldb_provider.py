@@ -42,4 +42,9 @@ def test_lldb_provider_keeps_the_builtins(interp):
                  ("c", None if m.group(1).startswith("___lldb_unnamed_symbol") else m.group(1))
                  for line in bt.splitlines() for m in [LLDB_FRAME.match(line)] if m]
         py = [i for i, x in enumerate(shown) if x == ("py",)]
+        # lldb 22 lists the frame of `slot_mp_subscript` (3.12) by its innermost inlined call
+        # alone (`_PyObject_VectorcallTstate`, without `vectorcall_unbound`, `vectorcall_method`
+        # and the function itself), so the provider, which shows lldb's frames, hides it as
+        # plumbing: the one frame --native keeps that lldb's bt cannot.
+        ours = [x for x in ours if x != ("c", "slot_mp_subscript")]
         assert shown[py[0]:py[-1] + 1] == ours, (bt, ours)
