@@ -100,7 +100,8 @@ integration-lldb: build wheel arm64
 	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST_LOAD) tests/integration/test_lldb.py \
 	      tests/integration/test_lldb_robust.py tests/integration/test_lldb_crash.py \
 	      tests/integration/test_lldb_why.py tests/integration/test_lldb_jit.py \
-	      tests/integration/test_lldb_greenlets.py tests/integration/test_lldb_thread_names.py $$lock \
+	      tests/integration/test_lldb_greenlets.py tests/integration/test_lldb_thread_names.py \
+	      tests/integration/test_lldb_heap.py $$lock \
 	      || exit 1; \
 	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST) tests/integration/test_lldb_sources.py \
 	      tests/integration/test_lldb_arm64.py tests/integration/test_lldb_arm64_live.py $$dap \
