@@ -155,10 +155,40 @@ impl ModuleSet {
         }
     }
 
+    /// Before `frames` are named: finds their symbols, one pass over each module's symbol
+    /// tables for all of them (see [`crate::symbols::SymbolTable::prepare`]), and loads the
+    /// DWARF of their modules.
+    pub fn preload<'f>(&self, frames: impl IntoIterator<Item = &'f Frame>) {
+        let frames: Vec<&Frame> = frames.into_iter().collect();
+        self.preload_symbols(frames.iter().copied());
+        self.preload_lines(frames);
+    }
+
+    /// Finds the symbols of `frames`, one pass over each module's symbol tables for all of
+    /// them (see [`crate::symbols::SymbolTable::prepare`]).
+    pub fn preload_symbols<'f>(&self, frames: impl IntoIterator<Item = &'f Frame>) {
+        let mut addrs: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+        for f in frames {
+            if let Some(i) = f.module {
+                if let Some(elf) = self.elf(i) {
+                    addrs
+                        .entry(i)
+                        .or_default()
+                        .push(f.lookup.wrapping_sub(self.bias(i, elf)));
+                }
+            }
+        }
+        for (i, a) in &addrs {
+            if let Some(elf) = self.elf(*i) {
+                elf.symbols.prepare(a);
+            }
+        }
+    }
+
     /// Loads the DWARF of the modules `frames` are in that have none loaded yet, all at once on
     /// every core (see [`Lines::load_many`]), before those frames are named: each keeps the
     /// units that cover them where it can, and loads the rest only if asked for another address.
-    pub fn preload_lines<'f>(&self, frames: impl IntoIterator<Item = &'f Frame>) {
+    fn preload_lines<'f>(&self, frames: impl IntoIterator<Item = &'f Frame>) {
         let mut addrs: BTreeMap<usize, BTreeSet<u64>> = BTreeMap::new();
         for f in frames {
             let Some(i) = f.module else { continue };
