@@ -127,6 +127,11 @@ impl ModuleSet {
             .as_deref()
     }
 
+    fn elf_arc(&self, i: usize) -> Option<Arc<ElfUnwind>> {
+        self.elf(i)?;
+        self.elves.get(i)?.get()?.clone()
+    }
+
     /// Target address minus this, is the ELF address.
     fn bias(&self, i: usize, elf: &ElfUnwind) -> u64 {
         self.modules[i].base.wrapping_sub(elf.first_vaddr)
@@ -156,17 +161,34 @@ impl ModuleSet {
     }
 
     /// Before `frames` are named: finds their symbols, one pass over each module's symbol
-    /// tables for all of them (see [`crate::symbols::SymbolTable::prepare`]), and loads the
-    /// DWARF of their modules.
+    /// tables for all of them (see [`crate::symbols::SymbolTable::prepare`]), on another thread
+    /// while this one loads the DWARF of their modules (most of which is inflating a debug
+    /// file's sections, itself on every core).
     pub fn preload<'f>(&self, frames: impl IntoIterator<Item = &'f Frame>) {
         let frames: Vec<&Frame> = frames.into_iter().collect();
-        self.preload_symbols(frames.iter().copied());
-        self.preload_lines(frames);
+        let work = self.symbol_work(frames.iter().copied());
+        if work.is_empty() {
+            return self.preload_lines(frames);
+        }
+        std::thread::scope(|scope| {
+            let symbols = scope.spawn(move || prepare_symbols(&work));
+            self.preload_lines(frames);
+            if let Err(panic) = symbols.join() {
+                std::panic::resume_unwind(panic);
+            }
+        });
     }
 
-    /// Finds the symbols of `frames`, one pass over each module's symbol tables for all of
-    /// them (see [`crate::symbols::SymbolTable::prepare`]).
+    /// [`ModuleSet::preload`]'s symbols alone, on this thread.
     pub fn preload_symbols<'f>(&self, frames: impl IntoIterator<Item = &'f Frame>) {
+        prepare_symbols(&self.symbol_work(frames));
+    }
+
+    /// Each module of `frames` with the ELF addresses of theirs in it.
+    fn symbol_work<'f>(
+        &self,
+        frames: impl IntoIterator<Item = &'f Frame>,
+    ) -> Vec<(Arc<ElfUnwind>, Vec<u64>)> {
         let mut addrs: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
         for f in frames {
             if let Some(i) = f.module {
@@ -178,11 +200,10 @@ impl ModuleSet {
                 }
             }
         }
-        for (i, a) in &addrs {
-            if let Some(elf) = self.elf(*i) {
-                elf.symbols.prepare(a);
-            }
-        }
+        addrs
+            .into_iter()
+            .filter_map(|(i, a)| Some((self.elf_arc(i)?, a)))
+            .collect()
     }
 
     /// Loads the DWARF of the modules `frames` are in that have none loaded yet, all at once on
@@ -275,6 +296,12 @@ impl ModuleSet {
             offset: Some(f.pc.wrapping_sub(bias)),
             source,
         }
+    }
+}
+
+fn prepare_symbols(work: &[(Arc<ElfUnwind>, Vec<u64>)]) {
+    for (elf, addrs) in work {
+        elf.symbols.prepare(addrs);
     }
 }
 
