@@ -43,6 +43,8 @@ const MAX_SYMBOLS: usize = 4 << 20;
 /// Distinct addresses [`SymbolTable::prepare`] answers in one pass; beyond, the sorted table
 /// is built (a pass costs a binary search over them per symbol).
 const MAX_PREPARED_ADDRESSES: usize = 4096;
+/// Aliases of one address [`SymbolTable::prepare`] keeps before choosing among them.
+const MAX_ALIASES: usize = 64;
 /// Symbols before an address that a lookup tries (sized symbols may nest or overlap: aliases
 /// of different sizes).
 const LOOK_BACK: usize = 8;
@@ -116,10 +118,27 @@ struct Hit {
 /// [`SymbolTable::prepare`]'s state for the entries between two wanted addresses.
 #[derive(Clone, Debug, Default)]
 struct Bucket {
-    /// The greatest distinct starts in it, greatest first, each with the alias kept so far.
-    top: Vec<Entry>,
-    /// Its least start, with the alias kept so far.
-    least: Option<Entry>,
+    /// The greatest distinct starts in it, in no order.
+    top: Vec<Slot>,
+    /// Its least start.
+    least: Option<Slot>,
+}
+
+/// The entries at one start, in the order read: which alias is kept is decided once the
+/// pass is over, so that names are read for the few starts an answer needs.
+#[derive(Clone, Debug)]
+struct Slot {
+    first: Entry,
+    more: Vec<Entry>,
+}
+
+impl Slot {
+    fn new(e: Entry) -> Slot {
+        Slot {
+            first: e,
+            more: Vec::new(),
+        }
+    }
 }
 
 impl SymbolTable {
@@ -290,9 +309,9 @@ impl SymbolTable {
             return;
         }
         // Bucket j holds the entries starting in (want[j-1], want[j]]; the last, those after
-        // every wanted address. Names are not read here, except to choose among aliases:
-        // an entry whose name does not read is kept like the others, and an answer that
-        // depends on one is left to the sorted table.
+        // every wanted address. Names are not read in the pass: an entry whose name does not
+        // read is kept like the others, and an answer that depends on one is left to the
+        // sorted table.
         let mut buckets = vec![Bucket::default(); want.len() + 1];
         let last = want.len();
         self.each(|e| {
@@ -300,40 +319,51 @@ impl SymbolTable {
             let b = &mut buckets[j];
             if j > 0 {
                 match &mut b.least {
-                    Some(l) if l.start == e.start && self.better(&e, l) => *l = e,
-                    Some(l) if l.start <= e.start => {}
-                    least => *least = Some(e),
+                    Some(l) if l.first.start == e.start => self.add_alias(l, e),
+                    Some(l) if l.first.start < e.start => {}
+                    least => *least = Some(Slot::new(e)),
                 }
             }
             if j == last {
                 return;
             }
-            let at = b.top.iter().position(|c| c.start <= e.start);
-            match at {
-                Some(k) if b.top[k].start == e.start && self.better(&e, &b.top[k]) => {
-                    b.top[k] = e;
+            // The slot of the least start in the top, replaced by a greater start.
+            let mut least: Option<(usize, u64)> = None;
+            for (k, slot) in b.top.iter_mut().enumerate() {
+                let start = slot.first.start;
+                if start == e.start {
+                    self.add_alias(slot, e);
+                    return;
                 }
-                Some(k) if b.top[k].start == e.start => {}
-                Some(k) => {
-                    b.top.insert(k, e);
-                    b.top.truncate(LOOK_BACK);
+                if least.is_none_or(|(_, l)| start < l) {
+                    least = Some((k, start));
                 }
-                None if b.top.len() < LOOK_BACK => b.top.push(e),
-                None => {}
+            }
+            match least {
+                _ if b.top.len() < LOOK_BACK => b.top.push(Slot::new(e)),
+                Some((k, l)) if l < e.start => b.top[k] = Slot::new(e),
+                _ => {}
             }
         });
-        let valid = |e: &Entry| self.name(e.table, e.name).is_some();
         let mut done = lock(&self.prepared);
         for (j, &a) in want.iter().enumerate() {
             // The greatest starts at or before `a`, greatest first, and the least after it.
-            let before: Vec<&Entry> = buckets[..=j]
+            let mut before: Vec<Entry> = Vec::new();
+            for b in buckets[..=j].iter_mut().rev() {
+                b.top
+                    .sort_unstable_by_key(|s| std::cmp::Reverse(s.first.start));
+                before.extend(b.top.iter().map(|s| self.kept(s)));
+                if before.len() >= LOOK_BACK {
+                    break;
+                }
+            }
+            before.truncate(LOOK_BACK);
+            let after = buckets[j + 1..]
                 .iter()
-                .rev()
-                .flat_map(|b| b.top.iter())
-                .take(LOOK_BACK)
-                .collect();
-            let after = buckets[j + 1..].iter().find_map(|b| b.least.as_ref());
-            if !before.iter().all(|e| valid(e)) || after.is_some_and(|e| !valid(e)) {
+                .find_map(|b| b.least.as_ref())
+                .map(|s| self.kept(s));
+            let valid = |e: &Entry| self.name(e.table, e.name).is_some();
+            if !before.iter().all(valid) || after.as_ref().is_some_and(|e| !valid(e)) {
                 continue;
             }
             let hit = before.iter().enumerate().find_map(|(i, c)| {
@@ -352,6 +382,26 @@ impl SymbolTable {
             });
             done.insert(a, hit);
         }
+    }
+
+    /// Adds alias `e` to `slot`; past [`MAX_ALIASES`] the slot keeps only the one it would.
+    fn add_alias(&self, slot: &mut Slot, e: Entry) {
+        slot.more.push(e);
+        if slot.more.len() >= MAX_ALIASES {
+            let kept = self.kept(slot);
+            *slot = Slot::new(kept);
+        }
+    }
+
+    /// The alias of a slot that is kept ([`SymbolTable::better`]; of equal ones the first).
+    fn kept(&self, slot: &Slot) -> Entry {
+        let mut kept = slot.first;
+        for e in &slot.more {
+            if self.better(e, &kept) {
+                kept = *e;
+            }
+        }
+        kept
     }
 
     /// The (start, end) ELF address ranges of the functions whose name `keep` accepts.
