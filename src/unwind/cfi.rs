@@ -25,6 +25,8 @@ use crate::memory::Memory;
 use crate::symbols::{debugfile, SymbolTable};
 
 type Slice<'a> = EndianSlice<'a, LittleEndian>;
+/// The state [`ElfUnwind::step`] works in (gimli's), kept from step to step.
+pub type Context = UnwindContext<usize>;
 
 /// Cap on a compressed CFI section we inflate (an uncompressed one is read in place).
 const MAX_CFI_BYTES: u64 = 64 << 20;
@@ -528,5 +530,171 @@ fn evaluate(
         Some(gimli::Location::Address { address }) => Ok(*address),
         Some(gimli::Location::Value { value }) => value.to_u64(!0).map_err(err),
         _ => Err("CFI expression: no value".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::FakeMemory;
+
+    /// An `.eh_frame_hdr`: version 1, a pc-relative 4-byte `.eh_frame` pointer, a 4-byte
+    /// count, then `entries` in `table_enc`.
+    fn hdr(entries: &[(i32, i32)], count: u32, table_enc: u8) -> Vec<u8> {
+        let mut h = vec![1, 0x1b, 0x03, table_enc];
+        h.extend(0i32.to_le_bytes());
+        h.extend(count.to_le_bytes());
+        for (start, fde) in entries {
+            h.extend(start.to_le_bytes());
+            h.extend(fde.to_le_bytes());
+        }
+        h
+    }
+
+    #[test]
+    fn the_hdr_table_gives_the_fde_starting_last_at_or_before_an_address() {
+        let h = hdr(
+            &[(0x100, 0x10), (0x200, 0x20), (0x300, -0x30)],
+            3,
+            HDR_TABLE_DATAREL_SDATA4,
+        );
+        let base = 0x1000;
+        let t = HdrTable::parse(&h, 0, base).expect("a table");
+        assert_eq!(t.lookup(&h, base + 0xff), None);
+        assert_eq!(t.lookup(&h, base + 0x100), Some(base + 0x10));
+        assert_eq!(t.lookup(&h, base + 0x2ff), Some(base + 0x20));
+        assert_eq!(t.lookup(&h, u64::MAX), Some(base - 0x30));
+        // The table inside a larger file, at its offset there.
+        let mut file = vec![0xee; 40];
+        file.extend(&h);
+        let t = HdrTable::parse(&h, 40, base).expect("a table");
+        assert_eq!(t.lookup(&file, base + 0x250), Some(base + 0x20));
+        // The file shorter than the table said: nothing, not a panic.
+        assert_eq!(t.lookup(&file[..50], base + 0x250), None);
+    }
+
+    #[test]
+    fn an_hdr_without_a_table_we_read_is_none() {
+        let base = 0x1000;
+        let one = [(0x100, 0x10)];
+        // A count past the section's end (and one that would overflow), another table
+        // encoding, another version, no count, a cut header.
+        assert!(HdrTable::parse(&hdr(&one, 2, HDR_TABLE_DATAREL_SDATA4), 0, base).is_none());
+        assert!(HdrTable::parse(&hdr(&one, u32::MAX, 0x3b), 0, base).is_none());
+        assert!(HdrTable::parse(&hdr(&one, 1, 0x1b), 0, base).is_none());
+        let mut v2 = hdr(&one, 1, HDR_TABLE_DATAREL_SDATA4);
+        v2[0] = 2;
+        assert!(HdrTable::parse(&v2, 0, base).is_none());
+        let mut omitted = hdr(&one, 1, HDR_TABLE_DATAREL_SDATA4);
+        omitted[2] = DW_EH_PE_OMIT;
+        assert!(HdrTable::parse(&omitted, 0, base).is_none());
+        assert!(HdrTable::parse(&[1, 0x1b], 0, base).is_none());
+        assert!(HdrTable::parse(&[], 0, base).is_none());
+        // Absent entries: an empty table finds nothing.
+        let empty = HdrTable::parse(&hdr(&[], 0, HDR_TABLE_DATAREL_SDATA4), 0, base).unwrap();
+        assert_eq!(empty.lookup(&hdr(&[], 0, 0x3b), base), None);
+    }
+
+    /// The C library this test runs with: an ELF file with `.eh_frame_hdr` on every system.
+    fn libc_path() -> String {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        maps.lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .find(|p| p.contains("libc.so") || p.contains("/libc-"))
+            .expect("the C library among this process's mappings")
+            .to_string()
+    }
+
+    #[test]
+    fn the_c_library_unwinds_and_names_by_its_hdr_table() {
+        let path = libc_path();
+        let elf = ElfUnwind::load(&path, &[]).unwrap();
+        assert!(elf.hdr.is_some(), "{path}: no .eh_frame_hdr table read");
+        let data = std::fs::read(&path).unwrap();
+        let obj = object::File::parse(&data[..]).unwrap();
+        use object::ObjectSymbol;
+        let start = obj
+            .symbols()
+            .chain(obj.dynamic_symbols())
+            .find(|s| s.name() == Ok("__libc_start_main"))
+            .map(|s| s.address())
+            .expect("__libc_start_main");
+        // Its FDE is found by the table, and it has a name.
+        let eh = elf.eh_frame_section();
+        let fde = elf.eh_fde(&eh, &elf.bases(), start + 4).expect("an FDE");
+        assert!(fde.contains(start + 4));
+        elf.symbols.prepare(&[start + 4]);
+        let (name, off) = elf.symbols.lookup(start + 4).expect("a name");
+        assert!(name.contains("libc_start_main"), "{name}");
+        assert_eq!(off, 4);
+        assert!(
+            elf.eh_index.get().is_none(),
+            "the table was read, not an index built"
+        );
+    }
+
+    /// A small deterministic generator (xorshift).
+    fn next(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    #[test]
+    fn a_corrupt_library_gives_errors_not_panics() {
+        let path = libc_path();
+        let good = std::fs::read(&path).unwrap();
+        let obj = object::File::parse(&good[..]).unwrap();
+        // The bytes the unwinder and the symbol tables read.
+        let targets: Vec<(usize, usize)> = [
+            ".eh_frame_hdr",
+            ".eh_frame",
+            ".dynsym",
+            ".dynstr",
+            ".symtab",
+            ".strtab",
+        ]
+        .iter()
+        .filter_map(|n| obj.section_by_name(n)?.file_range())
+        .map(|(o, s)| (o as usize, s as usize))
+        .filter(|&(_, s)| s > 0)
+        .collect();
+        let text = obj.section_by_name(".text").unwrap();
+        let (lo, size) = (text.address(), text.size());
+        let dir = std::env::temp_dir().join(format!("pyunwind-cfi-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("libc.so.6");
+        let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+        let mut mem = FakeMemory::new();
+        mem.put(0x7000_0000, &[0x5a; 4096]);
+        for round in 0..24 {
+            let mut bytes = good.clone();
+            for _ in 0..64 {
+                let (o, s) = targets[next(&mut rng) as usize % targets.len()];
+                // Mostly the first bytes of a section (headers, the table's start), some anywhere.
+                let at = if next(&mut rng) % 2 == 0 { 64 } else { s };
+                bytes[o + next(&mut rng) as usize % at.min(s)] = next(&mut rng) as u8;
+            }
+            if round % 6 == 5 {
+                bytes.truncate(next(&mut rng) as usize % bytes.len());
+            }
+            std::fs::write(&file, &bytes).unwrap();
+            let Ok(elf) = ElfUnwind::load(file.to_str().unwrap(), &[]) else {
+                continue;
+            };
+            let addrs: Vec<u64> = (0..64).map(|_| lo + next(&mut rng) % size).collect();
+            elf.symbols.prepare(&addrs);
+            for &a in &addrs {
+                let _ = elf.symbols.lookup(a);
+                let mut regs = Regs::new(Arch::X86_64);
+                regs.set_pc(a);
+                regs.set_sp(0x7000_0800);
+                regs.set_fp(0x7000_0900);
+                let _ = elf.step(&mem, &mut UnwindContext::new(), &regs, a);
+            }
+            let _ = elf.symbols.ranges_where(|_| true);
+        }
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }
