@@ -100,6 +100,9 @@ pub struct Lines {
     /// Set when `ctx` holds only the units that cover some addresses (see [`kept_units`]):
     /// what they cover, and the file, whose whole DWARF answers any other address.
     part: Option<Part>,
+    /// [`Lines::frames`] of the addresses it was loaded for, found on the core that loaded
+    /// it (decoding a unit's line program and functions is most of what naming costs).
+    answered: HashMap<u64, Vec<SourceFrame>>,
 }
 
 struct Part {
@@ -243,11 +246,20 @@ impl Lines {
             };
             let dwarf = gimli::Dwarf::load(load).ok()?;
             let ctx = addr2line::Context::from_dwarf(dwarf).ok()?;
-            Some(Lines {
+            let mut lines = Lines {
                 ctx,
                 gdb_rows: gdb_lines::Cache::default(),
                 part,
-            })
+                answered: HashMap::new(),
+            };
+            let answered = wanted[*i]
+                .1
+                .unwrap_or_default()
+                .iter()
+                .map(|&a| (a, lines.frames(a)))
+                .collect();
+            lines.answered = answered;
+            Some(lines)
         });
         built
             .into_iter()
@@ -259,6 +271,9 @@ impl Lines {
     /// The functions at ELF address `addr`, innermost inlined call first; empty when DWARF
     /// does not cover it.
     pub fn frames(&self, addr: u64) -> Vec<SourceFrame> {
+        if let Some(f) = self.answered.get(&addr) {
+            return f.clone();
+        }
         if let Some(p) = &self.part {
             if !p.covered.iter().any(|&(lo, hi)| lo <= addr && addr < hi) {
                 return p
