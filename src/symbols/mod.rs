@@ -43,6 +43,12 @@ const MAX_SYMBOLS: usize = 4 << 20;
 /// Distinct addresses [`SymbolTable::prepare`] answers in one pass; beyond, the sorted table
 /// is built (a pass costs a binary search over them per symbol).
 const MAX_PREPARED_ADDRESSES: usize = 4096;
+/// Entries of a table one core reads at a time in [`SymbolTable::prepare`] (a few in unit
+/// tests, so that their tables are read in several runs and merged).
+#[cfg(not(test))]
+const CHUNK_ENTRIES: usize = 1 << 16;
+#[cfg(test)]
+const CHUNK_ENTRIES: usize = 7;
 /// Aliases of one address [`SymbolTable::prepare`] keeps before choosing among them.
 const MAX_ALIASES: usize = 64;
 /// Symbols before an address that a lookup tries (sized symbols may nest or overlap: aliases
@@ -96,6 +102,13 @@ struct Sym {
     end: u64,
     table: u32,
     name: u32,
+}
+
+/// A run of one table's entries (by index).
+#[derive(Clone, Debug)]
+struct Chunk {
+    table: u32,
+    entries: Range<usize>,
 }
 
 /// A symbol entry that passed the checks that need no name.
@@ -185,36 +198,58 @@ impl SymbolTable {
     /// name, in the files' order, `.symtab` before `.dynsym`, of the first [`MAX_SYMBOLS`]
     /// entries.
     fn each(&self, mut f: impl FnMut(Entry)) {
+        for c in self.chunks() {
+            self.each_in(&c, &mut f);
+        }
+    }
+
+    /// The entries [`SymbolTable::each`] reads, in that order, as runs of at most
+    /// [`CHUNK_ENTRIES`] entries of one table.
+    fn chunks(&self) -> Vec<Chunk> {
+        let mut out = Vec::new();
         let mut left = MAX_SYMBOLS;
         for (t, table) in self.tables.iter().enumerate() {
-            let Some(bytes) = self
-                .files
-                .get(table.file)
-                .and_then(|b| b.bytes().get(table.entries.clone()))
-            else {
-                continue;
-            };
-            let big = table.big_endian;
-            let n = (bytes.len() / SYM64_BYTES).min(left);
+            let n = (table.entries.len() / SYM64_BYTES).min(left);
             left -= n;
-            for e in bytes.chunks_exact(SYM64_BYTES).take(n) {
-                let info = e[4];
-                let shndx = read_u16(&e[6..8], big);
-                let start = read_u64(&e[8..16], big);
-                let name = read_u32(&e[0..4], big);
-                // `object`'s rule for a defined function: not undefined, not a reserved
-                // section index other than the escape to an extended one.
-                let defined = shndx != SHN_UNDEF && (shndx < SHN_LORESERVE || shndx == SHN_XINDEX);
-                if info & 0xf != STT_FUNC || !defined || start == 0 || name == 0 {
-                    continue;
-                }
-                f(Entry {
-                    start,
-                    size: read_u64(&e[16..24], big),
+            for from in (0..n).step_by(CHUNK_ENTRIES) {
+                out.push(Chunk {
                     table: t as u32,
-                    name,
+                    entries: from..(from + CHUNK_ENTRIES).min(n),
                 });
             }
+        }
+        out
+    }
+
+    fn each_in(&self, chunk: &Chunk, f: &mut impl FnMut(Entry)) {
+        let Some(table) = self.tables.get(chunk.table as usize) else {
+            return;
+        };
+        let Some(bytes) = self.files.get(table.file).and_then(|b| {
+            let start = table.entries.start + chunk.entries.start * SYM64_BYTES;
+            b.bytes()
+                .get(start..table.entries.start + chunk.entries.end * SYM64_BYTES)
+        }) else {
+            return;
+        };
+        let big = table.big_endian;
+        for e in bytes.chunks_exact(SYM64_BYTES) {
+            let info = e[4];
+            let shndx = read_u16(&e[6..8], big);
+            let start = read_u64(&e[8..16], big);
+            let name = read_u32(&e[0..4], big);
+            // `object`'s rule for a defined function: not undefined, not a reserved section
+            // index other than the escape to an extended one.
+            let defined = shndx != SHN_UNDEF && (shndx < SHN_LORESERVE || shndx == SHN_XINDEX);
+            if info & 0xf != STT_FUNC || !defined || start == 0 || name == 0 {
+                continue;
+            }
+            f(Entry {
+                start,
+                size: read_u64(&e[16..24], big),
+                table: chunk.table,
+                name,
+            });
         }
     }
 
@@ -312,39 +347,30 @@ impl SymbolTable {
         // every wanted address. Names are not read in the pass: an entry whose name does not
         // read is kept like the others, and an answer that depends on one is left to the
         // sorted table.
-        let mut buckets = vec![Bucket::default(); want.len() + 1];
+        // The table's runs on every core, their buckets then merged in the order read.
         let last = want.len();
-        self.each(|e| {
-            let j = want.partition_point(|&a| a < e.start);
-            let b = &mut buckets[j];
-            if j > 0 {
-                match &mut b.least {
-                    Some(l) if l.first.start == e.start => self.add_alias(l, e),
-                    Some(l) if l.first.start < e.start => {}
-                    least => *least = Some(Slot::new(e)),
-                }
-            }
-            if j == last {
-                return;
-            }
-            // The slot of the least start in the top, replaced by a greater start.
-            let mut least: Option<(usize, u64)> = None;
-            for (k, slot) in b.top.iter_mut().enumerate() {
-                let start = slot.first.start;
-                if start == e.start {
-                    self.add_alias(slot, e);
-                    return;
-                }
-                if least.is_none_or(|(_, l)| start < l) {
-                    least = Some((k, start));
-                }
-            }
-            match least {
-                _ if b.top.len() < LOOK_BACK => b.top.push(Slot::new(e)),
-                Some((k, l)) if l < e.start => b.top[k] = Slot::new(e),
-                _ => {}
-            }
+        let parts = crate::parallel::map(&self.chunks(), 1, true, |c| {
+            let mut buckets = vec![Bucket::default(); want.len() + 1];
+            self.each_in(c, &mut |e| {
+                let j = want.partition_point(|&a| a < e.start);
+                self.add(&mut buckets[j], Slot::new(e), j > 0, j < last);
+            });
+            buckets
         });
+        let mut parts = parts.into_iter();
+        let mut buckets = parts
+            .next()
+            .unwrap_or_else(|| vec![Bucket::default(); want.len() + 1]);
+        for part in parts {
+            for (j, (into, from)) in buckets.iter_mut().zip(part).enumerate() {
+                if let Some(l) = from.least {
+                    self.add(into, l, j > 0, false);
+                }
+                for slot in from.top {
+                    self.add(into, slot, false, j < last);
+                }
+            }
+        }
         let mut done = lock(&self.prepared);
         for (j, &a) in want.iter().enumerate() {
             // The greatest starts at or before `a`, greatest first, and the least after it.
@@ -384,12 +410,46 @@ impl SymbolTable {
         }
     }
 
-    /// Adds alias `e` to `slot`; past [`MAX_ALIASES`] the slot keeps only the one it would.
-    fn add_alias(&self, slot: &mut Slot, e: Entry) {
-        slot.more.push(e);
-        if slot.more.len() >= MAX_ALIASES {
-            let kept = self.kept(slot);
-            *slot = Slot::new(kept);
+    /// Adds the entries of `slot` to bucket `b`: to its least start (`least`) and to its
+    /// greatest ones (`top`).
+    fn add(&self, b: &mut Bucket, slot: Slot, least: bool, top: bool) {
+        let start = slot.first.start;
+        if least {
+            match &mut b.least {
+                Some(l) if l.first.start == start => self.absorb(l, slot.clone()),
+                Some(l) if l.first.start < start => {}
+                l => *l = Some(slot.clone()),
+            }
+        }
+        if !top {
+            return;
+        }
+        // The slot of the least start in the top, replaced by a greater start.
+        let mut least: Option<(usize, u64)> = None;
+        for (k, s) in b.top.iter_mut().enumerate() {
+            let at = s.first.start;
+            if at == start {
+                return self.absorb(s, slot);
+            }
+            if least.is_none_or(|(_, l)| at < l) {
+                least = Some((k, at));
+            }
+        }
+        match least {
+            _ if b.top.len() < LOOK_BACK => b.top.push(slot),
+            Some((k, l)) if l < start => b.top[k] = slot,
+            _ => {}
+        }
+    }
+
+    /// Adds the aliases of `from`, read after those of `into`, to `into`; past
+    /// [`MAX_ALIASES`] it keeps only the one it would.
+    fn absorb(&self, into: &mut Slot, from: Slot) {
+        into.more.push(from.first);
+        into.more.extend(from.more);
+        if into.more.len() >= MAX_ALIASES {
+            let kept = self.kept(into);
+            *into = Slot::new(kept);
         }
     }
 
