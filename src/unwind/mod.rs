@@ -20,6 +20,7 @@ use self::cfi::{ElfUnwind, Step};
 use self::regs::Regs;
 use crate::arch::Arch;
 use crate::binary::Module;
+use crate::memory::FileLookup;
 use crate::memory::Memory;
 use crate::native::jit::{self, JitMap};
 use crate::symbols::lines::{self, Lines, SourceFrame};
@@ -76,8 +77,12 @@ pub struct ModuleSet {
     elves: Vec<OnceLock<Option<Arc<ElfUnwind>>>>,
     /// Each module's DWARF (its own or its debug file's), loaded when a frame needs a line.
     lines: Vec<OnceLock<Option<Lines>>>,
-    /// Local paths of the modules' files (the target's lookup: sysroot, map_files...).
-    paths: Vec<Option<String>>,
+    /// Local paths of the modules' files (the target's lookup: sysroot, map_files...), each
+    /// found on first use: a process maps a hundred files (PyTorch's CUDA build: 0.5 GB of
+    /// libtorch_cuda.so, the nvidia-* libraries), and checking each one's build-id costs more
+    /// than the few with frames.
+    paths: Vec<OnceLock<Option<String>>>,
+    files: Arc<FileLookup>,
     /// Where separate debug files are looked for.
     debug_roots: Vec<std::path::PathBuf>,
 }
@@ -98,17 +103,22 @@ pub struct Name {
 impl ModuleSet {
     pub fn new(target: &Target) -> ModuleSet {
         let modules = target.modules();
-        let paths = modules
-            .iter()
-            .map(|m| target.real_path(&m.path).ok())
-            .collect();
         ModuleSet {
             elves: modules.iter().map(|_| OnceLock::new()).collect(),
             lines: modules.iter().map(|_| OnceLock::new()).collect(),
+            paths: modules.iter().map(|_| OnceLock::new()).collect(),
             modules,
-            paths,
+            files: target.files.clone(),
             debug_roots: target.files.debug_roots(),
         }
+    }
+
+    /// The local file of module `i`.
+    fn path(&self, i: usize) -> Option<&str> {
+        self.paths
+            .get(i)?
+            .get_or_init(|| self.files.resolve(&self.modules.get(i)?.path).ok())
+            .as_deref()
     }
 
     pub fn find(&self, pc: u64) -> Option<usize> {
@@ -121,7 +131,7 @@ impl ModuleSet {
         self.elves
             .get(i)?
             .get_or_init(|| {
-                let path = self.paths.get(i)?.as_deref()?;
+                let path = self.path(i)?;
                 ElfUnwind::load(path, &self.debug_roots).ok().map(Arc::new)
             })
             .as_deref()
@@ -152,7 +162,7 @@ impl ModuleSet {
 
     /// The file holding module `i`'s DWARF: its own, else its separate debug file.
     fn dwarf_path<'a>(&'a self, i: usize, elf: &'a ElfUnwind) -> Option<&'a str> {
-        let own = self.paths.get(i)?.as_deref()?;
+        let own = self.path(i)?;
         if lines::has_dwarf(own) {
             Some(own)
         } else {
@@ -544,6 +554,7 @@ mod tests {
             elves: Vec::new(),
             lines: Vec::new(),
             paths: Vec::new(),
+            files: Arc::new(FileLookup::default()),
             debug_roots: Vec::new(),
         }
     }
