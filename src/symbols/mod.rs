@@ -352,7 +352,7 @@ impl SymbolTable {
         let parts = crate::parallel::map(&self.chunks(), 1, true, |c| {
             let mut buckets = vec![Bucket::default(); want.len() + 1];
             self.each_in(c, &mut |e| {
-                let j = want.partition_point(|&a| a < e.start);
+                let j = bucket_of(&want, e.start);
                 self.add(&mut buckets[j], Slot::new(e), j > 0, j < last);
             });
             buckets
@@ -504,6 +504,19 @@ fn lookup_sorted(syms: &[Sym], addr: u64) -> Option<Hit> {
             name: s.name,
             start: s.start,
         })
+}
+
+/// Wanted addresses counted one by one, without branches, below this many; a binary search
+/// beyond (a search's steps each wait for the one before).
+const LINEAR_BUCKETS: usize = 32;
+
+/// How many of the sorted addresses `want` are below `start`: the bucket it goes in.
+fn bucket_of(want: &[u64], start: u64) -> usize {
+    if want.len() <= LINEAR_BUCKETS {
+        want.iter().map(|&a| usize::from(a < start)).sum()
+    } else {
+        want.partition_point(|&a| a < start)
+    }
 }
 
 /// The map, also after a thread panicked holding it (it holds only finished answers).
