@@ -595,11 +595,14 @@ mod tests {
         assert_eq!(empty.lookup(&hdr(&[], 0, 0x3b), base), None);
     }
 
-    /// The C library this test runs with: an ELF file with `.eh_frame_hdr` on every system.
+    /// The C library this test runs with: an ELF file with `.eh_frame_hdr` on every system
+    /// (not a copy another test has mapped).
     fn libc_path() -> String {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let tmp = std::env::temp_dir();
         maps.lines()
             .filter_map(|l| l.split_whitespace().nth(5))
+            .filter(|p| !std::path::Path::new(p).starts_with(&tmp))
             .find(|p| p.contains("libc.so") || p.contains("/libc-"))
             .expect("the C library among this process's mappings")
             .to_string()
@@ -664,7 +667,7 @@ mod tests {
         let (lo, size) = (text.address(), text.size());
         let dir = std::env::temp_dir().join(format!("pyunwind-cfi-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("libc.so.6");
+        let file = dir.join("corrupt-copy");
         let mut rng = 0x2545_f491_4f6c_dd1d_u64;
         let mut mem = FakeMemory::new();
         mem.put(0x7000_0000, &[0x5a; 4096]);
