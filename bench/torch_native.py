@@ -17,7 +17,8 @@ first, and its native frames must include the autograd engine's
 checked the same way (function and line).
 
 Targets: ours at most a third of the faster peer's time, live and from the core (a speed-up of
-at least 3x); the moonshot (10x, and under 50 ms) is printed, not required.
+at least 3x); the moonshot (10x, and under 50 ms) is printed, not required. `--also CLI` times
+another build of pyunwind (one of main, say) in the same turns, with no target.
 
 Exit status (bench/verdicts.py): 0 when every measurement was made and every target met; 1
 otherwise, each problem on a `bench: ...` line at the end; 2 for a usage or set-up problem.
@@ -201,7 +202,7 @@ def side_by_side(tools, verdicts, where):
             except Failure as e:
                 failed.add(name)
                 what = f"{name} {where}"
-                if name.startswith("ours"):
+                if name.startswith(("ours", "also")):
                     verdicts.failed(what, str(e))
                 else:
                     verdicts.not_measured(what, str(e))
@@ -222,6 +223,9 @@ def ratio(a, b):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-core", action="store_true", help="measure the live process only")
+    parser.add_argument("--also", metavar="CLI", default=None,
+                        help="another build of pyunwind to time beside ours (e.g. one of main), "
+                        "checked and timed the same way, with no target")
     args = parser.parse_args()
     cache = pathlib.Path(os.environ.get("PYUNWIND_CACHE") or pathlib.Path.home() / ".cache/pyunwind")
     venv = cache / "bench-venv" / "bin"
@@ -244,7 +248,11 @@ def main():
         truth = pystack_frames(run([pystack, "remote", str(pid), "--native"])[1], pid)[0]
         print(f"bench: torch_train.py pid {pid}, {len(truth)} Python frames on the main thread; "
               f"best of {RUNS}, in turns", flush=True)
-        live = side_by_side([
+        also = []
+        if args.also:
+            also = [("also pid --native --json", [args.also, "pid", str(pid), "--native", "--json"],
+                     lambda out: check("also", ours_frames(out, pid), truth))]
+        live = side_by_side(also + [
             ("ours pid --native --json", [CLI, "pid", str(pid), "--native", "--json"],
              lambda out: check("ours", ours_frames(out, pid), truth)),
             ("pystack remote --native", [pystack, "remote", str(pid), "--native"],
@@ -260,7 +268,11 @@ def main():
             path = f"{prefix}.{pid}"
             size = os.path.getsize(path)
             print(f"bench: core {size / 1e9:.2f} GB", flush=True)
-            core = side_by_side([
+            also = []
+            if args.also:
+                also = [("also core --native --json", [args.also, "core", path, "--native", "--json"],
+                         lambda out: check("also", ours_frames(out, pid), truth))]
+            core = side_by_side(also + [
                 ("ours core --native --json", [CLI, "core", path, "--native", "--json"],
                  lambda out: check("ours", ours_frames(out, pid), truth)),
                 ("pystack core --native", [pystack, "core", path, python, "--native"],
@@ -275,7 +287,7 @@ def main():
         print(f"  {name:<28} {fmt(s):>9}")
     print()
     ours = live["ours pid --native --json"]
-    peers = [s for n, s in live.items() if not n.startswith("ours") and s is not None]
+    peers = [s for n, s in live.items() if n.startswith(("pystack", "py-spy")) and s is not None]
     faster = min(peers) if len(peers) == 2 else None
     results = [("pid --native --json vs the faster of pystack and py-spy", ours, faster,
                 "pystack or py-spy not measured")]
