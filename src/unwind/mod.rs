@@ -180,13 +180,21 @@ impl ModuleSet {
         if work.is_empty() {
             return self.preload_lines(frames);
         }
-        std::thread::scope(|scope| {
-            let symbols = scope.spawn(move || prepare_symbols(&work));
+        let panicked = std::thread::scope(|scope| {
+            // A panic there goes on here, naming where it happened ([`crate::panic`]); a
+            // thread the system refuses leaves the work to this one.
+            let symbols = std::thread::Builder::new()
+                .spawn_scoped(scope, || crate::panic::in_worker(|| prepare_symbols(&work)))
+                .ok();
             self.preload_lines(frames);
-            if let Err(panic) = symbols.join() {
-                std::panic::resume_unwind(panic);
+            match symbols.map(|t| t.join()) {
+                Some(Ok(r)) => r.err(),
+                _ => crate::panic::in_worker(|| prepare_symbols(&work)).err(),
             }
         });
+        if let Some(p) = panicked {
+            crate::panic::resume(p);
+        }
     }
 
     /// [`ModuleSet::preload`]'s symbols alone, on this thread.
