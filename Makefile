@@ -122,6 +122,8 @@ test:
 # (each ends with a `bench: MISSED|NOT MEASURED|FAILED: ...` line per problem, and exits 1 if
 # it had any, bench/verdicts.py); then the target fails if any of them did, naming them. The
 # second run.py: --native against pystack on pyenv 3.12 (symbols) too, at depth 5000 (issue 27).
+# torch_native.py: --native on a PyTorch training step, live and from a core, against pystack
+# and py-spy (issue 39; tools/torch.sh installs torch the first time, about 100 s and 5 GB).
 bench: build pythons
 	bash bench/setup.sh
 	@failed=(); \
@@ -138,6 +140,7 @@ bench: build pythons
 	bench python3 bench/tree.py; \
 	bench python3 bench/why_bench.py; \
 	bench python3 bench/heap.py; \
+	bench python3 bench/torch_native.py; \
 	if [ "$${#failed[@]}" -gt 0 ]; then \
 	  printf 'bench: failed: %s\n' "$${failed[@]}" >&2; exit 1; \
 	fi; \

@@ -234,3 +234,45 @@ impl Memory for Recorder {
         Ok(())
     }
 }
+
+/// Runs the native unwinder's reading of one module's ELF file over `data` as that file:
+/// `.eh_frame_hdr`'s table and the FDEs it points to, `.debug_frame` where `.eh_frame` has
+/// none, and the symbol tables, at addresses spread over the file's image (and, from the
+/// input's last bytes, some chosen by it). Returns how many addresses had a name.
+pub fn run_elf(data: &[u8]) -> usize {
+    use pyunwind::arch::{Arch, Regs};
+    use pyunwind::unwind::cfi::ElfUnwind;
+    // ElfUnwind reads a file: one per fuzzing process, rewritten for each input.
+    let path = std::env::temp_dir().join(format!("pyunwind-fuzz-elf-{}", std::process::id()));
+    if std::fs::write(&path, data).is_err() {
+        return 0;
+    }
+    let Ok(elf) = ElfUnwind::load(&path.display().to_string(), &Default::default()) else {
+        return 0;
+    };
+    let mut addrs: Vec<u64> = (0..64u64)
+        .map(|i| {
+            elf.first_vaddr
+                .wrapping_add(i * (data.len() as u64 / 64 + 1))
+        })
+        .collect();
+    addrs.extend(data.rchunks(8).take(8).map(|c| {
+        let mut b = [0u8; 8];
+        b[..c.len()].copy_from_slice(c);
+        u64::from_le_bytes(b)
+    }));
+    elf.symbols.prepare(&addrs);
+    let mut memory = ImageMemory::default();
+    memory.put(0x7000_0000, &[0x5a; 512]);
+    let mut ctx = pyunwind::unwind::cfi::Context::new();
+    let mut named = 0;
+    for &a in &addrs {
+        named += usize::from(elf.symbols.lookup(a).is_some());
+        let mut regs = Regs::new(Arch::X86_64);
+        regs.set_pc(a);
+        regs.set_sp(0x7000_0100);
+        regs.set_fp(0x7000_0180);
+        let _ = elf.step(&memory, &mut ctx, &regs, a);
+    }
+    named + elf.symbols.ranges_where(|_| true).len()
+}

@@ -78,6 +78,12 @@ pub enum FileBytes {
     Read(Vec<u8>),
 }
 
+impl std::fmt::Debug for FileBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FileBytes({} bytes)", self.bytes().len())
+    }
+}
+
 impl FileBytes {
     pub fn open(path: &str) -> std::io::Result<FileBytes> {
         let file = File::open(path)?;

@@ -151,7 +151,7 @@ pub fn native_report(
     };
     let other_stacks: Vec<Option<unwind::Stack>> =
         others.iter().map(|t| unwind_lwp(t.lwp)).collect();
-    set.preload_lines(
+    set.preload(
         stacks
             .iter()
             .chain(&other_stacks)
@@ -444,6 +444,7 @@ fn own_natives_in(
     inlined: bool,
 ) -> (Natives, Option<String>) {
     let stack = unwind::unwind(&*s.snap.mem, set, jit, start);
+    set.preload_symbols(&stack.frames);
     let mut n = Natives {
         sps: Some(Vec::new()),
         wait_addr: start.get(RDI),

@@ -5,14 +5,14 @@ use crate::memory::mapped::FileBytes;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
-use gimli::{EndianArcSlice, LittleEndian, Reader as _, SectionId};
+use gimli::{EndianReader, LittleEndian, Reader as _, SectionId};
 use object::{Object, ObjectSection};
 
 use super::gdb_lines::{self, RawRow, Sequence};
 
-type Reader = EndianArcSlice<LittleEndian>;
-/// A file's DWARF sections, inflated.
-type Sections = HashMap<SectionId, Arc<[u8]>>;
+type Reader = EndianReader<LittleEndian, Bytes>;
+/// A file's DWARF sections.
+type Sections = HashMap<SectionId, Bytes>;
 /// Address ranges, [begin, end).
 type Ranges = Vec<(u64, u64)>;
 
@@ -36,6 +36,54 @@ const DWARF_SECTIONS: &[SectionId] = &[
 /// Inlined calls reported per PC.
 const MAX_INLINED: usize = 64;
 
+/// A DWARF section's bytes: inflated, or where the file's mapping has them (a `-g` build's
+/// uncompressed DWARF, pyenv's libpython: 19 MiB, is read in place, not copied).
+#[derive(Clone)]
+struct Bytes(BytesOf);
+
+#[derive(Clone)]
+enum BytesOf {
+    Owned(Arc<[u8]>),
+    Vec(Arc<Vec<u8>>),
+    Mapped(Arc<FileBytes>, std::ops::Range<usize>),
+}
+
+impl Bytes {
+    fn owned(b: impl Into<Arc<[u8]>>) -> Bytes {
+        Bytes(BytesOf::Owned(b.into()))
+    }
+
+    /// `range` of `file`, None when it is not inside it.
+    fn mapped(file: &Arc<FileBytes>, range: std::ops::Range<usize>) -> Option<Bytes> {
+        file.bytes().get(range.clone())?;
+        Some(Bytes(BytesOf::Mapped(file.clone(), range)))
+    }
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            BytesOf::Owned(b) => b,
+            BytesOf::Vec(v) => v,
+            BytesOf::Mapped(f, r) => f.bytes().get(r.clone()).unwrap_or_default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Bytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Bytes({} bytes)", self.len())
+    }
+}
+
+// SAFETY: the bytes are an `Arc`'s allocation, a `Vec`'s buffer behind an `Arc` (never
+// modified, so never moved) or a file's mapping held by an `Arc`; none moves while a clone
+// holds it, so the slice a deref gives stays where it is.
+unsafe impl gimli::StableDeref for Bytes {}
+// SAFETY: as above: a clone shares the same allocation or mapping.
+unsafe impl gimli::CloneStableDeref for Bytes {}
+
 /// One function at a PC: the innermost inlined call first, the real function last.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SourceFrame {
@@ -52,6 +100,9 @@ pub struct Lines {
     /// Set when `ctx` holds only the units that cover some addresses (see [`kept_units`]):
     /// what they cover, and the file, whose whole DWARF answers any other address.
     part: Option<Part>,
+    /// [`Lines::frames`] of the addresses it was loaded for, found on the core that loaded
+    /// it (decoding a unit's line program and functions is most of what naming costs).
+    answered: HashMap<u64, Vec<SourceFrame>>,
 }
 
 struct Part {
@@ -72,7 +123,10 @@ impl Lines {
     /// asked, a file keeps only the units that cover them where it can ([`kept_units`]).
     pub fn load_many(wanted: &[(&str, Option<&[u64]>)]) -> Vec<Option<Lines>> {
         let paths: Vec<&str> = wanted.iter().map(|w| w.0).collect();
-        let files: Vec<Option<FileBytes>> = paths.iter().map(|p| FileBytes::open(p).ok()).collect();
+        let files: Vec<Option<Arc<FileBytes>>> = paths
+            .iter()
+            .map(|p| FileBytes::open(p).ok().map(Arc::new))
+            .collect();
         let objects: Vec<Option<object::File<'_, &[u8]>>> = files
             .iter()
             .map(|f| {
@@ -81,55 +135,131 @@ impl Lines {
                 Some(obj)
             })
             .collect();
-        // (file, section, its bytes as stored), the largest first so that the cores finish
-        // together.
-        let mut jobs: Vec<(usize, SectionId, object::CompressedData<'_>)> = Vec::new();
+        // Sections stored as they are used are read in place; compressed ones are inflated.
+        let mut sections: Vec<Sections> = vec![HashMap::new(); paths.len()];
+        let mut stored: Vec<Vec<(SectionId, object::CompressedData<'_>)>> =
+            vec![Vec::new(); paths.len()];
         for (i, obj) in objects.iter().enumerate() {
-            let Some(obj) = obj else { continue };
+            let (Some(obj), Some(file)) = (obj, &files[i]) else {
+                continue;
+            };
             for &id in DWARF_SECTIONS {
-                if let Some(data) = obj
-                    .section_by_name(id.name())
-                    .and_then(|s| s.compressed_data().ok())
+                let Some(s) = obj.section_by_name(id.name()) else {
+                    continue;
+                };
+                let Some(data) = s
+                    .compressed_data()
+                    .ok()
                     .filter(|d| d.uncompressed_size <= MAX_DWARF_SECTION_BYTES)
-                {
-                    jobs.push((i, id, data));
+                else {
+                    continue;
+                };
+                if data.format != object::CompressionFormat::None {
+                    stored[i].push((id, data));
+                    continue;
+                }
+                let in_place = s.compressed_file_range().ok().and_then(|r| {
+                    let start = usize::try_from(r.offset).ok()?;
+                    let end = start.checked_add(usize::try_from(r.uncompressed_size).ok()?)?;
+                    Bytes::mapped(file, start..end)
+                });
+                if let Some(b) = in_place {
+                    sections[i].insert(id, b);
                 }
             }
         }
-        jobs.sort_by_key(|j| std::cmp::Reverse(j.2.data.len()));
-        let inflated = crate::parallel::map(&jobs, 1, true, |(_, _, data)| inflate(data));
-        let mut sections: Vec<Sections> = vec![HashMap::new(); paths.len()];
-        for ((i, id, _), bytes) in jobs.iter().zip(inflated) {
-            if let Some(b) = bytes {
-                sections[*i].insert(*id, b);
+        // The compressed sections are inflated on every core, the largest jobs first so that
+        // the cores finish together. A zlib `.debug_info` of a file asked for some addresses
+        // is one job with the sections that choose its units, and is inflated only as far as
+        // the units kept ([`Info`]).
+        let mut jobs: Vec<Job<'_>> = Vec::new();
+        for (i, secs) in stored.into_iter().enumerate() {
+            let cut = secs.iter().any(|(id, d)| {
+                *id == SectionId::DebugInfo
+                    && d.format == object::CompressionFormat::Zlib
+                    && wanted[i].1.is_some()
+            });
+            if !cut {
+                jobs.extend(secs.into_iter().map(|(id, d)| Job::Section(i, id, d)));
+                continue;
+            }
+            let (with, alone): (Vec<_>, Vec<_>) = secs.into_iter().partition(|(id, _)| {
+                matches!(
+                    id,
+                    SectionId::DebugInfo | SectionId::DebugAranges | SectionId::DebugAbbrev
+                )
+            });
+            jobs.extend(alone.into_iter().map(|(id, d)| Job::Section(i, id, d)));
+            jobs.push(Job::Info(i, with, sections[i].clone()));
+        }
+        jobs.sort_by_key(|j| std::cmp::Reverse(j.stored_bytes()));
+        let done = crate::parallel::map(&jobs, 1, true, |job| match job {
+            Job::Section(_, _, data) => Done::Section(inflate(data)),
+            Job::Info(i, with, mapped) => {
+                let (secs, covered) = cut_info(with, mapped, wanted[*i].1.unwrap_or_default());
+                Done::Info(secs, covered)
+            }
+        });
+        let mut covered: Vec<Option<Ranges>> = vec![None; paths.len()];
+        let mut cut: Vec<bool> = vec![false; paths.len()];
+        for (job, d) in jobs.iter().zip(done) {
+            match (job, d) {
+                (Job::Section(i, id, _), Done::Section(Some(b))) => {
+                    sections[*i].insert(*id, b);
+                }
+                (Job::Info(i, ..), Done::Info(secs, c)) => {
+                    sections[*i].extend(secs);
+                    covered[*i] = c;
+                    cut[*i] = true;
+                }
+                _ => {}
             }
         }
-        let empty: Arc<[u8]> = Arc::from(&[][..]);
+        let empty = Bytes::owned(&[][..]);
         let jobs: Vec<(usize, Sections)> = sections.into_iter().enumerate().collect();
         let built = crate::parallel::map(&jobs, 1, true, |(i, secs)| {
             let mut secs = secs.clone();
-            let part = wanted[*i].1.and_then(|addrs| {
-                let (info, covered) = kept_units(&secs, addrs)?;
-                secs.insert(SectionId::DebugInfo, info);
+            let part = if cut[*i] {
+                covered[*i].clone().map(|c| (None, c))
+            } else {
+                let mut info = Info::Whole(secs.get(&SectionId::DebugInfo).cloned());
+                wanted[*i]
+                    .1
+                    .and_then(|addrs| kept_units(&secs, &mut info, addrs))
+                    .map(|(kept, c)| (Some(kept), c))
+            };
+            let part = part.map(|(kept, covered)| {
+                if let Some(k) = kept {
+                    secs.insert(SectionId::DebugInfo, k);
+                }
                 // Its offsets into .debug_info are the whole section's.
                 secs.remove(&SectionId::DebugAranges);
-                Some(Part {
+                Part {
                     covered,
                     path: paths[*i].to_string(),
                     whole: OnceLock::new(),
-                })
+                }
             });
             let load = |id: SectionId| -> Result<Reader, gimli::Error> {
                 let bytes = secs.get(&id).cloned().unwrap_or_else(|| empty.clone());
-                Ok(EndianArcSlice::new(bytes, LittleEndian))
+                Ok(EndianReader::new(bytes, LittleEndian))
             };
             let dwarf = gimli::Dwarf::load(load).ok()?;
             let ctx = addr2line::Context::from_dwarf(dwarf).ok()?;
-            Some(Lines {
+            let mut lines = Lines {
                 ctx,
                 gdb_rows: gdb_lines::Cache::default(),
                 part,
-            })
+                answered: HashMap::new(),
+            };
+            let answered = wanted[*i]
+                .1
+                .unwrap_or_default()
+                .iter()
+                .map(|&a| (a, lines.frames(a)))
+                .collect();
+            lines.answered = answered;
+            Some(lines)
         });
         built
             .into_iter()
@@ -141,6 +271,9 @@ impl Lines {
     /// The functions at ELF address `addr`, innermost inlined call first; empty when DWARF
     /// does not cover it.
     pub fn frames(&self, addr: u64) -> Vec<SourceFrame> {
+        if let Some(f) = self.answered.get(&addr) {
+            return f.clone();
+        }
         if let Some(p) = &self.part {
             if !p.covered.iter().any(|&(lo, hi)| lo <= addr && addr < hi) {
                 return p
@@ -199,6 +332,143 @@ pub fn has_dwarf(path: &str) -> bool {
     })
 }
 
+/// Inflated bytes asked for beyond what is needed, so that inflating is not a call per unit.
+const INFLATE_STEP_BYTES: usize = 256 << 10;
+
+/// `.debug_info` as far as it is read: whole, or a zlib-compressed one inflated only as far
+/// as asked (libc6-dbg's libc: 5.5 MiB inflated from 2.2 MiB, of which a stack's units are
+/// usually in the first half or two thirds).
+enum Info<'a> {
+    Whole(Option<Bytes>),
+    Inflating {
+        data: &'a [u8],
+        z: flate2::Decompress,
+        out: Vec<u8>,
+        size: usize,
+    },
+}
+
+impl<'a> Info<'a> {
+    fn inflating(data: &object::CompressedData<'a>) -> Option<Info<'a>> {
+        let size = usize::try_from(data.uncompressed_size).ok()?;
+        Some(Info::Inflating {
+            data: data.data,
+            z: flate2::Decompress::new(true),
+            out: Vec::with_capacity(size),
+            size,
+        })
+    }
+
+    /// The section from its start, at least `end` bytes of it; None when it is shorter or
+    /// does not inflate that far.
+    fn upto(&mut self, end: usize) -> Option<&[u8]> {
+        match self {
+            Info::Whole(b) => b.as_deref().filter(|b| b.len() >= end),
+            Info::Inflating { data, z, out, size } => {
+                if end > *size {
+                    return None;
+                }
+                let goal = end
+                    .max(out.len().saturating_add(INFLATE_STEP_BYTES))
+                    .min(*size);
+                while out.len() < goal {
+                    let (read, wrote) = (z.total_in(), z.total_out());
+                    let input = data.get(usize::try_from(read).ok()?..)?;
+                    let room = goal - out.len();
+                    let status = z
+                        .decompress_uninit(
+                            input,
+                            &mut out.spare_capacity_mut()[..room],
+                            flate2::FlushDecompress::None,
+                        )
+                        .ok()?;
+                    let n = usize::try_from(z.total_out() - wrote).ok()?.min(room);
+                    // SAFETY: inflating wrote `n` bytes at the start of the spare capacity.
+                    unsafe { out.set_len(out.len() + n) };
+                    let stuck = n == 0 && z.total_in() == read;
+                    if status == flate2::Status::StreamEnd || stuck {
+                        break;
+                    }
+                }
+                (out.len() >= end).then_some(&out[..])
+            }
+        }
+    }
+
+    /// The whole section; None when it does not inflate to its size.
+    fn whole(mut self) -> Option<Bytes> {
+        if let Info::Inflating { size, .. } = self {
+            self.upto(size)?;
+        }
+        match self {
+            Info::Whole(b) => b,
+            Info::Inflating { out, size, .. } => {
+                (out.len() == size).then(|| Bytes(BytesOf::Vec(Arc::new(out))))
+            }
+        }
+    }
+}
+
+/// Work of [`Lines::load_many`]'s inflating, on any core.
+enum Job<'d> {
+    /// One section of file `.0`.
+    Section(usize, SectionId, object::CompressedData<'d>),
+    /// File `.0`'s `.debug_info` (zlib) and what chooses its units (`.debug_aranges`,
+    /// `.debug_abbrev`), compressed, and its sections read in place.
+    Info(
+        usize,
+        Vec<(SectionId, object::CompressedData<'d>)>,
+        Sections,
+    ),
+}
+
+impl Job<'_> {
+    fn stored_bytes(&self) -> usize {
+        match self {
+            Job::Section(_, _, d) => d.data.len(),
+            Job::Info(_, with, _) => with.iter().map(|(_, d)| d.data.len()).sum(),
+        }
+    }
+}
+
+enum Done {
+    Section(Option<Bytes>),
+    /// The sections inflated, `.debug_info` cut down to the units kept where it could be (with
+    /// what they cover), else whole.
+    Info(Sections, Option<Ranges>),
+}
+
+/// [`Job::Info`]: `.debug_aranges` and `.debug_abbrev` inflated, then `.debug_info` only as far
+/// as the units that cover `addrs` ([`kept_units`]), or whole where it cannot be cut down.
+fn cut_info(
+    with: &[(SectionId, object::CompressedData<'_>)],
+    mapped: &Sections,
+    addrs: &[u64],
+) -> (Sections, Option<Ranges>) {
+    let mut secs = Sections::new();
+    let mut info = None;
+    for (id, data) in with {
+        if *id == SectionId::DebugInfo {
+            info = Info::inflating(data);
+        } else if let Some(b) = inflate(data) {
+            secs.insert(*id, b);
+        }
+    }
+    let Some(mut info) = info else {
+        return (secs, None);
+    };
+    let mut all = mapped.clone();
+    all.extend(secs.iter().map(|(k, v)| (*k, v.clone())));
+    if let Some((kept, covered)) = kept_units(&all, &mut info, addrs) {
+        secs.insert(SectionId::DebugInfo, kept);
+        return (secs, Some(covered));
+    }
+    if let Some(whole) = info.whole() {
+        secs.insert(SectionId::DebugInfo, whole);
+    }
+    (secs, None)
+}
+
 /// A `.debug_info` of only the compilation units `.debug_aranges` names for `addrs`, and the
 /// address ranges those units cover; None where that cannot be done exactly (an address no
 /// unit covers, an unreadable unit, or a unit that refers into another one).
@@ -208,8 +478,7 @@ pub fn has_dwarf(path: &str) -> bool {
 /// libc frames are in. A unit moved to another offset reads the same, as long as nothing in it
 /// names a `.debug_info` offset: its own references are relative to its start, its other
 /// offsets are into other sections.
-fn kept_units(secs: &Sections, addrs: &[u64]) -> Option<(Arc<[u8]>, Ranges)> {
-    let info = secs.get(&SectionId::DebugInfo)?;
+fn kept_units(secs: &Sections, info: &mut Info<'_>, addrs: &[u64]) -> Option<(Bytes, Ranges)> {
     let abbrev = secs.get(&SectionId::DebugAbbrev)?;
     let aranges = gimli::DebugAranges::new(secs.get(&SectionId::DebugAranges)?, LittleEndian);
     // (unit offset, [begin, end)) of every address range .debug_aranges lists.
@@ -238,10 +507,19 @@ fn kept_units(secs: &Sections, addrs: &[u64]) -> Option<(Arc<[u8]>, Ranges)> {
         }
         units.insert(unit);
     }
-    let debug_info = gimli::DebugInfo::new(info, LittleEndian);
     let mut out = Vec::new();
     for &u in &units {
-        let header = debug_info
+        // The unit's length first (DWARF's initial length), then the unit.
+        let head = info.upto(u.checked_add(12)?)?.get(u..)?;
+        let len = match u32::from_le_bytes(*head.first_chunk::<4>()?) {
+            0xffff_ffff => usize::try_from(u64::from_le_bytes(*head[4..].first_chunk::<8>()?))
+                .ok()?
+                .checked_add(12)?,
+            n if n < 0xffff_fff0 => usize::try_from(n).ok()?.checked_add(4)?,
+            _ => return None,
+        };
+        let info = info.upto(u.checked_add(len)?)?;
+        let header = gimli::DebugInfo::new(info, LittleEndian)
             .header_from_offset(gimli::DebugInfoOffset(u))
             .ok()?;
         if !matches!(header.type_(), gimli::UnitType::Compilation) {
@@ -258,7 +536,7 @@ fn kept_units(secs: &Sections, addrs: &[u64]) -> Option<(Arc<[u8]>, Ranges)> {
         .filter(|r| units.contains(&r.0))
         .map(|&(_, lo, hi)| (lo, hi))
         .collect();
-    Some((Arc::from(out), covered))
+    Some((Bytes::owned(out), covered))
 }
 
 /// Whether the abbreviation table at `offset` has a form that names a `.debug_info` offset or
@@ -299,9 +577,9 @@ fn refers_across_units(abbrev: &[u8], offset: usize) -> Option<bool> {
 
 /// A section's bytes, inflated straight into the buffer the reader keeps (a `Vec` turned into
 /// an `Arc<[u8]>` is one more copy of 16 MiB); None when they do not inflate.
-fn inflate(data: &object::CompressedData<'_>) -> Option<Arc<[u8]>> {
+fn inflate(data: &object::CompressedData<'_>) -> Option<Bytes> {
     if data.format != object::CompressionFormat::Zlib {
-        return Some(Arc::from(&data.decompress().ok()?[..]));
+        return Some(Bytes::owned(&data.decompress().ok()?[..]));
     }
     let size = usize::try_from(data.uncompressed_size).ok()?;
     let mut out = Arc::<[u8]>::new_uninit_slice(size);
@@ -317,7 +595,7 @@ fn inflate(data: &object::CompressedData<'_>) -> Option<Arc<[u8]>> {
         return None;
     }
     // SAFETY: the stream ended having written exactly `size` bytes from the start.
-    Some(unsafe { out.assume_init() })
+    Some(Bytes::owned(unsafe { out.assume_init() }))
 }
 
 /// gdb's recorded rows of one line program; a program that fails to decode keeps the rows
@@ -383,9 +661,8 @@ fn push_path(path: &mut String, part: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::{kept_units, refers_across_units, Sections};
+    use super::{kept_units, refers_across_units, Bytes, Info, Sections};
     use gimli::SectionId;
-    use std::sync::Arc;
 
     /// A DWARF 4 compilation unit whose root DIE (abbreviation 1) has one inline string.
     fn unit(name: &str) -> Vec<u8> {
@@ -420,30 +697,88 @@ mod tests {
         // DW_TAG_compile_unit, no children, DW_AT_name/DW_FORM_string.
         let abbrev = vec![1, 0x11, 0, 0x03, 0x08, 0, 0, 0];
         let mut secs = Sections::new();
-        secs.insert(SectionId::DebugInfo, Arc::from(info));
-        secs.insert(SectionId::DebugAranges, Arc::from(ar));
-        secs.insert(SectionId::DebugAbbrev, Arc::from(abbrev.clone()));
+        secs.insert(SectionId::DebugInfo, Bytes::owned(info));
+        secs.insert(SectionId::DebugAranges, Bytes::owned(ar));
+        secs.insert(SectionId::DebugAbbrev, Bytes::owned(abbrev.clone()));
 
-        let (kept, covered) = kept_units(&secs, &[0x3010, 0x5008]).expect("cut down");
-        assert_eq!(&kept[..], &b[..]);
+        let whole = |secs: &Sections| Info::Whole(secs.get(&SectionId::DebugInfo).cloned());
+        let kept = |secs: &Sections, addrs: &[u64]| kept_units(secs, &mut whole(secs), addrs);
+        let (kept_b, covered) = kept(&secs, &[0x3010, 0x5008]).expect("cut down");
+        assert_eq!(&kept_b[..], &b[..]);
         assert_eq!(covered, vec![(0x3000, 0x3100), (0x5000, 0x5010)]);
-        let (kept, _) = kept_units(&secs, &[0x1fff, 0x3000]).expect("cut down");
-        assert_eq!(&kept[..], &[a.clone(), b.clone()].concat()[..]);
+        let (kept_ab, _) = kept(&secs, &[0x1fff, 0x3000]).expect("cut down");
+        assert_eq!(&kept_ab[..], &[a.clone(), b.clone()].concat()[..]);
         // An address no unit covers, or just past a range: the whole DWARF.
-        assert!(kept_units(&secs, &[0x2000]).is_none());
-        assert!(kept_units(&secs, &[0x3100]).is_none());
+        assert!(kept(&secs, &[0x2000]).is_none());
+        assert!(kept(&secs, &[0x3100]).is_none());
         // A unit whose table has DW_FORM_ref_addr (DW_AT_abstract_origin): the whole DWARF.
         secs.insert(
             SectionId::DebugAbbrev,
-            Arc::from(vec![1, 0x11, 0, 0x31, 0x10, 0, 0, 0]),
+            Bytes::owned(vec![1, 0x11, 0, 0x31, 0x10, 0, 0, 0]),
         );
-        assert!(kept_units(&secs, &[0x3010]).is_none());
+        assert!(kept(&secs, &[0x3010]).is_none());
         // A unit offset past the section: the whole DWARF.
         let mut bad = aranges(0, &[(0x1000, 0x10)]);
         bad.extend(aranges(1 << 20, &[(0x3000, 0x10)]));
-        secs.insert(SectionId::DebugAbbrev, Arc::from(abbrev));
-        secs.insert(SectionId::DebugAranges, Arc::from(bad));
-        assert!(kept_units(&secs, &[0x3000]).is_none());
+        secs.insert(SectionId::DebugAbbrev, Bytes::owned(abbrev));
+        secs.insert(SectionId::DebugAranges, Bytes::owned(bad));
+        assert!(kept(&secs, &[0x3000]).is_none());
+    }
+
+    #[test]
+    fn a_compressed_section_is_inflated_as_far_as_the_units_kept() {
+        use std::io::Write;
+        // A first unit of 600 KiB, then a small one: keeping the first inflates about its
+        // length, keeping the second all of it; both give the bytes of the whole section.
+        let (a, b) = (unit(&"a".repeat(600 << 10)), unit("b.c"));
+        let info = [a.clone(), b.clone()].concat();
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(&info).unwrap();
+        let packed = z.finish().unwrap();
+        let data = object::CompressedData {
+            format: object::CompressionFormat::Zlib,
+            data: &packed,
+            uncompressed_size: info.len() as u64,
+        };
+        let mut ar = aranges(0, &[(0x1000, 0x1000)]);
+        ar.extend(aranges(a.len() as u32, &[(0x3000, 0x100)]));
+        let mut secs = Sections::new();
+        secs.insert(SectionId::DebugAranges, Bytes::owned(ar));
+        secs.insert(
+            SectionId::DebugAbbrev,
+            Bytes::owned(vec![1, 0x11, 0, 0x03, 0x08, 0, 0, 0]),
+        );
+
+        let mut info_a = Info::inflating(&data).unwrap();
+        let (kept, _) = kept_units(&secs, &mut info_a, &[0x1800]).expect("cut down");
+        assert_eq!(&kept[..], &a[..]);
+        let Info::Inflating { out, .. } = &info_a else {
+            unreachable!()
+        };
+        assert!(
+            out.len() < a.len() + super::INFLATE_STEP_BYTES + 1,
+            "{}",
+            out.len()
+        );
+        assert_eq!(&info_a.whole().unwrap()[..], &info[..]);
+
+        let mut info_b = Info::inflating(&data).unwrap();
+        let (kept, _) = kept_units(&secs, &mut info_b, &[0x3000]).expect("cut down");
+        assert_eq!(&kept[..], &b[..]);
+        assert_eq!(&info_b.whole().unwrap()[..], &info[..]);
+
+        // Corrupt bytes, or a size past what they inflate to: no unit, no section.
+        let bad = object::CompressedData {
+            data: &packed[..packed.len() / 2],
+            ..data
+        };
+        assert!(kept_units(&secs, &mut Info::inflating(&bad).unwrap(), &[0x3000]).is_none());
+        assert!(Info::inflating(&bad).unwrap().whole().is_none());
+        let long = object::CompressedData {
+            uncompressed_size: info.len() as u64 + 1,
+            ..data
+        };
+        assert!(Info::inflating(&long).unwrap().whole().is_none());
     }
 
     /// An abbreviation: code, tag, children, then (attribute, form) pairs and the (0, 0) end.

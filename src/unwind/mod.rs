@@ -20,6 +20,7 @@ use self::cfi::{ElfUnwind, Step};
 use self::regs::Regs;
 use crate::arch::Arch;
 use crate::binary::Module;
+use crate::memory::FileLookup;
 use crate::memory::Memory;
 use crate::native::jit::{self, JitMap};
 use crate::symbols::debugfile::DebugSearch;
@@ -78,8 +79,12 @@ pub struct ModuleSet {
     elves: Vec<OnceLock<Option<Arc<ElfUnwind>>>>,
     /// Each module's DWARF (its own or its debug file's), loaded when a frame needs a line.
     lines: Vec<OnceLock<Option<Lines>>>,
-    /// Local paths of the modules' files (the target's lookup: sysroot, map_files...).
-    paths: Vec<Option<String>>,
+    /// Local paths of the modules' files (the target's lookup: sysroot, map_files...), each
+    /// found on first use: a process maps a hundred files (PyTorch's CUDA build: 0.5 GB of
+    /// libtorch_cuda.so, the nvidia-* libraries), and checking each one's build-id costs more
+    /// than the few with frames.
+    paths: Vec<OnceLock<Option<String>>>,
+    files: Arc<FileLookup>,
     /// Where separate debug files are looked for.
     debug: DebugSearch,
 }
@@ -131,17 +136,22 @@ fn shown(raw: &str) -> String {
 impl ModuleSet {
     pub fn new(target: &Target) -> ModuleSet {
         let modules = target.modules();
-        let paths = modules
-            .iter()
-            .map(|m| target.real_path(&m.path).ok())
-            .collect();
         ModuleSet {
             elves: modules.iter().map(|_| OnceLock::new()).collect(),
             lines: modules.iter().map(|_| OnceLock::new()).collect(),
+            paths: modules.iter().map(|_| OnceLock::new()).collect(),
             modules,
-            paths,
+            files: target.files.clone(),
             debug: DebugSearch::of(&target.files),
         }
+    }
+
+    /// The local file of module `i`.
+    fn path(&self, i: usize) -> Option<&str> {
+        self.paths
+            .get(i)?
+            .get_or_init(|| self.files.resolve(&self.modules.get(i)?.path).ok())
+            .as_deref()
     }
 
     pub fn find(&self, pc: u64) -> Option<usize> {
@@ -154,10 +164,15 @@ impl ModuleSet {
         self.elves
             .get(i)?
             .get_or_init(|| {
-                let path = self.paths.get(i)?.as_deref()?;
+                let path = self.path(i)?;
                 ElfUnwind::load(path, &self.debug).ok().map(Arc::new)
             })
             .as_deref()
+    }
+
+    fn elf_arc(&self, i: usize) -> Option<Arc<ElfUnwind>> {
+        self.elf(i)?;
+        self.elves.get(i)?.get()?.clone()
     }
 
     /// Target address minus this, is the ELF address.
@@ -180,7 +195,7 @@ impl ModuleSet {
 
     /// The file holding module `i`'s DWARF: its own, else its separate debug file.
     fn dwarf_path<'a>(&'a self, i: usize, elf: &'a ElfUnwind) -> Option<&'a str> {
-        let own = self.paths.get(i)?.as_deref()?;
+        let own = self.path(i)?;
         if lines::has_dwarf(own) {
             Some(own)
         } else {
@@ -188,10 +203,64 @@ impl ModuleSet {
         }
     }
 
+    /// Before `frames` are named: finds their symbols, one pass over each module's symbol
+    /// tables for all of them (see [`crate::symbols::SymbolTable::prepare`]), on another thread
+    /// while this one loads the DWARF of their modules (most of which is inflating a debug
+    /// file's sections, itself on every core).
+    pub fn preload<'f>(&self, frames: impl IntoIterator<Item = &'f Frame>) {
+        let frames: Vec<&Frame> = frames.into_iter().collect();
+        let work = self.symbol_work(frames.iter().copied());
+        if work.is_empty() {
+            return self.preload_lines(frames);
+        }
+        let panicked = std::thread::scope(|scope| {
+            // A panic there goes on here, naming where it happened ([`crate::panic`]); a
+            // thread the system refuses leaves the work to this one.
+            let symbols = std::thread::Builder::new()
+                .spawn_scoped(scope, || crate::panic::in_worker(|| prepare_symbols(&work)))
+                .ok();
+            self.preload_lines(frames);
+            match symbols.map(|t| t.join()) {
+                Some(Ok(r)) => r.err(),
+                _ => crate::panic::in_worker(|| prepare_symbols(&work)).err(),
+            }
+        });
+        if let Some(p) = panicked {
+            crate::panic::resume(p);
+        }
+    }
+
+    /// [`ModuleSet::preload`]'s symbols alone, on this thread.
+    pub fn preload_symbols<'f>(&self, frames: impl IntoIterator<Item = &'f Frame>) {
+        prepare_symbols(&self.symbol_work(frames));
+    }
+
+    /// Each module of `frames` with the ELF addresses of theirs in it.
+    fn symbol_work<'f>(
+        &self,
+        frames: impl IntoIterator<Item = &'f Frame>,
+    ) -> Vec<(Arc<ElfUnwind>, Vec<u64>)> {
+        let mut addrs: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+        for f in frames {
+            if let Some(i) = f.module {
+                if let Some(elf) = self.elf(i) {
+                    addrs
+                        .entry(i)
+                        .or_default()
+                        .push(f.lookup.wrapping_sub(self.bias(i, elf)));
+                }
+            }
+        }
+        addrs
+            .into_iter()
+            .filter_map(|(i, a)| Some((self.elf_arc(i)?, a)))
+            .collect()
+    }
+
     /// Loads the DWARF of the modules `frames` are in that have none loaded yet, all at once on
     /// every core (see [`Lines::load_many`]), before those frames are named: each keeps the
     /// units that cover them where it can, and loads the rest only if asked for another address.
-    pub fn preload_lines<'f>(&self, frames: impl IntoIterator<Item = &'f Frame>) {
+    fn preload_lines<'f>(&self, frames: impl IntoIterator<Item = &'f Frame>) {
         let mut addrs: BTreeMap<usize, BTreeSet<u64>> = BTreeMap::new();
         for f in frames {
             let Some(i) = f.module else { continue };
@@ -284,6 +353,12 @@ impl ModuleSet {
             offset: Some(f.pc.wrapping_sub(bias)),
             source,
         }
+    }
+}
+
+fn prepare_symbols(work: &[(Arc<ElfUnwind>, Vec<u64>)]) {
+    for (elf, addrs) in work {
+        elf.symbols.prepare(addrs);
     }
 }
 
@@ -526,6 +601,7 @@ mod tests {
             elves: Vec::new(),
             lines: Vec::new(),
             paths: Vec::new(),
+            files: Arc::new(FileLookup::default()),
             debug: DebugSearch::default(),
         }
     }

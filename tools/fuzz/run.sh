@@ -1,6 +1,6 @@
 #!/bin/bash
 # `make fuzz`: (a) libFuzzer over memory images of real stops (fuzz/, cargo-fuzz, nightly),
-# and over linkage names (the demangler),
+# over linkage names (the demangler) and over ELF files as the native unwinder reads them,
 # (b) the corrupted-core campaign over real cores of every supported interpreter, x86-64 and
 # arm64 (qemu-user cores of the roots `make arm64` unpacks) (tools/fuzz/campaign.py).
 # Idempotent: cargo-fuzz and the nightly toolchain are installed once. FUZZ_SECONDS
@@ -33,6 +33,16 @@ printf '%s' '_ZN4work6invokeIZNS_6Runner3runEiEUliE_EEiT_i' > "$names/seed-cxx"
 printf '%s' '_RINvNtCsl0fKmbkRKnO_17pyunwind_names_rs4walk5applyNCNvB4_3run0EB4_' > "$names/seed-rust"
 cargo +nightly fuzz run --fuzz-dir fuzz demangle "$names" -- \
   -max_total_time="$FUZZ_DEMANGLE_SECONDS" -timeout=1 -rss_limit_mb=1024 -max_len=4096
+
+# (a'') libFuzzer over ELF files as the native unwinder reads them (`.eh_frame_hdr`, CFI, symbol
+# tables), from small executables and libraries of this system.
+elf_corpus=target/fuzz-corpus/elf
+mkdir -p "$elf_corpus"
+for f in "$py" /usr/lib/x86_64-linux-gnu/libdl.so.2; do
+  [ -f "$f" ] && cp -L "$f" "$elf_corpus/seed-$(basename "$f")"
+done
+cargo +nightly fuzz run --fuzz-dir fuzz elf "$elf_corpus" -- \
+  -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 -max_len=65536
 
 # (b) the campaign; its debugger sample runs lldb 22 too (installed here, as for the tests).
 PYUNWIND_LLDB=$(bash tools/lldb-env.sh 22)
