@@ -7,6 +7,7 @@ pub mod debug_offsets;
 pub mod discovery;
 pub mod frames;
 pub mod gc;
+pub mod interpreters;
 pub mod layout;
 pub mod objects;
 pub mod proxy_repr;

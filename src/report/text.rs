@@ -121,6 +121,9 @@ pub fn thread_header(r: &Report, t: &ThreadReport) -> String {
     if t.thread_state.is_none() {
         s.push_str(" (no Python thread state)");
     }
+    if let Some(id) = t.interpreter_id.filter(|i| *i != 0) {
+        write!(s, " (interpreter {id})").unwrap();
+    }
     match t.holds_gil {
         Some(true) => s.push_str(" (holds the GIL)"),
         Some(false) => {}
@@ -160,9 +163,31 @@ pub fn traceback(t: &ThreadReport, src: &mut Sources, out: &mut String) {
     }
 }
 
+/// Where a stack crosses from one interpreter into the one it was entered from: before frame
+/// `f`, when `last` (the interpreter of the frames above it) is another, the line
+/// `--- interpreter 1 (entered from interpreter 0) ---`. `last` then becomes `f`'s.
+pub fn interpreter_crossing(
+    last: &mut Option<u32>,
+    f: &FrameReport,
+    indent: &str,
+    out: &mut String,
+) {
+    let Some(id) = f.interpreter_id else { return };
+    if let Some(inner) = last.filter(|i| *i != id) {
+        writeln!(
+            out,
+            "{indent}--- interpreter {inner} (entered from interpreter {id}) ---"
+        )
+        .unwrap();
+    }
+    *last = Some(id);
+}
+
 /// One `File "...", line N, in f` entry (and its source line) per frame, each line prefixed
-/// with `indent`.
+/// with `indent`; a line where the stack crosses into another interpreter
+/// ([`interpreter_crossing`]).
 pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut String) {
+    let mut interp = None;
     for f in frames {
         if out.len() >= MAX_TEXT_BYTES {
             if !out.ends_with(TEXT_CUT) {
@@ -170,6 +195,7 @@ pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut
             }
             return;
         }
+        interpreter_crossing(&mut interp, f, indent, out);
         match f.kind {
             FrameKind::Jit if f.file.is_none() => {
                 writeln!(
@@ -404,7 +430,9 @@ pub fn frame_line(index: usize, f: &FrameReport, locals: Option<&[LocalReport]>)
 /// `py-bt-full`: every frame with its locals.
 pub fn full(t: &ThreadReport, src: &mut Sources) -> String {
     let mut out = String::new();
+    let mut interp = None;
     for (i, f) in t.frames.iter().enumerate() {
+        interpreter_crossing(&mut interp, f, "", &mut out);
         full_frame(i, f, src, &mut out);
     }
     if t.frames.is_empty() {
@@ -452,7 +480,11 @@ pub fn entries(
         }
         out.push_str("Traceback (most recent call first):\n");
     }
+    let mut interp = None;
     for e in entries {
+        if let Some(f) = e.index.and_then(|i| t.frames.get(i)) {
+            interpreter_crossing(&mut interp, f, if full { "" } else { "  " }, out);
+        }
         match (
             e.index.and_then(|i| t.frames.get(i).map(|f| (i, f))),
             &e.text,

@@ -241,6 +241,7 @@ impl NativeOnly {
             // The GIL is held by a thread state: a thread without one does not hold it.
             holds_gil: (!s.snap.layout.free_threaded).then_some(false),
             interpreter: None,
+            interpreter_id: None,
             thread_state: None,
             frames: Vec::new(),
             truncated: false,
@@ -250,8 +251,8 @@ impl NativeOnly {
 
     /// A thread with no Python frames, for splicing (nothing is spliced into its stack).
     fn decoded(&self) -> DecodedThread {
-        DecodedThread {
-            info: ThreadInfo {
+        DecodedThread::alone(
+            ThreadInfo {
                 addr: 0,
                 interp: 0,
                 thread_id: self.thread_pointer,
@@ -261,8 +262,8 @@ impl NativeOnly {
                 frame: 0,
                 frame_error: None,
             },
-            walk: FrameWalk::default(),
-        }
+            FrameWalk::default(),
+        )
     }
 }
 
