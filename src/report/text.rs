@@ -163,6 +163,14 @@ pub fn traceback(t: &ThreadReport, src: &mut Sources, out: &mut String) {
     }
 }
 
+/// What a debugger's backtrace adds to the name of a frame a subinterpreter runs (gdb's `bt`
+/// filter, lldb's frame provider): ` [interpreter 1]`; nothing for the main interpreter's.
+pub fn interpreter_label(f: &FrameReport) -> Option<String> {
+    f.interpreter_id
+        .filter(|i| *i != 0)
+        .map(|i| format!(" [interpreter {i}]"))
+}
+
 /// Where a stack crosses from one interpreter into the one it was entered from: before frame
 /// `f`, when `last` (the interpreter of the frames above it) is another, the line
 /// `--- interpreter 1 (entered from interpreter 0) ---`. `last` then becomes `f`'s.
@@ -481,8 +489,14 @@ pub fn entries(
         out.push_str("Traceback (most recent call first):\n");
     }
     let mut interp = None;
-    for e in entries {
-        if let Some(f) = e.index.and_then(|i| t.frames.get(i)) {
+    for (k, e) in entries.iter().enumerate() {
+        // A native entry (the C function a frame calls) belongs with the Python frame that
+        // calls it, the next one: a crossing goes above it.
+        let python = entries[k..]
+            .iter()
+            .find_map(|e| e.index)
+            .and_then(|i| t.frames.get(i));
+        if let Some(f) = python {
             interpreter_crossing(&mut interp, f, if full { "" } else { "  " }, out);
         }
         match (

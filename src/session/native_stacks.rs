@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use super::jit;
-use super::report::{frame_report, report as threads_report, thread_label};
+use super::report::{report as threads_report, thread_frame_report, thread_label};
 use super::{names, DecodedThread, Session, ThreadKey};
 use crate::arch::Arch;
 use crate::cpython::callables::NativeFrame;
@@ -334,7 +334,7 @@ fn merge(
                 for &i in frames {
                     if let Some(item) = t.walk.items.get(i) {
                         shown[i] = true;
-                        out.push(frame_report(s, item, with_locals));
+                        out.push(thread_frame_report(s, t, i, item, with_locals));
                     }
                 }
                 started = out
@@ -405,7 +405,7 @@ fn merge(
     }
     for (i, item) in t.walk.items.iter().enumerate() {
         if !shown[i] {
-            out.push(frame_report(s, item, with_locals));
+            out.push(thread_frame_report(s, t, i, item, with_locals));
         }
     }
     out

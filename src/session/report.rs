@@ -53,30 +53,27 @@ pub fn frame_report(s: &Session, item: &FrameItem, with_locals: bool) -> FrameRe
     }
 }
 
+/// Frame `index` of thread `t`, with the id of the interpreter that runs it.
+pub fn thread_frame_report(
+    s: &Session,
+    t: &DecodedThread,
+    index: usize,
+    item: &FrameItem,
+    with_locals: bool,
+) -> FrameReport {
+    let mut f = frame_report(s, item, with_locals);
+    f.interpreter_id = interpreter_id(s, t.state_of(index).interp);
+    f
+}
+
 pub fn thread_report(s: &Session, t: &DecodedThread, with_locals: bool) -> ThreadReport {
-    let mut frames: Vec<FrameReport> = t
+    let frames: Vec<FrameReport> = t
         .walk
         .items
         .iter()
-        .map(|i| frame_report(s, i, with_locals))
+        .enumerate()
+        .map(|(i, item)| thread_frame_report(s, t, i, item, with_locals))
         .collect();
-    // Each run of frames carries the id of the interpreter that runs it.
-    let mut start = 0;
-    for (info, end) in std::iter::once(&t.info)
-        .chain(t.entered_from.iter().map(|(_, i)| i))
-        .zip(
-            t.entered_from
-                .iter()
-                .map(|(at, _)| *at)
-                .chain([frames.len()]),
-        )
-    {
-        let id = interpreter_id(s, info.interp);
-        for f in frames.get_mut(start..end).unwrap_or_default() {
-            f.interpreter_id = id;
-        }
-        start = end;
-    }
     ThreadReport {
         native_id: t.info.native_id,
         thread_id: Some(t.info.thread_id),

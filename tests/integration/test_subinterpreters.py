@@ -106,3 +106,110 @@ def test_text_live_and_core(stop):
                 blocks[int(lines[0].split()[1])] = lines
         for tt in stop.truth["threads"]:
             assert blocks.get(tt["native_id"]) == expected_text(stop.truth, tt), out
+
+
+# --- gdb and lldb ---------------------------------------------------------------------------
+
+DEBUGGER_INTERPS = harness.pick(["pyenv-3.12", "pyenv-3.13", "debian-3.14", "debian-3.15"],
+                                INTERPS)
+# A Python frame of gdb's `bt` (`#8  park_in_sub [interpreter 1] () at …/subinterp_child.py:87`,
+# later frames of one eval loop without a number) and of lldb's (`frame #8: park_in_sub
+# [interpreter 1] at subinterp_child.py:87 [synthetic]`).
+GDB_PY = re.compile(r"^(?:#\d+\s+(?!0x)|(?![#\s]))(\S.*?) \(\) at (.+):(\d+)$")
+LLDB_PY = re.compile(r"^\s*\*?\s*frame #\d+: (.+?) at (\S+):(\d+) \[synthetic\]$")
+# gdb's `thread apply all` header: `Thread 3 (LWP 22455):`, live `Thread 3 (Thread 0x… (LWP
+# 22455) "python3"):`.
+GDB_THREAD = re.compile(r"^Thread \d+ \(.*\(?LWP (\d+)\).*:$")
+
+
+def labelled(tt):
+    """The thread's Python frames as a debugger's backtrace names them: a subinterpreter's with
+    ` [interpreter N]`."""
+    return [(f["function"] + (" [interpreter %d]" % f["interpreter_id"] if f["interpreter_id"]
+                              else ""), f["line"]) for f in tt["frames"]]
+
+
+def by_gdb_thread(out):
+    """{lwp: text} of a `thread apply all` output."""
+    blocks, lwp = {}, None
+    for line in out.splitlines():
+        m = GDB_THREAD.match(line)
+        if m:
+            lwp = int(m.group(1))
+            blocks[lwp] = []
+        elif lwp is not None:
+            blocks[lwp].append(line)
+    return {k: "\n".join(v) for k, v in blocks.items()}
+
+
+def traceback_lines(text):
+    return [line for line in text.splitlines()
+            if line.startswith(("Traceback", "  File ", "  --- interpreter "))]
+
+
+def check_py_bt(text, tt):
+    """`py-bt` of one thread: its frames and crossings, each crossing above the C function
+    (`<built-in method exec …>`) that the interpreter it was entered from calls."""
+    assert traceback_lines(text) == expected_text(None, tt)[1:], text
+    assert not re.search(r"<built-in [^\n]*\n\s*--- interpreter", text), text
+
+
+@pytest.mark.parametrize("interp", DEBUGGER_INTERPS, ids=lambda i: i.id)
+def test_gdb(interp):
+    """gdb, from a core and (3.12, where the thread is found by the stack its code runs on)
+    live: `py-bt -a` as the CLI's text, `py-bt` of each thread, and `bt`'s Python frames named
+    with their interpreter."""
+    from test_stacks import run_gdb
+
+    with harness.Scenario(interp, "subinterpreters") as sc:
+        sources = [{"core": sc.make_core()}] + ([{"pid": sc.pid}] if interp.minor == 12 else [])
+        for source in sources:
+            out, err = run_gdb(interp, "echo @@ALL@@\\n", "py-bt -a", "echo @@BT@@\\n",
+                               "thread apply all py-bt", "echo @@NATIVE@@\\n",
+                               "thread apply all bt", **source)
+            harness.assert_no_panic(out + err)
+            all_text = out[out.index("@@ALL@@"):out.index("@@BT@@")]
+            each = by_gdb_thread(out[out.index("@@BT@@"):out.index("@@NATIVE@@")])
+            native = by_gdb_thread(out[out.index("@@NATIVE@@"):])
+            blocks = {}
+            for block in all_text.split("\n\n"):
+                lines = [line for line in block.splitlines() if SHOWN.match(line)]
+                if lines and lines[0].startswith("Thread "):
+                    blocks[int(lines[0].split()[1])] = lines
+            for tt in sc.truth["threads"]:
+                tid = tt["native_id"]
+                assert blocks.get(tid) == expected_text(sc.truth, tt), (source, all_text)
+                check_py_bt(each[tid], tt)
+                shown = [(m.group(1), int(m.group(3)))
+                         for m in map(GDB_PY.match, native[tid].splitlines())
+                         if m and not m.group(2).endswith((".c", ".h"))]
+                assert shown == labelled(tt), (source, native[tid])
+
+
+def test_lldb_provider():
+    """lldb 22's frame provider names a subinterpreter's frames as gdb's `bt` does, and its
+    `py-bt -a` and `py-bt` are the CLI's (lldb 19 has no provider: its `bt` is lldb's own)."""
+    from test_lldb import lldb_major, mark, run_lldb, split
+
+    assert lldb_major() >= 22, "the frame provider needs lldb 22"
+    interp = harness.pick(["debian-3.14"])[0]
+    with harness.Scenario(interp, "subinterpreters") as sc:
+        core = sc.make_core()
+        commands = [mark("ALL"), "py-bt -a"]
+        for tt in sc.truth["threads"]:
+            commands += ["script lldb.process.SetSelectedThreadByID(%d)" % tt["native_id"],
+                         mark("T%d" % tt["native_id"]), "bt", "py-bt"]
+        names = ["T%d" % tt["native_id"] for tt in sc.truth["threads"]]
+        out = split(run_lldb(interp, *commands, core=core), ["ALL"] + names)
+        harness.assert_no_panic(out["ALL"])
+        blocks = {}
+        for block in out["ALL"].split("\n\n"):
+            lines = [line for line in block.splitlines() if SHOWN.match(line)]
+            if lines and lines[0].startswith("Thread "):
+                blocks[int(lines[0].split()[1])] = lines
+        for tt in sc.truth["threads"]:
+            assert blocks.get(tt["native_id"]) == expected_text(sc.truth, tt), out["ALL"]
+            text = out["T%d" % tt["native_id"]]
+            shown = [(m.group(1), int(m.group(3))) for m in map(LLDB_PY.match, text.splitlines()) if m]
+            assert shown == labelled(tt), text
+            check_py_bt(text[text.index("Traceback"):], tt)
