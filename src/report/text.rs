@@ -558,3 +558,94 @@ pub fn listing(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_support::python_frame as py;
+
+    fn thread(frames: Vec<FrameReport>) -> ThreadReport {
+        ThreadReport {
+            native_id: Some(7),
+            thread_id: Some(7),
+            name: Some("to-sub1".into()),
+            native_name: None,
+            holds_gil: Some(false),
+            interpreter: Some(0x100),
+            interpreter_id: frames.first().and_then(|f| f.interpreter_id),
+            thread_state: Some(0x200),
+            frames,
+            truncated: false,
+            why: None,
+        }
+    }
+
+    /// `park` in interpreter 2, entered from `hop` in 1, entered from `run` in 0.
+    fn nested() -> ThreadReport {
+        let mut frames = vec![
+            py("park", "c.py", 7),
+            py("hop", "c.py", 9),
+            py("run", "m.py", 3),
+        ];
+        for (f, id) in frames.iter_mut().zip([2, 1, 0]) {
+            f.interpreter_id = Some(id);
+        }
+        thread(frames)
+    }
+
+    #[test]
+    fn a_traceback_marks_each_interpreter_it_was_entered_from() {
+        let t = nested();
+        let r = crate::report::test_support::report_of("3.14.0", 1, vec![t.clone()]);
+        let mut out = String::new();
+        traceback(&t, &mut Sources::default(), &mut out);
+        assert_eq!(
+            out,
+            "Traceback (most recent call first):\n\
+             \x20 File \"c.py\", line 7, in park\n\
+             \x20 --- interpreter 2 (entered from interpreter 1) ---\n\
+             \x20 File \"c.py\", line 9, in hop\n\
+             \x20 --- interpreter 1 (entered from interpreter 0) ---\n\
+             \x20 File \"m.py\", line 3, in run\n"
+        );
+        assert_eq!(
+            thread_header(&r, &t),
+            "Thread 7 \"to-sub1\" (interpreter 2):"
+        );
+        assert_eq!(
+            interpreter_label(&t.frames[0]).as_deref(),
+            Some(" [interpreter 2]")
+        );
+        assert_eq!(interpreter_label(&t.frames[2]), None);
+    }
+
+    #[test]
+    fn py_bt_puts_a_crossing_above_the_c_function_that_crossed() {
+        let t = nested();
+        let python = |i| StackEntry {
+            kind: "python",
+            index: Some(i),
+            level: None,
+            text: None,
+        };
+        let native = StackEntry {
+            kind: "native",
+            index: None,
+            level: None,
+            text: Some("<built-in method exec of module object>".into()),
+        };
+        let entries = [python(0), native.clone(), python(1), python(2)];
+        let mut out = String::new();
+        super::entries(&t, &entries, false, &mut Sources::default(), &mut out);
+        assert_eq!(
+            out,
+            "Traceback (most recent call first):\n\
+             \x20 File \"c.py\", line 7, in park\n\
+             \x20 --- interpreter 2 (entered from interpreter 1) ---\n\
+             \x20 <built-in method exec of module object>\n\
+             \x20 File \"c.py\", line 9, in hop\n\
+             \x20 --- interpreter 1 (entered from interpreter 0) ---\n\
+             \x20 File \"m.py\", line 3, in run\n"
+        );
+    }
+}

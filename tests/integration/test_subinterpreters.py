@@ -75,6 +75,25 @@ def test_json_live_and_core(stop):
         check_report(cli(source, target, "--json"), stop.truth)
 
 
+def group_frames(grouped):
+    return sorted([(f["function"], f["file"], f["line"], f["interpreter_id"]) for f in g["frames"]]
+                  for g in grouped["groups"])
+
+
+def test_group_and_merge(stop, tmp_path):
+    """`--group`: the interpreter of each frame is part of the key (each thread here is a group
+    of its own); `merge` of saved reports, the live one and the core's, keys the same way."""
+    want = sorted(frames_of(tt["frames"]) for tt in stop.truth["threads"])
+    for source, target in targets(stop):
+        assert group_frames(cli(source, target, "--group", "--json")) == want
+    saved = tmp_path / "reports.json"
+    saved.write_text("".join(json.dumps(cli(source, target, "--json")) + "\n"
+                             for source, target in targets(stop)))
+    merged = cli("merge", saved, "--json")
+    assert group_frames(merged) == want
+    assert all(g["count"] == 2 for g in merged["groups"]), merged["groups"]
+
+
 def expected_text(truth, tt):
     """A thread's header and traceback lines as the text shows them (source lines left out):
     `File` lines, and a crossing line before the first frame of each interpreter entered
