@@ -94,6 +94,46 @@ def test_group_and_merge(stop, tmp_path):
     assert all(g["count"] == 2 for g in merged["groups"]), merged["groups"]
 
 
+def check_async(report, truth):
+    """The threads as check_report checks them, then every task and loop of each interpreter:
+    each task's frames carry the id of the interpreter whose asyncio runs it; a loop's, the ids
+    of its thread's interpreters, from the loop outwards."""
+    check_report(report, truth)
+    tasks = {t["id"]: t for t in report["tasks"]}
+    assert sorted(tasks) == sorted(t["id"] for t in truth["tasks"])
+    for want in truth["tasks"]:
+        t = tasks[want["id"]]
+        assert (t["name"], t["native_id"], t["on_cpu"], t["loop"], t["supported"]) == \
+            (want["name"], want["native_id"], want["on_cpu"], want["loop"], True), want["name"]
+        assert frames_of(t["frames"]) == frames_of(want["frames"]), want["name"]
+        assert sorted(t["awaited_by"]) == sorted(want["awaited_by"]), want["name"]
+    loops = {lp["id"]: lp for lp in report["loops"]}
+    assert sorted(loops) == sorted(lp["id"] for lp in truth["loops"])
+    for want in truth["loops"]:
+        got = loops[want["id"]]
+        assert (got["native_id"], got["running"]) == (want["native_id"], True)
+        assert frames_of(got["frames"]) == frames_of(want["frames"])
+
+
+ASYNC_INTERPS = harness.pick(["pyenv-3.12", "pyenv-3.13", "ft-3.13t", "debian-3.14",
+                              "debian-3.15"], INTERPS)
+
+
+@pytest.mark.parametrize("interp", ASYNC_INTERPS, ids=lambda i: i.id)
+def test_asyncio_per_interpreter(interp):
+    """tests/scenarios/subinterp_async.py: an event loop in a subinterpreter and one in the main
+    interpreter, each with its tasks (each interpreter's `_asyncio` has its own Task type):
+    `--async` and `--tasks`, live and from the core; gdb's `py-tasks --json` from the core."""
+    from test_stacks import json_from, run_gdb
+
+    with harness.Scenario(interp, "subinterp_async") as sc:
+        for source, target in targets(sc):
+            for flag in ("--async", "--tasks"):
+                check_async(cli(source, target, flag, "--json"), sc.truth)
+        out, _ = run_gdb(interp, "py-tasks --json", core=sc.make_core())
+        check_async(json_from(out), sc.truth)
+
+
 def expected_text(truth, tt):
     """A thread's header and traceback lines as the text shows them (source lines left out):
     `File` lines, and a crossing line before the first frame of each interpreter entered

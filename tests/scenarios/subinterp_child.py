@@ -101,3 +101,65 @@ def park_with_worker(out_dir, label, worker_label):
     t = threading.Thread(target=worker_in_sub, args=(out_dir, worker_label), name=worker_label)
     t.start()
     park_in_sub(out_dir, label)
+
+
+# --- asyncio in a subinterpreter (subinterp_async.py) ---------------------------------------
+
+FOREVER = 100000
+
+
+def _frame(f):
+    return {"function": _truth.code_name(f.f_code), "file": f.f_code.co_filename,
+            "line": f.f_lineno}
+
+
+def _chain(coro):
+    """A suspended coroutine's frames, innermost first (`cr_await` down to the leaf)."""
+    frames = []
+    while coro is not None and getattr(coro, "cr_frame", None) is not None:
+        frames.append(_frame(coro.cr_frame))
+        coro = coro.cr_await
+    frames.reverse()
+    return frames
+
+
+async def waiter(event):
+    await event.wait()
+
+
+async def chain(inner):
+    await inner
+
+
+async def loop_main(out_dir, label):
+    """The main task: starts `waiter` (awaits an Event) and `chain` (awaits `waiter`), lets
+    them suspend, then records the tasks and its thread's stack and blocks the loop's thread
+    on the same line (the task on-CPU)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    event = asyncio.Event()
+    w = asyncio.create_task(waiter(event), name="waiter")
+    c = asyncio.create_task(chain(w), name="chain")
+    for _ in range(3):
+        await asyncio.sleep(0)
+    me = asyncio.current_task()
+
+    def record(caller):
+        thread = _truth.frames_from(caller)
+        tasks = [{"id": id(me), "name": me.get_name(), "awaited_by": [], "on_cpu": True,
+                  "frames": thread[:1]}]
+        for t, by in ((c, []), (w, [id(c)])):
+            tasks.append({"id": id(t), "name": t.get_name(), "awaited_by": by,
+                          "on_cpu": False, "frames": _chain(t.get_coro())})
+        write(out_dir, "park-" + label, {"frames": thread, "tasks": tasks, "loop": id(loop),
+                                         "loop_frames": thread[1:]})
+
+    record(sys._getframe(0)); _truth.HELD.acquire()  # noqa: E702
+
+
+def run_loop(out_dir, label):
+    """Run an event loop in this interpreter (`loop_main`)."""
+    import asyncio
+
+    asyncio.run(loop_main(out_dir, label))
