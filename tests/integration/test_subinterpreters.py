@@ -75,6 +75,25 @@ def test_json_live_and_core(stop):
         check_report(cli(source, target, "--json"), stop.truth)
 
 
+def test_why_locks_per_interpreter(stop):
+    """`--why` in a subinterpreter: a thread of A waits for A's RLock, which another thread of A
+    holds in a `with` block (each interpreter's locks are its own), live and from the core."""
+    lock = stop.truth["rlock"]
+    child = harness.scenarios_dir() / "subinterp_child.py"
+    with_line = 1 + child.read_text().splitlines().index("    with RLOCK:")
+    for source, target in targets(stop):
+        report = cli(source, target, "--why", "--json")
+        check_report(report, stop.truth)
+        threads = {t["native_id"]: t for t in report["threads"]}
+        assert threads[lock["waiter"]]["waiting"] == {
+            "kind": "rlock", "object": lock["object"], "type": "RLock", "owner": lock["holder"],
+            "frame": 0}
+        assert threads[lock["holder"]]["holding"] == [{
+            "kind": "rlock", "object": lock["object"], "type": "RLock", "count": 1, "frame": 0,
+            "line": with_line}]
+        assert report["deadlocks"] == []
+
+
 def group_frames(grouped):
     return sorted([(f["function"], f["file"], f["line"], f["interpreter_id"]) for f in g["frames"]]
                   for g in grouped["groups"])
@@ -134,6 +153,58 @@ def test_asyncio_per_interpreter(interp):
         check_async(json_from(out), sc.truth)
 
 
+GIL_INTERPS = harness.pick(["pyenv-3.12", "pyenv-3.13", "debian-3.14-dbgsym",
+                            "debian-3.15-dbgsym"])
+
+
+def gil_of(interp, core, address):
+    """gdb's reading, from the interpreter's debug info, of the interpreter at `address`: its
+    id and its GIL (`ceval.gil`, a pointer to its `struct _gil_runtime_state`)."""
+    from test_stacks import run_gdb
+
+    state = "((PyInterpreterState *) %d)" % address
+    out, _ = run_gdb(interp, "printf \"ID=%%d GIL=%%lu\\n\", (int) %s->id, "
+                             "(unsigned long) %s->ceval.gil" % (state, state), core=core)
+    m = re.search(r"^ID=(\d+) GIL=(\d+)$", out, re.M)
+    assert m, out
+    return int(m.group(1)), int(m.group(2))
+
+
+@pytest.mark.parametrize("interp", GIL_INTERPS, ids=lambda i: i.id)
+def test_why_gil_per_interpreter(interp):
+    """tests/scenarios/subinterp_gil.py: a subinterpreter's own GIL, held for good by a thread
+    running in it; a thread of that interpreter and (3.13+) a thread entering it from the main
+    interpreter wait for it: `--why` says `gil_wait`, the GIL is that interpreter's (gdb reads it
+    from the debug info) and its owner the holder; the main interpreter's GIL is nobody's. From
+    cores, where the waiters sit in futex (a waiter wakes every 5 ms to ask for the GIL: a core
+    that caught one awake is made again)."""
+    with harness.Scenario(interp, "subinterp_gil") as sc:
+        gil = sc.truth["gil"]
+        for attempt in range(5):
+            core = sc.make_core_named("gil%d" % attempt)
+            report = cli("core", core, "--why", "--json")
+            threads = {t["native_id"]: t for t in report["threads"]}
+            if all(threads[w]["syscall"] == "futex" for w in gil["waiting"]):
+                break
+        else:
+            pytest.fail("no core caught every waiter in futex: %r" % report["threads"])
+        check_report(report, sc.truth)
+        address = {i["id"]: i["address"] for i in report["interpreters"]}
+        sub_id, sub_gil = gil_of(interp, core, address[gil["interpreter"]])
+        _, main_gil = gil_of(interp, core, address[0])
+        assert sub_id == gil["interpreter"] and sub_gil not in (0, main_gil)
+        holder = threads[gil["holder"]]
+        assert (holder["holds_gil"], holder["state"], holder["waiting"]) == (True, "running", None)
+        for tid in gil["waiting"]:
+            t = threads[tid]
+            assert (t["holds_gil"], t["state"]) == (False, "gil_wait"), t
+            assert t["waiting"] == {"kind": "gil", "object": sub_gil, "type": None,
+                                    "owner": gil["holder"], "frame": 0}, t
+        main = threads[sc.truth["threads"][0]["native_id"]]
+        assert (main["holds_gil"], main["state"], main["waiting"]["kind"]) == \
+            (False, "syscall", "lock")
+
+
 def expected_text(truth, tt):
     """A thread's header and traceback lines as the text shows them (source lines left out):
     `File` lines, and a crossing line before the first frame of each interpreter entered
@@ -172,10 +243,8 @@ def test_text_live_and_core(stop):
 DEBUGGER_INTERPS = harness.pick(["pyenv-3.12", "pyenv-3.13", "debian-3.14", "debian-3.15"],
                                 INTERPS)
 # A Python frame of gdb's `bt` (`#8  park_in_sub [interpreter 1] () at …/subinterp_child.py:87`,
-# later frames of one eval loop without a number) and of lldb's (`frame #8: park_in_sub
-# [interpreter 1] at subinterp_child.py:87 [synthetic]`).
+# later frames of one eval loop without a number).
 GDB_PY = re.compile(r"^(?:#\d+\s+(?!0x)|(?![#\s]))(\S.*?) \(\) at (.+):(\d+)$")
-LLDB_PY = re.compile(r"^\s*\*?\s*frame #\d+: (.+?) at (\S+):(\d+) \[synthetic\]$")
 # gdb's `thread apply all` header: `Thread 3 (LWP 22455):`, live `Thread 3 (Thread 0x… (LWP
 # 22455) "python3"):`.
 GDB_THREAD = re.compile(r"^Thread \d+ \(.*\(?LWP (\d+)\).*:$")
@@ -243,32 +312,3 @@ def test_gdb(interp):
                          for m in map(GDB_PY.match, native[tid].splitlines())
                          if m and not m.group(2).endswith((".c", ".h"))]
                 assert shown == labelled(tt), (source, native[tid])
-
-
-def test_lldb_provider():
-    """lldb 22's frame provider names a subinterpreter's frames as gdb's `bt` does, and its
-    `py-bt -a` and `py-bt` are the CLI's (lldb 19 has no provider: its `bt` is lldb's own)."""
-    from test_lldb import lldb_major, mark, run_lldb, split
-
-    assert lldb_major() >= 22, "the frame provider needs lldb 22"
-    interp = harness.pick(["debian-3.14"])[0]
-    with harness.Scenario(interp, "subinterpreters") as sc:
-        core = sc.make_core()
-        commands = [mark("ALL"), "py-bt -a"]
-        for tt in sc.truth["threads"]:
-            commands += ["script lldb.process.SetSelectedThreadByID(%d)" % tt["native_id"],
-                         mark("T%d" % tt["native_id"]), "bt", "py-bt"]
-        names = ["T%d" % tt["native_id"] for tt in sc.truth["threads"]]
-        out = split(run_lldb(interp, *commands, core=core), ["ALL"] + names)
-        harness.assert_no_panic(out["ALL"])
-        blocks = {}
-        for block in out["ALL"].split("\n\n"):
-            lines = [line for line in block.splitlines() if SHOWN.match(line)]
-            if lines and lines[0].startswith("Thread "):
-                blocks[int(lines[0].split()[1])] = lines
-        for tt in sc.truth["threads"]:
-            assert blocks.get(tt["native_id"]) == expected_text(sc.truth, tt), out["ALL"]
-            text = out["T%d" % tt["native_id"]]
-            shown = [(m.group(1), int(m.group(3))) for m in map(LLDB_PY.match, text.splitlines()) if m]
-            assert shown == labelled(tt), text
-            check_py_bt(text[text.index("Traceback"):], tt)

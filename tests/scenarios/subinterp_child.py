@@ -87,8 +87,18 @@ def park_in_sub(out_dir, label):
     park_here(out_dir, label); _truth.HELD.acquire()  # noqa: E702
 
 
-def worker_in_sub(out_dir, label):
-    park_here(out_dir, label); _truth.HELD.acquire()  # noqa: E702
+# This interpreter's own RLock (each interpreter imports this module anew).
+RLOCK = threading.RLock()
+
+
+def wait_for_rlock(out_dir, label):
+    park_here(out_dir, label); RLOCK.acquire()  # noqa: E702
+
+
+def hold_rlock(out_dir, label):
+    with RLOCK:
+        write(out_dir, "rlock-" + label, {"object": id(RLOCK)})
+        park_here(out_dir, label); _truth.HELD.acquire()  # noqa: E702
 
 
 def hop(out_dir, label, target_id):
@@ -96,9 +106,15 @@ def hop(out_dir, label, target_id):
     run_in(target_id, code_for(out_dir, "park_in_sub(%r, %r)" % (out_dir, label)), out_dir, label)
 
 
-def park_with_worker(out_dir, label, worker_label):
-    """Start a thread of this interpreter's own that parks, then park."""
-    t = threading.Thread(target=worker_in_sub, args=(out_dir, worker_label), name=worker_label)
+def park_with_worker(out_dir, label, worker_label, holder_label):
+    """Start a thread of this interpreter's own that holds its RLock and parks, and one that
+    waits for that RLock, then park."""
+    import time
+
+    threading.Thread(target=hold_rlock, args=(out_dir, holder_label), name=holder_label).start()
+    while not os.path.exists(os.path.join(out_dir, "park-%s.json" % holder_label)):
+        time.sleep(0.01)
+    t = threading.Thread(target=wait_for_rlock, args=(out_dir, worker_label), name=worker_label)
     t.start()
     park_in_sub(out_dir, label)
 
@@ -163,3 +179,29 @@ def run_loop(out_dir, label):
     import asyncio
 
     asyncio.run(loop_main(out_dir, label))
+
+
+# --- a subinterpreter's own GIL (subinterp_gil.py) --------------------------------------------
+
+# Backtracks for ages on a string of 64 `a`s and a `b`, in C, holding the GIL (the regex engine
+# neither releases it nor lets the eval loop hand it over).
+BACKTRACK = r"(a+)+$"
+
+
+def wait_for_gil(out_dir, label):
+    """Record, then sleep: on waking it needs this interpreter's GIL, which `hold_gil` keeps."""
+    import time
+
+    park_here(out_dir, label); time.sleep(0.5)  # noqa: E702
+
+
+def hold_gil(out_dir, label, worker_label):
+    """Start `wait_for_gil` in a thread of this interpreter, then hold the GIL for good."""
+    import re
+    import time
+
+    pattern = re.compile(BACKTRACK)
+    threading.Thread(target=wait_for_gil, args=(out_dir, worker_label), name=worker_label).start()
+    while not os.path.exists(os.path.join(out_dir, "park-%s.json" % worker_label)):
+        time.sleep(0.01)
+    park_here(out_dir, label); pattern.match("a" * 64 + "b")  # noqa: E702

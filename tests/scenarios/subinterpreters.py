@@ -4,8 +4,9 @@ enter them from it.
 - ``MainThread`` stays in the main interpreter (0);
 - ``to-sub1`` enters interpreter A from the main one (3.14+: ``Interpreter.exec`` of
   ``concurrent.interpreters``; 3.13: ``_interpreters.exec``; 3.12: ``_xxsubinterpreters.run_string``)
-  and parks there, after A has started a thread of its own, ``sub1-worker`` (a thread of A
-  only);
+  and parks there, after A has started two threads of its own (threads of A only):
+  ``sub1-locker`` holds A's RLock in a ``with`` block and parks, ``sub1-worker`` waits for
+  that RLock;
 - ``to-sub2-sub3`` enters B from the main interpreter, then C from B (a nested entry), and
   parks in C;
 - interpreter D has no thread at all.
@@ -15,7 +16,8 @@ records what it sees (subinterp_child.py); the truth joins, by native id, each t
 segments into one stack, innermost interpreter first: ``threads[i].frames[j].interpreter_id``
 and ``threads[i].interpreter_id`` (the interpreter it runs in now). ``interpreters``: each
 interpreter's id and ``whence`` (``_interpreters.whence``, 3.13+; null on 3.12), main first,
-then by creation. ``idle_interpreter``: D's id.
+then by creation. ``idle_interpreter``: D's id. ``rlock``: A's RLock (``object``), its
+``holder`` and its ``waiter`` (native ids).
 """
 
 import glob
@@ -84,17 +86,19 @@ def segment(record):
 def stop(out_dir, ids):
     a, b, c, d = ids
     names = threading.Thread(target=enter, name="to-sub1", daemon=True, args=(
-        a, "park_with_worker(%r, 'to-sub1', 'sub1-worker')" % out_dir, out_dir, "to-sub1"))
+        a, "park_with_worker(%r, 'to-sub1', 'sub1-worker', 'sub1-locker')" % out_dir, out_dir,
+        "to-sub1"))
     names.start()
     nested = threading.Thread(target=enter, name="to-sub2-sub3", daemon=True, args=(
         b, "hop(%r, 'to-sub2-sub3', %d)" % (out_dir, c), out_dir, "to-sub2-sub3"))
     nested.start()
     recs = wait_for(out_dir, ["park-to-sub1", "park-sub1-worker", "entry-to-sub1-0",
+                              "park-sub1-locker", "rlock-sub1-locker",
                               "park-to-sub2-sub3", "entry-to-sub2-sub3-%d" % b,
                               "entry-to-sub2-sub3-0"])
     pid = os.getpid()
     parked = [recs[n]["native_id"] for n in ("park-to-sub1", "park-sub1-worker",
-                                             "park-to-sub2-sub3")]
+                                             "park-sub1-locker", "park-to-sub2-sub3")]
     calls = why_helpers.wait_blocked(pid, parked, "parked threads")
     if any(c != FUTEX for c in calls):
         _truth.fail("parked threads in system calls %r" % calls)
@@ -106,20 +110,29 @@ def stop(out_dir, ids):
          "thread_id": recs["park-sub1-worker"]["thread_id"],
          "name": "sub1-worker", "interpreter_id": a,
          "frames": segment(recs["park-sub1-worker"])},
+        {"native_id": recs["park-sub1-locker"]["native_id"],
+         "thread_id": recs["park-sub1-locker"]["thread_id"],
+         "name": "sub1-locker", "interpreter_id": a,
+         "frames": segment(recs["park-sub1-locker"])},
         {"native_id": nested.native_id, "thread_id": nested.ident, "name": "to-sub2-sub3",
          "interpreter_id": c,
          "frames": segment(recs["park-to-sub2-sub3"])
          + segment(recs["entry-to-sub2-sub3-%d" % b]) + segment(recs["entry-to-sub2-sub3-0"])},
     ]
-    for t, rec in ((threads[0], "park-to-sub1"), (threads[2], "park-to-sub2-sub3")):
+    by_name = {t["name"]: t for t in threads}
+    for t, rec in ((by_name["to-sub1"], "park-to-sub1"),
+                   (by_name["to-sub2-sub3"], "park-to-sub2-sub3")):
         if recs[rec]["native_id"] != t["native_id"]:
             _truth.fail("%s parked on thread %d, not %d" % (rec, recs[rec]["native_id"],
                                                             t["native_id"]))
+    rlock = {"object": recs["rlock-sub1-locker"]["object"],
+             "holder": recs["park-sub1-locker"]["native_id"],
+             "waiter": recs["park-sub1-worker"]["native_id"]}
     main = threading.current_thread()
-    record_main(main, threads, [0] + list(ids), d); _truth.HELD.acquire()  # noqa: E702
+    record_main(main, threads, [0] + list(ids), d, rlock); _truth.HELD.acquire()  # noqa: E702
 
 
-def record_main(main, threads, ids, idle):
+def record_main(main, threads, ids, idle, rlock):
     frames = [dict(f, interpreter_id=0) for f in _truth.frames_from(sys._getframe(1))]
     _truth.write_truth({
         "scenario": "subinterpreters",
@@ -132,6 +145,7 @@ def record_main(main, threads, ids, idle):
                      "interpreter_id": 0, "frames": frames}] + threads,
         "interpreters": [{"id": i, "whence": whence(i)} for i in ids],
         "idle_interpreter": idle,
+        "rlock": rlock,
     })
 
 
