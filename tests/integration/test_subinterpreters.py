@@ -94,6 +94,50 @@ def test_why_locks_per_interpreter(stop):
         assert report["deadlocks"] == []
 
 
+def test_locals_across_interpreters(stop):
+    """`--locals`: the locals of a subinterpreter's frame and of the frame that entered it in
+    the main interpreter, live and from the core."""
+    out_dir = repr(str(stop.tmpdir / "subinterp-records"))
+    tt = next(t for t in stop.truth["threads"] if t["name"] == "to-sub1")
+    call = "park_with_worker(%s, 'to-sub1', 'sub1-worker', 'sub1-locker')" % out_dir
+    want = {
+        ("park_in_sub", tt["interpreter_id"]): [("out_dir", out_dir), ("label", "'to-sub1'")],
+        ("enter", 0): [("target_id", str(tt["interpreter_id"])), ("call", repr(call)),
+                       ("out_dir", out_dir), ("label", "'to-sub1'")],
+    }
+    for source, target in targets(stop):
+        report = cli(source, target, "--locals", "--json")
+        check_report(report, stop.truth)
+        t = next(t for t in report["threads"] if t["native_id"] == tt["native_id"])
+        got = {(f["function"], f["interpreter_id"]): [(v["name"], v["repr"]) for v in f["locals"]]
+               for f in t["frames"] if (f["function"], f["interpreter_id"]) in want}
+        assert got == want
+        assert all(v["is_arg"] for f in t["frames"] if f["function"] in ("park_in_sub", "enter")
+                   for v in f["locals"])
+
+
+GREENLET_INTERPS = harness.pick(["pyenv-3.12", "pyenv-3.13", "debian-3.14", "debian-3.15"],
+                                INTERPS)
+
+
+@pytest.mark.parametrize("interp", GREENLET_INTERPS, ids=lambda i: i.id)
+def test_greenlets_per_interpreter(interp):
+    """tests/scenarios/subinterp_greenlet.py: greenlets of a (legacy) subinterpreter, found on
+    its GC lists and placed on the thread that entered it: `--greenlets`, live and from the core;
+    a suspended greenlet's frames carry the subinterpreter's id, the running one's its thread's."""
+    with harness.Scenario(interp, "subinterp_greenlet") as sc:
+        for source, target in targets(sc):
+            report = cli(source, target, "--greenlets", "--json")
+            check_report(report, sc.truth)
+            shown = {g["address"]: g for g in report["greenlets"]}
+            assert sorted(shown) == sorted(g["address"] for g in sc.truth["greenlets"])
+            for want in sc.truth["greenlets"]:
+                g = shown[want["address"]]
+                fields = ("state", "main", "parent", "type", "thread")
+                assert {k: g[k] for k in fields} == {k: want[k] for k in fields}, want
+                assert frames_of(g["frames"]) == frames_of(want["frames"]), want
+
+
 def group_frames(grouped):
     return sorted([(f["function"], f["file"], f["line"], f["interpreter_id"]) for f in g["frames"]]
                   for g in grouped["groups"])

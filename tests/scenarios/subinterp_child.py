@@ -205,3 +205,38 @@ def hold_gil(out_dir, label, worker_label):
     while not os.path.exists(os.path.join(out_dir, "park-%s.json" % worker_label)):
         time.sleep(0.01)
     park_here(out_dir, label); pattern.match("a" * 64 + "b")  # noqa: E702
+
+
+# --- greenlets in a legacy subinterpreter (subinterp_greenlet.py) ----------------------------
+
+
+def green_leaf(main):
+    """Runs in a greenlet: records its frame, then switches back to the main greenlet and stays
+    suspended on that line."""
+    me = sys._getframe(0)
+    GREEN["leaf_frames"] = _truth.frames_from(me)[:1]; main.switch()  # noqa: E702
+
+
+GREEN = {}
+
+
+def park_with_greenlets(out_dir, label, greenlet_dir):
+    """In this (legacy: greenlet supports no isolated interpreter) interpreter: a greenlet
+    suspended in `green_leaf`, one never started; then park in the thread's main greenlet."""
+    sys.path.insert(0, greenlet_dir)
+    import greenlet
+
+    main = greenlet.getcurrent()
+    leaf = greenlet.greenlet(green_leaf)
+    leaf.switch(main)
+    pending = greenlet.greenlet(green_leaf)
+    GREEN["keep"] = (leaf, pending)
+    write(out_dir, "greenlets-" + label, {"greenlets": [
+        {"address": id(main), "state": "running", "main": True, "parent": None,
+         "type": _truth.type_name(type(main))},
+        {"address": id(leaf), "state": "suspended", "main": False, "parent": id(main),
+         "type": _truth.type_name(type(leaf)), "frames": GREEN["leaf_frames"]},
+        {"address": id(pending), "state": "not_started", "main": False, "parent": id(main),
+         "type": _truth.type_name(type(pending)), "frames": []},
+    ]})
+    park_in_sub(out_dir, label)
