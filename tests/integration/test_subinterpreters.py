@@ -138,6 +138,17 @@ def test_greenlets_per_interpreter(interp):
                 assert frames_of(g["frames"]) == frames_of(want["frames"]), want
 
 
+@pytest.mark.parametrize("interp", harness.pick(["debian-3.14", "debian-3.15"], INTERPS),
+                         ids=lambda i: i.id)
+def test_interpreter_pool_executor(interp):
+    """tests/scenarios/subinterp_pool.py: the worker threads of an InterpreterPoolExecutor, each
+    running a task in its own interpreter, entered by `_interpreters.call` from the pool's
+    worker loop in the main interpreter: one stack each, live and from the core."""
+    with harness.Scenario(interp, "subinterp_pool") as sc:
+        for source, target in targets(sc):
+            check_report(cli(source, target, "--json"), sc.truth)
+
+
 def group_frames(grouped):
     return sorted([(f["function"], f["file"], f["line"], f["interpreter_id"]) for f in g["frames"]]
                   for g in grouped["groups"])

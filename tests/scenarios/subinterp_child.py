@@ -240,3 +240,30 @@ def park_with_greenlets(out_dir, label, greenlet_dir):
          "type": _truth.type_name(type(pending)), "frames": []},
     ]})
     park_in_sub(out_dir, label)
+
+
+# --- InterpreterPoolExecutor (subinterp_pool.py, 3.14+) -------------------------------------
+
+# The C calls that run code in another interpreter.
+SWITCHES = {"exec", "call", "run_func", "run_string"}
+
+
+def record_entries(out_dir):
+    """A profile hook for the threads `threading` starts from now on: at each one's first call
+    that switches interpreters (an InterpreterPoolExecutor worker's `_interpreters.call`), its
+    frames, as `entry-<native id>-<interpreter id>`."""
+    here = current_id()
+
+    def hook(frame, event, arg):
+        if (event == "c_call" and getattr(arg, "__name__", None) in SWITCHES
+                and getattr(arg, "__module__", None) == SWITCH[0]):
+            sys.setprofile(None)
+            write(out_dir, "entry-%d-%d" % (threading.get_native_id(), here),
+                  {"frames": _truth.frames_from(frame)})
+
+    threading.setprofile(hook)
+
+
+def pool_park(out_dir, label):
+    """A task of an InterpreterPoolExecutor: record in the worker's interpreter, then park."""
+    park_here(out_dir, label); _truth.HELD.acquire()  # noqa: E702
