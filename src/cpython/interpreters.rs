@@ -284,7 +284,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::cpython::layout::LineTable;
+    use crate::cpython::layout::{Layout, LineTable};
     use crate::cpython::values::{Code, PyFrame};
 
     fn code() -> Code {
@@ -347,6 +347,75 @@ mod tests {
 
     fn stack_of(n: &Nested) -> Vec<u64> {
         n.stack.iter().map(|s| s.info.addr).collect()
+    }
+
+    fn snapshot_with(minor: u8, build: impl FnOnce(&mut crate::memory::FakeMemory, &Layout)) -> Snapshot {
+        let l = Layout::builtin(crate::cpython::Version::new(3, minor, 0)).expect("a layout");
+        let mut m = crate::memory::FakeMemory::new();
+        build(&mut m, &l);
+        Snapshot::for_test(m, l)
+    }
+
+    #[test]
+    fn an_interpreter_list_that_loops_keeps_what_it_read_and_says_where() {
+        // `_PyRuntime` at 0 (Snapshot::for_test): head -> A -> B -> A.
+        let (a, b) = (0x10_000, 0x20_000);
+        let snap = snapshot_with(12, |m, l| {
+            m.put(0, &[0u8; 4096]);
+            m.put_u64(l.runtime_state.interpreters_head, a);
+            for (at, next) in [(a, b), (b, a)] {
+                m.put(at, &[0u8; 1024]);
+                m.put_u64(at + l.interpreter_state.next, next);
+            }
+        });
+        let mut errors = Vec::new();
+        assert_eq!(snap.interpreters_noting_cap(&mut errors), Ok(vec![a, b]));
+        assert_eq!(errors, vec![ReadError::new(a, 0, crate::error::ReadErrorKind::Cycle)]);
+        // An unreadable link ends the list there, with what it read.
+        let snap = snapshot_with(12, |m, l| {
+            m.put(0, &[0u8; 4096]);
+            m.put_u64(l.runtime_state.interpreters_head, a);
+            m.put(a, &[0u8; 1024]);
+            m.put_u64(a + l.interpreter_state.next, 0xdead_0000);
+        });
+        let mut errors = Vec::new();
+        assert_eq!(snap.interpreters_noting_cap(&mut errors), Ok(vec![a, 0xdead_0000]));
+        assert_eq!(errors.len(), 1);
+    }
+
+    #[test]
+    fn ids_and_whence_no_cpython_writes_are_left_out_with_an_error() {
+        let (a, b, c) = (0x10_000, 0x20_000, 0x30_000);
+        let snap = snapshot_with(13, |m, l| {
+            let is = &l.interpreter_state;
+            for (at, id, whence) in [(a, 3u64, 5u64), (b, 1 << 40, u64::MAX), (c, 2, 9)] {
+                m.put(at, &[0u8; 8192]);
+                m.put_u64(at + is.id, id);
+                m.put_u64(at + is.whence.unwrap(), whence);
+            }
+        });
+        let mut errors = Vec::new();
+        let got: Vec<_> = [a, b, c]
+            .iter()
+            .map(|&i| {
+                let i = snap.interpreter_info(i, &mut errors);
+                (i.id, i.whence)
+            })
+            .collect();
+        // -1 is `_PyInterpreterState_WHENCE_NOTSET`: an interpreter being made, no error.
+        assert_eq!(got, vec![(Some(3), Some(5)), (None, None), (Some(2), None)]);
+        assert_eq!(
+            errors,
+            vec![
+                ReadError::corrupt(b, "interpreter id"),
+                ReadError::corrupt(c, "interpreter _whence")
+            ]
+        );
+        // 3.12 records no `_whence`; an unmapped interpreter is an error, not a value.
+        let snap = snapshot_with(12, |_, _| {});
+        let mut errors = Vec::new();
+        let i = snap.interpreter_info(a, &mut errors);
+        assert_eq!((i.id, i.whence, errors.len()), (None, None, 1));
     }
 
     #[test]
