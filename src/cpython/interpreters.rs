@@ -349,7 +349,10 @@ mod tests {
         n.stack.iter().map(|s| s.info.addr).collect()
     }
 
-    fn snapshot_with(minor: u8, build: impl FnOnce(&mut crate::memory::FakeMemory, &Layout)) -> Snapshot {
+    fn snapshot_with(
+        minor: u8,
+        build: impl FnOnce(&mut crate::memory::FakeMemory, &Layout),
+    ) -> Snapshot {
         let l = Layout::builtin(crate::cpython::Version::new(3, minor, 0)).expect("a layout");
         let mut m = crate::memory::FakeMemory::new();
         build(&mut m, &l);
@@ -370,7 +373,10 @@ mod tests {
         });
         let mut errors = Vec::new();
         assert_eq!(snap.interpreters_noting_cap(&mut errors), Ok(vec![a, b]));
-        assert_eq!(errors, vec![ReadError::new(a, 0, crate::error::ReadErrorKind::Cycle)]);
+        assert_eq!(
+            errors,
+            vec![ReadError::new(a, 0, crate::error::ReadErrorKind::Cycle)]
+        );
         // An unreadable link ends the list there, with what it read.
         let snap = snapshot_with(12, |m, l| {
             m.put(0, &[0u8; 4096]);
@@ -379,7 +385,10 @@ mod tests {
             m.put_u64(a + l.interpreter_state.next, 0xdead_0000);
         });
         let mut errors = Vec::new();
-        assert_eq!(snap.interpreters_noting_cap(&mut errors), Ok(vec![a, 0xdead_0000]));
+        assert_eq!(
+            snap.interpreters_noting_cap(&mut errors),
+            Ok(vec![a, 0xdead_0000])
+        );
         assert_eq!(errors.len(), 1);
     }
 

@@ -180,7 +180,12 @@ pub fn interpreter_crossing(
     indent: &str,
     out: &mut String,
 ) {
-    let Some(id) = f.interpreter_id else { return };
+    crossing_into(last, f.interpreter_id, indent, out);
+}
+
+/// [`interpreter_crossing`] before a frame of interpreter `id` (None: not known, no line).
+fn crossing_into(last: &mut Option<u32>, id: Option<u32>, indent: &str, out: &mut String) {
+    let Some(id) = id else { return };
     if let Some(inner) = last.filter(|i| *i != id) {
         writeln!(
             out,
@@ -196,14 +201,26 @@ pub fn interpreter_crossing(
 /// ([`interpreter_crossing`]).
 pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut String) {
     let mut interp = None;
-    for f in frames {
+    // A native frame (with `--native`) belongs with the Python frame below it, which calls
+    // it: a crossing goes above the C code that crossed. Each frame's interpreter, or the next
+    // older one's, from the end (no frame has one: none is made).
+    let mut owner: Vec<Option<u32>> = Vec::new();
+    if frames.iter().any(|f| f.interpreter_id.is_some()) {
+        owner = vec![None; frames.len()];
+        let mut next = None;
+        for (k, f) in frames.iter().enumerate().rev() {
+            next = f.interpreter_id.or(next);
+            owner[k] = next;
+        }
+    }
+    for (k, f) in frames.iter().enumerate() {
         if out.len() >= MAX_TEXT_BYTES {
             if !out.ends_with(TEXT_CUT) {
                 out.push_str(TEXT_CUT);
             }
             return;
         }
-        interpreter_crossing(&mut interp, f, indent, out);
+        crossing_into(&mut interp, owner.get(k).copied().flatten(), indent, out);
         match f.kind {
             FrameKind::Jit if f.file.is_none() => {
                 writeln!(
@@ -617,6 +634,26 @@ mod tests {
             Some(" [interpreter 2]")
         );
         assert_eq!(interpreter_label(&t.frames[2]), None);
+    }
+
+    #[test]
+    fn native_frames_go_below_the_crossing_with_the_frame_that_calls_them() {
+        let mut t = nested();
+        let c = FrameReport::native(0x4242, Some("exec_impl".into()), None, None);
+        t.frames.insert(1, c.clone());
+        t.frames.push(c);
+        let mut out = String::new();
+        frames(&t.frames, "  ", &mut Sources::default(), &mut out);
+        assert_eq!(
+            out,
+            "  File \"c.py\", line 7, in park\n\
+             \x20 --- interpreter 2 (entered from interpreter 1) ---\n\
+             \x20 (C) 0x0000000000004242 exec_impl\n\
+             \x20 File \"c.py\", line 9, in hop\n\
+             \x20 --- interpreter 1 (entered from interpreter 0) ---\n\
+             \x20 File \"m.py\", line 3, in run\n\
+             \x20 (C) 0x0000000000004242 exec_impl\n"
+        );
     }
 
     #[test]

@@ -282,15 +282,19 @@ SHOWN = re.compile(r'^(Thread |Traceback|  File |  --- interpreter )')
 
 
 def test_text_live_and_core(stop):
+    """The text, and with `--native` too (native frames in between, each crossing above the C
+    code of the call that crossed: the line before a crossing is a Python frame's)."""
     for source, target in targets(stop):
-        out = cli(source, target)
-        blocks = {}
-        for block in out.split("\n\n"):
-            lines = [line for line in block.splitlines() if SHOWN.match(line)]
-            if lines and lines[0].startswith("Thread "):
-                blocks[int(lines[0].split()[1])] = lines
-        for tt in stop.truth["threads"]:
-            assert blocks.get(tt["native_id"]) == expected_text(stop.truth, tt), out
+        for flags in ([], ["--native"]):
+            out = cli(source, target, *flags)
+            blocks = {}
+            for block in out.split("\n\n"):
+                lines = [line for line in block.splitlines() if SHOWN.match(line)]
+                if lines and lines[0].startswith("Thread "):
+                    blocks[int(lines[0].split()[1])] = lines
+            for tt in stop.truth["threads"]:
+                assert blocks.get(tt["native_id"]) == expected_text(stop.truth, tt), out
+            assert not re.search(r"\n  \(C\)[^\n]*\n  --- interpreter", out), out
 
 
 # --- gdb and lldb ---------------------------------------------------------------------------
