@@ -68,11 +68,16 @@ impl DecodedThread {
 
     /// The thread state that runs frame `index` of `walk`.
     pub fn state_of(&self, index: usize) -> &ThreadInfo {
+        self.segment_of(index).1
+    }
+
+    /// The thread state that runs frame `index` of `walk`, and the index of its first frame.
+    pub fn segment_of(&self, index: usize) -> (usize, &ThreadInfo) {
         self.entered_from
             .iter()
             .rev()
             .find(|(start, _)| *start <= index)
-            .map_or(&self.info, |(_, i)| i)
+            .map_or((0, &self.info), |(start, i)| (*start, i))
     }
 
     /// Every thread state of the thread: the stack's, innermost first, then the idle ones.
