@@ -12,7 +12,10 @@ whence, live and from a gcore core.
 bound to the main thread that made it (gh-109860): the stack is still the running thread's."""
 
 import json
+import os
 import re
+import resource
+import signal
 
 import pytest
 
@@ -279,6 +282,28 @@ def expected_text(truth, tt):
 
 
 SHOWN = re.compile(r'^(Thread |Traceback|  File |  --- interpreter )')
+
+
+@pytest.mark.parametrize("interp", harness.pick(["pyenv-3.12", "debian-3.14"], INTERPS),
+                         ids=lambda i: i.id)
+def test_kernel_core(interp):
+    """A core the kernel wrote (the scenario killed with SIGABRT, core_pattern `core`): the same
+    threads, stacks and interpreters as live, the main thread's crash first."""
+    with open("/proc/sys/kernel/core_pattern", encoding="ascii") as f:
+        assert f.read().strip() == "core", "the test needs the kernel's plain `core` pattern"
+    with harness.Scenario(interp, "subinterpreters") as sc:
+        resource.prlimit(sc.pid, resource.RLIMIT_CORE,
+                         (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        os.kill(sc.pid, signal.SIGABRT)
+        rc = sc._proc.wait(TIMEOUT)
+        sc._reaped = True
+        assert rc == -signal.SIGABRT, rc
+        cores = sorted(sc.tmpdir.glob("core*"))
+        assert len(cores) == 1, cores
+        report = cli("core", cores[0], "--json")
+        assert (report["crash"]["signal"], report["crash"]["thread"]) == ("SIGABRT", sc.pid)
+        check_report(report, sc.truth)
+        assert report["threads"][0]["native_id"] == sc.pid
 
 
 def test_text_live_and_core(stop):
