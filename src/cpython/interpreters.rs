@@ -238,6 +238,12 @@ fn rehome(
             group_of[i] = g;
         }
     }
+    // Every eval loop by its depth: a run's host is found by a search, not a scan of every
+    // thread state (thousands of threads).
+    let mut by_depth: Vec<(u64, usize)> = (0..states.len())
+        .filter_map(|j| deep[j].map(|d| (d, j)))
+        .collect();
+    by_depth.sort_unstable();
     let mut moves: Vec<(Vec<usize>, usize)> = Vec::new();
     for (g, members) in groups.iter().enumerate() {
         let mut framed: Vec<usize> = members
@@ -261,11 +267,12 @@ fn rehome(
                 continue;
             };
             // The enclosing thread state: detached, in another group, nearest above.
-            let host = (0..states.len())
-                .filter(|&j| group_of[j] != g && !now[j])
-                .filter_map(|j| deep[j].filter(|&d| just_above(d, bottom)).map(|d| (d, j)))
-                .min();
-            if let Some((_, j)) = host {
+            let from = by_depth.partition_point(|&(d, _)| d <= bottom);
+            let host = by_depth[from..]
+                .iter()
+                .take_while(|&&(d, _)| d - bottom <= MAX_ENTRY_GAP_BYTES)
+                .find(|&&(d, j)| group_of[j] != g && !now[j] && just_above(d, bottom));
+            if let Some(&(_, j)) = host {
                 moves.push((run, group_of[j]));
             }
         }
