@@ -144,7 +144,8 @@ fn outermost_entry(walk: &FrameWalk) -> Option<u64> {
 /// interpreter's code runs in a thread state bound to another thread (`borrowed`, 3.10 to
 /// 3.12), a run of such thread states whose eval loops nest is moved to the thread it runs
 /// on: the thread whose detached thread state has its innermost eval loop just above (at most
-/// [`MAX_ENTRY_GAP_BYTES`]) the run's outermost one, in the same memory region. A thread
+/// [`MAX_ENTRY_GAP_BYTES`]) the run's outermost one, in the same memory region; without entry
+/// frames (3.10, 3.11) no such thread state with frames is joined to another. A thread
 /// state with no `thread_id` (made, not yet bound to a thread) is a thread of its own.
 ///
 /// The stack is ordered: the current thread state first, then by the depth of their eval
@@ -177,6 +178,22 @@ where
         }
     }
     if how.borrowed {
+        // Without entry frames on the C stack (3.10, 3.11) a thread state bound to another
+        // thread cannot be told from the thread's own: each with frames stays a thread of its
+        // own, as each thread state was listed before.
+        let mut alone = Vec::new();
+        for g in groups.iter_mut() {
+            let framed: Vec<usize> = g
+                .iter()
+                .copied()
+                .filter(|&i| !states[i].walk.items.is_empty())
+                .collect();
+            if framed.len() > 1 && framed.iter().any(|&i| deep[i].is_none()) {
+                g.retain(|i| !framed[1..].contains(i));
+                alone.extend(framed[1..].iter().map(|&i| vec![i]));
+            }
+        }
+        groups.extend(alone);
         rehome(&states, &deep, &now, &how.region_of, &mut groups);
     }
     // Each thread where its first thread state is listed.
@@ -542,6 +559,31 @@ mod tests {
             },
         );
         assert_eq!(stack_of(&out[0]), vec![9, 2]);
+    }
+
+    #[test]
+    fn without_entry_frames_borrowed_thread_states_are_not_joined() {
+        // 3.11's `run_string` borrows the interpreter's first thread state too, and no entry
+        // frame tells where it runs: each thread state with frames stands alone.
+        let out = nest(
+            vec![
+                state(info(1, 100, 7), vec![frame(10, None)]),
+                state(info(2, 200, 7), vec![frame(20, None)]),
+                state(info(3, 300, 7), vec![]),
+            ],
+            Threading {
+                current: |_: &ThreadInfo| None,
+                region_of: |_| None,
+                borrowed: true,
+            },
+        );
+        assert_eq!(out.len(), 2);
+        assert_eq!(stack_of(&out[0]), vec![1]);
+        assert_eq!(
+            out[0].idle.iter().map(|i| i.addr).collect::<Vec<_>>(),
+            vec![3]
+        );
+        assert_eq!(stack_of(&out[1]), vec![2]);
     }
 
     #[test]
