@@ -80,6 +80,16 @@ impl DecodedThread {
             .map_or((0, &self.info), |(start, i)| (*start, i))
     }
 
+    /// The interpreter whose GIL the thread, blocked in `futex` on `word`, waits for: one of
+    /// the interpreters it has a thread state in (the one it runs in, those it entered that
+    /// one from, one it is entering: its thread state there has no frame yet), whose GIL that
+    /// thread state does not hold and whose GIL's futex words hold `word`.
+    pub fn gil_waited(&self, snap: &Snapshot, word: u64) -> Option<u64> {
+        self.states()
+            .find(|i| snap.waits_for_gil(i.interp, i.holds_gil, word))
+            .map(|i| i.interp)
+    }
+
     /// Every thread state of the thread: the stack's, innermost first, then the idle ones.
     pub fn states(&self) -> impl Iterator<Item = &ThreadInfo> {
         std::iter::once(&self.info)

@@ -19,10 +19,10 @@
 //! frontend gives the debugger's registers (`Session::set_debugger_syscalls`), else /proc
 //! where the process is local, else only `gc` can show there.
 
-use crate::cpython::{FrameItem, Snapshot};
+use crate::cpython::FrameItem;
 use crate::memory::{proc_syscall, ProcSyscall};
 use crate::report::{FrameKind, ThreadReport};
-use crate::session::{self, DecodedThread, Session};
+use crate::session::{self, Session};
 
 use super::idle;
 use crate::target::SourceKind;
@@ -84,16 +84,6 @@ pub fn thread_state(session: &Session, t: &ThreadReport) -> ThreadState {
     }
 }
 
-/// The interpreter whose GIL thread `d`, blocked in `futex` on `word`, waits for: one of the
-/// interpreters it has a thread state in (the one it runs in, those it entered that one from,
-/// one it is entering: its thread state there has no frame yet), whose GIL that thread state
-/// does not hold and whose GIL's futex words hold `word`.
-pub fn gil_waited(snap: &Snapshot, d: &DecodedThread, word: u64) -> Option<u64> {
-    d.states()
-        .find(|i| snap.waits_for_gil(i.interp, i.holds_gil, word))
-        .map(|i| i.interp)
-}
-
 /// The one word for `t` and its idle kind, given its system call: None when unknown,
 /// Some(None) when it is in none.
 fn state(
@@ -124,7 +114,7 @@ fn state(
             .find(|d| d.info.addr == thread_state && Some(d.info.thread_id) == t.thread_id);
         if name == Some("futex")
             && (snap.waits_for_gil(interpreter, t.holds_gil, c.args[0])
-                || decoded.is_some_and(|d| gil_waited(snap, d, c.args[0]).is_some()))
+                || decoded.is_some_and(|d| d.gil_waited(snap, c.args[0]).is_some()))
         {
             return (Some("gil_wait"), None);
         }

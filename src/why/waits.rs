@@ -552,7 +552,7 @@ fn waiting(
 }
 
 /// The wait of `t`, a thread blocked taking the GIL (state `gil_wait`, in futex on `word`):
-/// the GIL of its interpreter, or of the one it is entering ([`super::state::gil_waited`]),
+/// the GIL of its interpreter, or of the one it is entering ([`DecodedThread::gil_waited`]),
 /// held by the thread of `threads` that holds it now, if one does (it may be between two
 /// holders).
 pub fn gil_wait(
@@ -564,7 +564,7 @@ pub fn gil_wait(
     let frame = t.frames.iter().position(|f| f.kind == FrameKind::Python)?;
     let entering = word.and_then(|w| {
         let d = session.threads().iter().find(|d| is_thread(d, t))?;
-        super::state::gil_waited(&session.snap, d, w)
+        d.gil_waited(&session.snap, w)
     });
     let interpreter = entering.or(t.interpreter)?;
     let owner = threads
