@@ -95,7 +95,7 @@ integration-lldb: build wheel arm64
 	  for v in $(LLDB_VERSIONS); do \
 	    lldb=$$(bash tools/lldb-env.sh $$v) || exit 1; \
 	    echo "== lldb $$v: $$lldb"; \
-	    lock=$$([ $$v -ge 22 ] && echo tests/integration/test_lldb_lock.py tests/integration/test_lldb_provider.py); \
+	    lock=$$([ $$v -ge 22 ] && echo tests/integration/test_lldb_lock.py tests/integration/test_lldb_provider.py tests/integration/test_lldb_subinterpreters.py); \
 	    dap=$$([ $$v -ge 22 ] && echo tests/integration/test_lldb_dap.py); \
 	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST_LOAD) tests/integration/test_lldb.py \
 	      tests/integration/test_lldb_robust.py tests/integration/test_lldb_crash.py \

@@ -107,7 +107,8 @@ if HAS_PROVIDER_API:
             # A pc only with a module to keep the line entry (see _frame_context).
             self.address = frame.get("address") if context is not None else None
             if frame["kind"] == "python":
-                self.name = frame["function"]
+                # A subinterpreter's frame says which (the core's interpreter_label).
+                self.name = frame["function"] + frame.get("interpreter_label", "")
             else:
                 self.name = "<unreadable Python frame: %s>" % frame.get("reason")
             if tail:

@@ -83,6 +83,9 @@ fn separate_debug(elf: &str) -> Result<String, String> {
 const MAP: &[(u8, u8, &str, &str, &str)] = &[
     (10, 15, "runtime_state.interpreters_head", "_PyRuntimeState", "interpreters.head"),
     (10, 15, "interpreter_state.next", "PyInterpreterState", "next"),
+    (10, 15, "interpreter_state.id", "PyInterpreterState", "id"),
+    (10, 12, "interpreter_state.whence", "!PyInterpreterState", "_whence"),
+    (13, 15, "interpreter_state.whence", "PyInterpreterState", "_whence"),
     (10, 10, "interpreter_state.threads_head", "PyInterpreterState", "tstate_head"),
     (11, 15, "interpreter_state.threads_head", "PyInterpreterState", "threads.head"),
     (10, 11, "interpreter_state.imports_modules", "PyInterpreterState", "modules"),

@@ -40,8 +40,10 @@ const MAX_CALLBACK_DEPTH: usize = 32;
 
 /// A thread's decoded Python frames, as the session has them.
 pub struct ThreadFrames<'a> {
-    /// The `PyThreadState` (3.14+: also its `_PyThreadStateImpl`).
-    pub tstate: u64,
+    /// Its `PyThreadState`s (3.14+: also `_PyThreadStateImpl`s) with their interpreters: the
+    /// one it runs in now first, then those of the interpreters it entered that one from and
+    /// left (a thread that entered subinterpreters has one in each).
+    pub tstates: Vec<(u64, u64)>,
     pub native_id: Option<u64>,
     pub walk: &'a FrameWalk,
 }
@@ -61,6 +63,8 @@ pub struct TaskView {
     /// Tasks that await this one, and tasks that own it while they run (not awaiting).
     pub awaited_by: Vec<u64>,
     pub owned_by: Vec<u64>,
+    /// The interpreter whose lists or registry hold it (its asyncio's); 0 when unknown.
+    pub interp: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -81,6 +85,8 @@ pub struct LoopView {
     /// The thread's frames from the loop outwards (`_run_once`, `run_forever`, ... `<module>`),
     /// innermost first.
     pub upper: Vec<FrameItem>,
+    /// The index in the thread's frames of `upper`'s first.
+    pub upper_start: usize,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -120,56 +126,66 @@ pub fn analyze(
     view.stack_top = Some(lay.stack_top);
     let mut err = |addr: u64, what: String| view_err(&mut view.errors, addr, what);
     let interps = snap.interpreters()?;
-    let mut found: Vec<u64> = Vec::new();
-    let mut known_all = KnownTypes::default();
-    // 3.14+: native tasks on the lists of the threads that made them, then of the interpreter
-    // (threads that have ended).
+    // Each task object with the interpreter that lists it.
+    let mut found: Vec<(u64, u64)> = Vec::new();
+    let mut known_all: Vec<KnownTypes> = Vec::new();
+    // 3.14+: native tasks on the lists of the threads that made them (each thread state of a
+    // thread that entered subinterpreters), then of the interpreter (threads that have ended).
     if let Some(lists) = &lay.task_lists {
         for t in threads {
-            list_tasks(
-                snap,
-                t.tstate.wrapping_add(lists.thread_head),
-                lists,
-                &mut found,
-                &mut err,
-            );
+            for &(tstate, interp) in &t.tstates {
+                let mut objs = Vec::new();
+                list_tasks(
+                    snap,
+                    tstate.wrapping_add(lists.thread_head),
+                    lists,
+                    &mut objs,
+                    &mut err,
+                );
+                found.extend(objs.into_iter().map(|o| (o, interp)));
+            }
         }
         for interp in &interps {
+            let mut objs = Vec::new();
             list_tasks(
                 snap,
                 interp.wrapping_add(lists.interp_head),
                 lists,
-                &mut found,
+                &mut objs,
                 &mut err,
             );
+            found.extend(objs.into_iter().map(|o| (o, *interp)));
         }
     }
     for interp in interps.iter().rev() {
         match registries(snap, &lay, *interp) {
             Ok(Some((k, objs))) => {
-                if known_all.c_task == 0 && known_all.py_task == 0 {
-                    known_all = k;
-                }
-                found.extend(objs);
+                known_all.push(k);
+                found.extend(objs.into_iter().map(|o| (o, *interp)));
             }
             Ok(None) => {}
             Err(e) => err(e.addr, format!("asyncio registry: {e}")),
         }
     }
-    if !lay.c_objects && known_all.c_task != 0 {
+    if let Some(k) = known_all
+        .iter()
+        .find(|k| k.c_task != 0)
+        .filter(|_| !lay.c_objects)
+    {
         // 3.14+ keeps C tasks only on lists the debug section locates: say so rather than show
         // an empty graph.
         err(
-            known_all.c_task,
+            k.c_task,
             "C asyncio tasks cannot be listed: the asyncio debug section was not found".into(),
         );
     }
     let objects = Objects::new(snap, lay.clone(), known_all);
     let mut seen = AddrSet::default();
     let mut unique: Vec<u64> = Vec::new();
+    let mut interp_of: AddrMap<u64> = AddrMap::default();
     // Registries read one more than the cap, so that a cut is seen and said.
     let mut cut_at = None;
-    for obj in found {
+    for (obj, interp) in found {
         if !seen.insert(obj) {
             continue;
         }
@@ -178,6 +194,7 @@ pub fn analyze(
             break;
         }
         unique.push(obj);
+        interp_of.insert(obj, interp);
     }
     // Each object on its own, in parallel; its error kept in order.
     let decoded = crate::parallel::map(&unique, PARALLEL_BATCH, snap.mem.any_thread(), |&obj| {
@@ -214,7 +231,10 @@ pub fn analyze(
     let mut tasks: Vec<TaskView> = Vec::new();
     for (obj, d) in unique.iter().zip(decoded) {
         match d {
-            Ok(Some(t)) => tasks.push(t),
+            Ok(Some(mut t)) => {
+                t.interp = interp_of.get(obj).copied().unwrap_or(0);
+                tasks.push(t)
+            }
             Ok(None) => {}
             Err(what) => err(*obj, what),
         }
@@ -298,15 +318,17 @@ pub fn analyze(
     // `threading.local`).
     let mut running: AddrMap<usize> = AddrMap::default();
     for (ti, t) in threads.iter().enumerate() {
-        match running_loop(snap, &lay, t.tstate) {
-            Ok(Some(l)) => {
-                running.entry(l).or_insert(ti);
+        for &(tstate, _) in &t.tstates {
+            match running_loop(snap, &lay, tstate) {
+                Ok(Some(l)) => {
+                    running.entry(l).or_insert(ti);
+                }
+                Ok(None) => {}
+                Err(e) => err(
+                    e.addr,
+                    format!("running loop of thread {:?}: {e}", t.native_id),
+                ),
             }
-            Ok(None) => {}
-            Err(e) => err(
-                e.addr,
-                format!("running loop of thread {:?}: {e}", t.native_id),
-            ),
         }
     }
     let mut loop_addrs: Vec<u64> = tasks
@@ -331,6 +353,7 @@ pub fn analyze(
             type_name: objects.type_name(l),
             thread: None,
             upper: Vec::new(),
+            upper_start: 0,
         };
         let self_frame = |t: &ThreadFrames| {
             t.walk.items.iter().position(|item| {
@@ -347,16 +370,19 @@ pub fn analyze(
                 Some(idx) => idx + 1,
                 None => self_frame(t).unwrap_or(0),
             };
-            lv.upper = t.walk.items[from.min(t.walk.items.len())..].to_vec();
+            lv.upper_start = from.min(t.walk.items.len());
+            lv.upper = t.walk.items[lv.upper_start..].to_vec();
         } else {
             for (ti, t) in threads.iter().enumerate() {
                 if let Some(idx) = oldest_top.get(&(l, ti)) {
                     lv.thread = Some(ti);
+                    lv.upper_start = idx + 1;
                     lv.upper = t.walk.items[idx + 1..].to_vec();
                     break;
                 }
                 if let Some(i) = self_frame(t) {
                     lv.thread = Some(ti);
+                    lv.upper_start = i;
                     lv.upper = t.walk.items[i..].to_vec();
                     break;
                 }
@@ -466,6 +492,7 @@ impl TaskView {
             awaiting: None,
             awaited_by: Vec::new(),
             owned_by: Vec::new(),
+            interp: 0,
         }
     }
 }

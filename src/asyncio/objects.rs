@@ -84,12 +84,13 @@ pub struct RawTask {
 pub struct Objects<'a> {
     pub snap: &'a Snapshot,
     pub lay: AsyncioLayout,
-    pub known: KnownTypes,
+    /// Each interpreter's asyncio types (a subinterpreter's `_asyncio` has types of its own).
+    pub known: Vec<KnownTypes>,
     classes: Mutex<AddrMap<Class>>,
 }
 
 impl<'a> Objects<'a> {
-    pub fn new(snap: &'a Snapshot, lay: AsyncioLayout, known: KnownTypes) -> Self {
+    pub fn new(snap: &'a Snapshot, lay: AsyncioLayout, known: Vec<KnownTypes>) -> Self {
         Objects {
             snap,
             lay,
@@ -146,27 +147,30 @@ impl<'a> Objects<'a> {
         if let Some(c) = by_name {
             return Ok(c);
         }
-        // Tasks and futures (and their subclasses) by identity along `tp_base`.
-        let k = &self.known;
+        // Tasks and futures (and their subclasses) by identity along `tp_base`, in any
+        // interpreter's asyncio.
         let mut gathering = false;
         let mut cur = tp;
         for _ in 0..MAX_BASES {
             if cur == 0 {
                 break;
             }
-            if cur == k.gathering {
+            let is = |pick: fn(&KnownTypes) -> u64| self.known.iter().any(|k| pick(k) == cur);
+            if is(|k| k.gathering) {
                 gathering = true;
             }
-            if cur == k.c_task || cur == k.py_task {
-                return Ok(Class::Task { c: cur == k.c_task });
+            let c_task = is(|k| k.c_task);
+            if c_task || is(|k| k.py_task) {
+                return Ok(Class::Task { c: c_task });
             }
-            if cur == k.c_future || cur == k.py_future {
+            let c_future = is(|k| k.c_future);
+            if c_future || is(|k| k.py_future) {
                 return Ok(Class::Future {
-                    c: cur == k.c_future,
+                    c: c_future,
                     gathering,
                 });
             }
-            if cur == k.concurrent_future {
+            if is(|k| k.concurrent_future) {
                 return Ok(Class::ConcurrentFuture);
             }
             cur = self.snap.type_at(cur)?.base;

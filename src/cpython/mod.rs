@@ -8,6 +8,7 @@ pub mod discovery;
 pub mod frames;
 pub mod gc;
 pub mod heap;
+pub mod interpreters;
 pub mod layout;
 pub mod objects;
 pub mod proxy_repr;

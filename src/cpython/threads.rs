@@ -51,8 +51,10 @@ impl Snapshot {
         self.interpreters_noting_cap(&mut Vec::new())
     }
 
-    /// As [`Self::interpreters`]; a list longer than [`MAX_INTERPRETERS`] adds an error to
-    /// `errors` at the first interpreter left out.
+    /// As [`Self::interpreters`]; what cuts the list short is an error in `errors`, and the
+    /// interpreters read before it are kept: a list longer than [`MAX_INTERPRETERS`] (at the
+    /// first interpreter left out), a cycle, an unreadable link. Only an unreadable head is an
+    /// `Err`.
     pub fn interpreters_noting_cap(
         &self,
         errors: &mut Vec<ReadError>,
@@ -65,12 +67,18 @@ impl Snapshot {
         )?)?;
         while cur != 0 && out.len() < MAX_INTERPRETERS {
             if !seen.insert(cur) {
-                return Err(ReadError::new(cur, 0, ReadErrorKind::Cycle));
+                errors.push(ReadError::new(cur, 0, ReadErrorKind::Cycle));
+                return Ok(out);
             }
             out.push(cur);
-            cur = self
-                .mem
-                .read_ptr(field(cur, self.layout.interpreter_state.next)?)?;
+            match field(cur, self.layout.interpreter_state.next).and_then(|a| self.mem.read_ptr(a))
+            {
+                Ok(next) => cur = next,
+                Err(e) => {
+                    errors.push(e);
+                    return Ok(out);
+                }
+            }
         }
         if cur != 0 {
             errors.push(limit(cur, "interpreters", MAX_INTERPRETERS));

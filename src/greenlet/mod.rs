@@ -43,7 +43,9 @@ const FRAMEOBJECT_F_FRAME: u64 = 8;
 
 /// A Python thread, as the greenlet reader needs it.
 pub struct GThread<'a> {
-    pub interp: u64,
+    /// The interpreters it has a thread state in (the one it runs in, those it entered that
+    /// one from or left).
+    pub interps: Vec<u64>,
     pub native_id: Option<u64>,
     /// `PyThreadState.thread_id`: glibc's `pthread_t`, the thread's descriptor.
     pub pthread: u64,
@@ -96,6 +98,8 @@ pub struct Greenlet {
     pub thread: Option<usize>,
     /// Innermost first: the saved stack of a suspended greenlet, its thread's of a running one.
     pub frames: Vec<FrameItem>,
+    /// The interpreter whose greenlet module made it (whose GC lists hold it).
+    pub interp: u64,
     pub truncated: bool,
     /// gevent's `Greenlet.name` and the spawned function's qualified name, where memory has
     /// them.
@@ -388,7 +392,7 @@ fn interpreter(
         }
     }
     let ours: Vec<usize> = (0..threads.len())
-        .filter(|i| threads[*i].interp == interp)
+        .filter(|i| threads[*i].interps.contains(&interp))
         .collect();
     let mut thread_of_main: AddrMap<Option<usize>> = AddrMap::default();
     for (m, (ts, _)) in &mains {
@@ -492,6 +496,7 @@ fn interpreter(
                 .then(|| waits::gevent_wait(snap, &frames))
                 .flatten(),
             frames,
+            interp,
             truncated,
             name,
             function,

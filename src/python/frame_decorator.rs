@@ -8,7 +8,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 
-use crate::report::{FrameKind, FrameReport};
+use crate::report::{text, FrameKind, FrameReport};
 
 /// What the Python frames one eval-loop frame runs share: the eval-loop frame's own decorator
 /// (`base`) and `gdb.Frame` (`inferior`), whether gdb's DAP server asked (`dap`), and the
@@ -41,9 +41,14 @@ impl PythonFrameDecorator {
         None
     }
 
+    /// The function's name; a subinterpreter's frame says which
+    /// ([`crate::report::text::interpreter_label`]).
     fn function<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
         match (&self.frame.kind, &self.frame.function) {
-            (FrameKind::Python, Some(f)) => PyString::new(py, f),
+            (FrameKind::Python, Some(f)) => match text::interpreter_label(&self.frame) {
+                Some(label) => PyString::new(py, &format!("{f}{label}")),
+                None => PyString::new(py, f),
+            },
             (FrameKind::Python, None) => PyString::new(py, "??"),
             _ => PyString::new(
                 py,

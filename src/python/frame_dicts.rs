@@ -59,6 +59,12 @@ pub(crate) fn frame_dicts<'py>(
         if let Some(a) = f.address {
             d.set_item(intern!(py, "address"), a)?;
         }
+        if let Some(i) = f.interpreter_id {
+            d.set_item(intern!(py, "interpreter_id"), i)?;
+        }
+        if let Some(label) = crate::report::text::interpreter_label(f) {
+            d.set_item(intern!(py, "interpreter_label"), label)?;
+        }
         if let Some(x) = &f.detail {
             if let Some(r) = &x.reason {
                 d.set_item(intern!(py, "reason"), r)?;

@@ -242,6 +242,7 @@ mod tests {
             line: Some(line),
             entry: Some(false),
             address: Some(0x1000 + line as u64),
+            interpreter_id: None,
             detail: None,
         }
     }

@@ -134,6 +134,8 @@ struct FrameKey {
     function: Option<Arc<str>>,
     file: Option<Arc<str>>,
     line: Option<u32>,
+    /// The interpreter that runs it: the same code in two interpreters is two stacks.
+    interpreter_id: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -156,6 +158,9 @@ pub struct GroupFrame {
     pub line: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The id of the interpreter that runs it (the same for every member: part of the key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interpreter_id: Option<u32>,
     /// Members differ in this frame's line or reason (then left out).
     #[serde(skip)]
     pub(super) mixed: bool,
@@ -176,6 +181,7 @@ impl GroupFrame {
             file,
             line,
             reason: None,
+            interpreter_id: None,
             mixed,
         }
     }
@@ -437,6 +443,7 @@ impl Grouper {
                             file: f.file.clone(),
                             line: f.line,
                             reason: f.reason().map(str::to_string),
+                            interpreter_id: f.interpreter_id,
                             mixed: false,
                         })
                         .collect(),
@@ -471,6 +478,7 @@ impl Grouper {
                 function: None,
                 file: None,
                 line: None,
+                interpreter_id: f.interpreter_id,
             },
             _ => FrameKey {
                 kind: f.kind,
@@ -480,6 +488,7 @@ impl Grouper {
                     GroupBy::Line => f.line,
                     GroupBy::Function => None,
                 },
+                interpreter_id: f.interpreter_id,
             },
         }
     }
@@ -566,6 +575,45 @@ mod tests {
             headline(odd),
             "1 process (pid 102, host b7) × MainThread [outlier]"
         );
+    }
+
+    #[test]
+    fn one_stack_in_two_interpreters_is_two_groups_and_the_text_marks_the_crossing() {
+        let in_interp = |ids: [u32; 2]| {
+            let mut f = [py("park", "c.py", 7), py("run", "m.py", 3)];
+            f[0].interpreter_id = Some(ids[0]);
+            f[1].interpreter_id = Some(ids[1]);
+            f
+        };
+        let (a, b) = (in_interp([1, 0]), in_interp([2, 0]));
+        let mut g = Grouper::new(GroupBy::Line);
+        g.add_report(
+            Some("h"),
+            Some(1),
+            [
+                thread(1, "t1", &a),
+                thread(2, "t2", &b),
+                thread(3, "t3", &a),
+            ],
+        );
+        let out = g.finish(Vec::new());
+        assert_eq!(out.groups.len(), 2);
+        assert_eq!(out.groups[0].count, 2);
+        assert_eq!(out.groups[0].frames[0].interpreter_id, Some(1));
+        assert_eq!(out.groups[1].frames[0].interpreter_id, Some(2));
+        let text = render(
+            &crate::report::gather::Gathered {
+                grouped: out,
+                verdict: None,
+                tree: None,
+                task_tree: None,
+                greenlet_tree: None,
+            },
+            &mut Sources::default(),
+        );
+        assert!(text.contains(
+            "  File \"c.py\", line 7, in park\n  --- interpreter 1 (entered from interpreter 0) ---\n  File \"m.py\", line 3, in run\n"
+        ), "{text}");
     }
 
     #[test]

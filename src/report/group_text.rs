@@ -333,12 +333,23 @@ fn groups(groups: &[Group], src: &mut Sources, out: &mut String) {
 }
 
 fn group_frames(frames: &[GroupFrame], src: &mut Sources, out: &mut String) {
+    let mut interp = None;
     for f in frames {
         if out.len() >= text::MAX_TEXT_BYTES {
             if !out.ends_with(text::TEXT_CUT) {
                 out.push_str(text::TEXT_CUT);
             }
             return;
+        }
+        if let Some(id) = f.interpreter_id {
+            if let Some(inner) = interp.filter(|i| *i != id) {
+                writeln!(
+                    out,
+                    "  --- interpreter {inner} (entered from interpreter {id}) ---"
+                )
+                .unwrap();
+            }
+            interp = Some(id);
         }
         match f.kind {
             FrameKind::Unreadable => match &f.reason {

@@ -266,6 +266,7 @@ struct DocFrame {
     line: Option<u32>,
     entry: Option<bool>,
     address: Option<u64>,
+    interpreter_id: Option<u32>,
     reason: Option<String>,
     module: Option<String>,
     symbol: Option<String>,
@@ -282,6 +283,7 @@ impl From<DocFrame> for FrameReport {
             line: f.line,
             entry: f.entry,
             address: f.address,
+            interpreter_id: f.interpreter_id,
             detail: (f.reason.is_some()
                 || f.module.is_some()
                 || f.symbol.is_some()

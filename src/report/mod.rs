@@ -49,6 +49,9 @@ pub struct Report {
     pub crash: Option<Crash>,
     /// Threads, the crashing one first.
     pub threads: Vec<ThreadReport>,
+    /// Every interpreter of the process (the main one and subinterpreters), the main one
+    /// first, then by age; one no thread runs in is listed here only.
+    pub interpreters: Vec<InterpreterReport>,
     /// asyncio tasks (when asked for): every pending task, placed and linked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tasks: Option<Vec<TaskReport>>,
@@ -374,6 +377,18 @@ pub struct PythonReport {
     pub pid: Option<u32>,
 }
 
+/// One interpreter ([`crate::cpython::interpreters::InterpreterInfo`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct InterpreterReport {
+    /// Its id (`_interpreters.get_current()`'s): 0 for the main interpreter; null when
+    /// unreadable.
+    pub id: Option<u32>,
+    /// Its `PyInterpreterState`.
+    pub address: u64,
+    /// How it was made, as `_interpreters.whence()` says (3.13+; null before, or unreadable).
+    pub whence: Option<u8>,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct ThreadReport {
     pub native_id: Option<u64>,
@@ -389,6 +404,9 @@ pub struct ThreadReport {
     pub holds_gil: Option<bool>,
     /// Address of the thread's `PyInterpreterState`; null for a thread with no thread state.
     pub interpreter: Option<u64>,
+    /// The id of the interpreter the thread runs in now (the one `interpreter` is); null for
+    /// a thread with no thread state, or an id that is unreadable.
+    pub interpreter_id: Option<u32>,
     /// Address of the `PyThreadState`; null for a thread with no thread state (listed by
     /// `--native-all`).
     pub thread_state: Option<u64>,
@@ -440,6 +458,9 @@ pub struct FrameReport {
     /// For Python frames: the interpreter frame's address; for native ones: the PC.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<u64>,
+    /// A thread's Python (and unreadable) frames: the id of the interpreter that runs it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interpreter_id: Option<u32>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub detail: Option<Box<FrameDetail>>,
 }
@@ -488,6 +509,7 @@ impl FrameReport {
             line: None,
             entry: None,
             address: Some(addr),
+            interpreter_id: None,
             detail: Some(Box::new(FrameDetail {
                 reason: Some(reason),
                 ..FrameDetail::default()
@@ -509,6 +531,7 @@ impl FrameReport {
             line: None,
             entry: None,
             address: Some(pc),
+            interpreter_id: None,
             detail: Some(Box::new(FrameDetail {
                 module,
                 offset,

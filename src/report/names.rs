@@ -46,6 +46,7 @@ mod tests {
             native_name: native.map(Into::into),
             holds_gil: Some(false),
             interpreter: Some(1),
+            interpreter_id: None,
             thread_state: Some(2),
             frames: Vec::new(),
             truncated: false,

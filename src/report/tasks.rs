@@ -512,6 +512,7 @@ mod tests {
             },
             crash: None,
             threads: Vec::new(),
+            interpreters: Vec::new(),
             tasks: Some(tasks),
             greenlets: None,
             cycles: Some(Vec::new()),

@@ -11,6 +11,7 @@ pub(crate) fn python_frame(function: &str, file: &str, line: u32) -> FrameReport
         line: Some(line),
         entry: Some(false),
         address: Some(0x1000 + line as u64),
+        interpreter_id: None,
         detail: None,
     }
 }
@@ -28,6 +29,7 @@ pub(crate) fn report_of(version: &str, pid: u32, threads: Vec<ThreadReport>) -> 
         },
         crash: None,
         threads,
+        interpreters: Vec::new(),
         tasks: None,
         cycles: None,
         loops: None,

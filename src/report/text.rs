@@ -121,6 +121,9 @@ pub fn thread_header(r: &Report, t: &ThreadReport) -> String {
     if t.thread_state.is_none() {
         s.push_str(" (no Python thread state)");
     }
+    if let Some(id) = t.interpreter_id.filter(|i| *i != 0) {
+        write!(s, " (interpreter {id})").unwrap();
+    }
     match t.holds_gil {
         Some(true) => s.push_str(" (holds the GIL)"),
         Some(false) => {}
@@ -160,16 +163,64 @@ pub fn traceback(t: &ThreadReport, src: &mut Sources, out: &mut String) {
     }
 }
 
+/// What a debugger's backtrace adds to the name of a frame a subinterpreter runs (gdb's `bt`
+/// filter, lldb's frame provider): ` [interpreter 1]`; nothing for the main interpreter's.
+pub fn interpreter_label(f: &FrameReport) -> Option<String> {
+    f.interpreter_id
+        .filter(|i| *i != 0)
+        .map(|i| format!(" [interpreter {i}]"))
+}
+
+/// Where a stack crosses from one interpreter into the one it was entered from: before frame
+/// `f`, when `last` (the interpreter of the frames above it) is another, the line
+/// `--- interpreter 1 (entered from interpreter 0) ---`. `last` then becomes `f`'s.
+pub fn interpreter_crossing(
+    last: &mut Option<u32>,
+    f: &FrameReport,
+    indent: &str,
+    out: &mut String,
+) {
+    crossing_into(last, f.interpreter_id, indent, out);
+}
+
+/// [`interpreter_crossing`] before a frame of interpreter `id` (None: not known, no line).
+fn crossing_into(last: &mut Option<u32>, id: Option<u32>, indent: &str, out: &mut String) {
+    let Some(id) = id else { return };
+    if let Some(inner) = last.filter(|i| *i != id) {
+        writeln!(
+            out,
+            "{indent}--- interpreter {inner} (entered from interpreter {id}) ---"
+        )
+        .unwrap();
+    }
+    *last = Some(id);
+}
+
 /// One `File "...", line N, in f` entry (and its source line) per frame, each line prefixed
-/// with `indent`.
+/// with `indent`; a line where the stack crosses into another interpreter
+/// ([`interpreter_crossing`]).
 pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut String) {
-    for f in frames {
+    let mut interp = None;
+    // A native frame (with `--native`) belongs with the Python frame below it, which calls
+    // it: a crossing goes above the C code that crossed. Each frame's interpreter, or the next
+    // older one's, from the end (no frame has one: none is made).
+    let mut owner: Vec<Option<u32>> = Vec::new();
+    if frames.iter().any(|f| f.interpreter_id.is_some()) {
+        owner = vec![None; frames.len()];
+        let mut next = None;
+        for (k, f) in frames.iter().enumerate().rev() {
+            next = f.interpreter_id.or(next);
+            owner[k] = next;
+        }
+    }
+    for (k, f) in frames.iter().enumerate() {
         if out.len() >= MAX_TEXT_BYTES {
             if !out.ends_with(TEXT_CUT) {
                 out.push_str(TEXT_CUT);
             }
             return;
         }
+        crossing_into(&mut interp, owner.get(k).copied().flatten(), indent, out);
         match f.kind {
             FrameKind::Jit if f.file.is_none() => {
                 writeln!(
@@ -404,7 +455,9 @@ pub fn frame_line(index: usize, f: &FrameReport, locals: Option<&[LocalReport]>)
 /// `py-bt-full`: every frame with its locals.
 pub fn full(t: &ThreadReport, src: &mut Sources) -> String {
     let mut out = String::new();
+    let mut interp = None;
     for (i, f) in t.frames.iter().enumerate() {
+        interpreter_crossing(&mut interp, f, "", &mut out);
         full_frame(i, f, src, &mut out);
     }
     if t.frames.is_empty() {
@@ -452,7 +505,17 @@ pub fn entries(
         }
         out.push_str("Traceback (most recent call first):\n");
     }
-    for e in entries {
+    let mut interp = None;
+    for (k, e) in entries.iter().enumerate() {
+        // A native entry (the C function a frame calls) belongs with the Python frame that
+        // calls it, the next one: a crossing goes above it.
+        let python = entries[k..]
+            .iter()
+            .find_map(|e| e.index)
+            .and_then(|i| t.frames.get(i));
+        if let Some(f) = python {
+            interpreter_crossing(&mut interp, f, if full { "" } else { "  " }, out);
+        }
         match (
             e.index.and_then(|i| t.frames.get(i).map(|f| (i, f))),
             &e.text,
@@ -511,4 +574,115 @@ pub fn listing(
         writeln!(out, "{mark:>4}    {}", lines[(n - 1) as usize]).unwrap();
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_support::python_frame as py;
+
+    fn thread(frames: Vec<FrameReport>) -> ThreadReport {
+        ThreadReport {
+            native_id: Some(7),
+            thread_id: Some(7),
+            name: Some("to-sub1".into()),
+            native_name: None,
+            holds_gil: Some(false),
+            interpreter: Some(0x100),
+            interpreter_id: frames.first().and_then(|f| f.interpreter_id),
+            thread_state: Some(0x200),
+            frames,
+            truncated: false,
+            why: None,
+        }
+    }
+
+    /// `park` in interpreter 2, entered from `hop` in 1, entered from `run` in 0.
+    fn nested() -> ThreadReport {
+        let mut frames = vec![
+            py("park", "c.py", 7),
+            py("hop", "c.py", 9),
+            py("run", "m.py", 3),
+        ];
+        for (f, id) in frames.iter_mut().zip([2, 1, 0]) {
+            f.interpreter_id = Some(id);
+        }
+        thread(frames)
+    }
+
+    #[test]
+    fn a_traceback_marks_each_interpreter_it_was_entered_from() {
+        let t = nested();
+        let r = crate::report::test_support::report_of("3.14.0", 1, vec![t.clone()]);
+        let mut out = String::new();
+        traceback(&t, &mut Sources::default(), &mut out);
+        assert_eq!(
+            out,
+            "Traceback (most recent call first):\n\
+             \x20 File \"c.py\", line 7, in park\n\
+             \x20 --- interpreter 2 (entered from interpreter 1) ---\n\
+             \x20 File \"c.py\", line 9, in hop\n\
+             \x20 --- interpreter 1 (entered from interpreter 0) ---\n\
+             \x20 File \"m.py\", line 3, in run\n"
+        );
+        assert_eq!(
+            thread_header(&r, &t),
+            "Thread 7 \"to-sub1\" (interpreter 2):"
+        );
+        assert_eq!(
+            interpreter_label(&t.frames[0]).as_deref(),
+            Some(" [interpreter 2]")
+        );
+        assert_eq!(interpreter_label(&t.frames[2]), None);
+    }
+
+    #[test]
+    fn native_frames_go_below_the_crossing_with_the_frame_that_calls_them() {
+        let mut t = nested();
+        let c = FrameReport::native(0x4242, Some("exec_impl".into()), None, None);
+        t.frames.insert(1, c.clone());
+        t.frames.push(c);
+        let mut out = String::new();
+        frames(&t.frames, "  ", &mut Sources::default(), &mut out);
+        assert_eq!(
+            out,
+            "  File \"c.py\", line 7, in park\n\
+             \x20 --- interpreter 2 (entered from interpreter 1) ---\n\
+             \x20 (C) 0x0000000000004242 exec_impl\n\
+             \x20 File \"c.py\", line 9, in hop\n\
+             \x20 --- interpreter 1 (entered from interpreter 0) ---\n\
+             \x20 File \"m.py\", line 3, in run\n\
+             \x20 (C) 0x0000000000004242 exec_impl\n"
+        );
+    }
+
+    #[test]
+    fn py_bt_puts_a_crossing_above_the_c_function_that_crossed() {
+        let t = nested();
+        let python = |i| StackEntry {
+            kind: "python",
+            index: Some(i),
+            level: None,
+            text: None,
+        };
+        let native = StackEntry {
+            kind: "native",
+            index: None,
+            level: None,
+            text: Some("<built-in method exec of module object>".into()),
+        };
+        let entries = [python(0), native.clone(), python(1), python(2)];
+        let mut out = String::new();
+        super::entries(&t, &entries, false, &mut Sources::default(), &mut out);
+        assert_eq!(
+            out,
+            "Traceback (most recent call first):\n\
+             \x20 File \"c.py\", line 7, in park\n\
+             \x20 --- interpreter 2 (entered from interpreter 1) ---\n\
+             \x20 <built-in method exec of module object>\n\
+             \x20 File \"c.py\", line 9, in hop\n\
+             \x20 --- interpreter 1 (entered from interpreter 0) ---\n\
+             \x20 File \"m.py\", line 3, in run\n"
+        );
+    }
 }

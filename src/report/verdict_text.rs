@@ -491,6 +491,7 @@ mod tests {
             native_name: None,
             holds_gil: Some(false),
             interpreter: Some(0),
+            interpreter_id: None,
             thread_state: Some(0),
             frames: Vec::new(),
             truncated: false,

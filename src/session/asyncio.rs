@@ -1,7 +1,7 @@
 //! asyncio over a stop: every pending task decoded once ([`view`]), the report with the tasks,
 //! loops and await cycles ([`report`]), and `py-bt-async`/`py-tasks` text.
 
-use super::report::{frame_report, report as threads_report};
+use super::report::{frame_report, interpreter_id, report as threads_report, thread_frame_report};
 use super::{once, Session};
 use crate::asyncio::{self, AsyncView, ThreadFrames};
 use crate::cpython::FrameItem;
@@ -19,7 +19,7 @@ pub fn view(s: &Session) -> Result<&AsyncView> {
         .threads()
         .iter()
         .map(|t| ThreadFrames {
-            tstate: t.info.addr,
+            tstates: t.states().map(|i| (i.addr, i.interp)).collect(),
             native_id: t.info.native_id,
             walk: &t.walk,
         })
@@ -43,8 +43,27 @@ fn build_report(s: &Session) -> Result<Report> {
     let threads = s.threads();
     let view = view(s)?;
     let native_id = |ti: Option<usize>| ti.and_then(|i| threads[i].info.native_id);
-    let frame_reports = |items: &[FrameItem]| -> Vec<FrameReport> {
-        items.iter().map(|i| frame_report(s, i, false)).collect()
+    // A task's frames run in the interpreter whose asyncio lists it; a loop's are its
+    // thread's, from the loop outwards (into the interpreters the thread entered from).
+    let frame_reports = |items: &[FrameItem], interp: u64| -> Vec<FrameReport> {
+        let id = interpreter_id(s, interp);
+        items
+            .iter()
+            .map(|i| FrameReport {
+                interpreter_id: id,
+                ..frame_report(s, i, false)
+            })
+            .collect()
+    };
+    let loop_frames = |l: &crate::asyncio::LoopView| -> Vec<FrameReport> {
+        let Some(t) = l.thread.and_then(|ti| threads.get(ti)) else {
+            return frame_reports(&l.upper, 0);
+        };
+        l.upper
+            .iter()
+            .enumerate()
+            .map(|(k, i)| thread_frame_report(s, t, l.upper_start + k, i, false))
+            .collect()
     };
     r.tasks = Some(
         view.tasks
@@ -58,7 +77,7 @@ fn build_report(s: &Session) -> Result<Report> {
                 type_name: t.raw.type_name.clone(),
                 supported: t.supported,
                 loop_: t.raw.loop_,
-                frames: frame_reports(&t.frames),
+                frames: frame_reports(&t.frames, t.interp),
                 awaiting: t.awaiting.as_ref().map(|a| AwaitingReport {
                     kind: a.kind,
                     id: a.id,
@@ -79,7 +98,7 @@ fn build_report(s: &Session) -> Result<Report> {
                 type_name: l.type_name.clone(),
                 native_id: native_id(l.thread),
                 running: l.thread.is_some(),
-                frames: frame_reports(&l.upper),
+                frames: loop_frames(l),
             })
             .collect(),
     );

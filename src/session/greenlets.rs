@@ -1,12 +1,12 @@
 //! Greenlets over a stop: every greenlet decoded once ([`view`]), added to a report
 //! (`--greenlets`) and rendered (`py-greenlets`).
 
-use super::report::{frame_report, report as threads_report};
+use super::report::{frame_report, interpreter_id, report as threads_report, thread_frame_report};
 use super::{once, Session};
 use crate::error::Result;
 use crate::greenlet::{self, GThread, GreenletView, Stacks};
 use crate::report::text::{self, Sources};
-use crate::report::{ErrorReport, GreenletReport, Report};
+use crate::report::{ErrorReport, FrameReport, GreenletReport, Report};
 use crate::target::SourceKind;
 
 /// Every greenlet, decoded once per stop.
@@ -16,7 +16,7 @@ pub fn view(s: &Session) -> &GreenletView {
             .threads()
             .iter()
             .map(|t| GThread {
-                interp: t.info.interp,
+                interps: t.states().map(|i| i.interp).collect(),
                 native_id: t.info.native_id,
                 pthread: t.info.thread_id,
                 walk: &t.walk,
@@ -79,11 +79,26 @@ pub fn add_to(s: &Session, r: &mut Report, with_locals: bool) {
                 type_name: g.type_name.clone(),
                 name: g.name.clone(),
                 function: g.function.clone(),
-                frames: g
-                    .frames
-                    .iter()
-                    .map(|i| frame_report(s, i, with_locals))
-                    .collect(),
+                // A running greenlet's frames are its thread's (across the interpreters the
+                // thread entered); a suspended one's run in the interpreter that made it.
+                frames: match (g.state, g.thread.and_then(|i| threads.get(i))) {
+                    (greenlet::State::Running, Some(t)) => g
+                        .frames
+                        .iter()
+                        .enumerate()
+                        .map(|(k, i)| thread_frame_report(s, t, k, i, with_locals))
+                        .collect(),
+                    _ => {
+                        let id = interpreter_id(s, g.interp);
+                        g.frames
+                            .iter()
+                            .map(|i| FrameReport {
+                                interpreter_id: id,
+                                ..frame_report(s, i, with_locals)
+                            })
+                            .collect()
+                    }
+                },
                 truncated: g.truncated,
                 // A live process's socket: its addresses, from /proc.
                 waiting: g.waiting.clone().map(|mut w| {

@@ -27,6 +27,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use crate::asyncio::AsyncView;
+use crate::cpython::interpreters::{nest, InterpreterInfo, Nested, StateWalk, Threading};
 use crate::cpython::{
     find_python, find_python_again, Found, FrameItem, FrameWalk, PyFrame, Remembered, Snapshot,
     ThreadInfo,
@@ -40,9 +41,72 @@ use crate::report::{Crash, LocalReport, Report};
 use crate::target::Target;
 use crate::unwind::ModuleSet;
 
+/// One OS thread with a Python thread state: its stack across the interpreters it entered
+/// ([`crate::cpython::interpreters`]).
 pub struct DecodedThread {
+    /// The thread state the thread runs in now: its interpreter is the thread's.
     pub info: ThreadInfo,
+    /// Its Python frames, innermost first: `info`'s, then those of each thread state of
+    /// `entered_from`.
     pub walk: FrameWalk,
+    /// The thread states of the interpreters it entered `info`'s from, innermost first, each
+    /// with the index in `walk.items` of its first frame.
+    pub entered_from: Vec<(usize, ThreadInfo)>,
+    /// Its thread states that hold no frame of its stack (an interpreter it entered and
+    /// left).
+    pub idle_states: Vec<ThreadInfo>,
+}
+
+impl DecodedThread {
+    /// A thread in one interpreter.
+    pub fn alone(info: ThreadInfo, walk: FrameWalk) -> DecodedThread {
+        DecodedThread {
+            info,
+            walk,
+            entered_from: Vec::new(),
+            idle_states: Vec::new(),
+        }
+    }
+
+    /// The thread state that runs frame `index` of `walk`.
+    pub fn state_of(&self, index: usize) -> &ThreadInfo {
+        self.segment_of(index).1
+    }
+
+    /// The thread state that runs frame `index` of `walk`, and the index of its first frame.
+    pub fn segment_of(&self, index: usize) -> (usize, &ThreadInfo) {
+        self.entered_from
+            .iter()
+            .rev()
+            .find(|(start, _)| *start <= index)
+            .map_or((0, &self.info), |(start, i)| (*start, i))
+    }
+
+    /// The interpreter whose GIL the thread, blocked in `futex` on `word`, waits for: one of
+    /// the interpreters it has a thread state in (the one it runs in, those it entered that
+    /// one from, one it is entering: its thread state there has no frame yet), whose GIL that
+    /// thread state does not hold and whose GIL's futex words hold `word`.
+    pub fn gil_waited(&self, snap: &Snapshot, word: u64) -> Option<u64> {
+        self.states()
+            .find(|i| snap.waits_for_gil(i.interp, i.holds_gil, word))
+            .map(|i| i.interp)
+    }
+
+    /// Every thread state of the thread: the stack's, innermost first, then the idle ones.
+    pub fn states(&self) -> impl Iterator<Item = &ThreadInfo> {
+        std::iter::once(&self.info)
+            .chain(self.entered_from.iter().map(|(_, i)| i))
+            .chain(self.idle_states.iter())
+    }
+}
+
+/// What a stop's threads decode to: the threads, the interpreters, the errors met.
+#[derive(Default)]
+pub struct Decoded {
+    pub threads: Vec<DecodedThread>,
+    /// Every interpreter, the main one first, then by age.
+    pub interpreters: Vec<InterpreterInfo>,
+    pub errors: Vec<ReadError>,
 }
 
 /// Which threads a report covers.
@@ -57,7 +121,7 @@ pub struct ThreadKey {
 pub struct Session {
     pub target: Target,
     pub snap: Snapshot,
-    decoded: OnceLock<(Vec<DecodedThread>, Vec<ReadError>)>,
+    decoded: OnceLock<Decoded>,
     /// The asyncio report, built once per stop (`py-bt-async` then `py-tasks` reuse it).
     pub(crate) async_report: OnceLock<Report>,
     /// The asyncio tasks as decoded, under `async_report` and `--why`'s task waits.
@@ -180,10 +244,10 @@ impl Session {
         self.greenlet_view = OnceLock::new();
     }
 
-    pub(crate) fn decoded(&self) -> &(Vec<DecodedThread>, Vec<ReadError>) {
+    pub(crate) fn decoded(&self) -> &Decoded {
         once(&self.decoded, || {
             let mut errors = Vec::new();
-            let mut out = Vec::new();
+            let mut states = Vec::new();
             let interps = match self.snap.interpreters_noting_cap(&mut errors) {
                 Ok(i) => i,
                 Err(e) => {
@@ -195,6 +259,11 @@ impl Session {
             // core did not say).
             let tid_offset = OnceLock::new();
             // CPython links interpreters newest first; show the main one first.
+            let interpreters: Vec<InterpreterInfo> = interps
+                .iter()
+                .rev()
+                .map(|i| self.snap.interpreter_info(*i, &mut errors))
+                .collect();
             for interp in interps.iter().rev() {
                 // Threads are linked newest first too: main thread first, then by age.
                 let mut threads = self.snap.threads(*interp, &mut errors);
@@ -222,9 +291,24 @@ impl Session {
                         }
                         None => self.snap.walk_frames(info.frame),
                     };
-                    out.push(DecodedThread { info, walk });
+                    states.push(StateWalk { info, walk });
                 }
             }
+            // A thread that entered other interpreters is one thread, with one stack.
+            let snap = &self.snap;
+            let regions = &self.target.regions;
+            let how = Threading {
+                current: |i: &ThreadInfo| {
+                    (snap.thread_attached(i.addr) == Some(true) || i.holds_gil == Some(true))
+                        .then_some(true)
+                },
+                region_of: |addr| region_start(regions, addr),
+                borrowed: snap
+                    .layout
+                    .interpreter_state
+                    .exec_borrows_first_thread_state,
+            };
+            let mut out: Vec<DecodedThread> = nest(states, how).into_iter().map(joined).collect();
             // The thread that crashed is the one to read first.
             let crashed = self.crash().map(|c| c.thread);
             if let Some(i) = out
@@ -233,14 +317,23 @@ impl Session {
             {
                 out[..=i].rotate_right(1);
             }
-            (out, errors)
+            Decoded {
+                threads: out,
+                interpreters,
+                errors,
+            }
         })
+    }
+
+    /// Every interpreter, the main one first, then by age.
+    pub fn interpreters(&self) -> &[InterpreterInfo] {
+        &self.decoded().interpreters
     }
 
     /// The Python threads: the one that crashed first, then the main interpreter's, main
     /// thread first, then by age.
     pub fn threads(&self) -> &[DecodedThread] {
-        &self.decoded().0
+        &self.decoded().threads
     }
 
     /// The fatal signal, when the target is a core written for one ([`crate::memory::crash`]).
@@ -321,6 +414,39 @@ impl Session {
             .map(|&pc| ranges.iter().any(|&(s, e)| s <= pc && pc < e))
             .collect()
     }
+}
+
+/// One thread from its thread states: the current one's frames, then those of each it entered
+/// that one from. Its `threading` name is the outermost one's that has one (the interpreter
+/// that started the thread names it; one it entered may only know it as `Dummy-N`).
+fn joined(n: Nested) -> DecodedThread {
+    let name = n.stack.iter().rev().find_map(|s| s.info.name.clone());
+    // The thread is the one its outermost thread state names (3.12's `run_string` borrows a
+    // thread state bound to another thread).
+    let home = n.stack.last().map(|s| (s.info.thread_id, s.info.native_id));
+    let mut stack = n.stack.into_iter();
+    let first = stack.next().expect("a nested thread has a thread state");
+    let mut t = DecodedThread::alone(first.info, first.walk);
+    for s in stack {
+        t.entered_from.push((t.walk.items.len(), s.info));
+        t.walk.items.extend(s.walk.items);
+        t.walk.truncated |= s.walk.truncated;
+        t.walk.cut = t.walk.cut.or(s.walk.cut);
+    }
+    t.info.name = name;
+    if let Some((thread_id, native_id)) = home {
+        t.info.thread_id = thread_id;
+        t.info.native_id = native_id;
+    }
+    t.idle_states = n.idle;
+    t
+}
+
+/// The start of the region of `regions` (sorted, `[start, end)`) that holds `addr`.
+fn region_start(regions: &[(u64, u64)], addr: u64) -> Option<u64> {
+    let i = regions.partition_point(|r| r.0 <= addr);
+    let (start, end) = *regions.get(i.checked_sub(1)?)?;
+    (addr < end).then_some(start)
 }
 
 /// The value of `cell`, made by `make` if it has none yet. `make` runs outside the cell's

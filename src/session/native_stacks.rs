@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use super::jit;
-use super::report::{frame_report, report as threads_report, thread_label};
+use super::report::{report as threads_report, thread_frame_report, thread_label};
 use super::{names, DecodedThread, Session, ThreadKey};
 use crate::arch::Arch;
 use crate::cpython::callables::NativeFrame;
@@ -247,6 +247,7 @@ impl NativeOnly {
             // The GIL is held by a thread state: a thread without one does not hold it.
             holds_gil: (!s.snap.layout.free_threaded).then_some(false),
             interpreter: None,
+            interpreter_id: None,
             thread_state: None,
             frames: Vec::new(),
             truncated: false,
@@ -256,8 +257,8 @@ impl NativeOnly {
 
     /// A thread with no Python frames, for splicing (nothing is spliced into its stack).
     fn decoded(&self) -> DecodedThread {
-        DecodedThread {
-            info: ThreadInfo {
+        DecodedThread::alone(
+            ThreadInfo {
                 addr: 0,
                 interp: 0,
                 thread_id: self.thread_pointer,
@@ -267,8 +268,8 @@ impl NativeOnly {
                 frame: 0,
                 frame_error: None,
             },
-            walk: FrameWalk::default(),
-        }
+            FrameWalk::default(),
+        )
     }
 }
 
@@ -339,7 +340,7 @@ fn merge(
                 for &i in frames {
                     if let Some(item) = t.walk.items.get(i) {
                         shown[i] = true;
-                        out.push(frame_report(s, item, with_locals));
+                        out.push(thread_frame_report(s, t, i, item, with_locals));
                     }
                 }
                 started = out
@@ -415,7 +416,7 @@ fn merge(
     }
     for (i, item) in t.walk.items.iter().enumerate() {
         if !shown[i] {
-            out.push(frame_report(s, item, with_locals));
+            out.push(thread_frame_report(s, t, i, item, with_locals));
         }
     }
     out

@@ -126,7 +126,10 @@ pub fn return_watch(s: &Session, key: ThreadKey, index: usize) -> Result<ReturnW
     };
     let mem = &s.snap.mem;
     let previous = mem.read_ptr(field(f.addr, model.previous)?)?;
-    let tstate = t.info.addr;
+    // The thread state that runs the frame: for a thread that entered other interpreters,
+    // the one of the frame's interpreter, whose eval-loop calls are counted from its first.
+    let (start, state) = t.segment_of(index);
+    let tstate = state.addr;
     match layout.thread_state.current_frame {
         CurrentFrame::Direct(off) => Ok(ReturnWatch {
             addr: field(tstate, off)?,
@@ -136,10 +139,16 @@ pub fn return_watch(s: &Session, key: ThreadKey, index: usize) -> Result<ReturnW
             cframe,
             current_frame,
         } => {
-            let run = native::runs(&RunMark::of_walk(&t.walk))
+            let runs = native::runs(&RunMark::of_walk(&t.walk));
+            let first = runs
+                .iter()
+                .position(|r| r.0.iter().any(|&i| i >= start))
+                .unwrap_or(0);
+            let run = runs
                 .iter()
                 .position(|r| r.0.contains(&index))
-                .unwrap_or(0);
+                .unwrap_or(0)
+                .saturating_sub(first);
             let slot = field(tstate, cframe)?;
             let mut cf = mem.read_ptr(slot)?;
             for _ in 0..run.min(MAX_CFRAMES) {

@@ -5,8 +5,8 @@ use super::{names, DecodedThread, Session, ThreadKey};
 use crate::cpython::FrameItem;
 use crate::error::Result;
 use crate::report::{
-    ErrorReport, FrameDetail, FrameKind, FrameReport, LocalReport, PythonReport, Report,
-    ThreadReport,
+    ErrorReport, FrameDetail, FrameKind, FrameReport, InterpreterReport, LocalReport, PythonReport,
+    Report, ThreadReport,
 };
 use crate::target::SourceKind;
 
@@ -34,6 +34,7 @@ pub fn frame_report(s: &Session, item: &FrameItem, with_locals: bool) -> FrameRe
             line: p.line,
             entry: Some(p.entry),
             address: Some(p.addr),
+            interpreter_id: None,
             detail: with_locals.then(|| {
                 let locals = s.locals(p).unwrap_or_else(|e| {
                     vec![LocalReport {
@@ -52,7 +53,27 @@ pub fn frame_report(s: &Session, item: &FrameItem, with_locals: bool) -> FrameRe
     }
 }
 
+/// Frame `index` of thread `t`, with the id of the interpreter that runs it.
+pub fn thread_frame_report(
+    s: &Session,
+    t: &DecodedThread,
+    index: usize,
+    item: &FrameItem,
+    with_locals: bool,
+) -> FrameReport {
+    let mut f = frame_report(s, item, with_locals);
+    f.interpreter_id = interpreter_id(s, t.state_of(index).interp);
+    f
+}
+
 pub fn thread_report(s: &Session, t: &DecodedThread, with_locals: bool) -> ThreadReport {
+    let frames: Vec<FrameReport> = t
+        .walk
+        .items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| thread_frame_report(s, t, i, item, with_locals))
+        .collect();
     ThreadReport {
         native_id: t.info.native_id,
         thread_id: Some(t.info.thread_id),
@@ -60,16 +81,29 @@ pub fn thread_report(s: &Session, t: &DecodedThread, with_locals: bool) -> Threa
         native_name: t.info.native_id.and_then(|lwp| names::native_name(s, lwp)),
         holds_gil: t.info.holds_gil,
         interpreter: Some(t.info.interp),
+        interpreter_id: interpreter_id(s, t.info.interp),
         thread_state: Some(t.info.addr),
-        frames: t
-            .walk
-            .items
-            .iter()
-            .map(|i| frame_report(s, i, with_locals))
-            .collect(),
+        frames,
         truncated: t.walk.truncated,
         why: None,
     }
+}
+
+/// The id of the interpreter at `interp`, where it was read.
+pub fn interpreter_id(s: &Session, interp: u64) -> Option<u32> {
+    s.interpreters().iter().find(|i| i.addr == interp)?.id
+}
+
+/// Every interpreter, as the report's `interpreters`.
+pub fn interpreters_report(s: &Session) -> Vec<InterpreterReport> {
+    s.interpreters()
+        .iter()
+        .map(|i| InterpreterReport {
+            id: i.id,
+            address: i.addr,
+            whence: i.whence,
+        })
+        .collect()
 }
 
 /// How `errors` names a thread: its LWP, else its `pthread_t`.
@@ -105,7 +139,7 @@ pub fn report(s: &Session, key: Option<ThreadKey>, with_locals: bool) -> Result<
             .into_iter()
             .map(|what| ErrorReport { address: 0, what }),
     );
-    errors.extend(s.decoded().1.iter().map(|e| ErrorReport {
+    errors.extend(s.decoded().errors.iter().map(|e| ErrorReport {
         address: e.addr,
         what: e.to_string(),
     }));
@@ -141,6 +175,7 @@ pub fn report(s: &Session, key: Option<ThreadKey>, with_locals: bool) -> Result<
         python: python_report(s),
         crash: s.crash().cloned(),
         threads,
+        interpreters: interpreters_report(s),
         tasks: None,
         greenlets: None,
         cycles: None,

@@ -94,7 +94,10 @@ pub fn annotate(session: &Session, report: &mut Report, await_cycles: &[Vec<u64>
             let waiting = waiting
                 .or_else(|| {
                     (st.word == Some("gil_wait"))
-                        .then(|| waits::gil_wait(session, t, &report.threads))
+                        .then(|| {
+                            let word = st.call.map(|c| c.args[0]);
+                            waits::gil_wait(session, t, word, &report.threads)
+                        })
                         .flatten()
                 })
                 // Blocked in a system call with no Python-level wait: on what, in the outside

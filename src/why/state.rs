@@ -108,13 +108,16 @@ fn state(
     };
     if let Some(c) = in_call {
         let name = session.target.arch.syscall_name(c.nr);
-        if name == Some("futex") && snap.waits_for_gil(interpreter, t.holds_gil, c.args[0]) {
-            return (Some("gil_wait"), None);
-        }
         let decoded = session
             .threads()
             .iter()
             .find(|d| d.info.addr == thread_state && Some(d.info.thread_id) == t.thread_id);
+        if name == Some("futex")
+            && (snap.waits_for_gil(interpreter, t.holds_gil, c.args[0])
+                || decoded.is_some_and(|d| d.gil_waited(snap, c.args[0]).is_some()))
+        {
+            return (Some("gil_wait"), None);
+        }
         // The idle table first: a pool or server waiting in a `selectors` select (socketserver,
         // a process pool's manager) is that, not an event loop.
         if let (Some(d), Some(n)) = (decoded, name) {

@@ -551,12 +551,22 @@ fn waiting(
     })
 }
 
-/// The wait of `t`, a thread blocked taking the GIL (state `gil_wait`): the GIL of its
-/// interpreter, held by the thread of `threads` that holds it now, if one does (it may be
-/// between two holders).
-pub fn gil_wait(session: &Session, t: &ThreadReport, threads: &[ThreadReport]) -> Option<Waiting> {
+/// The wait of `t`, a thread blocked taking the GIL (state `gil_wait`, in futex on `word`):
+/// the GIL of its interpreter, or of the one it is entering ([`DecodedThread::gil_waited`]),
+/// held by the thread of `threads` that holds it now, if one does (it may be between two
+/// holders).
+pub fn gil_wait(
+    session: &Session,
+    t: &ThreadReport,
+    word: Option<u64>,
+    threads: &[ThreadReport],
+) -> Option<Waiting> {
     let frame = t.frames.iter().position(|f| f.kind == FrameKind::Python)?;
-    let interpreter = t.interpreter?;
+    let entering = word.and_then(|w| {
+        let d = session.threads().iter().find(|d| is_thread(d, t))?;
+        d.gil_waited(&session.snap, w)
+    });
+    let interpreter = entering.or(t.interpreter)?;
     let owner = threads
         .iter()
         .find(|o| o.interpreter == Some(interpreter) && o.holds_gil == Some(true))

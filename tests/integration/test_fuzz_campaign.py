@@ -34,7 +34,10 @@ SAMPLE_BASES = [("pyenv-3.10", "threads"), ("pyenv-3.11", "locals"), ("pyenv-3.1
                 ("debian-3.15", "locals"), ("ft-3.13t", "threads"),
                 # Waits on the outside world: a pipe, a socket object, a poll's array and the
                 # system call's registers; gevent's cooperative sockets and their `_sock` slot.
-                ("debian-3.11", "why_state"), ("pyenv-3.13", "greenlets_gevent")]
+                ("debian-3.11", "why_state"), ("pyenv-3.13", "greenlets_gevent"),
+                # Subinterpreters: the interpreter list, each one's thread list and the thread
+                # states of nested entries (3.12's borrowed thread states; 3.14's own).
+                ("pyenv-3.12", "subinterpreters"), ("debian-3.14", "subinterpreters")]
 # arm64 qemu cores (a few ms a run): bookworm's 3.11 and sid's 3.14 with its JIT on, read with
 # --sysroot; a third of them through --native or --native-all, some through gdb-multiarch.
 ARM64_SAMPLE_CORES = 240
@@ -77,6 +80,11 @@ def test_sample_of_corrupted_cores(root):
             want |= {"pollfd", "waited"}
         if b["scenario"] == "greenlets_gevent":
             want |= {"greenlet", "waited"}
+        if b["scenario"] == "subinterpreters":
+            # Five interpreters, each with its links; the thread states of every list.
+            want |= {"interp_list", "waited"}
+            assert len(b["structures"]["interp"]) == 5, b["structures"]
+            assert len(b["structures"]["tstate"]) > len(b["structures"]["interp"]), b["structures"]
         assert want <= set(b["structures"]), (b["interp"], b["scenario"], b["structures"])
     specs, sample = campaign.plan(bases, SAMPLE_CORES, SEED, SAMPLE_GDB_RUNS, 0)
     counts, failures = campaign.campaign(bases, specs, 2, root, sample)
@@ -98,6 +106,11 @@ def test_arm64_sample_of_corrupted_cores(root):
             want |= {"pollfd", "waited"}
         if b["scenario"] == "greenlets_gevent":
             want |= {"greenlet", "waited"}
+        if b["scenario"] == "subinterpreters":
+            # Five interpreters, each with its links; the thread states of every list.
+            want |= {"interp_list", "waited"}
+            assert len(b["structures"]["interp"]) == 5, b["structures"]
+            assert len(b["structures"]["tstate"]) > len(b["structures"]["interp"]), b["structures"]
         if b["env"].get("PYTHON_JIT") == "1":
             want |= {"executor", "executor_roots"}
         assert want <= set(b["structures"]), (b["interp"], b["scenario"], b["structures"])

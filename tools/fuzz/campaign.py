@@ -100,9 +100,11 @@ GDB_SCRIPT = os.path.join(ROOT, "gdb-scripts", "pyunwind-gdb.py")
 LLDB_SCRIPT = os.path.join(ROOT, "lldb-scripts", "pyunwind_lldb.py")
 # why_waits: threads in each kind of wait and a lock-order deadlock (lock objects, with blocks'
 # value stacks, exception tables); why_async_locks: asyncio tasks in async with blocks (3.11+);
-# jit_call (arm64, PYTHON_JIT=1 only): a C call from JIT code, a JIT frame on the native stack.
+# jit_call (arm64, PYTHON_JIT=1 only): a C call from JIT code, a JIT frame on the native stack;
+# subinterpreters (3.12+): threads that entered subinterpreters, nested, and one no thread runs
+# in (the interpreter list, each interpreter's thread list, the nested thread states).
 SCENARIOS = ("threads", "locals", "gather", "why_waits", "why_async_locks", "why_state",
-             "greenlets_raw", "greenlets_gevent", "jit_call")
+             "greenlets_raw", "greenlets_gevent", "jit_call", "subinterpreters")
 # The scenarios read with --greenlets.
 GREENLET_SCENARIOS = ("greenlets_raw", "greenlets_gevent")
 ARCHES = ("x86_64", "arm64")
@@ -129,10 +131,18 @@ CODE_STRINGS = {10: (104, 112), 11: (112, 120, 128), 12: (112, 120, 128), 13: (1
 FREE_THREADED_OBJECT_DELTA = 16
 # TaskObj's task_coro (src/asyncio/layout.rs; checked against DWARF by tests/layout_dwarf.rs).
 TASK_CORO = {11: 136, 12: 136, 13: 120, 14: 128, 15: 128}
+# `PyInterpreterState.next` (`interp_list` starts there: `next`, `id`, `_whence` and, past
+# them, `threads.head`, within its span) and `threads.head` (src/cpython/layout/v3_1X.rs).
+INTERP_NEXT = {10: 0, 11: 0, 12: 0, 13: 7264, 14: 7272, 15: 7264}
+INTERP_THREADS_HEAD = {10: 8, 11: 16, 12: 72, 13: 7344, 14: 7344, 15: 7336}
+# `PyThreadState.next`, every version.
+TSTATE_NEXT = 8
+# Thread states read per interpreter's list (the scenarios have a few).
+MAX_LISTED_TSTATES = 64
 # Bytes of each kind of structure a patch may land in (a word at a random aligned offset).
 SPAN = {"tstate": 256, "interp": 1024, "frame": 96, "code": 192, "str": 64, "local": 64,
         "task": 192, "coro": 128, "future": 128, "loop": 64, "debug_offsets": 1024,
-        "waited": 64, "greenlet": 48, "greenlet_impl": 160, "pollfd": 16}
+        "waited": 64, "greenlet": 48, "greenlet_impl": 160, "pollfd": 16, "interp_list": 96}
 # `PyGreenlet.pimpl` (greenlet.h: after the header, `weakreflist` and `dict`; default builds).
 GREENLET_PIMPL = 32
 STACKREF_TAG_BITS = 3
@@ -180,6 +190,8 @@ def scenario_for(interp, scenario):
     if scenario == "jit_call":
         return None
     if scenario == "why_async_locks" and interp.minor < 11:
+        return None
+    if scenario == "subinterpreters" and interp.minor < 12:
         return None
     if scenario in GREENLET_SCENARIOS:
         # Free-threaded builds: greenlets are not decoded there (the report says so), and
@@ -266,6 +278,19 @@ def locate(base, report):
         st["tstate"].append(t["thread_state"])
         if t["interpreter"] not in st["interp"]:
             st["interp"].append(t["interpreter"])
+    # Every interpreter (one no thread runs in too), its links, and every thread state on its
+    # list: those of the interpreters a thread entered from are in no report field.
+    for i in report.get("interpreters") or []:
+        if i["address"] not in st["interp"]:
+            st["interp"].append(i["address"])
+    for interp in list(st["interp"]):
+        st["interp_list"].append(interp + INTERP_NEXT[minor])
+        ts = ptr(interp + INTERP_THREADS_HEAD[minor])
+        for _ in range(MAX_LISTED_TSTATES):
+            if not ts or ts in st["tstate"]:
+                break
+            st["tstate"].append(ts)
+            ts = ptr(ts + TSTATE_NEXT)
         for f in t["frames"]:
             if f["kind"] != "python":
                 continue

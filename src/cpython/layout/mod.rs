@@ -69,6 +69,18 @@ pub struct RuntimeState {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InterpreterState {
     pub next: u64,
+    /// `id` (`int64_t`, 3.7+): the interpreter's id, 0 for the main one, as
+    /// `_interpreters.get_current()` gives it.
+    pub id: u64,
+    /// `_whence` (`long`, 3.13+; Include/internal/pycore_interp.h 3.13,
+    /// pycore_interp_structs.h 3.14+): how the interpreter was made, as
+    /// `_interpreters.whence()` gives it (`_PyInterpreterState_WHENCE_*`).
+    pub whence: Option<u64>,
+    /// 3.10 to 3.12: `_xxsubinterpreters.run_string` runs code in the interpreter's first
+    /// thread state (`PyInterpreterState_ThreadHead`, Modules/_xxsubinterpretersmodule.c),
+    /// which stays bound to the thread that made the interpreter, whatever thread runs it
+    /// (gh-109860; 3.13's `_interpreters.exec` makes a thread state of the running thread).
+    pub exec_borrows_first_thread_state: bool,
     pub threads_head: u64,
     /// `sys.modules` (`interp->modules` up to 3.11, `interp->imports.modules` from 3.12).
     pub imports_modules: Option<u64>,
@@ -587,6 +599,7 @@ impl Layout {
         let is = &mut l.interpreter_state;
         is.next = need("interpreter_state", "next")?;
         is.threads_head = need("interpreter_state", "threads_head")?;
+        is.id = need("interpreter_state", "id")?;
         is.imports_modules = Some(need("interpreter_state", "imports_modules")?);
         if let GilLocation::Interpreter { gil_ptr, .. } = &mut l.gil {
             *gil_ptr = need("interpreter_state", "ceval_gil")?;

@@ -19,6 +19,9 @@ pub fn layout() -> Layout {
         // `PyInterpreterState.next`, `.tstate_head`, `.modules`
         interpreter_state: InterpreterState {
             next: 0,
+            id: 24,
+            whence: None,
+            exec_borrows_first_thread_state: true,
             threads_head: 8,
             imports_modules: Some(856),
             gc_collecting: Some(816),

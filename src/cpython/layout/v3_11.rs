@@ -18,6 +18,9 @@ pub fn layout() -> Layout {
         // `PyInterpreterState.next`, `.threads.head`, `.modules`
         interpreter_state: InterpreterState {
             next: 0,
+            id: 48,
+            whence: None,
+            exec_borrows_first_thread_state: true,
             threads_head: 16,
             imports_modules: Some(888),
             gc_collecting: Some(848),

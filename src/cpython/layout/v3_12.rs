@@ -18,6 +18,9 @@ pub fn layout() -> Layout {
         // `PyInterpreterState.next`, `.threads.head`, `.imports.modules`
         interpreter_state: InterpreterState {
             next: 0,
+            id: 8,
+            whence: None,
+            exec_borrows_first_thread_state: true,
             threads_head: 72,
             imports_modules: Some(944),
             gc_collecting: Some(312),

@@ -20,6 +20,9 @@ pub fn layout() -> Layout {
         // `PyInterpreterState.next`, `.threads.head`, `.imports.modules`
         interpreter_state: InterpreterState {
             next: 7264,
+            id: 7272,
+            whence: Some(7304),
+            exec_borrows_first_thread_state: false,
             threads_head: 7344,
             imports_modules: Some(7656),
             gc_collecting: Some(7600),

@@ -16,6 +16,9 @@ pub fn layout() -> Layout {
     l.runtime_state.interpreters_head = 808;
     l.interpreter_state = InterpreterState {
         next: 7272,
+        id: 7280,
+        whence: Some(7304),
+        exec_borrows_first_thread_state: false,
         threads_head: 7344,
         imports_modules: Some(7688),
         gc_collecting: Some(7600),

@@ -14,6 +14,9 @@ pub fn layout() -> Layout {
     l.runtime_state.interpreters_head = 936;
     l.interpreter_state = InterpreterState {
         next: 7264,
+        id: 7272,
+        whence: Some(7296),
+        exec_borrows_first_thread_state: false,
         threads_head: 7336,
         imports_modules: Some(7592),
         gc_collecting: Some(7512),
