@@ -278,19 +278,6 @@ def locate(base, report):
         st["tstate"].append(t["thread_state"])
         if t["interpreter"] not in st["interp"]:
             st["interp"].append(t["interpreter"])
-    # Every interpreter (one no thread runs in too), its links, and every thread state on its
-    # list: those of the interpreters a thread entered from are in no report field.
-    for i in report.get("interpreters") or []:
-        if i["address"] not in st["interp"]:
-            st["interp"].append(i["address"])
-    for interp in list(st["interp"]):
-        st["interp_list"].append(interp + INTERP_NEXT[minor])
-        ts = ptr(interp + INTERP_THREADS_HEAD[minor])
-        for _ in range(MAX_LISTED_TSTATES):
-            if not ts or ts in st["tstate"]:
-                break
-            st["tstate"].append(ts)
-            ts = ptr(ts + TSTATE_NEXT)
         for f in t["frames"]:
             if f["kind"] != "python":
                 continue
@@ -306,6 +293,19 @@ def locate(base, report):
                 obj = ptr(f["address"] + FRAME_LOCALSPLUS[minor] + 8 * i)
                 if obj and obj not in st["local"]:
                     st["local"].append(obj)
+    # Every interpreter (one no thread runs in too), its links, and every thread state on its
+    # list: those of the interpreters a thread entered from are in no report field.
+    for i in report.get("interpreters") or []:
+        if i["address"] not in st["interp"]:
+            st["interp"].append(i["address"])
+    for interp in list(st["interp"]):
+        st["interp_list"].append(interp + INTERP_NEXT[minor])
+        ts = ptr(interp + INTERP_THREADS_HEAD[minor])
+        for _ in range(MAX_LISTED_TSTATES):
+            if not ts or ts in st["tstate"]:
+                break
+            st["tstate"].append(ts)
+            ts = ptr(ts + TSTATE_NEXT)
     for g in report.get("greenlets") or []:
         st["greenlet"].append(g["address"])
         impl = ptr(g["address"] + GREENLET_PIMPL)
