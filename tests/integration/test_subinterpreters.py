@@ -171,6 +171,32 @@ def test_group_and_merge(stop, tmp_path):
     assert all(g["count"] == 2 for g in merged["groups"]), merged["groups"]
 
 
+def tree_paths(nodes, above=()):
+    """Each thread's path through a `--tree` (outermost frame first), once per thread."""
+    out = []
+    for n in nodes:
+        path = above + ((n["function"], n["file"], n["line"], n.get("interpreter_id")),)
+        out += [path] * len(n.get("threads", []))
+        out += tree_paths(n["children"], path)
+    return out
+
+
+def test_tree(stop):
+    """`--tree`: a frame's interpreter is part of its node's key, each node carries its
+    `interpreter_id`, and the text names a subinterpreter's frames as the debuggers' backtraces
+    do (` [interpreter 1]`), live and from the core."""
+    want = sorted(tuple(reversed(frames_of(tt["frames"]))) for tt in stop.truth["threads"])
+    sub = {(f["function"], f["file"], f["line"], f["interpreter_id"])
+           for tt in stop.truth["threads"] for f in tt["frames"] if f["interpreter_id"]}
+    assert sub, "the scenario runs no frame in a subinterpreter"
+    for source, target in targets(stop):
+        assert sorted(tree_paths(cli(source, target, "--tree", "--json")["tree"])) == want
+        text = cli(source, target, "--tree")
+        for function, file, line, interp in sub:
+            assert "%s (%s:%d) [interpreter %d]" % (function, file, line, interp) in text, text
+        assert "[interpreter 0]" not in text, text
+
+
 def check_async(report, truth):
     """The threads as check_report checks them, then every task and loop of each interpreter:
     each task's frames carry the id of the interpreter whose asyncio runs it; a loop's, the ids
@@ -279,6 +305,25 @@ def expected_text(truth, tt):
         last = f["interpreter_id"]
         lines.append('  File "%s", line %d, in %s' % (f["file"], f["line"], f["function"]))
     return lines
+
+
+def test_native_frames_carry_their_interpreter(stop):
+    """`--native --json`: every frame of a thread carries an `interpreter_id`; a native frame
+    has the one of the Python frame it belongs with (the next older, which calls it; past the
+    oldest, the oldest's), so the C code that crossed into a subinterpreter is its caller's."""
+    for source, target in targets(stop):
+        report = cli(source, target, "--native", "--json")
+        threads = {t["native_id"]: t for t in report["threads"]}
+        for tt in stop.truth["threads"]:
+            frames = threads[tt["native_id"]]["frames"]
+            python = [f for f in frames if f["kind"] == "python"]
+            assert frames_of(python) == frames_of(tt["frames"]), tt["name"]
+            owners = [f["interpreter_id"] for f in tt["frames"]]
+            k = 0
+            for f in frames:
+                assert f.get("interpreter_id") == owners[min(k, len(owners) - 1)], (tt, f)
+                k += f["kind"] == "python"
+            assert any(f["kind"] == "native" for f in frames), frames
 
 
 SHOWN = re.compile(r'^(Thread |Traceback|  File |  --- interpreter )')
