@@ -369,7 +369,7 @@ def test_text_live_and_core(stop):
 
 # --- gdb and lldb ---------------------------------------------------------------------------
 
-DEBUGGER_INTERPS = harness.pick(["pyenv-3.12", "pyenv-3.13", "debian-3.14", "debian-3.15"],
+DEBUGGER_INTERPS = harness.pick(["pyenv-3.12", "pyenv-3.13", "ft-3.13t", "debian-3.14", "debian-3.15"],
                                 INTERPS)
 # A Python frame of gdb's `bt` (`#8  park_in_sub [interpreter 1] () at …/subinterp_child.py:87`,
 # later frames of one eval loop without a number).
