@@ -415,7 +415,7 @@ def check_py_bt(text, tt):
 def test_gdb(interp):
     """gdb, from a core and (3.12, where the thread is found by the stack its code runs on)
     live: `py-bt -a` as the CLI's text, `py-bt` of each thread, and `bt`'s Python frames named
-    with their interpreter."""
+    with their interpreter, by the frame filter and as real frames."""
     from test_stacks import run_gdb
 
     with harness.Scenario(interp, "subinterpreters") as sc:
@@ -423,11 +423,13 @@ def test_gdb(interp):
         for source in sources:
             out, err = run_gdb(interp, "echo @@ALL@@\\n", "py-bt -a", "echo @@BT@@\\n",
                                "thread apply all py-bt", "echo @@NATIVE@@\\n",
-                               "thread apply all bt", **source)
+                               "thread apply all bt", "set pyunwind-frames real",
+                               "echo @@REAL@@\\n", "thread apply all bt", **source)
             harness.assert_no_panic(out + err)
             all_text = out[out.index("@@ALL@@"):out.index("@@BT@@")]
             each = by_gdb_thread(out[out.index("@@BT@@"):out.index("@@NATIVE@@")])
-            native = by_gdb_thread(out[out.index("@@NATIVE@@"):])
+            native = by_gdb_thread(out[out.index("@@NATIVE@@"):out.index("@@REAL@@")])
+            real = by_gdb_thread(out[out.index("@@REAL@@"):])
             blocks = {}
             for block in all_text.split("\n\n"):
                 lines = [line for line in block.splitlines() if SHOWN.match(line)]
@@ -437,7 +439,10 @@ def test_gdb(interp):
                 tid = tt["native_id"]
                 assert blocks.get(tid) == expected_text(sc.truth, tt), (source, all_text)
                 check_py_bt(each[tid], tt)
-                shown = [(m.group(1), int(m.group(3)))
-                         for m in map(GDB_PY.match, native[tid].splitlines())
-                         if m and not m.group(2).endswith((".c", ".h"))]
-                assert shown == labelled(tt), (source, native[tid])
+                # gdb's frames as the filter decorates them, then as real frames (each
+                # Python frame a gdb frame of its own: `set pyunwind-frames real`).
+                for bt in (native[tid], real[tid]):
+                    shown = [(m.group(1), int(m.group(3)))
+                             for m in map(GDB_PY.match, bt.splitlines())
+                             if m and not m.group(2).endswith((".c", ".h"))]
+                    assert shown == labelled(tt), (source, bt)
