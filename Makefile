@@ -95,13 +95,13 @@ integration-lldb: build wheel arm64
 	  for v in $(LLDB_VERSIONS); do \
 	    lldb=$$(bash tools/lldb-env.sh $$v) || exit 1; \
 	    echo "== lldb $$v: $$lldb"; \
-	    lock=$$([ $$v -ge 22 ] && echo tests/integration/test_lldb_lock.py tests/integration/test_lldb_provider.py tests/integration/test_lldb_subinterpreters.py); \
+	    lock=$$([ $$v -ge 22 ] && echo tests/integration/test_lldb_lock.py tests/integration/test_lldb_provider.py); \
 	    dap=$$([ $$v -ge 22 ] && echo tests/integration/test_lldb_dap.py); \
 	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST_LOAD) tests/integration/test_lldb.py \
 	      tests/integration/test_lldb_robust.py tests/integration/test_lldb_crash.py \
 	      tests/integration/test_lldb_why.py tests/integration/test_lldb_jit.py \
 	      tests/integration/test_lldb_greenlets.py tests/integration/test_lldb_thread_names.py \
-	      tests/integration/test_lldb_heap.py $$lock \
+	      tests/integration/test_lldb_heap.py tests/integration/test_lldb_subinterpreters.py $$lock \
 	      || exit 1; \
 	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST) tests/integration/test_lldb_sources.py \
 	      tests/integration/test_lldb_arm64.py tests/integration/test_lldb_arm64_live.py $$dap \

@@ -68,6 +68,8 @@ struct NodeKey {
     function: Option<Arc<str>>,
     file: Option<Arc<str>>,
     line: Option<u32>,
+    /// The interpreter that runs the frame: the same code in two interpreters is two nodes.
+    interpreter_id: Option<u32>,
 }
 
 /// A node while the tree is built.
@@ -81,6 +83,7 @@ pub(super) struct Node {
     /// The threads through this node differ in its line (`--group-by function`).
     pub(super) mixed: bool,
     pub(super) parent: u32,
+    pub(super) interpreter_id: Option<u32>,
     count: u32,
     processes: u32,
     /// The last report that added a thread through it, to count processes.
@@ -174,6 +177,7 @@ impl TreeBuilder {
                     function: None,
                     file: None,
                     line: None,
+                    interpreter_id: None,
                 },
                 Step::Frame(f) if f.kind == FrameKind::Unreadable => NodeKey {
                     parent: at,
@@ -181,6 +185,7 @@ impl TreeBuilder {
                     function: None,
                     file: None,
                     line: None,
+                    interpreter_id: f.interpreter_id,
                 },
                 Step::Frame(f) => NodeKey {
                     parent: at,
@@ -191,6 +196,7 @@ impl TreeBuilder {
                         GroupBy::Line => f.line,
                         GroupBy::Function => None,
                     },
+                    interpreter_id: f.interpreter_id,
                 },
             };
             let line = match step {
@@ -216,6 +222,7 @@ impl TreeBuilder {
                         function: None,
                         file: None,
                         line: None,
+                        interpreter_id: None,
                     });
                     self.pass(at);
                     break;
@@ -245,6 +252,7 @@ impl TreeBuilder {
             line: key.line,
             mixed: false,
             parent: key.parent,
+            interpreter_id: key.interpreter_id,
             count: 0,
             processes: 0,
             last_report: u32::MAX,
@@ -303,6 +311,7 @@ impl TreeBuilder {
                 function: n.function,
                 file: n.file,
                 line: n.line,
+                interpreter_id: n.interpreter_id,
                 count: n.count as usize,
                 processes: n.processes as usize,
                 children,
@@ -340,6 +349,10 @@ pub struct TreeNode {
     pub file: Option<Arc<str>>,
     /// Null where unknown, and with `--group-by function` where the threads' lines differ.
     pub line: Option<u32>,
+    /// The id of the interpreter that runs the frame (part of the node's key); absent where
+    /// the report has none (before 3.12, and for the tree's own nodes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interpreter_id: Option<u32>,
     /// Threads whose stacks pass through this frame.
     pub count: usize,
     /// Reports (processes) those threads are in.
@@ -395,8 +408,17 @@ pub fn member_words(m: &Member) -> String {
     s
 }
 
-/// A node's frame in words: `all_reduce (/job/train.py:41)`.
+/// A node's frame in words: `all_reduce (/job/train.py:41)`, and for a frame a
+/// subinterpreter runs ` [interpreter 1]`, as the debuggers' backtraces say it.
 fn label(n: &TreeNode) -> String {
+    let mut s = frame_words(n);
+    if let Some(i) = n.interpreter_id.filter(|i| *i != 0) {
+        write!(s, " [interpreter {i}]").unwrap();
+    }
+    s
+}
+
+fn frame_words(n: &TreeNode) -> String {
     match n.kind {
         NodeKind::Python => {
             let func = n.function.as_deref().unwrap_or("???");
@@ -503,6 +525,37 @@ mod tests {
             stack.extend(n.children.iter().rev().map(|c| (c, d + 1)));
         }
         out
+    }
+
+    #[test]
+    fn the_same_frame_in_two_interpreters_is_two_nodes_and_the_text_names_them() {
+        let stack = |inner: u32| {
+            let mut f = [py("park", "p.py", 3), py("<module>", "m.py", 9)];
+            f[0].interpreter_id = Some(inner);
+            f[1].interpreter_id = Some(0);
+            f
+        };
+        let mut t = TreeBuilder::new(GroupBy::Line);
+        t.start_report();
+        for (pid, inner) in [(1, 1), (2, 2), (3, 1)] {
+            t.add(&stack(inner), false, member(pid, "worker"));
+        }
+        let tree = t.finish();
+        assert_eq!(
+            flat(&tree),
+            [
+                (0, 3, "<module> (m.py:9)".to_string(), vec![]),
+                (
+                    1,
+                    2,
+                    "park (p.py:3) [interpreter 1]".to_string(),
+                    vec![1, 3]
+                ),
+                (1, 1, "park (p.py:3) [interpreter 2]".to_string(), vec![2]),
+            ]
+        );
+        assert_eq!(tree[0].interpreter_id, Some(0));
+        assert_eq!(tree[0].children[1].interpreter_id, Some(2));
     }
 
     #[test]

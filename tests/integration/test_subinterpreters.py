@@ -171,6 +171,32 @@ def test_group_and_merge(stop, tmp_path):
     assert all(g["count"] == 2 for g in merged["groups"]), merged["groups"]
 
 
+def tree_paths(nodes, above=()):
+    """Each thread's path through a `--tree` (outermost frame first), once per thread."""
+    out = []
+    for n in nodes:
+        path = above + ((n["function"], n["file"], n["line"], n.get("interpreter_id")),)
+        out += [path] * len(n.get("threads", []))
+        out += tree_paths(n["children"], path)
+    return out
+
+
+def test_tree(stop):
+    """`--tree`: a frame's interpreter is part of its node's key, each node carries its
+    `interpreter_id`, and the text names a subinterpreter's frames as the debuggers' backtraces
+    do (` [interpreter 1]`), live and from the core."""
+    want = sorted(tuple(reversed(frames_of(tt["frames"]))) for tt in stop.truth["threads"])
+    sub = {(f["function"], f["file"], f["line"], f["interpreter_id"])
+           for tt in stop.truth["threads"] for f in tt["frames"] if f["interpreter_id"]}
+    assert sub, "the scenario runs no frame in a subinterpreter"
+    for source, target in targets(stop):
+        assert sorted(tree_paths(cli(source, target, "--tree", "--json")["tree"])) == want
+        text = cli(source, target, "--tree")
+        for function, file, line, interp in sub:
+            assert "%s (%s:%d) [interpreter %d]" % (function, file, line, interp) in text, text
+        assert "[interpreter 0]" not in text, text
+
+
 def check_async(report, truth):
     """The threads as check_report checks them, then every task and loop of each interpreter:
     each task's frames carry the id of the interpreter whose asyncio runs it; a loop's, the ids
@@ -281,6 +307,25 @@ def expected_text(truth, tt):
     return lines
 
 
+def test_native_frames_carry_their_interpreter(stop):
+    """`--native --json`: every frame of a thread carries an `interpreter_id`; a native frame
+    has the one of the Python frame it belongs with (the next older, which calls it; past the
+    oldest, the oldest's), so the C code that crossed into a subinterpreter is its caller's."""
+    for source, target in targets(stop):
+        report = cli(source, target, "--native", "--json")
+        threads = {t["native_id"]: t for t in report["threads"]}
+        for tt in stop.truth["threads"]:
+            frames = threads[tt["native_id"]]["frames"]
+            python = [f for f in frames if f["kind"] == "python"]
+            assert frames_of(python) == frames_of(tt["frames"]), tt["name"]
+            owners = [f["interpreter_id"] for f in tt["frames"]]
+            k = 0
+            for f in frames:
+                assert f.get("interpreter_id") == owners[min(k, len(owners) - 1)], (tt, f)
+                k += f["kind"] == "python"
+            assert any(f["kind"] == "native" for f in frames), frames
+
+
 SHOWN = re.compile(r'^(Thread |Traceback|  File |  --- interpreter )')
 
 
@@ -324,7 +369,7 @@ def test_text_live_and_core(stop):
 
 # --- gdb and lldb ---------------------------------------------------------------------------
 
-DEBUGGER_INTERPS = harness.pick(["pyenv-3.12", "pyenv-3.13", "debian-3.14", "debian-3.15"],
+DEBUGGER_INTERPS = harness.pick(["pyenv-3.12", "pyenv-3.13", "ft-3.13t", "debian-3.14", "debian-3.15"],
                                 INTERPS)
 # A Python frame of gdb's `bt` (`#8  park_in_sub [interpreter 1] () at …/subinterp_child.py:87`,
 # later frames of one eval loop without a number).
@@ -370,7 +415,7 @@ def check_py_bt(text, tt):
 def test_gdb(interp):
     """gdb, from a core and (3.12, where the thread is found by the stack its code runs on)
     live: `py-bt -a` as the CLI's text, `py-bt` of each thread, and `bt`'s Python frames named
-    with their interpreter."""
+    with their interpreter, by the frame filter and as real frames."""
     from test_stacks import run_gdb
 
     with harness.Scenario(interp, "subinterpreters") as sc:
@@ -378,11 +423,13 @@ def test_gdb(interp):
         for source in sources:
             out, err = run_gdb(interp, "echo @@ALL@@\\n", "py-bt -a", "echo @@BT@@\\n",
                                "thread apply all py-bt", "echo @@NATIVE@@\\n",
-                               "thread apply all bt", **source)
+                               "thread apply all bt", "set pyunwind-frames real",
+                               "echo @@REAL@@\\n", "thread apply all bt", **source)
             harness.assert_no_panic(out + err)
             all_text = out[out.index("@@ALL@@"):out.index("@@BT@@")]
             each = by_gdb_thread(out[out.index("@@BT@@"):out.index("@@NATIVE@@")])
-            native = by_gdb_thread(out[out.index("@@NATIVE@@"):])
+            native = by_gdb_thread(out[out.index("@@NATIVE@@"):out.index("@@REAL@@")])
+            real = by_gdb_thread(out[out.index("@@REAL@@"):])
             blocks = {}
             for block in all_text.split("\n\n"):
                 lines = [line for line in block.splitlines() if SHOWN.match(line)]
@@ -392,7 +439,10 @@ def test_gdb(interp):
                 tid = tt["native_id"]
                 assert blocks.get(tid) == expected_text(sc.truth, tt), (source, all_text)
                 check_py_bt(each[tid], tt)
-                shown = [(m.group(1), int(m.group(3)))
-                         for m in map(GDB_PY.match, native[tid].splitlines())
-                         if m and not m.group(2).endswith((".c", ".h"))]
-                assert shown == labelled(tt), (source, native[tid])
+                # gdb's frames as the filter decorates them, then as real frames (each
+                # Python frame a gdb frame of its own: `set pyunwind-frames real`).
+                for bt in (native[tid], real[tid]):
+                    shown = [(m.group(1), int(m.group(3)))
+                             for m in map(GDB_PY.match, bt.splitlines())
+                             if m and not m.group(2).endswith((".c", ".h"))]
+                    assert shown == labelled(tt), (source, bt)
