@@ -989,11 +989,23 @@ fn mimalloc_layout_matches_dwarf() {
         let rows = [
             ("_PyThreadStateImpl", "mimalloc", mi.tstate_mimalloc),
             ("struct _mimalloc_thread_state", "heaps", mi.heaps),
-            ("struct _mimalloc_thread_state", "initialized", mi.initialized),
+            (
+                "struct _mimalloc_thread_state",
+                "initialized",
+                mi.initialized,
+            ),
             ("mi_heap_t", "sizeof", mi.heap_size),
             ("mi_heap_t", "pages", mi.heap_pages),
-            ("mi_heap_t", "thread_delayed_free", mi.heap_thread_delayed_free),
-            ("PyInterpreterState", "mimalloc.abandoned_pool", mi.interp_pool),
+            (
+                "mi_heap_t",
+                "thread_delayed_free",
+                mi.heap_thread_delayed_free,
+            ),
+            (
+                "PyInterpreterState",
+                "mimalloc.abandoned_pool",
+                mi.interp_pool,
+            ),
             ("mi_abandoned_pool_t", "abandoned_visited", mi.pool_visited),
             ("mi_abandoned_pool_t", "abandoned", mi.pool_abandoned),
             ("mi_segment_t", "abandoned_next", mi.segment_abandoned_next),
@@ -1016,7 +1028,9 @@ fn mimalloc_layout_matches_dwarf() {
         for (root, path, ours) in rows {
             match dw.eval(root, path) {
                 Ok(Some(d)) if d == ours => {}
-                r => errs.push(format!("{v}: mimalloc `{root}.{path}` = {ours}, DWARF {r:?}")),
+                r => errs.push(format!(
+                    "{v}: mimalloc `{root}.{path}` = {ours}, DWARF {r:?}"
+                )),
             }
         }
     });
