@@ -24,14 +24,14 @@ use crate::error::{ReadError, ReadErrorKind};
 use crate::memory::addr_map::AddrSet;
 use crate::memory::Memory;
 
-/// Pages followed over every heap and segment of one interpreter (a 64 KiB page each: 64 TiB).
-pub const MAX_PAGES: u64 = 1 << 30;
+/// Pages followed over every heap and segment of one interpreter (256 GiB of small pages).
+pub const MAX_PAGES: u64 = 1 << 22;
 /// Thread states followed from `interp->threads.head`.
 const MAX_THREADS: u64 = 1 << 16;
 /// Abandoned segments followed per list.
 const MAX_SEGMENTS: u64 = 1 << 20;
 /// Blocks on a heap's `thread_delayed_free` list.
-const MAX_DELAYED: u64 = 1 << 24;
+const MAX_DELAYED: u64 = 1 << 20;
 /// Blocks of one page: a small page is 64 KiB of blocks of 8 bytes or more, a medium one
 /// 512 KiB; large and huge pages hold one block (Include/internal/mimalloc/mimalloc/types.h).
 const MAX_PAGE_BLOCKS: u64 = 1 << 16;
