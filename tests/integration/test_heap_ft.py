@@ -18,8 +18,11 @@ import pathlib
 import pytest
 
 import harness
-from test_heap import TOP, check, cli, heap_json
-from test_stacks import json_from, run_gdb
+from test_heap import check, cli, heap_json
+# test_heap.py's checks of the heap scenario, collected here again with this file's `stop`
+# fixture (the free-threaded builds): live and core exact, the text, gdb's `py-heap` on the core.
+from test_heap import (test_heap_core_exact, test_heap_gdb, test_heap_live_exact,  # noqa: F401
+                       test_heap_text)
 
 
 def free_threaded():
@@ -37,48 +40,15 @@ INTERPS = free_threaded()
 
 @pytest.fixture(scope="module", params=INTERPS, ids=lambda i: i.id)
 def stop(request):
-    """(live report, core report, truth, text, scenario) of the heap scenario."""
+    """(live report, core report, truth, text, scenario) of the heap scenario, as
+    test_heap.py's `stop` gives them."""
     with harness.Scenario(request.param, "heap") as s:
         assert s.truth["free_threaded"] is True
         live = heap_json(["pid", str(s.pid)])
+        assert live["python"]["free_threaded"] is True
         text = cli(["pid", str(s.pid), "--heap"])
         from_core = heap_json(["core", s.make_core()])
         yield live, from_core, s.truth, text, s
-
-
-def test_heap_ft_live_exact(stop):
-    live, _, truth, _, _ = stop
-    assert live["python"]["free_threaded"] is True
-    check(live, truth)
-
-
-def test_heap_ft_core_exact(stop):
-    live, from_core, truth, _, _ = stop
-    check(from_core, truth)
-    assert from_core["heap"]["types"] == live["heap"]["types"]
-    assert from_core["heap"]["largest"] == live["heap"]["largest"]
-
-
-def test_heap_ft_text(stop):
-    _, _, _, text, _ = stop
-    assert "Heap: " in text and "Largest objects:" in text, text
-    assert "free-threaded" not in text, text
-    assert any(r.startswith("__main__.Order ") for r in text.splitlines()), text
-    assert "len 300000" in text, text
-
-
-def test_heap_ft_gdb(stop):
-    """`py-heap --json` and `py-heap` in gdb on the core: the CLI's census."""
-    _, from_core, truth, _, s = stop
-    out, _ = run_gdb(s.interp, "echo @@JSON@@\\n", "py-heap --top %d --json" % TOP,
-                     "echo @@TEXT@@\\n", "py-heap", core=s.make_core())
-    harness.assert_no_panic(out)
-    js, text = out.split("@@JSON@@\n", 1)[1].split("@@TEXT@@\n", 1)
-    report = json_from(js)
-    check(report, truth)
-    assert report["heap"]["types"] == from_core["heap"]["types"]
-    assert report["heap"]["largest"] == from_core["heap"]["largest"]
-    assert "Heap: " in text and "__main__.Order" in text and "len 300000" in text, text
 
 
 @pytest.mark.parametrize("interp", INTERPS, ids=lambda i: i.id)
