@@ -713,4 +713,57 @@ mod tests {
         assert!(errs.is_empty());
         assert_eq!(n, 3);
     }
+
+    /// The census through the hook in `heap_census`: a list in the GC heap, and a bytes
+    /// object it holds, found through it; no GC header in either size.
+    #[test]
+    fn the_census_starts_from_the_gc_heaps() {
+        use crate::cpython::layout::tpflags;
+        const LIST_TYPE: u64 = 0x70_0000;
+        const BYTES_TYPE: u64 = 0x71_0000;
+        const BYTES: u64 = 0x72_0000;
+        const ITEMS: u64 = 0x73_0000;
+        let (mut m, l, mi, start) = target(4, 1);
+        let page = page_at(&mi, 1);
+        let b = |i: u64| start + i * 64;
+        m.put_u64(page + 16, b(1)).put_u64(b(1), b(2));
+        m.put_u64(b(2), b(3)).put_u64(b(3), 0);
+        // Include/object.h: Py_TPFLAGS_HAVE_GC.
+        let gc = 1 << 14;
+        for (tp, name, flags, size, item) in [
+            (
+                LIST_TYPE,
+                &b"list\0"[..],
+                tpflags::LIST_SUBCLASS | gc,
+                56u64,
+                0u64,
+            ),
+            (BYTES_TYPE, &b"bytes\0"[..], tpflags::BYTES_SUBCLASS, 49, 1),
+        ] {
+            let to = &l.type_object;
+            m.put(tp, &[0u8; 0x400]);
+            m.put_u64(tp + to.tp_name, tp + 0x300).put(tp + 0x300, name);
+            m.put_u64(tp + to.tp_flags, flags);
+            m.put_u64(tp + to.tp_basicsize, size);
+            m.put_u64(tp + to.tp_basicsize + 8, item);
+        }
+        let list = b(0);
+        m.put_u64(list + l.pyobject.ob_type, LIST_TYPE);
+        m.put_u64(list + l.list_object.ob_size, 1);
+        m.put_u64(list + l.list_object.ob_item, ITEMS);
+        m.put_u64(list + l.list_object.ob_item + 8, 1);
+        m.put_u64(ITEMS, BYTES);
+        m.put(BYTES, &[0u8; 0x100]);
+        m.put_u64(BYTES + l.pyobject.ob_type, BYTES_TYPE);
+        m.put_u64(BYTES + l.bytes_object.ob_size, 7);
+        let snap = Snapshot::for_test(m, l);
+        let c = snap.heap_census(&[INTERP], &[], 5);
+        assert!(c.complete && c.errors.is_empty(), "{:?}", c.errors);
+        let got: Vec<_> = c
+            .types
+            .iter()
+            .map(|t| (t.name.as_str(), t.count, t.bytes))
+            .collect();
+        assert_eq!(got, [("list", 1, 56 + 8), ("bytes", 1, 49 + 7)]);
+    }
 }
