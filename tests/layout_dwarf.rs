@@ -1014,6 +1014,11 @@ fn mimalloc_layout_matches_dwarf() {
             ("mi_page_t", "sizeof", mi.page_size),
             ("mi_slice_t", "sizeof", mi.page_size),
             ("PyObject", "ob_gc_bits", mi.ob_gc_bits),
+            (
+                "_PyRuntimeState",
+                "allocators.is_debug_enabled",
+                mi.runtime_debug_enabled,
+            ),
             // The page fields mimalloc.rs reads at fixed offsets.
             ("mi_page_t", "slice_count", 0),
             ("mi_page_t", "capacity", 10),

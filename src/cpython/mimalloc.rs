@@ -41,8 +41,10 @@ const GC_BITS_TRACKED: u8 = 1;
 /// `_Py_MIMALLOC_HEAP_GC` and `_Py_MIMALLOC_HEAP_GC_PRE` (Include/internal/pycore_mimalloc.h
 /// 3.13), each with the distance from a block to its object: the GC_PRE heap's objects have
 /// the managed dict and weakref words before them (`offset_pre`, gc_visit_heaps_lock_held).
-/// The debug allocator's two words (`PYTHONMALLOC=debug`) are not modelled.
 const GC_HEAPS: [(u64, u64); 2] = [(2, 0), (3, 16)];
+/// The debug allocator's words before each allocation (`PYTHONMALLOC=debug`: the size asked
+/// for, then the API id and forbidden bytes; Objects/obmalloc.c, `offset_base`).
+const DEBUG_ALLOC_WORDS: u64 = 16;
 
 // Include/internal/mimalloc/mimalloc/types.h (3.13, 64-bit).
 /// `MI_SEGMENT_SHIFT`: 32 MiB segments, aligned to their size.
@@ -86,6 +88,8 @@ pub struct MimallocLayout {
     pub page_size: u64,
     /// `PyObject.ob_gc_bits`.
     pub ob_gc_bits: u64,
+    /// `_PyRuntimeState.allocators.is_debug_enabled` (an int: `_PyMem_DebugEnabled`).
+    pub runtime_debug_enabled: u64,
 }
 
 impl MimallocLayout {
@@ -109,6 +113,7 @@ impl MimallocLayout {
             segment_slices: 264,
             page_size: 96,
             ob_gc_bits: 11,
+            runtime_debug_enabled: 968,
         })
     }
 }
@@ -122,7 +127,7 @@ impl Snapshot {
         each: impl FnMut(u64) -> bool,
     ) -> Vec<ReadError> {
         match MimallocLayout::of(&self.layout) {
-            Some(mi) => gc_objects(&*self.mem, &self.layout, &mi, interp, each),
+            Some(mi) => gc_objects(&*self.mem, &self.layout, &mi, self.runtime, interp, each),
             None => vec![ReadError::corrupt(
                 interp,
                 "heap: this free-threaded build's mimalloc layout is not known (3.13 is read)",
@@ -201,16 +206,19 @@ struct Walk<'a, F: FnMut(u64) -> bool> {
     errors: Vec<ReadError>,
     /// The caller asked to stop (its budget).
     stopped: bool,
+    /// Bytes before each object's block: the debug allocator's words, or none.
+    base: u64,
 }
 
 /// Calls `each(object)` for every GC-tracked object in `interp`'s mimalloc heaps (each
 /// thread's GC and GC_PRE heaps, and the abandoned pool's pages of those heaps), until it
-/// returns false. Returns the errors met: none means every page was read whole and its
-/// counts agreed.
+/// returns false; `runtime` is `_PyRuntime`. Returns the errors met: none means every page
+/// was read whole and its counts agreed.
 pub fn gc_objects(
     mem: &dyn Memory,
     lay: &Layout,
     mi: &MimallocLayout,
+    runtime: u64,
     interp: u64,
     each: impl FnMut(u64) -> bool,
 ) -> Vec<ReadError> {
@@ -222,7 +230,13 @@ pub fn gc_objects(
         pages: 0,
         errors: Vec::new(),
         stopped: false,
+        base: 0,
     };
+    match mem.read_u32(runtime.wrapping_add(mi.runtime_debug_enabled)) {
+        Ok(0) => {}
+        Ok(_) => w.base = DEBUG_ALLOC_WORDS,
+        Err(e) => w.errors.push(e),
+    }
     // Every thread state, as gc_visit_heaps_lock_held walks `interp->threads.head`.
     let mut seen = AddrSet::default();
     let mut t = match mem.read_ptr(interp.wrapping_add(lay.interpreter_state.threads_head)) {
@@ -473,7 +487,7 @@ impl<F: FnMut(u64) -> bool> Walk<'_, F> {
             if is_free || delayed.contains(&block) {
                 continue;
             }
-            let obj = block + offset;
+            let obj = block + self.base + offset;
             match mem.read_u8(obj + self.mi.ob_gc_bits) {
                 Ok(bits) if bits & GC_BITS_TRACKED != 0 => {
                     if !(self.each)(obj) {
@@ -563,6 +577,7 @@ mod tests {
     use crate::memory::FakeMemory;
 
     const INTERP: u64 = 0x10_0000;
+    const RUNTIME: u64 = 0x8_0000;
     const TSTATE: u64 = 0x20_0000;
     /// A segment, and its first page after the header span (slice 1).
     const SEG: u64 = 0x4000_0000;
@@ -582,6 +597,7 @@ mod tests {
     fn target(capacity: u64, used: u64) -> (FakeMemory, Layout, MimallocLayout, u64) {
         let (l, mi) = layout();
         let mut m = FakeMemory::new();
+        m.put(RUNTIME, &[0u8; 0x400]);
         m.put(INTERP, &vec![0u8; 0x4000]);
         m.put_u64(INTERP + l.interpreter_state.threads_head, TSTATE);
         m.put(TSTATE, &vec![0u8; 0x5000]);
@@ -608,7 +624,7 @@ mod tests {
 
     fn run(m: &FakeMemory, l: &Layout, mi: &MimallocLayout) -> (Vec<u64>, Vec<ReadError>) {
         let mut objs = Vec::new();
-        let errs = gc_objects(m, l, mi, INTERP, |o| {
+        let errs = gc_objects(m, l, mi, RUNTIME, INTERP, |o| {
             objs.push(o);
             true
         });
@@ -631,6 +647,18 @@ mod tests {
         let (objs, errs) = run(&m, &l, &mi);
         assert!(errs.is_empty(), "{errs:?}");
         assert_eq!(objs, vec![b(0), b(2), b(5)]);
+    }
+
+    #[test]
+    fn the_debug_allocator_moves_every_object() {
+        let (mut m, l, mi, start) = target(2, 2);
+        m.put(RUNTIME + mi.runtime_debug_enabled, &1u32.to_le_bytes());
+        m.put(start + mi.ob_gc_bits, &[0])
+            .put(start + 64 + mi.ob_gc_bits, &[0]);
+        m.put(start + 16 + mi.ob_gc_bits, &[GC_BITS_TRACKED]);
+        let (objs, errs) = run(&m, &l, &mi);
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(objs, vec![start + 16]);
     }
 
     #[test]
@@ -706,7 +734,7 @@ mod tests {
     fn a_caller_that_stops_ends_the_walk() {
         let (m, l, mi, _) = target(8, 8);
         let mut n = 0;
-        let errs = gc_objects(&m, &l, &mi, INTERP, |_| {
+        let errs = gc_objects(&m, &l, &mi, RUNTIME, INTERP, |_| {
             n += 1;
             n < 3
         });
@@ -756,6 +784,8 @@ mod tests {
         m.put(BYTES, &[0u8; 0x100]);
         m.put_u64(BYTES + l.pyobject.ob_type, BYTES_TYPE);
         m.put_u64(BYTES + l.bytes_object.ob_size, 7);
+        // Snapshot::for_test's `_PyRuntime` is at 0: the debug allocator is off.
+        m.put(0, &[0u8; 0x400]);
         let snap = Snapshot::for_test(m, l);
         let c = snap.heap_census(&[INTERP], &[], 5);
         assert!(c.complete && c.errors.is_empty(), "{:?}", c.errors);

@@ -9,6 +9,7 @@ gcore core, with libpython as built (DWARF) and stripped.
 - tests/scenarios/heap_threads.py: objects made by a worker thread that is alive (its own
   heaps) and by one that has exited (its pages in the interpreter's abandoned pool), each held
   only by a closure the census does not read, so that only the heap walk finds them: exact.
+- the same under `PYTHONMALLOC=debug` (the debug allocator's words before each object).
 
 A missing interpreter fails the run (harness.provisioned_interpreters); it is never skipped.
 """
@@ -64,3 +65,11 @@ def test_heap_ft_other_threads_objects(interp):
             assert {"__main__.Theirs", "__main__.Orphan"} <= names, names
         assert from_core["heap"]["types"] == live["heap"]["types"]
 
+
+
+def test_heap_ft_debug_allocator():
+    """`PYTHONMALLOC=debug` puts two words before each block's object
+    (`_PyRuntime.allocators.is_debug_enabled`): still exact, live and from the core."""
+    with harness.Scenario(INTERPS[0], "heap_threads", env={"PYTHONMALLOC": "debug"}) as s:
+        for r in (heap_json(["pid", str(s.pid)]), heap_json(["core", s.make_core()])):
+            check(r, s.truth)
