@@ -972,3 +972,71 @@ fn jit_tables_match_dwarf() {
         errs.join("\n")
     );
 }
+
+/// src/cpython/mimalloc.rs's offsets (the free-threaded heaps `--heap` walks) against the
+/// DWARF of the free-threaded build; a free-threaded build without them is a failure too.
+#[test]
+fn mimalloc_layout_matches_dwarf() {
+    use pyunwind::cpython::mimalloc::MimallocLayout;
+    run(|v, dw, l, errs| {
+        if !l.free_threaded {
+            return;
+        }
+        let Some(mi) = MimallocLayout::of(l) else {
+            errs.push(format!("{v}: no mimalloc layout"));
+            return;
+        };
+        let rows = [
+            ("_PyThreadStateImpl", "mimalloc", mi.tstate_mimalloc),
+            ("struct _mimalloc_thread_state", "heaps", mi.heaps),
+            (
+                "struct _mimalloc_thread_state",
+                "initialized",
+                mi.initialized,
+            ),
+            ("mi_heap_t", "sizeof", mi.heap_size),
+            ("mi_heap_t", "pages", mi.heap_pages),
+            (
+                "mi_heap_t",
+                "thread_delayed_free",
+                mi.heap_thread_delayed_free,
+            ),
+            (
+                "PyInterpreterState",
+                "mimalloc.abandoned_pool",
+                mi.interp_pool,
+            ),
+            ("mi_abandoned_pool_t", "abandoned_visited", mi.pool_visited),
+            ("mi_abandoned_pool_t", "abandoned", mi.pool_abandoned),
+            ("mi_segment_t", "abandoned_next", mi.segment_abandoned_next),
+            ("mi_segment_t", "slice_entries", mi.segment_slice_entries),
+            ("mi_segment_t", "slices", mi.segment_slices),
+            ("mi_page_t", "sizeof", mi.page_size),
+            ("mi_slice_t", "sizeof", mi.page_size),
+            ("PyObject", "ob_gc_bits", mi.ob_gc_bits),
+            (
+                "_PyRuntimeState",
+                "allocators.is_debug_enabled",
+                mi.runtime_debug_enabled,
+            ),
+            // The page fields mimalloc.rs reads at fixed offsets.
+            ("mi_page_t", "slice_count", 0),
+            ("mi_page_t", "capacity", 10),
+            ("mi_page_t", "free", 16),
+            ("mi_page_t", "used", 24),
+            ("mi_page_t", "xblock_size", 28),
+            ("mi_page_t", "local_free", 32),
+            ("mi_page_t", "xthread_free", 40),
+            ("mi_page_t", "xheap", 48),
+            ("mi_page_t", "next", 56),
+        ];
+        for (root, path, ours) in rows {
+            match dw.eval(root, path) {
+                Ok(Some(d)) if d == ours => {}
+                r => errs.push(format!(
+                    "{v}: mimalloc `{root}.{path}` = {ours}, DWARF {r:?}"
+                )),
+            }
+        }
+    });
+}

@@ -22,8 +22,8 @@ use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::gc::GC_HEAD_SIZE;
 use super::layout::{tpflags, DictKeys, InstanceDict, LongObject};
+use super::mimalloc::gc_head_size;
 use super::snapshot::Snapshot;
 use super::values::field;
 use crate::error::{ReadError, ReadErrorKind};
@@ -45,8 +45,9 @@ const MAX_SPLIT_KEYS: usize = 1 << 16;
 const MAX_ERRORS: usize = 16;
 /// Items read at once from a container's item array.
 const CHUNK_ITEMS: u64 = 4096;
-/// Bytes of an object's header read (3.10's compact str header is 72 bytes) ...
-const HEADER: usize = 80;
+/// Bytes of an object's header read (3.10's compact str header is 72 bytes; a free-threaded
+/// build's header is 16 bytes longer) ...
+const HEADER: usize = 96;
 /// ... and first: every other kind's fields the walk reads are in it (a dict's `ma_values`,
 /// a set's `table`, a deque's `leftindex` end at 48).
 const HEAD_READ: usize = 48;
@@ -202,12 +203,19 @@ impl Snapshot {
         };
         let mut complete = true;
         match self.layout.interpreter_state.gc {
+            // Free-threaded: the GC's objects are the used blocks of its mimalloc heaps.
             None => {
-                complete = false;
-                w.error(ReadError::corrupt(
-                    self.runtime,
-                    "heap: a free-threaded build keeps no GC lists (not read yet)",
-                ));
+                for &interp in interps {
+                    let errs = self.mimalloc_gc_objects(interp, |obj| {
+                        if !w.stopped && w.seen.insert(obj) {
+                            w.stack.push(obj);
+                            w.drain();
+                        }
+                        !w.stopped
+                    });
+                    complete &= errs.is_empty();
+                    errs.into_iter().for_each(|e| w.error(e));
+                }
             }
             Some(lists) => {
                 for &interp in interps {
@@ -306,7 +314,10 @@ impl Walk<'_> {
     fn visit(&mut self, obj: u64, refs: &mut Vec<u64>) -> Result<(), ReadError> {
         let snap = self.snap;
         let mut h = [0u8; HEADER];
-        if snap.mem.read_into(obj, &mut h[..HEAD_READ]).is_err() {
+        // A free-threaded build's longer object header moves every field after it.
+        let grow = snap.layout.pyobject.ob_type.saturating_sub(8).min(16) as usize;
+        let head_read = HEAD_READ + grow;
+        if snap.mem.read_into(obj, &mut h[..head_read]).is_err() {
             // An object near the end of its mapping: its first words only.
             snap.mem.read_into(obj, &mut h[..32])?;
         }
@@ -327,8 +338,8 @@ impl Walk<'_> {
         if t.kind == Kind::Str {
             // The rest of a str's header (utf8, 3.10/3.11's wstr_length); past the end of a
             // short ASCII str at the end of its mapping, zeros (fields it does not use).
-            if let Some(rest) = h.get_mut(HEAD_READ..) {
-                if let Ok(at) = field(obj, HEAD_READ as u64) {
+            if let Some(rest) = h.get_mut(head_read..) {
+                if let Ok(at) = field(obj, head_read as u64) {
                     let _ = snap.mem.read_into(at, rest);
                 }
             }
@@ -420,8 +431,8 @@ impl Walk<'_> {
             Kind::Deque => {
                 let n = ob_size.max(0) as u64;
                 len = Some(n);
-                let left = word(DEQUE_LEFTINDEX);
-                let r = self.deque_items(obj, word(DEQUE_LEFTBLOCK), left, n, refs);
+                let left = word(DEQUE_LEFTINDEX + grow as u64);
+                let r = self.deque_items(obj, word(DEQUE_LEFTBLOCK + grow as u64), left, n, refs);
                 self.note(r);
                 let blocks = left.saturating_add(n).saturating_add(DEQUE_BLOCKLEN) / DEQUE_BLOCKLEN;
                 basicsize.saturating_add(blocks.saturating_mul(DEQUE_BLOCK))
@@ -834,7 +845,8 @@ impl Walk<'_> {
                     }
                 }
                 InstanceDict::Managed313 if managed => {
-                    let d = snap.mem.read_ptr(obj.wrapping_sub(24))?;
+                    // MANAGED_DICT_OFFSET: the word before the GC header.
+                    let d = snap.mem.read_ptr(obj.wrapping_sub(8 + gc_head_size(lay)))?;
                     if d != 0 {
                         refs.push(d);
                     } else if tflags & tpflags::INLINE_VALUES != 0 {
@@ -903,7 +915,7 @@ impl Walk<'_> {
             0
         };
         let preheader = if t.flags & HAVE_GC != 0 {
-            GC_HEAD_SIZE
+            gc_head_size(&snap.layout)
         } else {
             0
         } + if t.flags & words != 0 { 16 } else { 0 };
@@ -1063,6 +1075,7 @@ fn builtin_kind(name: &str, f: u64) -> Option<Kind> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpython::gc::GC_HEAD_SIZE;
     use crate::cpython::layout::Layout;
     use crate::cpython::version::Version;
     use crate::memory::FakeMemory;

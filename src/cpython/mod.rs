@@ -10,6 +10,7 @@ pub mod gc;
 pub mod heap;
 pub mod interpreters;
 pub mod layout;
+pub mod mimalloc;
 pub mod objects;
 pub mod proxy_repr;
 pub mod snapshot;

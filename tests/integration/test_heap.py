@@ -13,7 +13,7 @@ gcore core, on every default build (pyenv 3.10 to 3.13, stripped copies, Debian'
 - text output: the table and the largest objects;
 - gdb's `py-heap` (`--json` and text) on the core: the same census (lldb's:
   test_lldb_heap.py);
-- a free-threaded build (3.13t): no GC lists, not read yet, and the report says so.
+- free-threaded builds: test_heap_ft.py.
 """
 
 import json
@@ -29,7 +29,6 @@ TOP = 40
 INTERPS = [i for i in harness.interpreters()] + [
     i for i in harness.provisioned_interpreters()
     if not i.debug_dir and not i.id.startswith("ft-")]
-FREE_THREADED = [i for i in harness.provisioned_interpreters() if i.id.startswith("ft-")]
 
 
 def cli(args):
@@ -120,12 +119,3 @@ def test_heap_gdb(stop):
     assert report["heap"]["largest"] == from_core["heap"]["largest"]
     assert "Heap: " in text and "__main__.Order" in text and "len 300000" in text, text
 
-
-@pytest.mark.parametrize("interp", FREE_THREADED, ids=lambda i: i.id)
-def test_heap_free_threaded_says_it_is_not_read(interp):
-    """A free-threaded build keeps no GC lists: not read yet, and the report says so rather
-    than giving totals that look complete."""
-    with harness.Scenario(interp, "heap") as s:
-        r = heap_json(["pid", str(s.pid)])
-    assert r["heap"]["complete"] is False
-    assert [e for e in r["errors"] if "free-threaded" in e["what"]], r["errors"]

@@ -1,6 +1,6 @@
 """`py-heap` in lldb (`--json` and text) on gcore cores of tests/scenarios/heap.py, against the
-record it makes (the CLI and gdb side, and what is compared: test_heap.py). Runs under
-`make integration-lldb` ($PYUNWIND_LLDB)."""
+record it makes (the CLI and gdb side, and what is compared: test_heap.py; free-threaded 3.13t:
+test_heap_ft.py). Runs under `make integration-lldb` ($PYUNWIND_LLDB)."""
 
 import pytest
 
@@ -11,7 +11,7 @@ from test_lldb import INTERPS, json_from, mark, run_lldb, split
 POOL = tuple(INTERPS) + tuple(i for i in harness.provisioned_interpreters() if not i.debug_dir)
 
 
-@pytest.mark.parametrize("interp", harness.pick(["pyenv-3.10", "pyenv-3.12", "debian-3.14"], POOL),
+@pytest.mark.parametrize("interp", harness.pick(["pyenv-3.10", "pyenv-3.12", "debian-3.14", "ft-3.13t"], POOL),
                          ids=lambda i: i.id)
 def test_lldb_py_heap(interp):
     with harness.Scenario(interp, "heap") as s:

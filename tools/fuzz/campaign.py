@@ -139,10 +139,20 @@ INTERP_THREADS_HEAD = {10: 8, 11: 16, 12: 72, 13: 7344, 14: 7344, 15: 7336}
 TSTATE_NEXT = 8
 # Thread states read per interpreter's list (the scenarios have a few).
 MAX_LISTED_TSTATES = 64
+# Free-threaded 3.13: each thread state's mimalloc heaps, which --heap walks instead of GC
+# lists (src/cpython/mimalloc.rs, offsets from the DWARF of our 3.13.15 build):
+# `_PyThreadStateImpl.mimalloc.heaps` (`mi_heap_t[4]`, 3064 bytes each; the GC heaps are 2
+# and 3), a heap's `pages` queues (75 × {first, last, block_size}) and `thread_delayed_free`.
+MI_TSTATE_HEAPS, MI_HEAP_SIZE, MI_GC_HEAPS = 352 + 8, 3064, (2, 3)
+MI_HEAP_PAGES, MI_PAGE_QUEUES, MI_PAGE_NEXT = 1040, 75, 56
+# Pages aimed at per heap (the first of each non-empty queue, then along `next`).
+MAX_MI_PAGES = 16
 # Bytes of each kind of structure a patch may land in (a word at a random aligned offset).
 SPAN = {"tstate": 256, "interp": 1024, "frame": 96, "code": 192, "str": 64, "local": 64,
         "task": 192, "coro": 128, "future": 128, "loop": 64, "debug_offsets": 1024,
-        "waited": 64, "greenlet": 48, "greenlet_impl": 160, "pollfd": 16, "interp_list": 96}
+        "waited": 64, "greenlet": 48, "greenlet_impl": 160, "pollfd": 16, "interp_list": 96,
+        # a heap's page queues and its delayed-free list; a page's fields up to `next`
+        "mi_heap": MI_PAGE_QUEUES * 24 + 8, "mi_page": 64}
 # `PyGreenlet.pimpl` (greenlet.h: after the header, `weakreflist` and `dict`; default builds).
 GREENLET_PIMPL = 32
 STACKREF_TAG_BITS = 3
@@ -331,6 +341,18 @@ def locate(base, report):
         for obj in held + ([waited] if waited else []):
             if obj not in st["waited"]:
                 st["waited"].append(obj)
+    if base["free_threaded"]:
+        for ts in st["tstate"]:
+            for h in MI_GC_HEAPS:
+                heap = ts + MI_TSTATE_HEAPS + h * MI_HEAP_SIZE
+                st["mi_heap"].append(heap + MI_HEAP_PAGES)
+                pages = 0
+                for q in range(MI_PAGE_QUEUES):
+                    page = ptr(heap + MI_HEAP_PAGES + 24 * q)
+                    while page and pages < MAX_MI_PAGES and page not in st["mi_page"]:
+                        st["mi_page"].append(page)
+                        pages += 1
+                        page = ptr(page + MI_PAGE_NEXT)
     cookie = debug_offsets_address(core)
     if cookie:
         st["debug_offsets"].append(cookie)
@@ -387,6 +409,9 @@ FIELDS = {
     "link_map": [0, 8, 16, 24, 32],
     # A frame record: the caller's x29, the return address (signed on sid's builds).
     "frame_record": [0, 8],
+    # mi_page_t: slice_count, tag bits and capacity, free, used and xblock_size, local_free,
+    # xthread_free, xheap, next (a short or byte patch lands in the tag or the capacity).
+    "mi_page": [0, 8, 16, 24, 32, 40, 48, 56],
     # x86-64: the system call and its arguments (src/why/state.rs, src/why/resources.rs).
     "syscall_regs": [PRSTATUS_REG + 8 * r for r in X86_64_SYSCALL_REGS.values()],
 }
