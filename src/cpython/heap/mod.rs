@@ -10,9 +10,10 @@
 //!
 //! Sizes are `type(o).__sizeof__(o)` plus the pre-header `sys.getsizeof` adds
 //! (`_PySys_GetSizeOf`): the GC header for GC types, and from 3.11 the managed-dict words (3.12+:
-//! managed dict or weakref). `__sizeof__` is modelled for str, int, list, dict, set, deque and
-//! type objects; every other type gets `object.__sizeof__`: `tp_basicsize` plus
-//! `tp_itemsize × |ob_size|`, exact for types that do not define their own.
+//! managed dict or weakref). `__sizeof__` is modelled for str, int, list, dict, set, deque,
+//! type, bytearray, code, frame and generator objects; every other type gets
+//! `object.__sizeof__`: `tp_basicsize` plus `tp_itemsize × |ob_size|`, exact for types that do
+//! not define their own.
 //!
 //! Untrusted memory: the walk is a loop over an explicit stack, every address is visited once
 //! (a visited set), each object is charged to the stop's object budget, and every count read

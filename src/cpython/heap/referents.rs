@@ -1,8 +1,9 @@
 //! What a container holds: the object pointers in its item array, dict entries and values,
 //! deque blocks, and an instance's `__slots__` and `__dict__` or values.
 
+use super::types::OBJECT_HEADER;
 use super::Walk;
-use crate::cpython::layout::{tpflags, DictKeys, InstanceDict};
+use crate::cpython::layout::{tpflags, CodeLocals, DictKeys, InstanceDict};
 use crate::cpython::objects::KeysHeader;
 use crate::cpython::values::field;
 use crate::error::ReadError;
@@ -166,8 +167,47 @@ impl Walk<'_> {
         Ok(())
     }
 
-    /// An instance of a heap type: its `__slots__` and its `__dict__` or values. A part
-    /// that cannot be read is an error entry; the object is still counted.
+    /// The object members of `obj`'s type and its bases (`__slots__`, a static type's
+    /// `T_OBJECT` members), each read alone: one that cannot be read is skipped.
+    pub(super) fn member_refs(&self, obj: u64, tp: u64, refs: &mut Vec<u64>) {
+        let snap = self.snap;
+        if let Some(Some(t)) = self.types.get(&tp) {
+            for &off in &t.slots {
+                if let Ok(p) = field(obj, off).and_then(|a| snap.mem.read_ptr(a)) {
+                    refs.push(p);
+                }
+            }
+        }
+    }
+
+    /// A function's object fields, from the header to `end` (its `vectorcall`).
+    pub(super) fn function_refs(
+        &self,
+        obj: u64,
+        end: u64,
+        refs: &mut Vec<u64>,
+    ) -> Result<(), ReadError> {
+        let n = end.saturating_sub(OBJECT_HEADER) / 8;
+        self.items(field(obj, OBJECT_HEADER)?, n, refs)
+    }
+
+    /// A code object's names and kinds of its locals (3.11+'s `co_localsplusnames` and
+    /// `co_localspluskinds`, which are not members: `co_varnames` is made from them).
+    pub(super) fn code_refs(&self, obj: u64, refs: &mut Vec<u64>) -> Result<(), ReadError> {
+        if let CodeLocals::LocalsPlus {
+            localsplusnames,
+            localspluskinds,
+        } = self.snap.layout.code_object.locals
+        {
+            for off in [localsplusnames, localspluskinds] {
+                refs.push(self.snap.mem.read_ptr(field(obj, off)?)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// An instance of a heap type: its `__dict__` or values. A part that cannot be read is
+    /// an error entry; the object is still counted.
     pub(super) fn instance_refs(
         &mut self,
         obj: u64,
@@ -177,13 +217,6 @@ impl Walk<'_> {
         refs: &mut Vec<u64>,
     ) {
         let snap = self.snap;
-        if let Some(Some(t)) = self.types.get(&tp) {
-            for &off in &t.slots {
-                if let Ok(p) = field(obj, off).and_then(|a| snap.mem.read_ptr(a)) {
-                    refs.push(p);
-                }
-            }
-        }
         let r = (|| -> Result<(), ReadError> {
             let managed = tflags & tpflags::MANAGED_DICT != 0;
             let lay = &snap.layout;

@@ -2,7 +2,25 @@
 
 use super::visit::HEADER;
 use super::Walk;
+use crate::cpython::layout::{CodeLocals, FrameModel};
+use crate::cpython::values::field;
 use crate::error::ReadError;
+
+// PyCodeObject of 3.10 (Include/cpython/code.h): `co_cell2arg` (a word per cell variable when
+// a cell is an argument), `co_opcache` (NULL until the code ran 1024 times) and
+// `co_opcache_size` (entries, a byte).
+const CODE310_CELL2ARG: u64 = 96;
+const CODE310_OPCACHE: u64 = 160;
+const CODE310_OPCACHE_SIZE: u64 = 172;
+/// `sizeof(_PyOpcache)` (3.10, Include/internal/pycore_code.h: a 24-byte union and a flag).
+const OPCACHE_ENTRY: u64 = 32;
+/// `sizeof(_Py_CODEUNIT)`: one byte of `co_opcache_map` per code unit.
+const CODE_UNIT: u64 = 2;
+/// `PyFrameObject.f_frame` (3.11 to 3.15, Include/internal/pycore_frame.h): after the header
+/// and `f_back`.
+const FRAME_F_FRAME: u64 = 24;
+/// Slots of a code's frame believed (locals, cells, free variables and its stack).
+const MAX_FRAME_SLOTS: u64 = 1 << 24;
 
 impl Walk<'_> {
     /// `str.__sizeof__` (Objects/unicodeobject.c) and the length.
@@ -66,5 +84,112 @@ impl Walk<'_> {
     /// `_PyDict_KeysSize` of a keys object.
     pub(super) fn keys_size(&self, keys: u64) -> Result<u64, ReadError> {
         Ok(self.snap.keys_header(keys)?.size)
+    }
+
+    /// `code.__sizeof__` (Objects/codeobject.c `code_sizeof`), given `object.__sizeof__`'s
+    /// `var`: 3.11+ it is `_PyObject_VAR_SIZE`, that rounded up to a word (`tp_basicsize` + 2
+    /// bytes per code unit); 3.10's code object
+    /// is not variable-sized and adds `co_cell2arg` and the opcache (`co_opcache_map` and its
+    /// entries). Neither counts `co_extra` (a PEP 523 tool's data), nor does this.
+    pub(super) fn code_size(&self, obj: u64, var: u64) -> Result<u64, ReadError> {
+        let snap = self.snap;
+        let lay = &snap.layout;
+        let CodeLocals::Tuples310 { cellvars, .. } = lay.code_object.locals else {
+            return Ok(var.saturating_add(7) & !7);
+        };
+        let mut size = var;
+        if snap.mem.read_ptr(field(obj, CODE310_CELL2ARG)?)? != 0 {
+            let cells = snap.mem.read_ptr(field(obj, cellvars)?)?;
+            if cells != 0 {
+                size = size.saturating_add(self.seq_len(cells)?.saturating_mul(8));
+            }
+        }
+        if snap.mem.read_ptr(field(obj, CODE310_OPCACHE)?)? != 0 {
+            let code = lay
+                .code_object
+                .co_code
+                .map(|off| field(obj, off))
+                .transpose()?
+                .map(|at| snap.mem.read_ptr(at))
+                .transpose()?
+                .unwrap_or(0);
+            let bytes = if code != 0 { self.seq_len(code)? } else { 0 };
+            let entries = u64::from(snap.mem.read_u8(field(obj, CODE310_OPCACHE_SIZE)?)?);
+            size = size
+                .saturating_add(bytes / CODE_UNIT)
+                .saturating_add(entries * OPCACHE_ENTRY);
+        }
+        Ok(size)
+    }
+
+    /// `frame.__sizeof__` (Objects/frameobject.c `frame_sizeof`). 3.10: `sizeof(PyFrameObject)`
+    /// and a word per extra slot past the first, and a frame has exactly its code's extras
+    /// as `ob_size` (`frame_alloc`). 3.11+: `tp_basicsize` (up to the frame's `localsplus`)
+    /// and a word per slot of its code, found through `f_frame`.
+    pub(super) fn frame_size(
+        &self,
+        obj: u64,
+        basicsize: u64,
+        ob_size: i64,
+    ) -> Result<u64, ReadError> {
+        match self.snap.layout.frame {
+            FrameModel::FrameObject { .. } => {
+                let extras = ob_size.clamp(1, MAX_FRAME_SLOTS as i64) as u64;
+                Ok(basicsize + 8 * (extras - 1))
+            }
+            FrameModel::Interpreter(f) => {
+                let iframe = self.snap.mem.read_ptr(field(obj, FRAME_F_FRAME)?)?;
+                let code = self.snap.mem.read_ptr(field(iframe, f.executable)?)? & !f.tag_bits;
+                Ok(basicsize + 8 * self.frame_slots(code)?)
+            }
+        }
+    }
+
+    /// `gen_sizeof` (Objects/genobject.c, 3.11+; generators, coroutines and async
+    /// generators): `tp_basicsize` (up to the embedded frame's `localsplus`) and a word per
+    /// slot of its code, read from the embedded frame, which begins `localsplus` before the
+    /// end of `tp_basicsize`. 3.10's have no `__sizeof__`: `tp_basicsize`.
+    pub(super) fn generator_size(&self, obj: u64, basicsize: u64) -> Result<u64, ReadError> {
+        match self.snap.layout.frame {
+            FrameModel::FrameObject { .. } => Ok(basicsize),
+            FrameModel::Interpreter(f) => {
+                let iframe = field(obj, basicsize.saturating_sub(f.localsplus))?;
+                let code = self.snap.mem.read_ptr(field(iframe, f.executable)?)? & !f.tag_bits;
+                Ok(basicsize + 8 * self.frame_slots(code)?)
+            }
+        }
+    }
+
+    /// A code's frame slots (`_PyFrame_NumSlotsForCodeObject`): `co_nlocalsplus` (the length
+    /// of `co_localsplusnames`) plus `co_stacksize`.
+    fn frame_slots(&self, code: u64) -> Result<u64, ReadError> {
+        let snap = self.snap;
+        let co = &snap.layout.code_object;
+        let CodeLocals::LocalsPlus {
+            localsplusnames, ..
+        } = co.locals
+        else {
+            return Ok(0);
+        };
+        let names = snap.mem.read_ptr(field(code, localsplusnames)?)?;
+        let n = self.seq_len(names)?;
+        let stack = snap.mem.read_i32(field(code, co.stacksize)?)?.max(0) as u64;
+        let slots = n.saturating_add(stack);
+        if slots > MAX_FRAME_SLOTS {
+            return Err(ReadError::too_large(code, slots));
+        }
+        Ok(slots)
+    }
+
+    /// `Py_SIZE` of a tuple or bytes object (`ob_size`, the same place in both).
+    fn seq_len(&self, obj: u64) -> Result<u64, ReadError> {
+        let n = self
+            .snap
+            .mem
+            .read_i64(field(obj, self.snap.layout.tuple_object.ob_size)?)?;
+        if !(0..=MAX_FRAME_SLOTS as i64 * 64).contains(&n) {
+            return Err(ReadError::too_large(obj, n.unsigned_abs()));
+        }
+        Ok(n as u64)
     }
 }

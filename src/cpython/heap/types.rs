@@ -31,6 +31,12 @@ pub(super) const TP_DICT_AFTER_BASE: u64 = 8;
 pub(super) const TP_BASES_AFTER_BASE: u64 = 80;
 pub(super) const TP_MRO_AFTER_BASE: u64 = 88;
 const TP_MEMBERS_BEFORE_BASE: u64 = 16;
+/// `tp_vectorcall_offset` after `tp_basicsize`: `tp_itemsize`, `tp_dealloc` between.
+const TP_VECTORCALL_OFFSET_AFTER_BASICSIZE: u64 = 24;
+/// `PyObject_HEAD`: where a function's object fields begin.
+pub(super) const OBJECT_HEADER: u64 = 16;
+/// Bytes of a function's object fields believed (3.15's has 15 words).
+const MAX_FUNCTION_BYTES: u64 = 512;
 
 /// How an object's size and referents are read: its type's built-in base.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,13 +52,22 @@ pub(super) enum Kind {
     Type,
     Module,
     Cell,
-    /// `object.__sizeof__`, no referents of its own (float, None, bool, object, ...).
+    /// bytearray: `bytearray.__sizeof__` counts its allocation (`ob_alloc`).
+    ByteArray,
+    /// code: its own `__sizeof__`; referents its members and `co_localsplus*`.
+    Code,
+    /// frame: its own `__sizeof__`; referents its members only (not its locals).
+    Frame,
+    /// function: every word before its `vectorcall` is an object pointer.
+    Function,
+    /// `object.__sizeof__`, no referents of its own beyond its type's object members (float,
+    /// None, bool, object, slice, ...).
     Plain,
     /// A GC type whose referents the walk does not read (function, code, frame, ...).
     Opaque,
     /// generator, coroutine, async_generator: from 3.11 `tp_itemsize` counts the frame's
-    /// slots but there is no `ob_size`; their `__sizeof__` (the code's frame size) is not
-    /// read, `tp_basicsize` is counted. Referents not read.
+    /// slots but there is no `ob_size`; their `__sizeof__` counts the code's frame slots.
+    /// Referents: their type's members (3.10's `gi_frame`, `gi_code`), not the frame's locals.
     Generator,
 }
 
@@ -69,6 +84,9 @@ pub(super) struct TypeRec {
     pub(super) slots: Vec<u64>,
     /// A heap type: instances may have a `__dict__` or values.
     pub(super) heap: bool,
+    /// Function: where its object pointers end (`tp_vectorcall_offset`, the first field that
+    /// is not one).
+    pub(super) object_words_end: u64,
 }
 
 impl Walk<'_> {
@@ -91,6 +109,12 @@ impl Walk<'_> {
         for _ in 0..MAX_BASES {
             if let Some(k) = builtin_kind(&base.name, base.flags) {
                 kind = k;
+                if matches!(k, Kind::Code | Kind::Frame | Kind::Generator) {
+                    // Their object members: a code's consts, names, filename, name,
+                    // qualname, line and exception tables (3.10: its name tuples and
+                    // bytecode too); 3.10's frame's back, code, globals, builtins.
+                    self.slot_offsets(base.addr, &mut slots);
+                }
                 break;
             }
             if base.flags & tpflags::HEAPTYPE == 0 {
@@ -99,6 +123,10 @@ impl Walk<'_> {
                 } else {
                     Kind::Plain
                 };
+                // A static type's object members (`T_OBJECT`, like `__slots__`) are object
+                // pointers by their definition: a slice's bounds, a property's getters, a
+                // method's function and self.
+                self.slot_offsets(base.addr, &mut slots);
                 break;
             }
             self.slot_offsets(base.addr, &mut slots);
@@ -126,7 +154,21 @@ impl Walk<'_> {
         } else {
             t.name.clone()
         };
+        // PyFunctionObject (Include/cpython/funcobject.h, 3.10 to 3.15): its object fields
+        // (code, globals, builtins, name, qualname, defaults, kwdefaults, closure, doc, dict,
+        // weakreflist, module, annotations, 3.12+'s typeparams, 3.14+'s annotate) run from
+        // the header to `vectorcall`, which `tp_vectorcall_offset` locates.
+        let object_words_end = if kind == Kind::Function {
+            snap.mem
+                .read_u64(field(tp, to.tp_basicsize + TP_VECTORCALL_OFFSET_AFTER_BASICSIZE).ok()?)
+                .ok()
+                .filter(|&e| (OBJECT_HEADER..=MAX_FUNCTION_BYTES).contains(&e))
+                .unwrap_or(OBJECT_HEADER)
+        } else {
+            0
+        };
         Some(TypeRec {
+            object_words_end,
             name,
             kind,
             basicsize: t.basicsize,
@@ -217,6 +259,10 @@ pub(super) fn builtin_kind(name: &str, f: u64) -> Option<Kind> {
             "module" => Kind::Module,
             "cell" => Kind::Cell,
             "object" => Kind::Plain,
+            "bytearray" => Kind::ByteArray,
+            "code" => Kind::Code,
+            "frame" => Kind::Frame,
+            "function" => Kind::Function,
             "generator" | "coroutine" | "async_generator" => Kind::Generator,
             _ => return None,
         }
