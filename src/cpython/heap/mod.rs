@@ -107,6 +107,7 @@ impl Snapshot {
     /// builds) and `locals`, the objects the threads' frames hold; `top` of the largest
     /// objects are kept.
     pub fn heap_census(&self, interps: &[u64], locals: &[u64], top: usize) -> Census {
+        let _reads = self.budget.census_reads();
         let mut w = Walk {
             snap: self,
             types: AddrMap::default(),
@@ -141,11 +142,15 @@ impl Snapshot {
                         ));
                         complete = false;
                     }
-                    let errs = self.gc_objects(interp, &lists, |obj, _| {
+                    // Uncharged: the walk charges each object once, when it first reaches
+                    // it (by a GC list or a referent); charged by both, the GC-tracked half of
+                    // a heap spent the budget meant for the whole.
+                    let errs = self.gc_objects_uncharged(interp, &lists, |obj, _| {
                         if !w.stopped && w.seen.insert(obj) {
                             w.stack.push(obj);
                             w.drain();
                         }
+                        !w.stopped
                     });
                     if !errs.is_empty() {
                         complete = false;
@@ -197,6 +202,7 @@ impl Walk<'_> {
     }
 
     /// Visits everything on the stack and what it reaches.
+    /// Each object costs one of the stop's object budget, once.
     fn drain(&mut self) {
         let mut refs = Vec::new();
         while let Some(obj) = self.stack.pop() {
