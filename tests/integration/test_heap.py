@@ -54,6 +54,7 @@ def check(report, truth):
     record = truth["heap"]
     assert h["complete"] is True, report["errors"]
     assert h["unreached"]["unreadable"] == 0, report["errors"]
+    assert h["unreached"]["unreadable_by"] == [], report["errors"]
     assert not [e for e in report["errors"] if e["what"].startswith("heap")], report["errors"]
     types = {t["type"]: (t["count"], t["bytes"]) for t in h["types"]}
     unwalked = {u["type"] for u in h["unreached"]["unwalked"]}

@@ -41,6 +41,9 @@ use crate::memory::addr_map::{AddrMap, AddrSet};
 pub use referents::MAX_HEAP_ITEMS;
 use types::TypeRec;
 
+/// The referrer's name in `unreadable_by` of objects the walk began at (a GC list's, a
+/// frame's locals).
+pub const ROOTS: &str = "<roots>";
 /// Read errors kept (every one is counted).
 const MAX_ERRORS: usize = 16;
 
@@ -75,6 +78,9 @@ pub struct Census {
     pub unwalked: Vec<(String, u64)>,
     /// Referents that could not be read (an address with no object there).
     pub unreadable: u64,
+    /// The same by the type of the object that referred to them, most first; a root (on a
+    /// GC list, in a frame's locals) is [`ROOTS`].
+    pub unreadable_by: Vec<(String, u64)>,
     /// The walk stopped early (a budget, or a GC list cut): the totals are a lower bound.
     pub complete: bool,
     pub errors: Vec<ReadError>,
@@ -88,7 +94,8 @@ struct Walk<'a> {
     snap: &'a Snapshot,
     types: AddrMap<Option<TypeRec>>,
     seen: AddrSet,
-    stack: Vec<u64>,
+    /// Objects to visit, each with the type of the object that referred to it (0: a root).
+    stack: Vec<(u64, u64)>,
     totals: AddrMap<(u64, u64)>,
     unwalked: AddrMap<u64>,
     top: BinaryHeap<Reverse<Ranked>>,
@@ -98,6 +105,8 @@ struct Walk<'a> {
     objects: u64,
     bytes: u64,
     unreadable: u64,
+    /// Unreadable referents by the type of their referrer (0: a root).
+    unreadable_by: AddrMap<u64>,
     errors: Vec<ReadError>,
     stopped: bool,
 }
@@ -121,6 +130,7 @@ impl Snapshot {
             objects: 0,
             bytes: 0,
             unreadable: 0,
+            unreadable_by: AddrMap::default(),
             errors: Vec::new(),
             stopped: false,
         };
@@ -147,7 +157,7 @@ impl Snapshot {
                     // a heap spent the budget meant for the whole.
                     let errs = self.gc_objects_uncharged(interp, &lists, |obj, _| {
                         if !w.stopped && w.seen.insert(obj) {
-                            w.stack.push(obj);
+                            w.stack.push((obj, 0));
                             w.drain();
                         }
                         !w.stopped
@@ -169,7 +179,7 @@ impl Snapshot {
                 break;
             }
             if obj != 0 && obj & 7 == 0 && w.seen.insert(obj) {
-                w.stack.push(obj);
+                w.stack.push((obj, 0));
                 w.drain();
             }
         }
@@ -205,7 +215,7 @@ impl Walk<'_> {
     /// Each object costs one of the stop's object budget, once.
     fn drain(&mut self) {
         let mut refs = Vec::new();
-        while let Some(obj) = self.stack.pop() {
+        while let Some((obj, referrer)) = self.stack.pop() {
             if let Err(e) = self.snap.budget.object(obj) {
                 self.error(e);
                 self.stopped = true;
@@ -215,17 +225,21 @@ impl Walk<'_> {
                 return;
             }
             refs.clear();
-            if let Err(e) = self.visit(obj, &mut refs) {
-                if !matches!(e.kind, ReadErrorKind::Limit { .. }) {
-                    self.unreadable += 1;
+            let tp = match self.visit(obj, &mut refs) {
+                Ok(tp) => tp,
+                Err(e) => {
+                    if !matches!(e.kind, ReadErrorKind::Limit { .. }) {
+                        self.unreadable += 1;
+                        *self.unreadable_by.entry(referrer).or_insert(0) += 1;
+                    }
+                    self.error(e);
+                    continue;
                 }
-                self.error(e);
-                continue;
-            }
+            };
             for &r in &refs {
                 // Objects are 8-byte aligned; the small ints and None are objects too.
                 if r != 0 && r & 7 == 0 && self.seen.insert(r) {
-                    self.stack.push(r);
+                    self.stack.push((r, tp));
                 }
             }
         }
@@ -270,6 +284,19 @@ impl Walk<'_> {
             .map(|(&tp, &n)| (name(&self.types, tp), n))
             .collect();
         unwalked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut unreadable_by: Vec<(String, u64)> = self
+            .unreadable_by
+            .iter()
+            .map(|(&tp, &n)| {
+                let who = if tp == 0 {
+                    ROOTS.to_string()
+                } else {
+                    name(&self.types, tp)
+                };
+                (who, n)
+            })
+            .collect();
+        unreadable_by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         Census {
             types,
             largest,
@@ -277,6 +304,7 @@ impl Walk<'_> {
             bytes: self.bytes,
             unwalked,
             unreadable: self.unreadable,
+            unreadable_by,
             complete,
             errors: self.errors,
         }

@@ -1,6 +1,7 @@
 //! The walk on small fake targets.
 
 use super::types::HAVE_GC;
+use super::ROOTS;
 use crate::cpython::gc::GC_HEAD_SIZE;
 use crate::cpython::layout::tpflags;
 use crate::cpython::layout::Layout;
@@ -124,8 +125,14 @@ fn wild_pointers_and_lying_sizes_are_errors_not_hangs() {
     gc_list(&mut m, &l, &[0x20_0000]);
     let c = Snapshot::for_test(m, l).heap_census(&[INTERP], &[], 20);
     assert_eq!(c.unreadable, 1, "{:?}", c.errors);
+    // The list held the item that points nowhere.
+    assert_eq!(c.unreadable_by, vec![("list".to_string(), 1)]);
     assert_eq!(c.errors.len(), 2);
     assert_eq!(c.objects, 2);
+    // A root that is no object is the roots'.
+    let (m, l) = target();
+    let c = Snapshot::for_test(m, l).heap_census(&[INTERP], &[0x7777_0000], 20);
+    assert_eq!(c.unreadable_by, vec![(ROOTS.to_string(), 1)]);
 }
 
 #[test]

@@ -30,8 +30,8 @@ const LIST_ALLOCATED_AFTER_ITEM: u64 = 8;
 const SET_SMALLTABLE_AFTER_TABLE: u64 = 24;
 
 impl Walk<'_> {
-    /// Sizes and counts `obj`, and puts its referents in `refs`.
-    pub(super) fn visit(&mut self, obj: u64, refs: &mut Vec<u64>) -> Result<(), ReadError> {
+    /// Sizes and counts `obj`, and puts its referents in `refs`; returns its type.
+    pub(super) fn visit(&mut self, obj: u64, refs: &mut Vec<u64>) -> Result<u64, ReadError> {
         let snap = self.snap;
         let mut h = [0u8; HEADER];
         if snap.mem.read_into(obj, &mut h[..HEAD_READ]).is_err() {
@@ -255,7 +255,7 @@ impl Walk<'_> {
                 self.top.push(item);
             }
         }
-        Ok(())
+        Ok(tp)
     }
 
     /// `object.__sizeof__`: `tp_basicsize + tp_itemsize × |ob_size|`, a corrupt size counted
