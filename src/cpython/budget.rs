@@ -6,7 +6,7 @@
 //! take; a walk that runs out stops with an error entry saying which cap it met, and where.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::super::error::{ReadError, ReadErrorKind};
@@ -18,20 +18,28 @@ pub const MAX_FRAMES_PER_STOP: u64 = 1_000_000;
 pub const MAX_OBJECTS_PER_STOP: u64 = 20_000_000;
 /// Bytes of target memory read per stop (through the snapshot, before its page cache).
 pub const MAX_BYTES_READ_PER_STOP: u64 = 512 << 20;
+/// Bytes the heap census (`--heap`) reads per stop, apart from the other walks' budget: it
+/// reads every object's header and every container's items, about 75 bytes an object (10M
+/// objects of the bench: 0.75 GB), so 4 GiB lets the object budget (20M) be the cap a real
+/// heap meets first, while a corrupt target that makes the walk read without end still stops.
+/// Nothing read is kept (the census keeps a visited set and per-type totals), so this bounds
+/// time, not memory.
+pub const MAX_HEAP_BYTES_READ_PER_STOP: u64 = 4 << 30;
 
 /// What a thread takes from a counter at a time, to spend without touching it (see
 /// [`Budget`]): frames, objects, bytes.
-const CHUNKS: [u64; 3] = [64, 64, 64 << 10];
+const CHUNKS: [u64; 4] = [64, 64, 64 << 10, 64 << 10];
 const FRAMES: usize = 0;
 const OBJECTS: usize = 1;
 const BYTES: usize = 2;
+const HEAP_BYTES: usize = 3;
 
 static NEXT_BUDGET_ID: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
     /// Per counter: the budget this thread's credit was taken from (its id; 0 for none), and
     /// what is left of it.
-    static CREDIT: Cell<[(u64, u64); 3]> = const { Cell::new([(0, 0); 3]) };
+    static CREDIT: Cell<[(u64, u64); 4]> = const { Cell::new([(0, 0); 4]) };
 }
 
 /// What one stop has spent.
@@ -45,7 +53,9 @@ thread_local! {
 /// charged exactly, as before.
 pub struct Budget {
     id: u64,
-    counters: [AtomicU64; 3],
+    counters: [AtomicU64; 4],
+    /// Reads are the heap census's (charged to its own allowance) while set.
+    census: AtomicBool,
 }
 
 impl Default for Budget {
@@ -54,6 +64,7 @@ impl Default for Budget {
             // An id, not the address: a new budget may reuse a dropped one's address.
             id: NEXT_BUDGET_ID.fetch_add(1, Ordering::Relaxed),
             counters: Default::default(),
+            census: AtomicBool::new(false),
         }
     }
 }
@@ -125,7 +136,23 @@ impl Budget {
     pub fn object(&self, addr: u64) -> Result<(), ReadError> {
         self.charge(OBJECTS, 1, MAX_OBJECTS_PER_STOP, "objects per stop", addr)
     }
+    /// Until the guard is dropped, reads are charged to the heap census's own allowance
+    /// ([`MAX_HEAP_BYTES_READ_PER_STOP`]), so a census neither spends the other walks' budget
+    /// nor stops at it.
+    pub fn census_reads(&self) -> CensusReads<'_> {
+        self.census.store(true, Ordering::Relaxed);
+        CensusReads(self)
+    }
     fn bytes(&self, addr: u64, n: u64) -> Result<(), ReadError> {
+        if self.census.load(Ordering::Relaxed) {
+            return self.charge(
+                HEAP_BYTES,
+                n,
+                MAX_HEAP_BYTES_READ_PER_STOP,
+                "bytes read by the heap census per stop",
+                addr,
+            );
+        }
         self.charge(
             BYTES,
             n,
@@ -133,6 +160,15 @@ impl Budget {
             "bytes read per stop",
             addr,
         )
+    }
+}
+
+/// While it lives, reads are the heap census's ([`Budget::census_reads`]).
+pub struct CensusReads<'a>(&'a Budget);
+
+impl Drop for CensusReads<'_> {
+    fn drop(&mut self) {
+        self.0.census.store(false, Ordering::Relaxed);
     }
 }
 
@@ -191,6 +227,27 @@ mod tests {
         let d = Budget::default();
         d.bytes(0, 1 << 20).unwrap();
         assert_eq!(d.counters[BYTES].load(Ordering::Relaxed), 1 << 20);
+    }
+
+    #[test]
+    fn the_heap_census_reads_on_its_own_allowance() {
+        let b = Budget::default();
+        b.counters[BYTES].store(MAX_BYTES_READ_PER_STOP, Ordering::Relaxed);
+        assert!(b.bytes(0, 1 << 20).is_err());
+        {
+            let _census = b.census_reads();
+            // The stop's budget is spent; the census's is not, and it has a cap of its own.
+            b.bytes(0, 1 << 20).unwrap();
+            b.counters[HEAP_BYTES].store(MAX_HEAP_BYTES_READ_PER_STOP, Ordering::Relaxed);
+            let e = b.bytes(8, 1 << 20).unwrap_err();
+            assert!(e.to_string().contains("heap census"), "{e}");
+        }
+        // Once the census is over, reads are the stop's again.
+        assert!(b.bytes(0, 1 << 20).is_err());
+        assert_eq!(
+            b.counters[BYTES].load(Ordering::Relaxed),
+            MAX_BYTES_READ_PER_STOP + 1
+        );
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub enum ListEnd {
     Complete,
     /// Stopped early; the error says where and why.
     Cut(ReadError),
+    /// The caller ended the walk (its own budget is spent).
+    Stopped,
 }
 
 impl Snapshot {
@@ -32,6 +34,32 @@ impl Snapshot {
         lists: &GcLists,
         mut each: impl FnMut(u64, u64),
     ) -> Vec<ReadError> {
+        self.gc_lists_walk(interp, lists, true, &mut |o, t| {
+            each(o, t);
+            true
+        })
+    }
+
+    /// As [`Snapshot::gc_objects`], for a caller that charges the object budget for each
+    /// object itself (the heap census charges every object once, however it reaches it) and
+    /// ends the walk by returning false (which it must once the budget is spent: the lists
+    /// are then not charged).
+    pub fn gc_objects_uncharged(
+        &self,
+        interp: u64,
+        lists: &GcLists,
+        mut each: impl FnMut(u64, u64) -> bool,
+    ) -> Vec<ReadError> {
+        self.gc_lists_walk(interp, lists, false, &mut each)
+    }
+
+    fn gc_lists_walk(
+        &self,
+        interp: u64,
+        lists: &GcLists,
+        charge: bool,
+        each: &mut impl FnMut(u64, u64) -> bool,
+    ) -> Vec<ReadError> {
         let mut errors = Vec::new();
         let ob_type = self.layout.pyobject.ob_type;
         for head_off in lists.heads {
@@ -42,14 +70,22 @@ impl Snapshot {
                     continue;
                 }
             };
-            if let ListEnd::Cut(e) = self.walk_gc_list(head, ob_type, &mut each) {
-                errors.push(e);
+            match self.walk_gc_list(head, ob_type, charge, each) {
+                ListEnd::Cut(e) => errors.push(e),
+                ListEnd::Stopped => break,
+                ListEnd::Complete => {}
             }
         }
         errors
     }
 
-    fn walk_gc_list(&self, head: u64, ob_type: u64, each: &mut impl FnMut(u64, u64)) -> ListEnd {
+    fn walk_gc_list(
+        &self,
+        head: u64,
+        ob_type: u64,
+        charge: bool,
+        each: &mut impl FnMut(u64, u64) -> bool,
+    ) -> ListEnd {
         let mut seen = AddrSet::default();
         let first = match self.mem.read_ptr(head) {
             Ok(n) => n & !LINK_FLAGS,
@@ -70,8 +106,10 @@ impl Snapshot {
                     "GC list: broken (a NULL link or a cycle)",
                 ));
             }
-            if let Err(e) = self.budget.object(node) {
-                return ListEnd::Cut(e);
+            if charge {
+                if let Err(e) = self.budget.object(node) {
+                    return ListEnd::Cut(e);
+                }
             }
             if let Err(e) = self.mem.read_into(node, raw) {
                 return ListEnd::Cut(e);
@@ -87,10 +125,12 @@ impl Snapshot {
                     "GC list: links disagree (stopped inside a collection?)",
                 ));
             }
-            each(
+            if !each(
                 node.wrapping_add(GC_HEAD_SIZE),
                 word(GC_HEAD_SIZE + ob_type),
-            );
+            ) {
+                return ListEnd::Stopped;
+            }
             prev = node;
             node = next;
         }

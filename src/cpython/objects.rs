@@ -28,6 +28,23 @@ pub const MAX_REPR_CHARS: usize = 256;
 /// `MAX_SET_TABLE_SIZE` in Modules/_remote_debugging).
 pub const MAX_SET_SLOTS: u64 = 1 << 20;
 
+/// A dict keys object's header (`Snapshot::keys_header`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct KeysHeader {
+    /// Where the entries start, after the index table.
+    pub entries: u64,
+    /// `dk_nentries`: entries used so far (a deleted one has a NULL key or value).
+    pub nentries: i64,
+    /// Bytes of one entry: 24 for (hash, key, value), 16 for (key, value).
+    pub entry_size: u64,
+    /// Entries begin with the hash.
+    pub has_hash: bool,
+    /// `USABLE_FRACTION` of the table's size: the entries it has room for.
+    pub usable: u64,
+    /// `_PyDict_KeysSize`: the keys object's bytes.
+    pub size: u64,
+}
+
 impl Snapshot {
     pub fn type_of(&self, obj: u64) -> Result<Arc<TypeInfo>, ReadError> {
         self.budget.object(obj)?;
@@ -242,14 +259,12 @@ impl Snapshot {
         self.keys_items(keys, values, max)
     }
 
-    /// Entries of a keys object; values from `values` (split tables) when given.
-    fn keys_items(
-        &self,
-        keys: u64,
-        values: Option<u64>,
-        max: u64,
-    ) -> Result<Vec<(u64, u64)>, ReadError> {
-        let (entries, nentries, entry_size, has_hash) = match self.layout.dict_object.keys {
+    /// The header of dict keys object `keys`: where its entries are and how they are laid out,
+    /// and its size. One decoder for every reader of dicts (values, the heap census), so the
+    /// per-version rules (Include/internal/pycore_dict.h; 3.10's Objects/dict-common.h) live
+    /// once.
+    pub(crate) fn keys_header(&self, keys: u64) -> Result<KeysHeader, ReadError> {
+        match self.layout.dict_object.keys {
             DictKeys::V310 {
                 dk_size,
                 dk_nentries,
@@ -259,22 +274,23 @@ impl Snapshot {
                 if !(1..=(1 << 40)).contains(&size) || size & (size - 1) != 0 {
                     return Err(ReadError::corrupt(keys, "dict size"));
                 }
-                let ix = if size <= 0xff {
-                    1
-                } else if size <= 0xffff {
-                    2
-                } else if size <= 0xffff_ffff {
-                    4
-                } else {
-                    8
+                let size = size as u64;
+                // DK_IXSIZE: the index table's width follows the table's size.
+                let ix = match size {
+                    0..=0xff => 1,
+                    0x100..=0xffff => 2,
+                    0x1_0000..=0xffff_ffff => 4,
+                    _ => 8,
                 };
-                let n = self.mem.read_i64(field(keys, dk_nentries)?)?;
-                (
-                    field(field(keys, dk_indices)?, size as u64 * ix)?,
-                    n,
-                    24,
-                    true,
-                )
+                let usable = (size << 1) / 3;
+                Ok(KeysHeader {
+                    entries: field(keys, dk_indices + ix * size)?,
+                    nentries: self.mem.read_i64(field(keys, dk_nentries)?)?,
+                    entry_size: 24,
+                    has_hash: true,
+                    usable,
+                    size: dk_indices + ix * size + 24 * usable,
+                })
             }
             DictKeys::V311 {
                 dk_log2_size,
@@ -289,18 +305,37 @@ impl Snapshot {
                 if log2 > 40 || log2ix > 43 || kind > 2 {
                     return Err(ReadError::corrupt(keys, "dict keys"));
                 }
-                let n = self.mem.read_i64(field(keys, dk_nentries)?)?;
                 // DICT_KEYS_GENERAL (0) entries are (hash, key, value); UNICODE and SPLIT are
-                // (key, value) (Include/internal/pycore_dict.h).
+                // (key, value).
                 let general = kind == 0;
-                (
-                    field(field(keys, dk_indices)?, 1u64 << log2ix)?,
-                    n,
-                    if general { 24 } else { 16 },
-                    general,
-                )
+                let entry_size = if general { 24 } else { 16 };
+                let usable = ((1u64 << log2) << 1) / 3;
+                Ok(KeysHeader {
+                    entries: field(keys, dk_indices + (1u64 << log2ix))?,
+                    nentries: self.mem.read_i64(field(keys, dk_nentries)?)?,
+                    entry_size,
+                    has_hash: general,
+                    usable,
+                    size: dk_indices + (1u64 << log2ix) + entry_size * usable,
+                })
             }
-        };
+        }
+    }
+
+    /// Entries of a keys object; values from `values` (split tables) when given.
+    fn keys_items(
+        &self,
+        keys: u64,
+        values: Option<u64>,
+        max: u64,
+    ) -> Result<Vec<(u64, u64)>, ReadError> {
+        let KeysHeader {
+            entries,
+            nentries,
+            entry_size,
+            has_hash,
+            ..
+        } = self.keys_header(keys)?;
         if nentries < 0 {
             return Err(ReadError::corrupt(keys, "dict entry count"));
         }

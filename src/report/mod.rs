@@ -119,11 +119,14 @@ pub struct HeapCount {
 /// What the walk could not count.
 #[derive(Clone, Debug, Serialize)]
 pub struct HeapUnreached {
-    /// Objects whose referents are not read, by type (functions, code, frames...): objects
+    /// Objects whose referents are not all read, by type (frames, generators...): objects
     /// that only they refer to are not counted.
     pub unwalked: Vec<HeapCount>,
     /// Referents that could not be read as objects.
     pub unreadable: u64,
+    /// The same by the type of the object that referred to them (`<roots>`: a GC list or a
+    /// frame's locals), most first.
+    pub unreadable_by: Vec<HeapCount>,
 }
 
 /// A report as the command line prints it: with the host name of the machine that read the

@@ -61,6 +61,11 @@ pub fn add_to(s: &Session, r: &mut Report, top: usize) {
                 .map(|(type_name, count)| HeapCount { type_name, count })
                 .collect(),
             unreadable: c.unreadable,
+            unreadable_by: c
+                .unreadable_by
+                .into_iter()
+                .map(|(type_name, count)| HeapCount { type_name, count })
+                .collect(),
         },
         complete: c.complete,
     });
@@ -163,7 +168,17 @@ pub fn render(h: &HeapReport, top: usize) -> String {
         }
         out += ", or by C memory";
         if u.unreadable > 0 {
-            out += &format!("; {} referents could not be read", u.unreadable);
+            let by: Vec<String> = u
+                .unreadable_by
+                .iter()
+                .take(4)
+                .map(|c| format!("{} {}", c.count, c.type_name))
+                .collect();
+            out += &format!(
+                "; {} referents could not be read (held by: {})",
+                u.unreadable,
+                by.join(", ")
+            );
         }
         out += "\n";
     }
@@ -220,6 +235,7 @@ mod tests {
                     count: 3,
                 }],
                 unreadable: 0,
+                unreadable_by: Vec::new(),
             },
             complete: false,
         };

@@ -1,0 +1,148 @@
+//! The walk on small fake targets.
+
+use super::types::HAVE_GC;
+use super::ROOTS;
+use crate::cpython::gc::GC_HEAD_SIZE;
+use crate::cpython::layout::tpflags;
+use crate::cpython::layout::Layout;
+use crate::cpython::snapshot::Snapshot;
+use crate::cpython::version::Version;
+use crate::memory::FakeMemory;
+
+const LIST_TYPE: u64 = 0x1000;
+const BYTES_TYPE: u64 = 0x2000;
+const INTERP: u64 = 0x10_0000;
+
+/// A 3.12 target with `list` and `bytes` and an interpreter whose GC lists are empty.
+fn target() -> (FakeMemory, Layout) {
+    let l = Layout::builtin(Version::new(3, 12, 1)).unwrap();
+    let mut m = FakeMemory::new();
+    for (tp, name, text, flags, size, item) in [
+        (
+            LIST_TYPE,
+            0x1800u64,
+            &b"list"[..],
+            tpflags::LIST_SUBCLASS | HAVE_GC,
+            40u64,
+            0u64,
+        ),
+        (
+            BYTES_TYPE,
+            0x2800,
+            &b"bytes"[..],
+            tpflags::BYTES_SUBCLASS,
+            33,
+            1,
+        ),
+    ] {
+        m.put(tp, &[0u8; 0x400]);
+        m.put_u64(tp + l.type_object.tp_name, name);
+        m.put_u64(tp + l.type_object.tp_flags, flags);
+        m.put_u64(tp + l.type_object.tp_basicsize, size);
+        m.put_u64(tp + l.type_object.tp_basicsize + 8, item);
+        m.put(name, &[0u8; 64]).put(name, text);
+    }
+    let lists = l.interpreter_state.gc.unwrap();
+    m.put(INTERP, &[0u8; 0x1000]);
+    for h in lists.heads {
+        let head = INTERP + lists.gc + h;
+        m.put_u64(head, head).put_u64(head + 8, head);
+    }
+    (m, l)
+}
+
+/// Links the objects (addresses after their GC headers) on the first GC list.
+fn gc_list(m: &mut FakeMemory, l: &Layout, objs: &[u64]) {
+    let lists = l.interpreter_state.gc.unwrap();
+    let head = INTERP + lists.gc + lists.heads[0];
+    let nodes: Vec<u64> = objs.iter().map(|o| o - GC_HEAD_SIZE).collect();
+    let mut prev = head;
+    for &n in &nodes {
+        m.put_u64(prev, n).put_u64(n + 8, prev);
+        prev = n;
+    }
+    m.put_u64(prev, head).put_u64(head + 8, prev);
+}
+
+/// A list at `at` (items at `at + 0x100`), allocated as long as it is.
+fn list(m: &mut FakeMemory, l: &Layout, at: u64, items: &[u64]) {
+    m.put(at - GC_HEAD_SIZE, &[0u8; 0x100]);
+    m.put_u64(at + l.pyobject.ob_type, LIST_TYPE);
+    m.put_u64(at + l.list_object.ob_size, items.len() as u64);
+    m.put_u64(at + l.list_object.ob_item, at + 0x100);
+    m.put_u64(at + l.list_object.ob_item + 8, items.len() as u64);
+    for (i, item) in items.iter().enumerate() {
+        m.put_u64(at + 0x100 + 8 * i as u64, *item);
+    }
+}
+
+fn bytes(m: &mut FakeMemory, l: &Layout, at: u64, len: u64) {
+    m.put(at, &[0u8; 0x100]);
+    m.put_u64(at + l.pyobject.ob_type, BYTES_TYPE);
+    m.put_u64(at + l.bytes_object.ob_size, len);
+}
+
+#[test]
+fn counts_gc_objects_and_what_they_hold_once() {
+    let (mut m, l) = target();
+    // Two lists holding each other (a cycle) and the same bytes object twice; one that
+    // only a list holds (not GC-tracked) is found through it.
+    list(&mut m, &l, 0x20_0000, &[0x30_0000, 0x40_0000, 0x40_0000]);
+    list(&mut m, &l, 0x30_0000, &[0x20_0000, 0x50_0000]);
+    bytes(&mut m, &l, 0x40_0000, 100);
+    bytes(&mut m, &l, 0x50_0000, 7);
+    gc_list(&mut m, &l, &[0x20_0000, 0x30_0000]);
+    let c = Snapshot::for_test(m, l).heap_census(&[INTERP], &[], 2);
+    assert!(c.complete && c.errors.is_empty(), "{:?}", c.errors);
+    assert_eq!(c.objects, 4);
+    // list: 40 + 8 × allocated + the GC header; bytes: 33 + len.
+    let want = [
+        ("bytes".to_string(), 2, 133 + 40),
+        ("list".to_string(), 2, 40 + 24 + 16 + 40 + 16 + 16),
+    ];
+    let got: Vec<_> = c
+        .types
+        .iter()
+        .map(|t| (t.name.clone(), t.count, t.bytes))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(c.bytes, 173 + 152);
+    assert_eq!(c.largest.len(), 2);
+    assert_eq!(
+        (c.largest[0].address, c.largest[0].bytes, c.largest[0].len),
+        (0x40_0000, 133, Some(100))
+    );
+    assert_eq!(c.largest[1].address, 0x20_0000);
+}
+
+#[test]
+fn wild_pointers_and_lying_sizes_are_errors_not_hangs() {
+    let (mut m, l) = target();
+    // An item that points nowhere, a list that claims 2^40 items.
+    list(&mut m, &l, 0x20_0000, &[0x7777_0000, 0x30_0000]);
+    list(&mut m, &l, 0x30_0000, &[]);
+    m.put_u64(0x30_0000 + l.list_object.ob_size, 1 << 40);
+    gc_list(&mut m, &l, &[0x20_0000]);
+    let c = Snapshot::for_test(m, l).heap_census(&[INTERP], &[], 20);
+    assert_eq!(c.unreadable, 1, "{:?}", c.errors);
+    // The list held the item that points nowhere.
+    assert_eq!(c.unreadable_by, vec![("list".to_string(), 1)]);
+    assert_eq!(c.errors.len(), 2);
+    assert_eq!(c.objects, 2);
+    // A root that is no object is the roots'.
+    let (m, l) = target();
+    let c = Snapshot::for_test(m, l).heap_census(&[INTERP], &[0x7777_0000], 20);
+    assert_eq!(c.unreadable_by, vec![(ROOTS.to_string(), 1)]);
+}
+
+#[test]
+fn a_cut_gc_list_is_a_lower_bound() {
+    let (mut m, l) = target();
+    list(&mut m, &l, 0x20_0000, &[]);
+    gc_list(&mut m, &l, &[0x20_0000]);
+    // Its back link disagrees.
+    m.put_u64(0x20_0000 - GC_HEAD_SIZE + 8, 0x1234_5670);
+    let c = Snapshot::for_test(m, l).heap_census(&[INTERP], &[], 20);
+    assert!(!c.complete);
+    assert_eq!(c.errors.len(), 1);
+}

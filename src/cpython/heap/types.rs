@@ -1,0 +1,273 @@
+//! What the walk needs of a type, read once: its kind (the built-in base that says how its
+//! instances are sized and walked), sizes, pre-header, `__slots__` and name.
+
+use super::Walk;
+use crate::cpython::mimalloc::gc_head_size;
+use crate::cpython::layout::tpflags;
+use crate::cpython::values::field;
+
+/// `__slots__` members read from one type's `tp_members`.
+const MAX_MEMBERS: u64 = 1024;
+/// Base classes followed from a type.
+const MAX_BASES: usize = 64;
+
+// Include/object.h (3.10 to 3.15).
+pub(super) const HAVE_GC: u64 = 1 << 14;
+pub(super) const MANAGED_WEAKREF: u64 = 1 << 3;
+pub(super) const TYPE_SUBCLASS: u64 = 1 << 31;
+/// Include/structmember.h: `T_OBJECT`, `T_OBJECT_EX` (`Py_T_OBJECT_EX`).
+const T_OBJECT: i32 = 6;
+const T_OBJECT_EX: i32 = 16;
+/// `sizeof(PyMemberDef)`: name, type, offset, flags, doc.
+const MEMBER_DEF: u64 = 40;
+/// `PyHeapTypeObject` from `ht_cached_keys` back: `ht_qualname` is the word before it, and
+/// `sizeof(PyTypeObject)` ends 464 bytes before it (as_async, as_number, as_mapping,
+/// as_sequence, as_buffer, ht_name, ht_slots, ht_qualname).
+const HT_QUALNAME_BEFORE_KEYS: u64 = 8;
+pub(super) const TYPE_OBJECT_BEFORE_KEYS: u64 = 464;
+/// `PyTypeObject` fields after `tp_base`: `tp_dict` (+8), `tp_bases` (+80), `tp_mro` (+88);
+/// `tp_members` 16 bytes before it.
+pub(super) const TP_DICT_AFTER_BASE: u64 = 8;
+pub(super) const TP_BASES_AFTER_BASE: u64 = 80;
+pub(super) const TP_MRO_AFTER_BASE: u64 = 88;
+const TP_MEMBERS_BEFORE_BASE: u64 = 16;
+/// `tp_vectorcall_offset` after `tp_basicsize`: `tp_itemsize`, `tp_dealloc` between.
+const TP_VECTORCALL_OFFSET_AFTER_BASICSIZE: u64 = 24;
+/// `PyObject_HEAD`'s size, where a function's object fields begin: 16 bytes, a free-threaded
+/// build's 32 (`ob_type` last in it, Include/object.h).
+pub(super) fn object_header(lay: &crate::cpython::layout::Layout) -> u64 {
+    lay.pyobject.ob_type + 8
+}
+/// Bytes of a function's object fields believed (3.15's has 15 words).
+const MAX_FUNCTION_BYTES: u64 = 512;
+
+/// How an object's size and referents are read: its type's built-in base.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Str,
+    Int,
+    Bytes,
+    List,
+    Tuple,
+    Dict,
+    Set,
+    Deque,
+    Type,
+    Module,
+    Cell,
+    /// bytearray: `bytearray.__sizeof__` counts its allocation (`ob_alloc`).
+    ByteArray,
+    /// code: its own `__sizeof__`; referents its members and `co_localsplus*`.
+    Code,
+    /// frame: its own `__sizeof__`; referents its members only (not its locals).
+    Frame,
+    /// function: every word before its `vectorcall` is an object pointer.
+    Function,
+    /// `object.__sizeof__`, no referents of its own beyond its type's object members (float,
+    /// None, bool, object, slice, ...).
+    Plain,
+    /// A GC type whose referents the walk does not read (function, code, frame, ...).
+    Opaque,
+    /// generator, coroutine, async_generator: from 3.11 `tp_itemsize` counts the frame's
+    /// slots but there is no `ob_size`; their `__sizeof__` counts the code's frame slots.
+    /// Referents: their type's members (3.10's `gi_frame`, `gi_code`), not the frame's locals.
+    Generator,
+}
+
+/// What the walk needs of a type, read once.
+pub(super) struct TypeRec {
+    pub(super) name: String,
+    pub(super) kind: Kind,
+    pub(super) basicsize: u64,
+    pub(super) itemsize: u64,
+    /// The words `sys.getsizeof` adds before the object.
+    pub(super) preheader: u64,
+    pub(super) flags: u64,
+    /// Offsets of `__slots__` members (object pointers) over the heap-type bases.
+    pub(super) slots: Vec<u64>,
+    /// A heap type: instances may have a `__dict__` or values.
+    pub(super) heap: bool,
+    /// Function: where its object pointers end (`tp_vectorcall_offset`, the first field that
+    /// is not one).
+    pub(super) object_words_end: u64,
+}
+
+impl Walk<'_> {
+    /// Reads what the walk needs of type `tp`; None when it cannot be read.
+    pub(super) fn type_rec(&mut self, tp: u64) -> Option<TypeRec> {
+        let snap = self.snap;
+        let t = snap.type_at(tp).ok()?;
+        let to = &snap.layout.type_object;
+        let itemsize = snap
+            .mem
+            .read_u64(field(tp, to.tp_basicsize + 8).ok()?)
+            .ok()?;
+        let heap = t.flags & tpflags::HEAPTYPE != 0;
+        // The first base that is a built-in kind (a static type, or one of the heap types
+        // 3.12+'s extension modules make, such as collections.deque) says how instances are
+        // laid out and sized; the heap types before it add `__slots__`.
+        let mut base = t.clone();
+        let mut slots = Vec::new();
+        let mut kind = Kind::Plain;
+        for _ in 0..MAX_BASES {
+            if let Some(k) = builtin_kind(&base.name, base.flags) {
+                kind = k;
+                if matches!(k, Kind::Code | Kind::Frame | Kind::Generator) {
+                    // Their object members: a code's consts, names, filename, name,
+                    // qualname, line and exception tables (3.10: its name tuples and
+                    // bytecode too); 3.10's frame's back, code, globals, builtins.
+                    self.slot_offsets(base.addr, &mut slots);
+                }
+                break;
+            }
+            if base.flags & tpflags::HEAPTYPE == 0 {
+                kind = if base.flags & HAVE_GC != 0 {
+                    Kind::Opaque
+                } else {
+                    Kind::Plain
+                };
+                // A static type's object members (`T_OBJECT`, like `__slots__`) are object
+                // pointers by their definition: a slice's bounds, a property's getters, a
+                // method's function and self.
+                self.slot_offsets(base.addr, &mut slots);
+                break;
+            }
+            self.slot_offsets(base.addr, &mut slots);
+            if base.base == 0 {
+                break;
+            }
+            base = snap.type_at(base.base).ok()?;
+        }
+        // _PyType_PreHeaderSize (3.11+), the GC header alone before.
+        let minor = snap.layout.version.minor;
+        let words = if minor >= 12 {
+            tpflags::MANAGED_DICT | MANAGED_WEAKREF
+        } else if minor == 11 {
+            tpflags::MANAGED_DICT
+        } else {
+            0
+        };
+        let preheader = if t.flags & HAVE_GC != 0 {
+            gc_head_size(&self.snap.layout)
+        } else {
+            0
+        } + if t.flags & words != 0 { 16 } else { 0 };
+        let name = if heap {
+            self.heap_type_name(tp).unwrap_or_else(|| t.name.clone())
+        } else {
+            t.name.clone()
+        };
+        // PyFunctionObject (Include/cpython/funcobject.h, 3.10 to 3.15): its object fields
+        // (code, globals, builtins, name, qualname, defaults, kwdefaults, closure, doc, dict,
+        // weakreflist, module, annotations, 3.12+'s typeparams, 3.14+'s annotate) run from
+        // the header to `vectorcall`, which `tp_vectorcall_offset` locates.
+        let object_words_end = if kind == Kind::Function {
+            snap.mem
+                .read_u64(field(tp, to.tp_basicsize + TP_VECTORCALL_OFFSET_AFTER_BASICSIZE).ok()?)
+                .ok()
+                .filter(|&e| (object_header(&snap.layout)..=MAX_FUNCTION_BYTES).contains(&e))
+                .unwrap_or(object_header(&snap.layout))
+        } else {
+            0
+        };
+        Some(TypeRec {
+            object_words_end,
+            name,
+            kind,
+            basicsize: t.basicsize,
+            itemsize,
+            preheader,
+            flags: t.flags,
+            slots,
+            heap,
+        })
+    }
+
+    /// The object members (`__slots__`) of heap type `tp`: `tp_members` entries of type
+    /// `T_OBJECT` or `T_OBJECT_EX`.
+    pub(super) fn slot_offsets(&self, tp: u64, out: &mut Vec<u64>) {
+        let snap = self.snap;
+        let Ok(at) = field(tp, snap.layout.type_object.tp_base - TP_MEMBERS_BEFORE_BASE) else {
+            return;
+        };
+        let Ok(mut m) = snap.mem.read_ptr(at) else {
+            return;
+        };
+        for _ in 0..MAX_MEMBERS {
+            let mut rec = [0u8; MEMBER_DEF as usize];
+            if m == 0 || snap.mem.read_into(m, &mut rec).is_err() {
+                return;
+            }
+            let name = u64::from_le_bytes(rec[0..8].try_into().unwrap_or_default());
+            if name == 0 {
+                return;
+            }
+            let ty = i32::from_le_bytes(rec[8..12].try_into().unwrap_or_default());
+            let off = i64::from_le_bytes(rec[16..24].try_into().unwrap_or_default());
+            if (ty == T_OBJECT || ty == T_OBJECT_EX) && off > 0 && !out.contains(&(off as u64)) {
+                out.push(off as u64);
+            }
+            m = m.wrapping_add(MEMBER_DEF);
+        }
+    }
+
+    /// `module.Qualname` of a heap type, as `repr(type)` shows it (no module for builtins).
+    pub(super) fn heap_type_name(&self, tp: u64) -> Option<String> {
+        let snap = self.snap;
+        let to = &snap.layout.type_object;
+        let q = snap
+            .mem
+            .read_ptr(field(tp, to.ht_cached_keys - HT_QUALNAME_BEFORE_KEYS).ok()?)
+            .ok()?;
+        let qualname = snap.read_name(q).ok()?;
+        let dict = snap
+            .mem
+            .read_ptr(field(tp, to.tp_base + TP_DICT_AFTER_BASE).ok()?)
+            .ok()?;
+        let module = if dict != 0 {
+            snap.dict_get(dict, "__module__")
+                .ok()
+                .flatten()
+                .and_then(|m| snap.read_name(m).ok())
+        } else {
+            None
+        };
+        Some(match module {
+            Some(m) if m != "builtins" => format!("{m}.{qualname}"),
+            _ => qualname,
+        })
+    }
+}
+
+/// The kind of a built-in type by its flags (`Py_TPFLAGS_*_SUBCLASS`) or `tp_name`.
+pub(super) fn builtin_kind(name: &str, f: u64) -> Option<Kind> {
+    Some(if f & tpflags::UNICODE_SUBCLASS != 0 {
+        Kind::Str
+    } else if f & tpflags::LONG_SUBCLASS != 0 {
+        Kind::Int
+    } else if f & tpflags::BYTES_SUBCLASS != 0 {
+        Kind::Bytes
+    } else if f & tpflags::LIST_SUBCLASS != 0 {
+        Kind::List
+    } else if f & tpflags::TUPLE_SUBCLASS != 0 {
+        Kind::Tuple
+    } else if f & tpflags::DICT_SUBCLASS != 0 {
+        Kind::Dict
+    } else if f & TYPE_SUBCLASS != 0 {
+        Kind::Type
+    } else {
+        match name {
+            "set" | "frozenset" => Kind::Set,
+            "collections.deque" => Kind::Deque,
+            "module" => Kind::Module,
+            "cell" => Kind::Cell,
+            "object" => Kind::Plain,
+            "bytearray" => Kind::ByteArray,
+            "code" => Kind::Code,
+            "frame" => Kind::Frame,
+            "function" => Kind::Function,
+            "generator" | "coroutine" | "async_generator" => Kind::Generator,
+            _ => return None,
+        }
+    })
+}

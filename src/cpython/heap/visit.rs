@@ -1,0 +1,284 @@
+//! One object: its size as `sys.getsizeof` gives it, by its type's kind, and its referents.
+
+use super::referents::{DEQUE_BLOCK, DEQUE_BLOCKLEN, DEQUE_LEFTBLOCK, DEQUE_LEFTINDEX};
+use super::types::{
+    Kind, TP_BASES_AFTER_BASE, TP_DICT_AFTER_BASE, TP_MRO_AFTER_BASE, TYPE_OBJECT_BEFORE_KEYS,
+};
+use super::Walk;
+use crate::cpython::layout::{tpflags, LongObject};
+use crate::cpython::values::field;
+use crate::error::ReadError;
+use std::cmp::Reverse;
+
+/// Bytes of a variable-size object's items believed (`tp_itemsize × |ob_size|`): more is a
+/// corrupt size, counted as `tp_basicsize` with an error.
+const MAX_VAR_BYTES: u64 = 1 << 40;
+/// `PyByteArrayObject.ob_alloc`, after `PyObject_VAR_HEAD` (Include/cpython/bytearrayobject.h).
+const BYTEARRAY_OB_ALLOC: u64 = 24;
+/// The minor version from which a bytearray's bytes are a bytes object (3.15).
+const BYTEARRAY_BYTES_BACKED_FROM: u8 = 15;
+/// `_PyBytesObject_SIZE`: a bytes object's header and its terminating NUL.
+const BYTES_HEADER: u64 = 33;
+/// Bytes of an object's header read (3.10's compact str header is 72 bytes; a free-threaded
+/// build's header is 16 bytes longer) ...
+pub(super) const HEADER: usize = 96;
+/// ... and first: every other kind's fields the walk reads are in it (a dict's `ma_values`,
+/// a set's `table`, a deque's `leftindex` end at 48).
+pub(super) const HEAD_READ: usize = 48;
+/// `PyListObject.allocated`, right after `ob_item`.
+const LIST_ALLOCATED_AFTER_ITEM: u64 = 8;
+/// `PySetObject.smalltable`, 24 bytes after `table` (`hash`, `finger` between).
+const SET_SMALLTABLE_AFTER_TABLE: u64 = 24;
+
+impl Walk<'_> {
+    /// Sizes and counts `obj`, and puts its referents in `refs`; returns its type.
+    pub(super) fn visit(&mut self, obj: u64, refs: &mut Vec<u64>) -> Result<u64, ReadError> {
+        let snap = self.snap;
+        let mut h = [0u8; HEADER];
+        // A free-threaded build's longer object header moves every field after it.
+        let grow = snap.layout.pyobject.ob_type.saturating_sub(8).min(16) as usize;
+        let head_read = HEAD_READ + grow;
+        if snap.mem.read_into(obj, &mut h[..head_read]).is_err() {
+            // An object near the end of its mapping: its first words only.
+            snap.mem.read_into(obj, &mut h[..32])?;
+        }
+        let ob_type = snap.layout.pyobject.ob_type as usize;
+        let tp = h
+            .get(ob_type..ob_type + 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()));
+        if tp == 0 || tp & 7 != 0 {
+            return Err(ReadError::corrupt(obj, "heap: object without a type"));
+        }
+        if !self.types.contains_key(&tp) {
+            let rec = self.type_rec(tp);
+            self.types.insert(tp, rec);
+        }
+        let Some(t) = self.types.get(&tp).and_then(|t| t.as_ref()) else {
+            return Err(ReadError::corrupt(obj, "heap: unreadable type"));
+        };
+        if t.kind == Kind::Str {
+            // The rest of a str's header (utf8, 3.10/3.11's wstr_length); past the end of a
+            // short ASCII str at the end of its mapping, zeros (fields it does not use).
+            if let Some(rest) = h.get_mut(head_read..) {
+                if let Ok(at) = field(obj, head_read as u64) {
+                    let _ = snap.mem.read_into(at, rest);
+                }
+            }
+        }
+        let word = |o: u64| -> u64 {
+            h.get(o as usize..o as usize + 8)
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+        };
+        let (kind, basicsize, itemsize, preheader, heap, tflags, members, words_end) = (
+            t.kind,
+            t.basicsize,
+            t.itemsize,
+            t.preheader,
+            t.heap,
+            t.flags,
+            !t.slots.is_empty(),
+            t.object_words_end,
+        );
+        let lay = &snap.layout;
+        let ob_size = word(lay.list_object.ob_size) as i64;
+        let mut pre = preheader;
+        let mut len = None;
+        let size = match kind {
+            Kind::Str => {
+                let (s, n) = self.str_size(obj, &h)?;
+                len = Some(n);
+                s
+            }
+            Kind::Int => match lay.long_object {
+                LongObject::SignedSize { ob_digit, .. } => {
+                    ob_digit.saturating_add(ob_size.unsigned_abs().saturating_mul(4))
+                }
+                LongObject::Tagged { lv_tag, ob_digit } => {
+                    ob_digit.saturating_add((word(lv_tag) >> 3).max(1).saturating_mul(4))
+                }
+            },
+            Kind::List => {
+                let n = ob_size.max(0) as u64;
+                len = Some(n);
+                let items = word(lay.list_object.ob_item);
+                let allocated = word(lay.list_object.ob_item + LIST_ALLOCATED_AFTER_ITEM);
+                let r = self.items(items, n, refs);
+                self.note(r);
+                basicsize.saturating_add(allocated.saturating_mul(8))
+            }
+            Kind::Tuple => {
+                let n = ob_size.max(0) as u64;
+                len = Some(n);
+                let r = field(obj, lay.tuple_object.ob_item).and_then(|at| self.items(at, n, refs));
+                self.note(r);
+                basicsize.saturating_add(itemsize.saturating_mul(n))
+            }
+            Kind::Dict => {
+                len = Some(word(lay.dict_object.ma_used));
+                let keys = word(lay.dict_object.ma_keys);
+                let values = match word(lay.dict_object.ma_values) {
+                    0 => None,
+                    v => Some(field(v, lay.dict_object.values_array)?),
+                };
+                let (owned, usable) = match self.dict_keys(keys, values, refs) {
+                    Ok(k) => k,
+                    Err(e) => {
+                        self.error(e);
+                        (None, 0)
+                    }
+                };
+                let mut s = basicsize;
+                if values.is_some() {
+                    s = s.saturating_add(usable.saturating_mul(8));
+                }
+                if let Some(k) = owned {
+                    s = s.saturating_add(k);
+                }
+                s
+            }
+            Kind::Set => {
+                len = Some(word(lay.set_object.used));
+                let mask = word(lay.set_object.mask);
+                let table = word(lay.set_object.table);
+                let slots = mask.saturating_add(1);
+                // setentry: {key, hash}; dummy entries are one static object, counted once.
+                let r = self.pairs(table, slots, 16, 0, refs);
+                self.note(r);
+                let small = field(obj, lay.set_object.table + SET_SMALLTABLE_AFTER_TABLE)?;
+                if table != small {
+                    basicsize.saturating_add(slots.saturating_mul(16))
+                } else {
+                    basicsize
+                }
+            }
+            Kind::Deque => {
+                let n = ob_size.max(0) as u64;
+                len = Some(n);
+                let left = word(DEQUE_LEFTINDEX + grow as u64);
+                let r = self.deque_items(obj, word(DEQUE_LEFTBLOCK + grow as u64), left, n, refs);
+                self.note(r);
+                let blocks = left.saturating_add(n).saturating_add(DEQUE_BLOCKLEN) / DEQUE_BLOCKLEN;
+                basicsize.saturating_add(blocks.saturating_mul(DEQUE_BLOCK))
+            }
+            Kind::Type => {
+                let base = lay.type_object.tp_base;
+                for off in [TP_DICT_AFTER_BASE, TP_BASES_AFTER_BASE, TP_MRO_AFTER_BASE] {
+                    refs.push(snap.mem.read_ptr(field(obj, base + off)?)?);
+                }
+                let flags = snap.mem.read_u64(field(obj, lay.type_object.tp_flags)?)?;
+                let keys_at = lay.type_object.ht_cached_keys;
+                if flags & tpflags::HEAPTYPE != 0 {
+                    // type.__sizeof__: sizeof(PyHeapTypeObject) (the metatype's basic size)
+                    // and the shared keys of its instances' dicts.
+                    let keys = snap.mem.read_ptr(field(obj, keys_at)?)?;
+                    let ks = if keys != 0 {
+                        self.keys_size(keys).unwrap_or(0)
+                    } else {
+                        0
+                    };
+                    basicsize.saturating_add(ks)
+                } else {
+                    // A static type: sizeof(PyTypeObject), and no pre-header.
+                    pre = 0;
+                    keys_at.saturating_sub(TYPE_OBJECT_BEFORE_KEYS)
+                }
+            }
+            Kind::Module => {
+                refs.push(word(lay.module_md_dict));
+                basicsize
+            }
+            Kind::Cell => {
+                refs.push(word(lay.cell_ob_ref));
+                basicsize
+            }
+            Kind::Bytes => {
+                len = Some(ob_size.max(0) as u64);
+                basicsize.saturating_add(itemsize.saturating_mul(ob_size.unsigned_abs()))
+            }
+            Kind::ByteArray => {
+                len = Some(ob_size.max(0) as u64);
+                // bytearray.__sizeof__ (Objects/bytearrayobject.c): `_PyObject_SIZE(type) +
+                // ob_alloc`; 3.15 keeps the bytes in a bytes object (`ob_bytes_object`,
+                // `ob_alloc` its length) and counts that object's header too (measured: a
+                // 150,010-byte bytearray grown by `+=` gives 64 + 168,767 + 33).
+                let alloc = word(BYTEARRAY_OB_ALLOC).min(MAX_VAR_BYTES);
+                let backing = if lay.version.minor >= BYTEARRAY_BYTES_BACKED_FROM && alloc > 0 {
+                    BYTES_HEADER
+                } else {
+                    0
+                };
+                basicsize.saturating_add(alloc).saturating_add(backing)
+            }
+            Kind::Code => {
+                let r = self.code_refs(obj, refs);
+                self.note(r);
+                let var = self.var_size(obj, basicsize, itemsize, ob_size);
+                let s = self.code_size(obj, var);
+                self.or_basic(s, basicsize)
+            }
+            Kind::Frame => {
+                *self.unwalked.entry(tp).or_insert(0) += 1;
+                let s = self.frame_size(obj, basicsize, ob_size);
+                self.or_basic(s, basicsize)
+            }
+            Kind::Generator => {
+                *self.unwalked.entry(tp).or_insert(0) += 1;
+                let s = self.generator_size(obj, basicsize);
+                self.or_basic(s, basicsize)
+            }
+            Kind::Function => {
+                let r = self.function_refs(obj, words_end, refs);
+                self.note(r);
+                basicsize
+            }
+            Kind::Plain | Kind::Opaque => {
+                if kind == Kind::Opaque {
+                    *self.unwalked.entry(tp).or_insert(0) += 1;
+                }
+                self.var_size(obj, basicsize, itemsize, ob_size)
+            }
+        };
+        if members {
+            self.member_refs(obj, tp, refs);
+        }
+        if heap {
+            self.instance_refs(obj, tp, tflags, basicsize, refs);
+        }
+        let bytes = size.saturating_add(pre);
+        let e = self.totals.entry(tp).or_insert((0, 0));
+        e.0 += 1;
+        e.1 = e.1.saturating_add(bytes);
+        self.objects += 1;
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.top_n > 0 {
+            let item = Reverse((bytes, obj, tp, len));
+            if self.top.len() < self.top_n {
+                self.top.push(item);
+            } else if self.top.peek().is_some_and(|m| m.0 .0 < bytes) {
+                self.top.pop();
+                self.top.push(item);
+            }
+        }
+        Ok(tp)
+    }
+
+    /// `object.__sizeof__`: `tp_basicsize + tp_itemsize × |ob_size|`, a corrupt size counted
+    /// as `tp_basicsize` with an error.
+    fn var_size(&mut self, obj: u64, basicsize: u64, itemsize: u64, ob_size: i64) -> u64 {
+        let items = itemsize.saturating_mul(ob_size.unsigned_abs());
+        if items > MAX_VAR_BYTES {
+            self.error(ReadError::too_large(obj, ob_size.unsigned_abs()));
+            basicsize
+        } else {
+            basicsize.saturating_add(items)
+        }
+    }
+
+    /// A modelled size, or `tp_basicsize` (with an error) where its parts cannot be read.
+    fn or_basic(&mut self, size: Result<u64, ReadError>, basicsize: u64) -> u64 {
+        size.unwrap_or_else(|e| {
+            self.error(e);
+            basicsize
+        })
+    }
+}
