@@ -7,7 +7,6 @@ use crate::error::Result;
 use crate::greenlet::{self, GThread, GreenletView, Stacks};
 use crate::report::text::{self, Sources};
 use crate::report::{ErrorReport, FrameReport, GreenletReport, Report};
-use crate::target::SourceKind;
 
 /// Every greenlet, decoded once per stop.
 pub fn view(s: &Session) -> &GreenletView {
@@ -26,32 +25,11 @@ pub fn view(s: &Session) -> &GreenletView {
         let stacks = Stacks {
             regions: &s.target.regions,
             anchors: &s.target.stack_anchors,
-            heap: heap_ranges(s, &files),
             files,
             raw: Some(s.target.mem.clone()),
         };
         greenlet::analyze(&s.snap, &threads, &stacks)
     })
-}
-
-/// A live process's resident pages outside its files, where a heap scan looks (free-threaded
-/// builds keep no GC lists); None elsewhere (every mapping that is not a file's).
-fn heap_ranges(s: &Session, files: &[(u64, u64)]) -> Option<Vec<(u64, u64)>> {
-    if s.snap.layout.interpreter_state.gc.is_some() {
-        return None;
-    }
-    let pid = match s.target.kind {
-        SourceKind::Live => s.target.pid?,
-        _ => return None,
-    };
-    let mut out = Vec::new();
-    for &(start, end) in &s.target.regions {
-        if files.iter().any(|f| f.0 < end && start < f.1) {
-            continue;
-        }
-        out.extend(crate::memory::resident_ranges(pid, start, end)?);
-    }
-    Some(out)
 }
 
 /// `py-greenlets` text: every thread with its greenlets.
