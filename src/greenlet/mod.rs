@@ -36,8 +36,9 @@ const MAX_PARENT_DEPTH: usize = 64;
 /// Greenlets a thread takes at once when they are read in parallel.
 const PARALLEL_BATCH: usize = 256;
 /// Furthest a glibc thread's stack lies below its `pthread_t` (the thread descriptor sits at
-/// the top of the stack's own mapping), when the target's mappings are unknown.
-const MAX_STACK_BELOW_PTHREAD: u64 = 1 << 30;
+/// the top of the stack's own mapping), or the main thread's below `__libc_stack_end`, when
+/// the target's mappings are unknown.
+const MAX_STACK_BELOW_TOP: u64 = 1 << 30;
 /// `PyFrameObject.f_frame` (3.11+), from the end of `PyObject_HEAD`: after `f_back`
 /// (Include/internal/pycore_frame.h, 3.11 to 3.15).
 const FRAMEOBJECT_F_FRAME: u64 = 8;
@@ -60,6 +61,9 @@ pub struct Stacks<'a> {
     pub regions: &'a [(u64, u64)],
     /// (LWP, address on its stack).
     pub anchors: &'a [(u64, u64)],
+    /// Where no mappings are known: the main thread's LWP and the top of its stack (glibc's
+    /// `__libc_stack_end`).
+    pub main_stack: Option<(u64, u64)>,
     /// The file-backed mappings, which hold no heap objects.
     pub files: Vec<(u64, u64)>,
     /// The memory a heap scan reads (every mapping that is not a file's), not charged to the
@@ -756,14 +760,19 @@ fn thread_of(addr: u64, threads: &[GThread], ours: &[usize], stacks: &Stacks) ->
                     .any(|(lwp, a)| Some(*lwp) == th.native_id && inside(*a))
         });
     }
-    // No mappings: a glibc thread's stack lies right below its descriptor.
+    // No mappings: a glibc thread's stack lies right below its descriptor, the main thread's
+    // below `__libc_stack_end` (its descriptor is elsewhere, in the dynamic linker's TLS).
+    let below = |top: u64| top > addr && top - addr < MAX_STACK_BELOW_TOP;
     ours.iter()
         .copied()
-        .filter(|&t| {
-            let p = threads[t].pthread;
-            p > addr && p - addr < MAX_STACK_BELOW_PTHREAD
-        })
+        .filter(|&t| below(threads[t].pthread))
         .min_by_key(|&t| threads[t].pthread)
+        .or_else(|| {
+            let (lwp, _) = stacks.main_stack.filter(|m| below(m.1))?;
+            ours.iter()
+                .copied()
+                .find(|&t| threads[t].native_id == Some(lwp))
+        })
 }
 
 /// Most entries read from one gevent ident registry.

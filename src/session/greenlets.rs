@@ -3,6 +3,7 @@
 
 use super::report::{frame_report, interpreter_id, report as threads_report, thread_frame_report};
 use super::{once, Session};
+use crate::binary::ElfInfo;
 use crate::error::Result;
 use crate::greenlet::{self, GThread, GreenletView, Stacks};
 use crate::report::text::{self, Sources};
@@ -25,11 +26,36 @@ pub fn view(s: &Session) -> &GreenletView {
         let stacks = Stacks {
             regions: &s.target.regions,
             anchors: &s.target.stack_anchors,
+            main_stack: if s.target.regions.is_empty() {
+                main_stack(s)
+            } else {
+                None
+            },
             files,
             raw: Some(s.target.mem.clone()),
         };
         greenlet::analyze(&s.snap, &threads, &stacks)
     })
+}
+
+/// The main thread's LWP (the process id) and the top of its stack, glibc's
+/// `__libc_stack_end` (the dynamic linker's, set from the stack the kernel started the
+/// process on: elf/dl-support.c, `_dl_sysdep_start`); None for a static executable, or where
+/// the process id or the dynamic linker's file is not known.
+fn main_stack(s: &Session) -> Option<(u64, u64)> {
+    const SYMBOL: &str = "__libc_stack_end";
+    let pid = u64::from(s.target.pid?);
+    let ld = s
+        .target
+        .modules()
+        .into_iter()
+        .find(|m| m.file_name().starts_with("ld-linux"))?;
+    let info = ElfInfo::load(&s.target.real_path(&ld.path).ok()?, &[SYMBOL]).ok()?;
+    let at = ld
+        .base
+        .wrapping_sub(info.first_vaddr)
+        .wrapping_add(*info.symbols.get(SYMBOL)?);
+    Some((pid, s.snap.mem.read_ptr(at).ok()?))
 }
 
 /// `py-greenlets` text: every thread with its greenlets.

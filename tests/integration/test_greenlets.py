@@ -205,28 +205,22 @@ def test_raw_gdb(raw):
     check_text(text, raw.truth)
 
 
-@pytest.mark.parametrize("interp", FREE_THREADED, ids=lambda i: i.id)
-def test_raw_gdb_debugger_memory_free_threaded(interp):
-    """Memory read through gdb (`set pyunwind-memory debugger`) comes without a memory map: a
-    free-threaded build's greenlets are found all the same, among its mimalloc GC heaps'
-    objects, each with its state, parent, type and frames, the worker's with its thread (its
-    stack lies below its `pthread_t`). The main thread's stack does not lie below its
-    descriptor, and without a map nothing else says where it is: its greenlets have no thread,
-    its running one no frames, and one error names its main greenlet."""
+@pytest.mark.parametrize("interp", tuple(FREE_THREADED + harness.pick(["pyenv-3.12"], INTERPS)),
+                         ids=lambda i: i.id)
+def test_raw_gdb_debugger_memory(interp):
+    """Memory read through gdb (`set pyunwind-memory debugger`) comes without a memory map:
+    the greenlets all the same (a free-threaded build's from its mimalloc GC heaps), each
+    with its thread, told from where its stack lies (below a thread's `pthread_t`, the main
+    thread's below glibc's `__libc_stack_end`), its state and its frames."""
     with start(interp, "greenlets_raw") as sc:
         out, _ = run_gdb(interp, "set pyunwind-memory debugger", "echo @@JSON@@\\n",
-                         "py-greenlets --json", core=sc.core)
+                         "py-greenlets --json", "echo @@TEXT@@\\n", "py-greenlets", core=sc.core)
         harness.assert_no_panic(out)
-        report = json_from(out.split("@@JSON@@\n", 1)[1])
-    assert report["python"]["source"] == "debugger"
-    main = [g["address"] for g in sc.truth["greenlets"] if g["thread"] == sc.pid and g["main"]]
-    assert report.pop("errors") == [
-        {"address": m, "what": "greenlets: main greenlet %#x: which thread it belongs to is not known"
-         % m} for m in main], main
-    truth = dict(sc.truth, greenlets=[
-        dict(g, thread=None, frames=[] if g["state"] == "running" else g["frames"])
-        if g["thread"] == sc.pid else g for g in sc.truth["greenlets"]])
-    check_greenlets(dict(report, errors=[]), truth)
+        js, text = out.split("@@JSON@@\n", 1)[1].split("@@TEXT@@\n", 1)
+        report = json_from(js)
+        assert report["python"]["source"] == "debugger"
+        check_greenlets(report, sc.truth)
+        check_text(text, sc.truth)
 
 
 # The main thread and the worker blocked inside a greenlet of their own ("inside"); and the
