@@ -2,8 +2,9 @@
 //! Python stack a suspended one resumes in.
 //!
 //! - Nothing lists greenlets: blocked gevent greenlets are held only by libev/libuv watchers
-//!   in C. So they are found as gevent itself finds them (`gc.get_objects()`): on the
-//!   interpreter's GC lists, by type (`greenlet.greenlet` from `sys.modules`, and its
+//!   in C. So they are found as gevent itself finds them (`gc.get_objects()`): among the
+//!   interpreter's GC objects (its GC lists; a free-threaded build's mimalloc GC heaps,
+//!   [`crate::cpython::mimalloc`]), by type (`greenlet.greenlet` from `sys.modules`, and its
 //!   subclasses).
 //! - Each is validated by a round trip (`pimpl->_self`, greenlet 3.1.1+), and the part of the
 //!   C++ layout that varies is calibrated from a main greenlet ([`layout`]).
@@ -35,8 +36,9 @@ const MAX_PARENT_DEPTH: usize = 64;
 /// Greenlets a thread takes at once when they are read in parallel.
 const PARALLEL_BATCH: usize = 256;
 /// Furthest a glibc thread's stack lies below its `pthread_t` (the thread descriptor sits at
-/// the top of the stack's own mapping), when the target's mappings are unknown.
-const MAX_STACK_BELOW_PTHREAD: u64 = 1 << 30;
+/// the top of the stack's own mapping), or the main thread's below `__libc_stack_end`, when
+/// the target's mappings are unknown.
+const MAX_STACK_BELOW_TOP: u64 = 1 << 30;
 /// `PyFrameObject.f_frame` (3.11+), from the end of `PyObject_HEAD`: after `f_back`
 /// (Include/internal/pycore_frame.h, 3.11 to 3.15).
 const FRAMEOBJECT_F_FRAME: u64 = 8;
@@ -59,11 +61,13 @@ pub struct Stacks<'a> {
     pub regions: &'a [(u64, u64)],
     /// (LWP, address on its stack).
     pub anchors: &'a [(u64, u64)],
+    /// Where no mappings are known: the main thread's LWP and the top of its stack (glibc's
+    /// `__libc_stack_end`).
+    pub main_stack: Option<(u64, u64)>,
     /// The file-backed mappings, which hold no heap objects.
     pub files: Vec<(u64, u64)>,
-    /// Where a heap scan looks (None: every mapping that is not a file's), and the memory it
-    /// reads, not charged to the stop's budget (a heap scan has its own cap).
-    pub heap: Option<Vec<(u64, u64)>>,
+    /// The memory a heap scan reads (every mapping that is not a file's), not charged to the
+    /// stop's budget (a heap scan has its own cap).
     pub raw: Option<std::sync::Arc<dyn crate::memory::Memory>>,
 }
 
@@ -221,33 +225,37 @@ fn interpreter(
     let py310 = matches!(snap.layout.frame, FrameModel::FrameObject { .. });
     let mut lay = GreenletLayout::prefix(pimpl, v >= (3, 1, 1), py310);
 
-    // Every greenlet: an object whose type is `greenlet.greenlet` or derives from it, on the
-    // GC lists; where there are none (free-threaded builds) or a collection has them on its
-    // own lists, anywhere in the heap.
+    // Every greenlet: an object whose type is `greenlet.greenlet` or derives from it, among
+    // the GC's objects (its lists; a free-threaded build's mimalloc GC heaps); where a
+    // collection has them on its own lists, anywhere in the heap.
     let mut objs: Vec<(u64, u64)> = Vec::new();
     let mut too_many = false;
+    let mut kinds: AddrMap<bool> = AddrMap::default();
+    // Objects of one type often come in runs: the last answer first.
+    let mut last = (0u64, false);
+    let mut keep = |obj: u64, tp: u64| {
+        let is = if tp == last.0 {
+            last.1
+        } else {
+            let is = *kinds
+                .entry(tp)
+                .or_insert_with(|| derives_from(snap, tp, ty));
+            last = (tp, is);
+            is
+        };
+        if is {
+            if objs.len() < MAX_GREENLETS {
+                objs.push((obj, tp));
+            } else {
+                too_many = true;
+            }
+        }
+        !too_many
+    };
     let scanned = match snap.layout.interpreter_state.gc {
         Some(lists) if snap.gc_collecting(interp) != Some(true) => {
-            let mut kinds: AddrMap<bool> = AddrMap::default();
-            // Objects of one type often come in runs: the last answer first.
-            let mut last = (0u64, false);
             let gc_errors = snap.gc_objects(interp, &lists, |obj, tp| {
-                let is = if tp == last.0 {
-                    last.1
-                } else {
-                    let is = *kinds
-                        .entry(tp)
-                        .or_insert_with(|| derives_from(snap, tp, ty));
-                    last = (tp, is);
-                    is
-                };
-                if is {
-                    if objs.len() < MAX_GREENLETS {
-                        objs.push((obj, tp));
-                    } else {
-                        too_many = true;
-                    }
-                }
+                keep(obj, tp);
             });
             for e in gc_errors {
                 err(
@@ -257,7 +265,35 @@ fn interpreter(
             }
             false
         }
-        _ => {
+        None => {
+            let ob_type = snap.layout.pyobject.ob_type;
+            let mut cut = None;
+            let mut heap_errors = snap.mimalloc_gc_objects(interp, |obj| {
+                match snap.mem.read_ptr(obj.wrapping_add(ob_type)) {
+                    Ok(tp) => keep(obj, tp),
+                    Err(e) => {
+                        cut = Some(e);
+                        false
+                    }
+                }
+            });
+            heap_errors.extend(cut);
+            // Once the stop's budget is spent every read fails alike: said once.
+            let mut limit = false;
+            for e in heap_errors {
+                if matches!(e.kind, ReadErrorKind::Limit { .. })
+                    && std::mem::replace(&mut limit, true)
+                {
+                    continue;
+                }
+                err(
+                    e.addr,
+                    format!("GC heaps: {e} (greenlets past it are not listed)"),
+                );
+            }
+            false
+        }
+        Some(_) => {
             if !lay.has_self {
                 err(
                     ty,
@@ -270,7 +306,7 @@ fn interpreter(
             if stacks.regions.is_empty() {
                 err(
                     interp,
-                    "greenlets are found by a heap scan here (no GC lists), which needs the target's memory map (not known when memory is read through the debugger)".into(),
+                    "stopped inside a collection: greenlets are found by a heap scan then, which needs the target's memory map (not known when memory is read through the debugger)".into(),
                 );
                 return Ok(());
             }
@@ -593,8 +629,7 @@ fn scan_heap(
     let mut read = 0u64;
     let mut errors = Vec::new();
     let mem = stacks.raw.as_deref().unwrap_or(&*snap.mem);
-    let ranges = stacks.heap.as_deref().unwrap_or(stacks.regions);
-    for &(start, end) in ranges {
+    for &(start, end) in stacks.regions {
         if stacks.files.iter().any(|f| f.0 < end && start < f.1) {
             continue;
         }
@@ -725,14 +760,19 @@ fn thread_of(addr: u64, threads: &[GThread], ours: &[usize], stacks: &Stacks) ->
                     .any(|(lwp, a)| Some(*lwp) == th.native_id && inside(*a))
         });
     }
-    // No mappings: a glibc thread's stack lies right below its descriptor.
+    // No mappings: a glibc thread's stack lies right below its descriptor, the main thread's
+    // below `__libc_stack_end` (its descriptor is elsewhere, in the dynamic linker's TLS).
+    let below = |top: u64| top > addr && top - addr < MAX_STACK_BELOW_TOP;
     ours.iter()
         .copied()
-        .filter(|&t| {
-            let p = threads[t].pthread;
-            p > addr && p - addr < MAX_STACK_BELOW_PTHREAD
-        })
+        .filter(|&t| below(threads[t].pthread))
         .min_by_key(|&t| threads[t].pthread)
+        .or_else(|| {
+            let (lwp, _) = stacks.main_stack.filter(|m| below(m.1))?;
+            ours.iter()
+                .copied()
+                .find(|&t| threads[t].native_id == Some(lwp))
+        })
 }
 
 /// Most entries read from one gevent ident registry.

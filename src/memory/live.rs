@@ -130,40 +130,6 @@ impl Memory for LiveMemory {
     }
 }
 
-/// The parts of `[start, end)` whose pages are in memory or swapped out (/proc/PID/pagemap,
-/// Linux Documentation/admin-guide/mm/pagemap.rst: bit 63 present, bit 62 swapped), so that a
-/// scan skips what the process reserved and never touched (mimalloc reserves 1 GiB arenas).
-/// None when pagemap cannot be read.
-pub fn resident_ranges(pid: u32, start: u64, end: u64) -> Option<Vec<(u64, u64)>> {
-    use std::io::{Read, Seek, SeekFrom};
-    const PAGE: u64 = 4096;
-    const BATCH: u64 = 4096;
-    let mut f = std::fs::File::open(format!("/proc/{pid}/pagemap")).ok()?;
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    let mut page = start / PAGE;
-    let last = end.div_ceil(PAGE);
-    let mut buf = vec![0u8; (BATCH * 8) as usize];
-    while page < last {
-        let n = (last - page).min(BATCH);
-        f.seek(SeekFrom::Start(page.checked_mul(8)?)).ok()?;
-        let bytes = &mut buf[..(n * 8) as usize];
-        f.read_exact(bytes).ok()?;
-        for (i, e) in bytes.chunks_exact(8).enumerate() {
-            let e = u64::from_le_bytes(e.try_into().unwrap_or_default());
-            if e & (3 << 62) == 0 {
-                continue;
-            }
-            let at = (page + i as u64) * PAGE;
-            match out.last_mut() {
-                Some(r) if r.1 == at => r.1 = at + PAGE,
-                _ => out.push((at, at + PAGE)),
-            }
-        }
-        page += n;
-    }
-    Some(out)
-}
-
 /// What `/proc/PID/task/TID/syscall` shows of a thread (Linux fs/proc/base.c
 /// `proc_pid_syscall`): `NR ARG1 .. ARG6 SP PC` (NR in decimal, the rest in hex) while it is
 /// blocked in system call NR, `-1 SP PC` while it is blocked outside one, `running` while it is

@@ -37,9 +37,7 @@ pub use self::core::{
     CoreFile, CoreMemory, CoreThread, FileMapping, PrStatusHead, Siginfo, SignalNotes,
 };
 pub use self::files::{file_build_id, hex, FileLookup, FileSearch};
-pub use self::live::{
-    parse_proc_syscall, proc_comm, proc_syscall, resident_ranges, LiveMemory, ProcSyscall,
-};
+pub use self::live::{parse_proc_syscall, proc_comm, proc_syscall, LiveMemory, ProcSyscall};
 
 use crate::error::{ReadError, ReadErrorKind};
 

@@ -3,11 +3,11 @@
 
 use super::report::{frame_report, interpreter_id, report as threads_report, thread_frame_report};
 use super::{once, Session};
+use crate::binary::ElfInfo;
 use crate::error::Result;
 use crate::greenlet::{self, GThread, GreenletView, Stacks};
 use crate::report::text::{self, Sources};
 use crate::report::{ErrorReport, FrameReport, GreenletReport, Report};
-use crate::target::SourceKind;
 
 /// Every greenlet, decoded once per stop.
 pub fn view(s: &Session) -> &GreenletView {
@@ -26,7 +26,11 @@ pub fn view(s: &Session) -> &GreenletView {
         let stacks = Stacks {
             regions: &s.target.regions,
             anchors: &s.target.stack_anchors,
-            heap: heap_ranges(s, &files),
+            main_stack: if s.target.regions.is_empty() {
+                main_stack(s)
+            } else {
+                None
+            },
             files,
             raw: Some(s.target.mem.clone()),
         };
@@ -34,24 +38,24 @@ pub fn view(s: &Session) -> &GreenletView {
     })
 }
 
-/// A live process's resident pages outside its files, where a heap scan looks (free-threaded
-/// builds keep no GC lists); None elsewhere (every mapping that is not a file's).
-fn heap_ranges(s: &Session, files: &[(u64, u64)]) -> Option<Vec<(u64, u64)>> {
-    if s.snap.layout.interpreter_state.gc.is_some() {
-        return None;
-    }
-    let pid = match s.target.kind {
-        SourceKind::Live => s.target.pid?,
-        _ => return None,
-    };
-    let mut out = Vec::new();
-    for &(start, end) in &s.target.regions {
-        if files.iter().any(|f| f.0 < end && start < f.1) {
-            continue;
-        }
-        out.extend(crate::memory::resident_ranges(pid, start, end)?);
-    }
-    Some(out)
+/// The main thread's LWP (the process id) and the top of its stack, glibc's
+/// `__libc_stack_end` (the dynamic linker's, set from the stack the kernel started the
+/// process on: elf/dl-support.c, `_dl_sysdep_start`); None for a static executable, or where
+/// the process id or the dynamic linker's file is not known.
+fn main_stack(s: &Session) -> Option<(u64, u64)> {
+    const SYMBOL: &str = "__libc_stack_end";
+    let pid = u64::from(s.target.pid?);
+    let ld = s
+        .target
+        .modules()
+        .into_iter()
+        .find(|m| m.file_name().starts_with("ld-linux"))?;
+    let info = ElfInfo::load(&s.target.real_path(&ld.path).ok()?, &[SYMBOL]).ok()?;
+    let at = ld
+        .base
+        .wrapping_sub(info.first_vaddr)
+        .wrapping_add(*info.symbols.get(SYMBOL)?);
+    Some((pid, s.snap.mem.read_ptr(at).ok()?))
 }
 
 /// `py-greenlets` text: every thread with its greenlets.

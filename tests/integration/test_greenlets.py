@@ -205,6 +205,24 @@ def test_raw_gdb(raw):
     check_text(text, raw.truth)
 
 
+@pytest.mark.parametrize("interp", tuple(FREE_THREADED + harness.pick(["pyenv-3.12"], INTERPS)),
+                         ids=lambda i: i.id)
+def test_raw_gdb_debugger_memory(interp):
+    """Memory read through gdb (`set pyunwind-memory debugger`) comes without a memory map:
+    the greenlets all the same (a free-threaded build's from its mimalloc GC heaps), each
+    with its thread, told from where its stack lies (below a thread's `pthread_t`, the main
+    thread's below glibc's `__libc_stack_end`), its state and its frames."""
+    with start(interp, "greenlets_raw") as sc:
+        out, _ = run_gdb(interp, "set pyunwind-memory debugger", "echo @@JSON@@\\n",
+                         "py-greenlets --json", "echo @@TEXT@@\\n", "py-greenlets", core=sc.core)
+        harness.assert_no_panic(out)
+        js, text = out.split("@@JSON@@\n", 1)[1].split("@@TEXT@@\n", 1)
+        report = json_from(js)
+        assert report["python"]["source"] == "debugger"
+        check_greenlets(report, sc.truth)
+        check_text(text, sc.truth)
+
+
 # The main thread and the worker blocked inside a greenlet of their own ("inside"); and the
 # greenlets older than `_self` in their C++ object (3.0.3: the first whose frames are exposed
 # on 3.12; 3.1.0: the last without `_self`), on pyenv 3.12: from the core, by the CLI.
