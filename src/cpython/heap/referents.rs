@@ -4,9 +4,9 @@
 use super::types::object_header;
 use super::Walk;
 use crate::cpython::layout::{tpflags, CodeLocals, DictKeys, InstanceDict};
+use crate::cpython::mimalloc::gc_head_size;
 use crate::cpython::objects::KeysHeader;
 use crate::cpython::values::field;
-use crate::cpython::mimalloc::gc_head_size;
 use crate::error::ReadError;
 use crate::memory::addr_map::AddrSet;
 

@@ -18,7 +18,9 @@ const OPCACHE_ENTRY: u64 = 32;
 const CODE_UNIT: u64 = 2;
 /// `PyFrameObject.f_frame` (3.11 to 3.15, Include/internal/pycore_frame.h): after the header
 /// and `f_back`.
-const FRAME_F_FRAME: u64 = 24;
+fn frame_f_frame(lay: &crate::cpython::layout::Layout) -> u64 {
+    super::types::object_header(lay) + 8
+}
 /// Slots of a code's frame believed (locals, cells, free variables and its stack).
 const MAX_FRAME_SLOTS: u64 = 1 << 24;
 
@@ -138,7 +140,10 @@ impl Walk<'_> {
                 Ok(basicsize + 8 * (extras - 1))
             }
             FrameModel::Interpreter(f) => {
-                let iframe = self.snap.mem.read_ptr(field(obj, FRAME_F_FRAME)?)?;
+                let iframe = self
+                    .snap
+                    .mem
+                    .read_ptr(field(obj, frame_f_frame(&self.snap.layout))?)?;
                 let code = self.snap.mem.read_ptr(field(iframe, f.executable)?)? & !f.tag_bits;
                 Ok(basicsize + 8 * self.frame_slots(code)?)
             }

@@ -2,8 +2,8 @@
 //! instances are sized and walked), sizes, pre-header, `__slots__` and name.
 
 use super::Walk;
-use crate::cpython::mimalloc::gc_head_size;
 use crate::cpython::layout::tpflags;
+use crate::cpython::mimalloc::gc_head_size;
 use crate::cpython::values::field;
 
 /// `__slots__` members read from one type's `tp_members`.

@@ -201,7 +201,7 @@ impl Walk<'_> {
                 // ob_alloc`; 3.15 keeps the bytes in a bytes object (`ob_bytes_object`,
                 // `ob_alloc` its length) and counts that object's header too (measured: a
                 // 150,010-byte bytearray grown by `+=` gives 64 + 168,767 + 33).
-                let alloc = word(BYTEARRAY_OB_ALLOC).min(MAX_VAR_BYTES);
+                let alloc = word(BYTEARRAY_OB_ALLOC + grow as u64).min(MAX_VAR_BYTES);
                 let backing = if lay.version.minor >= BYTEARRAY_BYTES_BACKED_FROM && alloc > 0 {
                     BYTES_HEADER
                 } else {
