@@ -487,6 +487,15 @@ def panic_in(text, rc=None):
     return None
 
 
+def cli_checked(*args, timeout=120):
+    """Runs the CLI, which must exit 0 without a panic; returns its JSON (with `--json`) or its
+    text."""
+    rc, out, err = run([cli_path(), *map(str, args)], timeout)
+    assert_no_panic(err, rc)
+    assert rc == 0, "pyunwind %s failed:\n%s" % (" ".join(map(str, args)), err)
+    return json.loads(out) if "--json" in args else out
+
+
 def assert_no_panic(text, rc=None):
     line = panic_in(text, rc)
     assert line is None, "pyunwind panicked: %s\n%s" % (line, (text or "")[-3000:])

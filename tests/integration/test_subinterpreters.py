@@ -34,10 +34,7 @@ def stop(request):
 
 
 def cli(*args):
-    rc, out, err = harness.run([harness.cli_path(), *map(str, args)], TIMEOUT)
-    harness.assert_no_panic(err, rc)
-    assert rc == 0, "pyunwind %s failed:\n%s" % (" ".join(map(str, args)), err)
-    return json.loads(out) if "--json" in args else out
+    return harness.cli_checked(*args, timeout=TIMEOUT)
 
 
 def targets(sc):
