@@ -178,7 +178,7 @@ pub fn run_decoders(data: &[u8]) -> usize {
             .iter()
             .zip(&walks)
             .map(|(t, walk)| ThreadFrames {
-                tstate: t.addr,
+                tstates: vec![(t.addr, t.interp)],
                 native_id: t.native_id,
                 walk,
             })
