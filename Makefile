@@ -62,6 +62,9 @@ lint:
 	python3 tools/import_cycles.py src
 	$(CARGO) clippy --release --all-targets -- -D warnings
 	$(CARGO) clippy --release --lib --features python -- -D warnings
+	# The fuzz targets build on stable without libFuzzer (`make fuzz` needs nightly): checked
+	# here so that a change of the crate's API cannot leave them broken until the next fuzz run.
+	$(CARGO) check --release --manifest-path fuzz/Cargo.toml
 
 unit: pythons
 	$(CARGO) test --release
