@@ -142,6 +142,20 @@ pub struct Hosted<'a> {
 }
 
 /// The name of the machine pyunwind runs on (its UTS namespace's, as `hostname` prints it).
+/// Each frame's interpreter: its own `interpreter_id`, or for a frame without one (native,
+/// JIT) that of the Python frame it belongs with, the next older one, which calls it (the C
+/// code that crossed into a subinterpreter is its caller's); frames older than every frame
+/// with one (the thread's start), the oldest one's. All None where no frame has one.
+pub fn frame_interpreters(frames: &[FrameReport]) -> Vec<Option<u32>> {
+    let mut out = vec![None; frames.len()];
+    let mut next = frames.iter().rev().find_map(|f| f.interpreter_id);
+    for (k, f) in frames.iter().enumerate().rev() {
+        next = f.interpreter_id.or(next);
+        out[k] = next;
+    }
+    out
+}
+
 pub fn host_name() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: gethostname writes at most `buf.len()` bytes into the buffer it is given.

@@ -202,17 +202,9 @@ fn crossing_into(last: &mut Option<u32>, id: Option<u32>, indent: &str, out: &mu
 pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut String) {
     let mut interp = None;
     // A native frame (with `--native`) belongs with the Python frame below it, which calls
-    // it: a crossing goes above the C code that crossed. Each frame's interpreter, or the next
-    // older one's, from the end (no frame has one: none is made).
-    let mut owner: Vec<Option<u32>> = Vec::new();
-    if frames.iter().any(|f| f.interpreter_id.is_some()) {
-        owner = vec![None; frames.len()];
-        let mut next = None;
-        for (k, f) in frames.iter().enumerate().rev() {
-            next = f.interpreter_id.or(next);
-            owner[k] = next;
-        }
-    }
+    // it: a crossing goes above the C code that crossed (saved reports' native frames may
+    // carry no id).
+    let owner = super::frame_interpreters(frames);
     for (k, f) in frames.iter().enumerate() {
         if out.len() >= MAX_TEXT_BYTES {
             if !out.ends_with(TEXT_CUT) {
@@ -220,7 +212,7 @@ pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut
             }
             return;
         }
-        crossing_into(&mut interp, owner.get(k).copied().flatten(), indent, out);
+        crossing_into(&mut interp, owner[k], indent, out);
         match f.kind {
             FrameKind::Jit if f.file.is_none() => {
                 writeln!(

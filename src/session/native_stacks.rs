@@ -419,25 +419,12 @@ fn merge(
             out.push(thread_frame_report(s, t, i, item, with_locals));
         }
     }
-    own_interpreters(&mut out);
-    out
-}
-
-/// Gives each frame without an interpreter (native, JIT, unreadable) the interpreter of the
-/// Python frame it belongs with, as the text's crossings place them: the next older Python
-/// frame, which calls it (the C code that crossed into a subinterpreter is its caller's);
-/// frames older than every Python frame (the thread's start), the oldest one's.
-fn own_interpreters(frames: &mut [FrameReport]) {
-    let Some(oldest) = frames.iter().rev().find_map(|f| f.interpreter_id) else {
-        return;
-    };
-    let mut next = Some(oldest);
-    for f in frames.iter_mut().rev() {
-        match f.interpreter_id {
-            Some(id) => next = Some(id),
-            None => f.interpreter_id = next,
-        }
+    // A native or JIT frame is in the interpreter of the Python frame it belongs with.
+    let ids = crate::report::frame_interpreters(&out);
+    for (f, id) in out.iter_mut().zip(ids) {
+        f.interpreter_id = id;
     }
+    out
 }
 
 /// The thread's native frames as we unwind them from `start`, the registers of the

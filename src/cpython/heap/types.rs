@@ -33,6 +33,9 @@ pub(super) const TP_MRO_AFTER_BASE: u64 = 88;
 const TP_MEMBERS_BEFORE_BASE: u64 = 16;
 /// `tp_vectorcall_offset` after `tp_basicsize`: `tp_itemsize`, `tp_dealloc` between.
 const TP_VECTORCALL_OFFSET_AFTER_BASICSIZE: u64 = 24;
+/// A default build's `PyObject_HEAD` (`ob_refcnt`, `ob_type`).
+pub(super) const DEFAULT_OBJECT_HEADER: u64 = 16;
+
 /// `PyObject_HEAD`'s size, where a function's object fields begin: 16 bytes, a free-threaded
 /// build's 32 (`ob_type` last in it, Include/object.h).
 pub(super) fn object_header(lay: &crate::cpython::layout::Layout) -> u64 {
