@@ -16,6 +16,7 @@ pub mod chain;
 pub mod debug_section;
 mod discovery;
 pub mod layout;
+pub mod loops;
 pub mod objects;
 
 use std::collections::{BTreeSet, HashMap};
@@ -75,6 +76,8 @@ pub struct Awaiting {
     pub type_name: String,
     /// For a future an executor job completes: the worker thread running it.
     pub executor_thread: Option<usize>,
+    /// And the job's function, by its qualified name.
+    pub executor_job: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -596,8 +599,8 @@ impl Resolver<'_, '_> {
 }
 
 /// Worker threads running an executor job: the `concurrent.futures.Future` of the job, from
-/// `_WorkItem.run(self)`'s `self.future`, mapped to the thread index.
-fn executor_jobs(o: &Objects, threads: &[ThreadFrames]) -> AddrMap<usize> {
+/// `_WorkItem.run(self)`'s `self.future`, mapped to the thread index and the job's function.
+fn executor_jobs(o: &Objects, threads: &[ThreadFrames]) -> AddrMap<(usize, Option<String>)> {
     let mut out = AddrMap::default();
     for (ti, t) in threads.iter().enumerate() {
         for item in &t.walk.items {
@@ -606,7 +609,8 @@ fn executor_jobs(o: &Objects, threads: &[ThreadFrames]) -> AddrMap<usize> {
                     if let Ok(item_obj) = o.local0(p.addr) {
                         let fut = o.attr_or_zero(item_obj, "future");
                         if fut != 0 {
-                            out.insert(fut, ti);
+                            let job = o.callable_name(o.attr_or_zero(item_obj, "fn"));
+                            out.insert(fut, (ti, job));
                         }
                     }
                 }
@@ -616,7 +620,12 @@ fn executor_jobs(o: &Objects, threads: &[ThreadFrames]) -> AddrMap<usize> {
     out
 }
 
-fn awaiting(o: &Objects, t: &TaskView, leaf: Leaf, workers: &AddrMap<usize>) -> Option<Awaiting> {
+fn awaiting(
+    o: &Objects,
+    t: &TaskView,
+    leaf: Leaf,
+    workers: &AddrMap<(usize, Option<String>)>,
+) -> Option<Awaiting> {
     // The pure-Python Future's `__await__` generator sits below the coroutine that awaits.
     let innermost = t.frames.iter().find_map(|f| match f {
         FrameItem::Python(p) if &*p.code.qualname != "Future.__await__" => Some(p),
@@ -628,7 +637,7 @@ fn awaiting(o: &Objects, t: &TaskView, leaf: Leaf, workers: &AddrMap<usize>) -> 
     Some(match leaf {
         Leaf::Awaits(f) => {
             let class = o.class(f).unwrap_or(Class::Other);
-            let (kind, executor_thread) = match class {
+            let (kind, executor) = match class {
                 Class::Task { .. } => ("task", None),
                 Class::Future {
                     gathering: true, ..
@@ -646,16 +655,18 @@ fn awaiting(o: &Objects, t: &TaskView, leaf: Leaf, workers: &AddrMap<usize>) -> 
                             .filter(|cb| o.class(*cb).ok() == Some(Class::Function))
                             .flat_map(|cb| o.closure_values(cb).unwrap_or_default())
                             .find(|v| o.class(*v).ok() == Some(Class::ConcurrentFuture));
-                        ("future", job.and_then(|j| workers.get(&j).copied()))
+                        ("future", job.and_then(|j| workers.get(&j).cloned()))
                     }
                 }
                 _ => ("other", None),
             };
+            let (executor_thread, executor_job) = executor.unzip();
             Awaiting {
                 kind,
                 id: f,
                 type_name: o.type_name(f),
                 executor_thread,
+                executor_job: executor_job.flatten(),
             }
         }
         Leaf::Yield { gen, function } => Awaiting {
@@ -667,12 +678,14 @@ fn awaiting(o: &Objects, t: &TaskView, leaf: Leaf, workers: &AddrMap<usize>) -> 
             id: gen,
             type_name: "generator".into(),
             executor_thread: None,
+            executor_job: None,
         },
         Leaf::Other { addr, type_name } => Awaiting {
             kind: "other",
             id: addr,
             type_name,
             executor_thread: None,
+            executor_job: None,
         },
         Leaf::Running | Leaf::NotStarted | Leaf::Done | Leaf::Error(_) => return None,
     })

@@ -15,6 +15,8 @@ const MAX_BASES: usize = 64;
 pub const MAX_CALLBACKS: u64 = 1 << 16;
 /// Most awaiters of one future we read (CPython's remote reader: `MAX_SET_TABLE_SIZE`).
 const MAX_AWAITERS: u64 = 1 << 20;
+/// Wrappers (bound methods, partials) followed to an executor job's function.
+const MAX_CALLABLE_WRAPS: usize = 8;
 
 /// What an object is, as far as the await graph cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -378,6 +380,42 @@ impl<'a> Objects<'a> {
     pub fn partial_args(&self, p: u64) -> Result<Vec<u64>, ReadError> {
         let args = self.snap.mem.read_ptr(field(p, self.lay.partial_args)?)?;
         Ok(self.snap.read_seq(args, false, 256)?.0)
+    }
+
+    /// The callable a `functools.partial` calls: `fn`, the field before `args`
+    /// (`partialobject`, Modules/_functoolsmodule.c, 3.10 to 3.15).
+    fn partial_func(&self, p: u64) -> Result<u64, ReadError> {
+        self.ptr(field(p, self.lay.partial_args - 8)?)
+    }
+
+    /// An executor job's name: a function's qualified name, a bound method's function's, a
+    /// C callable's (`time.sleep`); through a `functools.partial` to what it calls, and
+    /// through `to_thread`'s `partial(contextvars.Context.run, func, ...)` to `func`.
+    pub fn callable_name(&self, obj: u64) -> Option<String> {
+        let mut obj = obj;
+        for _ in 0..MAX_CALLABLE_WRAPS {
+            if obj == 0 {
+                return None;
+            }
+            match self.snap.type_of(obj).ok()?.name.as_str() {
+                "function" => return Some(self.snap.function_code(obj).ok()?.qualname.to_string()),
+                "method" => obj = self.snap.method_func_and_self(obj).ok()?.0,
+                "functools.partial" => {
+                    let func = self.partial_func(obj).ok()?;
+                    let runs_in_context = self
+                        .snap
+                        .c_callable_name(func)
+                        .is_some_and(|n| n.ends_with("Context.run"));
+                    obj = if runs_in_context {
+                        *self.partial_args(obj).ok()?.first()?
+                    } else {
+                        func
+                    };
+                }
+                _ => return self.snap.c_callable_name(obj),
+            }
+        }
+        None
     }
 
     pub fn ptr(&self, addr: u64) -> Result<u64, ReadError> {

@@ -13,6 +13,7 @@ pub mod layout;
 pub mod mimalloc;
 pub mod objects;
 pub mod proxy_repr;
+pub mod refcount;
 pub mod snapshot;
 pub mod sockets;
 pub mod threads;

@@ -20,6 +20,7 @@
 pub mod addr_map;
 mod cache;
 mod callback;
+mod clock;
 mod core;
 pub mod crash;
 mod files;
@@ -33,6 +34,7 @@ mod unpack;
 
 pub use self::cache::PageCache;
 pub use self::callback::CallbackMemory;
+pub use self::clock::monotonic_now;
 pub use self::core::{
     CoreFile, CoreMemory, CoreThread, FileMapping, PrStatusHead, Siginfo, SignalNotes,
 };

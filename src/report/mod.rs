@@ -244,6 +244,24 @@ pub enum WaitsOn {
         /// Its command line, space-joined (live, from /proc/PID/cmdline).
         command: Option<String>,
     },
+    /// Kind `executor` (an asyncio task): the executor job that completes the future it awaits.
+    Executor {
+        /// The native id of the worker thread running the job.
+        thread: Option<u64>,
+        /// The job's function, by its qualified name.
+        job: Option<String>,
+    },
+    /// Kind `sleep` of an asyncio task: `asyncio.sleep`'s timer.
+    Sleep {
+        /// Live: the timer's deadline minus this host's CLOCK_MONOTONIC; null from a core.
+        remaining_s: Option<Millis>,
+    },
+    /// Kind `future` of an asyncio task.
+    Future {
+        /// Nothing but the task and its frames refers to the future, so nothing can complete
+        /// it; false when something else holds it; null when memory cannot tell.
+        orphan: Option<bool>,
+    },
     /// Kind `native`: a system call under C code that no Python-level wait explains.
     Native {
         /// The C function the innermost Python frame is calling, as `py-bt` names it.
@@ -252,6 +270,29 @@ pub enum WaitsOn {
         /// the interpreter.
         native_function: Option<String>,
     },
+}
+
+/// Seconds to the millisecond, kept in milliseconds so that reports compare exactly; a
+/// number of seconds in the JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Millis(pub i64);
+
+impl Millis {
+    /// `s` seconds, rounded to the millisecond; None where it is no finite number.
+    pub fn from_secs(s: f64) -> Option<Millis> {
+        let ms = (s * 1000.0).round();
+        (ms.is_finite() && ms.abs() < i64::MAX as f64).then_some(Millis(ms as i64))
+    }
+
+    pub fn secs(self) -> f64 {
+        self.0 as f64 / 1000.0
+    }
+}
+
+impl Serialize for Millis {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.secs())
+    }
 }
 
 /// A lock a thread holds.
@@ -380,6 +421,44 @@ pub struct LoopReport {
     pub running: bool,
     /// The thread's frames from the loop outwards, innermost first.
     pub frames: Vec<FrameReport>,
+    /// `--why` only.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub why: Option<LoopWhy>,
+}
+
+/// `--why`, per event loop ([`crate::why::loops`]): whether it is blocked, by what, and how
+/// late its timers are.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LoopWhy {
+    /// `blocked` (a task or callback runs and its thread waits in a system call other than
+    /// the loop's selector wait, the GIL's included), `busy` (it runs code), `idle` (in its
+    /// selector); null when the thread's state is unknown or no thread runs the loop.
+    pub state: Option<&'static str>,
+    /// For `blocked` and `busy`: what runs.
+    pub blocked_by: Option<BlockedBy>,
+    /// Live: CLOCK_MONOTONIC at the read minus the earliest timer's deadline (negative: not
+    /// due yet); null from a core, with no timer, or where the timers are not read.
+    pub overdue_s: Option<f64>,
+    /// The handles in the ready queue; null where it is not read.
+    pub ready: Option<u64>,
+    /// The loop's pending tasks that are not running.
+    pub tasks_waiting: u64,
+}
+
+/// What runs on a blocked or busy loop.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BlockedBy {
+    /// The running task's id; null when a callback, not a task, runs.
+    pub task: Option<u64>,
+    /// The running task's name.
+    pub task_name: Option<String>,
+    /// The thread's innermost Python frame.
+    pub function: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    /// The C callable that blocks (`time.sleep`, `_socket.socket.recv`), named as native
+    /// waits are; null when the loop runs Python code (`busy`) or no callable shows.
+    pub call: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]

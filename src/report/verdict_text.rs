@@ -4,7 +4,9 @@
 
 use std::fmt::Write;
 
-use super::{Crash, Deadlock, FrameReport, Report, ThreadReport, Waiting, WaitsOn};
+use super::{
+    Crash, Deadlock, FrameReport, LoopReport, LoopWhy, Report, ThreadReport, Waiting, WaitsOn,
+};
 
 /// `Crashed: SIGSEGV (SEGV_MAPERR) at 0x10 in thread 1234 "parser"`, or for a signal a
 /// process sent, `Crashed: SIGABRT (SI_TKILL, sent by pid 1234) in thread 1234 "MainThread"`.
@@ -154,6 +156,10 @@ fn waits_on(w: &Waiting) -> Option<String> {
             (Some(p), None) => format!("waits for child {p} to exit"),
             (None, _) => "waits for any child to exit".to_string(),
         },
+        // An asyncio task's waits, said by `task_outside_line`.
+        (_, WaitsOn::Executor { .. } | WaitsOn::Sleep { .. } | WaitsOn::Future { .. }) => {
+            return None
+        }
         (
             _,
             WaitsOn::Native {
@@ -261,6 +267,115 @@ pub fn deadlock_line(r: &Report, d: &Deadlock) -> String {
     format!("Deadlock: {}", parts.join("; "))
 }
 
+/// Lines of task waits beyond asyncio's primitives, at most (a server has thousands).
+const MAX_TASK_LINES: usize = 20;
+
+/// `task 0x.. "fetch" waits for executor job blocking_get on thread 1234 "asyncio_0", which
+/// waits on socket fd 16 (...)`, `... waits for child 4300 (sleep 1000) to exit`, `... awaits
+/// future 0x.. that nothing else refers to: it can never complete (in fetch, app.py:31)`; None
+/// for the task's other waits.
+fn task_outside_line(r: &Report, t: &super::TaskReport) -> Option<String> {
+    let w = t.why.as_ref()?.waiting.as_ref()?;
+    let mut s = which_task(r, t.id);
+    match w.on.as_ref()? {
+        WaitsOn::Executor { thread, job } => {
+            s.push_str(" waits for executor job");
+            if let Some(job) = job {
+                write!(s, " {job}").unwrap();
+            }
+            if let Some(n) = *thread {
+                write!(s, " on {}", who(r, n)).unwrap();
+                let worker = r.threads.iter().find(|x| x.native_id == Some(n));
+                if let Some(ww) = worker.and_then(|x| x.why.as_ref()?.waiting.as_ref()) {
+                    write!(s, ", which {}", waits_for(r, ww)).unwrap();
+                }
+            }
+        }
+        WaitsOn::Child { .. } => write!(s, " {}", waits_on(w)?).unwrap(),
+        WaitsOn::Future { orphan: Some(true) } => {
+            write!(
+                s,
+                " awaits {} {:#x} that nothing else refers to: it can never complete",
+                w.type_name.as_deref().unwrap_or("future"),
+                w.object?
+            )
+            .unwrap();
+            if let Some(FrameReport {
+                function: Some(f),
+                file: Some(file),
+                line: Some(line),
+                ..
+            }) = t.frames.get(w.frame)
+            {
+                let file = file.rsplit('/').next().unwrap_or(file);
+                write!(s, " (in {f}, {file}:{line})").unwrap();
+            }
+        }
+        _ => return None,
+    }
+    Some(s)
+}
+
+/// A busy loop this late gets a line: a coroutine hogging the CPU.
+const BUSY_OVERDUE_S: f64 = 1.0;
+
+/// `event loop 0x7f.. on thread 12 "MainThread" is blocked for 12.3 s by task "Task-9" in
+/// slow (app.py:7): time.sleep; 5 tasks wait`: a blocked loop, or a busy one whose timers are
+/// late by a second or more; None for the others.
+fn loop_line(r: &Report, l: &LoopReport, why: &LoopWhy) -> Option<String> {
+    let late = why.overdue_s.filter(|&s| s > 0.0);
+    let verb = match why.state? {
+        "blocked" => "is blocked",
+        "busy" if late.is_some_and(|s| s >= BUSY_OVERDUE_S) => "is busy",
+        _ => return None,
+    };
+    let by = why.blocked_by.as_ref()?;
+    let mut s = format!("event loop {:#x}", l.id);
+    if let Some(n) = l.native_id {
+        write!(s, " on {}", who(r, n)).unwrap();
+    }
+    write!(s, " {verb}").unwrap();
+    if let Some(late) = late {
+        write!(s, " for {late:.1} s").unwrap();
+    }
+    s.push_str(if verb == "is blocked" {
+        " by "
+    } else {
+        " running "
+    });
+    match (&by.task_name, by.task) {
+        (Some(name), _) => write!(s, "task \"{name}\"").unwrap(),
+        (None, Some(id)) => write!(s, "task {id:#x}").unwrap(),
+        (None, None) => s.push_str("a callback"),
+    }
+    if let Some(f) = &by.function {
+        write!(s, " in {f}").unwrap();
+        if let (Some(file), Some(line)) = (&by.file, by.line) {
+            let file = file.rsplit('/').next().unwrap_or(file);
+            write!(s, " ({file}:{line})").unwrap();
+        }
+    }
+    if let Some(call) = &by.call {
+        write!(s, ": {call}").unwrap();
+    }
+    // The thread's wait on the outside world, where it names more than the call.
+    let outside = l
+        .native_id
+        .and_then(|n| r.threads.iter().find(|t| t.native_id == Some(n)))
+        .and_then(|t| t.why.as_ref()?.waiting.as_ref())
+        .filter(|w| !matches!(w.on, None | Some(WaitsOn::Native { .. })))
+        .and_then(waits_on);
+    if let Some(o) = outside {
+        write!(s, ", which {o}").unwrap();
+    }
+    match why.tasks_waiting {
+        0 => {}
+        1 => s.push_str("; 1 task waits"),
+        n => write!(s, "; {n} tasks wait").unwrap(),
+    }
+    Some(s)
+}
+
 /// The idle kinds in the order the idle line counts them, each with its words (one, many).
 const IDLE_WORDS: &[(&str, &str, &str)] = &[
     ("pool_worker", "pool worker", "pool workers"),
@@ -331,7 +446,7 @@ fn owners_wait(r: &Report, waiter: u64, owner: u64) -> String {
 }
 
 /// `--why` and `py-why`'s first lines (docs/report.md, "The verdict"): the crash, the
-/// deadlocks, then each waiting thread's wait, those whose owner is known first, then the
+/// deadlocks, the blocked event loops (their threads get no line of their own), then each waiting thread's wait, those whose owner is known first, then the
 /// waits on the outside world, then those with no owner; then the tasks waiting for a lock
 /// a task holds; one line when none of them is there. Idle threads get no line of their
 /// own: one line counts them by kind.
@@ -343,12 +458,25 @@ pub fn verdict(r: &Report) -> String {
     for d in r.deadlocks.iter().flatten() {
         writeln!(out, "{}", deadlock_line(r, d)).unwrap();
     }
+    // A blocked loop's line says what its thread waits on.
+    let mut told = Vec::new();
+    for (l, why) in r
+        .loops
+        .iter()
+        .flatten()
+        .filter_map(|l| Some((l, l.why.as_ref()?)))
+    {
+        if let Some(line) = loop_line(r, l, why) {
+            writeln!(out, "{line}").unwrap();
+            told.extend(l.native_id);
+        }
+    }
     let mut waits: Vec<(u8, u64, &Waiting)> = r
         .threads
         .iter()
         .filter_map(|t| {
             let why = t.why.as_ref()?;
-            if why.idle.is_some() {
+            if why.idle.is_some() || t.native_id.is_some_and(|n| told.contains(&n)) {
                 return None;
             }
             let w = why.waiting.as_ref()?;
@@ -372,6 +500,24 @@ pub fn verdict(r: &Report) -> String {
         {
             writeln!(out, "{} {}", which_task(r, t.id), task_waits_for(r, w)).unwrap();
         }
+    }
+    // Tasks waiting on executor jobs, children, futures nothing can complete.
+    let outside: Vec<String> = r
+        .tasks
+        .iter()
+        .flatten()
+        .filter_map(|t| task_outside_line(r, t))
+        .collect();
+    for line in outside.iter().take(MAX_TASK_LINES) {
+        writeln!(out, "{line}").unwrap();
+    }
+    if outside.len() > MAX_TASK_LINES {
+        writeln!(
+            out,
+            "... and {} more tasks wait on executor jobs, children or orphan futures",
+            outside.len() - MAX_TASK_LINES
+        )
+        .unwrap();
     }
     // A gevent worker's thread runs its hub; its requests wait in greenlets.
     greenlet_waits(r, &mut out);

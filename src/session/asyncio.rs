@@ -55,16 +55,6 @@ fn build_report(s: &Session) -> Result<Report> {
             })
             .collect()
     };
-    let loop_frames = |l: &crate::asyncio::LoopView| -> Vec<FrameReport> {
-        let Some(t) = l.thread.and_then(|ti| threads.get(ti)) else {
-            return frame_reports(&l.upper, 0);
-        };
-        l.upper
-            .iter()
-            .enumerate()
-            .map(|(k, i)| thread_frame_report(s, t, l.upper_start + k, i, false))
-            .collect()
-    };
     r.tasks = Some(
         view.tasks
             .iter()
@@ -90,18 +80,7 @@ fn build_report(s: &Session) -> Result<Report> {
             })
             .collect(),
     );
-    r.loops = Some(
-        view.loops
-            .iter()
-            .map(|l| LoopReport {
-                id: l.addr,
-                type_name: l.type_name.clone(),
-                native_id: native_id(l.thread),
-                running: l.thread.is_some(),
-                frames: loop_frames(l),
-            })
-            .collect(),
-    );
+    r.loops = Some(loop_reports(s, view));
     r.cycles = Some(view.cycles.clone());
     r.errors
         .extend(view.errors.iter().map(|(address, what)| ErrorReport {
@@ -109,6 +88,41 @@ fn build_report(s: &Session) -> Result<Report> {
             what: what.clone(),
         }));
     Ok(r)
+}
+
+/// The event loops of `view`, each with its thread's frames from the loop outwards (into
+/// the interpreters the thread entered from).
+pub fn loop_reports(s: &Session, view: &AsyncView) -> Vec<LoopReport> {
+    let threads = s.threads();
+    let loop_frames = |l: &crate::asyncio::LoopView| -> Vec<FrameReport> {
+        let Some(t) = l.thread.and_then(|ti| threads.get(ti)) else {
+            let id = interpreter_id(s, 0);
+            return l
+                .upper
+                .iter()
+                .map(|i| FrameReport {
+                    interpreter_id: id,
+                    ..frame_report(s, i, false)
+                })
+                .collect();
+        };
+        l.upper
+            .iter()
+            .enumerate()
+            .map(|(k, i)| thread_frame_report(s, t, l.upper_start + k, i, false))
+            .collect()
+    };
+    view.loops
+        .iter()
+        .map(|l| LoopReport {
+            id: l.addr,
+            type_name: l.type_name.clone(),
+            native_id: l.thread.and_then(|i| threads[i].info.native_id),
+            running: l.thread.is_some(),
+            frames: loop_frames(l),
+            why: None,
+        })
+        .collect()
 }
 
 /// `py-bt-async` text.

@@ -26,9 +26,11 @@
 pub mod deadlock;
 pub mod idle;
 pub mod locks;
+pub mod loops;
 pub mod native;
 pub mod resources;
 pub mod state;
+pub mod task_outside;
 pub mod tasks;
 pub mod waits;
 
@@ -49,7 +51,18 @@ pub fn report(session: &Session, base: &Report) -> Report {
     };
     annotate(session, &mut r, &await_cycles);
     if let Some(view) = view {
-        let whys = tasks::task_whys(&session.snap, view);
+        // The loops lead the verdict, so `--why` reads them with or without the tasks.
+        if r.loops.is_none() && !view.loops.is_empty() {
+            r.loops = Some(session::asyncio::loop_reports(session, view));
+        }
+        if let Some(loops) = r.loops.as_mut() {
+            let errors = loops::annotate_loops(session, view, &r.threads, loops);
+            r.errors.extend(errors);
+        }
+        let native_ids: Vec<Option<u64>> =
+            session.threads().iter().map(|d| d.info.native_id).collect();
+        let now = loops::clock_at_read(session);
+        let whys = tasks::task_whys(&session.snap, view, now, &native_ids);
         let edges: Vec<(u64, Option<(u64, u64)>)> = view
             .tasks
             .iter()

@@ -40,7 +40,7 @@ fn is_interpreter(module: &str) -> bool {
 /// at `co_stacksize`). A call in progress is the live stack's top and slots above it are
 /// stale, so a callable below it is live; one of a call nested in another C call's arguments
 /// (`len(os.read(fd, n))`) is named by the outer call.
-fn called_c_function(snap: &Snapshot, p: &PyFrame) -> Option<String> {
+pub(crate) fn called_c_function(snap: &Snapshot, p: &PyFrame) -> Option<String> {
     let slots = super::waits::stack_slots(snap, p, None);
     slots
         .into_iter()

@@ -58,8 +58,15 @@ struct AsyncHold {
     line: Option<u32>,
 }
 
-/// Each task's wait and holds, in `view.tasks`' order.
-pub fn task_whys(snap: &Snapshot, view: &AsyncView) -> Vec<TaskWhy> {
+/// Each task's wait and holds, in `view.tasks`' order: a wait in asyncio's primitives, else
+/// one beyond them ([`super::task_outside`]). `now` is CLOCK_MONOTONIC where the target shares
+/// it; `native_ids[i]` the native id of the session's thread `i`.
+pub fn task_whys(
+    snap: &Snapshot,
+    view: &AsyncView,
+    now: Option<f64>,
+    native_ids: &[Option<u64>],
+) -> Vec<TaskWhy> {
     let holds: Vec<Vec<AsyncHold>> = view
         .tasks
         .iter()
@@ -69,7 +76,11 @@ pub fn task_whys(snap: &Snapshot, view: &AsyncView) -> Vec<TaskWhy> {
         .iter()
         .enumerate()
         .map(|(me, t)| TaskWhy {
-            waiting: task_waiting(snap, view, t, &holds, me),
+            waiting: task_waiting(snap, view, t, &holds, me).or_else(|| {
+                super::task_outside::task_outside_wait(snap, view, t, now, |i| {
+                    native_ids.get(i).copied().flatten()
+                })
+            }),
             holding: holds[me]
                 .iter()
                 .map(|h| Holding {

@@ -1,0 +1,221 @@
+//! What an asyncio task waits on beyond asyncio's own primitives ([`super::tasks`]), from its
+//! frames and what it awaits ([`crate::asyncio::Awaiting`]):
+//!
+//! | kind | shown by |
+//! | --- | --- |
+//! | `child` | a frame `BaseSubprocessTransport._wait` (Lib/asyncio/base_subprocess.py: `Process.wait()` and `communicate()` await it): its `self._pid`, and `self._proc.args` for the command |
+//! | `executor` | the future it awaits is chained to a `concurrent.futures.Future` that a worker thread's `_WorkItem.run` runs (`run_in_executor`, `to_thread`) |
+//! | `sleep` | `asyncio.sleep`'s frame (Lib/asyncio/tasks.py), whose local `h` is the `TimerHandle` of its deadline |
+//! | `future` | any other future; `orphan` when its reference count is exactly the references of the task and its frames |
+//!
+//! A future a task awaits is referred to by the task (`_fut_waiter`), and, in its frames, by
+//! locals (`fut = loop.create_future(); await fut`) and by the iterator `await` made of it
+//! (`_asyncio.FutureIter`, whose `future` field holds it; the pure-Python Future's
+//! `__await__` generator keeps it as its local `self`). Where the count is just that, nothing
+//! else can ever set its result.
+
+use crate::asyncio::layout::StackTop;
+use crate::asyncio::{AsyncView, TaskView};
+use crate::cpython::layout::FrameModel;
+use crate::cpython::values::field;
+use crate::cpython::{FrameItem, PyFrame, Snapshot};
+use crate::report::{Millis, Waiting, WaitsOn};
+
+/// Frames of one task looked at.
+const MAX_FRAMES: usize = 256;
+/// Arguments of a child's command line joined.
+const MAX_ARGS: u64 = 64;
+/// Longest argument read.
+const MAX_ARG_BYTES: usize = 4096;
+/// Value-stack slots of one frame counted.
+const MAX_SLOTS: u64 = 1 << 12;
+
+const BASE_SUBPROCESS_PY: &str = "/asyncio/base_subprocess.py";
+const TASKS_PY: &str = "/asyncio/tasks.py";
+/// `futureiterobject` {PyObject_HEAD; FutureObj *future;} (Modules/_asynciomodule.c, 3.10 to
+/// 3.15).
+const FUTURE_ITER: &str = "_asyncio.FutureIter";
+
+/// The wait of task `t` beyond asyncio's primitives, if one shows. `now` is CLOCK_MONOTONIC
+/// where the target shares it (live); `worker_native_id` gives a session thread's native id.
+pub fn task_outside_wait(
+    snap: &Snapshot,
+    view: &AsyncView,
+    t: &TaskView,
+    now: Option<f64>,
+    worker_native_id: impl Fn(usize) -> Option<u64>,
+) -> Option<Waiting> {
+    if let Some(w) = child_wait(snap, t) {
+        return Some(w);
+    }
+    let aw = t.awaiting.as_ref()?;
+    let frame = innermost_own_frame(t);
+    let object = Some(aw.id);
+    let type_name = Some(aw.type_name.clone());
+    let (kind, on) = match aw.kind {
+        "future" if aw.executor_thread.is_some() => (
+            "executor",
+            WaitsOn::Executor {
+                thread: aw.executor_thread.and_then(&worker_native_id),
+                job: aw.executor_job.clone(),
+            },
+        ),
+        "sleep" => (
+            "sleep",
+            WaitsOn::Sleep {
+                remaining_s: now.and_then(|n| {
+                    let when = sleep_deadline(snap, t)?;
+                    Millis::from_secs(when - n)
+                }),
+            },
+        ),
+        "future" => (
+            "future",
+            WaitsOn::Future {
+                orphan: orphan(snap, view, t, aw.id),
+            },
+        ),
+        _ => return None,
+    };
+    Some(Waiting {
+        kind,
+        object,
+        type_name,
+        owner: None,
+        frame,
+        on: Some(on),
+    })
+}
+
+/// The task's Python frames, innermost first, with their index in its frames.
+fn python_frames(t: &TaskView) -> impl Iterator<Item = (usize, &PyFrame)> {
+    t.frames
+        .iter()
+        .take(MAX_FRAMES)
+        .enumerate()
+        .filter_map(|(i, f)| match f {
+            FrameItem::Python(p) => Some((i, p)),
+            FrameItem::Unreadable { .. } => None,
+        })
+}
+
+/// The index of the innermost frame that is not the pure-Python Future's `__await__`.
+fn innermost_own_frame(t: &TaskView) -> usize {
+    python_frames(t)
+        .find(|(_, p)| &*p.code.qualname != "Future.__await__")
+        .map_or(0, |(i, _)| i)
+}
+
+/// `Process.wait()` (or `communicate()`) in progress: the transport's child.
+fn child_wait(snap: &Snapshot, t: &TaskView) -> Option<Waiting> {
+    let (i, p) = python_frames(t).find(|(_, p)| {
+        &*p.code.qualname == "BaseSubprocessTransport._wait"
+            && p.code.filename.ends_with(BASE_SUBPROCESS_PY)
+    })?;
+    let transport = snap.local_object(p, "self").ok()??;
+    let attrs = snap.instance_attrs(transport, &["_pid", "_proc"]).ok()?;
+    let pid = attrs[0]
+        .and_then(|v| snap.read_int(v).ok())
+        .and_then(|s| s.parse::<i64>().ok())
+        .filter(|&p| p > 0);
+    let command = attrs[1].and_then(|proc_| command_line(snap, proc_));
+    Some(Waiting {
+        kind: "child",
+        object: Some(transport),
+        type_name: snap.type_of(transport).ok().map(|t| t.name.clone()),
+        owner: None,
+        frame: i,
+        on: Some(WaitsOn::Child { pid, command }),
+    })
+}
+
+/// A `subprocess.Popen`'s `args`, space-joined as /proc's command line is: a list or tuple
+/// of str or bytes, or one str (a shell command).
+fn command_line(snap: &Snapshot, popen: u64) -> Option<String> {
+    let args = snap.instance_attr(popen, "args").ok()??;
+    let arg = |a: u64| match snap.type_of(a).ok()?.name.as_str() {
+        "str" => snap.read_str(a).ok(),
+        "bytes" => snap
+            .read_bytes(a, MAX_ARG_BYTES as u64)
+            .ok()
+            .map(|(b, _)| String::from_utf8_lossy(&b).into_owned()),
+        _ => None,
+    };
+    match snap.type_of(args).ok()?.name.as_str() {
+        "list" | "tuple" => {
+            let list = snap.type_of(args).ok()?.name == "list";
+            let (items, n) = snap.read_seq(args, list, MAX_ARGS).ok()?;
+            if n > MAX_ARGS {
+                return None;
+            }
+            let parts: Option<Vec<String>> = items.into_iter().map(arg).collect();
+            Some(parts?.join(" "))
+        }
+        _ => arg(args),
+    }
+}
+
+/// `asyncio.sleep`'s deadline: its frame's `h` (a `TimerHandle`), `h._when`.
+fn sleep_deadline(snap: &Snapshot, t: &TaskView) -> Option<f64> {
+    let (_, p) = python_frames(t)
+        .find(|(_, p)| &*p.code.qualname == "sleep" && p.code.filename.ends_with(TASKS_PY))?;
+    let h = snap.local_object(p, "h").ok()??;
+    let when = snap.slot_attr(h, "_when").ok()??;
+    (snap.type_of(when).ok()?.name == "float")
+        .then(|| snap.read_float(when).ok())
+        .flatten()
+        .filter(|w| w.is_finite())
+}
+
+/// Whether nothing but task `t` and its frames refers to `fut` (see the module's notes); None
+/// where a count cannot be read or a frame's live stack is unknown.
+fn orphan(snap: &Snapshot, view: &AsyncView, t: &TaskView, fut: u64) -> Option<bool> {
+    let count = snap.refcount(fut).ok()?;
+    let mut known = u64::from(t.raw.fut_waiter == fut);
+    for (_, p) in python_frames(t) {
+        known += frame_refs(snap, view.stack_top?, p, fut)?;
+    }
+    match count.cmp(&known) {
+        std::cmp::Ordering::Equal => Some(true),
+        std::cmp::Ordering::Greater => Some(false),
+        // Fewer than we found: a slot read as a reference is none (a borrowed one).
+        std::cmp::Ordering::Less => None,
+    }
+}
+
+/// The references to `fut` that the suspended frame `p` owns: locals and live value-stack
+/// slots that are `fut`, or a `FutureIter` of it. A slot tagged as borrowed (3.14+'s
+/// `_PyStackRef` with `Py_TAG_REFCNT` set) owns none.
+fn frame_refs(snap: &Snapshot, top: StackTop, p: &PyFrame, fut: u64) -> Option<u64> {
+    let FrameModel::Interpreter(f) = snap.layout.frame else {
+        return None;
+    };
+    let nlocals = p.code.locals.len() as u64;
+    let depth = top.live_slots(&*snap.mem, p.addr, f.localsplus, nlocals)?;
+    let n = nlocals.checked_add(depth.min(MAX_SLOTS))?;
+    let (base, tag_bits) = snap.localsplus(p).ok()?;
+    let raw = snap
+        .mem
+        .read_vec(base, n * 8, (MAX_SLOTS + nlocals) * 8)
+        .ok()?;
+    let mut refs = 0;
+    for word in raw.chunks_exact(8) {
+        let v = u64::from_le_bytes(word.try_into().ok()?);
+        if v & tag_bits != 0 || v == 0 {
+            continue;
+        }
+        if v == fut || future_iter_of(snap, v) == Some(fut) {
+            refs += 1;
+        }
+    }
+    Some(refs)
+}
+
+/// The future a `_asyncio.FutureIter` iterates.
+fn future_iter_of(snap: &Snapshot, obj: u64) -> Option<u64> {
+    if snap.type_of(obj).ok()?.name != FUTURE_ITER {
+        return None;
+    }
+    let at = field(obj, snap.layout.pyobject.ob_type + 8).ok()?;
+    snap.mem.read_ptr(at).ok()
+}

@@ -1,0 +1,140 @@
+"""asyncio tasks waiting beyond asyncio's primitives, for --why's `tasks[].waiting` (issue 49):
+an executor job, `to_thread`, `asyncio.sleep`, a subprocess, a future nothing else refers to
+and one kept in a list.
+
+    python why_task_waits.py TRUTH_JSON READY_FIFO [IMPL]
+
+IMPL is ``c`` (default: the `_asyncio` Task) or ``py`` (the pure-Python Task and Future).
+
+The loop runs in thread "loop", idle in its selector once every task is parked:
+
+- "executor": ``await loop.run_in_executor(None, blocking_recv)``; the job ``blocking_recv``
+  waits in ``recv`` on a connection to ``SILENT``, a listening socket that never answers;
+- "threaded": ``await asyncio.to_thread(blocking_lock)``; the job waits for ``HELD``;
+- "sleeper": ``await asyncio.sleep(SLEEP_SECONDS)``;
+- "child": ``await proc.wait()`` of ``asyncio.create_subprocess_exec("sleep", "1000")``;
+- "orphan": ``await fut`` of a future made in its own frame, which nothing else can complete;
+- "kept": the same, but the future is also kept in the list ``KEPT``.
+
+The truth has, per task name: ``id``, ``fut`` (its ``_fut_waiter``: the future it awaits),
+``line`` (its own frame's line, from its ``# <name> waits`` marker); and ``executor``
+{native_id, name, fd, local, peer}, ``threaded`` {native_id, name}, ``held`` (``id()`` of
+``_truth.HELD``), ``sleep_when`` (the sleep's
+``TimerHandle._when``), ``child`` {pid, argv}, ``loop`` {id, native_id}.
+"""
+
+import os
+import socket
+import sys
+import threading
+import time
+
+IMPL = sys.argv[3] if len(sys.argv) > 3 else "c"
+if IMPL == "py":
+    sys.modules["_asyncio"] = None
+
+import asyncio  # noqa: E402
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _truth  # noqa: E402
+import why_helpers  # noqa: E402
+
+SLEEP_SECONDS = 1000
+SILENT = socket.socket()
+SILENT.bind(("127.0.0.1", 0))
+SILENT.listen()
+KEPT = []
+JOBS = {}
+NAMES = ["executor", "threaded", "sleeper", "child", "orphan", "kept"]
+
+
+def blocking_recv():
+    sock = socket.create_connection(SILENT.getsockname())
+    JOBS["executor"] = dict(why_helpers.sock_record(sock), native_id=threading.get_native_id(),
+                            name=threading.current_thread().name)
+    sock.recv(1)
+
+
+def blocking_lock():
+    JOBS["threaded"] = {"native_id": threading.get_native_id(),
+                        "name": threading.current_thread().name}
+    _truth.HELD.acquire()
+
+
+async def executor():
+    await asyncio.get_running_loop().run_in_executor(None, blocking_recv)  # executor waits
+
+
+async def threaded():
+    await asyncio.to_thread(blocking_lock)  # threaded waits
+
+
+async def sleeper():
+    await asyncio.sleep(SLEEP_SECONDS)  # sleeper waits
+
+
+async def child():
+    proc = await asyncio.create_subprocess_exec("sleep", "1000")
+    JOBS["child"] = {"pid": proc.pid, "argv": ["sleep", "1000"]}
+    await proc.wait()  # child waits
+
+
+async def orphan():
+    fut = asyncio.get_running_loop().create_future()
+    await fut  # orphan waits
+
+
+async def kept():
+    fut = asyncio.get_running_loop().create_future()
+    KEPT.append(fut)
+    await fut  # kept waits
+
+
+async def main(tasks):
+    loop = asyncio.get_running_loop()
+    for name in NAMES:
+        tasks[name] = loop.create_task(globals()[name](), name=name)
+    await asyncio.Event().wait()
+
+
+def run_loop(holder):
+    loop = asyncio.new_event_loop()
+    holder.update(loop=loop, native_id=threading.get_native_id())
+    loop.run_until_complete(main(holder["tasks"]))
+
+
+def parked(holder):
+    """Whether every task waits where its marker says, and the jobs and the child started."""
+    tasks = holder["tasks"]
+    if len(tasks) < len(NAMES) or len(JOBS) < 3:
+        return False
+    for name, task in tasks.items():
+        stack = task.get_stack()
+        if not stack or stack[-1].f_lineno != _truth.source_line_of(
+                "# %s waits" % name, __file__):
+            return False
+    return True
+
+
+def main_thread():
+    holder = {"tasks": {}}
+    threading.Thread(target=run_loop, args=(holder,), name="loop", daemon=True).start()
+    deadline = time.monotonic() + _truth.MAX_SETTLE_SECONDS
+    while not parked(holder):
+        if time.monotonic() > deadline:
+            _truth.fail("the tasks never parked")
+        time.sleep(0.01)
+    why_helpers.wait_blocked(os.getpid(), [holder["native_id"], JOBS["executor"]["native_id"],
+                                           JOBS["threaded"]["native_id"]])
+    loop = holder["loop"]
+    sleep_fut = holder["tasks"]["sleeper"]._fut_waiter
+    (handle,) = [h for h in loop._scheduled if h._args and h._args[0] is sleep_fut]
+    tasks = {name: {"id": id(t), "fut": id(t._fut_waiter),
+                    "line": _truth.source_line_of("# %s waits" % name, __file__)}
+             for name, t in holder["tasks"].items()}
+    _truth.ready(impl=IMPL, tasks=tasks, sleep_when=handle.when(), held=id(_truth.HELD),
+                 loop={"id": id(loop), "native_id": holder["native_id"]}, **JOBS); _truth.HELD.acquire()  # noqa: E501,E702
+
+
+main_thread()
