@@ -609,7 +609,7 @@ fn executor_jobs(o: &Objects, threads: &[ThreadFrames]) -> AddrMap<(usize, Optio
                     if let Ok(item_obj) = o.local0(p.addr) {
                         let fut = o.attr_or_zero(item_obj, "future");
                         if fut != 0 {
-                            let job = o.callable_name(o.attr_or_zero(item_obj, "fn"));
+                            let job = o.callable_name(job_callable(o, item_obj));
                             out.insert(fut, (ti, job));
                         }
                     }
@@ -618,6 +618,26 @@ fn executor_jobs(o: &Objects, threads: &[ThreadFrames]) -> AddrMap<(usize, Optio
         }
     }
     out
+}
+
+/// The callable of a `_WorkItem`: its `fn` (3.10 to 3.13), else (3.14+, whose items hold a
+/// `task` that `WorkerContext.run` unpacks) the first of its `task` tuple `(fn, args, kwargs)`
+/// (Lib/concurrent/futures/thread.py).
+fn job_callable(o: &Objects, item: u64) -> u64 {
+    let f = o.attr_or_zero(item, "fn");
+    if f != 0 {
+        return f;
+    }
+    let task = o.attr_or_zero(item, "task");
+    match o.snap.type_of(task) {
+        Ok(t) if t.name == "tuple" => o
+            .snap
+            .read_seq(task, false, 1)
+            .ok()
+            .and_then(|(items, _)| items.first().copied())
+            .unwrap_or(0),
+        _ => 0,
+    }
 }
 
 fn awaiting(
