@@ -32,7 +32,7 @@ use crate::cpython::layout::FrameModel;
 use crate::cpython::values::field;
 use crate::cpython::{FrameItem, FrameWalk, Snapshot};
 use crate::error::ReadError;
-use crate::memory::addr_map::AddrMap;
+use crate::memory::addr_map::{AddrMap, AddrSet};
 
 /// Most greenlets we list.
 pub const MAX_GREENLETS: usize = 1 << 20;
@@ -216,11 +216,13 @@ fn from_objects(
     let Some(mut raws) = read_raws(snap, m, objs, scanned, err) else {
         return Vec::new();
     };
-    let Some(size) = calibrate(snap, m, &mut raws, err) else {
+    let mut lost = AddrSet::default();
+    let Some(size) = calibrate(snap, m, &mut raws, &mut lost, err) else {
         return Vec::new();
     };
     m.lay.size = size;
-    greenlets(snap, interp, m, raws, threads, stacks, err)
+    let tree = Tree::read(snap, &m.lay, &mut raws, lost, err);
+    greenlets(snap, interp, m, raws, &tree, threads, stacks, err)
 }
 
 /// The greenlet module of `interp` and what it says, where greenlet is imported and its
@@ -341,16 +343,17 @@ fn read_raws(
 }
 
 /// `sizeof(Greenlet)`, from the first main greenlet that shows it. A main greenlet whose
-/// words cannot be read is an error entry and leaves `raws`. None when no main greenlet
-/// shows it.
+/// words cannot be read is an error entry and leaves `raws` for `lost`. None when no main
+/// greenlet shows it.
 fn calibrate(
     snap: &Snapshot,
     m: &Module,
     raws: &mut Vec<Raw>,
+    lost: &mut AddrSet,
     err: &mut impl FnMut(u64, String),
 ) -> Option<u64> {
     let mut size = None;
-    let mut bad = Vec::new();
+    let bad = lost;
     for r in raws.iter().filter(|r| r.is_main()) {
         match m.lay.calibrate(snap, r.obj, r.imp) {
             Ok(Some(s)) => {
@@ -360,7 +363,7 @@ fn calibrate(
             Ok(None) => {}
             Err(e) => {
                 err(r.obj, format!("greenlet {:#x}: {e}", r.obj));
-                bad.push(r.obj);
+                bad.insert(r.obj);
             }
         }
     }
@@ -378,23 +381,24 @@ fn calibrate(
 }
 
 /// Every greenlet of `raws`, with its state, thread and frames (`m.lay` calibrated).
+#[allow(clippy::too_many_arguments)]
 fn greenlets(
     snap: &Snapshot,
     interp: u64,
     m: &Module,
-    mut raws: Vec<Raw>,
+    raws: Vec<Raw>,
+    tree: &Tree,
     threads: &[GThread],
     stacks: &Stacks,
     err: &mut impl FnMut(u64, String),
 ) -> Vec<Greenlet> {
-    let tree = Tree::read(snap, &m.lay, &mut raws, err);
     let thread_of_main = tree.threads_of_mains(&raws, interp, threads, stacks, err);
     let parents: HashSet<u64> = tree.links.values().map(|l| l.1).collect();
     let b = Build {
         snap,
         interp,
         m,
-        tree: &tree,
+        tree,
         thread_of_main: &thread_of_main,
         threads,
         idents: gevent_idents(snap, &raws, m.ty, &parents),
@@ -461,7 +465,16 @@ impl Build<'_> {
             .unwrap_or((0, 0));
         let state = state_of(r, ts, current);
         let thread = m.and_then(|m| self.thread_of_main.get(&m).copied().flatten());
-        let (frames, truncated, errors) = self.frames(r, state, thread);
+        let (frames, truncated, mut errors) = self.frames(r, state, thread);
+        if let Some(lost) = self.tree.lost_main_of(r.obj) {
+            errors.push((
+                r.obj,
+                format!(
+                    "greenlet {:#x}: its main greenlet {lost:#x} cannot be read: its thread, and whether it runs, are not known",
+                    r.obj
+                ),
+            ));
+        }
         let parent = if main {
             None
         } else {
@@ -643,6 +656,7 @@ mod tests {
     #[test]
     fn one_unreadable_greenlet_is_an_error_and_the_others_are_listed() {
         let (bad_main, main, a, bad, pending) = (0x1000, 0x2000, 0x3000, 0x4000, 0x5000);
+        let orphan = 0x6000;
         let ts = 0x30_000;
         let mut mem = FakeMemory::new();
         // A main greenlet whose `Greenlet` ends right after `_top_frame`: its calibration
@@ -673,6 +687,9 @@ mod tests {
         put_greenlet(&mut mem, bad, 0x14_000, 112, &started);
         // `pending`, not started: no main greenlet yet, its parent `a` says whose it is.
         put_greenlet(&mut mem, pending, 0x15_000, 512, &[(SIZE + 16, a)]);
+        // `orphan`, whose main greenlet is `bad_main`: listed, its thread not known (said).
+        let lost = [(SIZE, bad_main), (SIZE + 16, bad_main)];
+        put_greenlet(&mut mem, orphan, 0x16_000, 512, &[started, lost].concat());
 
         let layout = Layout::builtin(crate::cpython::Version::new(3, 12, 0)).expect("a layout");
         let snap = Snapshot::for_test(mem, layout);
@@ -694,7 +711,9 @@ mod tests {
             regions: &[STACK],
             ..Default::default()
         };
-        let objs = [bad_main, main, a, bad, pending].map(|o| (o, TY)).to_vec();
+        let objs = [bad_main, main, a, bad, pending, orphan]
+            .map(|o| (o, TY))
+            .to_vec();
         let mut errors = Vec::new();
         let found = from_objects(
             &snap,
@@ -715,13 +734,20 @@ mod tests {
                 (main, State::Running, true, None, Some(0)),
                 (a, State::Suspended, false, Some(main), Some(0)),
                 (pending, State::NotStarted, false, Some(a), Some(0)),
+                (orphan, State::Suspended, false, Some(bad_main), None),
             ]
         );
         assert_eq!(m.lay.size, SIZE);
         let at: Vec<u64> = errors.iter().map(|e| e.0).collect();
-        assert_eq!(at, vec![bad_main, bad], "{errors:?}");
+        assert_eq!(at, vec![bad_main, bad, orphan], "{errors:?}");
         assert!(errors[0].1.starts_with("greenlet 0x1000: "), "{errors:?}");
         assert!(errors[1].1.starts_with("greenlet 0x4000: "), "{errors:?}");
+        assert!(
+            errors[2]
+                .1
+                .starts_with("greenlet 0x6000: its main greenlet 0x1000 cannot be read"),
+            "{errors:?}"
+        );
     }
 
     #[test]

@@ -21,15 +21,19 @@ pub(super) struct Tree {
     pub mains: AddrMap<(u64, u64)>,
     /// Other greenlet -> (its main greenlet, 0 before it starts; its parent).
     pub links: AddrMap<(u64, u64)>,
+    /// Main greenlets left out as unreadable: their greenlets' thread and state are not known.
+    pub lost: AddrSet,
 }
 
 impl Tree {
     /// The tree of `raws`. A greenlet whose words cannot be read is an error entry and leaves
-    /// `raws`: one bad greenlet costs only itself (DESIGN.md principle 2).
+    /// `raws`: one bad greenlet costs only itself (DESIGN.md principle 2). `lost`: main
+    /// greenlets already left out.
     pub fn read(
         snap: &Snapshot,
         lay: &GreenletLayout,
         raws: &mut Vec<Raw>,
+        mut lost: AddrSet,
         err: &mut impl FnMut(u64, String),
     ) -> Tree {
         let mut bad = AddrSet::default();
@@ -65,21 +69,36 @@ impl Tree {
         for (ts, e) in no_current {
             err(ts, format!("greenlet thread state: {e}"));
         }
+        lost.extend(
+            raws.iter()
+                .filter(|r| r.is_main() && bad.contains(&r.obj))
+                .map(|r| r.obj),
+        );
         raws.retain(|r| !bad.contains(&r.obj));
-        Tree { mains, links }
+        Tree { mains, links, lost }
     }
 
-    /// The main greenlet of `obj`. A greenlet not started yet has none: its parents' lineage
-    /// says which.
+    /// The main greenlet of `obj`, where it was read.
     pub fn main_of(&self, obj: u64) -> Option<u64> {
+        self.named_main(obj).filter(|m| self.mains.contains_key(m))
+    }
+
+    /// The main greenlet of `obj`, where it was left out as unreadable.
+    pub fn lost_main_of(&self, obj: u64) -> Option<u64> {
+        self.named_main(obj).filter(|m| self.lost.contains(m))
+    }
+
+    /// The main greenlet `obj` names. A greenlet not started yet names none: its parents'
+    /// lineage says which.
+    fn named_main(&self, obj: u64) -> Option<u64> {
         let mut cur = obj;
         for _ in 0..MAX_PARENT_DEPTH {
-            if self.mains.contains_key(&cur) {
+            if self.mains.contains_key(&cur) || self.lost.contains(&cur) {
                 return Some(cur);
             }
             let (mg, parent) = *self.links.get(&cur)?;
             if mg != 0 {
-                return self.mains.contains_key(&mg).then_some(mg);
+                return Some(mg);
             }
             cur = parent;
         }

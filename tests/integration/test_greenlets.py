@@ -256,16 +256,15 @@ def unreadable_tail(core, prefix, near):
                          % (core.path, prefix))
 
 
-def test_raw_one_corrupt_greenlet(raw, tmp_path):
-    """One greenlet (``deep``) whose C++ `Greenlet` is moved, whole as far as the first read
-    goes, to where a segment of the core ends before a gap: its main greenlet and parent
-    (the words after) cannot be read. That greenlet is one error entry with its address, and
-    every other greenlet and thread is still listed exactly as the truth has them."""
+def moved_greenlet_report(raw, label, tmp_path):
+    """(the address of the greenlet ``label``, the CLI's report of a copy of the core in which
+    that greenlet's C++ `Greenlet` is moved, whole as far as the first read goes, to where a
+    segment ends before a gap: the words after it cannot be read)."""
     from corefile import CoreFile, u64
 
     core = CoreFile(raw.core)
-    deep = next(g["address"] for g in raw.truth["greenlets"] if g["label"] == "deep")
-    slot = pimpl_slot(core, deep)
+    address = next(g["address"] for g in raw.truth["greenlets"] if g["label"] == label)
+    slot = pimpl_slot(core, address)
     prefix = GREENLET_PREFIX.get(raw.interp.minor, GREENLET_PREFIX_DEFAULT)
     moved = unreadable_tail(core, prefix, core.read_u64(slot))
     path = core.patched_copy(tmp_path / "core.greenlet", {
@@ -274,11 +273,43 @@ def test_raw_one_corrupt_greenlet(raw, tmp_path):
                                CLI_TIMEOUT)
     harness.assert_no_panic(out + err, rc)
     assert rc == 0, err
-    report = json.loads(out)
-    assert [(e["address"], e["what"].split(": ", 2)[:2]) for e in report["errors"]] == [
-        (deep, ["greenlets", "greenlet %#x" % deep])], report["errors"]
+    return address, json.loads(out)
+
+
+def error_heads(report):
+    """(address, the first two parts of the message) of each error entry."""
+    return [(e["address"], e["what"].split(": ", 2)[:2]) for e in report["errors"]]
+
+
+def test_raw_one_corrupt_greenlet(raw, tmp_path):
+    """One greenlet (``deep``) whose main greenlet and parent cannot be read: it is one error
+    entry with its address, and every other greenlet and thread is still listed exactly as the
+    truth has them."""
+    deep, report = moved_greenlet_report(raw, "deep", tmp_path)
+    assert error_heads(report) == [(deep, ["greenlets", "greenlet %#x" % deep])], report["errors"]
     others = dict(raw.truth, greenlets=[g for g in raw.truth["greenlets"] if g["address"] != deep],
                   waits={k: v for k, v in raw.truth["waits"].items() if int(k) != deep})
+    check_cli_report(dict(report, errors=[]), others)
+
+
+def test_raw_one_corrupt_main_greenlet(raw, tmp_path):
+    """The worker thread's main greenlet, whose thread state cannot be read: it is one error
+    entry; its greenlets (``wdeep``, ``wgen``) are listed with their frames, their thread
+    unknown (null) and one error entry each that says why; every other greenlet and thread is
+    exactly the truth's."""
+    main, report = moved_greenlet_report(raw, "main of greenlet-worker", tmp_path)
+    ours = sorted(g["address"] for g in raw.truth["greenlets"]
+                  if g["parent"] == main and g["label"] in ("wdeep", "wgen"))
+    assert len(ours) == 2, raw.truth["greenlets"]
+    heads = error_heads(report)
+    assert heads[0] == (main, ["greenlets", "greenlet %#x" % main]), report["errors"]
+    assert sorted(heads[1:]) == [(g, ["greenlets", "greenlet %#x" % g]) for g in ours], heads
+    lost = "its main greenlet %#x cannot be read" % main
+    assert all(e["what"].split(": ", 2)[2].startswith(lost) for e in report["errors"][1:]), (
+        report["errors"])
+    others = dict(raw.truth, greenlets=[dict(g, thread=None) if g["address"] in ours else g
+                                        for g in raw.truth["greenlets"] if g["address"] != main],
+                  waits={k: v for k, v in raw.truth["waits"].items() if int(k) != main})
     check_cli_report(dict(report, errors=[]), others)
 
 
