@@ -15,15 +15,16 @@ Two targets, each run by Debian's /usr/bin/python3.11:
 For each target the two commands are run alternately, RUNS times each after WARMUP runs of
 both, so that a drift of the machine's load falls on both alike; the cost is the ratio of the
 medians (the ratio of the fastest runs is printed beside it). Every run's output is checked:
-the report's threads (every thread of the process, the same in both) and, with --why, a state
-for each and the deadlocks (why_waits.py's one, none in the pool), so a failing command is
-never timed as if it worked.
+the report's threads (every thread of the process, the same in both) and, with --why, each
+thread's state (`state` and `idle`, counted) and the deadlocks (why_waits.py's one,
+none in the pool), so a failing command is never timed as if it worked.
 
 Exit status (bench/verdicts.py): 0 when both targets were measured and met, 1 when a command
 failed, a target could not be measured or was missed (`bench: MISSED: ...`), 2 for a missing
 build or interpreter. Stdlib only.
 """
 
+import collections
 import json
 import os
 import pathlib
@@ -45,9 +46,12 @@ WARMUP = 3
 MAX_RATIO = 2.0
 READY_TIMEOUT_S = 60.0
 CLI_TIMEOUT_S = 60.0
-# why_waits.py's threads: the main thread and its eight workers.
-WHY_WAITS_THREADS = 9
 POOL_WORKERS = 64
+# (`state`, `idle`) -> how many of the pool's threads --why gives it: its 58 idle workers wait
+# for work; the main thread's join and the six blocked tasks are in system calls. (Each of
+# why_waits.py's threads, as many as its truth lists, is blocked in a system call: futex,
+# sem_wait.)
+POOL_STATES = {("idle", "pool_worker"): POOL_WORKERS - 6, ("syscall", None): 7}
 
 # The 64-thread pool. Every worker is started (a ThreadPoolExecutor starts a thread per
 # submit() while none is idle, so 64 tasks that meet at a barrier start all 64), then the
@@ -129,9 +133,9 @@ def run_cli(args):
     return time.perf_counter() - start, proc
 
 
-def check(proc, threads, why, deadlocks):
-    """Why the output is wrong, or None: exit 0, one report of ``threads`` threads, each with a
-    state, and ``deadlocks`` deadlocks found, when ``why``."""
+def check(proc, threads, why, deadlocks, states):
+    """Why the output is wrong, or None: exit 0, one report of ``threads`` threads and, when
+    ``why``, their (state, idle) counted as ``states`` and ``deadlocks`` deadlocks found."""
     if proc.returncode != 0:
         return "exit %d: %s" % (proc.returncode, proc.stderr.strip()[-300:])
     try:
@@ -143,21 +147,22 @@ def check(proc, threads, why, deadlocks):
         return "%d threads, expected %d" % (len(got), threads)
     if report.get("errors"):
         return "errors: %r" % report["errors"][:3]
-    if why and not all("state" in t for t in got):
-        return "a thread without a state"
+    counted = dict(collections.Counter((t.get("state"), t.get("idle")) for t in got))
+    if why and counted != states:
+        return "states %r, expected %r" % (counted, states)
     if why and len(report.get("deadlocks") or []) != deadlocks:
         return "deadlocks %r, expected %d" % (report.get("deadlocks"), deadlocks)
     return None
 
 
-def bench(verdicts, name, pid, threads, deadlocks):
+def bench(verdicts, name, pid, threads, deadlocks, states):
     what = "%s: --why vs plain pid --json" % name
     plain, why = ["pid", pid, "--json"], ["pid", pid, "--why", "--json"]
     times = {"plain": [], "why": []}
     for i in range(WARMUP + RUNS):
         for key, args in (("plain", plain), ("why", why)):
             seconds, proc = run_cli(args)
-            problem = check(proc, threads, key == "why", deadlocks)
+            problem = check(proc, threads, key == "why", deadlocks, states)
             if problem:
                 verdicts.failed("%s: pyunwind %s" % (name, " ".join(map(str, args))), problem)
                 return
@@ -212,7 +217,8 @@ def verdict_program(verdicts, tmp):
                 time.sleep(0.02)
         # The recording thread goes back to its join() after signalling.
         time.sleep(0.5)
-        bench(verdicts, "verdicts", proc.pid, WHY_WAITS_THREADS, 1)
+        threads = len(json.loads(truth.read_text())["threads"])
+        bench(verdicts, "verdicts", proc.pid, threads, 1, {("syscall", None): threads})
     finally:
         os.close(reader)
         os.close(writer)
@@ -228,7 +234,7 @@ def pool_program(verdicts):
         if problem:
             verdicts.not_measured("pool64", problem)
             return
-        bench(verdicts, "pool64", proc.pid, POOL_WORKERS + 1, 0)
+        bench(verdicts, "pool64", proc.pid, POOL_WORKERS + 1, 0, POOL_STATES)
     finally:
         os.killpg(proc.pid, 9)  # the pool and its `sleep` child
         proc.wait()

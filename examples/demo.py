@@ -54,6 +54,10 @@ threading.Thread(target=upstream, args=(listener,), name="upstream", daemon=True
 threading.Thread(target=fetch, args=(listener.getsockname()[1],), name="fetcher",
                  daemon=True).start()
 pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="pool")
-list(pool.map(len, ["warm", "up", "the", "pool"] * 4))
+# Four tasks that meet at a barrier start all four workers (an idle one would be reused).
+everyone = threading.Barrier(5)
+for _ in range(4):
+    pool.submit(everyone.wait)
+everyone.wait()
 threading.Thread(target=audit, name="auditor", daemon=True).start()
 Inventory(["gear", "widget", "bolt"]).reorder()

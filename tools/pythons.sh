@@ -14,7 +14,7 @@
 # PREFIX.tmp and is moved into place at the end, so an interrupted run starts that prefix over.
 # The Debian packages and tarballs stay in $PYUNWIND_CACHE/pythons/downloads.
 # Any failure of a required interpreter exits non-zero (CI must fail, not skip).
-# The libthread_db caveat (sid's cannot be loaded by bookworm's gdb) is in README, `make pythons`.
+# The libthread_db caveat (sid's cannot be loaded by bookworm's gdb) is in docs/development.md, `make pythons`.
 set -euo pipefail
 
 CACHE="${PYUNWIND_CACHE:-$HOME/.cache/pyunwind}/pythons"

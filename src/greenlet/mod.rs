@@ -18,29 +18,26 @@
 
 mod find;
 pub mod layout;
+mod names;
+mod tree;
 pub mod waits;
 
 use std::collections::{HashMap, HashSet};
 
-use find::{derives_from, scan_heap, subclasses};
-use layout::{GreenletLayout, THREAD_STATE_CURRENT};
+use layout::GreenletLayout;
+use names::{gevent_idents, gevent_names};
+use tree::Tree;
 
 use crate::cpython::layout::FrameModel;
 use crate::cpython::values::field;
 use crate::cpython::{FrameItem, FrameWalk, Snapshot};
-use crate::error::{ReadError, ReadErrorKind};
-use crate::memory::addr_map::AddrMap;
+use crate::error::ReadError;
+use crate::memory::addr_map::{AddrMap, AddrSet};
 
 /// Most greenlets we list.
 pub const MAX_GREENLETS: usize = 1 << 20;
-/// Deepest chain of not-started parents followed to find a greenlet's thread.
-const MAX_PARENT_DEPTH: usize = 64;
 /// Greenlets a thread takes at once when they are read in parallel.
 const PARALLEL_BATCH: usize = 256;
-/// Furthest a glibc thread's stack lies below its `pthread_t` (the thread descriptor sits at
-/// the top of the stack's own mapping), or the main thread's below `__libc_stack_end`, when
-/// the target's mappings are unknown.
-const MAX_STACK_BELOW_TOP: u64 = 1 << 30;
 /// `PyFrameObject.f_frame` (3.11+), from the end of `PyObject_HEAD`: after `f_back`
 /// (Include/internal/pycore_frame.h, 3.11 to 3.15).
 const FRAMEOBJECT_F_FRAME: u64 = 8;
@@ -169,6 +166,19 @@ fn parse_version(v: &str) -> Option<(u32, u32, u32)> {
     Some((it.next()??, it.next()??, it.next().flatten().unwrap_or(0)))
 }
 
+/// What one interpreter's greenlet module says: enough to find and read its greenlets.
+struct Module {
+    /// `greenlet.greenlet`.
+    ty: u64,
+    /// greenlet's `__version__`.
+    version: String,
+    /// Its layout, `size` still 0 until [`calibrate`].
+    lay: GreenletLayout,
+    py310: bool,
+    /// gevent is imported.
+    gevent: bool,
+}
+
 fn interpreter(
     snap: &Snapshot,
     interp: u64,
@@ -176,11 +186,57 @@ fn interpreter(
     stacks: &Stacks,
     view: &mut GreenletView,
 ) -> Result<(), ReadError> {
-    let Some(modules) = snap.sys_modules(interp)? else {
+    let Some(mut m) = greenlet_module(snap, interp, view)? else {
         return Ok(());
     };
-    let Some(cmod) = snap.module_dict(modules, "greenlet._greenlet")? else {
+    let mut err = |addr: u64, what: String| view.errors.push((addr, format!("greenlets: {what}")));
+    let Some((objs, scanned)) = find::objects(snap, interp, stacks, &m, &mut err) else {
         return Ok(());
+    };
+    let found = from_objects(
+        snap, interp, &mut m, objs, scanned, threads, stacks, &mut err,
+    );
+    view.greenlets.extend(in_thread_order(found));
+    Ok(())
+}
+
+/// The greenlets among `objs` (object, type), found by a heap scan if `scanned`: their
+/// layout calibrated into `m`, each with its state, thread and frames.
+#[allow(clippy::too_many_arguments)]
+fn from_objects(
+    snap: &Snapshot,
+    interp: u64,
+    m: &mut Module,
+    objs: Vec<(u64, u64)>,
+    scanned: bool,
+    threads: &[GThread],
+    stacks: &Stacks,
+    err: &mut impl FnMut(u64, String),
+) -> Vec<Greenlet> {
+    let Some(mut raws) = read_raws(snap, m, objs, scanned, err) else {
+        return Vec::new();
+    };
+    let mut lost = AddrSet::default();
+    let Some(size) = calibrate(snap, m, &mut raws, &mut lost, err) else {
+        return Vec::new();
+    };
+    m.lay.size = size;
+    let tree = Tree::read(snap, &m.lay, &mut raws, lost, err);
+    greenlets(snap, interp, m, raws, &tree, threads, stacks, err)
+}
+
+/// The greenlet module of `interp` and what it says, where greenlet is imported and its
+/// version and type are the ones we know (else an error entry says which is not).
+fn greenlet_module(
+    snap: &Snapshot,
+    interp: u64,
+    view: &mut GreenletView,
+) -> Result<Option<Module>, ReadError> {
+    let Some(modules) = snap.sys_modules(interp)? else {
+        return Ok(None);
+    };
+    let Some(cmod) = snap.module_dict(modules, "greenlet._greenlet")? else {
+        return Ok(None);
     };
     let mut err = |addr: u64, what: String| view.errors.push((addr, format!("greenlets: {what}")));
     let version = match snap.module_dict(modules, "greenlet")? {
@@ -195,20 +251,21 @@ fn interpreter(
             cmod,
             "greenlet is imported but its version is unknown".into(),
         );
-        return Ok(());
+        return Ok(None);
     };
-    view.version = version.clone();
     let version = version.unwrap_or_default();
+    view.version = Some(version.clone());
+    let mut err = |addr: u64, what: String| view.errors.push((addr, format!("greenlets: {what}")));
     if v.0 != 3 || v.1 > 5 {
         err(
             cmod,
             format!("greenlet {version} is not supported (3.0 to 3.5 are)"),
         );
-        return Ok(());
+        return Ok(None);
     }
     let Some(ty) = snap.dict_get(cmod, "greenlet")? else {
         err(cmod, "greenlet._greenlet has no `greenlet` type".into());
-        return Ok(());
+        return Ok(None);
     };
     let t = snap.type_at(ty)?;
     // greenlet.h: `PyObject_HEAD; weakreflist; dict; pimpl` (PyGreenlet.cpp sets
@@ -222,119 +279,41 @@ fn interpreter(
                 t.name, t.basicsize
             ),
         );
-        return Ok(());
+        return Ok(None);
     }
     let py310 = matches!(snap.layout.frame, FrameModel::FrameObject { .. });
-    let mut lay = GreenletLayout::prefix(pimpl, v >= (3, 1, 1), py310);
-
-    // Every greenlet: an object whose type is `greenlet.greenlet` or derives from it, among
-    // the GC's objects (its lists; a free-threaded build's mimalloc GC heaps); where a
-    // collection has them on its own lists, anywhere in the heap.
-    let mut objs: Vec<(u64, u64)> = Vec::new();
-    let mut too_many = false;
-    let mut kinds: AddrMap<bool> = AddrMap::default();
-    // Objects of one type often come in runs: the last answer first.
-    let mut last = (0u64, false);
-    let mut keep = |obj: u64, tp: u64| {
-        let is = if tp == last.0 {
-            last.1
-        } else {
-            let is = *kinds
-                .entry(tp)
-                .or_insert_with(|| derives_from(snap, tp, ty));
-            last = (tp, is);
-            is
-        };
-        if is {
-            if objs.len() < MAX_GREENLETS {
-                objs.push((obj, tp));
-            } else {
-                too_many = true;
-            }
-        }
-        !too_many
-    };
-    let scanned = match snap.layout.interpreter_state.gc {
-        Some(lists) if snap.gc_collecting(interp) != Some(true) => {
-            let gc_errors = snap.gc_objects(interp, &lists, |obj, tp| {
-                keep(obj, tp);
-            });
-            for e in gc_errors {
-                err(
-                    e.addr,
-                    format!("GC list: {e} (greenlets after it are not listed)"),
-                );
-            }
+    // gevent's waits are only worth reading for where gevent is imported (a program of
+    // 100,000 plain greenlets would read every innermost value stack for nothing).
+    let gevent = match snap.dict_get(modules, "gevent") {
+        Ok(g) => g.is_some(),
+        Err(e) => {
+            err(e.addr, format!("sys.modules: {e} (gevent waits not read)"));
             false
         }
-        None => {
-            let ob_type = snap.layout.pyobject.ob_type;
-            let mut cut = None;
-            let mut heap_errors = snap.mimalloc_gc_objects(interp, |obj| {
-                match snap.mem.read_ptr(obj.wrapping_add(ob_type)) {
-                    Ok(tp) => keep(obj, tp),
-                    Err(e) => {
-                        cut = Some(e);
-                        false
-                    }
-                }
-            });
-            heap_errors.extend(cut);
-            // Once the stop's budget is spent every read fails alike: said once.
-            let mut limit = false;
-            for e in heap_errors {
-                if matches!(e.kind, ReadErrorKind::Limit { .. })
-                    && std::mem::replace(&mut limit, true)
-                {
-                    continue;
-                }
-                err(
-                    e.addr,
-                    format!("GC heaps: {e} (greenlets past it are not listed)"),
-                );
-            }
-            false
-        }
-        Some(_) => {
-            if !lay.has_self {
-                err(
-                    ty,
-                    format!(
-                        "greenlet {version}: a heap scan needs greenlet 3.1.1+ (its `_self` check)"
-                    ),
-                );
-                return Ok(());
-            }
-            if stacks.regions.is_empty() {
-                err(
-                    interp,
-                    "stopped inside a collection: greenlets are found by a heap scan then, which needs the target's memory map (not known when memory is read through the debugger)".into(),
-                );
-                return Ok(());
-            }
-            let types = subclasses(snap, ty, &mut err);
-            for e in scan_heap(snap, stacks, &types, &mut objs) {
-                err(
-                    e.addr,
-                    format!("heap scan: {e} (greenlets past it are not listed)"),
-                );
-            }
-            if objs.len() > MAX_GREENLETS {
-                objs.truncate(MAX_GREENLETS);
-                too_many = true;
-            }
-            true
-        }
     };
-    if too_many {
-        err(interp, format!("cut at {MAX_GREENLETS} greenlets"));
-    }
+    Ok(Some(Module {
+        ty,
+        version,
+        lay: GreenletLayout::prefix(pimpl, v >= (3, 1, 1), py310),
+        py310,
+        gevent,
+    }))
+}
 
-    // Their `Greenlet`s: the fixed prefix, checked by the round trip.
+/// The `Greenlet`s of `objs`: the fixed prefix, checked by the round trip. One that cannot be
+/// read is an error entry (unless a heap scan found it: then it was a word that only looks
+/// like a greenlet's type pointer). None when no object matches the layout at all.
+fn read_raws(
+    snap: &Snapshot,
+    m: &Module,
+    objs: Vec<(u64, u64)>,
+    scanned: bool,
+    err: &mut impl FnMut(u64, String),
+) -> Option<Vec<Raw>> {
     let mut raws = Vec::with_capacity(objs.len());
     let mut bad = 0usize;
     let read = crate::parallel::map(&objs, PARALLEL_BATCH, snap.mem.any_thread(), |(obj, tp)| {
-        read_raw(snap, &lay, *obj, *tp)
+        read_raw(snap, &m.lay, *obj, *tp)
     });
     for ((obj, _), r) in objs.into_iter().zip(read) {
         match r {
@@ -352,194 +331,82 @@ fn interpreter(
     }
     if bad > 0 && raws.is_empty() {
         err(
-            ty,
-            format!("greenlet {version}: no greenlet matches its layout (not listed)"),
+            m.ty,
+            format!(
+                "greenlet {}: no greenlet matches its layout (not listed)",
+                m.version
+            ),
         );
-        return Ok(());
+        return None;
     }
-    // The rest of the layout, from the main greenlets.
+    Some(raws)
+}
+
+/// `sizeof(Greenlet)`, from the first main greenlet that shows it. A main greenlet whose
+/// words cannot be read is an error entry and leaves `raws` for `lost`. None when no main
+/// greenlet shows it.
+fn calibrate(
+    snap: &Snapshot,
+    m: &Module,
+    raws: &mut Vec<Raw>,
+    lost: &mut AddrSet,
+    err: &mut impl FnMut(u64, String),
+) -> Option<u64> {
     let mut size = None;
+    let bad = lost;
     for r in raws.iter().filter(|r| r.is_main()) {
-        if let Some(s) = lay.calibrate(snap, r.obj, r.imp)? {
-            size = Some(s);
-            break;
+        match m.lay.calibrate(snap, r.obj, r.imp) {
+            Ok(Some(s)) => {
+                size = Some(s);
+                break;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                err(r.obj, format!("greenlet {:#x}: {e}", r.obj));
+                bad.insert(r.obj);
+            }
         }
     }
-    let Some(size) = size else {
-        if !raws.is_empty() {
-            err(
-                ty,
-                format!("greenlet {version}: no main greenlet to calibrate its layout with (not listed)"),
-            );
-        }
-        return Ok(());
+    raws.retain(|r| !bad.contains(&r.obj));
+    if size.is_none() && !raws.is_empty() {
+        err(
+            m.ty,
+            format!(
+                "greenlet {}: no main greenlet to calibrate its layout with (not listed)",
+                m.version
+            ),
+        );
+    }
+    size
+}
+
+/// Every greenlet of `raws`, with its state, thread and frames (`m.lay` calibrated).
+#[allow(clippy::too_many_arguments)]
+fn greenlets(
+    snap: &Snapshot,
+    interp: u64,
+    m: &Module,
+    raws: Vec<Raw>,
+    tree: &Tree,
+    threads: &[GThread],
+    stacks: &Stacks,
+    err: &mut impl FnMut(u64, String),
+) -> Vec<Greenlet> {
+    let thread_of_main = tree.threads_of_mains(&raws, interp, threads, stacks, err);
+    let parents: HashSet<u64> = tree.links.values().map(|l| l.1).collect();
+    let b = Build {
+        snap,
+        interp,
+        m,
+        tree,
+        thread_of_main: &thread_of_main,
+        threads,
+        idents: gevent_idents(snap, &raws, m.ty, &parents),
     };
-    lay.size = size;
-
-    // Main greenlets: their thread state and the greenlet it runs.
-    let mut mains: AddrMap<(u64, u64)> = AddrMap::default();
-    for r in raws.iter().filter(|r| r.is_main()) {
-        let ts = snap.mem.read_ptr(field(r.imp, lay.thread_state())?)?;
-        let current = if ts == 0 {
-            0
-        } else {
-            match snap.mem.read_ptr(field(ts, THREAD_STATE_CURRENT)?) {
-                Ok(c) => c,
-                Err(e) => {
-                    err(ts, format!("greenlet thread state: {e}"));
-                    0
-                }
-            }
-        };
-        mains.insert(r.obj, (ts, current));
-    }
-    // Every other greenlet's main greenlet and parent.
-    let mut links: AddrMap<(u64, u64)> = AddrMap::default();
-    for r in raws.iter().filter(|r| !r.is_main()) {
-        let mg = snap.mem.read_ptr(field(r.imp, lay.main_greenlet())?)?;
-        let parent = snap.mem.read_ptr(field(r.imp, lay.parent())?)?;
-        links.insert(r.obj, (mg, parent));
-    }
-    // A greenlet not started yet has no main greenlet: its parents' lineage says which.
-    let main_of = |obj: u64| -> Option<u64> {
-        let mut cur = obj;
-        for _ in 0..MAX_PARENT_DEPTH {
-            if mains.contains_key(&cur) {
-                return Some(cur);
-            }
-            let (mg, parent) = *links.get(&cur)?;
-            if mg != 0 {
-                return mains.contains_key(&mg).then_some(mg);
-            }
-            cur = parent;
-        }
-        None
-    };
-
-    // Which thread each main greenlet belongs to, by the stack addresses its greenlets record.
-    let mut stack_addrs: AddrMap<Vec<u64>> = AddrMap::default();
-    for r in &raws {
-        let Some(m) = main_of(r.obj) else { continue };
-        let a = stack_addrs.entry(m).or_default();
-        if !r.is_main() && r.stack_stop != 0 {
-            a.push(r.stack_stop);
-        }
-        // The main greenlet's `_stack_start` is 1 until it first switches away.
-        if r.stack_start > 1 && mains.get(&m).is_some_and(|(_, cur)| *cur != r.obj) {
-            a.push(r.stack_start);
-        }
-    }
-    let ours: Vec<usize> = (0..threads.len())
-        .filter(|i| threads[*i].interps.contains(&interp))
-        .collect();
-    let mut thread_of_main: AddrMap<Option<usize>> = AddrMap::default();
-    for (m, (ts, _)) in &mains {
-        let t = if *ts == 0 {
-            None
-        } else {
-            let found = stack_addrs.get(m).and_then(|addrs| {
-                addrs
-                    .iter()
-                    .find_map(|a| thread_of(*a, threads, &ours, stacks))
-            });
-            if found.is_none() {
-                err(
-                    *m,
-                    format!("main greenlet {m:#x}: which thread it belongs to is not known"),
-                );
-            }
-            found
-        };
-        thread_of_main.insert(*m, t);
-    }
-
-    let parents: HashSet<u64> = links.values().map(|l| l.1).collect();
-    let idents = gevent_idents(snap, &raws, ty, &parents);
-    // gevent's waits are only worth reading for where gevent is imported (a program of
-    // 100,000 plain greenlets would read every innermost value stack for nothing).
-    let gevent = snap.dict_get(modules, "gevent")?.is_some();
     // Each greenlet on its own (their saved frames are most of the work), its errors kept
     // in order.
     let built = crate::parallel::map(&raws, PARALLEL_BATCH, snap.mem.any_thread(), |r| {
-        let mut errors: Vec<(u64, String)> = Vec::new();
-        let main = r.is_main();
-        let m = main_of(r.obj);
-        let (ts, current) = m.and_then(|m| mains.get(&m).copied()).unwrap_or((0, 0));
-        let state = if main {
-            if current == r.obj {
-                State::Running
-            } else if ts == 0 {
-                // Its thread has ended: it can never run again.
-                State::Dead
-            } else {
-                State::Suspended
-            }
-        } else if r.stack_stop == 0 {
-            State::NotStarted
-        } else if r.stack_start == 0 {
-            State::Dead
-        } else if ts != 0 && current == r.obj {
-            State::Running
-        } else {
-            State::Suspended
-        };
-        let thread = m.and_then(|m| thread_of_main.get(&m).copied().flatten());
-        let (frames, truncated) = match state {
-            State::Running => match thread {
-                Some(i) => (threads[i].walk.items.clone(), threads[i].walk.truncated),
-                None => (Vec::new(), false),
-            },
-            State::Suspended if r.top_frame != 0 => {
-                let walk = suspended_frames(snap, r.top_frame, py310);
-                if let Some(cut) = walk.cut {
-                    errors.push((
-                        cut.addr,
-                        format!("greenlet {:#x}: frame walk: {cut}", r.obj),
-                    ));
-                }
-                (walk.items, walk.truncated)
-            }
-            _ => (Vec::new(), false),
-        };
-        for f in &frames {
-            if let FrameItem::Unreadable { addr, error } = f {
-                errors.push((*addr, format!("greenlet {:#x}: frame: {error}", r.obj)));
-            }
-        }
-        let parent = if main {
-            None
-        } else {
-            links.get(&r.obj).map(|l| l.1).filter(|p| *p != 0)
-        };
-        // Only gevent's classes (subclasses) have names and spawned functions.
-        let (mut name, function) = if r.tp == ty {
-            (None, None)
-        } else {
-            gevent_names(snap, r.obj)
-        };
-        if name.is_none() {
-            name = idents.get(&r.obj).map(|i| format!("Greenlet-{i}"));
-        }
-        let g = Greenlet {
-            addr: r.obj,
-            state,
-            main,
-            parent,
-            type_name: snap
-                .type_at(r.tp)
-                .map(|t| t.name.clone())
-                .unwrap_or_else(|_| "?".into()),
-            thread,
-            waiting: (gevent && state == State::Suspended)
-                .then(|| waits::gevent_wait(snap, &frames))
-                .flatten(),
-            frames,
-            interp,
-            truncated,
-            name,
-            function,
-        };
-        (g, errors)
+        b.greenlet(r)
     });
     let mut found: Vec<Greenlet> = Vec::with_capacity(built.len());
     for (g, errors) in built {
@@ -548,8 +415,13 @@ fn interpreter(
         }
         found.push(g);
     }
-    // By thread (in the threads' order; ended threads last), the main greenlet first. The
-    // keys are sorted, not the greenlets (each a few hundred bytes, 100,000s of them).
+    found
+}
+
+/// By thread (in the threads' order; ended threads last), the main greenlet first, then the
+/// running one. The keys are sorted, not the greenlets (each a few hundred bytes, 100,000s of
+/// them).
+fn in_thread_order(found: Vec<Greenlet>) -> impl Iterator<Item = Greenlet> {
     let mut order: Vec<(usize, bool, bool, u64, usize)> = found
         .iter()
         .enumerate()
@@ -565,9 +437,139 @@ fn interpreter(
         .collect();
     order.sort_unstable();
     let mut slots: Vec<Option<Greenlet>> = found.into_iter().map(Some).collect();
-    view.greenlets
-        .extend(order.iter().filter_map(|k| slots.get_mut(k.4)?.take()));
-    Ok(())
+    order
+        .into_iter()
+        .filter_map(move |k| slots.get_mut(k.4)?.take())
+}
+
+/// What one greenlet is made with besides its own words.
+struct Build<'a> {
+    snap: &'a Snapshot,
+    interp: u64,
+    m: &'a Module,
+    tree: &'a Tree,
+    thread_of_main: &'a AddrMap<Option<usize>>,
+    threads: &'a [GThread<'a>],
+    /// gevent's `Greenlet-N` numbers, by greenlet.
+    idents: HashMap<u64, u64>,
+}
+
+impl Build<'_> {
+    /// The greenlet of `r`, and the errors reading it met.
+    fn greenlet(&self, r: &Raw) -> (Greenlet, Vec<(u64, String)>) {
+        let snap = self.snap;
+        let main = r.is_main();
+        let m = self.tree.main_of(r.obj);
+        let (ts, current) = m
+            .and_then(|m| self.tree.mains.get(&m).copied())
+            .unwrap_or((0, 0));
+        let state = state_of(r, ts, current);
+        let thread = m.and_then(|m| self.thread_of_main.get(&m).copied().flatten());
+        let (frames, truncated, mut errors) = self.frames(r, state, thread);
+        if let Some(lost) = self.tree.lost_main_of(r.obj) {
+            errors.push((
+                r.obj,
+                format!(
+                    "greenlet {:#x}: its main greenlet {lost:#x} cannot be read: its thread, and whether it runs, are not known",
+                    r.obj
+                ),
+            ));
+        }
+        let parent = if main {
+            None
+        } else {
+            self.tree.links.get(&r.obj).map(|l| l.1).filter(|p| *p != 0)
+        };
+        // Only gevent's classes (subclasses) have names and spawned functions.
+        let (mut name, function) = if r.tp == self.m.ty {
+            (None, None)
+        } else {
+            gevent_names(snap, r.obj)
+        };
+        if name.is_none() {
+            name = self.idents.get(&r.obj).map(|i| format!("Greenlet-{i}"));
+        }
+        let g = Greenlet {
+            addr: r.obj,
+            state,
+            main,
+            parent,
+            type_name: snap
+                .type_at(r.tp)
+                .map(|t| t.name.clone())
+                .unwrap_or_else(|_| "?".into()),
+            thread,
+            waiting: (self.m.gevent && state == State::Suspended)
+                .then(|| waits::gevent_wait(snap, &frames))
+                .flatten(),
+            frames,
+            interp: self.interp,
+            truncated,
+            name,
+            function,
+        };
+        (g, errors)
+    }
+
+    /// Its stack (the saved one of a suspended greenlet, its thread's of a running one),
+    /// whether it is cut, and the errors met.
+    fn frames(
+        &self,
+        r: &Raw,
+        state: State,
+        thread: Option<usize>,
+    ) -> (Vec<FrameItem>, bool, Vec<(u64, String)>) {
+        let mut errors = Vec::new();
+        let (frames, truncated) = match state {
+            State::Running => match thread {
+                Some(i) => (
+                    self.threads[i].walk.items.clone(),
+                    self.threads[i].walk.truncated,
+                ),
+                None => (Vec::new(), false),
+            },
+            State::Suspended if r.top_frame != 0 => {
+                let walk = suspended_frames(self.snap, r.top_frame, self.m.py310);
+                if let Some(cut) = walk.cut {
+                    errors.push((
+                        cut.addr,
+                        format!("greenlet {:#x}: frame walk: {cut}", r.obj),
+                    ));
+                }
+                (walk.items, walk.truncated)
+            }
+            _ => (Vec::new(), false),
+        };
+        for f in &frames {
+            if let FrameItem::Unreadable { addr, error } = f {
+                errors.push((*addr, format!("greenlet {:#x}: frame: {error}", r.obj)));
+            }
+        }
+        (frames, truncated, errors)
+    }
+}
+
+/// The state of `r`, whose main greenlet's thread state is `ts` (0: ended or not known) and
+/// runs `current`.
+fn state_of(r: &Raw, ts: u64, current: u64) -> State {
+    if r.is_main() {
+        if current == r.obj {
+            State::Running
+        } else if ts == 0 {
+            // Its thread has ended: it can never run again.
+            State::Dead
+        } else {
+            State::Suspended
+        }
+    } else if r.stack_stop == 0 {
+        State::NotStarted
+    } else if r.stack_start == 0 {
+        State::Dead
+    } else if ts != 0 && current == r.obj {
+        State::Running
+    } else {
+        State::Suspended
+    }
 }
 
 fn read_raw(
@@ -626,114 +628,127 @@ fn suspended_frames(snap: &Snapshot, top: u64, py310: bool) -> FrameWalk {
     }
 }
 
-/// The thread (among `ours`) whose stack holds `addr`.
-fn thread_of(addr: u64, threads: &[GThread], ours: &[usize], stacks: &Stacks) -> Option<usize> {
-    if !stacks.regions.is_empty() {
-        let i = stacks.regions.partition_point(|r| r.0 <= addr);
-        let (start, end) = *stacks.regions.get(i.checked_sub(1)?)?;
-        if addr >= end {
-            return None;
-        }
-        let inside = |a: u64| a >= start && a < end;
-        return ours.iter().copied().find(|&t| {
-            let th = &threads[t];
-            inside(th.pthread)
-                || stacks
-                    .anchors
-                    .iter()
-                    .any(|(lwp, a)| Some(*lwp) == th.native_id && inside(*a))
-        });
-    }
-    // No mappings: a glibc thread's stack lies right below its descriptor, the main thread's
-    // below `__libc_stack_end` (its descriptor is elsewhere, in the dynamic linker's TLS).
-    let below = |top: u64| top > addr && top - addr < MAX_STACK_BELOW_TOP;
-    ours.iter()
-        .copied()
-        .filter(|&t| below(threads[t].pthread))
-        .min_by_key(|&t| threads[t].pthread)
-        .or_else(|| {
-            let (lwp, _) = stacks.main_stack.filter(|m| below(m.1))?;
-            ours.iter()
-                .copied()
-                .find(|&t| threads[t].native_id == Some(lwp))
-        })
-}
-
-/// Most entries read from one gevent ident registry.
-const MAX_IDENTS: u64 = 1 << 20;
-/// Words of a gevent `IdentRegistry` searched for its `_registry` (a Cython object: the
-/// header, maybe a vtable pointer, then its fields).
-const IDENT_REGISTRY_WORDS: u64 = 6;
-
-/// The names gevent generated (`Greenlet-N`, `N` being `minimal_ident`): `N` lives in the
-/// compiled `Greenlet`, whose layout no table says, but also in the hub's `ident_registry`,
-/// a `WeakKeyDictionary` from each greenlet to `(N, weakref)` (gevent/_ident.py).
-fn gevent_idents(
-    snap: &Snapshot,
-    raws: &[Raw],
-    root: u64,
-    parents: &HashSet<u64>,
-) -> HashMap<u64, u64> {
-    let mut out = HashMap::new();
-    let header = snap.layout.pyobject.ob_type + 8;
-    // A hub is a greenlet subclass, and the parent of the greenlets it runs.
-    for r in raws
-        .iter()
-        .filter(|r| r.tp != root && parents.contains(&r.obj))
-    {
-        let Ok(Some(reg)) = snap.instance_attr(r.obj, "ident_registry") else {
-            continue;
-        };
-        let weak_dict = (0..IDENT_REGISTRY_WORDS).find_map(|i| {
-            let p = snap.mem.read_ptr(reg.checked_add(header + 8 * i)?).ok()?;
-            (p != 0 && snap.type_of(p).ok()?.name == "WeakKeyDictionary").then_some(p)
-        });
-        let Some(data) = weak_dict.and_then(|w| snap.instance_attr(w, "data").ok().flatten())
-        else {
-            continue;
-        };
-        let Ok(items) = snap.dict_items(data, MAX_IDENTS) else {
-            continue;
-        };
-        for (key, value) in items {
-            let ident = (|| {
-                // `PyWeakReference.wr_object`, right after the header (Include/cpython/weakrefobject.h).
-                let obj = snap.mem.read_ptr(key.checked_add(header)?).ok()?;
-                let t = &snap.layout.tuple_object;
-                let first = snap.mem.read_ptr(value.checked_add(t.ob_item)?).ok()?;
-                Some((obj, snap.read_int(first).ok()?.parse::<u64>().ok()?))
-            })();
-            if let Some((obj, n)) = ident {
-                out.insert(obj, n);
-            }
-        }
-    }
-    out
-}
-
-/// gevent's `Greenlet.name` and the function it runs (`_run`), from its instance dict.
-fn gevent_names(snap: &Snapshot, obj: u64) -> (Option<String>, Option<String>) {
-    let Ok(attrs) = snap.instance_attrs(obj, &["name", "_run"]) else {
-        return (None, None);
-    };
-    let name = attrs[0].and_then(|n| snap.read_str(n).ok());
-    let function = attrs[1].and_then(|f| {
-        let t = snap.type_of(f).ok()?;
-        if t.name != "function" {
-            return None;
-        }
-        let code = snap
-            .mem
-            .read_ptr(field(f, snap.layout.function_code).ok()?)
-            .ok()?;
-        Some(snap.code(code).ok()?.qualname.to_string())
-    });
-    (name, function)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpython::layout::Layout;
+    use crate::memory::FakeMemory;
+
+    /// `greenlet.greenlet` (never read: every greenlet below is of exactly this type).
+    const TY: u64 = 0x50_000;
+    /// greenlet 3.1.1+ on 3.11+: `_stack_start`, `stack_stop`, `_top_frame` (layout.rs), and
+    /// the `sizeof(Greenlet)` the main greenlet below shows.
+    const STACK_START: u64 = 56;
+    const STACK_STOP: u64 = 64;
+    const SIZE: u64 = 120;
+    const STACK: (u64, u64) = (0x7000_0000, 0x7001_0000);
+
+    /// A `PyGreenlet` at `obj` whose `Greenlet` at `imp` holds `words` (offset, value) after
+    /// its `_self`, in a block of `len` bytes: nothing past it can be read.
+    fn put_greenlet(m: &mut FakeMemory, obj: u64, imp: u64, len: usize, words: &[(u64, u64)]) {
+        m.put_u64(obj + 8, TY).put_u64(obj + 32, imp);
+        m.put(imp, &vec![0u8; len]).put_u64(imp + 8, obj);
+        for (at, v) in words {
+            m.put_u64(imp + at, *v);
+        }
+    }
+
+    #[test]
+    fn one_unreadable_greenlet_is_an_error_and_the_others_are_listed() {
+        let (bad_main, main, a, bad, pending) = (0x1000, 0x2000, 0x3000, 0x4000, 0x5000);
+        let orphan = 0x6000;
+        let ts = 0x30_000;
+        let mut mem = FakeMemory::new();
+        // A main greenlet whose `Greenlet` ends right after `_top_frame`: its calibration
+        // cannot read the words after it. It comes first.
+        put_greenlet(&mut mem, bad_main, 0x11_000, 112, &[(STACK_STOP, u64::MAX)]);
+        // The main greenlet running on the thread: `_self` at SIZE, its thread state after.
+        put_greenlet(
+            &mut mem,
+            main,
+            0x12_000,
+            512,
+            &[
+                (STACK_START, 1),
+                (STACK_STOP, u64::MAX),
+                (SIZE, main),
+                (SIZE + 8, ts),
+            ],
+        );
+        mem.put_u64(ts, main).put_u64(ts + 8, main);
+        // `a`, suspended (its main greenlet and parent at SIZE and SIZE + 16).
+        let started = [
+            (STACK_START, STACK.0 + 0x100),
+            (STACK_STOP, STACK.0 + 0x200),
+        ];
+        let link = [(SIZE, main), (SIZE + 16, main)];
+        put_greenlet(&mut mem, a, 0x13_000, 512, &[started, link].concat());
+        // `bad`: started, but its `Greenlet` ends before its main greenlet and parent.
+        put_greenlet(&mut mem, bad, 0x14_000, 112, &started);
+        // `pending`, not started: no main greenlet yet, its parent `a` says whose it is.
+        put_greenlet(&mut mem, pending, 0x15_000, 512, &[(SIZE + 16, a)]);
+        // `orphan`, whose main greenlet is `bad_main`: listed, its thread not known (said).
+        let lost = [(SIZE, bad_main), (SIZE + 16, bad_main)];
+        put_greenlet(&mut mem, orphan, 0x16_000, 512, &[started, lost].concat());
+
+        let layout = Layout::builtin(crate::cpython::Version::new(3, 12, 0)).expect("a layout");
+        let snap = Snapshot::for_test(mem, layout);
+        let mut m = Module {
+            ty: TY,
+            version: "3.5.6".into(),
+            lay: GreenletLayout::prefix(32, true, false),
+            py310: false,
+            gevent: false,
+        };
+        let walk = FrameWalk::default();
+        let threads = [GThread {
+            interps: vec![1],
+            native_id: Some(7),
+            pthread: STACK.1 - 0x1000,
+            walk: &walk,
+        }];
+        let stacks = Stacks {
+            regions: &[STACK],
+            ..Default::default()
+        };
+        let objs = [bad_main, main, a, bad, pending, orphan]
+            .map(|o| (o, TY))
+            .to_vec();
+        let mut errors = Vec::new();
+        let found = from_objects(
+            &snap,
+            1,
+            &mut m,
+            objs,
+            false,
+            &threads,
+            &stacks,
+            &mut |a, w| errors.push((a, w)),
+        );
+        let got: Vec<_> = in_thread_order(found)
+            .map(|g| (g.addr, g.state, g.main, g.parent, g.thread))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (main, State::Running, true, None, Some(0)),
+                (a, State::Suspended, false, Some(main), Some(0)),
+                (pending, State::NotStarted, false, Some(a), Some(0)),
+                (orphan, State::Suspended, false, Some(bad_main), None),
+            ]
+        );
+        assert_eq!(m.lay.size, SIZE);
+        let at: Vec<u64> = errors.iter().map(|e| e.0).collect();
+        assert_eq!(at, vec![bad_main, bad, orphan], "{errors:?}");
+        assert!(errors[0].1.starts_with("greenlet 0x1000: "), "{errors:?}");
+        assert!(errors[1].1.starts_with("greenlet 0x4000: "), "{errors:?}");
+        assert!(
+            errors[2]
+                .1
+                .starts_with("greenlet 0x6000: its main greenlet 0x1000 cannot be read"),
+            "{errors:?}"
+        );
+    }
 
     #[test]
     fn versions() {

@@ -1,7 +1,7 @@
 """The per-stop budget (src/cpython/budget.rs) and the walks' caps on a real core: 5 threads of
 250,100 Python frames each (1.25 million, past the budget of 1,000,000 frames a stop decodes)
 give exactly 1,000,000 frames, `truncated: true` on every cut thread, one error entry per cut
-naming the cap and where, and a peak RSS of the CLI under the bound the README states.
+naming the cap and where, and a peak RSS of the CLI under the bound docs/command-line.md states.
 """
 
 import json
@@ -13,7 +13,7 @@ THREADS = 5
 DEPTH = 250_100
 MAX_FRAMES = 250_000            # src/cpython/frames.rs
 MAX_FRAMES_PER_STOP = 1_000_000  # src/cpython/budget.rs
-# README, "Bounded memory": the CLI's peak memory on any input.
+# docs/command-line.md, "Bounded memory": the CLI's peak memory on any input.
 MAX_CLI_RSS_BYTES = 2 << 30
 
 PAYLOAD = """\

@@ -223,6 +223,96 @@ def test_raw_gdb_debugger_memory(interp):
         check_text(text, sc.truth)
 
 
+# `Greenlet._top_frame` + 8: what is read of every greenlet's C++ `Greenlet` before anything
+# else (greenlet 3.1.1+, src/greenlet/layout.rs: 104 + 8 from CPython 3.11, 120 + 8 on 3.10).
+GREENLET_PREFIX = {10: 128}
+GREENLET_PREFIX_DEFAULT = 112
+
+
+def pimpl_slot(core, obj):
+    """The address of the PyGreenlet ``obj``'s `pimpl`: the word after its header that points
+    at a C++ `Greenlet` whose `_self` (its second word) points back at ``obj``."""
+    found = [obj + k for k in range(16, 72, 8)
+             if core.has(core.read_u64(obj + k) + 8, 8)
+             and core.read_u64(core.read_u64(obj + k) + 8) == obj]
+    assert len(found) == 1, "pimpl of %#x: %r" % (obj, found)
+    return found[0]
+
+
+def unreadable_tail(core, prefix, near):
+    """An address whose ``prefix`` bytes the core holds, all zero (no object uses them), and
+    whose next byte no segment or mapped file holds: the end of a segment before a gap, the
+    one holding ``near`` first (a malloc heap ends in its free top chunk), then the largest."""
+    files = [(start, end) for start, end, _, _ in core.mapped_files()]
+    mapped = [(v, v + memsz) for v, _, _, memsz in core.loads] + files
+    for vaddr, _, filesz, _ in sorted(core.loads, key=lambda l: (not l[0] <= near < l[0] + l[2],
+                                                                 -l[2])):
+        end = vaddr + filesz
+        if any(a <= end < b for a, b in mapped) or any(a < end and vaddr < b for a, b in files):
+            continue
+        if core.read(end - prefix, prefix) == bytes(prefix):
+            return end - prefix
+    raise AssertionError("no segment of %s ends in %d zero bytes before a gap"
+                         % (core.path, prefix))
+
+
+def moved_greenlet_report(raw, label, tmp_path):
+    """(the address of the greenlet ``label``, the CLI's report of a copy of the core in which
+    that greenlet's C++ `Greenlet` is moved, whole as far as the first read goes, to where a
+    segment ends before a gap: the words after it cannot be read)."""
+    from corefile import CoreFile, u64
+
+    core = CoreFile(raw.core)
+    address = next(g["address"] for g in raw.truth["greenlets"] if g["label"] == label)
+    slot = pimpl_slot(core, address)
+    prefix = GREENLET_PREFIX.get(raw.interp.minor, GREENLET_PREFIX_DEFAULT)
+    moved = unreadable_tail(core, prefix, core.read_u64(slot))
+    path = core.patched_copy(tmp_path / "core.greenlet", {
+        moved: core.read(core.read_u64(slot), prefix), slot: u64(moved)})
+    rc, out, err = harness.run([harness.cli_path(), "core", path, "--greenlets", "--json"],
+                               CLI_TIMEOUT)
+    harness.assert_no_panic(out + err, rc)
+    assert rc == 0, err
+    return address, json.loads(out)
+
+
+def error_heads(report):
+    """(address, the first two parts of the message) of each error entry."""
+    return [(e["address"], e["what"].split(": ", 2)[:2]) for e in report["errors"]]
+
+
+def test_raw_one_corrupt_greenlet(raw, tmp_path):
+    """One greenlet (``deep``) whose main greenlet and parent cannot be read: it is one error
+    entry with its address, and every other greenlet and thread is still listed exactly as the
+    truth has them."""
+    deep, report = moved_greenlet_report(raw, "deep", tmp_path)
+    assert error_heads(report) == [(deep, ["greenlets", "greenlet %#x" % deep])], report["errors"]
+    others = dict(raw.truth, greenlets=[g for g in raw.truth["greenlets"] if g["address"] != deep],
+                  waits={k: v for k, v in raw.truth["waits"].items() if int(k) != deep})
+    check_cli_report(dict(report, errors=[]), others)
+
+
+def test_raw_one_corrupt_main_greenlet(raw, tmp_path):
+    """The worker thread's main greenlet, whose thread state cannot be read: it is one error
+    entry; its greenlets (``wdeep``, ``wgen``) are listed with their frames, their thread
+    unknown (null) and one error entry each that says why; every other greenlet and thread is
+    exactly the truth's."""
+    main, report = moved_greenlet_report(raw, "main of greenlet-worker", tmp_path)
+    ours = sorted(g["address"] for g in raw.truth["greenlets"]
+                  if g["parent"] == main and g["label"] in ("wdeep", "wgen"))
+    assert len(ours) == 2, raw.truth["greenlets"]
+    heads = error_heads(report)
+    assert heads[0] == (main, ["greenlets", "greenlet %#x" % main]), report["errors"]
+    assert sorted(heads[1:]) == [(g, ["greenlets", "greenlet %#x" % g]) for g in ours], heads
+    lost = "its main greenlet %#x cannot be read" % main
+    assert all(e["what"].split(": ", 2)[2].startswith(lost) for e in report["errors"][1:]), (
+        report["errors"])
+    others = dict(raw.truth, greenlets=[dict(g, thread=None) if g["address"] in ours else g
+                                        for g in raw.truth["greenlets"] if g["address"] != main],
+                  waits={k: v for k, v in raw.truth["waits"].items() if int(k) != main})
+    check_cli_report(dict(report, errors=[]), others)
+
+
 # The main thread and the worker blocked inside a greenlet of their own ("inside"); and the
 # greenlets older than `_self` in their C++ object (3.0.3: the first whose frames are exposed
 # on 3.12; 3.1.0: the last without `_self`), on pyenv 3.12: from the core, by the CLI.
