@@ -716,4 +716,100 @@ mod tests {
             "No crash, deadlock or blocked wait found.\n1 idle: 1 pool worker\n"
         );
     }
+
+    fn loop_on(thread: u64, why: LoopWhy) -> LoopReport {
+        LoopReport {
+            id: 0x1000,
+            type_name: "_UnixSelectorEventLoop".into(),
+            native_id: Some(thread),
+            running: true,
+            frames: Vec::new(),
+            why: Some(why),
+        }
+    }
+
+    fn by(task: Option<&str>, call: Option<&str>) -> Option<super::super::BlockedBy> {
+        Some(super::super::BlockedBy {
+            task: task.map(|_| 0x2000),
+            task_name: task.map(str::to_string),
+            function: Some("slow".into()),
+            file: Some("/srv/app.py".into()),
+            line: Some(7),
+            call: call.map(str::to_string),
+        })
+    }
+
+    #[test]
+    fn a_blocked_loop_leads_and_its_thread_gets_no_line_of_its_own() {
+        let mut r = report_of(vec![
+            thread(1, "MainThread", None, wait("sleep", None, None)),
+            thread(2, "w0", None, wait("lock", None, None)),
+        ]);
+        r.loops = Some(vec![loop_on(
+            1,
+            LoopWhy {
+                state: Some("blocked"),
+                blocked_by: by(Some("Task-9"), Some("time.sleep")),
+                overdue_s: Some(12.345),
+                ready: Some(3),
+                tasks_waiting: 5,
+            },
+        )]);
+        assert_eq!(
+            verdict(&r),
+            "event loop 0x1000 on thread 1 \"MainThread\" is blocked for 12.3 s by task \
+             \"Task-9\" in slow (app.py:7): time.sleep; 5 tasks wait\n\
+             thread 2 \"w0\" waits for Lock 0x10 (its holder is unknown: a Lock taken by \
+             acquire() leaves no trace)\n"
+        );
+        // From a core: no clock; a callback, not a task; one task waiting.
+        let why = r.loops.as_mut().unwrap()[0].why.as_mut().unwrap();
+        why.overdue_s = None;
+        why.blocked_by = by(None, Some("time.sleep"));
+        why.tasks_waiting = 1;
+        assert!(verdict(&r).starts_with(
+            "event loop 0x1000 on thread 1 \"MainThread\" is blocked by a callback in slow \
+             (app.py:7): time.sleep; 1 task waits\n"
+        ));
+    }
+
+    #[test]
+    fn a_busy_loop_gets_a_line_only_when_a_second_late_and_an_idle_one_none() {
+        let busy = |late: Option<f64>| {
+            let mut r = report_of(vec![thread(1, "MainThread", None, None)]);
+            r.loops = Some(vec![loop_on(
+                1,
+                LoopWhy {
+                    state: Some("busy"),
+                    blocked_by: by(Some("hog"), None),
+                    overdue_s: late,
+                    ready: Some(0),
+                    tasks_waiting: 0,
+                },
+            )]);
+            verdict(&r)
+        };
+        assert_eq!(
+            busy(Some(3.21)),
+            "event loop 0x1000 on thread 1 \"MainThread\" is busy for 3.2 s running task \
+             \"hog\" in slow (app.py:7)\n"
+        );
+        assert_eq!(
+            busy(Some(0.5)),
+            "No crash, deadlock or blocked wait found.\n"
+        );
+        assert_eq!(busy(None), "No crash, deadlock or blocked wait found.\n");
+        let mut r = report_of(vec![thread(1, "MainThread", Some("event_loop"), None)]);
+        r.loops = Some(vec![loop_on(
+            1,
+            LoopWhy {
+                state: Some("idle"),
+                ..Default::default()
+            },
+        )]);
+        assert_eq!(
+            verdict(&r),
+            "No crash, deadlock or blocked wait found.\n1 idle: 1 event loop\n"
+        );
+    }
 }
