@@ -95,6 +95,9 @@ bash "$(dirname "$0")/greenlet.sh" "$VENV/bin/pip"
 # --- gunicorn for the verdict tests on real servers (tests/integration/test_why_gunicorn.py) ---
 bash "$(dirname "$0")/gunicorn.sh" "$VENV/bin/pip"
 
+# --- FastAPI and uvicorn for the event-loop verdict (tests/integration/test_why_fastapi.py) -----
+bash "$(dirname "$0")/asgi.sh" "$VENV/bin/pip"
+
 # --- gdb 18 (its DAP server) for tests/integration/test_dap.py --------------------------------
 bash "$(dirname "$0")/gdb18.sh" "$base" >/dev/null
 

@@ -6,6 +6,7 @@ timer's deadline, the number of waiting tasks). Live, `overdue_s` is checked aga
 process's CLOCK_MONOTONIC before and after the CLI ran (the host's one clock); from a gcore core
 it is null. The verdict's first line is compared whole, and gdb's `py-why` prints the same."""
 
+import os
 import re
 import time
 
@@ -112,17 +113,22 @@ def expected_line(sc, late):
     if t["mode"] == "idle" or (t["mode"] == "busy" and late is None):
         return None
     running = t["running"]
-    line = 'event loop %#x on thread %d "loop" %s' % (
-        t["loop"]["id"], t["loop"]["native_id"],
+    line = 'event loop %#x on thread %d "%s" %s' % (
+        t["loop"]["id"], t["loop"]["native_id"], loop_thread_name(t),
         "is blocked" if t["mode"] == "blocked" else "is busy")
     if late is not None:
         line += " for %.1f s" % late
     line += " by " if t["mode"] == "blocked" else " running "
-    line += 'task "%s" in %s (why_loops.py:%d)' % (running["name"], running["function"],
-                                                  running["line"])
+    line += 'task "%s" in %s (%s:%d)' % (running["name"], running["function"],
+                                        os.path.basename(running["file"]), running["line"])
     if t["mode"] == "blocked":
         line += ": time.sleep"
     return line + "; %d tasks wait" % t["tasks_waiting"]
+
+
+def loop_thread_name(truth):
+    (name,) = [t["name"] for t in truth["threads"] if t["native_id"] == truth["loop"]["native_id"]]
+    return name
 
 
 def verdict_lines(text):
@@ -148,8 +154,8 @@ def test_the_verdict_leads_with_the_loop(scenario, source):
         return
     assert lines[0] == want, lines
     # The loop's thread has no line of its own: the loop's says what it waits on.
-    assert not any('thread %d "loop"' % sc.truth["loop"]["native_id"] in line
-                   for line in lines[1:]), lines
+    assert not any('thread %d "%s"' % (sc.truth["loop"]["native_id"], loop_thread_name(sc.truth))
+                   in line for line in lines[1:]), lines
 
 
 @pytest.fixture(scope="module", params=GDB_INTERPS)

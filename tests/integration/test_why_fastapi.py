@@ -1,0 +1,61 @@
+"""--why on a real ASGI service: FastAPI under uvicorn (tools/asgi.sh pins both), whose `async def`
+handler calls `time.sleep`, the most common asyncio bug (tests/scenarios/why_fastapi.py). The
+loop's `state`, `blocked_by` (the request's task, the handler's line, `time.sleep`), `ready`,
+`tasks_waiting` and, live, `overdue_s` (against this process's CLOCK_MONOTONIC before and after
+the read) are checked against the scenario's own record, and the verdict's first line whole;
+on asyncio's loop and on uvloop (uvicorn's `--loop uvloop`), live and from a gcore core."""
+
+import pytest
+
+import harness
+from test_stacks import json_from
+from test_why_loops import (expected_line, expected_loop, overdue_bounds, run_cli,
+                            verdict_lines)
+
+# (interpreter, uvicorn's loop): the ABIs tools/asgi.sh installs for.
+VARIANTS = [("pyenv-3.11", "asyncio"), ("pyenv-3.12", "asyncio"), ("pyenv-3.13", "asyncio"),
+            ("debian-3.11", "asyncio"), ("pyenv-3.12", "uvloop"), ("pyenv-3.13", "uvloop")]
+SOURCES = ["live", "core"]
+
+
+@pytest.fixture(scope="module", params=VARIANTS, ids=lambda v: "-".join(v))
+def scenario(request):
+    interp_id, impl = request.param
+    interp = harness.pick([interp_id])[0]
+    abi = "cp3%d" % interp.minor
+    env = {"PYUNWIND_ASGI": str(harness.cache_dir() / "asgi" / abi)}
+    if impl == "uvloop":
+        env["PYUNWIND_UVLOOP"] = str(harness.cache_dir() / "uvloop" / abi)
+    with harness.Scenario(interp, "why_fastapi", args=(impl,), env=env) as sc:
+        assert sc.truth["impl"] == impl
+        sc.core = sc.make_core()
+        yield sc
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_request_that_blocks_the_loop_is_named(scenario, source):
+    sc = scenario
+    out, before, after = run_cli(sc, source, "--json")
+    r = json_from(out)
+    (loop,) = r["loops"]
+    overdue = loop.pop("overdue_s")
+    loop.pop("frames")
+    assert loop == expected_loop(sc)
+    bounds = overdue_bounds(sc, source, before, after)
+    if bounds is None:
+        assert overdue is None
+    else:
+        assert bounds[0] <= overdue <= bounds[1], (overdue, bounds)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_verdict_leads_with_the_blocked_loop(scenario, source):
+    sc = scenario
+    out, before, after = run_cli(sc, source)
+    lines = verdict_lines(out)
+    bounds = overdue_bounds(sc, source, before, after)
+    late = None
+    if bounds is not None:
+        late = float(lines[0].split(" is blocked for ", 1)[1].split(" s ", 1)[0])
+        assert round(bounds[0], 1) - 0.1 <= late <= round(bounds[1], 1) + 0.1, (late, bounds)
+    assert lines[0] == expected_line(sc, late), lines
