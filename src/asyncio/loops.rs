@@ -31,7 +31,7 @@ pub struct LoopQueues {
 /// Why a loop's queues are not read, after its type's name.
 pub const C_LOOP_QUEUES_UNREAD: &str = "keeps no _ready or _scheduled attribute: a loop \
      written in C (uvloop keeps its ready queue in its Cython Loop and its timers in libuv's \
-     heap, whose layouts are not read): ready and overdue_s are null";
+     heap, whose layouts are not read): ready, overdue_s and its tasks' remaining_s are null";
 
 /// The queues of the loop object at `loop_`. Err(reason) for a loop whose queues are not
 /// Python attributes (uvloop's), or that cannot be read.

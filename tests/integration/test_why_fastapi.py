@@ -8,9 +8,7 @@ on asyncio's loop and on uvloop (uvicorn's `--loop uvloop`), live and from a gco
 import pytest
 
 import harness
-from test_stacks import json_from
-from test_why_loops import (expected_line, expected_loop, overdue_bounds, run_cli,
-                            verdict_lines)
+from test_why_loops import check_loop_json, expected_line, overdue_bounds, run_cli, verdict_lines
 
 # (interpreter, uvicorn's loop): the ABIs tools/asgi.sh installs for.
 VARIANTS = [("pyenv-3.11", "asyncio"), ("pyenv-3.12", "asyncio"), ("pyenv-3.13", "asyncio"),
@@ -34,18 +32,7 @@ def scenario(request):
 
 @pytest.mark.parametrize("source", SOURCES)
 def test_the_request_that_blocks_the_loop_is_named(scenario, source):
-    sc = scenario
-    out, before, after = run_cli(sc, source, "--json")
-    r = json_from(out)
-    (loop,) = r["loops"]
-    overdue = loop.pop("overdue_s")
-    loop.pop("frames")
-    assert loop == expected_loop(sc)
-    bounds = overdue_bounds(sc, source, before, after)
-    if bounds is None:
-        assert overdue is None
-    else:
-        assert bounds[0] <= overdue <= bounds[1], (overdue, bounds)
+    check_loop_json(scenario, source)
 
 
 @pytest.mark.parametrize("source", SOURCES)
