@@ -184,7 +184,12 @@ pub fn run_decoders(data: &[u8]) -> usize {
             })
             .collect();
         if let Ok(view) = analyze(&snap, &frames, Ok(None)) {
-            let _ = pyunwind::why::tasks::task_whys(&snap, &view);
+            // A clock, so that the sleeps' deadlines are read too.
+            let native_ids: Vec<Option<u64>> = threads.iter().map(|t| t.native_id).collect();
+            let _ = pyunwind::why::tasks::task_whys(&snap, &view, Some(0.0), &native_ids);
+            for l in &view.loops {
+                let _ = pyunwind::asyncio::loops::queues(&snap, l.addr);
+            }
         }
     }
     decoded
