@@ -76,11 +76,17 @@ pub fn report(session: &Session, base: &Report) -> Report {
             .get_or_insert_with(Vec::new)
             .extend(deadlock::task_deadlocks(&edges));
         if let Some(listed) = r.tasks.as_mut() {
+            let mut errors = Vec::new();
             for t in listed.iter_mut() {
                 if let Some(i) = view.tasks.iter().position(|v| v.raw.addr == t.id) {
-                    t.why = Some(whys[i].clone());
+                    let mut why = whys[i].clone();
+                    if let Some(w) = why.waiting.as_mut() {
+                        errors.extend(resources::socket_addresses(session, w));
+                    }
+                    t.why = Some(why);
                 }
             }
+            r.errors.extend(errors);
         }
     }
     r

@@ -106,6 +106,157 @@ fn innermost_own_frame(t: &TaskView) -> usize {
         .map_or(0, |(i, _)| i)
 }
 
+/// Where a socket's object is, from a frame that waits on it.
+#[derive(Clone, Copy)]
+enum SocketAt {
+    /// An attribute (instance or `__slots__`) of the frame's `self`: a transport, or a
+    /// protocol and then its transport.
+    SelfAttrs(&'static [&'static str]),
+    /// A local: the socket itself.
+    Local(&'static str),
+}
+
+/// Frames that wait on a socket: (file, qualified name, where its socket is, direction). Each
+/// is the first frame outside asyncio/locks.py and futures.py, from the innermost outwards.
+const SOCKET_FRAMES: &[(&str, &str, SocketAt, &str)] = &[
+    // asyncio streams (Lib/asyncio/streams.py): `read`, `readline`, `readexactly`... await
+    // `_wait_for_data`; `drain` awaits the protocol's `_drain_helper`.
+    (
+        STREAMS_PY,
+        "StreamReader._wait_for_data",
+        SocketAt::SelfAttrs(&["_transport"]),
+        "recv",
+    ),
+    (
+        STREAMS_PY,
+        "FlowControlMixin._drain_helper",
+        SocketAt::SelfAttrs(&["_transport"]),
+        "send",
+    ),
+    // The loop's socket methods (Lib/asyncio/selector_events.py).
+    (
+        SELECTOR_PY,
+        "BaseSelectorEventLoop.sock_recv",
+        SocketAt::Local("sock"),
+        "recv",
+    ),
+    (
+        SELECTOR_PY,
+        "BaseSelectorEventLoop.sock_recv_into",
+        SocketAt::Local("sock"),
+        "recv",
+    ),
+    (
+        SELECTOR_PY,
+        "BaseSelectorEventLoop.sock_recvfrom",
+        SocketAt::Local("sock"),
+        "recv",
+    ),
+    (
+        SELECTOR_PY,
+        "BaseSelectorEventLoop.sock_recvfrom_into",
+        SocketAt::Local("sock"),
+        "recv",
+    ),
+    (
+        SELECTOR_PY,
+        "BaseSelectorEventLoop.sock_sendall",
+        SocketAt::Local("sock"),
+        "send",
+    ),
+    (
+        SELECTOR_PY,
+        "BaseSelectorEventLoop.sock_sendto",
+        SocketAt::Local("sock"),
+        "send",
+    ),
+    (
+        SELECTOR_PY,
+        "BaseSelectorEventLoop.sock_connect",
+        SocketAt::Local("sock"),
+        "connect",
+    ),
+    (
+        SELECTOR_PY,
+        "BaseSelectorEventLoop.sock_accept",
+        SocketAt::Local("sock"),
+        "accept",
+    ),
+    // anyio 4's asyncio backend (httpx, httpcore, Starlette): `SocketStream.receive` awaits
+    // its protocol's `read_event` (an asyncio.Event), `send` its `write_event`.
+    (
+        ANYIO_PY,
+        "SocketStream.receive",
+        SocketAt::SelfAttrs(&["_transport"]),
+        "recv",
+    ),
+    (
+        ANYIO_PY,
+        "SocketStream.send",
+        SocketAt::SelfAttrs(&["_transport"]),
+        "send",
+    ),
+    // aiohttp's StreamReader (aiohttp/streams.py) waits in `_wait` on its protocol's transport.
+    (
+        AIOHTTP_STREAMS_PY,
+        "StreamReader._wait",
+        SocketAt::SelfAttrs(&["_protocol", "transport"]),
+        "recv",
+    ),
+];
+
+const STREAMS_PY: &str = "/asyncio/streams.py";
+const SELECTOR_PY: &str = "/asyncio/selector_events.py";
+const ANYIO_PY: &str = "/anyio/_backends/_asyncio.py";
+const AIOHTTP_STREAMS_PY: &str = "/aiohttp/streams.py";
+const LOCKS_PY: &str = "/asyncio/locks.py";
+const FUTURES_PY: &str = "/asyncio/futures.py";
+
+/// A wait on a socket (see [`SOCKET_FRAMES`]): its fd and direction; `local` and `peer` are
+/// for [`super::resources::socket_addresses`] to fill in, live. It comes before the asyncio
+/// primitive a library waits on for the socket's readiness (anyio's `read_event`).
+pub fn socket_wait(snap: &Snapshot, t: &TaskView) -> Option<Waiting> {
+    let (i, p) = python_frames(t).find(|(_, p)| {
+        !p.code.filename.ends_with(LOCKS_PY) && !p.code.filename.ends_with(FUTURES_PY)
+    })?;
+    let &(_, _, at, direction) = SOCKET_FRAMES
+        .iter()
+        .find(|(file, name, _, _)| p.code.filename.ends_with(file) && &*p.code.qualname == *name)?;
+    let holder = match at {
+        SocketAt::Local(name) => snap.local_object(p, name).ok()??,
+        SocketAt::SelfAttrs(path) => {
+            let mut obj = snap.local_object(p, "self").ok()??;
+            for name in path {
+                obj = attr(snap, obj, name)?;
+            }
+            obj
+        }
+    };
+    let sock = snap.real_socket(holder)?;
+    let fd = snap.socket_object(sock).ok()?.fd;
+    Some(Waiting {
+        kind: "socket",
+        object: Some(sock),
+        type_name: snap.type_of(sock).ok().map(|t| t.name.clone()),
+        owner: None,
+        frame: i,
+        on: Some(WaitsOn::Socket {
+            fd,
+            direction: Some(direction),
+            local: None,
+            peer: None,
+        }),
+    })
+}
+
+/// An instance attribute, else a `__slots__` member.
+fn attr(snap: &Snapshot, obj: u64, name: &str) -> Option<u64> {
+    match snap.instance_attr(obj, name) {
+        Ok(Some(v)) => Some(v),
+        _ => snap.slot_attr(obj, name).ok().flatten(),
+    }
+}
+
 /// `Process.wait()` (or `communicate()`) in progress: the transport's child.
 fn child_wait(snap: &Snapshot, t: &TaskView) -> Option<Waiting> {
     let (i, p) = python_frames(t).find(|(_, p)| {

@@ -76,11 +76,13 @@ pub fn task_whys(
         .iter()
         .enumerate()
         .map(|(me, t)| TaskWhy {
-            waiting: task_waiting(snap, view, t, &holds, me).or_else(|| {
-                super::task_outside::task_outside_wait(snap, view, t, now, |i| {
-                    native_ids.get(i).copied().flatten()
-                })
-            }),
+            waiting: super::task_outside::socket_wait(snap, t)
+                .or_else(|| task_waiting(snap, view, t, &holds, me))
+                .or_else(|| {
+                    super::task_outside::task_outside_wait(snap, view, t, now, |i| {
+                        native_ids.get(i).copied().flatten()
+                    })
+                }),
             holding: holds[me]
                 .iter()
                 .map(|h| Holding {

@@ -8,6 +8,7 @@ on asyncio's loop and on uvloop (uvicorn's `--loop uvloop`), live and from a gco
 import pytest
 
 import harness
+from test_stacks import json_from
 from test_why_loops import check_loop_json, expected_line, overdue_bounds, run_cli, verdict_lines
 
 # (interpreter, uvicorn's loop): the ABIs tools/asgi.sh installs for.
@@ -46,3 +47,23 @@ def test_the_verdict_leads_with_the_blocked_loop(scenario, source):
         late = float(lines[0].split(" is blocked for ", 1)[1].split(" s ", 1)[0])
         assert round(bounds[0], 1) - 0.1 <= late <= round(bounds[1], 1) + 0.1, (late, bounds)
     assert lines[0] == expected_line(sc, late), lines
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_request_waiting_on_its_upstream_names_the_socket(scenario, source):
+    """anyio's SocketStream.receive waits on its protocol's read_event: the socket, not the
+    Event (asyncio's loop: uvloop's transports are C objects, not read)."""
+    sc = scenario
+    out, _, _ = run_cli(sc, source, "--json", "--tasks")
+    up = sc.truth["upstream"]
+    (t,) = [t for t in json_from(out)["tasks"] if t["id"] == up["task"]]
+    w = dict(t["waiting"])
+    frame = t["frames"][w.pop("frame")]["function"]
+    if sc.truth["impl"] == "uvloop":
+        assert (w["kind"], frame) == ("asyncio_event", "Event.wait"), w
+        return
+    assert frame == "SocketStream.receive"
+    live = source == "live"
+    assert w == {"kind": "socket", "object": up["id"], "type": up["type"], "owner": None,
+                 "fd": up["fd"], "direction": "recv", "local": up["local"] if live else None,
+                 "peer": up["peer"] if live else None}

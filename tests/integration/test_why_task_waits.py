@@ -64,7 +64,17 @@ def expected_waits(sc, source):
         "orphan": wait("orphan", "future", orphan=True),
         "kept": wait("kept", "future", orphan=False),
         "child": child,
+        "streamer": socket_wait(t["streamer"], source),
+        "sockrecv": socket_wait(t["sockrecv"], source),
     }
+
+
+def socket_wait(rec, source):
+    """A task's wait on the socket the scenario recorded; its addresses live only."""
+    live = source == "live"
+    return {"kind": "socket", "object": rec["id"], "type": rec["type"], "owner": None,
+            "fd": rec["fd"], "direction": "recv", "local": rec["local"] if live else None,
+            "peer": rec["peer"] if live else None}
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -82,7 +92,9 @@ def test_every_task_says_what_it_waits_on(scenario, source):
         # The frame that waits: the task's own for a future it awaits itself, asyncio's
         # `sleep`, `to_thread`, or the transport's `_wait` inside `Process.wait()`.
         own = {"sleeper": "sleep", "threaded": "to_thread",
-               "child": "BaseSubprocessTransport._wait"}.get(name, name)
+               "child": "BaseSubprocessTransport._wait",
+               "streamer": "StreamReader._wait_for_data",
+               "sockrecv": "BaseSelectorEventLoop.sock_recv"}.get(name, name)
         assert t["frames"][frame]["function"] == own, (name, t["frames"])
         if name == "child":
             got.pop("object")

@@ -8,13 +8,16 @@ names the folder holding uvloop). ``PYUNWIND_ASGI`` names the folder holding Fas
 uvicorn (tools/asgi.sh).
 
 uvicorn serves the app in the main thread, as ``uvicorn.run`` does, on a socket bound here.
-Thread "client" sends ``GET /slow``, whose handler ``slow`` blocks in ``time.sleep`` on the
+Thread "client" sends ``GET /upstream``, whose handler connects to ``SILENT`` (an upstream that
+never answers) through anyio, as httpx does, and waits in ``SocketStream.receive``; then
+``GET /slow``, whose handler ``slow`` blocks in ``time.sleep`` on the
 line of its marker comment, then ``GET /fast``, which the blocked loop never serves.
 Thread "recorder" waits until the loop's thread is there and uvicorn's own tick
 (``Server.main_loop``'s ``asyncio.sleep(0.1)``) is ``LATE_SECONDS`` overdue, then records the
 truth and blocks (``_truth.HELD``). The truth has ``loop`` {id, native_id, type}, ``running``
 {id, name, function, file, line} (the request's task), ``ready`` and ``earliest_when`` (asyncio's
-loop only), ``tasks_waiting`` (the loop's other pending tasks) and ``impl``.
+loop only), ``tasks_waiting`` (the loop's other pending tasks), ``upstream`` {task, id, fd,
+local, peer} (the upstream request's task and its socket) and ``impl``.
 """
 
 import os
@@ -30,17 +33,25 @@ if IMPL == "uvloop":
 
 import asyncio  # noqa: E402
 
+import anyio  # noqa: E402
 import uvicorn  # noqa: E402
 from fastapi import FastAPI  # noqa: E402
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _truth  # noqa: E402
+import why_helpers  # noqa: E402
 
 FOREVER = 100000
 LATE_SECONDS = 1.2
 RUNNING = {}
 STARTED = threading.Event()
+UPSTREAM = {}
+UPSTREAM_PARKED = threading.Event()
+# The upstream that never answers: it accepts (the kernel's backlog) and sends nothing.
+SILENT = socket.socket()
+SILENT.bind(("127.0.0.1", 0))
+SILENT.listen()
 app = FastAPI()
 
 
@@ -55,6 +66,17 @@ async def slow():
     time.sleep(FOREVER)  # slow blocks
 
 
+@app.get("/upstream")
+async def upstream():
+    # httpx and httpcore reach an upstream through anyio's SocketStream, as here.
+    stream = await anyio.connect_tcp(*SILENT.getsockname())
+    sock = getattr(stream._transport, "_sock", None)  # uvloop's transports are C objects
+    UPSTREAM.update(why_helpers.sock_record(sock) if sock is not None else {},
+                    task=id(asyncio.current_task()))
+    UPSTREAM_PARKED.set()
+    await stream.receive()  # upstream waits
+
+
 @app.get("/fast")
 async def fast():
     return {"fast": True}
@@ -63,6 +85,10 @@ async def fast():
 def client(port):
     with socket.create_connection(("127.0.0.1", port)) as slow_conn, \
             socket.create_connection(("127.0.0.1", port)) as fast_conn:
+        up_conn = socket.create_connection(("127.0.0.1", port))
+        up_conn.sendall(b"GET /upstream HTTP/1.1\r\nHost: x\r\n\r\n")
+        if not UPSTREAM_PARKED.wait(_truth.MAX_START_SECONDS):
+            _truth.fail("the upstream request did not start")
         slow_conn.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
         if not STARTED.wait(_truth.MAX_START_SECONDS):
             _truth.fail("the handler did not start")
@@ -92,6 +118,7 @@ def recorder(main_ident):
         ready=None if IMPL == "uvloop" else len(loop._ready),
         earliest_when=when,
         tasks_waiting=len([t for t in RUNNING["tasks"] if not t.done()]),
+        upstream=UPSTREAM,
     ); _truth.HELD.acquire()  # noqa: E702
 
 

@@ -14,11 +14,14 @@ The loop runs in thread "loop", idle in its selector once every task is parked:
 - "sleeper": ``await asyncio.sleep(SLEEP_SECONDS)``;
 - "child": ``await proc.wait()`` of ``asyncio.create_subprocess_exec("sleep", "1000")``;
 - "orphan": ``await fut`` of a future made in its own frame, which nothing else can complete;
-- "kept": the same, but the future is also kept in the list ``KEPT``.
+- "kept": the same, but the future is also kept in the list ``KEPT``;
+- "streamer": ``await reader.read(1)`` on an asyncio stream connected to ``SILENT``;
+- "sockrecv": ``await loop.sock_recv(sock, 1)`` on a socket connected to ``SILENT``.
 
 The truth has, per task name: ``id``, ``fut`` (its ``_fut_waiter``: the future it awaits),
 ``line`` (its own frame's line, from its ``# <name> waits`` marker); and ``executor``
-{native_id, name, fd, local, peer}, ``threaded`` {native_id, name}, ``held`` (``id()`` of
+{native_id, name, fd, local, peer}, ``streamer`` and ``sockrecv`` {id, fd, local, peer} (the
+socket object), ``threaded`` {native_id, name}, ``held`` (``id()`` of
 ``_truth.HELD``), ``sleep_when`` (the sleep's
 ``TimerHandle._when``), ``child`` {pid, argv}, ``loop`` {id, native_id}.
 """
@@ -46,7 +49,7 @@ SILENT.bind(("127.0.0.1", 0))
 SILENT.listen()
 KEPT = []
 JOBS = {}
-NAMES = ["executor", "threaded", "sleeper", "child", "orphan", "kept"]
+NAMES = ["executor", "threaded", "sleeper", "child", "orphan", "kept", "streamer", "sockrecv"]
 
 
 def blocking_recv():
@@ -91,6 +94,21 @@ async def kept():
     await fut  # kept waits
 
 
+async def streamer():
+    reader, writer = await asyncio.open_connection(*SILENT.getsockname())
+    JOBS["streamer"] = why_helpers.sock_record(writer.transport._sock)
+    await reader.read(1)  # streamer waits
+
+
+async def sockrecv():
+    loop = asyncio.get_running_loop()
+    sock = socket.socket()
+    sock.setblocking(False)
+    await loop.sock_connect(sock, SILENT.getsockname())
+    JOBS["sockrecv"] = why_helpers.sock_record(sock)
+    await loop.sock_recv(sock, 1)  # sockrecv waits
+
+
 async def main(tasks):
     loop = asyncio.get_running_loop()
     for name in NAMES:
@@ -107,7 +125,7 @@ def run_loop(holder):
 def parked(holder):
     """Whether every task waits where its marker says, and the jobs and the child started."""
     tasks = holder["tasks"]
-    if len(tasks) < len(NAMES) or len(JOBS) < 3:
+    if len(tasks) < len(NAMES) or len(JOBS) < 5:
         return False
     for name, task in tasks.items():
         stack = task.get_stack()
