@@ -13,6 +13,7 @@ use crate::report::group::{GroupBy, TargetError, ThreadIn};
 use crate::report::group_text;
 use crate::report::text as render;
 use crate::report::{Hosted, Report};
+use crate::sample::window::{self, Plan};
 use crate::session::native_stacks::ThreadRegs;
 use crate::session::{self, Session};
 use crate::symbols::debuginfod::{Client, Config};
@@ -210,6 +211,17 @@ enum Cmd {
         /// out (named on stderr).
         #[arg(long)]
         children: bool,
+        /// With --why: watch the process for SECONDS instead of reading it once, sampling
+        /// every thread's Python stack (the process is never stopped) and its CPU time
+        /// (/proc). Each thread gets `progress` (samples, CPU seconds, whether its stack
+        /// moved, how many distinct stacks); one on CPU 60% of the window whose stack never
+        /// moved is `spinning`, one on CPU 10% whose stack moved is `busy`; the others keep
+        /// what the last sample shows. One process.
+        #[arg(long = "for", value_name = "SECONDS", requires = "why")]
+        for_seconds: Option<f64>,
+        /// With --for: samples a second (default 100, at most 1000).
+        #[arg(long, value_name = "HZ", requires = "for_seconds")]
+        rate: Option<f64>,
         #[command(flatten)]
         debug: DebugFiles,
         #[command(flatten)]
@@ -231,6 +243,9 @@ enum Cmd {
         /// The executable, when the path recorded in the core is wrong or missing.
         #[arg(long, value_name = "PATH")]
         exe: Option<PathBuf>,
+        /// `pid`'s only: a core is one stop (refused with a one-line error).
+        #[arg(long = "for", value_name = "SECONDS", hide = true)]
+        for_seconds: Option<String>,
         #[command(flatten)]
         files: Files,
         #[command(flatten)]
@@ -397,9 +412,38 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
         Cmd::Pid {
             pids,
             children,
+            for_seconds: Some(seconds),
+            rate,
             debug,
             group,
             out,
+        } => {
+            let pid = match (&pids[..], children, group.by()) {
+                ([pid], false, None) => *pid,
+                _ => {
+                    return Err(Error::Usage(
+                        "--for watches one process (no --children, --group or --tree)".into(),
+                    ))
+                }
+            };
+            let plan = Plan::new(seconds, rate.unwrap_or(window::DEFAULT_RATE_HZ))?;
+            let files = CoreFiles {
+                search: FileSearch {
+                    debuginfod: debug.debuginfod(),
+                    debug_dirs: debug.debug_file_directory,
+                    ..FileSearch::default()
+                },
+                ..CoreFiles::default()
+            };
+            return watch_one(pid, &plan, &files, &out);
+        }
+        Cmd::Pid {
+            pids,
+            children,
+            debug,
+            group,
+            out,
+            ..
         } => (
             pids.into_iter().map(Spec::Live).collect::<Vec<_>>(),
             children,
@@ -415,11 +459,22 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
             out,
         ),
         Cmd::Core {
+            for_seconds: Some(_),
+            ..
+        } => {
+            return Err(Error::Usage(
+                "--for samples a running process over time and a core is one stop: use `pid \
+                 PID --why --for SECONDS`"
+                    .into(),
+            ))
+        }
+        Cmd::Core {
             cores,
             exe,
             files,
             group,
             out,
+            ..
         } => (
             cores.into_iter().map(Spec::Core).collect(),
             false,
@@ -478,15 +533,7 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
             Spec::Core(_) => None,
         };
         return with_report(target, live_pid, &out, true, |session, report| {
-            if out.json {
-                write_json(&Hosted {
-                    host: &host,
-                    pid: None,
-                    report,
-                })?;
-                return Ok((String::new(), 0));
-            }
-            Ok((render_text(session, report, &out)?, 0))
+            emit_one(session, report, &out, &host)
         });
     }
     let mut targets: Vec<(Spec, bool)> = Vec::new();
@@ -668,6 +715,49 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
         }
     }
     Ok((text, status))
+}
+
+/// One target's report as `out` asks: its JSON written out (with `host`), else its text.
+fn emit_one(session: &Session, report: &Report, out: &Output, host: &str) -> Result<(String, i32)> {
+    if out.json {
+        write_json(&Hosted {
+            host,
+            pid: None,
+            report,
+        })?;
+        return Ok((String::new(), 0));
+    }
+    Ok((render_text(session, report, out)?, 0))
+}
+
+/// `pid PID --why --for SECONDS`: the process sampled over the window, then its report made
+/// at the window's end (or, when it exited before, its last sample's) with each thread's
+/// progress and the state it gives.
+fn watch_one(pid: i32, plan: &Plan, files: &CoreFiles, out: &Output) -> Result<(String, i32)> {
+    check_output(out)?;
+    let first = Session::open(open_target(&Spec::Live(pid), files)?)?;
+    let mut watched = window::watch(pid, plan, &first);
+    drop(first);
+    let host = crate::report::host_name();
+    let emit = |session: &Session, report: &Report| emit_one(session, report, out, &host);
+    if watched.exited.is_none() {
+        if let Ok(target) = open_target(&Spec::Live(pid), files) {
+            return with_report(target, Some(pid), out, true, |session, report| {
+                let mut r = report.clone();
+                watched.conclude(&mut r, true);
+                emit(session, &r)
+            });
+        }
+        watched.exited = Some(watched.elapsed());
+    }
+    let Some((session, last)) = watched.last.take() else {
+        return Err(Error::Usage(format!(
+            "process {pid} exited before its first sample"
+        )));
+    };
+    let mut r = crate::why::report(&session, &last);
+    watched.conclude(&mut r, false);
+    emit(&session, &r)
 }
 
 /// The options that do not go together, for every target.
