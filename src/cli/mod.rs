@@ -21,9 +21,11 @@ use crate::target::{FileSearch, Target};
 
 mod install;
 mod many;
+mod record;
 
 use install::{install, script_path, Debugger};
 use many::{descendants, merge, read_all};
+use record::ProfileFormat;
 
 const ABOUT: &str = "Python stacks of a live process or a core file, without debug info";
 
@@ -136,6 +138,18 @@ struct DebugFiles {
 }
 
 impl DebugFiles {
+    /// How a live process's files are looked up: its own, then these debug files.
+    fn live_files(self) -> CoreFiles {
+        CoreFiles {
+            search: FileSearch {
+                debuginfod: self.debuginfod(),
+                debug_dirs: self.debug_file_directory,
+                ..FileSearch::default()
+            },
+            ..CoreFiles::default()
+        }
+    }
+
     /// The run's debuginfod client: one for every target, so that a file is fetched once.
     fn debuginfod(&self) -> Option<std::sync::Arc<Client>> {
         if self.no_debuginfod {
@@ -252,6 +266,33 @@ enum Cmd {
         group: Grouping,
         #[command(flatten)]
         out: Output,
+    },
+    /// Record a sampling profile of a running process: every thread's Python stack at each
+    /// tick (the process is never stopped), written as collapsed stacks (`root;...;leaf
+    /// COUNT`, frames as `function (file:line)`) or speedscope's file (one `sampled` profile
+    /// per thread). Ends with one line: the samples taken, the rate achieved, the thread
+    /// samples written, torn (a frame that could not be read: left out) and dropped at a cap.
+    Record {
+        /// The process id.
+        pid: i32,
+        /// Seconds to record.
+        #[arg(short = 'd', long, value_name = "SECONDS", default_value_t = 10.0)]
+        duration: f64,
+        /// Samples a second (at most 1000).
+        #[arg(short = 'r', long, value_name = "HZ", default_value_t = window::DEFAULT_RATE_HZ)]
+        rate: f64,
+        /// The file's format.
+        #[arg(short = 'f', long, value_enum, default_value = "speedscope")]
+        format: ProfileFormat,
+        /// The file to write.
+        #[arg(short = 'o', long, value_name = "FILE")]
+        output: PathBuf,
+        /// Also the threads that are not running (blocked, sleeping); without it a thread's
+        /// sample counts only when it is on a CPU or waiting for one (/proc's state `R`).
+        #[arg(long)]
+        idle: bool,
+        #[command(flatten)]
+        debug: DebugFiles,
     },
     /// Group identical Python stacks over saved `--json` reports (from any number of
     /// machines): as `--group` does, streamed, one report held at a time; tasks and greenlets
@@ -427,14 +468,7 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
                 }
             };
             let plan = Plan::new(seconds, rate.unwrap_or(window::DEFAULT_RATE_HZ))?;
-            let files = CoreFiles {
-                search: FileSearch {
-                    debuginfod: debug.debuginfod(),
-                    debug_dirs: debug.debug_file_directory,
-                    ..FileSearch::default()
-                },
-                ..CoreFiles::default()
-            };
+            let files = debug.live_files();
             return watch_one(pid, &plan, &files, &out);
         }
         Cmd::Pid {
@@ -448,14 +482,7 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
             pids.into_iter().map(Spec::Live).collect::<Vec<_>>(),
             children,
             group,
-            CoreFiles {
-                search: FileSearch {
-                    debuginfod: debug.debuginfod(),
-                    debug_dirs: debug.debug_file_directory,
-                    ..FileSearch::default()
-                },
-                ..CoreFiles::default()
-            },
+            debug.live_files(),
             out,
         ),
         Cmd::Core {
@@ -490,6 +517,19 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
             },
             out,
         ),
+        Cmd::Record {
+            pid,
+            duration,
+            rate,
+            format,
+            output,
+            idle,
+            debug,
+        } => {
+            let files = debug.live_files();
+            let plan = Plan::new(duration, rate)?;
+            return record::record(pid, &plan, format, &output, idle, &files);
+        }
         Cmd::Merge {
             reports,
             group_by,
@@ -740,7 +780,7 @@ fn watch_one(pid: i32, plan: &Plan, files: &CoreFiles, out: &Output) -> Result<(
     drop(first);
     let host = crate::report::host_name();
     let emit = |session: &Session, report: &Report| emit_one(session, report, out, &host);
-    if watched.exited.is_none() {
+    if watched.run.exited.is_none() {
         if let Ok(target) = open_target(&Spec::Live(pid), files) {
             return with_report(target, Some(pid), out, true, |session, report| {
                 let mut r = report.clone();
@@ -748,7 +788,7 @@ fn watch_one(pid: i32, plan: &Plan, files: &CoreFiles, out: &Output) -> Result<(
                 emit(session, &r)
             });
         }
-        watched.exited = Some(watched.elapsed());
+        watched.run.exited = Some(watched.run.elapsed());
     }
     let Some((session, last)) = watched.last.take() else {
         return Err(Error::Usage(format!(

@@ -185,6 +185,14 @@ pub fn proc_run_queue_seconds(pid: u32, tid: u64) -> Option<f64> {
     Some(ns as f64 / 1e9)
 }
 
+/// Whether the thread whose id is `tid` is on a CPU or waiting for one: the state letter of
+/// `/proc/PID/task/TID/stat` (field 3) is `R`; None when it cannot be read (it ended).
+pub fn proc_thread_running(pid: u32, tid: u64) -> Option<bool> {
+    let text = std::fs::read_to_string(format!("{}/stat", task_dir(pid, tid)?)).ok()?;
+    let state = text[text.rfind(')')? + 1..].split_whitespace().next()?;
+    Some(state == "R")
+}
+
 /// Whether process `pid` is still there and not a zombie: the state letter of
 /// `/proc/PID/stat` (field 3) is neither `Z` nor `X` (Linux fs/proc/array.c `task_state_array`).
 pub fn process_alive(pid: i32) -> bool {

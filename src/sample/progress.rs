@@ -260,19 +260,7 @@ mod tests {
     }
 
     fn thread(lwp: u64, frames: Vec<FrameReport>) -> ThreadReport {
-        ThreadReport {
-            native_id: Some(lwp),
-            thread_id: Some(lwp),
-            name: None,
-            native_name: None,
-            holds_gil: Some(false),
-            interpreter: Some(0),
-            interpreter_id: None,
-            thread_state: Some(0),
-            frames,
-            truncated: false,
-            why: None,
-        }
+        test_support::thread_of(lwp, frames)
     }
 
     fn last_report(threads: Vec<ThreadReport>) -> Report {

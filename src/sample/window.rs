@@ -55,47 +55,56 @@ impl Plan {
     }
 }
 
-/// A window sampled.
-pub struct Watched {
-    pub pid: i32,
-    pub tracker: Tracker,
+/// How a run of samples went.
+pub struct Run {
     started: Instant,
-    /// The last sample read, with its session: the report when the process exits before the
-    /// window's end.
-    pub last: Option<(Session, Report)>,
+    /// Samples read.
+    pub taken: u64,
     /// Seconds into the window at which the process was found gone.
     pub exited: Option<f64>,
     /// Samples that could not be read at all, and the last reason.
-    failed: u64,
-    last_failure: Option<String>,
+    pub failed: u64,
+    pub last_failure: Option<String>,
 }
 
-impl Watched {
+impl Run {
     /// Seconds since the window began.
     pub fn elapsed(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
     }
+}
 
+/// A window sampled for `--why --for`.
+pub struct Watched {
+    pub pid: i32,
+    pub tracker: Tracker,
+    pub run: Run,
+    /// The last sample read, with its session: the report when the process exits before the
+    /// window's end.
+    pub last: Option<(Session, Report)>,
+}
+
+impl Watched {
     /// `report`, made at the window's end (`at_end`: it is one more sample, else it is the
     /// last sample's), with each thread's progress and state, and what went wrong.
     pub fn conclude(&mut self, report: &mut Report, at_end: bool) {
         if at_end {
             let pid = self.pid as u32;
-            let at = self.elapsed();
+            let at = self.run.elapsed();
             self.tracker
                 .observe(at, &report.threads, &|lwp| cpu_reading(pid, lwp));
         }
         self.tracker.finish(report);
         let note = |what| ErrorReport { address: 0, what };
-        if self.failed > 0 {
+        if self.run.failed > 0 {
             report.errors.push(note(format!(
                 "{} of {} samples could not be read (the last: {})",
-                self.failed,
-                self.failed + self.tracker.samples(),
-                self.last_failure.as_deref().unwrap_or("?")
+                self.run.failed,
+                self.run.failed + self.tracker.samples(),
+                self.run.last_failure.as_deref().unwrap_or("?")
             )));
         }
-        if let Some(at) = self.exited {
+        if let Some(at) = self.run.exited {
             report.errors.push(note(format!(
                 "process {} exited {at:.1} s into the window, after {} samples: this is its \
                  last sample",
@@ -106,15 +115,39 @@ impl Watched {
     }
 }
 
-/// Samples process `pid` (in which `first` found CPython) over the plan's window, until it
-/// ends or the process exits.
+/// Samples process `pid` (in which `first` found CPython) over the plan's window for
+/// `--why --for`.
 pub fn watch(pid: i32, plan: &Plan, first: &Session) -> Watched {
-    let remembered = first.remembered();
-    let mut w = Watched {
+    let mut tracker = Tracker::new();
+    let mut last = None;
+    let run = run(pid, plan, first, &mut |at, s, r| {
+        tracker.observe(at, &r.threads, &|lwp| cpu_reading(pid as u32, lwp));
+        // A process being killed shows no thread at its end: not the one to report.
+        if !r.threads.is_empty() {
+            last = Some((s, r));
+        }
+    });
+    Watched {
         pid,
-        tracker: Tracker::new(),
+        tracker,
+        run,
+        last,
+    }
+}
+
+/// Samples process `pid` (in which `first` found CPython) at the plan's rate, handing each
+/// sample to `on` with the seconds into the window it was taken at, until the window ends or
+/// the process exits; returns at the window's end.
+pub fn run(
+    pid: i32,
+    plan: &Plan,
+    first: &Session,
+    on: &mut dyn FnMut(f64, Session, Report),
+) -> Run {
+    let remembered = first.remembered();
+    let mut w = Run {
         started: Instant::now(),
-        last: None,
+        taken: 0,
         exited: None,
         failed: 0,
         last_failure: None,
@@ -137,12 +170,8 @@ pub fn watch(pid: i32, plan: &Plan, first: &Session) -> Watched {
             });
         match sample {
             Ok((s, r)) => {
-                w.tracker
-                    .observe(at, &r.threads, &|lwp| cpu_reading(pid as u32, lwp));
-                // A process being killed shows no thread at its end: not the one to report.
-                if !r.threads.is_empty() {
-                    w.last = Some((s, r));
-                }
+                w.taken += 1;
+                on(at, s, r);
             }
             Err(_) if !process_alive(pid) => {
                 w.exited = Some(at);
@@ -157,7 +186,7 @@ pub fn watch(pid: i32, plan: &Plan, first: &Session) -> Watched {
     if w.exited.is_none() && !process_alive(pid) {
         w.exited = Some(w.elapsed());
     }
-    // The window's end: the caller's report is made then.
+    // The window's end: a caller's last report is made then.
     let end = w.started + Duration::from_secs_f64(plan.seconds);
     let now = Instant::now();
     if w.exited.is_none() && end > now {

@@ -5,7 +5,11 @@ is `busy`, a blocked one keeps its wait. The process runs throughout: nothing st
 
 CPU shares are the machine's to give: they are checked against the rule's bars only, never
 for a value. Bad input: `--for` on a core and out-of-range plans are one-line errors; a process
-that exits during the window gives its last sample's report with an error entry."""
+that exits during the window gives its last sample's report with an error entry.
+
+`record` (collapsed and speedscope) on tests/scenarios/shares.py, whose worker spends 3 of
+every 4 units of its CPU time in `three` and 1 in `one`: the stacks exact against its record,
+the shares within what 300 samples allow, the blocked main thread only with `--idle`."""
 
 import json
 import re
@@ -141,3 +145,80 @@ def test_a_process_that_exits_mid_window(interp):
     spinner = next(t for t in report["threads"] if t["name"] == "spinner")
     assert spinner["progress"]["moved"] is False and spinner["progress"]["stacks"] == 1
     json.dumps(report)
+
+
+# --- record -----------------------------------------------------------------------------------
+
+RECORD_SECONDS = 3
+
+
+def frame_name(f):
+    return "%s (%s:%d)" % (f["function"], f["file"], f["line"])
+
+
+def record(sc, fmt, *extra):
+    path = sc.tmpdir / ("profile." + fmt)
+    rc, out, err = cli("record", sc.pid, "--duration", RECORD_SECONDS, "--format", fmt,
+                       "-o", path, *extra)
+    assert rc == 0, err
+    m = re.fullmatch(r"pyunwind: (\d+) samples in (\d+\.\d) s \((\d+\.\d) Hz\), (\d+) thread "
+                     r"samples written, (\d+) torn, 0 dropped at a cap, 0 unreadable: %s\n"
+                     % re.escape(str(path)), out)
+    assert m, out
+    return path, int(m.group(4))
+
+
+def shares_stacks(sc):
+    """The worker's two stacks (root first), in `three` and in `one`, from the program's
+    record."""
+    here = str(harness.scenarios_dir() / "shares.py")
+    places = sc.truth["places"]
+    outer = [frame_name(f) for f in reversed(sc.truth["threads"][1]["frames"])]
+    return {
+        fn: ";".join(outer + ["worker (%s:%d)" % (here, places["call-" + fn]),
+                              "%s (%s:%d)" % (fn, here, places["spin-" + fn])])
+        for fn in ("three", "one")
+    }
+
+
+def check_shares(counts, stacks):
+    """`counts`: {stack: samples}. The worker's two stacks hold nearly every sample (a sample
+    between two calls is rare), 3 to 1 within what 300 samples allow."""
+    total = sum(counts.values())
+    three, one = counts.get(stacks["three"], 0), counts.get(stacks["one"], 0)
+    assert three + one >= 0.95 * total, counts
+    assert 0.65 <= three / (three + one) <= 0.85, (three, one)
+
+
+@pytest.mark.parametrize("interp", INTERPS[:2], ids=lambda i: i.id)
+def test_record_collapsed_and_speedscope(interp):
+    with harness.Scenario(interp, "shares") as sc:
+        stacks = shares_stacks(sc)
+        path, written = record(sc, "collapsed")
+        counts = {}
+        for line in path.read_text().splitlines():
+            stack, n = line.rsplit(" ", 1)
+            counts[stack] = int(n)
+        assert sum(counts.values()) == written
+        # Without --idle the main thread (blocked) is not there.
+        assert not any(s.endswith("HELD.acquire()") or "main (" in s for s in counts), counts
+        check_shares(counts, stacks)
+
+        path, written = record(sc, "speedscope", "--idle")
+        doc = json.loads(path.read_text())
+        assert doc["$schema"] == "https://www.speedscope.app/file-format-schema.json"
+        frames = [frame_name(dict(f, function=f["name"])) for f in doc["shared"]["frames"]]
+        by_name = {p["name"]: p for p in doc["profiles"]}
+        main, worker = sc.truth["threads"]
+        assert sorted(by_name) == sorted('thread %d "%s"' % (t["native_id"], t["name"])
+                                         for t in (main, worker))
+        assert all(p["type"] == "sampled" for p in doc["profiles"])
+        assert sum(sum(p["weights"]) for p in doc["profiles"]) == written
+
+        def counts_of(p):
+            return {";".join(frames[i] for i in s): w for s, w in zip(p["samples"], p["weights"])}
+        # --idle: the blocked main thread is in every sample, at its one place.
+        main_profile = counts_of(by_name['thread %d "MainThread"' % main["native_id"]])
+        want = ";".join(frame_name(f) for f in reversed(main["frames"]))
+        assert list(main_profile) == [want]
+        check_shares(counts_of(by_name['thread %d "worker"' % worker["native_id"]]), stacks)
