@@ -183,11 +183,12 @@ def shares_stacks(sc):
 
 def check_shares(counts, stacks):
     """`counts`: {stack: samples}. The worker's two stacks hold nearly every sample (a sample
-    between two calls is rare), 3 to 1 within what 300 samples allow."""
+    between two calls, or at a function's entry, is rare), 3 to 1 within what 300 samples
+    allow (0.75 +- 0.12: about 4.5 standard deviations of a binomial share of 300)."""
     total = sum(counts.values())
     three, one = counts.get(stacks["three"], 0), counts.get(stacks["one"], 0)
-    assert three + one >= 0.95 * total, counts
-    assert 0.65 <= three / (three + one) <= 0.85, (three, one)
+    assert three + one >= 0.9 * total, counts
+    assert 0.63 <= three / (three + one) <= 0.87, (three, one, counts)
 
 
 @pytest.mark.parametrize("interp", INTERPS[:2], ids=lambda i: i.id)
