@@ -3,7 +3,8 @@
 //! foundation ([`error`], [`panic`], [`parallel`]), [`report`] (the model every layer fills),
 //! [`arch`], [`memory`], [`binary`], [`symbols`], [`target`], [`cpython`], then [`asyncio`],
 //! [`greenlet`] and [`native`], [`unwind`], [`session`] (one stop, with its features as
-//! modules over it), [`why`], and the frontends (`python`, [`cli`]).
+//! modules over it), [`why`], [`sample`] (a live target read over a window), and the
+//! frontends (`python`, [`cli`]).
 
 pub mod arch;
 pub mod asyncio;
@@ -18,6 +19,7 @@ pub mod native;
 pub mod panic;
 pub mod parallel;
 pub mod report;
+pub mod sample;
 pub mod session;
 pub mod symbols;
 pub mod target;

@@ -13,6 +13,7 @@ use crate::report::group::{GroupBy, TargetError, ThreadIn};
 use crate::report::group_text;
 use crate::report::text as render;
 use crate::report::{Hosted, Report};
+use crate::sample::window::{self, Plan};
 use crate::session::native_stacks::ThreadRegs;
 use crate::session::{self, Session};
 use crate::symbols::debuginfod::{Client, Config};
@@ -20,9 +21,11 @@ use crate::target::{FileSearch, Target};
 
 mod install;
 mod many;
+mod record;
 
 use install::{install, script_path, Debugger};
 use many::{descendants, merge, read_all};
+use record::ProfileFormat;
 
 const ABOUT: &str = "Python stacks of a live process or a core file, without debug info";
 
@@ -135,6 +138,18 @@ struct DebugFiles {
 }
 
 impl DebugFiles {
+    /// How a live process's files are looked up: its own, then these debug files.
+    fn live_files(self) -> CoreFiles {
+        CoreFiles {
+            search: FileSearch {
+                debuginfod: self.debuginfod(),
+                debug_dirs: self.debug_file_directory,
+                ..FileSearch::default()
+            },
+            ..CoreFiles::default()
+        }
+    }
+
     /// The run's debuginfod client: one for every target, so that a file is fetched once.
     fn debuginfod(&self) -> Option<std::sync::Arc<Client>> {
         if self.no_debuginfod {
@@ -210,6 +225,17 @@ enum Cmd {
         /// out (named on stderr).
         #[arg(long)]
         children: bool,
+        /// With --why: watch the process for SECONDS instead of reading it once, sampling
+        /// every thread's Python stack (the process is never stopped) and its CPU time
+        /// (/proc). Each thread gets `progress` (samples, CPU seconds, whether its stack
+        /// moved, how many distinct stacks); one on CPU 60% of the window whose stack never
+        /// moved is `spinning`, one on CPU 10% whose stack moved is `busy`; the others keep
+        /// what the last sample shows. One process.
+        #[arg(long = "for", value_name = "SECONDS", requires = "why")]
+        for_seconds: Option<f64>,
+        /// With --for: samples a second (default 100, at most 1000).
+        #[arg(long, value_name = "HZ", requires = "for_seconds")]
+        rate: Option<f64>,
         #[command(flatten)]
         debug: DebugFiles,
         #[command(flatten)]
@@ -231,12 +257,42 @@ enum Cmd {
         /// The executable, when the path recorded in the core is wrong or missing.
         #[arg(long, value_name = "PATH")]
         exe: Option<PathBuf>,
+        /// `pid`'s only: a core is one stop (refused with a one-line error).
+        #[arg(long = "for", value_name = "SECONDS", hide = true)]
+        for_seconds: Option<String>,
         #[command(flatten)]
         files: Files,
         #[command(flatten)]
         group: Grouping,
         #[command(flatten)]
         out: Output,
+    },
+    /// Record a sampling profile of a running process: every thread's Python stack at each
+    /// tick (the process is never stopped), written as collapsed stacks (`root;...;leaf
+    /// COUNT`, frames as `function (file:line)`) or speedscope's file (one `sampled` profile
+    /// per thread). Ends with one line: the samples taken, the rate achieved, the thread
+    /// samples written, torn (a frame that could not be read: left out) and dropped at a cap.
+    Record {
+        /// The process id.
+        pid: i32,
+        /// Seconds to record.
+        #[arg(short = 'd', long, value_name = "SECONDS", default_value_t = 10.0)]
+        duration: f64,
+        /// Samples a second (at most 1000).
+        #[arg(short = 'r', long, value_name = "HZ", default_value_t = window::DEFAULT_RATE_HZ)]
+        rate: f64,
+        /// The file's format.
+        #[arg(short = 'f', long, value_enum, default_value = "speedscope")]
+        format: ProfileFormat,
+        /// The file to write.
+        #[arg(short = 'o', long, value_name = "FILE")]
+        output: PathBuf,
+        /// Also the threads that are not running (blocked, sleeping); without it a thread's
+        /// sample counts only when it is on a CPU or waiting for one (/proc's state `R`).
+        #[arg(long)]
+        idle: bool,
+        #[command(flatten)]
+        debug: DebugFiles,
     },
     /// Group identical Python stacks over saved `--json` reports (from any number of
     /// machines): as `--group` does, streamed, one report held at a time; tasks and greenlets
@@ -397,29 +453,55 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
         Cmd::Pid {
             pids,
             children,
+            for_seconds: Some(seconds),
+            rate,
             debug,
             group,
             out,
+        } => {
+            let pid = match (&pids[..], children, group.by()) {
+                ([pid], false, None) => *pid,
+                _ => {
+                    return Err(Error::Usage(
+                        "--for watches one process (no --children, --group or --tree)".into(),
+                    ))
+                }
+            };
+            let plan = Plan::new(seconds, rate.unwrap_or(window::DEFAULT_RATE_HZ))?;
+            let files = debug.live_files();
+            return watch_one(pid, &plan, &files, &out);
+        }
+        Cmd::Pid {
+            pids,
+            children,
+            debug,
+            group,
+            out,
+            ..
         } => (
             pids.into_iter().map(Spec::Live).collect::<Vec<_>>(),
             children,
             group,
-            CoreFiles {
-                search: FileSearch {
-                    debuginfod: debug.debuginfod(),
-                    debug_dirs: debug.debug_file_directory,
-                    ..FileSearch::default()
-                },
-                ..CoreFiles::default()
-            },
+            debug.live_files(),
             out,
         ),
+        Cmd::Core {
+            for_seconds: Some(_),
+            ..
+        } => {
+            return Err(Error::Usage(
+                "--for samples a running process over time and a core is one stop: use `pid \
+                 PID --why --for SECONDS`"
+                    .into(),
+            ))
+        }
         Cmd::Core {
             cores,
             exe,
             files,
             group,
             out,
+            ..
         } => (
             cores.into_iter().map(Spec::Core).collect(),
             false,
@@ -435,6 +517,19 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
             },
             out,
         ),
+        Cmd::Record {
+            pid,
+            duration,
+            rate,
+            format,
+            output,
+            idle,
+            debug,
+        } => {
+            let files = debug.live_files();
+            let plan = Plan::new(duration, rate)?;
+            return record::record(pid, &plan, format, &output, idle, &files);
+        }
         Cmd::Merge {
             reports,
             group_by,
@@ -478,15 +573,7 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
             Spec::Core(_) => None,
         };
         return with_report(target, live_pid, &out, true, |session, report| {
-            if out.json {
-                write_json(&Hosted {
-                    host: &host,
-                    pid: None,
-                    report,
-                })?;
-                return Ok((String::new(), 0));
-            }
-            Ok((render_text(session, report, &out)?, 0))
+            emit_one(session, report, &out, &host)
         });
     }
     let mut targets: Vec<(Spec, bool)> = Vec::new();
@@ -668,6 +755,49 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
         }
     }
     Ok((text, status))
+}
+
+/// One target's report as `out` asks: its JSON written out (with `host`), else its text.
+fn emit_one(session: &Session, report: &Report, out: &Output, host: &str) -> Result<(String, i32)> {
+    if out.json {
+        write_json(&Hosted {
+            host,
+            pid: None,
+            report,
+        })?;
+        return Ok((String::new(), 0));
+    }
+    Ok((render_text(session, report, out)?, 0))
+}
+
+/// `pid PID --why --for SECONDS`: the process sampled over the window, then its report made
+/// at the window's end (or, when it exited before, its last sample's) with each thread's
+/// progress and the state it gives.
+fn watch_one(pid: i32, plan: &Plan, files: &CoreFiles, out: &Output) -> Result<(String, i32)> {
+    check_output(out)?;
+    let first = Session::open(open_target(&Spec::Live(pid), files)?)?;
+    let mut watched = window::watch(pid, plan, &first);
+    drop(first);
+    let host = crate::report::host_name();
+    let emit = |session: &Session, report: &Report| emit_one(session, report, out, &host);
+    if watched.run.exited.is_none() {
+        if let Ok(target) = open_target(&Spec::Live(pid), files) {
+            return with_report(target, Some(pid), out, true, |session, report| {
+                let mut r = report.clone();
+                watched.conclude(&mut r, true);
+                emit(session, &r)
+            });
+        }
+        watched.run.exited = Some(watched.run.elapsed());
+    }
+    let Some((session, last)) = watched.last.take() else {
+        return Err(Error::Usage(format!(
+            "process {pid} exited before its first sample"
+        )));
+    };
+    let mut r = crate::why::report(&session, &last);
+    watched.conclude(&mut r, false);
+    emit(&session, &r)
 }
 
 /// The options that do not go together, for every target.

@@ -153,6 +153,58 @@ pub fn proc_syscall(pid: u32, tid: u64) -> Option<ProcSyscall> {
     parse_proc_syscall(&text)
 }
 
+/// The CPU time, in seconds, the thread whose id is `tid` (as the process sees it) has had:
+/// `utime` plus `stime` of `/proc/PID/task/TID/stat` (fields 14 and 15, in clock ticks of
+/// `sysconf(_SC_CLK_TCK)`: Linux fs/proc/array.c `do_task_stat`); None when it cannot be read
+/// (no such thread: it ended).
+pub fn proc_cpu_seconds(pid: u32, tid: u64) -> Option<f64> {
+    let text = std::fs::read_to_string(format!("{}/stat", task_dir(pid, tid)?)).ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    parse_stat_cpu_ticks(&text).map(|t| t as f64 / ticks.max(1) as f64)
+}
+
+/// `utime + stime` of a `stat` line. The command (field 2) is in parentheses and may itself
+/// hold spaces and parentheses: the fields are counted from after its last `)`.
+pub fn parse_stat_cpu_ticks(text: &str) -> Option<u64> {
+    let rest = &text[text.rfind(')')? + 1..];
+    // After the command: state is field 3, so utime (14) and stime (15) are the 12th and 13th.
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    utime.checked_add(stime)
+}
+
+/// The seconds the thread whose id is `tid` has spent runnable but waiting for a CPU (other
+/// threads ran): the second field of `/proc/PID/task/TID/schedstat`, in nanoseconds (Linux
+/// kernel/sched/stats.c `proc_schedstat`'s per-task line, `CONFIG_SCHED_INFO`); None where
+/// the kernel has no such file.
+pub fn proc_run_queue_seconds(pid: u32, tid: u64) -> Option<f64> {
+    let text = std::fs::read_to_string(format!("{}/schedstat", task_dir(pid, tid)?)).ok()?;
+    let ns: u64 = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some(ns as f64 / 1e9)
+}
+
+/// Whether the thread whose id is `tid` is on a CPU or waiting for one: the state letter of
+/// `/proc/PID/task/TID/stat` (field 3) is `R`; None when it cannot be read (it ended).
+pub fn proc_thread_running(pid: u32, tid: u64) -> Option<bool> {
+    let text = std::fs::read_to_string(format!("{}/stat", task_dir(pid, tid)?)).ok()?;
+    let state = text[text.rfind(')')? + 1..].split_whitespace().next()?;
+    Some(state == "R")
+}
+
+/// Whether process `pid` is still there and not a zombie: the state letter of
+/// `/proc/PID/stat` (field 3) is neither `Z` nor `X` (Linux fs/proc/array.c `task_state_array`).
+pub fn process_alive(pid: i32) -> bool {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = text
+        .rfind(')')
+        .and_then(|i| text[i + 1..].split_whitespace().next());
+    !matches!(state, Some("Z" | "X") | None)
+}
+
 /// The name the system gives the thread whose id is `tid` as the process itself sees it:
 /// `/proc/PID/task/TID/comm` (what `prctl(PR_SET_NAME)` or `pthread_setname_np` set, else the
 /// name inherited from the thread that created it; at most 15 bytes), its newline removed;
@@ -242,6 +294,24 @@ mod tests {
         for bad in ["", "x", "0 0x1", "7 1 2 3 4 5 6", "0 0xzz 0 0 0 0 0"] {
             assert_eq!(parse_proc_syscall(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn stat_cpu_ticks() {
+        // A real line (Linux 6.1), the command holding a space and a parenthesis.
+        let line = "812 (spin (x) y) R 1 812 1 0 -1 4194304 120 0 0 0 297 3 0 0 20 0 3 0 \
+                    4242 1 2 3\n";
+        assert_eq!(parse_stat_cpu_ticks(line), Some(300));
+        for bad in [
+            "",
+            "812 (x) R 1 2",
+            "812 (x) R 1 812 1 0 -1 4194304 120 0 0 0 a 3",
+        ] {
+            assert_eq!(parse_stat_cpu_ticks(bad), None, "{bad:?}");
+        }
+        // SAFETY: gettid takes no arguments and cannot fail.
+        let tid = unsafe { libc::gettid() } as u64;
+        assert!(proc_cpu_seconds(std::process::id(), tid).is_some());
     }
 
     #[test]

@@ -39,7 +39,10 @@ pub use self::core::{
     CoreFile, CoreMemory, CoreThread, FileMapping, PrStatusHead, Siginfo, SignalNotes,
 };
 pub use self::files::{file_build_id, hex, FileLookup, FileSearch};
-pub use self::live::{parse_proc_syscall, proc_comm, proc_syscall, LiveMemory, ProcSyscall};
+pub use self::live::{
+    parse_proc_syscall, parse_stat_cpu_ticks, proc_comm, proc_cpu_seconds, proc_run_queue_seconds,
+    proc_syscall, proc_thread_running, process_alive, LiveMemory, ProcSyscall,
+};
 
 use crate::error::{ReadError, ReadErrorKind};
 

@@ -11,7 +11,7 @@ pub mod names;
 pub mod straggler;
 pub mod tasks;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 pub mod text;
 pub mod tree;
 pub mod verdict_text;
@@ -190,6 +190,36 @@ pub struct ThreadWhy {
     pub waiting: Option<Waiting>,
     /// The locks the thread holds that memory shows.
     pub holding: Vec<Holding>,
+    /// `pid --why --for`: what the thread did over the window ([`crate::sample`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Progress>,
+}
+
+/// A thread watched over a window (`pid --why --for`, docs/report.md, "Progress over a
+/// window"): how often it was read, how much CPU it had, whether its Python stack moved.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Progress {
+    /// Seconds from the first sample that saw the thread to the last.
+    pub window_s: f64,
+    /// Samples that read the thread's stack whole (torn ones left out).
+    pub samples: u64,
+    /// Samples of the thread left out because the walk met a frame it could not read: the
+    /// thread moved under the read.
+    pub torn: u64,
+    /// CPU time the thread had over `window_s` (user and system, /proc's clock ticks); null
+    /// where /proc could not say.
+    pub cpu_s: Option<f64>,
+    /// Seconds of `window_s` it was runnable but waited for a CPU other threads had
+    /// (/proc's `schedstat`); null where the kernel does not say.
+    pub waited_s: Option<f64>,
+    /// `cpu_s` over the time a CPU was free for it (`window_s` less `waited_s`), at most 1:
+    /// the share the spinning and busy rules read; null without CPU times.
+    pub cpu_share: Option<f64>,
+    /// Whether its Python frames (function, file and line of each) ever changed.
+    pub moved: bool,
+    /// How many distinct Python stacks the samples saw (a lower bound past
+    /// `sample::progress::MAX_STACKS`).
+    pub stacks: u64,
 }
 
 /// A thread blocked in a Python-level wait.

@@ -40,3 +40,20 @@ pub(crate) fn report_of(version: &str, pid: u32, threads: Vec<ThreadReport>) -> 
         errors: Vec::new(),
     }
 }
+
+/// A Python thread `lwp` (its native id and thread id), named `t<lwp>`, with `frames`.
+pub(crate) fn thread_of(lwp: u64, frames: Vec<FrameReport>) -> ThreadReport {
+    ThreadReport {
+        native_id: Some(lwp),
+        thread_id: Some(lwp),
+        name: Some(format!("t{lwp}")),
+        native_name: None,
+        holds_gil: Some(false),
+        interpreter: Some(0),
+        interpreter_id: None,
+        thread_state: Some(0),
+        frames,
+        truncated: false,
+        why: None,
+    }
+}

@@ -97,7 +97,7 @@ fn loop_state(t: &ThreadReport) -> Option<&'static str> {
     match t.why.as_ref()?.state? {
         "loop_idle" => Some("idle"),
         "syscall" | "gil_wait" | "idle" => Some("blocked"),
-        "running" | "gc" => Some("busy"),
+        "running" | "gc" | "spinning" | "busy" => Some("busy"),
         _ => None,
     }
 }

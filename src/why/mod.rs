@@ -141,6 +141,7 @@ pub fn annotate(session: &Session, report: &mut Report, await_cycles: &[Vec<u64>
                 idle: st.idle,
                 waiting,
                 holding,
+                progress: None,
             }
         })
         .collect();

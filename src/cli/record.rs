@@ -1,0 +1,68 @@
+//! `pyunwind record PID`: a sampling profile of a running process, written as collapsed stacks
+//! or speedscope's file (src/sample/profile.rs); the target is never stopped.
+
+use std::path::Path;
+
+use clap::ValueEnum;
+
+use crate::error::{Error, Result};
+use crate::memory::proc_thread_running;
+use crate::report::ThreadReport;
+use crate::sample::profile::Profile;
+use crate::sample::window::{self, Plan};
+use crate::session::Session;
+
+use super::{open_target, CoreFiles, Spec};
+
+#[derive(Clone, Copy, ValueEnum)]
+pub(super) enum ProfileFormat {
+    /// `root;...;leaf COUNT` lines (Brendan Gregg's folded stacks, py-spy's `raw`).
+    Collapsed,
+    /// speedscope's JSON file (https://www.speedscope.app).
+    Speedscope,
+}
+
+/// Samples `pid` over `plan`, writes the profile to `output` and says how the run went.
+pub(super) fn record(
+    pid: i32,
+    plan: &Plan,
+    format: ProfileFormat,
+    output: &Path,
+    idle: bool,
+    files: &CoreFiles,
+) -> Result<(String, i32)> {
+    let first = Session::open(open_target(&Spec::Live(pid), files)?)?;
+    let mut profile = Profile::new();
+    // Without --idle, a thread counts only on a CPU or waiting for one (py-spy's rule).
+    let counted = |t: &ThreadReport| {
+        idle || t
+            .native_id
+            .and_then(|l| proc_thread_running(pid as u32, l))
+            .unwrap_or(false)
+    };
+    let run = window::run(pid, plan, &first, &mut |_, _, r| {
+        profile.add(&r.threads, &counted)
+    });
+    let text = match format {
+        ProfileFormat::Collapsed => profile.collapsed(),
+        ProfileFormat::Speedscope => profile.speedscope(&format!("pid {pid}")).to_string(),
+    };
+    std::fs::write(output, text)
+        .map_err(|e| Error::Usage(format!("writing {}: {e}", output.display())))?;
+    let seconds = run.elapsed();
+    let mut line = format!(
+        "pyunwind: {} samples in {seconds:.1} s ({:.1} Hz), {} thread samples written, {} torn, \
+         {} dropped at a cap, {} unreadable: {}",
+        run.taken,
+        run.taken as f64 / seconds.max(f64::MIN_POSITIVE),
+        profile.written,
+        profile.torn,
+        profile.dropped,
+        run.failed,
+        output.display()
+    );
+    if let Some(at) = run.exited {
+        line += &format!(" (process {pid} exited {at:.1} s in)");
+    }
+    Ok((line + "\n", 0))
+}

@@ -1,0 +1,16 @@
+//! One live target read again and again over a window, without stopping it (DESIGN.md, layer
+//! `sample`):
+//!
+//! - [`window`]: the sampling loop of `pid --why --for`: every thread's Python stack at each
+//!   tick, each thread's CPU time from /proc;
+//! - [`progress`]: what the samples show of each thread (`threads[].progress`), and the rule
+//!   that makes a thread `spinning` or `busy`;
+//! - [`profile`]: `record`'s sampling profile, written as collapsed stacks or speedscope's
+//!   file.
+//!
+//! Each sample is a stop of its own: a fresh snapshot, whose caches die with it (DESIGN.md
+//! principle 5), started from what the first one found ([`crate::session::Session::reopen`]).
+
+pub mod profile;
+pub mod progress;
+pub mod window;
