@@ -102,9 +102,15 @@ LLDB_SCRIPT = os.path.join(ROOT, "lldb-scripts", "pyunwind_lldb.py")
 # value stacks, exception tables); why_async_locks: asyncio tasks in async with blocks (3.11+);
 # jit_call (arm64, PYTHON_JIT=1 only): a C call from JIT code, a JIT frame on the native stack;
 # subinterpreters (3.12+): threads that entered subinterpreters, nested, and one no thread runs
-# in (the interpreter list, each interpreter's thread list, the nested thread states).
+# in (the interpreter list, each interpreter's thread list, the nested thread states);
+# why_loops: a loop blocked in a task (its _ready, _scheduled and timer handles);
+# why_task_waits: tasks awaiting executor jobs, sleeps, a child, futures and sockets.
 SCENARIOS = ("threads", "locals", "gather", "why_waits", "why_async_locks", "why_state",
-             "greenlets_raw", "greenlets_gevent", "jit_call", "subinterpreters")
+             "greenlets_raw", "greenlets_gevent", "jit_call", "subinterpreters", "why_loops",
+             "why_task_waits")
+# The scenarios read with --tasks (their tasks' waits: the loop's queues and timers, executor
+# jobs, sleeps' timer handles, children, futures' reference counts, sockets behind transports).
+TASK_SCENARIOS = ("gather", "why_async_locks", "why_loops", "why_task_waits")
 # The scenarios read with --greenlets.
 GREENLET_SCENARIOS = ("greenlets_raw", "greenlets_gevent")
 ARCHES = ("x86_64", "arm64")
@@ -199,7 +205,7 @@ def scenario_for(interp, scenario):
         return arm64_harness.Scenario(interp, scenario)
     if scenario == "jit_call":
         return None
-    if scenario == "why_async_locks" and interp.minor < 11:
+    if scenario in ("why_async_locks", "why_loops", "why_task_waits") and interp.minor < 11:
         return None
     if scenario == "subinterpreters" and interp.minor < 12:
         return None
@@ -244,7 +250,7 @@ def make_base(interp, scenario, workdir):
     else:
         base.update(arch="x86_64", exe=interp.exe, root=None)
     flags = ["--json", "--locals", "--why"] + (
-        ["--tasks"] if scenario in ("gather", "why_async_locks") else []) + (
+        ["--tasks"] if scenario in TASK_SCENARIOS else []) + (
         ["--greenlets"] if scenario in GREENLET_SCENARIOS else [])
     # The base's own report is taken from the core alone (gcore's NT_FILE, or the sysroot).
     target = ["core", core] + (["--sysroot", base["root"]] if base["root"] else [])
