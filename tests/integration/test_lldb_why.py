@@ -64,3 +64,31 @@ def test_lldb_py_why_live_syscalls(why_state):
             assert kernel[thread] in calls, (thread, kernel[thread])
             t = threads[thread]
             assert (t["state"], t["syscall"]) == (state, kernel[thread]), (name, thread, t)
+
+
+@pytest.fixture(scope="module")
+def blocked_loop():
+    interp = harness.pick(["pyenv-3.12"])[0]
+    with harness.Scenario(interp, "why_loops", args=("c", "blocked")) as sc:
+        yield interp, sc, sc.make_core()
+
+
+def test_lldb_py_why_leads_with_the_blocked_loop(blocked_loop):
+    """A core of an asyncio loop blocked by a task in time.sleep (tests/scenarios/why_loops.py):
+    lldb's `py-why` prints the CLI's verdict, whose first line is the loop's, and its JSON
+    has the loop's state and what blocks it, as the scenario recorded them."""
+    interp, sc, core = blocked_loop
+    out = run_lldb(interp, mark("TEXT"), "py-why", mark("JSON"), "py-why --json", core=str(core))
+    got = split(out, ["TEXT", "JSON"])
+    text = got["TEXT"].split("(lldb) py-why\n", 1)[1]
+    assert verdict(text) == verdict(cli_why(core)), text
+    r = sc.truth["running"]
+    assert verdict(text).splitlines()[0] == (
+        'event loop %#x on thread %d "loop" is blocked by task "slow" in slow (why_loops.py:%d):'
+        ' time.sleep; %d tasks wait' % (sc.truth["loop"]["id"], sc.truth["loop"]["native_id"],
+                                        r["line"], sc.truth["tasks_waiting"]))
+    (loop,) = json_from(got["JSON"])["loops"]
+    assert (loop["state"], loop["overdue_s"], loop["blocked_by"]) == ("blocked", None, {
+        "task": r["id"], "task_name": "slow", "function": "slow", "file": r["file"],
+        "line": r["line"], "call": "time.sleep"})
+    assert harness.panic_in(out) is None, out
