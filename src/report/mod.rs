@@ -9,6 +9,7 @@ pub mod members;
 pub mod merge;
 pub mod names;
 pub mod straggler;
+pub mod task_text;
 pub mod tasks;
 #[cfg(test)]
 pub(crate) mod test_support;
@@ -71,6 +72,10 @@ pub struct Report {
     /// asyncio's await cycles, each once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadlocks: Option<Vec<Deadlock>>,
+    /// `--why` where asyncio's tasks were read (3.11+): every waiting task, grouped by what
+    /// it waits on and where ([`crate::why::task_groups`]), with or without `--tasks`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_waits: Option<Vec<TaskGroup>>,
     /// `--heap`: the objects by type, the largest ones, and what the walk did not reach.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub heap: Option<HeapReport>,
@@ -427,6 +432,31 @@ pub struct TaskReport {
 pub struct TaskWhy {
     pub waiting: Option<Waiting>,
     pub holding: Vec<Holding>,
+    /// What kind of idle task it is, by the task rows of the idle table
+    /// ([`crate::why::task_groups`]): `server`, `server_tick`, `lifespan`; null for the others.
+    pub idle: Option<&'static str>,
+}
+
+/// `--why`: tasks that wait alike, one line of the verdict (docs/report.md, "The verdict").
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskGroup {
+    /// The verdict's order: `owned` (a task holds what they wait for), `outside` (a socket, an
+    /// executor job, a child, a future nothing can complete), `other`, `idle`.
+    pub class: &'static str,
+    /// For `idle`: the idle kind (`TaskWhy.idle`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle: Option<&'static str>,
+    /// The tasks' ids, in `tasks[]`' order.
+    pub tasks: Vec<u64>,
+    /// The first task's name.
+    pub name: String,
+    /// The first task's wait (its `frame` an index in that task's frames).
+    pub waiting: Option<Waiting>,
+    /// The first task's innermost application frame (outside the standard library and
+    /// installed packages), else its innermost frame.
+    pub function: Option<Arc<str>>,
+    pub file: Option<Arc<str>>,
+    pub line: Option<u32>,
 }
 
 #[derive(Clone, Debug, Serialize)]

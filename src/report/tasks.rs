@@ -519,6 +519,7 @@ mod tests {
             loops: Some(Vec::new()),
             native_stops: None,
             deadlocks: None,
+            task_waits: None,
             heap: None,
             errors: Vec::new(),
         }

@@ -36,6 +36,7 @@ pub(crate) fn report_of(version: &str, pid: u32, threads: Vec<ThreadReport>) -> 
         greenlets: None,
         native_stops: None,
         deadlocks: None,
+        task_waits: None,
         heap: None,
         errors: Vec::new(),
     }

@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use super::task_text::{idle_tasks_line, task_lines, which_task};
 use super::{
     Crash, Deadlock, FrameKind, FrameReport, LoopReport, LoopWhy, Report, ThreadReport, Waiting,
     WaitsOn,
@@ -44,7 +45,7 @@ pub fn report_crash_line(r: &Report) -> Option<String> {
 }
 
 /// `"poster"` (a thread's name), else its native id.
-fn who(r: &Report, native_id: u64) -> String {
+pub(super) fn who(r: &Report, native_id: u64) -> String {
     match r
         .threads
         .iter()
@@ -92,7 +93,7 @@ fn held_in(r: &Report, owner: u64, object: u64) -> String {
 /// local 10.0.0.2:40122)`, `waits on pipe fd 5 (read)`, `waits for child 4300 (sleep 1000) to
 /// exit`, `is blocked in native code: torch._C._EngineBase.run_backward, in
 /// c10d::Reducer::finalize_backward()`. None for the other waits.
-fn waits_on(w: &Waiting) -> Option<String> {
+pub(super) fn waits_on(w: &Waiting) -> Option<String> {
     let s = match (w.kind, w.on.as_ref()?) {
         (
             _,
@@ -182,7 +183,7 @@ fn waits_on(w: &Waiting) -> Option<String> {
 }
 
 /// `waits for RLock 0x7f.. held by thread 12 "rotator"`; the owner unknown says so.
-fn waits_for(r: &Report, w: &Waiting) -> String {
+pub(super) fn waits_for(r: &Report, w: &Waiting) -> String {
     if let Some(s) = waits_on(w) {
         return s;
     }
@@ -208,29 +209,6 @@ fn waits_for(r: &Report, w: &Waiting) -> String {
             s.push_str(" (its holder is unknown: a Lock taken by acquire() leaves no trace)")
         }
         (None, _) => {}
-    }
-    s
-}
-
-/// `task 0x7f.. "worker-1"` (its name when the report lists the tasks), else `task 0x7f..`.
-fn which_task(r: &Report, id: u64) -> String {
-    match r.tasks.iter().flatten().find(|t| t.id == id) {
-        Some(t) => format!("task {id:#x} \"{}\"", t.name),
-        None => format!("task {id:#x}"),
-    }
-}
-
-/// `waits for asyncio Lock 0x7f.. held by task 0x7f.. "writer"`.
-fn task_waits_for(r: &Report, w: &Waiting) -> String {
-    let mut s = format!(
-        "waits for asyncio {}",
-        w.type_name.as_deref().unwrap_or(w.kind)
-    );
-    if let Some(o) = w.object {
-        write!(s, " {o:#x}").unwrap();
-    }
-    if let Some(owner) = w.owner {
-        write!(s, " held by {}", which_task(r, owner)).unwrap();
     }
     s
 }
@@ -266,55 +244,6 @@ pub fn deadlock_line(r: &Report, d: &Deadlock) -> String {
         })
         .collect();
     format!("Deadlock: {}", parts.join("; "))
-}
-
-/// Lines of task waits beyond asyncio's primitives, at most (a server has thousands).
-const MAX_TASK_LINES: usize = 20;
-
-/// `task 0x.. "fetch" waits for executor job blocking_get on thread 1234 "asyncio_0", which
-/// waits on socket fd 16 (...)`, `... waits for child 4300 (sleep 1000) to exit`, `... awaits
-/// future 0x.. that nothing else refers to: it can never complete (in fetch, app.py:31)`; None
-/// for the task's other waits.
-fn task_outside_line(r: &Report, t: &super::TaskReport) -> Option<String> {
-    let w = t.why.as_ref()?.waiting.as_ref()?;
-    let mut s = which_task(r, t.id);
-    match w.on.as_ref()? {
-        WaitsOn::Executor { thread, job } => {
-            s.push_str(" waits for executor job");
-            if let Some(job) = job {
-                write!(s, " {job}").unwrap();
-            }
-            if let Some(n) = *thread {
-                write!(s, " on {}", who(r, n)).unwrap();
-                let worker = r.threads.iter().find(|x| x.native_id == Some(n));
-                if let Some(ww) = worker.and_then(|x| x.why.as_ref()?.waiting.as_ref()) {
-                    write!(s, ", which {}", waits_for(r, ww)).unwrap();
-                }
-            }
-        }
-        WaitsOn::Child { .. } => write!(s, " {}", waits_on(w)?).unwrap(),
-        WaitsOn::Future { orphan: Some(true) } => {
-            write!(
-                s,
-                " awaits {} {:#x} that nothing else refers to: it can never complete",
-                w.type_name.as_deref().unwrap_or("future"),
-                w.object?
-            )
-            .unwrap();
-            if let Some(FrameReport {
-                function: Some(f),
-                file: Some(file),
-                line: Some(line),
-                ..
-            }) = t.frames.get(w.frame)
-            {
-                let file = file.rsplit('/').next().unwrap_or(file);
-                write!(s, " (in {f}, {file}:{line})").unwrap();
-            }
-        }
-        _ => return None,
-    }
-    Some(s)
 }
 
 /// A busy loop this late gets a line: a coroutine hogging the CPU.
@@ -475,6 +404,8 @@ pub fn verdict(r: &Report) -> String {
             told.extend(l.native_id);
         }
     }
+    // An executor worker's wait is told on the line of the task awaiting its job.
+    told.extend(super::task_text::told_workers(r));
     let mut waits: Vec<(u8, u64, &Waiting)> = r
         .threads
         .iter()
@@ -493,35 +424,9 @@ pub fn verdict(r: &Report) -> String {
         let chained = w.owner.map_or(String::new(), |o| owners_wait(r, n, o));
         writeln!(out, "{} {}{chained}", who(r, n), waits_for(r, w)).unwrap();
     }
-    // Tasks waiting for a lock another task holds; not every task parked on a queue or an
-    // event (a server has thousands).
-    for t in r.tasks.iter().flatten() {
-        if let Some(w) = t
-            .why
-            .as_ref()
-            .and_then(|w| w.waiting.as_ref())
-            .filter(|w| w.owner.is_some())
-        {
-            writeln!(out, "{} {}", which_task(r, t.id), task_waits_for(r, w)).unwrap();
-        }
-    }
-    // Tasks waiting on executor jobs, children, futures nothing can complete.
-    let outside: Vec<String> = r
-        .tasks
-        .iter()
-        .flatten()
-        .filter_map(|t| task_outside_line(r, t))
-        .collect();
-    for line in outside.iter().take(MAX_TASK_LINES) {
+    // The tasks, grouped by what they wait on and where: owned, outside, the rest.
+    for line in task_lines(r) {
         writeln!(out, "{line}").unwrap();
-    }
-    if outside.len() > MAX_TASK_LINES {
-        writeln!(
-            out,
-            "... and {} more tasks wait on executor jobs, children or orphan futures",
-            outside.len() - MAX_TASK_LINES
-        )
-        .unwrap();
     }
     // A gevent worker's thread runs its hub; its requests wait in greenlets.
     greenlet_waits(r, &mut out);
@@ -533,6 +438,9 @@ pub fn verdict(r: &Report) -> String {
         writeln!(out, "{line}").unwrap();
     }
     if let Some(line) = idle_line(r) {
+        writeln!(out, "{line}").unwrap();
+    }
+    if let Some(line) = idle_tasks_line(r) {
         writeln!(out, "{line}").unwrap();
     }
     out
@@ -669,6 +577,7 @@ mod tests {
     fn report_of(threads: Vec<ThreadReport>) -> Report {
         Report {
             deadlocks: Some(Vec::new()),
+            task_waits: None,
             heap: None,
             ..test_support::report_of("3.12.1", 1, threads)
         }

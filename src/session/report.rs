@@ -182,6 +182,7 @@ pub fn report(s: &Session, key: Option<ThreadKey>, with_locals: bool) -> Result<
         loops: None,
         native_stops: None,
         deadlocks: None,
+        task_waits: None,
         heap: None,
         errors,
     })

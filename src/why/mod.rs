@@ -30,6 +30,7 @@ pub mod loops;
 pub mod native;
 pub mod resources;
 pub mod state;
+pub mod task_groups;
 pub mod task_outside;
 pub mod tasks;
 pub mod waits;
@@ -62,7 +63,13 @@ pub fn report(session: &Session, base: &Report) -> Report {
         let native_ids: Vec<Option<u64>> =
             session.threads().iter().map(|d| d.info.native_id).collect();
         let now = loops::clock_at_read(session);
-        let whys = tasks::task_whys(&session.snap, view, now, &native_ids);
+        let mut whys = tasks::task_whys(&session.snap, view, now, &native_ids);
+        let mut errors = Vec::new();
+        for w in whys.iter_mut().filter_map(|w| w.waiting.as_mut()) {
+            errors.extend(resources::socket_addresses(session, w));
+        }
+        r.errors.extend(errors);
+        r.task_waits = Some(task_groups::task_groups(session, view, &mut whys));
         let edges: Vec<(u64, Option<(u64, u64)>)> = view
             .tasks
             .iter()
@@ -76,7 +83,6 @@ pub fn report(session: &Session, base: &Report) -> Report {
             .get_or_insert_with(Vec::new)
             .extend(deadlock::task_deadlocks(&edges));
         if let Some(listed) = r.tasks.as_mut() {
-            let mut errors = Vec::new();
             // By id: a scan per listed task was quadratic (19 s for 100,000 tasks).
             let index: crate::memory::addr_map::AddrMap<usize> = view
                 .tasks
@@ -86,14 +92,9 @@ pub fn report(session: &Session, base: &Report) -> Report {
                 .collect();
             for t in listed.iter_mut() {
                 if let Some(&i) = index.get(&t.id) {
-                    let mut why = whys[i].clone();
-                    if let Some(w) = why.waiting.as_mut() {
-                        errors.extend(resources::socket_addresses(session, w));
-                    }
-                    t.why = Some(why);
+                    t.why = Some(whys[i].clone());
                 }
             }
-            r.errors.extend(errors);
         }
     }
     r

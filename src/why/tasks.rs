@@ -94,6 +94,7 @@ pub fn task_whys(
                     line: h.line,
                 })
                 .collect(),
+            idle: None,
         })
         .collect()
 }

@@ -22,7 +22,7 @@ def scenario(request):
     interp_id, impl = request.param
     interp = harness.pick([interp_id])[0]
     abi = "cp3%d" % interp.minor
-    env = {"PYUNWIND_ASGI": str(harness.cache_dir() / "asgi" / abi)}
+    env = {"PYUNWIND_ASGI": str(harness.cache_dir() / "fastapi" / abi / "site-packages")}
     if impl == "uvloop":
         env["PYUNWIND_UVLOOP"] = str(harness.cache_dir() / "uvloop" / abi)
     with harness.Scenario(interp, "why_fastapi", args=(impl,), env=env) as sc:
@@ -67,3 +67,26 @@ def test_the_request_waiting_on_its_upstream_names_the_socket(scenario, source):
     assert w == {"kind": "socket", "object": up["id"], "type": up["type"], "owner": None,
                  "fd": up["fd"], "direction": "recv", "local": up["local"] if live else None,
                  "peer": up["peer"] if live else None}
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_verdict_names_the_upstream_wait_and_counts_the_idle_tasks(scenario, source):
+    """After the loop's and the threads' lines: the upstream request's task, at its handler's
+    line (FastAPI's, Starlette's and anyio's frames are installed packages), then uvicorn's
+    own tasks counted by the idle table: its tick and its lifespan queue."""
+    sc = scenario
+    out, _, _ = run_cli(sc, source)
+    lines = verdict_lines(out)
+    up = sc.truth["upstream"]
+    task = 'task %#x "%s"' % (up["task"], up["name"])
+    at = " in upstream (why_fastapi.py:%d)" % up["line"]
+    if sc.truth["impl"] == "uvloop":
+        r = json_from(run_cli(sc, source, "--json", "--tasks")[0])
+        (t,) = [t for t in r["tasks"] if t["id"] == up["task"]]
+        want = "%s waits for asyncio Event %#x%s" % (task, t["waiting"]["object"], at)
+    else:
+        words = ("recv from %s, local %s" % (up["peer"], up["local"]) if source == "live"
+                 else "recv")
+        want = "%s waits on socket fd %d (%s)%s" % (task, up["fd"], words, at)
+    assert [line for line in lines if line.startswith("task ")] == [want], lines
+    assert lines[-1] == "2 idle tasks: 1 server tick, 1 lifespan queue", lines

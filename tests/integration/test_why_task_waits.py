@@ -6,6 +6,7 @@ against tests/scenarios/why_task_waits.py's own record: each task's id, the futu
 the worker threads' native ids, the sleep's `TimerHandle._when`, the child's pid. Live and from
 a gcore core; with the C Task and the pure-Python one."""
 
+import re
 import time
 
 import pytest
@@ -116,27 +117,70 @@ def test_every_task_says_what_it_waits_on(scenario, source):
 
 
 @pytest.mark.parametrize("source", SOURCES)
-def test_the_verdict_names_the_job_the_child_and_the_orphan(scenario, source):
+def test_the_verdict_names_every_task_wait(scenario, source):
+    """A line per task (each waits alone in its own function): the outside world first (the
+    child, the executor jobs with their workers' waits, the orphan future, the sockets), then
+    the rest (Task-1's Event, the kept future, the sleep), each in the report's task order and
+    ending at the task's own line. The executor workers get no line of their own."""
     sc = scenario
-    out, _, _ = run_cli(sc, source)
+    out, before, after = run_cli(sc, source)
     lines = out.split("\n\n", 1)[0].splitlines()
+    r = json_from(run_cli(sc, source, "--json")[0])
+    order = [t["name"] for t in r["tasks"]]
     t = sc.truth
     ids = {name: task["id"] for name, task in t["tasks"].items()}
-    ex = t["executor"]
-    sock = "recv from %s, local %s" % (ex["peer"], ex["local"]) if source == "live" else "recv"
+    ids["Task-1"] = next(x["id"] for x in r["tasks"] if x["name"] == "Task-1")
     future = "_asyncio.Future" if t["impl"] == "c" else "Future"
-    task_lines = [line for line in lines if line.startswith("task ")]
-    assert sorted(task_lines) == sorted([
-        'task %#x "child" waits for child %d (sleep 1000) to exit'
-        % (ids["child"], t["child"]["pid"]),
-        'task %#x "executor" waits for executor job blocking_recv on thread %d "%s", '
-        'which waits on socket fd %d (%s)' % (ids["executor"], ex["native_id"], ex["name"],
-                                              ex["fd"], sock),
-        'task %#x "orphan" awaits %s %#x that nothing else refers to: it can never complete '
-        '(in orphan, why_task_waits.py:%d)' % (ids["orphan"], future, t["tasks"]["orphan"]["fut"],
-                                              t["tasks"]["orphan"]["line"]),
-        'task %#x "threaded" waits for executor job blocking_lock on thread %d "%s", '
-        'which waits for Lock %#x (its holder is unknown: a Lock taken by acquire() leaves no '
-        'trace)' % (ids["threaded"], t["threaded"]["native_id"], t["threaded"]["name"],
-                    t["held"]),
-    ]), lines
+
+    def task(name):
+        return 'task %#x "%s"' % (ids[name], name)
+
+    def at(name, function=None):
+        line = t["tasks"][name]["line"] if name in t["tasks"] else t["main_line"]
+        return " in %s (why_task_waits.py:%d)" % (function or name, line)
+
+    def sock(rec):
+        words = ("recv from %s, local %s" % (rec["peer"], rec["local"]) if source == "live"
+                 else "recv")
+        return "waits on socket fd %d (%s)" % (rec["fd"], words)
+
+    ex, th = t["executor"], t["threaded"]
+    (main,) = [x for x in r["tasks"] if x["name"] == "Task-1"]
+    assert main["waiting"]["type"] == "Event", main["waiting"]
+    left = ", N s left" if source == "live" else ""
+    outside = {
+        "child": "%s waits for child %d (sleep 1000) to exit%s" % (
+            task("child"), t["child"]["pid"], at("child")),
+        "executor": '%s waits for executor job blocking_recv%s, which runs on thread %d "%s" and '
+                    "%s" % (task("executor"), at("executor"), ex["native_id"], ex["name"],
+                            sock(ex)),
+        "orphan": "%s awaits %s %#x that nothing else refers to%s: it can never complete" % (
+            task("orphan"), future, t["tasks"]["orphan"]["fut"], at("orphan")),
+        "sockrecv": "%s %s%s" % (task("sockrecv"), sock(t["sockrecv"]), at("sockrecv")),
+        "streamer": "%s %s%s" % (task("streamer"), sock(t["streamer"]), at("streamer")),
+        "threaded": '%s waits for executor job blocking_lock%s, which runs on thread %d "%s" and '
+                    "waits for Lock %#x (its holder is unknown: a Lock taken by acquire() leaves "
+                    "no trace)" % (task("threaded"), at("threaded"), th["native_id"], th["name"],
+                                   t["held"]),
+    }
+    other = {
+        "Task-1": "%s waits for asyncio Event %#x%s" % (
+            task("Task-1"), main["waiting"]["object"], at("Task-1", "main")),
+        "kept": "%s awaits %s %#x%s" % (task("kept"), future, t["tasks"]["kept"]["fut"],
+                                        at("kept")),
+        "sleeper": "%s sleeps (asyncio.sleep%s)%s" % (task("sleeper"), left, at("sleeper")),
+    }
+    want = ([outside[n] for n in order if n in outside] +
+            [other[n] for n in order if n in other])
+    got = []
+    for line in lines:
+        m = re.search(r"asyncio\.sleep, ([0-9.]+) s left", line)
+        if m:
+            when = t["sleep_when"]
+            assert round(when - after, 1) - 0.1 <= float(m.group(1)) <= round(when - before, 1) \
+                + 0.1, line
+            line = line[:m.start(1)] + "N" + line[m.end(1):]
+        got.append(line)
+    assert [line for line in got if line.startswith("task ")] == want, lines
+    workers = ['thread %d "' % ex["native_id"], 'thread %d "' % th["native_id"]]
+    assert not [line for line in got if line.startswith(tuple(workers))], lines

@@ -72,7 +72,8 @@ async def upstream():
     stream = await anyio.connect_tcp(*SILENT.getsockname())
     sock = getattr(stream._transport, "_sock", None)  # uvloop's transports are C objects
     UPSTREAM.update(why_helpers.sock_record(sock) if sock is not None else {},
-                    task=id(asyncio.current_task()))
+                    task=id(asyncio.current_task()), name=asyncio.current_task().get_name(),
+                    line=_truth.source_line_of("# " + "upstream waits", __file__))
     UPSTREAM_PARKED.set()
     await stream.receive()  # upstream waits
 
@@ -104,7 +105,8 @@ def recorder(main_ident):
     while True:
         frame = sys._current_frames().get(main_ident)
         here = frame is not None and frame.f_lineno == RUNNING["line"]
-        when = None if IMPL == "uvloop" else loop._scheduled[0].when()
+        # Empty when the tick's timer fell due as the loop took up slow: no timer left.
+        when = None if IMPL == "uvloop" or not loop._scheduled else loop._scheduled[0].when()
         if here and (when is None or time.monotonic() > when + LATE_SECONDS):
             break
         if time.monotonic() > deadline:

@@ -113,7 +113,7 @@ async def main(tasks):
     loop = asyncio.get_running_loop()
     for name in NAMES:
         tasks[name] = loop.create_task(globals()[name](), name=name)
-    await asyncio.Event().wait()
+    await asyncio.Event().wait()  # main waits
 
 
 def run_loop(holder):
@@ -152,6 +152,7 @@ def main_thread():
                     "line": _truth.source_line_of("# %s waits" % name, __file__)}
              for name, t in holder["tasks"].items()}
     _truth.ready(impl=IMPL, tasks=tasks, sleep_when=handle.when(), held=id(_truth.HELD),
+                 main_line=_truth.source_line_of("# " + "main waits", __file__),
                  loop={"id": id(loop), "native_id": holder["native_id"]}, **JOBS); _truth.HELD.acquire()  # noqa: E501,E702
 
 

@@ -1,0 +1,278 @@
+//! The verdict's asyncio task lines (docs/report.md, "The verdict"): every waiting task's wait,
+//! grouped by kind, target and innermost application frame, so that a server's thousands of
+//! tasks read as a few lines; and the idle tasks (a server waiting for connections, its tick,
+//! its lifespan queue) by the task rows of the idle table, counted apart.
+//!
+//! The application frame is the innermost one outside the standard library (a path holding
+//! `/lib/pythonX.Y/`) and installed packages (`/site-packages/`, `/dist-packages/`): the place
+//! in the program's own code where the wait was made.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::asyncio::{AsyncView, TaskView};
+use crate::report::{FrameKind, FrameReport, TaskGroup, TaskWhy, Waiting, WaitsOn};
+use crate::session::report::frame_report;
+use crate::session::Session;
+
+/// Frames of one task looked through for its application frame or an idle row.
+const MAX_FRAMES: usize = 256;
+
+/// A task row of the idle table: a library's own place where a task waits for work.
+#[derive(Clone, Copy, Debug)]
+pub struct TaskRow {
+    /// `TaskWhy.idle`.
+    pub kind: &'static str,
+    /// The verdict's words for one and for several.
+    pub one: &'static str,
+    pub many: &'static str,
+    /// The file the waiting coroutine is in (a path suffix).
+    pub file: &'static str,
+    /// Its qualified name (`co_qualname`: tasks are read on 3.11+ only).
+    pub function: &'static str,
+    /// The statement it waits in, as the library writes it.
+    pub source: &'static str,
+}
+
+/// The task rows of the idle table. A task matches when its frames, from the innermost
+/// outwards, are asyncio's own (`/asyncio/`) up to a row's frame. Each `source` was read in:
+/// CPython 3.11.7 to 3.14 (asyncio), uvicorn 0.54.0.
+pub const TASK_ROWS: &[TaskRow] = &[
+    TaskRow {
+        kind: "server",
+        one: "server waiting for connections",
+        many: "servers waiting for connections",
+        file: "/asyncio/base_events.py",
+        function: "Server.serve_forever",
+        source: "await self._serving_forever_fut",
+    },
+    TaskRow {
+        kind: "server_tick",
+        one: "server tick",
+        many: "server ticks",
+        file: "/uvicorn/server.py",
+        function: "Server.main_loop",
+        source: "await asyncio.sleep(0.1)",
+    },
+    TaskRow {
+        kind: "lifespan",
+        one: "lifespan queue",
+        many: "lifespan queues",
+        file: "/uvicorn/lifespan/on.py",
+        function: "LifespanOn.receive",
+        source: "return await self.receive_queue.get()",
+    },
+];
+
+/// Whether `file` is library code: the standard library (`/lib/python3.12/`) or an installed
+/// package (`/site-packages/`, `/dist-packages/`), or a frozen module.
+pub fn is_library(file: &str) -> bool {
+    if file.contains("/site-packages/") || file.contains("/dist-packages/") {
+        return true;
+    }
+    if file.starts_with("<frozen ") {
+        return true;
+    }
+    // `/lib/python3.12/`, `/lib/python3.13t/`, `/lib64/python3.11/`.
+    file.split('/').collect::<Vec<_>>().windows(2).any(|w| {
+        matches!(w[0], "lib" | "lib64")
+            && w[1]
+                .strip_prefix("python")
+                .is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+    })
+}
+
+/// A task's Python frames as reports, innermost first, at most [`MAX_FRAMES`].
+fn frames(session: &Session, t: &TaskView) -> Vec<FrameReport> {
+    t.frames
+        .iter()
+        .take(MAX_FRAMES)
+        .map(|i| frame_report(session, i, false))
+        .filter(|f| f.kind == FrameKind::Python)
+        .collect()
+}
+
+/// The task row `frames` match, by [`TASK_ROWS`]' rule.
+fn idle_row(frames: &[FrameReport]) -> Option<&'static TaskRow> {
+    for f in frames {
+        let (Some(function), Some(file)) = (f.function.as_deref(), f.file.as_deref()) else {
+            return None;
+        };
+        if let Some(row) = TASK_ROWS
+            .iter()
+            .find(|r| r.function == function && file.ends_with(r.file))
+        {
+            return Some(row);
+        }
+        if !file.contains("/asyncio/") {
+            return None;
+        }
+    }
+    None
+}
+
+/// The innermost application frame of `frames`, else the innermost.
+fn place(frames: &[FrameReport]) -> Option<&FrameReport> {
+    frames
+        .iter()
+        .find(|f| f.file.as_deref().is_some_and(|file| !is_library(file)))
+        .or_else(|| frames.first())
+}
+
+/// The verdict class of a wait: a task holds what it waits for; the outside world (or a
+/// future nothing can complete); the rest.
+fn class(w: &Waiting) -> &'static str {
+    match &w.on {
+        _ if w.owner.is_some() => "owned",
+        Some(WaitsOn::Future { orphan: Some(true) }) => "outside",
+        Some(WaitsOn::Future { .. } | WaitsOn::Sleep { .. }) | None => "other",
+        Some(_) => "outside",
+    }
+}
+
+/// What tasks wait on alike, beyond the kind: the same socket peer, the same job, the same
+/// object; not what differs per task (its own fd, its own sleep's deadline).
+fn target(w: &Waiting) -> String {
+    match &w.on {
+        Some(WaitsOn::Socket {
+            direction, peer, ..
+        }) => format!("{direction:?} {peer:?}"),
+        Some(WaitsOn::Executor { job, .. }) => format!("{job:?}"),
+        Some(WaitsOn::Child { command, .. }) => format!("{command:?}"),
+        Some(WaitsOn::Future { orphan }) => format!("{orphan:?} {:?}", w.type_name),
+        Some(WaitsOn::Sleep { .. }) => String::new(),
+        _ => format!("{:?} {:?}", w.object, w.owner),
+    }
+}
+
+/// The verdict classes in order.
+const CLASSES: &[&str] = &["owned", "outside", "other", "idle"];
+
+/// Sets each idle task's `idle` in `whys` (`view.tasks`' order) and returns the tasks' waits
+/// grouped: by class, then the largest group first, ties in the tasks' order. A running task
+/// and one that waits on nothing memory shows are in no group.
+pub fn task_groups(session: &Session, view: &AsyncView, whys: &mut [TaskWhy]) -> Vec<TaskGroup> {
+    type Key = (
+        &'static str,
+        Option<&'static str>,
+        &'static str,
+        String,
+        Option<Arc<str>>,
+        Option<Arc<str>>,
+        Option<u32>,
+    );
+    let mut index: HashMap<Key, usize> = HashMap::new();
+    let mut groups: Vec<TaskGroup> = Vec::new();
+    for (t, why) in view.tasks.iter().zip(whys.iter_mut()) {
+        if t.on_cpu.is_some() || !t.supported {
+            continue;
+        }
+        let fs = frames(session, t);
+        why.idle = idle_row(&fs).map(|r| r.kind);
+        let w = why.waiting.as_ref();
+        let (class, kind, target) = match (why.idle, w) {
+            (Some(idle), _) => ("idle", Some(idle), String::new()),
+            (None, Some(w)) => (class(w), None, target(w)),
+            (None, None) => continue,
+        };
+        let at = if why.idle.is_some() { None } else { place(&fs) };
+        let (function, file, line) = at.map_or((None, None, None), |f| {
+            (f.function.clone(), f.file.clone(), f.line)
+        });
+        let wait_kind = w.map_or("", |w| w.kind);
+        let key = (
+            class,
+            kind,
+            wait_kind,
+            target,
+            function.clone(),
+            file.clone(),
+            line,
+        );
+        match index.get(&key) {
+            Some(&g) => groups[g].tasks.push(t.raw.addr),
+            None => {
+                index.insert(key, groups.len());
+                groups.push(TaskGroup {
+                    class,
+                    idle: kind,
+                    tasks: vec![t.raw.addr],
+                    name: t.raw.name.clone(),
+                    waiting: w.cloned(),
+                    function,
+                    file,
+                    line,
+                });
+            }
+        }
+    }
+    // Stable: the tasks' order among groups of one class and size.
+    groups.sort_by_key(|g| {
+        let c = CLASSES
+            .iter()
+            .position(|&c| c == g.class)
+            .unwrap_or(CLASSES.len());
+        (c, std::cmp::Reverse(g.tasks.len()))
+    });
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_code_is_the_standard_library_and_installed_packages() {
+        for f in [
+            "/usr/lib/python3.11/asyncio/tasks.py",
+            "/root/.pyenv/versions/3.12.1/lib/python3.12/threading.py",
+            "/opt/py/lib/python3.13t/queue.py",
+            "/venv/lib/python3.12/site-packages/uvicorn/server.py",
+            "/usr/lib/python3/dist-packages/aiohttp/web.py",
+            "<frozen importlib._bootstrap>",
+        ] {
+            assert!(is_library(f), "{f}");
+        }
+        for f in [
+            "/srv/app/app.py",
+            "/work/tests/scenarios/why_fastapi.py",
+            "/home/u/lib/pythonic/x.py",
+            "<string>",
+        ] {
+            assert!(!is_library(f), "{f}");
+        }
+    }
+
+    use crate::report::test_support::python_frame as frame;
+
+    #[test]
+    fn an_idle_row_matches_through_asyncio_frames_only() {
+        let tick = [
+            frame("sleep", "/usr/lib/python3.12/asyncio/tasks.py", 665),
+            frame(
+                "Server.main_loop",
+                "/sp/site-packages/uvicorn/server.py",
+                248,
+            ),
+            frame("Server._serve", "/sp/site-packages/uvicorn/server.py", 107),
+        ];
+        assert_eq!(idle_row(&tick).map(|r| r.kind), Some("server_tick"));
+        let handler = [
+            frame("sleep", "/usr/lib/python3.12/asyncio/tasks.py", 665),
+            frame("handler", "/srv/app.py", 9),
+            frame(
+                "Server.main_loop",
+                "/sp/site-packages/uvicorn/server.py",
+                248,
+            ),
+        ];
+        assert!(idle_row(&handler).is_none());
+        assert_eq!(place(&handler).and_then(|f| f.line), Some(9));
+        let all_library = [frame(
+            "Queue.get",
+            "/usr/lib/python3.12/asyncio/queues.py",
+            158,
+        )];
+        assert_eq!(place(&all_library).and_then(|f| f.line), Some(158));
+    }
+}
