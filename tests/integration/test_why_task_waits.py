@@ -118,10 +118,12 @@ def test_every_task_says_what_it_waits_on(scenario, source):
 
 @pytest.mark.parametrize("source", SOURCES)
 def test_the_verdict_names_every_task_wait(scenario, source):
-    """A line per task (each waits alone in its own function): the outside world first (the
-    child, the executor jobs with their workers' waits, the orphan future, the sockets), then
-    the rest (Task-1's Event, the kept future, the sleep), each in the report's task order and
-    ending at the task's own line. The executor workers get no line of their own."""
+    """A line per group of tasks that wait alike: the outside world first (pair's two sockets
+    to one peer, then the child, the executor jobs with their workers' waits, the orphan
+    future, the sockets), then the rest (fanout's three on one Event, Task-1's Event, the kept
+    future, the sleep), the largest group first, then the report's task order, each ending at
+    the tasks' own line. The executor workers get no line of their own; the server task is
+    counted idle."""
     sc = scenario
     out, before, after = run_cli(sc, source)
     lines = out.split("\n\n", 1)[0].splitlines()
@@ -170,7 +172,12 @@ def test_the_verdict_names_every_task_wait(scenario, source):
                                         at("kept")),
         "sleeper": "%s sleeps (asyncio.sleep%s)%s" % (task("sleeper"), left, at("sleeper")),
     }
-    want = ([outside[n] for n in order if n in outside] +
+    pair = ("wait on socket recv from %s" % t["silent"] if source == "live"
+            else "wait on sockets (recv)")
+    # The largest group first in each class: pair's two, fanout's three.
+    want = (["2 tasks %s%s" % (pair, at("pair-0", "pair"))] +
+            [outside[n] for n in order if n in outside] +
+            ["3 tasks wait for asyncio Event %#x%s" % (t["fan"], at("fanout-0", "fanout"))] +
             [other[n] for n in order if n in other])
     got = []
     for line in lines:
@@ -181,6 +188,37 @@ def test_the_verdict_names_every_task_wait(scenario, source):
                 + 0.1, line
             line = line[:m.start(1)] + "N" + line[m.end(1):]
         got.append(line)
-    assert [line for line in got if line.startswith("task ")] == want, lines
+    assert [line for line in got if line.startswith(("task ", "2 tasks", "3 tasks"))] == want, \
+        lines
+    assert got[-2:] == ["1 idle: 1 event loop", "1 idle task: 1 server waiting for connections"]
     workers = ['thread %d "' % ex["native_id"], 'thread %d "' % th["native_id"]]
     assert not [line for line in got if line.startswith(tuple(workers))], lines
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_task_waits_group_the_tasks(scenario, source):
+    """`task_waits[]` (with or without --tasks): fanout's three tasks in one group of class
+    `other`, pair's two in one of class `outside` (their sockets' peer is one, live; from a core
+    the peer is null alike), the server task alone in `idle`, every other task alone."""
+    sc = scenario
+    t = sc.truth
+    ids = {name: task["id"] for name, task in t["tasks"].items()}
+    target = ["pid", str(sc.pid)] if source == "live" else ["core", sc.core]
+    plain = harness.run([harness.cli_path()] + target + ["--why", "--json"], timeout=CLI_TIMEOUT)
+    harness.assert_no_panic(plain[1] + plain[2], plain[0])
+    assert plain[0] == 0, plain[2]
+    for out in (plain[1], run_cli(sc, source, "--json")[0]):
+        r = json_from(out)
+        groups = {tuple(g["tasks"]): g for g in r["task_waits"]}
+        fan = groups[tuple(ids["fanout-%d" % i] for i in range(3))]
+        assert (fan["class"], fan["name"], fan["function"], fan["line"]) == (
+            "other", "fanout-0", "fanout", t["tasks"]["fanout-0"]["line"])
+        assert (fan["waiting"]["kind"], fan["waiting"]["object"]) == ("asyncio_event", t["fan"])
+        pair = groups[(ids["pair-0"], ids["pair-1"])]
+        assert (pair["class"], pair["function"], pair["waiting"]["kind"]) == (
+            "outside", "pair", "socket")
+        assert pair["waiting"]["peer"] == (t["silent"] if source == "live" else None)
+        serving = groups[(ids["serving"],)]
+        assert (serving["class"], serving["idle"], serving["function"]) == ("idle", "server", None)
+        grouped = sorted(i for g in r["task_waits"] for i in g["tasks"])
+        assert len(grouped) == len(set(grouped)) == len(t["tasks"]) + 1  # and Task-1

@@ -16,14 +16,19 @@ The loop runs in thread "loop", idle in its selector once every task is parked:
 - "orphan": ``await fut`` of a future made in its own frame, which nothing else can complete;
 - "kept": the same, but the future is also kept in the list ``KEPT``;
 - "streamer": ``await reader.read(1)`` on an asyncio stream connected to ``SILENT``;
-- "sockrecv": ``await loop.sock_recv(sock, 1)`` on a socket connected to ``SILENT``.
+- "sockrecv": ``await loop.sock_recv(sock, 1)`` on a socket connected to ``SILENT``;
+- "fanout-0" to "fanout-2": ``await FAN.wait()`` on one Event, on one line: a group of three;
+- "pair-0" and "pair-1": ``await reader.read(1)`` on streams connected to ``SILENT``, on one
+  line: a group of two;
+- "serving": ``await server.serve_forever()`` of ``asyncio.start_server``: an idle task.
 
 The truth has, per task name: ``id``, ``fut`` (its ``_fut_waiter``: the future it awaits),
 ``line`` (its own frame's line, from its ``# <name> waits`` marker); and ``executor``
 {native_id, name, fd, local, peer}, ``streamer`` and ``sockrecv`` {id, fd, local, peer} (the
 socket object), ``threaded`` {native_id, name}, ``held`` (``id()`` of
 ``_truth.HELD``), ``sleep_when`` (the sleep's
-``TimerHandle._when``), ``child`` {pid, argv}, ``loop`` {id, native_id}.
+``TimerHandle._when``), ``child`` {pid, argv}, ``loop`` {id, native_id}, ``silent`` (SILENT's
+address), ``fan`` (``id(FAN)``), ``main_line`` (Task-1's line).
 """
 
 import os
@@ -50,6 +55,9 @@ SILENT.listen()
 KEPT = []
 JOBS = {}
 NAMES = ["executor", "threaded", "sleeper", "child", "orphan", "kept", "streamer", "sockrecv"]
+# Tasks that wait alike: function -> how many.
+GROUPS = {"fanout": 3, "pair": 2}
+FAN = asyncio.Event()
 
 
 def blocking_recv():
@@ -109,10 +117,29 @@ async def sockrecv():
     await loop.sock_recv(sock, 1)  # sockrecv waits
 
 
+async def fanout():
+    await FAN.wait()  # fanout waits
+
+
+async def pair():
+    reader, writer = await asyncio.open_connection(*SILENT.getsockname())
+    await reader.read(1)  # pair waits
+
+
+async def serving():
+    server = await asyncio.start_server(lambda reader, writer: None, "127.0.0.1", 0)
+    await server.serve_forever()  # serving waits
+
+
 async def main(tasks):
     loop = asyncio.get_running_loop()
     for name in NAMES:
         tasks[name] = loop.create_task(globals()[name](), name=name)
+    for function, n in GROUPS.items():
+        for i in range(n):
+            name = "%s-%d" % (function, i)
+            tasks[name] = loop.create_task(globals()[function](), name=name)
+    tasks["serving"] = loop.create_task(serving(), name="serving")
     await asyncio.Event().wait()  # main waits
 
 
@@ -125,14 +152,18 @@ def run_loop(holder):
 def parked(holder):
     """Whether every task waits where its marker says, and the jobs and the child started."""
     tasks = holder["tasks"]
-    if len(tasks) < len(NAMES) or len(JOBS) < 5:
+    if len(tasks) < len(NAMES) + sum(GROUPS.values()) + 1 or len(JOBS) < 5:
         return False
     for name, task in tasks.items():
         stack = task.get_stack()
-        if not stack or stack[-1].f_lineno != _truth.source_line_of(
-                "# %s waits" % name, __file__):
+        if not stack or stack[-1].f_lineno != marker_line(name):
             return False
     return True
+
+
+def marker_line(name):
+    """The line of the `# <function> waits` marker of task `name` ("fanout-1": fanout's)."""
+    return _truth.source_line_of("# %s waits" % name.split("-")[0], __file__)
 
 
 def main_thread():
@@ -149,10 +180,11 @@ def main_thread():
     sleep_fut = holder["tasks"]["sleeper"]._fut_waiter
     (handle,) = [h for h in loop._scheduled if h._args and h._args[0] is sleep_fut]
     tasks = {name: {"id": id(t), "fut": id(t._fut_waiter),
-                    "line": _truth.source_line_of("# %s waits" % name, __file__)}
+                    "line": marker_line(name)}
              for name, t in holder["tasks"].items()}
     _truth.ready(impl=IMPL, tasks=tasks, sleep_when=handle.when(), held=id(_truth.HELD),
-                 main_line=_truth.source_line_of("# " + "main waits", __file__),
+                 main_line=_truth.source_line_of("# " + "main waits", __file__), fan=id(FAN),
+                 silent=why_helpers.address(SILENT.getsockname()),
                  loop={"id": id(loop), "native_id": holder["native_id"]}, **JOBS); _truth.HELD.acquire()  # noqa: E501,E702
 
 
