@@ -16,6 +16,7 @@ pub(crate) mod test_support;
 pub mod text;
 pub mod tree;
 pub mod verdict_text;
+mod wait_text;
 
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::verdict_text::{waits_for, waits_on, who};
+use super::wait_text::{waits_for, waits_on, who};
 use super::{Report, TaskGroup, Waiting, WaitsOn};
 use crate::why::task_groups::TASK_ROWS;
 

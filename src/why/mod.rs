@@ -69,7 +69,7 @@ pub fn report(session: &Session, base: &Report) -> Report {
             errors.extend(resources::socket_addresses(session, w));
         }
         r.errors.extend(errors);
-        r.task_waits = Some(task_groups::task_groups(session, view, &mut whys));
+        r.task_waits = Some(task_groups::task_groups(view, &mut whys));
         let edges: Vec<(u64, Option<(u64, u64)>)> = view
             .tasks
             .iter()

@@ -11,9 +11,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::asyncio::{AsyncView, TaskView};
-use crate::report::{FrameKind, FrameReport, TaskGroup, TaskWhy, Waiting, WaitsOn};
-use crate::session::report::frame_report;
-use crate::session::Session;
+use crate::cpython::FrameItem;
+use crate::report::{TaskGroup, TaskWhy, Waiting, WaitsOn};
 
 /// Frames of one task looked through for its application frame or an idle row.
 const MAX_FRAMES: usize = 256;
@@ -73,31 +72,42 @@ pub fn is_library(file: &str) -> bool {
     if file.starts_with("<frozen ") {
         return true;
     }
-    // `/lib/python3.12/`, `/lib/python3.13t/`, `/lib64/python3.11/`.
-    file.split('/').collect::<Vec<_>>().windows(2).any(|w| {
-        matches!(w[0], "lib" | "lib64")
-            && w[1]
-                .strip_prefix("python")
-                .is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+    // `/lib/python3.12/`, `/lib/python3.13t/`, `/lib64/python3.11/`; no allocation: this runs
+    // for every frame of every waiting task.
+    ["/lib/python", "/lib64/python"].iter().any(|dir| {
+        file.match_indices(dir)
+            .any(|(i, _)| file[i + dir.len()..].starts_with(|c: char| c.is_ascii_digit()))
     })
 }
 
-/// A task's Python frames as reports, innermost first, at most [`MAX_FRAMES`].
-fn frames(session: &Session, t: &TaskView) -> Vec<FrameReport> {
+/// A Python frame of a task: where it is.
+#[derive(Clone, Copy, Debug)]
+struct At<'a> {
+    function: &'a Arc<str>,
+    file: &'a Arc<str>,
+    line: Option<u32>,
+}
+
+/// A task's Python frames, innermost first, at most [`MAX_FRAMES`].
+fn frames(t: &TaskView) -> Vec<At<'_>> {
     t.frames
         .iter()
         .take(MAX_FRAMES)
-        .map(|i| frame_report(session, i, false))
-        .filter(|f| f.kind == FrameKind::Python)
+        .filter_map(|i| match i {
+            FrameItem::Python(p) => Some(At {
+                function: &p.code.qualname,
+                file: &p.code.filename,
+                line: p.line,
+            }),
+            FrameItem::Unreadable { .. } => None,
+        })
         .collect()
 }
 
 /// The task row `frames` match, by [`TASK_ROWS`]' rule.
-fn idle_row(frames: &[FrameReport]) -> Option<&'static TaskRow> {
+fn idle_row(frames: &[At]) -> Option<&'static TaskRow> {
     for f in frames {
-        let (Some(function), Some(file)) = (f.function.as_deref(), f.file.as_deref()) else {
-            return None;
-        };
+        let (function, file) = (&**f.function, &**f.file);
         if let Some(row) = TASK_ROWS
             .iter()
             .find(|r| r.function == function && file.ends_with(r.file))
@@ -112,11 +122,12 @@ fn idle_row(frames: &[FrameReport]) -> Option<&'static TaskRow> {
 }
 
 /// The innermost application frame of `frames`, else the innermost.
-fn place(frames: &[FrameReport]) -> Option<&FrameReport> {
+fn place<'a>(frames: &[At<'a>]) -> Option<At<'a>> {
     frames
         .iter()
-        .find(|f| f.file.as_deref().is_some_and(|file| !is_library(file)))
+        .find(|f| !is_library(f.file))
         .or_else(|| frames.first())
+        .copied()
 }
 
 /// The verdict class of a wait: a task holds what it waits for; the outside world (or a
@@ -151,7 +162,7 @@ const CLASSES: &[&str] = &["owned", "outside", "other", "idle"];
 /// Sets each idle task's `idle` in `whys` (`view.tasks`' order) and returns the tasks' waits
 /// grouped: by class, then the largest group first, ties in the tasks' order. A running task
 /// and one that waits on nothing memory shows are in no group.
-pub fn task_groups(session: &Session, view: &AsyncView, whys: &mut [TaskWhy]) -> Vec<TaskGroup> {
+pub fn task_groups(view: &AsyncView, whys: &mut [TaskWhy]) -> Vec<TaskGroup> {
     type Key = (
         &'static str,
         Option<&'static str>,
@@ -167,7 +178,7 @@ pub fn task_groups(session: &Session, view: &AsyncView, whys: &mut [TaskWhy]) ->
         if t.on_cpu.is_some() || !t.supported {
             continue;
         }
-        let fs = frames(session, t);
+        let fs = frames(t);
         why.idle = idle_row(&fs).map(|r| r.kind);
         let w = why.waiting.as_ref();
         let (class, kind, target) = match (why.idle, w) {
@@ -177,7 +188,7 @@ pub fn task_groups(session: &Session, view: &AsyncView, whys: &mut [TaskWhy]) ->
         };
         let at = if why.idle.is_some() { None } else { place(&fs) };
         let (function, file, line) = at.map_or((None, None, None), |f| {
-            (f.function.clone(), f.file.clone(), f.line)
+            (Some(f.function.clone()), Some(f.file.clone()), f.line)
         });
         let wait_kind = w.map_or("", |w| w.kind);
         let key = (
@@ -243,36 +254,47 @@ mod tests {
         }
     }
 
-    use crate::report::test_support::python_frame as frame;
+    /// Frames for the rule: (function, file, line), innermost first.
+    fn frames(spec: &[(&str, &str, u32)]) -> Vec<(Arc<str>, Arc<str>, u32)> {
+        spec.iter()
+            .map(|&(f, file, l)| (f.into(), file.into(), l))
+            .collect()
+    }
+
+    fn at(v: &[(Arc<str>, Arc<str>, u32)]) -> Vec<At<'_>> {
+        v.iter()
+            .map(|(function, file, line)| At {
+                function,
+                file,
+                line: Some(*line),
+            })
+            .collect()
+    }
 
     #[test]
     fn an_idle_row_matches_through_asyncio_frames_only() {
-        let tick = [
-            frame("sleep", "/usr/lib/python3.12/asyncio/tasks.py", 665),
-            frame(
+        let tick = frames(&[
+            ("sleep", "/usr/lib/python3.12/asyncio/tasks.py", 665),
+            (
                 "Server.main_loop",
                 "/sp/site-packages/uvicorn/server.py",
                 248,
             ),
-            frame("Server._serve", "/sp/site-packages/uvicorn/server.py", 107),
-        ];
-        assert_eq!(idle_row(&tick).map(|r| r.kind), Some("server_tick"));
-        let handler = [
-            frame("sleep", "/usr/lib/python3.12/asyncio/tasks.py", 665),
-            frame("handler", "/srv/app.py", 9),
-            frame(
+            ("Server._serve", "/sp/site-packages/uvicorn/server.py", 107),
+        ]);
+        assert_eq!(idle_row(&at(&tick)).map(|r| r.kind), Some("server_tick"));
+        let handler = frames(&[
+            ("sleep", "/usr/lib/python3.12/asyncio/tasks.py", 665),
+            ("handler", "/srv/app.py", 9),
+            (
                 "Server.main_loop",
                 "/sp/site-packages/uvicorn/server.py",
                 248,
             ),
-        ];
-        assert!(idle_row(&handler).is_none());
-        assert_eq!(place(&handler).and_then(|f| f.line), Some(9));
-        let all_library = [frame(
-            "Queue.get",
-            "/usr/lib/python3.12/asyncio/queues.py",
-            158,
-        )];
-        assert_eq!(place(&all_library).and_then(|f| f.line), Some(158));
+        ]);
+        assert!(idle_row(&at(&handler)).is_none());
+        assert_eq!(place(&at(&handler)).and_then(|f| f.line), Some(9));
+        let all_library = frames(&[("Queue.get", "/usr/lib/python3.12/asyncio/queues.py", 158)]);
+        assert_eq!(place(&at(&all_library)).and_then(|f| f.line), Some(158));
     }
 }
