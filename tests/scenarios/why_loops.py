@@ -145,6 +145,11 @@ def main_thread():
         "earliest_when": None if IMPL == "uvloop" or not loop._scheduled
         else loop._scheduled[0].when(),
         "tasks_waiting": len(pending) - (MODE != "idle"),
+        # For the corruption campaign (tools/fuzz/campaign.py): the loop's queues and timers.
+        "aim": {} if IMPL == "uvloop" else {
+            "loop_queue": [id(loop._ready), id(loop._scheduled)],
+            "timer": [id(h) for h in loop._scheduled[:8]],
+        },
     }
     if MODE != "idle":
         assert truth["earliest_when"] in (None, when)

@@ -28,7 +28,8 @@ The truth has, per task name: ``id``, ``fut`` (its ``_fut_waiter``: the future i
 socket object), ``threaded`` {native_id, name}, ``held`` (``id()`` of
 ``_truth.HELD``), ``sleep_when`` (the sleep's
 ``TimerHandle._when``), ``child`` {pid, argv}, ``loop`` {id, native_id}, ``silent`` (SILENT's
-address), ``fan`` (``id(FAN)``), ``main_line`` (Task-1's line).
+address), ``fan`` (``id(FAN)``), ``main_line`` (Task-1's line), ``aim`` (the streams'
+transports, the loop's queues and timers, for the corruption campaign).
 """
 
 import os
@@ -58,6 +59,8 @@ NAMES = ["executor", "threaded", "sleeper", "child", "orphan", "kept", "streamer
 # Tasks that wait alike: function -> how many.
 GROUPS = {"fanout": 3, "pair": 2}
 FAN = asyncio.Event()
+# The streams' transports, for the corruption campaign (tools/fuzz/campaign.py).
+TRANSPORTS = []
 
 
 def blocking_recv():
@@ -104,6 +107,7 @@ async def kept():
 
 async def streamer():
     reader, writer = await asyncio.open_connection(*SILENT.getsockname())
+    TRANSPORTS.append(writer.transport)
     JOBS["streamer"] = why_helpers.sock_record(writer.transport._sock)
     await reader.read(1)  # streamer waits
 
@@ -123,6 +127,7 @@ async def fanout():
 
 async def pair():
     reader, writer = await asyncio.open_connection(*SILENT.getsockname())
+    TRANSPORTS.append(writer.transport)
     await reader.read(1)  # pair waits
 
 
@@ -185,6 +190,9 @@ def main_thread():
     _truth.ready(impl=IMPL, tasks=tasks, sleep_when=handle.when(), held=id(_truth.HELD),
                  main_line=_truth.source_line_of("# " + "main waits", __file__), fan=id(FAN),
                  silent=why_helpers.address(SILENT.getsockname()),
+                 aim={"transport": [id(t) for t in TRANSPORTS],
+                      "loop_queue": [id(loop._ready), id(loop._scheduled)],
+                      "timer": [id(h) for h in loop._scheduled[:8]]},
                  loop={"id": id(loop), "native_id": holder["native_id"]}, **JOBS); _truth.HELD.acquire()  # noqa: E501,E702
 
 

@@ -158,7 +158,14 @@ SPAN = {"tstate": 256, "interp": 1024, "frame": 96, "code": 192, "str": 64, "loc
         "task": 192, "coro": 128, "future": 128, "loop": 64, "debug_offsets": 1024,
         "waited": 64, "greenlet": 48, "greenlet_impl": 160, "pollfd": 16, "interp_list": 96,
         # a heap's page queues and its delayed-free list; a page's fields up to `next`
-        "mi_heap": MI_PAGE_QUEUES * 24 + 8, "mi_page": 64}
+        "mi_heap": MI_PAGE_QUEUES * 24 + 8, "mi_page": 64,
+        # What a scenario's truth names under `aim` (issue 49): an event loop's `_ready` deque
+        # and `_scheduled` list, its first TimerHandles (`__slots__`: `_when` among them), and
+        # streams' transports from their managed dict pointer on (AIM_BEFORE).
+        "loop_queue": 48, "timer": 96, "transport": 24 + 64}
+# Bytes before the object a kind's span starts at: a Python object's managed dict (or values)
+# pointer is the third word before it (Include/internal/pycore_object.h, 3.11 to 3.15).
+AIM_BEFORE = {"transport": 24}
 # `PyGreenlet.pimpl` (greenlet.h: after the header, `weakreflist` and `dict`; default builds).
 GREENLET_PIMPL = 32
 STACKREF_TAG_BITS = 3
@@ -243,6 +250,7 @@ def make_base(interp, scenario, workdir):
         src = s.make_core()
         core = os.path.join(workdir, "core.%s.%s" % (interp.id, scenario))
         shutil.move(src, core)
+        aim = s.truth.get("aim") or {}
     base = {"interp": interp.id, "env": interp.env, "minor": interp.minor,
             "scenario": scenario, "core": core}
     if is_arm64(interp):
@@ -260,6 +268,13 @@ def make_base(interp, scenario, workdir):
     report = json.loads(out)
     base["free_threaded"] = report["python"]["free_threaded"]
     base["structures"] = locate(base, report)
+    # What the scenario itself names (its truth's `aim`), where the core holds it.
+    cf = CoreFile(core)
+    for kind, addrs in aim.items():
+        at = [a - AIM_BEFORE.get(kind, 0) for a in addrs]
+        at = [a for a in at if cf.has(a, SPAN[kind])]
+        if at:
+            base["structures"][kind] = at
     if base["arch"] == "arm64":
         base["structures"].update(locate_arm64(base))
     else:
