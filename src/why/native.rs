@@ -1,9 +1,11 @@
 //! Waits in native code: a thread blocked in a system call under a C function called from
 //! Python, which no Python-level wait and no descriptor or child explains (a C++ extension
 //! on a `std::condition_variable`, torch's autograd engine in an all-reduce). The C function
-//! is the call in progress of the innermost Python frame, found on its value stack; with
-//! native frames (`--native`, the debuggers), also the innermost native frame outside the C
-//! and C++ runtimes and the interpreter, where the code that blocks is.
+//! is the call in progress of the innermost Python frame, found on its value stack above the
+//! slots its enclosing blocks keep (a `with` block's `__exit__` only sits there): with native
+//! frames (`--native`), the callable whose C function one of them runs, else the lowest C
+//! callable there. With native frames also the innermost native frame outside the C and C++
+//! runtimes, ctypes' plumbing and the interpreter, where the code that blocks is.
 //!
 //! `time.sleep` is kind `sleep`, not native: the program asked for the wait.
 
