@@ -38,6 +38,12 @@ const WRAPPERBASE_WRAPPER: u64 = 24;
 // PyDescr_COMMON {d_type, d_name, d_qualname} (Include/cpython/descrobject.h).
 const DESCR_D_TYPE: u64 = 0;
 const DESCR_D_NAME: u64 = 8;
+// `PyMethodDescrObject`'s d_method, after PyDescr_COMMON.
+const DESCR_D_METHOD: u64 = 24;
+// `CDataObject`'s b_objects (Modules/_ctypes/ctypes.h 3.10 to 3.15, after b_ptr,
+// b_needsfree (an int, padded), b_base, b_size, b_length, b_index).
+const CDATA_B_OBJECTS: u64 = 48;
+const CDATA_B_PTR: u64 = 0;
 // `PyMethodObject` {im_func, im_self, ...} (Include/cpython/classobject.h 3.10 to 3.15).
 const METHOD_IM_FUNC: u64 = 0;
 const METHOD_IM_SELF: u64 = 8;
@@ -195,7 +201,7 @@ impl Snapshot {
             return Some(format!("{}.{name}", self.type_at(d_type).ok()?.name));
         }
         if !is_cfunction_type(&t.name) {
-            return None;
+            return self.ctypes_function_name(obj);
         }
         let (name, this) = self.cfunction_name_and_self(obj).ok()?;
         if this != 0 {
@@ -212,6 +218,47 @@ impl Snapshot {
             .and_then(|m| self.read_str(m).ok());
         Some(match module {
             Some(m) => format!("{m}.{name}"),
+            None => name,
+        })
+    }
+
+    /// A `ctypes` function pointer's name and library: `work_block (libwork.so)`, or the name
+    /// alone for a library without a name (`CDLL(None)`, the process's own symbols). Its type
+    /// derives from `_ctypes.CFuncPtr`; `CDLL.__getitem__` sets its `__name__` in its
+    /// `__dict__` (Lib/ctypes/__init__.py), and `PyCFuncPtr_FromDll` keeps the `CDLL` in the
+    /// object's `b_objects` (`KeepRef(self, 0, dll)`, Modules/_ctypes/_ctypes.c; `CDataObject`
+    /// {b_ptr, b_needsfree, b_base, b_size, b_length, b_index, b_objects, ...} past the
+    /// header, Modules/_ctypes/ctypes.h, 3.10 to 3.15), whose `_name` is the path it loaded.
+    fn ctypes_function_name(&self, obj: u64) -> Option<String> {
+        let classes = self.class_names(obj);
+        if !classes
+            .iter()
+            .any(|c| c == "_ctypes.CFuncPtr" || c == "CFuncPtr")
+        {
+            return None;
+        }
+        let name = self
+            .read_str(self.instance_attr(obj, "__name__").ok()??)
+            .ok()?;
+        let library = self
+            .object_fields(obj)
+            .and_then(|f| self.mem.read_ptr(field(f, CDATA_B_OBJECTS)?))
+            .ok()
+            .filter(|&b| b != 0)
+            // `KeepRef` stores into a dict under `unique_key(self, 0)`, "0", where the object
+            // has one (`PyCData_GetContainer` makes one when `b_length` is not 0).
+            .and_then(|b| {
+                if self.type_of(b).ok()?.name == "dict" {
+                    self.dict_get(b, "0").ok()?
+                } else {
+                    Some(b)
+                }
+            })
+            .filter(|&dll| self.class_names(dll).iter().any(|c| c == "CDLL"))
+            .and_then(|dll| self.instance_attr(dll, "_name").ok()?)
+            .and_then(|n| self.read_str(n).ok());
+        Some(match library {
+            Some(lib) => format!("{name} ({})", lib.rsplit('/').next().unwrap_or(&lib)),
             None => name,
         })
     }
@@ -359,6 +406,56 @@ impl Snapshot {
         }
         let at = named(|n| n == "wrapper_call")?;
         called(at, wrapper?, true, None)
+    }
+
+    /// The C function a C callable runs when called: a builtin's `ml_meth`, a
+    /// `method_descriptor`'s `d_method->ml_meth` (`PyMethodDescrObject` {PyDescr_COMMON;
+    /// d_method; vectorcall}, Include/cpython/descrobject.h 3.10 to 3.15), a `ctypes`
+    /// function pointer's target (the address its `b_ptr` holds: `*(void **)self->b_ptr`,
+    /// Modules/_ctypes/_ctypes.c `PyCFuncPtr_FromDll`). None for other objects.
+    pub fn c_entry(&self, obj: u64) -> Option<u64> {
+        let t = self.type_of(obj).ok()?;
+        let f = self.object_fields(obj).ok()?;
+        let ml = if is_cfunction_type(&t.name) {
+            self.mem.read_ptr(field(f, CFUNCTION_M_ML).ok()?).ok()?
+        } else if t.name == "method_descriptor" {
+            self.mem.read_ptr(field(f, DESCR_D_METHOD).ok()?).ok()?
+        } else if self
+            .class_names(obj)
+            .iter()
+            .any(|c| c == "_ctypes.CFuncPtr" || c == "CFuncPtr")
+        {
+            let b_ptr = self.mem.read_ptr(field(f, CDATA_B_PTR).ok()?).ok()?;
+            return self.mem.read_ptr(b_ptr).ok().filter(|&e| e != 0);
+        } else {
+            return None;
+        };
+        self.mem
+            .read_ptr(field(ml, METHODDEF_ML_METH).ok()?)
+            .ok()
+            .filter(|&e| e != 0)
+    }
+
+    /// Of the C callables `candidates` (value-stack objects), the one whose C function
+    /// ([`Snapshot::c_entry`]) a frame of `natives` (innermost first, the innermost Python
+    /// frame's callees) is running, the nearest past its entry winning.
+    pub fn running_c_callable(
+        &self,
+        candidates: impl IntoIterator<Item = u64>,
+        natives: &[NativeFrame],
+    ) -> Option<u64> {
+        let mut best: Option<(u64, u64)> = None;
+        for v in candidates {
+            let Some(entry) = self.c_entry(v) else {
+                continue;
+            };
+            if let Some((dist, _)) = self.running(entry, natives, 0) {
+                if best.is_none_or(|b| dist < b.0) {
+                    best = Some((dist, v));
+                }
+            }
+        }
+        best.map(|b| b.1)
     }
 
     /// A method-wrapper's C functions: its descriptor's `wrapper` and the slot it wraps.

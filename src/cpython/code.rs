@@ -293,6 +293,45 @@ impl Snapshot {
         frame.code.line_at(first as i64 - 1)
     }
 
+    /// How many of `frame`'s value-stack slots, from the bottom, belong to the blocks its
+    /// current instruction is inside (a `with` block's `__exit__`, a `try`'s saved items):
+    /// the callable of a call that instruction makes lies above them. 3.11+: the depth of
+    /// the exception-table entry that covers the instruction (0 where none does); 3.10: the
+    /// top block's `b_level` (Python/ceval.c `PyFrame_BlockSetup(..., STACK_LEVEL())`; 0
+    /// with no block). None where it cannot be read.
+    pub fn block_depth(&self, frame: &PyFrame) -> Option<u64> {
+        let WithEntry::BlockStack {
+            f_iblock,
+            f_blockstack,
+            tryblock_size,
+            b_level,
+            ..
+        } = self.layout.with_entry
+        else {
+            let table = self.layout.code_object.exceptiontable?;
+            let t = self
+                .mem
+                .read_ptr(field(frame.code.addr, table).ok()?)
+                .ok()?;
+            let (t, _) = self.read_bytes(t, MAX_EXCEPTION_TABLE_BYTES).ok()?;
+            return Some(exception_depth(&t, u64::from(frame.lasti?)).unwrap_or(0));
+        };
+        let iblock = self.mem.read_i32(frame.addr.checked_add(f_iblock)?).ok()?;
+        match iblock {
+            0 => Some(0),
+            // CO_MAXBLOCKS (Include/cpython/code.h 3.10).
+            1..=20 => {
+                let at = frame
+                    .addr
+                    .checked_add(f_blockstack)?
+                    .checked_add((iblock as u64 - 1).checked_mul(tryblock_size)?)?
+                    .checked_add(b_level)?;
+                u64::try_from(self.mem.read_i32(at).ok()?).ok()
+            }
+            _ => None,
+        }
+    }
+
     fn with_line_310(&self, frame: &PyFrame, slot: usize) -> Option<u32> {
         let WithEntry::BlockStack {
             opcode,

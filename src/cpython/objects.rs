@@ -450,7 +450,11 @@ impl Snapshot {
                 v
             }
             InstanceDict::Managed313 if managed => {
-                let d = self.mem.read_ptr(obj.wrapping_sub(24))?;
+                // MANAGED_DICT_OFFSET: the word before the GC header, which free-threaded
+                // builds do not have (-1 word there, -3 else: Include/internal/pycore_object.h
+                // 3.13).
+                let off = 8 + super::mimalloc::gc_head_size(&self.layout);
+                let d = self.mem.read_ptr(obj.wrapping_sub(off))?;
                 if d == 0 && t.flags & tpflags::INLINE_VALUES != 0 {
                     let at = field(obj, t.basicsize)?;
                     return values_items(field(at, self.layout.dict_object.values_array)?)

@@ -19,6 +19,7 @@ use serde::Serialize;
 use super::group::{Group, GroupBy, Grouped, Grouper, Members, TargetError, ThreadIn};
 use super::straggler::{Ranks, Verdict};
 use super::tree::{TreeBuilder, TreeNode};
+use super::FrameKind;
 
 /// Groups, and the tree and verdict where asked for.
 pub struct Gatherer {
@@ -190,7 +191,8 @@ impl Gatherer {
             .add_report_each(host, pid, threads, |t, member| {
                 let at = tree.add(t.frames, t.truncated, member.clone());
                 if let Some(ranks) = ranks.as_mut() {
-                    ranks.add(at, t.why.as_ref());
+                    let innermost = t.frames.iter().find(|f| f.kind == FrameKind::Python);
+                    ranks.add(at, t.why.as_ref(), innermost, t.call);
                 }
             });
     }
@@ -263,6 +265,7 @@ mod tests {
                 frames,
                 truncated: false,
                 why: None,
+                call: None,
             };
             g.add_report(Some("h"), Some(pid), [t]);
         }

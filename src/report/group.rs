@@ -20,7 +20,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 pub use super::members::{MemberWait, Members};
-use super::{FrameKind, FrameReport, ThreadReport};
+use super::{FrameKind, FrameReport, ThreadReport, WaitsOn};
 
 /// What makes two Python stacks identical.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -52,6 +52,9 @@ pub struct ThreadIn<'a> {
     /// `--why`: what the thread is doing, part of the key (the same stack running and blocked
     /// are two groups).
     pub why: Option<GroupWhy>,
+    /// `--why`: a `native` wait's C function (`waiting.on.function`), which the straggler
+    /// verdict names; not part of the key.
+    pub call: Option<&'a str>,
 }
 
 /// `--why`: the state shared by every thread of a group (docs/report.md, `state`, `syscall`,
@@ -80,6 +83,10 @@ impl<'a> From<&'a ThreadReport> for ThreadIn<'a> {
                 syscall: w.syscall.clone(),
                 waiting: w.waiting.as_ref().map(|w| w.kind.to_string()),
             }),
+            call: t.why.as_ref().and_then(|w| match &w.waiting.as_ref()?.on {
+                Some(WaitsOn::Native { function, .. }) => function.as_deref(),
+                _ => None,
+            }),
         }
     }
 }
@@ -98,6 +105,7 @@ impl<'a> ThreadIn<'a> {
             frames,
             truncated: false,
             why: None,
+            call: None,
         }
     }
 }
@@ -122,6 +130,7 @@ impl<'a> ThreadIn<'a> {
             frames: &g.frames,
             truncated: g.truncated,
             why: None,
+            call: None,
         })
     }
 }
@@ -540,6 +549,7 @@ mod tests {
             frames,
             truncated: false,
             why: None,
+            call: None,
         }
     }
 
@@ -736,6 +746,7 @@ mod tests {
                 frames: &chain,
                 truncated: false,
                 why: None,
+                call: None,
             });
             g.add_report(Some("h"), Some(pid), tasks);
         }

@@ -413,6 +413,7 @@ mod tests {
                     frames,
                     truncated: false,
                     why: None,
+                    call: None,
                 })
                 .collect();
             g.add_report(Some("h"), Some(pid), items);

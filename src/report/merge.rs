@@ -229,6 +229,9 @@ struct DocThread {
 #[derive(Deserialize)]
 struct DocWaiting {
     kind: String,
+    /// A `native` wait's `function`, which the straggler verdict names.
+    #[serde(default)]
+    function: Option<String>,
 }
 
 /// A field that is there, null or not (missing: `None` by `default`).
@@ -392,6 +395,7 @@ pub fn merge_input<R: BufRead>(
                             frames,
                             truncated: g.truncated,
                             why: None,
+                            call: None,
                         })
                     }),
                 );
@@ -423,6 +427,7 @@ pub fn merge_input<R: BufRead>(
                             syscall: t.syscall.clone(),
                             waiting: t.waiting.as_ref().map(|w| w.kind.clone()),
                         }),
+                        call: t.waiting.as_ref().and_then(|w| w.function.as_deref()),
                     }),
                 );
             }

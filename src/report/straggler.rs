@@ -20,6 +20,11 @@
 //! 3. **Who is elsewhere.** Every rank whose thread does not pass through that frame, named by
 //!    host, pid and its frames from its innermost one out to where it leaves the majority's
 //!    path.
+//! 4. **Whose code the text names.** The majority's place in the text is its innermost
+//!    application frame: the innermost of its frames outside library code (the interpreter's
+//!    own `lib/pythonX.Y`, `site-packages`, `dist-packages`, frozen modules). Where its
+//!    threads' wait is in library code, the wait says which: a `native` wait its C function,
+//!    another the library of the thread's innermost frame (`barrier (multiprocessing)`).
 //!
 //! Built from the tree's nodes and, per process, each thread's leaf: the reports themselves
 //! are long gone (`merge` holds one at a time).
@@ -32,7 +37,7 @@ use serde::Serialize;
 
 use super::group::{GroupFrame, GroupWhy};
 use super::tree::{NodeKind, TreeBuilder};
-use super::FrameKind;
+use super::{FrameKind, FrameReport};
 
 /// Outliers named in the text; the JSON lists all.
 const MAX_OUTLIERS_NAMED: usize = 8;
@@ -45,6 +50,10 @@ struct ThreadAt {
     leaf: u32,
     member: u32,
     why: Option<u32>,
+    /// A `native` wait's C function.
+    call: Option<Arc<str>>,
+    /// The library its innermost frame is in.
+    library: Option<Arc<str>>,
 }
 
 struct Proc {
@@ -80,6 +89,9 @@ pub struct Majority {
     pub count: usize,
     /// The majority's frame, then the frames out to the outermost, innermost first.
     pub frames: Vec<GroupFrame>,
+    /// The index in `frames` of the innermost application frame, which the text names
+    /// (0 when every frame is library code).
+    pub frame: usize,
     /// `--why`: the majority's threads' states, most common first.
     pub waits: Vec<Wait>,
 }
@@ -89,6 +101,10 @@ pub struct Majority {
 pub struct Wait {
     #[serde(flatten)]
     pub why: GroupWhy,
+    /// A `native` wait's C function (`waiting.function`).
+    pub call: Option<Arc<str>>,
+    /// The library of the threads' innermost frame, when it is library code.
+    pub library: Option<Arc<str>>,
     pub count: usize,
 }
 
@@ -150,8 +166,22 @@ impl Ranks {
         });
     }
 
-    /// A thread of the current process: where [`TreeBuilder::add`] put it.
-    pub fn add(&mut self, (leaf, member): (u32, u32), why: Option<&GroupWhy>) {
+    /// A thread of the current process: where [`TreeBuilder::add`] put it, its innermost
+    /// frame and a `native` wait's C function.
+    pub fn add(
+        &mut self,
+        (leaf, member): (u32, u32),
+        why: Option<&GroupWhy>,
+        innermost: Option<&FrameReport>,
+        call: Option<&str>,
+    ) {
+        let call = call
+            .filter(|_| why.is_some_and(|w| w.waiting.as_deref() == Some("native")))
+            .map(Arc::from);
+        let library = innermost
+            .filter(|f| f.kind == FrameKind::Python)
+            .and_then(|f| library_of(f.file.as_deref()?))
+            .map(Arc::from);
         let why = why.map(|w| match self.why_index.get(w) {
             Some(&i) => i,
             None => {
@@ -162,7 +192,13 @@ impl Ranks {
             }
         });
         if let Some(p) = self.procs.last_mut() {
-            p.threads.push(ThreadAt { leaf, member, why });
+            p.threads.push(ThreadAt {
+                leaf,
+                member,
+                why,
+                call,
+                library,
+            });
         }
     }
 
@@ -285,10 +321,15 @@ impl Ranks {
             let passes = majority_at.is_some_and(|m| tree.path_up(t.leaf).any(|n| n == m));
             if passes {
                 if let Some(why) = why {
-                    match waits.iter_mut().find(|w| w.why == *why) {
+                    match waits
+                        .iter_mut()
+                        .find(|w| w.why == *why && w.call == t.call && w.library == t.library)
+                    {
                         Some(w) => w.count += 1,
                         None => waits.push(Wait {
                             why: why.clone(),
+                            call: t.call.clone(),
+                            library: t.library.clone(),
                             count: 1,
                         }),
                     }
@@ -319,14 +360,25 @@ impl Ranks {
         }
         // A stable sort keeps first-seen order among equals.
         waits.sort_by_key(|w| std::cmp::Reverse(w.count));
-        let majority = majority_at.map(|m| Majority {
-            count: through[m as usize],
-            frames: tree
+        let majority = majority_at.map(|m| {
+            let frames: Vec<GroupFrame> = tree
                 .path_up(m)
                 .filter(|&n| is_frame(tree.node(n).kind))
                 .map(|n| group_frame(tree, n))
-                .collect(),
-            waits,
+                .collect();
+            let frame = frames
+                .iter()
+                .position(|f| {
+                    f.kind == FrameKind::Python
+                        && f.file.as_deref().is_some_and(|p| library_of(p).is_none())
+                })
+                .unwrap_or(0);
+            Majority {
+                count: through[m as usize],
+                frames,
+                frame,
+                waits,
+            }
         });
         Some(Verdict {
             ranks: ranks.len(),
@@ -365,6 +417,58 @@ pub fn why_words(w: &GroupWhy) -> Option<String> {
         (state, _) => state.to_string(),
     };
     Some(words)
+}
+
+/// The library a file is in, by its path: the first name under the interpreter's own
+/// `lib/pythonX.Y` (`X.Yt` free-threaded) or a `site-packages` or `dist-packages` (a package,
+/// or a module without its `.py`), or a frozen module's (`<frozen importlib._bootstrap>`:
+/// `importlib`). None for the application's own code.
+pub fn library_of(file: &str) -> Option<&str> {
+    if let Some(m) = file.strip_prefix("<frozen ") {
+        let m = m.strip_suffix('>')?;
+        return m.split('.').next().filter(|n| !n.is_empty());
+    }
+    let rest = ["/site-packages/", "/dist-packages/"]
+        .iter()
+        .find_map(|d| file.rfind(d).map(|i| &file[i + d.len()..]))
+        .or_else(|| stdlib_rest(file))?;
+    let name = rest.split('/').next()?;
+    let name = name.strip_suffix(".py").unwrap_or(name);
+    (!name.is_empty()).then_some(name)
+}
+
+/// What follows the interpreter's own `lib/pythonX.Y/` (or `X.Yt/`) in a path.
+fn stdlib_rest(file: &str) -> Option<&str> {
+    let mut from = 0;
+    while let Some(i) = file[from..].find("/lib/python") {
+        let at = from + i + "/lib/python".len();
+        let rest = &file[at..];
+        let (ver, tail) = rest.split_once('/')?;
+        let ver = ver.strip_suffix('t').unwrap_or(ver);
+        let ok = ver.split_once('.').is_some_and(|(a, b)| {
+            !a.is_empty()
+                && !b.is_empty()
+                && a.bytes().all(|c| c.is_ascii_digit())
+                && b.bytes().all(|c| c.is_ascii_digit())
+        });
+        if ok {
+            return Some(tail);
+        }
+        from = at;
+    }
+    None
+}
+
+/// A majority's state in a few words ([`why_words`]), then where in library code it is: a
+/// `native` wait's C function (`in native code torch._C._EngineBase.run_backward`), else the
+/// library of the threads' innermost frame (`barrier (multiprocessing)`).
+fn wait_words(w: &Wait) -> Option<String> {
+    let words = why_words(&w.why)?;
+    Some(match (&w.call, &w.library) {
+        (Some(call), _) => format!("{words} {call}"),
+        (None, Some(lib)) => format!("{words} ({lib})"),
+        (None, None) => words,
+    })
 }
 
 /// `all_reduce (train.py:41)`: the file by its base name.
@@ -414,11 +518,8 @@ pub fn render(v: &Verdict) -> String {
         )
         .unwrap(),
         Some(m) => {
-            let words: Vec<(Option<String>, usize)> = m
-                .waits
-                .iter()
-                .map(|w| (why_words(&w.why), w.count))
-                .collect();
+            let words: Vec<(Option<String>, usize)> =
+                m.waits.iter().map(|w| (wait_words(w), w.count)).collect();
             let verb = match m.waits.first() {
                 Some(w) if w.why.state.as_deref() == Some("running") && w.why.waiting.is_none() => {
                     "run in"
@@ -432,7 +533,10 @@ pub fn render(v: &Verdict) -> String {
                 m.count,
                 v.ranks,
                 processes(v.ranks),
-                m.frames.first().map_or("?".to_string(), place)
+                m.frames
+                    .get(m.frame)
+                    .or(m.frames.first())
+                    .map_or("?".to_string(), place)
             )
             .unwrap();
             let named: Vec<String> = words
@@ -505,204 +609,4 @@ pub fn render(v: &Verdict) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::report::group::{GroupBy, Member};
-    use crate::report::test_support::python_frame as py;
-    use crate::report::FrameReport;
-
-    fn why(state: &str, waiting: Option<&str>) -> GroupWhy {
-        GroupWhy {
-            state: Some(state.into()),
-            syscall: None,
-            waiting: waiting.map(str::to_string),
-        }
-    }
-
-    struct Job {
-        tree: TreeBuilder,
-        ranks: Ranks,
-    }
-
-    impl Job {
-        fn new(by: GroupBy) -> Self {
-            Job {
-                tree: TreeBuilder::new(by),
-                ranks: Ranks::default(),
-            }
-        }
-
-        /// A process: its threads' (name, innermost-first frames, why).
-        fn process(&mut self, pid: u32, threads: &[(&str, &[FrameReport], Option<GroupWhy>)]) {
-            self.tree.start_report();
-            self.ranks.start_report(Some("h".into()), Some(pid));
-            for (k, (name, frames, why)) in threads.iter().enumerate() {
-                let m = Member::thread(
-                    Some("h".into()),
-                    Some(pid),
-                    None,
-                    Some(pid as u64 * 10 + k as u64),
-                    Some((*name).into()),
-                );
-                let at = self.tree.add(frames, false, m);
-                self.ranks.add(at, why.as_ref());
-            }
-        }
-
-        fn verdict(&self) -> Verdict {
-            self.ranks.verdict(&self.tree).unwrap()
-        }
-    }
-
-    fn funcs(frames: &[GroupFrame]) -> Vec<&str> {
-        frames
-            .iter()
-            .map(|f| f.function.as_deref().unwrap())
-            .collect()
-    }
-
-    fn rank(inner: &[FrameReport]) -> Vec<FrameReport> {
-        let mut v = inner.to_vec();
-        v.push(py("main", "t.py", 60));
-        v.push(py("<module>", "t.py", 70));
-        v
-    }
-
-    #[test]
-    fn the_majority_is_where_the_stacks_part_and_the_straggler_is_named() {
-        // Even ranks wait on one line of all_reduce's callee, odd ranks on another: below the
-        // frame where the straggler leaves, they may differ.
-        let even = rank(&[
-            py("wait_even", "d.py", 5),
-            py("all_reduce", "d.py", 12),
-            py("step", "t.py", 41),
-        ]);
-        let odd = rank(&[
-            py("wait_odd", "d.py", 8),
-            py("all_reduce", "d.py", 12),
-            py("step", "t.py", 41),
-        ]);
-        let load = rank(&[py("load_shard", "data.py", 17), py("step", "t.py", 38)]);
-        let launcher = [
-            py("wait_all", "launch.py", 9),
-            py("<module>", "launch.py", 20),
-        ];
-        let mut job = Job::new(GroupBy::Line);
-        job.process(
-            100,
-            &[(
-                "MainThread",
-                &launcher[..],
-                Some(why("syscall", Some("child"))),
-            )],
-        );
-        for pid in 1..=6u32 {
-            let (frames, w) = match pid {
-                4 => (&load, why("syscall", Some("sleep"))),
-                p if p % 2 == 0 => (&even, why("syscall", Some("barrier"))),
-                _ => (&odd, why("syscall", Some("barrier"))),
-            };
-            // A helper thread in each rank: not the rank's thread.
-            let helper = [
-                py("run", "threading.py", 5),
-                py("_bootstrap", "threading.py", 9),
-            ];
-            job.process(
-                pid,
-                &[
-                    ("MainThread", &frames[..], Some(w)),
-                    ("helper", &helper[..], None),
-                ],
-            );
-        }
-        let v = job.verdict();
-        assert_eq!(v.ranks, 6);
-        let m = v.majority.as_ref().unwrap();
-        assert_eq!(m.count, 5);
-        assert_eq!(funcs(&m.frames), ["all_reduce", "step", "main", "<module>"]);
-        assert_eq!(m.frames[1].line, Some(41));
-        assert_eq!(m.waits.len(), 1);
-        assert_eq!(m.waits[0].count, 5);
-        assert_eq!(v.outliers.len(), 1);
-        let o = &v.outliers[0];
-        assert_eq!(
-            (o.pid, o.native_id, o.name.as_deref()),
-            (Some(4), Some(40), Some("MainThread"))
-        );
-        assert_eq!(funcs(&o.frames), ["load_shard", "step"]);
-        assert_eq!(o.frames[1].line, Some(38));
-        assert_eq!(v.left_out.len(), 1);
-        assert_eq!(v.left_out[0].pid, Some(100));
-        assert_eq!(
-            render(&v),
-            "5 of 6 processes wait in all_reduce (d.py:12): barrier; pid 4 (host h) is \
-             elsewhere: load_shard (data.py:17), sleeping\n\
-             1 other process not counted as a rank (no thread starts as the ranks' do): \
-             pid 100 (host h)\n"
-        );
-    }
-
-    #[test]
-    fn a_rank_short_of_the_majority_frame_is_elsewhere_at_its_innermost_frame() {
-        let at = rank(&[py("barrier", "d.py", 3), py("step", "t.py", 41)]);
-        let short = rank(&[py("step", "t.py", 41)]);
-        let mut job = Job::new(GroupBy::Line);
-        for pid in 1..=3 {
-            let frames = if pid == 3 { &short } else { &at };
-            job.process(pid, &[("MainThread", &frames[..], None)]);
-        }
-        let v = job.verdict();
-        assert_eq!(funcs(&v.majority.as_ref().unwrap().frames)[0], "barrier");
-        assert_eq!(funcs(&v.outliers[0].frames), ["step"]);
-        assert!(render(&v).starts_with(
-            "2 of 3 processes are in barrier (d.py:3); pid 3 (host h) is elsewhere: step (t.py:41)\n"
-        ));
-    }
-
-    #[test]
-    fn no_majority_and_no_outliers() {
-        let a = rank(&[py("a", "t.py", 1)]);
-        let b = rank(&[py("b", "t.py", 2)]);
-        let mut job = Job::new(GroupBy::Line);
-        job.process(1, &[("MainThread", &a[..], None)]);
-        job.process(2, &[("MainThread", &b[..], None)]);
-        let v = job.verdict();
-        // Both share main: the majority is there, and nobody is elsewhere.
-        assert_eq!(funcs(&v.majority.as_ref().unwrap().frames)[0], "main");
-        assert!(v.outliers.is_empty());
-        assert_eq!(
-            render(&v),
-            "2 of 2 processes are in main (t.py:60); none is elsewhere\n"
-        );
-        let mut job = Job::new(GroupBy::Line);
-        job.process(1, &[("MainThread", &[py("x", "a.py", 1)][..], None)]);
-        job.process(2, &[("MainThread", &[py("x", "a.py", 2)][..], None)]);
-        let v = job.verdict();
-        assert!(v.majority.is_none());
-        assert_eq!(
-            render(&v),
-            "No frame is shared by more than half of the 2 processes\n"
-        );
-    }
-
-    #[test]
-    fn one_process_has_no_verdict_and_mixed_states_are_counted() {
-        let f = rank(&[py("f", "t.py", 1)]);
-        let mut job = Job::new(GroupBy::Line);
-        job.process(1, &[("MainThread", &f[..], Some(why("running", None)))]);
-        assert!(job.ranks.verdict(&job.tree).is_none());
-        job.process(
-            2,
-            &[("MainThread", &f[..], Some(why("syscall", Some("lock"))))],
-        );
-        job.process(
-            3,
-            &[("MainThread", &f[..], Some(why("syscall", Some("lock"))))],
-        );
-        let v = job.verdict();
-        assert_eq!(
-            render(&v),
-            "3 of 3 processes wait in f (t.py:1): lock (2), running (1); none is elsewhere\n"
-        );
-    }
-}
+mod tests;

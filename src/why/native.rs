@@ -1,12 +1,15 @@
 //! Waits in native code: a thread blocked in a system call under a C function called from
 //! Python, which no Python-level wait and no descriptor or child explains (a C++ extension
 //! on a `std::condition_variable`, torch's autograd engine in an all-reduce). The C function
-//! is the call in progress of the innermost Python frame, found on its value stack; with
-//! native frames (`--native`, the debuggers), also the innermost native frame outside the C
-//! and C++ runtimes and the interpreter, where the code that blocks is.
+//! is the call in progress of the innermost Python frame, found on its value stack above the
+//! slots its enclosing blocks keep (a `with` block's `__exit__` only sits there): with native
+//! frames (`--native`), the callable whose C function one of them runs, else the lowest C
+//! callable there. With native frames also the innermost native frame outside the C and C++
+//! runtimes, ctypes' plumbing and the interpreter, where the code that blocks is.
 //!
 //! `time.sleep` is kind `sleep`, not native: the program asked for the wait.
 
+use crate::cpython::callables::NativeFrame;
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
 use crate::report::{FrameKind, ThreadReport, Waiting, WaitsOn};
 use crate::session::DecodedThread;
@@ -25,6 +28,10 @@ const RUNTIME_MODULES: &[&str] = &[
     "linux-vdso",
     "linux-gate",
     "[vdso]",
+    // ctypes' call plumbing: `_ctypes` (a shared module where the build makes it one) and
+    // libffi, which calls the C function a `ctypes` pointer names.
+    "_ctypes.",
+    "libffi.so",
 ];
 
 /// C functions that are a sleep the program asked for.
@@ -37,15 +44,45 @@ fn is_interpreter(module: &str) -> bool {
 }
 
 /// The C function frame `p` is calling, by its value stack: the lowest C callable on it (cut
-/// at `co_stacksize`). A call in progress is the live stack's top and slots above it are
+/// at `co_stacksize`) above the slots of the blocks its current instruction is inside
+/// ([`Snapshot::block_depth`]: a `with` block's `__exit__` only sits there, and is called
+/// when the block ends). A call in progress is the live stack's top and slots above it are
 /// stale, so a callable below it is live; one of a call nested in another C call's arguments
 /// (`len(os.read(fd, n))`) is named by the outer call.
 pub(crate) fn called_c_function(snap: &Snapshot, p: &PyFrame) -> Option<String> {
+    candidates(snap, p).find_map(|v| snap.c_callable_name(v))
+}
+
+/// The objects on `p`'s value stack, bottom first, that a call it makes now may be calling:
+/// those above the blocks its current instruction is inside, cut at `co_stacksize`.
+fn candidates(snap: &Snapshot, p: &PyFrame) -> impl Iterator<Item = u64> {
     let slots = super::waits::stack_slots(snap, p, None);
-    slots
-        .into_iter()
-        .flatten()
-        .find_map(|v| snap.c_callable_name(v))
+    let below = usize::try_from(snap.block_depth(p).unwrap_or(0)).unwrap_or(usize::MAX);
+    slots.into_iter().skip(below).flatten()
+}
+
+/// With native frames (`t`'s above its innermost Python frame): the C callable on the value
+/// stack of `p` whose C function one of them runs (a builtin's `ml_meth`, a method
+/// descriptor's, a `ctypes` pointer's target), by name. None without native frames or when
+/// none runs one: the value-stack rule ([`called_c_function`]) then names the call.
+fn matched_c_function(snap: &Snapshot, t: &ThreadReport, p: &PyFrame) -> Option<String> {
+    let natives: Vec<NativeFrame> = t
+        .frames
+        .iter()
+        .take_while(|f| f.kind != FrameKind::Python)
+        .filter(|f| f.kind == FrameKind::Native)
+        .filter_map(|f| {
+            Some(NativeFrame {
+                name: f.function.as_deref().map(str::to_string),
+                pc: f.address?,
+            })
+        })
+        .collect();
+    if natives.is_empty() {
+        return None;
+    }
+    let v = snap.running_c_callable(candidates(snap, p), &natives)?;
+    snap.c_callable_name(v)
 }
 
 /// The innermost native frame above `t`'s innermost Python frame that is neither the
@@ -75,7 +112,7 @@ pub fn native_wait(snap: &Snapshot, t: &ThreadReport, d: &DecodedThread) -> Opti
         .frames
         .iter()
         .position(|f| f.kind == FrameKind::Python && f.address == Some(p.addr))?;
-    let function = called_c_function(snap, p)?;
+    let function = matched_c_function(snap, t, p).or_else(|| called_c_function(snap, p))?;
     if SLEEPS.contains(&function.as_str()) {
         return Some(Waiting {
             kind: "sleep",

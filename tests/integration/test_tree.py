@@ -44,13 +44,46 @@ STATE_WORDS = {"gil_wait": "waiting for the GIL", "gc": "collecting garbage",
                "loop_idle": "idle in its event loop"}
 
 
-def words(state, syscall, waiting):
-    """A thread's state in the verdict's words."""
+def words(state, syscall, waiting, call=None, library=None):
+    """A thread's state in the verdict's words; for the majority's, where in library code it
+    waits after them: a native wait's C function, else the library (docs/report.md)."""
     if waiting:
-        return WAIT_WORDS.get(waiting, waiting)
-    if state == "syscall":
-        return "in %s" % syscall if syscall else "in a system call"
-    return STATE_WORDS.get(state, state)
+        out = WAIT_WORDS.get(waiting, waiting)
+    elif state == "syscall":
+        out = "in %s" % syscall if syscall else "in a system call"
+    else:
+        out = STATE_WORDS.get(state, state)
+    if call:
+        return "%s %s" % (out, call)
+    return "%s (%s)" % (out, library) if library else out
+
+
+def library_of(path):
+    """The library a frame's file is in (docs/report.md, "The straggler verdict"): the first
+    name under the interpreter's own lib/pythonX.Y, a site-packages or a dist-packages, or a
+    frozen module's; None for the application's code."""
+    if path.startswith("<frozen ") and path.endswith(">"):
+        return path[len("<frozen "):-1].split(".")[0]
+    parts = path.split("/")
+    for i in range(len(parts) - 1, -1, -1):
+        if parts[i] in ("site-packages", "dist-packages") and i + 1 < len(parts):
+            return parts[i + 1].removesuffix(".py")
+    for i in range(len(parts) - 2):
+        ver = parts[i + 1].removeprefix("python").removesuffix("t")
+        if (parts[i] == "lib" and parts[i + 1].startswith("python")
+                and len(ver.split(".")) == 2 and all(x.isdigit() for x in ver.split("."))):
+            return parts[i + 2].removesuffix(".py")
+    return None
+
+
+def why_of(thread):
+    """A thread's (state, syscall, waiting kind, native wait's function, library of its
+    innermost Python frame) from its `--why --json` report."""
+    w = thread["waiting"] or {}
+    inner = next((f for f in thread["frames"] if f["kind"] == "python"), None)
+    return (thread["state"], thread["syscall"], w.get("kind"),
+            w.get("function") if w.get("kind") == "native" else None,
+            library_of(inner["file"]) if inner else None)
 
 
 # --- the truths ------------------------------------------------------------------------------
@@ -201,18 +234,23 @@ def verdict_of(mains, straggler, whys, left_out):
     rank."""
     others = [outermost_first(t) for p, t in mains.items() if p != straggler]
     meet = common_prefix(others)
+    # The text names the innermost application frame of the majority's.
+    frame = next((i for i, (_, path, _) in enumerate(reversed(meet))
+                  if library_of(path) is None), 0)
     mine = outermost_first(mains[straggler])
     shared = len(common_prefix([meet, mine]))
     waits = {}
     for p in mains:
         if p != straggler:
             waits[whys[p]] = waits.get(whys[p], 0) + 1
-    state, syscall, waiting = whys[straggler]
+    state, syscall, waiting = whys[straggler][:3]
     return {
         "ranks": len(mains),
-        "majority": {"count": len(mains) - 1, "frames": group_frames(meet),
-                     "waits": [{"state": s, "syscall": c, "waiting": w, "count": n}
-                               for (s, c, w), n in sorted(waits.items(), key=lambda i: -i[1])]},
+        "majority": {"count": len(mains) - 1, "frames": group_frames(meet), "frame": frame,
+                     "waits": [{"state": s, "syscall": c, "waiting": w, "call": f,
+                                "library": lib, "count": n}
+                               for (s, c, w, f, lib), n in sorted(waits.items(),
+                                                                  key=lambda i: -i[1])]},
         "outliers": [{"host": HOST, "pid": straggler, "native_id": mains[straggler]["native_id"],
                       "name": "MainThread", "frames": group_frames(mine[shared:]),
                       "state": state, "syscall": syscall, "waiting": waiting}],
@@ -227,12 +265,12 @@ def check_verdict(verdict, want):
 
 
 def whys_of(reports):
-    """{pid: (state, syscall, waiting kind)} of each report's main thread (`--why --json`)."""
+    """{pid: why_of(its main thread)} of each report (`--why --json`)."""
     out = {}
     for r in reports:
         main = r["threads"][0]
         assert main["name"] == "MainThread"
-        out[r["pid"]] = (main["state"], main["syscall"], (main["waiting"] or {}).get("kind"))
+        out[r["pid"]] = why_of(main)
     return out
 
 
@@ -245,8 +283,9 @@ def verdict_line(v):
     (w,) = m["waits"]
     (o,) = v["outliers"]
     return ("%d of %d processes wait in %s: %s; pid %d (host %s) is elsewhere: %s, %s"
-            % (m["count"], v["ranks"], place(m["frames"][0]),
-               words(w["state"], w["syscall"], w["waiting"]), o["pid"], HOST,
+            % (m["count"], v["ranks"], place(m["frames"][m["frame"]]),
+               words(w["state"], w["syscall"], w["waiting"], w["call"], w["library"]),
+               o["pid"], HOST,
                place(o["frames"][0]), words(o["state"], o["syscall"], o["waiting"])))
 
 
@@ -369,11 +408,18 @@ def test_spawn_job_live_tree_and_verdict(interp):
             with pytest.raises(AssertionError):
                 check_verdict(b, want)
         assert want["majority"]["frames"][0]["function"] == "all_reduce"
+        # The ranks wait inside multiprocessing (their innermost frame is synchronize.py's).
+        assert [(w["call"], w["library"]) for w in want["majority"]["waits"]] == [
+            (None, "multiprocessing")], want
 
         rc, text, err = cli("pid", "--children", sc.pid, "--tree", "--why")
         assert rc == 0, err
         lines = text.splitlines()
         assert lines[0] == verdict_line(got["verdict"])
+        assert lines[0].startswith("%d of %d processes wait in all_reduce (spawn_barrier.py:%d): "
+                                   "barrier (multiprocessing); "
+                                   % (len(ranks) - 1, len(ranks),
+                                      want["majority"]["frames"][0]["line"])), lines[0]
         assert lines[1] == ("2 other processes not counted as ranks (no thread starts as the "
                             "ranks' do): %s" % ", ".join(
                                 "pid %d (host %s)" % (p, HOST) for p in sorted([sc.pid, tracker])))

@@ -16,7 +16,8 @@ and from a gcore core of a waiting rank (`core CORE --why --json`).
 
 Across the job (issue 38, items 1, 2 and 5): `pid --children LAUNCHER --tree --why` and
 `--group --why` give the straggler verdict (3 of 4 ranks in `_engine_run_backward`, in native
-code; the stalled rank elsewhere, its innermost differing frame `load_batch`, on a lock), with
+code, named in the text by their own `train_step` with `in native code
+torch._C._EngineBase.run_backward` after it; the stalled rank elsewhere, its innermost differing frame `load_batch`, on a lock), with
 the launcher and torchrun's agent left out, and the merged call tree of every thread of the
 ranks and of the launcher, exactly as they recorded themselves (the agent, which records no
 truth, taken out of it).
@@ -32,7 +33,7 @@ import pytest
 
 import harness
 from test_tree import (HOST, broken_trees, broken_verdicts, check_tree, check_verdict,
-                       verdict_line, verdict_of, without_process)
+                       verdict_line, verdict_of, why_of, without_process)
 from test_why_state import core_syscalls, proc_syscall
 
 pytestmark = pytest.mark.long_file
@@ -256,12 +257,12 @@ def test_children_of_torchrun_cover_every_rank(job):
 
 
 def job_whys(job):
-    """{pid: (state, syscall, waiting kind)} of each rank's main thread, from `--why`."""
+    """{pid: why_of(its main thread)} of each rank, from `--why`."""
     out = {}
     for r in job.truth["ranks"]:
         main = report_of("pid", r["pid"], "--why", "--json")["threads"][0]
         assert main["native_id"] == r["pid"], main
-        out[r["pid"]] = (main["state"], main["syscall"], (main["waiting"] or {}).get("kind"))
+        out[r["pid"]] = why_of(main)
     return out
 
 
@@ -283,6 +284,12 @@ def test_tree_and_verdict_of_the_job(job):
         r["pid"]: ("lock" if r["stalled"] else "native") for r in job.truth["ranks"]}
     want = expected_job_verdict(job, whys)
     assert want["majority"]["frames"][0]["function"] == "_engine_run_backward"
+    # The text names the ranks' own code, torch's native wait after it (issue 49 item 10).
+    m = want["majority"]
+    (function,) = {r["truth"]["function"] for r in waiting_ranks(job)}
+    assert function == "torch._C._EngineBase.run_backward"
+    assert m["frames"][m["frame"]]["function"] == "train_step", m
+    assert [(w["call"], w["library"]) for w in m["waits"]] == [(function, "torch")], m
     assert want["outliers"][0]["frames"][0]["function"] == "load_batch"
 
     got = report_of("pid", "--children", job.pid, "--tree", "--why", "--json")
@@ -308,6 +315,9 @@ def test_tree_and_verdict_of_the_job(job):
     assert rc == 0, err
     lines = text.splitlines()
     assert lines[0] == verdict_line(got["verdict"]), lines[:3]
+    assert lines[0].startswith(
+        "3 of 4 processes wait in train_step (torch_ddp.py:%d): in native code "
+        "torch._C._EngineBase.run_backward; " % m["frames"][m["frame"]]["line"]), lines[0]
     assert lines[1] == ("2 other processes not counted as ranks (no thread starts as the "
                         "ranks' do): %s" % ", ".join(
                             "pid %d (host %s)" % (p, HOST)
