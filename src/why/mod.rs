@@ -25,6 +25,7 @@
 
 pub mod deadlock;
 pub mod idle;
+pub mod library;
 pub mod locks;
 pub mod loops;
 pub mod native;

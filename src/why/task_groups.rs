@@ -3,9 +3,9 @@
 //! tasks read as a few lines; and the idle tasks (a server waiting for connections, its tick,
 //! its lifespan queue) by the task rows of the idle table, counted apart.
 //!
-//! The application frame is the innermost one outside the standard library (a path holding
-//! `/lib/pythonX.Y/`) and installed packages (`/site-packages/`, `/dist-packages/`): the place
-//! in the program's own code where the wait was made.
+//! The application frame is the innermost one outside library code
+//! ([`super::library::library_of`]): the place in the program's own code where the wait was
+//! made.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -63,21 +63,9 @@ pub const TASK_ROWS: &[TaskRow] = &[
     },
 ];
 
-/// Whether `file` is library code: the standard library (`/lib/python3.12/`) or an installed
-/// package (`/site-packages/`, `/dist-packages/`), or a frozen module.
-pub fn is_library(file: &str) -> bool {
-    if file.contains("/site-packages/") || file.contains("/dist-packages/") {
-        return true;
-    }
-    if file.starts_with("<frozen ") {
-        return true;
-    }
-    // `/lib/python3.12/`, `/lib/python3.13t/`, `/lib64/python3.11/`; no allocation: this runs
-    // for every frame of every waiting task.
-    ["/lib/python", "/lib64/python"].iter().any(|dir| {
-        file.match_indices(dir)
-            .any(|(i, _)| file[i + dir.len()..].starts_with(|c: char| c.is_ascii_digit()))
-    })
+/// Whether `file` is library code ([`super::library::library_of`]).
+fn is_library(file: &str) -> bool {
+    super::library::library_of(file).is_some()
 }
 
 /// A Python frame of a task: where it is.
@@ -238,6 +226,7 @@ mod tests {
             "/usr/lib/python3.11/asyncio/tasks.py",
             "/root/.pyenv/versions/3.12.1/lib/python3.12/threading.py",
             "/opt/py/lib/python3.13t/queue.py",
+            "/opt/py/lib/python3.13t/site-packages/anyio/_core.py",
             "/venv/lib/python3.12/site-packages/uvicorn/server.py",
             "/usr/lib/python3/dist-packages/aiohttp/web.py",
             "<frozen importlib._bootstrap>",
