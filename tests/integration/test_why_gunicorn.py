@@ -126,9 +126,10 @@ def test_arbiter_is_an_idle_master(server, source):
     lines = verdict(text)
     assert lines[0] == "No crash, deadlock or blocked wait found.", lines
     assert idle_line(lines, 2) == idle_words(["master", "event_loop"])
-    # Its one task, in asyncio's Server.serve_forever: the task rows of the idle table.
-    assert lines[2] == "1 idle task: 1 server waiting for connections", lines
-    assert len(lines) == 3, lines
+    # Its one task, in asyncio's Server.serve_forever: the task rows of the idle table (the
+    # tasks are read on 3.11+).
+    tasks = ["1 idle task: 1 server waiting for connections"] if sc.interp.minor >= 11 else []
+    assert lines[2:] == tasks, lines
 
 
 def busy(sc, name="upstream"):

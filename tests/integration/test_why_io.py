@@ -171,11 +171,13 @@ def idle_words(kinds):
 
 
 def idle_line(lines, count):
-    """The verdict's one line counting the idle threads, `N idle: ...`: its last line."""
-    idle = [line for line in lines if " idle: " in line]
-    assert idle == [lines[-1]], lines
-    assert lines[-1].startswith("%d idle: " % count), lines
-    return lines[-1]
+    """The verdict's one line counting the idle threads, `N idle: ...`: its last line, or the
+    one before the line counting idle asyncio tasks (`N idle tasks: ...`)."""
+    body = lines[:-1] if lines and " idle task" in lines[-1] else lines
+    idle = [line for line in body if " idle: " in line]
+    assert idle == [body[-1]], lines
+    assert body[-1].startswith("%d idle: " % count), lines
+    return body[-1]
 
 
 def line_of(lines, native_id, name):

@@ -16,11 +16,12 @@ import harness
 from test_stacks import json_from, run_gdb
 
 CLI_TIMEOUT = 60
-INTERPS = ["pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11", "debian-3.14", "debian-3.15"]
+INTERPS = ["pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11", "debian-3.14", "debian-3.15",
+           "ft-3.13t"]
 # (interpreter, Task implementation, mode).
 VARIANTS = ([(i, "c", "blocked") for i in INTERPS]
             + [("pyenv-3.12", "c", "busy"), ("debian-3.14", "c", "busy"),
-               ("pyenv-3.12", "c", "idle"), ("debian-3.15", "c", "idle"),
+               ("pyenv-3.12", "c", "idle"), ("debian-3.15", "c", "idle"), ("ft-3.13t", "c", "busy"),
                ("pyenv-3.13", "py", "blocked"), ("pyenv-3.12", "uvloop", "blocked"),
                ("debian-3.14", "uvloop", "blocked"), ("pyenv-3.12", "uvloop", "busy")])
 SOURCES = ["live", "core"]

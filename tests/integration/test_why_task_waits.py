@@ -16,7 +16,7 @@ from test_stacks import json_from
 
 CLI_TIMEOUT = 60
 VARIANTS = [(i, "c") for i in ["pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11",
-                               "debian-3.14", "debian-3.15"]] + [("pyenv-3.12", "py")]
+                               "debian-3.14", "debian-3.15", "ft-3.13t"]] + [("pyenv-3.12", "py")]
 SOURCES = ["live", "core"]
 
 
