@@ -66,8 +66,14 @@ pub fn report(session: &Session, base: &Report) -> Report {
         let now = loops::clock_at_read(session);
         let mut whys = tasks::task_whys(&session.snap, view, now, &native_ids);
         let mut errors = Vec::new();
-        for w in whys.iter_mut().filter_map(|w| w.waiting.as_mut()) {
+        for (t, w) in view.tasks.iter().zip(whys.iter_mut()) {
+            let Some(w) = w.waiting.as_mut() else {
+                continue;
+            };
             errors.extend(resources::socket_addresses(session, w));
+            if let Some(e) = task_outside::unread_socket(t.raw.addr, w) {
+                errors.push(e);
+            }
         }
         r.errors.extend(errors);
         r.task_waits = Some(task_groups::task_groups(view, &mut whys));

@@ -227,12 +227,17 @@ pub fn socket_wait(snap: &Snapshot, t: &TaskView) -> Option<Waiting> {
         SocketAt::SelfAttrs(path) => {
             let mut obj = snap.local_object(p, "self").ok()??;
             for name in path {
-                obj = attr(snap, obj, name)?;
+                obj = match attr(snap, obj, name) {
+                    Some(v) => v,
+                    None => return c_transport_wait(snap, obj, i, direction),
+                };
             }
             obj
         }
     };
-    let sock = snap.real_socket(holder)?;
+    let Some(sock) = snap.real_socket(holder) else {
+        return c_transport_wait(snap, holder, i, direction);
+    };
     let fd = snap.socket_object(sock).ok()?.fd;
     Some(Waiting {
         kind: "socket",
@@ -248,6 +253,58 @@ pub fn socket_wait(snap: &Snapshot, t: &TaskView) -> Option<Waiting> {
         }),
     })
 }
+
+/// A socket wait through uvloop's transport (`uvloop.loop.TCPTransport`, a Cython type): its
+/// socket is inside libuv's handle, whose layout is not read, so `fd` is null (and `local` and
+/// `peer`); [`super::report`] says so in `errors`. None for any other object.
+fn c_transport_wait(
+    snap: &Snapshot,
+    transport: u64,
+    frame: usize,
+    direction: &'static str,
+) -> Option<Waiting> {
+    let ty = snap.type_of(transport).ok()?;
+    if !ty.name.starts_with(UVLOOP_TYPES) {
+        return None;
+    }
+    Some(Waiting {
+        kind: "socket",
+        object: Some(transport),
+        type_name: Some(ty.name.clone()),
+        owner: None,
+        frame,
+        on: Some(WaitsOn::Socket {
+            fd: None,
+            direction: Some(direction),
+            local: None,
+            peer: None,
+        }),
+    })
+}
+
+/// The `errors` entry of task `task`'s socket wait `w` through a uvloop transport, whose
+/// socket is not read.
+pub fn unread_socket(task: u64, w: &Waiting) -> Option<crate::report::ErrorReport> {
+    let ty = w
+        .type_name
+        .as_deref()
+        .filter(|t| t.starts_with(UVLOOP_TYPES))?;
+    if w.kind != "socket" {
+        return None;
+    }
+    Some(crate::report::ErrorReport {
+        address: task,
+        what: format!(
+            "task {task:#x} waits on a socket through {ty} {:#x}, a transport written in C \
+             (uvloop keeps the socket in libuv's handle, whose layout is not read): its fd, \
+             local and peer are null",
+            w.object.unwrap_or(0)
+        ),
+    })
+}
+
+/// The prefix of uvloop's type names (`tp_name`).
+pub const UVLOOP_TYPES: &str = "uvloop.";
 
 /// An instance attribute, else a `__slots__` member.
 fn attr(snap: &Snapshot, obj: u64, name: &str) -> Option<u64> {

@@ -17,7 +17,8 @@ Thread "recorder" waits until the loop's thread is there and uvicorn's own tick
 truth and blocks (``_truth.HELD``). The truth has ``loop`` {id, native_id, type}, ``running``
 {id, name, function, file, line} (the request's task), ``ready`` and ``earliest_when`` (asyncio's
 loop only), ``tasks_waiting`` (the loop's other pending tasks), ``upstream`` {task, id, fd,
-local, peer} (the upstream request's task and its socket) and ``impl``.
+local, peer, transport, transport_type} (the upstream request's task, its socket and the
+stream's transport) and ``impl``.
 """
 
 import os
@@ -73,6 +74,8 @@ async def upstream():
     sock = getattr(stream._transport, "_sock", None)  # uvloop's transports are C objects
     UPSTREAM.update(why_helpers.sock_record(sock) if sock is not None else {},
                     task=id(asyncio.current_task()), name=asyncio.current_task().get_name(),
+                    transport=id(stream._transport),
+                    transport_type=_truth.type_name(type(stream._transport)),
                     line=_truth.source_line_of("# " + "upstream waits", __file__))
     UPSTREAM_PARKED.set()
     await stream.receive()  # upstream waits
