@@ -101,6 +101,7 @@ fn waits_on(w: &Waiting) -> Option<String> {
                 direction,
                 local,
                 peer,
+                peer_process,
             },
         ) => {
             let mut s = "waits on socket".to_string();
@@ -108,6 +109,12 @@ fn waits_on(w: &Waiting) -> Option<String> {
                 write!(s, " fd {fd}").unwrap();
             }
             let mut parts = Vec::new();
+            // The process behind the peer, as `ss -p` names it: `127.0.0.1:5432 (postgres,
+            // pid 4242)`.
+            let by = peer_process
+                .as_ref()
+                .map(|pp| format!(" ({}, pid {})", pp.command, pp.pid))
+                .unwrap_or_default();
             match (direction, peer) {
                 (Some(d), Some(p)) => {
                     let to = match *d {
@@ -115,10 +122,17 @@ fn waits_on(w: &Waiting) -> Option<String> {
                         "accept" => "on",
                         _ => "to",
                     };
-                    parts.push(format!("{d} {to} {p}"));
+                    parts.push(format!("{d} {to} {p}{by}"));
                 }
-                (Some(d), None) => parts.push(d.to_string()),
-                (None, Some(p)) => parts.push(format!("peer {p}")),
+                // An unnamed unix socket's peer (a `socketpair`) has only its process.
+                (Some(d), None) => match peer_process {
+                    Some(pp) => {
+                        let to = if *d == "recv" { "from" } else { "to" };
+                        parts.push(format!("{d} {to} pid {} ({})", pp.pid, pp.command));
+                    }
+                    None => parts.push(d.to_string()),
+                },
+                (None, Some(p)) => parts.push(format!("peer {p}{by}")),
                 (None, None) => {}
             }
             if let Some(l) = local {
@@ -724,6 +738,10 @@ mod tests {
                         direction: Some("recv"),
                         local: Some("127.0.0.1:40122".into()),
                         peer: Some("127.0.0.1:5432".into()),
+                        peer_process: Some(crate::report::PeerProcess {
+                            pid: 4242,
+                            command: "postgres".into(),
+                        }),
                     }),
                 ),
             ),
@@ -747,9 +765,10 @@ mod tests {
         assert_eq!(
             verdict(&r),
             "thread 4 \"w1\" waits for Lock 0x10 held by thread 3 \"client\", which waits on \
-             socket fd 7 (recv from 127.0.0.1:5432, local 127.0.0.1:40122)\n\
-             thread 3 \"client\" waits on socket fd 7 (recv from 127.0.0.1:5432, local \
+             socket fd 7 (recv from 127.0.0.1:5432 (postgres, pid 4242), local \
              127.0.0.1:40122)\n\
+             thread 3 \"client\" waits on socket fd 7 (recv from 127.0.0.1:5432 (postgres, \
+             pid 4242), local 127.0.0.1:40122)\n\
              thread 7 \"run\" waits for child 99 (sleep 1000) to exit\n\
              thread 1 \"MainThread\" waits for Lock 0x10 (its holder is unknown: a Lock taken \
              by acquire() leaves no trace)\n\

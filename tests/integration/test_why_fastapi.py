@@ -9,6 +9,7 @@ import pytest
 
 import harness
 from test_stacks import json_from
+from test_why_io import peer_process_of
 from test_why_loops import check_loop_json, expected_line, overdue_bounds, run_cli, verdict_lines
 
 # (interpreter, uvicorn's loop): the ABIs tools/asgi.sh installs for.
@@ -64,6 +65,9 @@ def test_the_request_waiting_on_its_upstream_names_the_socket(scenario, source):
         return
     assert frame == "SocketStream.receive"
     live = source == "live"
+    # The upstream, SILENT, is the scenario's own listening socket: the connection waits in
+    # its backlog, so the process at the other end is the scenario.
     assert w == {"kind": "socket", "object": up["id"], "type": up["type"], "owner": None,
                  "fd": up["fd"], "direction": "recv", "local": up["local"] if live else None,
-                 "peer": up["peer"] if live else None}
+                 "peer": up["peer"] if live else None,
+                 "peer_process": peer_process_of(sc.pid) if live else None}

@@ -12,6 +12,7 @@ import pytest
 
 import harness
 from test_stacks import json_from
+from test_why_io import comm_of, peer_process_of
 
 CLI_TIMEOUT = 60
 VARIANTS = [(i, "c") for i in ["pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11",
@@ -64,17 +65,20 @@ def expected_waits(sc, source):
         "orphan": wait("orphan", "future", orphan=True),
         "kept": wait("kept", "future", orphan=False),
         "child": child,
-        "streamer": socket_wait(t["streamer"], source),
-        "sockrecv": socket_wait(t["sockrecv"], source),
+        "streamer": socket_wait(sc, t["streamer"], source),
+        "sockrecv": socket_wait(sc, t["sockrecv"], source),
     }
 
 
-def socket_wait(rec, source):
-    """A task's wait on the socket the scenario recorded; its addresses live only."""
+def socket_wait(sc, rec, source):
+    """A task's wait on the socket the scenario recorded; its addresses live only, and so is
+    the process at its other end: the scenario itself, whose SILENT never accepts (the
+    connection waits in SILENT's backlog: the process holding SILENT is the one that would)."""
     live = source == "live"
     return {"kind": "socket", "object": rec["id"], "type": rec["type"], "owner": None,
             "fd": rec["fd"], "direction": "recv", "local": rec["local"] if live else None,
-            "peer": rec["peer"] if live else None}
+            "peer": rec["peer"] if live else None,
+            "peer_process": peer_process_of(sc.pid) if live else None}
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -123,7 +127,8 @@ def test_the_verdict_names_the_job_the_child_and_the_orphan(scenario, source):
     t = sc.truth
     ids = {name: task["id"] for name, task in t["tasks"].items()}
     ex = t["executor"]
-    sock = "recv from %s, local %s" % (ex["peer"], ex["local"]) if source == "live" else "recv"
+    sock = "recv from %s (%s, pid %d), local %s" % (
+        ex["peer"], comm_of(sc.pid), sc.pid, ex["local"]) if source == "live" else "recv"
     future = "_asyncio.Future" if t["impl"] == "c" else "Future"
     task_lines = [line for line in lines if line.startswith("task ")]
     assert sorted(task_lines) == sorted([
