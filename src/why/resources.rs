@@ -442,13 +442,19 @@ fn peer_process(
             }
             (None, Some(why))
         }
+        // A scan cut short saw this one holder; it holds the socket, but another process past
+        // the cut may hold it too: say so.
         &[holder] => match proc_fds::comm(holder) {
             Ok(command) => (
                 Some(PeerProcess {
                     pid: holder,
                     command,
                 }),
-                None,
+                holders.cut.as_ref().map(|cut| {
+                    format!(
+                        "fd {fd}: its peer, socket {other}, is held by process {holder}; the scan of /proc/*/fd stopped {cut}: another process past it may hold the socket too"
+                    )
+                }),
             ),
             Err(e) => (None, Some(format!("fd {fd}: its peer's process: {e}"))),
         },
