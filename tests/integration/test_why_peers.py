@@ -10,7 +10,9 @@ record, on real programs at the versions tools/aioservices.sh pins:
   (`DataQueue.read`): its peer is the server's address, the accepted socket's peer its own
   address, and `peer_process` the scenario itself;
 - threads in `recv` on a loopback TCP connection and on a `socketpair` end, whose other ends
-  only a child process holds: `peer_process` is the child's pid and comm.
+  only a child process holds: `peer_process` is the child's pid and comm; and on a
+  `socketpair` end whose other end both processes hold: none is named, and the error says
+  which hold it.
 
 Live (`pid P --why --tasks --json`, the text verdict's line) and from a gcore core, where the
 fields /proc gives are null: the fd and direction survive, `local`, `peer` and `peer_process`
@@ -196,8 +198,17 @@ def test_threads_wait_on_their_child(threads_scenario, source):
             assert (rec["local"], rec["peer"]) == ("", "")
             want.update(local=None, peer=None)
         assert w == want, (key, w)
+    shared = sc.truth["shared"]
+    w = dict(thread_of(r, shared["native_id"])["waiting"], frame=None)
+    assert w == dict(socket_wait(shared, "recv", source, None), local=None, peer=None,
+                     frame=None), w
     if source == "live":
-        assert r["errors"] == [], r["errors"]
+        holders = sorted([sc.pid, child["pid"]])
+        assert r["errors"] == [{
+            "address": 0,
+            "what": "thread %d: fd %d: its peer, socket %d, is held by 2 processes (%d, %d): "
+                    "none is named" % (shared["native_id"], shared["fd"], sc.truth["shared_other"],
+                                       *holders)}], r["errors"]
 
 
 @pytest.mark.parametrize("source", SOURCES)

@@ -11,7 +11,9 @@ MODE:
   of an aiohttp ``ClientSession`` in the same process awaiting its response.
 - ``threads``: thread "tcp_reader" in ``recv`` on a loopback TCP connection it accepted from a
   child process, thread "unix_reader" in ``recv`` on its end of a ``socketpair`` whose other
-  end only the child holds. The child exits when its connection closes.
+  end only the child holds, and thread "shared_reader" in ``recv`` on a ``socketpair`` end
+  whose other end both this process and the child hold (no one process is named). The child
+  exits when its connection closes.
 
 ``PYUNWIND_AIO`` names the folder holding asyncpg and aiohttp (tools/aioservices.sh). The
 asyncio modes run the loop in thread "loop"; the main thread records the truth and blocks in
@@ -19,8 +21,9 @@ asyncio modes run the loop in thread "loop"; the main thread records the truth a
 comm), and per mode: ``task`` {id, name, line} and ``sock`` {fd, local, peer, id, type} (the
 waiting task's socket); asyncpg: ``server_pid`` (``conn.get_server_pid()``, the backend),
 ``server_comm``; aiohttp: ``accepted`` (the server's end of the client's connection, its
-local and peer as the server saw them); threads: ``child`` {pid, comm}, ``tcp`` and ``unix``
-{native_id, fd, local, peer, id, type}.
+local and peer as the server saw them); threads: ``child`` {pid, comm}, ``tcp``, ``unix`` and
+``shared`` {native_id, fd, local, peer, id, type}, and ``shared_other``, the inode of the
+shared end.
 """
 
 import asyncio
@@ -42,12 +45,13 @@ import why_helpers  # noqa: E402
 
 FOREVER = 100000
 RECORD = {}
-# The child of ``threads``: connects to the parent's port, keeps the socketpair end it was
+KEEP = []  # what must stay open while the scenario waits
+# The child of ``threads``: connects to the parent's port, keeps the socketpair ends it was
 # given, and exits once the parent's end of its connection closes (the parent is gone).
 CHILD = """
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-u = socket.socket(fileno=int(sys.argv[2]))
+kept = [socket.socket(fileno=int(fd)) for fd in sys.argv[2:]]
 s.recv(1)
 """
 
@@ -158,20 +162,26 @@ def threads_main():
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     mine, theirs = socket.socketpair()
+    # Its other end stays open here too: two processes hold it.
+    shared, shared_other = socket.socketpair()
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(listener.getsockname()[1]), str(theirs.fileno())],
-        pass_fds=[theirs.fileno()])
+        [sys.executable, "-c", CHILD, str(listener.getsockname()[1]), str(theirs.fileno()),
+         str(shared_other.fileno())],
+        pass_fds=[theirs.fileno(), shared_other.fileno()])
     theirs.close()
     conn, _ = listener.accept()
     listener.close()
     _truth.start_threads({"tcp_reader": lambda started: reader(conn, "tcp", started),
-                          "unix_reader": lambda started: reader(mine, "unix", started)})
-    why_helpers.wait_blocked(os.getpid(), [RECORD["tcp"]["native_id"],
-                                           RECORD["unix"]["native_id"]])
+                          "unix_reader": lambda started: reader(mine, "unix", started),
+                          "shared_reader": lambda started: reader(shared, "shared", started)})
+    why_helpers.wait_blocked(os.getpid(), [RECORD[k]["native_id"]
+                                           for k in ("tcp", "unix", "shared")])
     # The child has its connection (accept returned) and holds its socketpair end.
     why_helpers.wait_blocked(child.pid, [child.pid], "the child")
+    KEEP.append(shared_other)
     return {"child": {"pid": child.pid, "comm": comm(child.pid)}, "tcp": RECORD["tcp"],
-            "unix": RECORD["unix"]}
+            "unix": RECORD["unix"], "shared": RECORD["shared"],
+            "shared_other": os.fstat(shared_other.fileno()).st_ino}
 
 
 def main():
