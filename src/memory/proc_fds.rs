@@ -564,8 +564,9 @@ pub fn child_process(parent: u32, child: i64) -> Result<u32, String> {
 /// Most processes whose fds [`socket_holders`] looks through (`pid_max` is 32768 by default).
 pub const MAX_HOLDER_PROCESSES: usize = 1 << 15;
 /// Most fd links [`socket_holders`] reads, all processes together. Each `readlink` of
-/// `/proc/PID/fd/N` costs the kernel 5 to 20 µs (60,000 links took 0.8 to 1.5 s on a loaded
-/// 2-core machine): this bounds one stop's scan to about a second.
+/// `/proc/PID/fd/N` costs the kernel 3 to 20 µs (60,000 links: 0.18 to 0.26 s on an idle
+/// 2-core machine, 0.8 to 1.5 s while a build ran): this bounds one stop's scan to about a
+/// second.
 pub const MAX_HOLDER_FDS: usize = 1 << 16;
 /// Most processes kept as holders of one socket (a socket inherited across `fork`).
 pub const MAX_HOLDERS_PER_SOCKET: usize = 8;
