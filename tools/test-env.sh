@@ -16,6 +16,8 @@
 #   cache (~/.cache/pip), so a new venv installs without downloading again.
 # - uvloop wheels for each CPython the tests run (tools/uvloop.sh).
 # - gunicorn (pure Python) from PyPI for the verdict tests on real servers (tools/gunicorn.sh).
+# - asyncpg and aiohttp from PyPI (tools/aioservices.sh) and Debian's postgresql, for the
+#   peer-process tests (tests/integration/test_why_peers.py).
 # - gdb 18 from PyPI for the DAP tests (tools/gdb18.sh), in $PYUNWIND_CACHE/gdb18.
 # - Debian's debuginfod server, and the .debs it serves in the debuginfod tests (python3.11-dbg,
 #   libc6-dbg and python3.11-minimal at the installed versions, unpacked by
@@ -52,6 +54,9 @@ command -v strace >/dev/null 2>&1 || missing+=(strace)
 dpkg-query -W -f='${Status}' python3.11-venv 2>/dev/null | grep -q 'ok installed' || missing+=(python3.11-venv)
 # The server of tests/integration/test_debuginfod.py.
 command -v debuginfod >/dev/null 2>&1 || missing+=(debuginfod)
+# The PostgreSQL server asyncpg talks to in tests/integration/test_why_peers.py (its initdb and
+# pg_ctl, under /usr/lib/postgresql/VERSION/bin; the test runs it as a plain user).
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 if [ "${#missing[@]}" -gt 0 ]; then
     mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
     bash "$(dirname "$0")/apt-install.sh" "${missing[@]}"
@@ -97,6 +102,9 @@ bash "$(dirname "$0")/gunicorn.sh" "$VENV/bin/pip"
 
 # --- FastAPI and uvicorn for the event-loop verdict (tests/integration/test_why_fastapi.py) -----
 bash "$(dirname "$0")/asgi.sh" "$VENV/bin/pip"
+
+# --- asyncpg and aiohttp for the task verdicts on real clients (tests/integration/test_why_peers.py)
+bash "$(dirname "$0")/aioservices.sh" "$VENV/bin/pip"
 
 # --- gdb 18 (its DAP server) for tests/integration/test_dap.py --------------------------------
 bash "$(dirname "$0")/gdb18.sh" "$base" >/dev/null

@@ -86,10 +86,21 @@ fn earliest_when(snap: &Snapshot, list: u64) -> Result<Option<f64>, ReadError> {
     let when = snap
         .slot_attr(handle, "_when")?
         .ok_or_else(|| ReadError::corrupt(handle, "a timer handle with no _when"))?;
-    if snap.type_of(when)?.name != "float" {
-        return Err(ReadError::corrupt(when, "a timer's _when is not a float"));
-    }
-    let w = snap.read_float(when)?;
+    // `loop.call_at(when)` keeps the `when` it is given: a float from `loop.time()`, or an
+    // int (aiohttp's timeouts call it with `math.ceil` of a deadline).
+    let w = match snap.type_of(when)?.name.as_str() {
+        "float" => snap.read_float(when)?,
+        "int" => snap
+            .read_int(when)?
+            .parse::<f64>()
+            .map_err(|_| ReadError::corrupt(when, "a timer's _when"))?,
+        _ => {
+            return Err(ReadError::corrupt(
+                when,
+                "a timer's _when is not a float nor an int",
+            ))
+        }
+    };
     if !w.is_finite() || w < 0.0 {
         return Err(ReadError::corrupt(when, "a timer's _when"));
     }

@@ -102,6 +102,7 @@ pub fn gevent_wait(snap: &Snapshot, frames: &[FrameItem]) -> Option<Waiting> {
                     direction: method_direction(&s.code.name),
                     local: None,
                     peer: None,
+                    peer_process: None,
                 }),
             });
         }

@@ -47,6 +47,7 @@ impl From<&Waiting> for MemberWait {
                 direction,
                 local,
                 peer,
+                ..
             }) => {
                 m.fd = *fd;
                 m.direction = direction.map(str::to_string);

@@ -264,6 +264,9 @@ pub enum WaitsOn {
         /// `"127.0.0.1:5432"`, `"[::1]:80"`; a unix socket's path (`"@name"` abstract).
         local: Option<String>,
         peer: Option<String>,
+        /// Live, where the other end is a socket of a process of this machine (a loopback
+        /// TCP connection, a unix socket): that process, the target itself included.
+        peer_process: Option<PeerProcess>,
     },
     /// Kinds `pipe`, `file` and `fd` (a descriptor of a kind the source cannot show).
     Fd {
@@ -306,6 +309,15 @@ pub enum WaitsOn {
         /// the interpreter.
         native_function: Option<String>,
     },
+}
+
+/// The process at the other end of a socket (`ss -p`'s): the one whose fds hold the peer
+/// socket's inode.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PeerProcess {
+    pub pid: u32,
+    /// Its `/proc/PID/comm`: the executable's name (15 bytes at most) or what it set.
+    pub command: String,
 }
 
 /// Seconds to the millisecond, kept in milliseconds so that reports compare exactly; a

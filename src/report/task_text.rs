@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::wait_text::{waits_for, waits_on, who};
+use super::wait_text::{socket_target, waits_for, waits_on, who};
 use super::{Report, TaskGroup, Waiting, WaitsOn};
 use crate::why::task_groups::TASK_ROWS;
 
@@ -106,19 +106,14 @@ fn many_wait(r: &Report, w: &Waiting) -> (String, String) {
     }
     let s = match &w.on {
         Some(WaitsOn::Socket {
-            direction, peer, ..
-        }) => match (direction, peer) {
-            (Some(d), Some(p)) => {
-                let to = match *d {
-                    "recv" => "from",
-                    "accept" => "on",
-                    _ => "to",
-                };
-                format!("wait on socket {d} {to} {p}")
-            }
-            (Some(d), None) => format!("wait on sockets ({d})"),
-            (None, Some(p)) => format!("wait on socket peer {p}"),
-            (None, None) => "wait on sockets".to_string(),
+            direction,
+            peer,
+            peer_process,
+            ..
+        }) => match socket_target(*direction, peer.as_deref(), peer_process.as_ref()) {
+            Some(t) if peer.is_some() || peer_process.is_some() => format!("wait on socket {t}"),
+            Some(t) => format!("wait on sockets ({t})"),
+            None => "wait on sockets".to_string(),
         },
         Some(WaitsOn::Executor { job, .. }) => match job {
             Some(job) => format!("wait for executor jobs {job}"),

@@ -464,6 +464,10 @@ mod tests {
                         direction: Some("recv"),
                         local: Some("127.0.0.1:40122".into()),
                         peer: Some("127.0.0.1:5432".into()),
+                        peer_process: Some(crate::report::PeerProcess {
+                            pid: 4242,
+                            command: "postgres".into(),
+                        }),
                     }),
                 ),
             ),
@@ -487,9 +491,10 @@ mod tests {
         assert_eq!(
             verdict(&r),
             "thread 4 \"w1\" waits for Lock 0x10 held by thread 3 \"client\", which waits on \
-             socket fd 7 (recv from 127.0.0.1:5432, local 127.0.0.1:40122)\n\
-             thread 3 \"client\" waits on socket fd 7 (recv from 127.0.0.1:5432, local \
+             socket fd 7 (recv from 127.0.0.1:5432 (postgres, pid 4242), local \
              127.0.0.1:40122)\n\
+             thread 3 \"client\" waits on socket fd 7 (recv from 127.0.0.1:5432 (postgres, \
+             pid 4242), local 127.0.0.1:40122)\n\
              thread 7 \"run\" waits for child 99 (sleep 1000) to exit\n\
              thread 1 \"MainThread\" waits for Lock 0x10 (its holder is unknown: a Lock taken \
              by acquire() leaves no trace)\n\

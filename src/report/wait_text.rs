@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::{FrameReport, Report, ThreadReport, Waiting, WaitsOn};
+use super::{FrameReport, PeerProcess, Report, ThreadReport, Waiting, WaitsOn};
 
 /// `"poster"` (a thread's name), else its native id.
 pub(super) fn who(r: &Report, native_id: u64) -> String {
@@ -63,26 +63,17 @@ pub(super) fn waits_on(w: &Waiting) -> Option<String> {
                 direction,
                 local,
                 peer,
+                peer_process,
             },
         ) => {
             let mut s = "waits on socket".to_string();
             if let Some(fd) = fd {
                 write!(s, " fd {fd}").unwrap();
             }
-            let mut parts = Vec::new();
-            match (direction, peer) {
-                (Some(d), Some(p)) => {
-                    let to = match *d {
-                        "recv" => "from",
-                        "accept" => "on",
-                        _ => "to",
-                    };
-                    parts.push(format!("{d} {to} {p}"));
-                }
-                (Some(d), None) => parts.push(d.to_string()),
-                (None, Some(p)) => parts.push(format!("peer {p}")),
-                (None, None) => {}
-            }
+            let mut parts: Vec<String> =
+                socket_target(*direction, peer.as_deref(), peer_process.as_ref())
+                    .into_iter()
+                    .collect();
             if let Some(l) = local {
                 parts.push(format!("local {l}"));
             }
@@ -141,6 +132,39 @@ pub(super) fn waits_on(w: &Waiting) -> Option<String> {
         }
     };
     Some(s)
+}
+
+/// A socket wait's direction and the other end: `recv from 127.0.0.1:5432 (postgres, pid
+/// 4242)` (the process behind the peer, as `ss -p` names it), `recv from pid 4242 (python3)`
+/// (an unnamed unix socket's peer, a `socketpair`, has only its process), `recv`; None when
+/// neither is known.
+pub(super) fn socket_target(
+    direction: Option<&str>,
+    peer: Option<&str>,
+    peer_process: Option<&PeerProcess>,
+) -> Option<String> {
+    let by = peer_process
+        .map(|pp| format!(" ({}, pid {})", pp.command, pp.pid))
+        .unwrap_or_default();
+    Some(match (direction, peer) {
+        (Some(d), Some(p)) => {
+            let to = match d {
+                "recv" => "from",
+                "accept" => "on",
+                _ => "to",
+            };
+            format!("{d} {to} {p}{by}")
+        }
+        (Some(d), None) => match peer_process {
+            Some(pp) => {
+                let to = if d == "recv" { "from" } else { "to" };
+                format!("{d} {to} pid {} ({})", pp.pid, pp.command)
+            }
+            None => d.to_string(),
+        },
+        (None, Some(p)) => format!("peer {p}{by}"),
+        (None, None) => return None,
+    })
 }
 
 /// `waits for RLock 0x7f.. held by thread 12 "rotator"`; the owner unknown says so.

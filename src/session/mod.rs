@@ -150,6 +150,10 @@ pub struct Session {
     /// wait on a socket first needs it ([`crate::why::resources`]): reading `tcp` walks the
     /// kernel's whole established-connections hash, milliseconds on a large machine.
     pub(crate) net_tables: [OnceLock<crate::memory::proc_fds::NetTables>; 5],
+    /// Which processes of this machine hold each socket (`/proc/*/fd`), scanned at most once
+    /// per stop, when a socket wait's peer is first found to be on this host
+    /// ([`crate::why::resources`]).
+    pub(crate) socket_holders: OnceLock<crate::memory::proc_fds::SocketHolders>,
 }
 
 impl Session {
@@ -192,6 +196,7 @@ impl Session {
             debugger_syscalls: OnceLock::new(),
             debugger_names: OnceLock::new(),
             net_tables: Default::default(),
+            socket_holders: OnceLock::new(),
         }
     }
 

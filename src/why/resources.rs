@@ -29,6 +29,10 @@
 //!   adds an error; a link that contradicts the call or the object (the fd was closed and
 //!   reused) gives no address; a thread that left its call while /proc was read gives none.
 //!   Never for a core: its pids and fds may name other things on this machine now.
+//! - The process at a socket's other end (`peer_process`, live, [`peer_process`]): for a
+//!   loopback TCP connection or a unix socket, the process whose `/proc/PID/fd` holds the peer
+//!   socket's inode, as `ss -p` finds it; `/proc/*/fd` is scanned once per stop, bounded
+//!   ([`proc_fds::socket_holders`]), only when a wait's peer is on this host.
 //!
 //! Without /proc an fd that nothing shows the kind of is kind `fd`.
 
@@ -38,7 +42,7 @@ use crate::cpython::{FrameItem, PyFrame, Snapshot};
 use crate::memory::proc_fds::{self, FdLink, NetTables, SocketEnds};
 use crate::memory::unix_diag;
 use crate::memory::{proc_syscall, ProcSyscall};
-use crate::report::{ErrorReport, FrameKind, ThreadReport, Waiting, WaitsOn};
+use crate::report::{ErrorReport, FrameKind, PeerProcess, ThreadReport, Waiting, WaitsOn};
 use crate::session::{once, Session};
 use crate::target::SourceKind;
 
@@ -51,6 +55,8 @@ const POLLFD_SIZE: u64 = 8;
 /// <asm-generic/poll.h> (x86-64 and arm64 alike): the events that read and those that write.
 const POLL_READ: u16 = 0x0001 | 0x0002 | 0x0040 | 0x0080; // POLLIN POLLPRI POLLRDNORM POLLRDBAND
 const POLL_WRITE: u16 = 0x0004 | 0x0100 | 0x0200; // POLLOUT POLLWRNORM POLLWRBAND
+/// TCP_ESTABLISHED, the `st` of a connected socket in /proc/net/tcp (include/net/tcp_states.h).
+const TCP_ESTABLISHED: u8 = 0x01;
 /// `waitid`'s idtype `P_PID` (<linux/wait.h>).
 const P_PID: u64 = 1;
 
@@ -205,19 +211,23 @@ pub fn outside_wait(
     };
     let mut kind = if socket_evidence { "socket" } else { "fd" };
     let (mut local, mut peer, mut path) = (None, None, None);
+    let mut by = None;
     if let Some(pid) = live {
         match proc_fds::fd_link(pid, fd) {
             Ok(FdLink::Socket(inode)) => {
                 kind = "socket";
                 let tables = net_tables(session, pid, object.map(|o| o.family));
                 let ends = socket_ends(pid, fd, inode, &tables);
-                (local, peer) = (ends.local, ends.peer);
-                errors.extend(ends.problem.map(|e| problem(t, &e)));
+                (local, peer) = (ends.local.clone(), ends.peer.clone());
+                errors.extend(ends.problem.as_ref().map(|e| problem(t, e)));
+                let (pp, e) = peer_process(session, pid, fd, inode, &ends);
+                by = pp;
+                errors.extend(e.map(|e| problem(t, &e)));
                 // The socket object's family must be the socket's: else the fd is another
                 // socket now.
                 if let (Some(o), Some(family)) = (object, ends.family) {
                     if o.family != family {
-                        (local, peer) = (None, None);
+                        (local, peer, by) = (None, None, None);
                         errors.push(problem(
                             t,
                             &format!(
@@ -253,7 +263,7 @@ pub fn outside_wait(
         if (local.is_some() || peer.is_some() || path.is_some() || kind != "fd")
             && !still_in(session, t, call, &mut errors)
         {
-            (local, peer, path) = (None, None, None);
+            (local, peer, path, by) = (None, None, None, None);
             kind = if socket_evidence { "socket" } else { "fd" };
         }
     }
@@ -264,6 +274,7 @@ pub fn outside_wait(
             direction,
             local,
             peer,
+            peer_process: by,
         }
     } else {
         WaitsOn::Fd {
@@ -292,6 +303,7 @@ pub fn socket_addresses(session: &Session, w: &mut Waiting) -> Vec<ErrorReport> 
         fd: Some(fd),
         local,
         peer,
+        peer_process: by,
         ..
     }) = w.on.as_mut()
     else {
@@ -304,8 +316,10 @@ pub fn socket_addresses(session: &Session, w: &mut Waiting) -> Vec<ErrorReport> 
     match proc_fds::fd_link(pid, *fd) {
         Ok(FdLink::Socket(inode)) => {
             let ends = socket_ends(pid, *fd, inode, &net_tables(session, pid, None));
-            (*local, *peer) = (ends.local, ends.peer);
+            let (pp, e) = peer_process(session, pid, *fd, inode, &ends);
+            (*local, *peer, *by) = (ends.local, ends.peer, pp);
             errors.extend(ends.problem.map(what));
+            errors.extend(e.map(what));
         }
         Ok(link) => errors.push(what(format!(
             "fd {fd} is {} now, not the socket its object names: it was closed and reused",
@@ -314,6 +328,148 @@ pub fn socket_addresses(session: &Session, w: &mut Waiting) -> Vec<ErrorReport> 
         Err(e) => errors.push(what(e)),
     }
     errors
+}
+
+/// The process of this machine at the other end of socket `inode` (fd `fd` of live process
+/// `pid`, whose ends are `ends`), found the way `ss -p` finds it: the process whose
+/// `/proc/PID/fd` holds the peer socket's inode ([`proc_fds::socket_holders`], scanned once per
+/// stop). The peer socket of a TCP connection on the loopback is the row of the target's
+/// `net/tcp` or `net/tcp6` whose ends are this socket's, swapped; a unix socket's is the one
+/// the kernel's `unix_diag` names. Other sockets (a remote peer, UDP, none) have none, and say
+/// nothing. A connection the peer has not accepted yet (ESTABLISHED, no inode: in its
+/// listener's backlog) is the process's that holds the one listener taking the peer's address.
+/// Where the peer socket or its one process is not found: None and why.
+fn peer_process(
+    session: &Session,
+    pid: u32,
+    fd: i64,
+    inode: u64,
+    ends: &Ends,
+) -> (Option<PeerProcess>, Option<String>) {
+    let other = match ends.family {
+        Some(1) => {
+            if !unix_diag::same_net_namespace(pid) {
+                return (
+                    None,
+                    Some(format!(
+                        "fd {fd}: unix socket {inode}: the process at its other end is not shown (another network namespace)"
+                    )),
+                );
+            }
+            match unix_diag::unix_peer_inode(inode) {
+                // A connection in a listener's queue, not accepted yet: the kernel's socket at
+                // the other end has no inode, so no fd holds it.
+                Ok(Some(0)) => {
+                    return (
+                        None,
+                        Some(format!(
+                            "fd {fd}: unix socket {inode}: its other end is not accepted yet: no process holds it"
+                        )),
+                    )
+                }
+                Ok(Some(other)) => other,
+                Ok(None) => return (None, None),
+                Err(e) => return (None, Some(format!("fd {fd}: its peer's process: {e}"))),
+            }
+        }
+        Some(2 | 10) => {
+            let (Some(local), Some(peer)) = (ends.local.as_deref(), ends.peer.as_deref()) else {
+                return (None, None);
+            };
+            if !proc_fds::is_loopback(peer) {
+                return (None, None);
+            }
+            let tables = net_tables(session, pid, None);
+            // tcp and tcp6 (an IPv4 client of a dual-stack server is in both).
+            let tcp = [tables.table(0), tables.table(1)];
+            if !tcp.iter().any(|t| t.get(inode).is_some()) {
+                // Not a TCP socket (a connected UDP one), or one the tables do not list.
+                return (None, None);
+            }
+            match tcp.iter().find_map(|t| t.tcp_with_ends(peer, local)) {
+                Some((other, _)) if other != 0 => other,
+                // ESTABLISHED with no inode: a connection the kernel completed that waits in
+                // its listener's backlog, which no process has accepted yet: the process that
+                // will is the one holding that listener, where exactly one takes the address.
+                Some((_, Some(TCP_ESTABLISHED))) => {
+                    let listeners: Vec<u64> =
+                        tcp.iter().flat_map(|t| t.tcp_listeners_of(peer)).collect();
+                    match listeners[..] {
+                        [one] => one,
+                        _ => {
+                            return (
+                                None,
+                                Some(format!(
+                                    "fd {fd}: its other end, {peer}, is a connection not accepted yet, and {} listening sockets take connections to it",
+                                    listeners.len()
+                                )),
+                            )
+                        }
+                    }
+                }
+                Some(_) => {
+                    return (
+                        None,
+                        Some(format!(
+                            "fd {fd}: its other end, {peer}, is held by no process (it is being closed)"
+                        )),
+                    )
+                }
+                None => {
+                    return (
+                        None,
+                        Some(format!(
+                            "fd {fd}: no socket of /proc/{pid}/net/{{tcp,tcp6}} is the other end of {local} -> {peer} (closed, or the tables were cut)"
+                        )),
+                    )
+                }
+            }
+        }
+        _ => return (None, None),
+    };
+    let holders = once(&session.socket_holders, proc_fds::socket_holders);
+    match holders.of(other) {
+        [] => {
+            let mut why = format!(
+                "fd {fd}: its peer, socket {other}, is in none of the fds of the {} processes read",
+                holders.processes
+            );
+            if holders.unreadable > 0 {
+                why.push_str(&format!(" ({} could not be read)", holders.unreadable));
+            }
+            if let Some(cut) = &holders.cut {
+                why.push_str(&format!(" (the scan of /proc/*/fd stopped {cut})"));
+            }
+            (None, Some(why))
+        }
+        // A scan cut short saw this one holder; it holds the socket, but another process past
+        // the cut may hold it too: say so.
+        &[holder] => match proc_fds::comm(holder) {
+            Ok(command) => (
+                Some(PeerProcess {
+                    pid: holder,
+                    command,
+                }),
+                holders.cut.as_ref().map(|cut| {
+                    format!(
+                        "fd {fd}: its peer, socket {other}, is held by process {holder}; the scan of /proc/*/fd stopped {cut}: another process past it may hold the socket too"
+                    )
+                }),
+            ),
+            Err(e) => (None, Some(format!("fd {fd}: its peer's process: {e}"))),
+        },
+        several => {
+            let pids: Vec<String> = several.iter().map(u32::to_string).collect();
+            (
+                None,
+                Some(format!(
+                    "fd {fd}: its peer, socket {other}, is held by {} processes ({}): none is named",
+                    several.len(),
+                    pids.join(", ")
+                )),
+            )
+        }
+    }
 }
 
 /// The pid of the target when it is a live process of this machine, whose /proc may be read.

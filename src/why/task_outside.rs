@@ -203,12 +203,46 @@ const SOCKET_FRAMES: &[(&str, &str, SocketAt, &str)] = &[
         SocketAt::SelfAttrs(&["_protocol", "transport"]),
         "recv",
     ),
+    // aiohttp 3.14's client awaits a response's head in `DataQueue.read` (aiohttp/streams.py),
+    // on `self._waiter`: there `self` is the connection's `ResponseHandler`, protocol and queue
+    // at once, whose `transport` slot (`BaseProtocol.__slots__`) is the connection's. A
+    // DataQueue that is no protocol has no `transport`: no socket wait.
+    (
+        AIOHTTP_STREAMS_PY,
+        "DataQueue.read",
+        SocketAt::SelfAttrs(&["transport"]),
+        "recv",
+    ),
+    // asyncpg 0.32 (asyncpg/connection.py): a query awaits its C protocol's coroutine
+    // (`bind_execute`, `prepare`, `query`, compiled by Cython: no Python frame of its own),
+    // which waits on the protocol's `waiter` for the server's answer. Each of these frames,
+    // when it is the task's innermost, awaits nothing else (its other awaits are Python
+    // coroutines, whose frames would be inner). `Connection.__slots__` keeps `_transport`.
+    (
+        ASYNCPG_CONNECTION_PY,
+        "Connection._do_execute",
+        SocketAt::SelfAttrs(&["_transport"]),
+        "recv",
+    ),
+    (
+        ASYNCPG_CONNECTION_PY,
+        "Connection._get_statement",
+        SocketAt::SelfAttrs(&["_transport"]),
+        "recv",
+    ),
+    (
+        ASYNCPG_CONNECTION_PY,
+        "Connection.execute",
+        SocketAt::SelfAttrs(&["_transport"]),
+        "recv",
+    ),
 ];
 
 const STREAMS_PY: &str = "/asyncio/streams.py";
 const SELECTOR_PY: &str = "/asyncio/selector_events.py";
 const ANYIO_PY: &str = "/anyio/_backends/_asyncio.py";
 const AIOHTTP_STREAMS_PY: &str = "/aiohttp/streams.py";
+const ASYNCPG_CONNECTION_PY: &str = "/asyncpg/connection.py";
 const LOCKS_PY: &str = "/asyncio/locks.py";
 const FUTURES_PY: &str = "/asyncio/futures.py";
 
@@ -250,6 +284,7 @@ pub fn socket_wait(snap: &Snapshot, t: &TaskView) -> Option<Waiting> {
             direction: Some(direction),
             local: None,
             peer: None,
+            peer_process: None,
         }),
     })
 }
@@ -278,6 +313,7 @@ fn c_transport_wait(
             direction: Some(direction),
             local: None,
             peer: None,
+            peer_process: None,
         }),
     })
 }

@@ -14,6 +14,7 @@ import pytest
 
 import harness
 from test_stacks import check_report, expected, got, json_from, run_gdb, traceback_frames
+from test_why_io import comm_of
 
 CLI_TIMEOUT = 60
 # The interpreters of the matrix: the pyenv builds (and their stripped copies), Debian's
@@ -115,7 +116,12 @@ def check_waits(report, truth, live=False):
     object, type, owner, and the index of the frame making the wait; a socket's fd, direction
     and, `live` only, its addresses, null from a core), or null for a greenlet the program
     records as waiting on nothing."""
-    waits = {int(k): v if live or not v or v["kind"] != "socket" else dict(v, local=None, peer=None)
+    # Every socket of the scenario has its other end in the scenario itself (its clients and
+    # its server): that is the process at the other end, live.
+    me = {"pid": truth["pid"], "command": comm_of(truth["pid"])} if live else None
+    waits = {int(k): v if not v or v["kind"] != "socket"
+             else dict(v, peer_process=me) if live
+             else dict(v, local=None, peer=None, peer_process=None)
              for k, v in truth["waits"].items()}
     labels = {e["address"]: label(e) for e in truth["greenlets"]}
     assert set(waits) == set(labels), "the truth's waits are not its greenlets'"

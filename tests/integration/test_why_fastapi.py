@@ -9,6 +9,7 @@ import pytest
 
 import harness
 from test_stacks import json_from
+from test_why_io import peer_process_of
 from test_why_loops import check_loop_json, expected_line, overdue_bounds, run_cli, verdict_lines
 
 # (interpreter, uvicorn's loop): the ABIs tools/asgi.sh installs for.
@@ -65,7 +66,7 @@ def test_the_request_waiting_on_its_upstream_names_the_socket(scenario, source):
     if sc.truth["impl"] == "uvloop":
         assert w == {"kind": "socket", "object": up["transport"], "type": up["transport_type"],
                      "owner": None, "fd": None, "direction": "recv", "local": None,
-                     "peer": None}
+                     "peer": None, "peer_process": None}
         r = json_from(out)
         assert [e["what"] for e in r["errors"] if e["address"] == up["task"]] == [
             "task %#x waits on a socket through %s %#x, a transport written in C (uvloop keeps "
@@ -73,9 +74,12 @@ def test_the_request_waiting_on_its_upstream_names_the_socket(scenario, source):
             "are null" % (up["task"], up["transport_type"], up["transport"])]
         return
     live = source == "live"
+    # The upstream, SILENT, is the scenario's own listening socket: the connection waits in
+    # its backlog, so the process at the other end is the scenario.
     assert w == {"kind": "socket", "object": up["id"], "type": up["type"], "owner": None,
                  "fd": up["fd"], "direction": "recv", "local": up["local"] if live else None,
-                 "peer": up["peer"] if live else None}
+                 "peer": up["peer"] if live else None,
+                 "peer_process": peer_process_of(sc.pid) if live else None}
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -92,7 +96,9 @@ def test_the_verdict_names_the_upstream_wait_and_counts_the_idle_tasks(scenario,
     if sc.truth["impl"] == "uvloop":
         want = "%s waits on socket (recv)%s" % (task, at)
     else:
-        words = ("recv from %s, local %s" % (up["peer"], up["local"]) if source == "live"
+        pp = peer_process_of(sc.pid)
+        words = ("recv from %s (%s, pid %d), local %s" % (up["peer"], pp["command"], pp["pid"],
+                                                          up["local"]) if source == "live"
                  else "recv")
         want = "%s waits on socket fd %d (%s)%s" % (task, up["fd"], words, at)
     assert [line for line in lines if line.startswith("task ")] == [want], lines

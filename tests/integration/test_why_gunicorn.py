@@ -20,8 +20,8 @@ import pytest
 import harness
 from test_greenlets import GEVENT_ABSENT, abi
 from test_why_io import (INTERPS, SOURCES, by_native_id, cli, core_of, idle_line, idle_words,
-                         line_of, no_line_names, python_stack, report, socket_wait, truth_stack,
-                         verdict)
+                         line_of, no_line_names, peer_process_of, python_stack, report,
+                         socket_wait, truth_stack, verdict)
 
 GUNICORN_VERSION = "27.0.1"
 CLI_TIMEOUT = 120
@@ -132,6 +132,12 @@ def test_arbiter_is_an_idle_master(server, source):
     assert lines[2:] == tasks, lines
 
 
+def upstream_process(sc, source):
+    """The process at the other end of a request's upstream connection, live: the scenario,
+    whose listening socket holds it in its backlog (nobody accepts)."""
+    return peer_process_of(sc.pid) if source == "live" else None
+
+
 def busy(sc, name="upstream"):
     (req,) = requests(sc, name)
     return req
@@ -145,7 +151,7 @@ def test_busy_worker_waits_on_its_upstream(server, source):
     r = process_report(sc, source, req["pid"])
     t = by_native_id(r)[req["native_id"]]
     if sc.truth["worker_class"] == "sync":
-        socket_wait(t["waiting"], req["socket"], "recv", source, 0)
+        socket_wait(t["waiting"], req["socket"], "recv", source, 0, upstream_process(sc, source))
         assert t["state"] == "syscall" and t["idle"] is None, t
         assert python_stack(t["frames"]) == truth_stack(req["frames"])
     else:
@@ -155,7 +161,8 @@ def test_busy_worker_waits_on_its_upstream(server, source):
         app = frames.index(truth_stack(req["frames"])[0])
         assert frames[app:] == truth_stack(req["frames"]), frames
         # The wait's frame: the gevent socket method the request called, right above it.
-        socket_wait(g["waiting"], req["socket"], "recv", source, app - 1)
+        socket_wait(g["waiting"], req["socket"], "recv", source, app - 1,
+                    upstream_process(sc, source))
         assert g["frames"][app - 1]["file"].endswith(("/gevent/_socket3.py",
                                                       "/gevent/_socketcommon.py"))
         assert (t["state"], t["idle"]) == ("loop_idle", "event_loop"), t
@@ -171,8 +178,10 @@ def test_busy_worker_verdict_leads_with_the_socket_wait(server, source):
         at = line_of(lines, req["native_id"], "MainThread")
         assert at == 0, lines
         if source == "live":
-            assert lines[0] == ('thread %d "MainThread" waits on socket fd %d (recv from %s, '
-                                'local %s)' % (req["native_id"], s["fd"], s["peer"], s["local"]))
+            up = upstream_process(sc, source)
+            assert lines[0] == ('thread %d "MainThread" waits on socket fd %d (recv from %s '
+                                '(%s, pid %d), local %s)' % (req["native_id"], s["fd"], s["peer"],
+                                                             up["command"], up["pid"], s["local"]))
         else:
             assert lines[0] == 'thread %d "MainThread" waits on socket fd %d (recv)' % (
                 req["native_id"], s["fd"])

@@ -143,15 +143,29 @@ def truth_stack(frames):
     return [(f["function"], f["file"], f["line"]) for f in frames]
 
 
-def socket_wait(w, want, direction, source, frame):
+def comm_of(pid):
+    """/proc/PID/comm of a live process: the `command` of a `peer_process`."""
+    with open("/proc/%d/comm" % pid, encoding="utf-8", errors="replace") as f:
+        return f.read().rstrip("\n")
+
+
+def peer_process_of(pid):
+    """The `peer_process` of a socket whose other end process ``pid`` holds (live)."""
+    return {"pid": pid, "command": comm_of(pid)}
+
+
+def socket_wait(w, want, direction, source, frame, peer_process=None):
     """A socket wait against the program's record of its socket (the object, fd, local and
-    peer): the addresses live only (a core has no /proc)."""
-    got = {k: w.get(k) for k in ("kind", "object", "type", "fd", "direction", "local", "peer",
-                                 "owner", "frame")}
+    peer) and the process at its other end (``peer_process``, as `peer_process_of` gives it):
+    the addresses and the process live only (a core has no /proc)."""
+    got = {k: w.get(k, "absent") for k in ("kind", "object", "type", "fd", "direction", "local",
+                                           "peer", "peer_process", "owner", "frame")}
     live = source == "live"
     assert got == {"kind": "socket", "object": want["id"], "type": want["type"], "fd": want["fd"],
                    "direction": direction, "local": want["local"] if live else None,
-                   "peer": want["peer"] if live else None, "owner": None, "frame": frame}, w
+                   "peer": want["peer"] if live else None,
+                   "peer_process": peer_process if live else None, "owner": None,
+                   "frame": frame}, w
 
 
 # The idle line's words for each kind, in its order (docs/report.md, "The verdict").
@@ -219,7 +233,9 @@ def thread(sc, source, key):
 def test_client_waits_on_a_socket_with_its_peer(scenario, source):
     sc, source = view(scenario, source)
     t = thread(sc, source, "client")
-    socket_wait(t["waiting"], sc.truth["client"], "recv", source, 0)
+    # Its peer: the main thread's end, which it accepted and keeps.
+    socket_wait(t["waiting"], sc.truth["client"], "recv", source, 0,
+                peer_process_of(sc.pid) if source == "live" else None)
     assert t["state"] == "syscall" and t["idle"] is None, t
     # The frame making the call is the scenario's, on the line it recorded.
     want = next(x for x in sc.truth["threads"] if x["name"] == "client")["frames"][0]
@@ -231,7 +247,8 @@ def test_client_waits_on_a_socket_with_its_peer(scenario, source):
 def test_handler_waits_on_its_connection(scenario, source):
     sc, source = view(scenario, source)
     t = thread(sc, source, "handler")
-    socket_wait(t["waiting"], sc.truth["handler"], "recv", source, 0)
+    socket_wait(t["waiting"], sc.truth["handler"], "recv", source, 0,
+                peer_process_of(sc.pid) if source == "live" else None)
     assert t["waiting"]["peer"] in (None, sc.truth["handler"]["peer"])
     assert t["state"] == "syscall" and t["idle"] is None, t
     assert t["frames"][0]["function"] in ("Handler.handle", "handle")
@@ -279,7 +296,8 @@ def server_wait(sc, source, native_id):
                     "function": "select.poll.poll", "native_function": None}
     return {"kind": "socket" if live else "fd", "object": None, "type": None, "owner": None,
             "frame": 0, "fd": server["fd"], "direction": "recv" if live else "read",
-            **({"local": server["local"], "peer": None} if live else {"path": None})}
+            **({"local": server["local"], "peer": None, "peer_process": None} if live
+               else {"path": None})}
 
 
 @pytest.mark.parametrize("source", ALL_SOURCES)
@@ -336,10 +354,11 @@ def test_verdict_lines(scenario, source):
     assert idle_line(lines, 2) == idle_words(["server", "server"])
     assert len(lines) == 6, lines
     at = dict(zip(("client", "handler", "pipe", "child"), outside))
+    me = "(%s, pid %d)" % (comm_of(sc.pid), sc.pid) if source == "live" else None
     if source == "live":
         assert lines[at["client"]] == (
-            'thread %d "client" waits on socket fd %d (recv from %s, local %s)'
-            % (client["native_id"], client["fd"], client["peer"], client["local"]))
+            'thread %d "client" waits on socket fd %d (recv from %s %s, local %s)'
+            % (client["native_id"], client["fd"], client["peer"], me, client["local"]))
         assert lines[at["pipe"]] == 'thread %d "reader" waits on pipe fd %d (read)' % (
             pipe["native_id"], pipe["fd"])
         assert lines[at["child"]] == 'thread %d "runner" waits for child %d (%s) to exit' % (
@@ -357,7 +376,7 @@ def test_verdict_lines(scenario, source):
     want = 'thread %d "%s" waits on socket fd %d (recv' % (
         handler["native_id"], names[handler["native_id"]], handler["fd"])
     if source == "live":
-        want += " from %s, local %s" % (handler["peer"], handler["local"])
+        want += " from %s %s, local %s" % (handler["peer"], me, handler["local"])
     assert lines[at["handler"]] == want + ")", lines
 
 

@@ -13,6 +13,7 @@ import pytest
 
 import harness
 from test_stacks import json_from
+from test_why_io import comm_of, peer_process_of
 
 CLI_TIMEOUT = 60
 VARIANTS = [(i, "c") for i in ["pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11",
@@ -65,17 +66,20 @@ def expected_waits(sc, source):
         "orphan": wait("orphan", "future", orphan=True),
         "kept": wait("kept", "future", orphan=False),
         "child": child,
-        "streamer": socket_wait(t["streamer"], source),
-        "sockrecv": socket_wait(t["sockrecv"], source),
+        "streamer": socket_wait(sc, t["streamer"], source),
+        "sockrecv": socket_wait(sc, t["sockrecv"], source),
     }
 
 
-def socket_wait(rec, source):
-    """A task's wait on the socket the scenario recorded; its addresses live only."""
+def socket_wait(sc, rec, source):
+    """A task's wait on the socket the scenario recorded; its addresses live only, and so is
+    the process at its other end: the scenario itself, whose SILENT never accepts (the
+    connection waits in SILENT's backlog: the process holding SILENT is the one that would)."""
     live = source == "live"
     return {"kind": "socket", "object": rec["id"], "type": rec["type"], "owner": None,
             "fd": rec["fd"], "direction": "recv", "local": rec["local"] if live else None,
-            "peer": rec["peer"] if live else None}
+            "peer": rec["peer"] if live else None,
+            "peer_process": peer_process_of(sc.pid) if live else None}
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -141,8 +145,12 @@ def test_the_verdict_names_every_task_wait(scenario, source):
         line = t["tasks"][name]["line"] if name in t["tasks"] else t["main_line"]
         return " in %s (why_task_waits.py:%d)" % (function or name, line)
 
+    # Every socket is connected to SILENT, the scenario's own listening socket: the process at
+    # the other end is the scenario.
+    by = " (%s, pid %d)" % (comm_of(sc.pid), sc.pid)
+
     def sock(rec):
-        words = ("recv from %s, local %s" % (rec["peer"], rec["local"]) if source == "live"
+        words = ("recv from %s%s, local %s" % (rec["peer"], by, rec["local"]) if source == "live"
                  else "recv")
         return "waits on socket fd %d (%s)" % (rec["fd"], words)
 
@@ -172,7 +180,7 @@ def test_the_verdict_names_every_task_wait(scenario, source):
                                         at("kept")),
         "sleeper": "%s sleeps (asyncio.sleep%s)%s" % (task("sleeper"), left, at("sleeper")),
     }
-    pair = ("wait on socket recv from %s" % t["silent"] if source == "live"
+    pair = ("wait on socket recv from %s%s" % (t["silent"], by) if source == "live"
             else "wait on sockets (recv)")
     # The largest group first in each class: pair's two, fanout's three.
     want = (["2 tasks %s%s" % (pair, at("pair-0", "pair"))] +
