@@ -227,3 +227,34 @@ def test_the_verdict_names_the_peer_process(threads_scenario, source):
         tcp["native_id"], tcp["fd"], want_tcp) in lines, lines
     assert 'thread %d "unix_reader" waits on socket fd %d (%s)' % (
         unix["native_id"], unix["fd"], want_unix) in lines, lines
+
+
+def task_line(sc, source, function, by):
+    """The verdict's one task line: the task's socket wait, the process at its other end, at
+    the scenario's own frame (asyncpg's and aiohttp's frames are installed packages)."""
+    t, s = sc.truth["task"], sc.truth["sock"]
+    words = ("recv from %s (%s, pid %d), local %s" % (s["peer"], by["command"], by["pid"],
+                                                      s["local"]) if source == "live" else "recv")
+    return 'task %#x "%s" waits on socket fd %d (%s) in %s (why_peers.py:%d)' % (
+        t["id"], t["name"], s["fd"], words, function, t["line"])
+
+
+def task_lines(sc, source):
+    """The verdict's lines of the scenario's task (the main task waits on an Event apart)."""
+    me = "task %#x " % sc.truth["task"]["id"]
+    return [line for line in cli(sc, source).split("\n\n", 1)[0].splitlines()
+            if line.startswith(me)]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_verdict_names_the_backend_of_the_query(asyncpg_scenario, source):
+    sc = asyncpg_scenario
+    backend = {"pid": sc.truth["server_pid"], "command": sc.truth["server_comm"]}
+    assert task_lines(sc, source) == [task_line(sc, source, "query", backend)]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_verdict_names_the_server_of_the_client(aiohttp_scenario, source):
+    sc = aiohttp_scenario
+    me = {"pid": sc.pid, "command": sc.truth["comm"]}
+    assert task_lines(sc, source) == [task_line(sc, source, "aiohttp_main.<locals>.client", me)]
