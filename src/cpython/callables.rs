@@ -256,7 +256,10 @@ impl Snapshot {
             })
             .filter(|&dll| self.class_names(dll).iter().any(|c| c == "CDLL"))
             .and_then(|dll| self.instance_attr(dll, "_name").ok()?)
-            .and_then(|n| self.read_str(n).ok());
+            // `CDLL(None)`'s `_name` is None (3.10 to 3.13): no library, not a name.
+            .filter(|&n| self.type_of(n).is_ok_and(|t| t.name == "str"))
+            .and_then(|n| self.read_str(n).ok())
+            .filter(|n| !n.is_empty());
         Some(match library {
             Some(lib) => format!("{name} ({})", lib.rsplit('/').next().unwrap_or(&lib)),
             None => name,

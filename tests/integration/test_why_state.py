@@ -281,7 +281,15 @@ def check_gil_states(threads, calls, truth):
         assert t["holds_gil"] is (t["native_id"] == holder), (holder, t)
         if t["native_id"] == holder:
             assert t["state"] == ("running" if call is None else "syscall"), t
-            assert t["waiting"] is None, t
+            if call == "pause":
+                # gil_held.py's holder blocks in libc's pause() called through ctypes: a wait
+                # in native code, named by the ctypes function pointer (a CDLL(None)'s: no
+                # library).
+                assert t["waiting"] == {"kind": "native", "object": None, "type": None,
+                                        "owner": None, "frame": 0, "function": "pause",
+                                        "native_function": None}, t
+            else:
+                assert t["waiting"] is None, t
         elif call == "futex":
             assert t["state"] == "gil_wait", t
             assert t["waiting"] == {"kind": "gil", "object": gil, "type": None, "owner": holder,
