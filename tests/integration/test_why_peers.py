@@ -28,9 +28,9 @@ import tempfile
 import pytest
 
 import harness
+from test_why_waits import cli
 from test_stacks import json_from
 
-CLI_TIMEOUT = 60
 SOURCES = ["live", "core"]
 # The ABIs tools/aioservices.sh installs for.
 AIO_INTERPS = ["pyenv-3.11", "pyenv-3.12", "pyenv-3.13"]
@@ -114,15 +114,6 @@ def aiohttp_scenario(request):
 def threads_scenario(request):
     with start(request.param, "threads") as sc:
         yield sc
-
-
-def cli(sc, source, *extra):
-    target = ["pid", str(sc.pid)] if source == "live" else ["core", sc.core]
-    rc, out, err = harness.run([harness.cli_path()] + target + ["--why"] + list(extra),
-                               timeout=CLI_TIMEOUT)
-    harness.assert_no_panic(out + err, rc)
-    assert rc == 0, err
-    return out
 
 
 def report(sc, source, *extra):
