@@ -552,6 +552,21 @@ def wait_off_the_fifo(pid, tid):
         time.sleep(0.002)
 
 
+def wait_on_cpu(pid, tid, reads=3, timeout=10):
+    """Wait until thread `tid` of `pid` is in no system call `reads` times in a row, 10 ms
+    apart: a thread the scenario says spins is back on CPU after whatever stopped it last (a
+    free-threaded build's stop-the-world for `sys._current_frames()`, the GIL the recording
+    thread took), not in the futex it was woken from or still re-attaching."""
+    deadline = time.monotonic() + timeout
+    seen = 0
+    while seen < reads:
+        if time.monotonic() > deadline:
+            raise HarnessError("thread %d of %d never settled on CPU" % (tid, pid))
+        with open("/proc/%d/task/%d/syscall" % (pid, tid)) as f:
+            seen = seen + 1 if f.read().split()[0] == "running" else 0
+        time.sleep(0.01)
+
+
 def signalling_thread(truth):
     """The native id of the thread that wrote `ready` to the FIFO: the `ready-signal` thread of
     `_truth.signal_when_blocked` (it adds itself last), else the recording thread (first)."""

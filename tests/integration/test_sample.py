@@ -47,10 +47,26 @@ def check_window(p):
     assert 20 <= p["samples"] + p["torn"] <= 100 * WINDOW_SECONDS + 1, p
 
 
+def settled(sc, truth, names, timeout=10):
+    """Wait until threads `names` stand at their recorded frames: the main thread signals ready
+    and then needs the GIL, which the spinner holds, to return to its blocking line, so the
+    first samples could catch it on its way there."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rc, out, err = cli("pid", sc.pid, "--json")
+        assert rc == 0, err
+        by_name = {t["name"]: t for t in json_from(out)["threads"]}
+        if all(got(by_name[n]["frames"]) == expected(truth[n]["frames"]) for n in names):
+            return
+        assert time.monotonic() < deadline, "%s never stood at their recorded frames" % (names,)
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("interp", INTERPS, ids=lambda i: i.id)
 def test_spinning_busy_and_blocked(interp):
     with harness.Scenario(interp, "spin") as sc:
         truth = {t["name"]: t for t in sc.truth["threads"]}
+        settled(sc, truth, ("blocked", "MainThread"))
         report = json_from(watched(sc, "--json"))
         by_name = {t["name"]: t for t in report["threads"]}
         assert sorted(by_name) == sorted(truth)

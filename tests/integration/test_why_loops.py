@@ -42,6 +42,8 @@ def scenario(request):
     with harness.Scenario(interp, "why_loops", args=(impl, mode), env=env) as sc:
         assert (sc.truth["impl"], sc.truth["mode"]) == (impl, mode)
         sc.interp = interp
+        if mode == "busy":
+            harness.wait_on_cpu(sc.pid, sc.truth["loop"]["native_id"])
         sc.core = sc.make_core()
         yield sc
 
