@@ -787,7 +787,7 @@ mod tests {
         // Snapshot::for_test's `_PyRuntime` is at 0: the debug allocator is off.
         m.put(0, &[0u8; 0x400]);
         let snap = Snapshot::for_test(m, l);
-        let c = snap.heap_census(&[INTERP], &[], 5);
+        let c = snap.heap_census(&[INTERP], &crate::cpython::heap::Roots::default(), 5);
         assert!(c.complete && c.errors.is_empty(), "{:?}", c.errors);
         let got: Vec<_> = c
             .types

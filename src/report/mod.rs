@@ -4,6 +4,7 @@
 pub mod gather;
 pub mod group;
 pub mod group_text;
+pub mod held_by;
 mod json_names;
 pub mod members;
 pub mod merge;
@@ -90,6 +91,8 @@ pub struct HeapReport {
     pub types: Vec<HeapType>,
     /// The largest objects, the largest first (`--heap-top`, 20 by default).
     pub largest: Vec<HeapObject>,
+    /// The objects that keep the most alive, the most first (`--heap-top`).
+    pub retainers: Vec<held_by::HeapRetainer>,
     pub objects: u64,
     pub bytes: u64,
     pub unreached: HeapUnreached,

@@ -2,8 +2,10 @@
 //! added to a report, and its text.
 
 use super::Session;
+use crate::cpython::heap::{LocalRoot, Retainer, Roots, Step};
 use crate::cpython::FrameItem;
 use crate::error::ReadError;
+use crate::report::held_by::{self, HeapRetainer, HeldStep};
 use crate::report::{
     ErrorReport, HeapCount, HeapObject, HeapReport, HeapType, HeapUnreached, Report,
 };
@@ -14,6 +16,8 @@ pub const DEFAULT_TOP: usize = 20;
 const MAX_LOCALS: u64 = 1 << 16;
 /// Most largest objects listed (`--heap-top` beyond it is capped).
 pub const MAX_TOP: usize = 100_000;
+/// Modules read of one interpreter's `sys.modules`.
+const MAX_MODULES: u64 = 1 << 16;
 
 /// `r` with the heap's census (`--heap`), what stopped the walk among its errors.
 pub fn add_to(s: &Session, r: &mut Report, top: usize) {
@@ -25,8 +29,11 @@ pub fn add_to(s: &Session, r: &mut Report, top: usize) {
             errors.push(e);
             Vec::new()
         });
-    let locals = frame_locals(s, &mut errors);
-    let c = s.snap.heap_census(&interps, &locals, top.min(MAX_TOP));
+    let roots = Roots {
+        modules: modules(s, &interps, &mut errors),
+        locals: frame_locals(s, &mut errors),
+    };
+    let c = s.snap.heap_census(&interps, &roots, top.min(MAX_TOP));
     r.errors
         .extend(errors.iter().chain(&c.errors).map(|e| ErrorReport {
             address: e.addr,
@@ -52,6 +59,7 @@ pub fn add_to(s: &Session, r: &mut Report, top: usize) {
                 len: o.len,
             })
             .collect(),
+        retainers: c.retainers.into_iter().map(retainer).collect(),
         objects: c.objects,
         bytes: c.bytes,
         unreached: HeapUnreached {
@@ -71,9 +79,29 @@ pub fn add_to(s: &Session, r: &mut Report, top: usize) {
     });
 }
 
+/// Every interpreter's `sys.modules`: (module, its name there).
+fn modules(s: &Session, interps: &[u64], errors: &mut Vec<ReadError>) -> Vec<(u64, String)> {
+    let mut out = Vec::new();
+    for &interp in interps {
+        let read = s.snap.sys_modules(interp).and_then(|d| match d {
+            Some(d) => s.snap.dict_items(d, MAX_MODULES),
+            None => Ok(Vec::new()),
+        });
+        match read {
+            Ok(items) => out.extend(
+                items
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((v, s.snap.read_str(k).ok()?))),
+            ),
+            Err(e) => errors.push(e),
+        }
+    }
+    out
+}
+
 /// The objects every thread's Python frames hold in their locals (arguments, cells; not the
-/// value stacks), tagged ints (3.14+) left out.
-fn frame_locals(s: &Session, errors: &mut Vec<ReadError>) -> Vec<u64> {
+/// value stacks), tagged ints (3.14+) left out, innermost frames first.
+fn frame_locals(s: &Session, errors: &mut Vec<ReadError>) -> Vec<LocalRoot> {
     let mut out = Vec::new();
     for t in s.threads() {
         for item in &t.walk.items {
@@ -83,12 +111,18 @@ fn frame_locals(s: &Session, errors: &mut Vec<ReadError>) -> Vec<u64> {
             let read = s.snap.localsplus(f).and_then(|(base, tag_bits)| {
                 let n = f.code.locals.len() as u64;
                 let raw = s.snap.mem.read_vec(base, n * 8, MAX_LOCALS * 8)?;
-                for w in raw.chunks_exact(8) {
+                for (w, (name, _)) in raw.chunks_exact(8).zip(&f.code.locals) {
                     let bits = u64::from_le_bytes(w.try_into().unwrap_or_default());
                     if tag_bits != 0 && bits & tag_bits == tag_bits {
                         continue;
                     }
-                    out.push(bits & !tag_bits);
+                    out.push(LocalRoot {
+                        obj: bits & !tag_bits,
+                        name: name.clone(),
+                        function: f.code.qualname.to_string(),
+                        thread: t.info.native_id,
+                        thread_name: t.info.name.clone(),
+                    });
                 }
                 Ok(())
             });
@@ -98,6 +132,41 @@ fn frame_locals(s: &Session, errors: &mut Vec<ReadError>) -> Vec<u64> {
         }
     }
     out
+}
+
+fn retainer(r: Retainer) -> HeapRetainer {
+    HeapRetainer {
+        address: r.address,
+        type_name: r.type_name,
+        len: r.len,
+        bytes: r.bytes,
+        retained: r.retained,
+        held_by: r
+            .held_by
+            .map(|steps| steps.into_iter().map(held_step).collect()),
+    }
+}
+
+fn held_step(s: Step) -> HeldStep {
+    match s {
+        Step::Module(m) => HeldStep::Module(m),
+        Step::Attr(a) => HeldStep::Attr(a),
+        Step::Key(k) => HeldStep::Key(k),
+        Step::Index(i) => HeldStep::Index(i),
+        Step::Closure(c) => HeldStep::Closure(c),
+        Step::Via(t) => HeldStep::Via(t),
+        Step::Local {
+            name,
+            function,
+            thread,
+            thread_name,
+        } => HeldStep::Local {
+            name,
+            function,
+            thread,
+            thread_name,
+        },
+    }
 }
 
 /// The heap's text: the top types (count, bytes, share of the bytes) and the largest objects,
@@ -152,6 +221,21 @@ pub fn render(h: &HeapReport, top: usize) -> String {
             human(o.bytes),
             o.len.map_or(String::new(), |n| format!("  len {n}"))
         );
+    }
+    if !h.retainers.is_empty() {
+        out += "\nWhat keeps the most alive (retained: it and what only it reaches):\n";
+        for r in h.retainers.iter().take(top) {
+            out += &format!(
+                "  {:>12}  {:#x}  {}{}  {}\n",
+                human(r.retained),
+                r.address,
+                r.type_name,
+                r.len.map_or(String::new(), |n| format!(" len {n}")),
+                r.held_by
+                    .as_deref()
+                    .map_or_else(|| "(path too long)".into(), held_by::expression)
+            );
+        }
     }
     let u = &h.unreached;
     if !u.unwalked.is_empty() || u.unreadable > 0 {
@@ -227,6 +311,7 @@ mod tests {
                 bytes: 60,
                 len: Some(27),
             }],
+            retainers: Vec::new(),
             objects: 2,
             bytes: 100,
             unreached: HeapUnreached {

@@ -24,8 +24,12 @@
 //! `object.__sizeof__`; `referents` reads what a container holds; `types` reads what the walk
 //! needs of a type (its kind, sizes, `__slots__`, name).
 
+mod graph;
 mod referents;
+mod retainers;
+mod roots;
 mod sizes;
+mod steps;
 #[cfg(test)]
 mod tests;
 mod types;
@@ -37,8 +41,12 @@ use std::collections::BinaryHeap;
 
 use super::snapshot::Snapshot;
 use crate::error::{ReadError, ReadErrorKind};
-use crate::memory::addr_map::{AddrMap, AddrSet};
+use crate::memory::addr_map::AddrMap;
+use graph::Graph;
 pub use referents::MAX_HEAP_ITEMS;
+pub use retainers::Retainer;
+pub use roots::{LocalRoot, Roots};
+pub use steps::Step;
 use types::TypeRec;
 
 /// The referrer's name in `unreadable_by` of objects the walk began at (a GC list's, a
@@ -83,6 +91,9 @@ pub struct Census {
     pub unreadable_by: Vec<(String, u64)>,
     /// The walk stopped early (a budget, or a GC list cut): the totals are a lower bound.
     pub complete: bool,
+    /// The objects that keep the most alive, the most first; empty when the walk did not
+    /// finish (an error says so).
+    pub retainers: Vec<Retainer>,
     pub errors: Vec<ReadError>,
 }
 
@@ -93,7 +104,8 @@ type Ranked = (u64, u64, u64, Option<u64>);
 struct Walk<'a> {
     snap: &'a Snapshot,
     types: AddrMap<Option<TypeRec>>,
-    seen: AddrSet,
+    /// Every object reached (the visited set) and its referents.
+    graph: Graph,
     /// Objects to visit, each with the type of the object that referred to it (0: a root).
     stack: Vec<(u64, u64)>,
     totals: AddrMap<(u64, u64)>,
@@ -112,15 +124,15 @@ struct Walk<'a> {
 }
 
 impl Snapshot {
-    /// The census of every interpreter's objects: the roots are their GC lists (default
-    /// builds) and `locals`, the objects the threads' frames hold; `top` of the largest
-    /// objects are kept.
-    pub fn heap_census(&self, interps: &[u64], locals: &[u64], top: usize) -> Census {
+    /// The census of every interpreter's objects: the walk starts at their GC lists (default
+    /// builds) and at `roots` (sys.modules, the objects the threads' frames hold); `top` of
+    /// the largest objects and of the retainers are kept.
+    pub fn heap_census(&self, interps: &[u64], roots: &Roots, top: usize) -> Census {
         let _reads = self.budget.census_reads();
         let mut w = Walk {
             snap: self,
             types: AddrMap::default(),
-            seen: AddrSet::default(),
+            graph: Graph::default(),
             stack: Vec::new(),
             totals: AddrMap::default(),
             unwalked: AddrMap::default(),
@@ -140,7 +152,7 @@ impl Snapshot {
             None => {
                 for &interp in interps {
                     let errs = self.mimalloc_gc_objects(interp, |obj| {
-                        if !w.stopped && w.seen.insert(obj) {
+                        if !w.stopped && w.graph.reach(obj).1 {
                             w.stack.push((obj, 0));
                             w.drain();
                         }
@@ -163,7 +175,7 @@ impl Snapshot {
                     // it (by a GC list or a referent); charged by both, the GC-tracked half of
                     // a heap spent the budget meant for the whole.
                     let errs = self.gc_objects_uncharged(interp, &lists, |obj, _| {
-                        if !w.stopped && w.seen.insert(obj) {
+                        if !w.stopped && w.graph.reach(obj).1 {
                             w.stack.push((obj, 0));
                             w.drain();
                         }
@@ -181,11 +193,12 @@ impl Snapshot {
                 }
             }
         }
-        for &obj in locals {
+        let objs = roots.modules.iter().map(|m| m.0);
+        for obj in objs.chain(roots.locals.iter().map(|l| l.obj)) {
             if w.stopped {
                 break;
             }
-            if obj != 0 && obj & 7 == 0 && w.seen.insert(obj) {
+            if obj != 0 && obj & 7 == 0 && w.graph.reach(obj).1 {
                 w.stack.push((obj, 0));
                 w.drain();
             }
@@ -193,7 +206,8 @@ impl Snapshot {
         if w.stopped {
             complete = false;
         }
-        w.finish(complete)
+        let retainers = w.retainers_of_whole(roots, top, complete);
+        w.finish(complete, retainers)
     }
 }
 
@@ -222,6 +236,7 @@ impl Walk<'_> {
     /// Each object costs one of the stop's object budget, once.
     fn drain(&mut self) {
         let mut refs = Vec::new();
+        let mut ids = Vec::new();
         while let Some((obj, referrer)) = self.stack.pop() {
             if let Err(e) = self.snap.budget.object(obj) {
                 self.error(e);
@@ -232,8 +247,11 @@ impl Walk<'_> {
                 return;
             }
             refs.clear();
-            let tp = match self.visit(obj, &mut refs) {
-                Ok(tp) => tp,
+            let Some(id) = self.graph.id(obj) else {
+                continue;
+            };
+            let seen = match self.visit(obj, &mut refs) {
+                Ok(seen) => seen,
                 Err(e) => {
                     if !matches!(e.kind, ReadErrorKind::Limit { .. }) {
                         self.unreadable += 1;
@@ -243,16 +261,43 @@ impl Walk<'_> {
                     continue;
                 }
             };
+            self.graph.sized(id, seen.tp, seen.bytes, seen.len);
+            ids.clear();
             for &r in &refs {
                 // Objects are 8-byte aligned; the small ints and None are objects too.
-                if r != 0 && r & 7 == 0 && self.seen.insert(r) {
-                    self.stack.push((r, tp));
+                if r != 0 && r & 7 == 0 {
+                    let (to, new) = self.graph.reach(r);
+                    ids.push(to);
+                    if new {
+                        self.stack.push((r, seen.tp));
+                    }
                 }
+            }
+            self.graph.link(id, ids.drain(..));
+        }
+    }
+
+    /// The retainers, from a graph the walk finished; none (with an error) from one it did
+    /// not, where what an object keeps alive cannot be told.
+    fn retainers_of_whole(&mut self, roots: &Roots, top: usize, complete: bool) -> Vec<Retainer> {
+        if !complete || self.graph.cut {
+            let e = ReadError::corrupt(0, "retainers: the walk did not see the whole graph");
+            if self.errors.len() < MAX_ERRORS {
+                self.errors.push(e);
+            }
+            return Vec::new();
+        }
+        self.link_roots(roots);
+        match self.retainers(roots, top) {
+            Ok(r) => r,
+            Err(e) => {
+                self.error(e);
+                Vec::new()
             }
         }
     }
 
-    fn finish(mut self, complete: bool) -> Census {
+    fn finish(mut self, complete: bool, retainers: Vec<Retainer>) -> Census {
         let name = |types: &AddrMap<Option<TypeRec>>, tp: u64| {
             types
                 .get(&tp)
@@ -313,6 +358,7 @@ impl Walk<'_> {
             unreadable: self.unreadable,
             unreadable_by,
             complete,
+            retainers,
             errors: self.errors,
         }
     }

@@ -1,7 +1,7 @@
 //! The walk on small fake targets.
 
 use super::types::HAVE_GC;
-use super::ROOTS;
+use super::{LocalRoot, Roots, ROOTS};
 use crate::cpython::gc::GC_HEAD_SIZE;
 use crate::cpython::layout::tpflags;
 use crate::cpython::layout::Layout;
@@ -92,7 +92,7 @@ fn counts_gc_objects_and_what_they_hold_once() {
     bytes(&mut m, &l, 0x40_0000, 100);
     bytes(&mut m, &l, 0x50_0000, 7);
     gc_list(&mut m, &l, &[0x20_0000, 0x30_0000]);
-    let c = Snapshot::for_test(m, l).heap_census(&[INTERP], &[], 2);
+    let c = Snapshot::for_test(m, l).heap_census(&[INTERP], &Roots::default(), 2);
     assert!(c.complete && c.errors.is_empty(), "{:?}", c.errors);
     assert_eq!(c.objects, 4);
     // list: 40 + 8 × allocated + the GC header; bytes: 33 + len.
@@ -123,7 +123,7 @@ fn wild_pointers_and_lying_sizes_are_errors_not_hangs() {
     list(&mut m, &l, 0x30_0000, &[]);
     m.put_u64(0x30_0000 + l.list_object.ob_size, 1 << 40);
     gc_list(&mut m, &l, &[0x20_0000]);
-    let c = Snapshot::for_test(m, l).heap_census(&[INTERP], &[], 20);
+    let c = Snapshot::for_test(m, l).heap_census(&[INTERP], &Roots::default(), 20);
     assert_eq!(c.unreadable, 1, "{:?}", c.errors);
     // The list held the item that points nowhere.
     assert_eq!(c.unreadable_by, vec![("list".to_string(), 1)]);
@@ -131,7 +131,20 @@ fn wild_pointers_and_lying_sizes_are_errors_not_hangs() {
     assert_eq!(c.objects, 2);
     // A root that is no object is the roots'.
     let (m, l) = target();
-    let c = Snapshot::for_test(m, l).heap_census(&[INTERP], &[0x7777_0000], 20);
+    let c = Snapshot::for_test(m, l).heap_census(
+        &[INTERP],
+        &Roots {
+            modules: Vec::new(),
+            locals: vec![LocalRoot {
+                obj: 0x7777_0000,
+                name: "x".into(),
+                function: "f".into(),
+                thread: None,
+                thread_name: None,
+            }],
+        },
+        20,
+    );
     assert_eq!(c.unreadable_by, vec![(ROOTS.to_string(), 1)]);
 }
 
@@ -142,7 +155,10 @@ fn a_cut_gc_list_is_a_lower_bound() {
     gc_list(&mut m, &l, &[0x20_0000]);
     // Its back link disagrees.
     m.put_u64(0x20_0000 - GC_HEAD_SIZE + 8, 0x1234_5670);
-    let c = Snapshot::for_test(m, l).heap_census(&[INTERP], &[], 20);
+    let c = Snapshot::for_test(m, l).heap_census(&[INTERP], &Roots::default(), 20);
     assert!(!c.complete);
-    assert_eq!(c.errors.len(), 1);
+    assert_eq!(c.errors.len(), 2, "{:?}", c.errors);
+    // What a partial graph's objects keep alive cannot be told.
+    assert!(c.retainers.is_empty());
+    assert!(c.errors[1].to_string().contains("retainers"), "{}", c.errors[1]);
 }

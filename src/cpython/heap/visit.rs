@@ -31,9 +31,17 @@ const LIST_ALLOCATED_AFTER_ITEM: u64 = 8;
 /// `PySetObject.smalltable`, 24 bytes after `table` (`hash`, `finger` between).
 const SET_SMALLTABLE_AFTER_TABLE: u64 = 24;
 
+/// What a visit found of one object.
+pub(super) struct Visited {
+    pub tp: u64,
+    /// `sys.getsizeof`'s.
+    pub bytes: u64,
+    pub len: Option<u64>,
+}
+
 impl Walk<'_> {
-    /// Sizes and counts `obj`, and puts its referents in `refs`; returns its type.
-    pub(super) fn visit(&mut self, obj: u64, refs: &mut Vec<u64>) -> Result<u64, ReadError> {
+    /// Sizes and counts `obj`, and puts its referents in `refs`.
+    pub(super) fn visit(&mut self, obj: u64, refs: &mut Vec<u64>) -> Result<Visited, ReadError> {
         let snap = self.snap;
         let mut h = [0u8; HEADER];
         // A free-threaded build's longer object header moves every field after it (the
@@ -262,7 +270,7 @@ impl Walk<'_> {
                 self.top.push(item);
             }
         }
-        Ok(tp)
+        Ok(Visited { tp, bytes, len })
     }
 
     /// `object.__sizeof__`: `tp_basicsize + tp_itemsize × |ob_size|`, a corrupt size counted

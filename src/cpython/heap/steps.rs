@@ -1,0 +1,227 @@
+//! A path from a root put in words (`held_by`): each hop from an object to one of its
+//! referents, named by where the referent sits in it.
+
+use super::graph::ROOT;
+use super::roots::Roots;
+use super::types::{Kind, TP_BASES_AFTER_BASE, TP_DICT_AFTER_BASE, TP_MRO_AFTER_BASE};
+use super::Walk;
+use crate::cpython::layout::localkind;
+use crate::cpython::values::field;
+
+/// Items of a container searched for the referent (a path's containers are read again).
+const MAX_SEARCH: u64 = 1 << 22;
+/// Characters of a dict key's repr kept.
+const MAX_KEY_CHARS: usize = 80;
+/// `PyFunctionObject.func_defaults`, `func_kwdefaults` and `func_closure`: the words after
+/// `func_code` in `_Py_COMMON_FIELDS` (Include/cpython/funcobject.h, 3.10 to 3.15).
+const FUNC_DEFAULTS_AFTER_CODE: u64 = 8;
+const FUNC_KWDEFAULTS_AFTER_CODE: u64 = 16;
+const FUNC_CLOSURE_AFTER_CODE: u64 = 24;
+
+/// One step of `held_by` (docs/report.md, "Who holds the memory").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    Module(String),
+    /// A module global, class attribute, instance attribute.
+    Attr(String),
+    /// A dict's value, by its key's repr.
+    Key(String),
+    Index(u64),
+    /// A closure's cell, by the free variable's name.
+    Closure(String),
+    Local {
+        name: String,
+        function: String,
+        thread: Option<u64>,
+        thread_name: Option<String>,
+    },
+    /// A referent with no name of its own (a set's item, a dict's key, a deque's item): the
+    /// type of what holds it.
+    Via(String),
+}
+
+/// One hop in words.
+pub(super) enum Hop {
+    Step(Step),
+    /// A function's closure down to the cell's content: the step, and the hops it covers
+    /// after this one.
+    Closure(Step, usize),
+    /// Into its owner's namespace (a module's, a class's, an instance's `__dict__`): the next
+    /// hop is an attribute.
+    Namespace,
+    /// Into something its owner keeps as part of itself (a closure or defaults tuple).
+    Owned,
+    /// No step of its own (a cell's content).
+    Silent,
+}
+
+impl Walk<'_> {
+    /// The hop from node `from` to node `to`; `namespace`: `from` is a namespace dict.
+    /// `rest`: the path's nodes after `to`.
+    pub(super) fn hop(
+        &self,
+        roots: &Roots,
+        from: u32,
+        to: u32,
+        namespace: bool,
+        rest: Option<&[u32]>,
+    ) -> Hop {
+        let g = &self.graph;
+        let obj = g.nodes[to as usize].addr;
+        if from == ROOT {
+            return root_step(roots, obj);
+        }
+        let parent = g.nodes[from as usize];
+        let snap = self.snap;
+        let lay = &snap.layout;
+        let via = || Hop::Step(Step::Via(self.type_name(parent.tp)));
+        let p = parent.addr;
+        match self.kind(parent.tp) {
+            Some(Kind::Module) => Hop::Namespace,
+            Some(Kind::Cell) => Hop::Silent,
+            // Its constants, names and line table are the code's own.
+            Some(Kind::Code) => Hop::Owned,
+            Some(Kind::Type) => {
+                let base = lay.type_object.tp_base;
+                let word = |off| field(p, base + off).and_then(|a| snap.mem.read_ptr(a)).ok();
+                if word(TP_DICT_AFTER_BASE) == Some(obj) {
+                    Hop::Namespace
+                } else if word(TP_MRO_AFTER_BASE) == Some(obj) {
+                    Hop::Step(Step::Attr("__mro__".into()))
+                } else if word(TP_BASES_AFTER_BASE) == Some(obj) {
+                    Hop::Step(Step::Attr("__bases__".into()))
+                } else {
+                    via()
+                }
+            }
+            Some(Kind::Dict) => match snap.dict_items(p, MAX_SEARCH) {
+                Ok(items) => match items.iter().find(|kv| kv.1 == obj) {
+                    Some(&(k, _)) if namespace => match snap.read_name(k) {
+                        Ok(name) => Hop::Step(Step::Attr(name)),
+                        Err(_) => Hop::Step(Step::Key(self.key_repr(k))),
+                    },
+                    Some(&(k, _)) => Hop::Step(Step::Key(self.key_repr(k))),
+                    None => via(),
+                },
+                Err(_) => via(),
+            },
+            Some(k @ (Kind::List | Kind::Tuple)) => {
+                match snap.read_seq(p, k == Kind::List, MAX_SEARCH) {
+                    Ok((items, _)) => items
+                        .iter()
+                        .position(|&i| i == obj)
+                        .map_or_else(via, |i| Hop::Step(Step::Index(i as u64))),
+                    Err(_) => via(),
+                }
+            }
+            Some(Kind::Function) => self.function_hop(p, obj, rest),
+            _ if self.is_instance(parent.tp) => match snap.instance_items(p) {
+                Ok(items) => match items.iter().find(|kv| kv.1 == obj) {
+                    Some(&(k, _)) => match snap.read_name(k) {
+                        Ok(name) => Hop::Step(Step::Attr(name)),
+                        Err(_) => via(),
+                    },
+                    None if self.kind(g.nodes[to as usize].tp) == Some(Kind::Dict) => {
+                        Hop::Namespace
+                    }
+                    None => via(),
+                },
+                Err(_) => via(),
+            },
+            _ => via(),
+        }
+    }
+
+    /// From function `f` to `obj`: its closure (down to the cell's content, named by the
+    /// free variable), defaults, code or `__dict__`.
+    fn function_hop(&self, f: u64, obj: u64, rest: Option<&[u32]>) -> Hop {
+        let snap = self.snap;
+        let code_at = snap.layout.function_code;
+        let word = |off: u64| {
+            field(f, code_at + off)
+                .and_then(|a| snap.mem.read_ptr(a))
+                .ok()
+        };
+        if word(FUNC_CLOSURE_AFTER_CODE) == Some(obj) {
+            // function -> closure tuple -> cell -> content.
+            let Some(&[cell, _content, ..]) = rest else {
+                return Hop::Owned;
+            };
+            let cell = self.graph.nodes[cell as usize].addr;
+            let name = (|| {
+                let (cells, _) = snap.read_seq(obj, false, MAX_SEARCH).ok()?;
+                let i = cells.iter().position(|&c| c == cell)?;
+                let code = snap.code(word(0)?).ok()?;
+                let free: Vec<&str> = code
+                    .locals
+                    .iter()
+                    .filter(|l| l.1 & localkind::FREE != 0)
+                    .map(|l| l.0.as_str())
+                    .collect();
+                free.get(i).map(|s| s.to_string())
+            })();
+            return Hop::Closure(Step::Closure(name.unwrap_or_else(|| "?".into())), 2);
+        }
+        if [FUNC_DEFAULTS_AFTER_CODE, FUNC_KWDEFAULTS_AFTER_CODE]
+            .iter()
+            .any(|&o| word(o) == Some(obj))
+        {
+            return Hop::Owned;
+        }
+        if word(0) == Some(obj) {
+            return Hop::Step(Step::Attr("__code__".into()));
+        }
+        if self.kind(
+            self.graph
+                .id(obj)
+                .map_or(0, |i| self.graph.nodes[i as usize].tp),
+        ) == Some(Kind::Dict)
+        {
+            // Its __globals__ (a module's namespace, reached from the module first) or its
+            // __dict__.
+            return Hop::Owned;
+        }
+        Hop::Step(Step::Via("function".into()))
+    }
+
+    /// An instance of a class defined in Python (its attributes are in a `__dict__` or
+    /// values).
+    fn is_instance(&self, tp: u64) -> bool {
+        self.types
+            .get(&tp)
+            .and_then(|t| t.as_ref())
+            .is_some_and(|t| t.heap && t.kind == Kind::Plain)
+    }
+
+    /// A dict key as `held_by` shows it: the repr of a str, int, bytes or tuple key, at most
+    /// [`MAX_KEY_CHARS`] characters; another key's type.
+    fn key_repr(&self, k: u64) -> String {
+        let snap = self.snap;
+        let name = snap.type_of(k).map(|t| t.name.clone()).unwrap_or_default();
+        if !matches!(name.as_str(), "str" | "int" | "bytes" | "tuple") {
+            return format!("<{name}>");
+        }
+        let r = snap.repr(k);
+        if r.chars().count() > MAX_KEY_CHARS {
+            r.chars().take(MAX_KEY_CHARS).collect::<String>() + "..."
+        } else {
+            r
+        }
+    }
+}
+
+/// The root's hop to `obj`: the module first, else the first local holding it.
+fn root_step(roots: &Roots, obj: u64) -> Hop {
+    if let Some((_, name)) = roots.modules.iter().find(|m| m.0 == obj) {
+        return Hop::Step(Step::Module(name.clone()));
+    }
+    match roots.locals.iter().find(|l| l.obj == obj) {
+        Some(l) => Hop::Step(Step::Local {
+            name: l.name.clone(),
+            function: l.function.clone(),
+            thread: l.thread,
+            thread_name: l.thread_name.clone(),
+        }),
+        None => Hop::Step(Step::Via("roots".into())),
+    }
+}

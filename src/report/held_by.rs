@@ -1,0 +1,139 @@
+//! `heap.retainers` (docs/report.md, "Who holds the memory"): the objects that keep the most
+//! alive, and the path from a root that holds each, in JSON and as a Python expression.
+
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct HeapRetainer {
+    pub address: u64,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub len: Option<u64>,
+    /// Its own `sys.getsizeof`.
+    pub bytes: u64,
+    /// Its own and that of everything reachable only through it.
+    pub retained: u64,
+    /// The shortest path of steps from a root; null when longer than 64 steps.
+    pub held_by: Option<Vec<HeldStep>>,
+}
+
+/// One step of `held_by`, a one-key object in JSON (`{"attr": "items"}`), but `local`, which
+/// names its function and thread beside it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeldStep {
+    Module(String),
+    Attr(String),
+    Key(String),
+    Index(u64),
+    Closure(String),
+    Local {
+        name: String,
+        function: String,
+        thread: Option<u64>,
+        /// For the text only: the JSON names the thread by its id.
+        thread_name: Option<String>,
+    },
+    Via(String),
+}
+
+impl Serialize for HeldStep {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        match self {
+            HeldStep::Module(v) => m.serialize_entry("module", v)?,
+            HeldStep::Attr(v) => m.serialize_entry("attr", v)?,
+            HeldStep::Key(v) => m.serialize_entry("key", v)?,
+            HeldStep::Index(v) => m.serialize_entry("index", v)?,
+            HeldStep::Closure(v) => m.serialize_entry("closure", v)?,
+            HeldStep::Via(v) => m.serialize_entry("via", v)?,
+            HeldStep::Local {
+                name,
+                function,
+                thread,
+                ..
+            } => {
+                m.serialize_entry("local", name)?;
+                m.serialize_entry("function", function)?;
+                m.serialize_entry("thread", thread)?;
+            }
+        }
+        m.end()
+    }
+}
+
+/// `steps` as Python would reach the object: `__main__._cache`, `__main__.Registry.items`,
+/// `__main__.keep_fn closure blobs`, `thread 1234 "holder" worker() local batch[3]`.
+pub fn expression(steps: &[HeldStep]) -> String {
+    let mut out = String::new();
+    for s in steps {
+        match s {
+            HeldStep::Module(m) => out += m,
+            HeldStep::Attr(a) => {
+                out.push('.');
+                out += a;
+            }
+            HeldStep::Key(k) => out += &format!("[{k}]"),
+            HeldStep::Index(i) => out += &format!("[{i}]"),
+            HeldStep::Closure(v) => out += &format!(" closure {v}"),
+            HeldStep::Via(t) => out += &format!(" -> <{t}>"),
+            HeldStep::Local {
+                name,
+                function,
+                thread,
+                thread_name,
+            } => {
+                let who = match (thread, thread_name) {
+                    (Some(n), Some(t)) => format!("thread {n} \"{t}\" "),
+                    (Some(n), None) => format!("thread {n} "),
+                    _ => String::new(),
+                };
+                out += &format!("{who}{function}() local {name}");
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_read_as_python() {
+        let m = |s: &str| HeldStep::Module(s.into());
+        let a = |s: &str| HeldStep::Attr(s.into());
+        assert_eq!(expression(&[m("__main__"), a("_cache")]), "__main__._cache");
+        assert_eq!(
+            expression(&[
+                m("app"),
+                a("REG"),
+                HeldStep::Key("'k'".into()),
+                HeldStep::Index(3)
+            ],),
+            "app.REG['k'][3]"
+        );
+        assert_eq!(
+            expression(&[
+                m("__main__"),
+                a("keep_fn"),
+                HeldStep::Closure("blobs".into())
+            ]),
+            "__main__.keep_fn closure blobs"
+        );
+        let local = HeldStep::Local {
+            name: "batch".into(),
+            function: "worker".into(),
+            thread: Some(1234),
+            thread_name: Some("holder".into()),
+        };
+        assert_eq!(
+            expression(&[local.clone(), HeldStep::Index(0)]),
+            "thread 1234 \"holder\" worker() local batch[0]"
+        );
+        assert_eq!(
+            serde_json::to_string(&[local, a("x"), HeldStep::Index(2)]).unwrap(),
+            r#"[{"local":"batch","function":"worker","thread":1234},{"attr":"x"},{"index":2}]"#
+        );
+    }
+}
