@@ -269,13 +269,37 @@ mod tests {
     fn shared_objects_are_retained_by_their_dominator_and_garbage_by_none() {
         // root -> 1 -> {2, 3} -> 4 (a diamond: 4 is 1's, not 2's or 3's); root -> 5 -> 6;
         // 7 <-> 8 is a cycle nothing reaches; 6 -> 4 makes 4 the root's.
-        let g = graph(8, &[(0, 1), (1, 2), (1, 3), (2, 4), (3, 4), (0, 5), (7, 8), (8, 7)]);
+        let g = graph(
+            8,
+            &[
+                (0, 1),
+                (1, 2),
+                (1, 3),
+                (2, 4),
+                (3, 4),
+                (0, 5),
+                (7, 8),
+                (8, 7),
+            ],
+        );
         let idom = dominators(&g).unwrap();
         assert_eq!(idom[4], 1);
         assert_eq!((idom[7], idom[8]), (NONE, NONE));
         let r = retained_sizes(&g, &idom);
         assert_eq!((r[1], r[2], r[4], r[5]), (40, 10, 10, 10));
-        let g = graph(6, &[(0, 1), (1, 2), (1, 3), (2, 4), (3, 4), (0, 5), (5, 6), (6, 4)]);
+        let g = graph(
+            6,
+            &[
+                (0, 1),
+                (1, 2),
+                (1, 3),
+                (2, 4),
+                (3, 4),
+                (0, 5),
+                (5, 6),
+                (6, 4),
+            ],
+        );
         let idom = dominators(&g).unwrap();
         assert_eq!(idom[4], ROOT);
         assert_eq!(retained_sizes(&g, &idom)[1], 30);

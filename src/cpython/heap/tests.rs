@@ -160,5 +160,9 @@ fn a_cut_gc_list_is_a_lower_bound() {
     assert_eq!(c.errors.len(), 2, "{:?}", c.errors);
     // What a partial graph's objects keep alive cannot be told.
     assert!(c.retainers.is_empty());
-    assert!(c.errors[1].to_string().contains("retainers"), "{}", c.errors[1]);
+    assert!(
+        c.errors[1].to_string().contains("retainers"),
+        "{}",
+        c.errors[1]
+    );
 }
