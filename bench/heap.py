@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Benchmark `--heap` (issue 41) against its targets:
+"""Benchmark `--heap` (issues 41 and 51) against its targets:
 
   1M    `pyunwind core CORE --heap --json` of a gcore core of a process holding 1,000,000
         objects (500,000 instances of a class with two attributes in a list, each with a str;
-        the interpreter's own objects on top): wall time (target < 1 s), and `pid --heap`
-        of the same process, with the objects counted checked.
+        the interpreter's own objects on top), the census and its retainers: wall time
+        (target < 2 s), and `pid --heap` of the same process, with the objects counted and
+        the first retainer (the list, `__main__.ITEMS`) checked.
   10M   the same with 10,000,000 objects (`--big`, not in `make bench`: a 1.5 GB process and
-        a 1 GB core): wall time (target < 10 s) and peak RSS. The census reads on its own
+        a 1 GB core): wall time (target < 20 s) and peak RSS. The census reads on its own
         allowance (4 GiB, apart from the stop's 512 MiB), so the walk is complete; a run that
         meets a budget must say so (`complete: false`, an error naming the limit).
 
@@ -91,6 +92,11 @@ def bench(python, n, limit, verdicts, tmp):
         if not ok:
             verdicts.failed("%d objects (%s)" % (n, what), "Item instances counted: %r" % items)
             return
+        first = h["retainers"][0] if h["complete"] and h["retainers"] else None
+        if h["complete"] and not (first and first["len"] == n // 2 and first["held_by"] == [
+                {"module": "__main__"}, {"attr": "ITEMS"}]):
+            verdicts.failed("%d objects (%s)" % (n, what), "first retainer: %r" % first)
+            return
     total = heap["objects"]
     core_s, live_s = statistics.median(core_times), statistics.median(times)
     print("heap %s objects%s: core %.2f s, pid %.2f s, peak RSS %.0f MiB, %s"
@@ -110,9 +116,9 @@ def main():
     verdicts = Verdicts()
     with tempfile.TemporaryDirectory(prefix="pyunwind-bench-heap-") as tmp:
         try:
-            bench(args.python, 1_000_000, 1.0, verdicts, tmp)
+            bench(args.python, 1_000_000, 2.0, verdicts, tmp)
             if args.big:
-                bench(args.python, 10_000_000, 10.0, verdicts, tmp)
+                bench(args.python, 10_000_000, 20.0, verdicts, tmp)
         except subprocess.TimeoutExpired as exc:
             verdicts.failed("--heap", "timed out: %s" % exc)
     return verdicts.finish()
