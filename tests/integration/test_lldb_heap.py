@@ -21,3 +21,16 @@ def test_lldb_py_heap(interp):
         check(json_from(got["JSON"]), s.truth)
         assert "Heap: " in got["TEXT"] and "__main__.Order" in got["TEXT"], got["TEXT"]
         assert harness.panic_in(out) is None, out
+
+
+@pytest.mark.parametrize("interp", harness.pick(["pyenv-3.12", "ft-3.13t"], POOL),
+                         ids=lambda i: i.id)
+def test_lldb_py_heap_retainers(interp):
+    """`py-heap --json`'s retainers on tests/scenarios/heap_holders.py's core: the program's
+    own containers, sizes and paths (what is checked: test_heap_holders.py)."""
+    from test_heap_holders import TOP as HOLDERS_TOP, check_retainers
+    with harness.Scenario(interp, "heap_holders") as s:
+        out = run_lldb(interp, mark("JSON"), "py-heap --top %d --json" % HOLDERS_TOP,
+                       core=s.make_core())
+        check_retainers(json_from(split(out, ["JSON"])["JSON"]), s.truth)
+        assert harness.panic_in(out) is None, out
