@@ -365,8 +365,8 @@ def _splice(frames, hide=True, with_pcs=True):
     """The core's splice actions for these gdb frames (not copies)."""
     sps = threads.stack_pointers(frames)
     pcs = [f.pc() & 0xFFFFFFFFFFFFFFFF for f in frames] if with_pcs else None
-    return json.loads(session().splice([f.name() for f in frames], lwp=threads.thread_key(), tp=threads.thread_pointer(),
-                                       hide_internal=hide, sps=sps, pcs=pcs))
+    return json.loads(session().splice([f.name() for f in frames], lwp=threads.thread_key(),
+                                       tp=threads.thread_pointer(), hide_internal=hide, sps=sps, pcs=pcs))
 
 
 def _python_by_level():
@@ -499,7 +499,8 @@ def _python_decorators(groups, dap):
     """The decorators of the Python frames shown at eval-loop frames, one list per group
     (base decorator, its gdb.Frame, [Python frame index]); built in Rust: gdb may print
     100,000 of them."""
-    return session().decorators(groups, dap, _frame_locals, lwp=threads.thread_key(), tp=threads.thread_pointer())
+    return session().decorators(groups, dap, _frame_locals, lwp=threads.thread_key(),
+                                tp=threads.thread_pointer())
 
 
 def _spliced(decorators, actions):

@@ -11,11 +11,11 @@ const TCP_ESTABLISHED: u8 = 0x01;
 
 /// The process of this machine at the other end of socket `inode` (fd `fd` of live process
 /// `pid`, whose ends are `ends`), found the way `ss -p` finds it: the process whose
-/// `/proc/PID/fd` holds the peer socket's inode ([`socket_holders::socket_holders`], scanned once per
-/// stop). The peer socket of a TCP connection on the loopback is the row of the target's
-/// `net/tcp` or `net/tcp6` whose ends are this socket's, swapped; a unix socket's is the one
-/// the kernel's `unix_diag` names. Other sockets (a remote peer, UDP, none) have none, and say
-/// nothing. A connection the peer has not accepted yet (ESTABLISHED, no inode: in its
+/// `/proc/PID/fd` holds the peer socket's inode ([`socket_holders::socket_holders`], scanned
+/// once per stop). The peer socket of a TCP connection on the loopback is the row of the
+/// target's `net/tcp` or `net/tcp6` whose ends are this socket's, swapped; a unix socket's is
+/// the one the kernel's `unix_diag` names. Other sockets (a remote peer, UDP, none) have none,
+/// and say nothing. A connection the peer has not accepted yet (ESTABLISHED, no inode: in its
 /// listener's backlog) is the process's that holds the one listener taking the peer's address.
 /// Where the peer socket or its one process is not found: None and why.
 pub(super) fn peer_process(
