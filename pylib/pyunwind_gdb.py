@@ -2,14 +2,15 @@
 per-stop session. Thin: decoding and text rendering are in the Rust core."""
 
 import json
-import re
 
 import gdb
 from gdb.FrameDecorator import FrameDecorator
 
 import pyunwind_frontend as fe
+import pyunwind_gdb_decorators as decor
 import pyunwind_gdb_jit as jit
 import pyunwind_gdb_real as real
+import pyunwind_gdb_threads as threads
 
 _state = fe.StopState()
 _jit_stop = None  # the JIT map of this stop (pyunwind_gdb_jit), set by register()
@@ -74,7 +75,7 @@ class _FramesParam(gdb.Parameter):
     def get_set_string(self):
         on = self.value == "real"
         if on:
-            _remember_core()
+            threads.remember_core()
             _define_hooks()
         _real.real = on
         _real_unwinder.enabled = on
@@ -92,105 +93,7 @@ _params = {}
 # --- the session for this stop ----------------------------------------------------------------
 
 
-def _core_file():
-    text = gdb.execute("info target", to_string=True)
-    m = re.search(r"core dump file:\s*\n?\s*`(.+?)'", text)
-    path = m.group(1) if m else None
-    _known_cores[gdb.selected_inferior().num] = path
-    return path
-
-
-# Inferior number -> its core file (None: a process), for what may not run `info target`.
-_known_cores = {}
-
-
-def _remember_core(_event=None):
-    try:
-        _core_file()
-    except gdb.error:
-        pass
-
-
-def _thread_key(thread=None):
-    thread = thread or gdb.selected_thread()
-    if thread is None:
-        raise gdb.GdbError("pyunwind: no thread selected (is a program running or a core loaded?)")
-    return thread.ptid[1] or thread.ptid[0]
-
-
-def _thread_pointer():
-    try:
-        return int(gdb.parse_and_eval("$fs_base")) & 0xFFFFFFFFFFFFFFFF
-    except gdb.error:
-        return None
-
-
-def _each_thread(inf, read):
-    """`read(thread)` with each thread of `inf` selected in turn, the non-None results; the
-    selected thread and frame are restored afterwards."""
-    out = []
-    cur = gdb.selected_thread()
-    try:
-        frame = gdb.selected_frame()
-    except gdb.error:
-        frame = None
-    try:
-        for t in inf.threads():
-            t.switch()
-            v = read(t)
-            if v is not None:
-                out.append(v)
-    finally:
-        if cur is not None:
-            cur.switch()
-        if frame is not None:
-            try:
-                frame.select()
-            except gdb.error:
-                pass
-    return out
-
-
-def _all_thread_ids(inf):
-    """(lwp, thread pointer) of every thread; versions without native thread ids (3.10) need
-    these."""
-    def read(t):
-        tp = _thread_pointer()
-        return None if tp is None else (_thread_key(t), tp)
-    return _each_thread(inf, read)
-
-
 U64 = fe.U64
-
-
-def _thread_syscalls(inf, names):
-    """(lwp, [values of the registers `names`]) of every thread gdb can read them for (see
-    Host.thread_syscalls): the system call each is in, for memory read through gdb, which has
-    no core notes or /proc to say."""
-    def read(t):
-        try:
-            f = gdb.newest_frame()
-            values = fe.register_values(lambda r: int(f.read_register(r)), names)
-        except gdb.error:
-            return None
-        return None if values is None else (_thread_key(t), values)
-    return _each_thread(inf, read)
-
-
-def _native_frames():
-    """gdb's frames of the selected thread, innermost first, up to where gdb's own unwinding
-    fails (its `bt` stops there too)."""
-    frames = []
-    f = gdb.newest_frame()
-    try:
-        while f is not None and len(frames) < 100000:
-            frames.append(f)
-            f = f.older()
-    except gdb.error:
-        # A register or stack gdb cannot read (a corrupted core): the frames above are still
-        # right, and losing them all would lose the Python frames they hold.
-        pass
-    return frames
 
 
 def _filtered_frames(frame_iter):
@@ -208,18 +111,10 @@ def _filtered_frames(frame_iter):
             _fallbacks_shown.add(line)
             gdb.write(line + "\n", gdb.STDERR)
         try:
-            out.extend(FrameDecorator(f) for f in _native_frames()[len(out):])
+            out.extend(FrameDecorator(f) for f in threads.native_frames()[len(out):])
         except gdb.error:
             pass
     return out
-
-
-def _stack_pointers(frames):
-    """Each frame's SP (the core places Python runs by them, without symbols), or None."""
-    try:
-        return [int(f.read_register("sp")) & 0xFFFFFFFFFFFFFFFF for f in frames]
-    except (gdb.error, ValueError):
-        return None
 
 
 class _GdbHost(fe.Host):
@@ -227,7 +122,7 @@ class _GdbHost(fe.Host):
         return _params["memory"].value if "memory" in _params else "auto"
 
     def core_file(self):
-        return _core_file()
+        return threads.core_file()
 
     def executable(self):
         return gdb.current_progspace().filename
@@ -265,10 +160,10 @@ class _GdbHost(fe.Host):
     def thread_ids(self):
         # Threads that record no LWP are matched through their thread pointer, which costs a
         # switch to every thread: only asked for when needed.
-        return _all_thread_ids(gdb.selected_inferior())
+        return threads.all_thread_ids(gdb.selected_inferior())
 
     def thread(self):
-        return _thread_key(), _thread_pointer()
+        return threads.thread_key(), threads.thread_pointer()
 
     def thread_names(self):
         # gdb's name: one `thread name` gave, else the system's (a live process's comm; a
@@ -280,11 +175,11 @@ class _GdbHost(fe.Host):
             except gdb.error:
                 continue
             if name:
-                names.append((_thread_key(t), name))
+                names.append((threads.thread_key(t), name))
         return names
 
     def thread_syscalls(self, names):
-        return _thread_syscalls(gdb.selected_inferior(), names)
+        return threads.thread_syscalls(gdb.selected_inferior(), names)
 
     def write(self, text):
         gdb.write(fe.printable(text))
@@ -292,7 +187,7 @@ class _GdbHost(fe.Host):
     def selected_python_frame(self, session, frames):
         # gdb's selected frame wins when it is an eval-loop frame (`frame N`, `up`): the Python
         # frame py-up/py-down chose if that frame runs it, else the innermost one it runs.
-        idx = _state.selected.get(_thread_key())
+        idx = _state.selected.get(threads.thread_key())
         try:
             level = gdb.selected_frame().level()
             pairs = _python_by_level()
@@ -318,11 +213,11 @@ class _GdbHost(fe.Host):
         """gdb levels of the frames that are not copies (real frames), or None."""
         if not self.python_frames_selectable():
             return None
-        return _physical(_native_frames())[0]
+        return _physical(threads.native_frames())[0]
 
     def native_frames(self, session=None):
         try:
-            shown = _native_frames()
+            shown = threads.native_frames()
             phys, copies = _physical(shown)
             frames = [shown[n] for n in phys]
             names = [f.name() for f in frames]
@@ -333,7 +228,7 @@ class _GdbHost(fe.Host):
             wait_addr = int(frames[0].read_register("rdi")) & 0xFFFFFFFFFFFFFFFF if frames else None
         except (gdb.error, ValueError):
             wait_addr = None
-        out = {"names": names, "pcs": pcs, "sps": _stack_pointers(frames), "wait_addr": wait_addr}
+        out = {"names": names, "pcs": pcs, "sps": threads.stack_pointers(frames), "wait_addr": wait_addr}
         if copies is not None:
             # Real frames: each Python frame has a gdb level of its own, and the native frames
             # are numbered past them, as `bt` and `frame N` number them.
@@ -403,7 +298,7 @@ def _open_session():
     """The stop's session; its errors as they are (the frame filter tells "no Python here"
     from a failure by the exception's class)."""
     inf = gdb.selected_inferior()
-    key = (inf.num, inf.pid, _core_file())
+    key = (inf.num, inf.pid, threads.core_file())
     host = _GdbHost()
     return _state.with_thread_ids(key, lambda ids: fe.open_session(core(), host, ids), host.thread_ids)
 
@@ -426,8 +321,8 @@ def _quiet_session():
     kind = getattr(conn, "type", None) if conn is not None else None
     if kind == "native":
         corefile = None
-    elif kind == "core" and _known_cores.get(inf.num):
-        corefile = _known_cores[inf.num]
+    elif kind == "core" and threads.known_cores.get(inf.num):
+        corefile = threads.known_cores[inf.num]
     else:
         return None
     key = (inf.num, inf.pid, corefile)
@@ -454,7 +349,7 @@ class _QuietHost(_GdbHost):
 
 
 def _frames():
-    return fe.thread_frames(session(), _thread_key(), _thread_pointer())
+    return fe.thread_frames(session(), threads.thread_key(), threads.thread_pointer())
 
 
 def _physical(frames):
@@ -468,16 +363,16 @@ def _physical(frames):
 
 def _splice(frames, hide=True, with_pcs=True):
     """The core's splice actions for these gdb frames (not copies)."""
-    sps = _stack_pointers(frames)
+    sps = threads.stack_pointers(frames)
     pcs = [f.pc() & 0xFFFFFFFFFFFFFFFF for f in frames] if with_pcs else None
-    return json.loads(session().splice([f.name() for f in frames], lwp=_thread_key(), tp=_thread_pointer(),
-                                       hide_internal=hide, sps=sps, pcs=pcs))
+    return json.loads(session().splice([f.name() for f in frames], lwp=threads.thread_key(),
+                                       tp=threads.thread_pointer(), hide_internal=hide, sps=sps, pcs=pcs))
 
 
 def _python_by_level():
     """gdb's frames of the selected thread, innermost first, each with the Python frames
     (indices) shown at it."""
-    frames = _native_frames()
+    frames = threads.native_frames()
     phys, copies = _physical(frames)
     actions = _splice([frames[n] for n in phys], with_pcs=False)
     if copies is None:
@@ -519,79 +414,16 @@ def _call(fn, *args, **kwargs):
 # --- frame filter -----------------------------------------------------------------------------
 
 
-class _Name(str):
-    """A local's name where gdb wants a symbol: `bt full` and MI print it as a string, gdb's DAP
-    server reads its `print_name` (gdb/dap/scopes.py)."""
-
-    @property
-    def print_name(self):
-        return str(self)
-
-    name = linkage_name = print_name
-
-
-class _Local:
-    def __init__(self, name, value):
-        self._name = _Name(name)
-        self._value = value
-
-    def symbol(self):
-        return self._name
-
-    def value(self):
-        return self._value
-
-
 def _frame_locals(index, dap):
     """Frame `index`'s locals as gdb's decorators give them (the Python frame decorators are
     built in Rust, `Session.decorators`, and call this), or None when they cannot be read."""
     try:
-        locals_ = fe.local_reprs(session(), index, lwp=_thread_key(), tp=_thread_pointer())
+        locals_ = fe.local_reprs(session(), index, lwp=threads.thread_key(), tp=threads.thread_pointer())
     except Exception:
         return None
     if dap:
-        return [_Local(name, _dap_repr(text)) for name, text in locals_]
-    return [_Local(name, text) for name, text in locals_]
-
-
-# Values handed to gdb's DAP server for Python locals, by id: its `variables` shows each
-# through gdb.default_visualizer(value), given this very object, and _printer_lookup answers
-# with the repr as it is (a gdb string value would be shown quoted). Dropped at each resume.
-_dap_reprs = {}
-
-
-def _dap_repr(text):
-    value = gdb.Value(text)
-    _dap_reprs[id(value)] = (value, text)
-    return value
-
-
-class _ReprPrinter:
-    def __init__(self, text):
-        self._text = text
-
-    def to_string(self):
-        return self._text
-
-
-def _drop_dap_reprs(_event=None):
-    _dap_reprs.clear()
-
-
-_DAPFrameDecorator = getattr(gdb.FrameDecorator, "DAPFrameDecorator", None)
-
-
-def _for_dap(decorator):
-    """Whether gdb's DAP server asked for this frame: it wraps gdb's frames in its own
-    decorator class before the filters run (and so all frames of one listing)."""
-    d = decorator
-    for _ in range(16):
-        if _DAPFrameDecorator is None or d is None:
-            return False
-        if isinstance(d, _DAPFrameDecorator):
-            return True
-        d = getattr(d, "_base", None)
-    return False
+        return [decor.Local(name, decor.dap_repr(text)) for name, text in locals_]
+    return [decor.Local(name, text) for name, text in locals_]
 
 
 class PythonFrameFilter:
@@ -607,7 +439,7 @@ class PythonFrameFilter:
     def filter(self, frame_iter):
         decorators = _filtered_frames(frame_iter)
         try:
-            if not _open_session().python_thread(lwp=_thread_key(), tp=_thread_pointer()):
+            if not _open_session().python_thread(lwp=threads.thread_key(), tp=threads.thread_pointer()):
                 # A thread that never ran Python: its native frames are all there is.
                 return _native_only(decorators)
             hide = _params["hide"].value if "hide" in _params else True
@@ -629,7 +461,7 @@ class PythonFrameFilter:
 def _native_only(decorators):
     """gdb's own frames, with JIT frames named after their executors' code where that works."""
     try:
-        return iter([_shown(d) for d in jit.name_frames(_jit_stop, decorators)])
+        return iter([decor.shown(d) for d in jit.name_frames(_jit_stop, decorators)])
     except Exception as e:
         report_fallback(e)
         return iter(decorators)
@@ -663,46 +495,19 @@ def _forget_fallbacks(_event=None):
     _fallbacks_shown.clear()
 
 
-class _UnnamedFrameDecorator(FrameDecorator):
-    """A native frame gdb has no symbol for: `??` as gdb itself shows it."""
-
-    def function(self):
-        return "??"
-
-
-class _BuiltinFrameDecorator(FrameDecorator):
-    """A native frame of a stripped build running the builtin the Python frame above calls:
-    named from its PyMethodDef as the core found it (`sorted (builtin)`)."""
-
-    def __init__(self, base, builtin):
-        super().__init__(base)
-        self._builtin = builtin
-
-    def function(self):
-        return "%s (builtin)" % self._builtin
-
-
-def _shown(d, builtin=None):
-    """A native frame as `bt` shows it: `??` when neither gdb, the JIT map nor the core (the
-    builtin it runs) names it."""
-    named = d.inferior_frame().name() or isinstance(d, jit.JitFrameDecorator)
-    if named:
-        return d
-    return _BuiltinFrameDecorator(d, builtin) if builtin else _UnnamedFrameDecorator(d)
-
-
 def _python_decorators(groups, dap):
     """The decorators of the Python frames shown at eval-loop frames, one list per group
     (base decorator, its gdb.Frame, [Python frame index]); built in Rust: gdb may print
     100,000 of them."""
-    return session().decorators(groups, dap, _frame_locals, lwp=_thread_key(), tp=_thread_pointer())
+    return session().decorators(groups, dap, _frame_locals, lwp=threads.thread_key(),
+                                tp=threads.thread_pointer())
 
 
 def _spliced(decorators, actions):
     """The decorators `bt` shows, as a list. "tail" rows are left out: gdb's own unwinder
     reaches the interpreter loop, and a decorator needs a native frame to stand on, so frames
     no eval frame runs are left to py-bt."""
-    dap = bool(decorators) and _for_dap(decorators[0])
+    dap = bool(decorators) and decor.for_dap(decorators[0])
     groups = [(decorators[n], decorators[n].inferior_frame(), a["frames"])
               for n, a in enumerate(actions) if a["action"] == "python"]
     python = iter(_python_decorators(groups, dap))
@@ -711,21 +516,21 @@ def _spliced(decorators, actions):
         if a["action"] == "python":
             shown += next(python)
         elif a["action"] == "keep":
-            shown.append(_shown(decorators[n], a.get("builtin")))
+            shown.append(decor.shown(decorators[n], a.get("builtin")))
     return shown
 
 
 def _real_spliced(decorators, inferior, named, actions, phys, copies):
     """Real frames: each copy of an eval-loop frame shows one Python frame of its run."""
     named_at = dict(zip(phys, named))
-    dap = bool(decorators) and _for_dap(decorators[0])
+    dap = bool(decorators) and decor.for_dap(decorators[0])
     rows = []
     for row in real.rows(inferior, actions, phys, copies):
         d = named_at.get(row[1], decorators[row[1]])
         rows.append((row, d))
     groups = [(d, d.inferior_frame(), [row[2]]) for row, d in rows if row[0] == "python"]
     python = iter(_python_decorators(groups, dap))
-    return [next(python)[0] if row[0] == "python" else _shown(d) for row, d in rows]
+    return [next(python)[0] if row[0] == "python" else decor.shown(d) for row, d in rows]
 
 
 # --- real frames: what runs the target from a Python frame -------------------------------------
@@ -819,7 +624,7 @@ class _WatchReturn(gdb.Breakpoint):
 def _py_finish(arg):
     if arg.strip():
         raise fe.UsageError("usage: py-finish")
-    if _core_file():
+    if threads.core_file():
         raise fe.FrontendError("pyunwind: py-finish needs a running process, not a core file")
     host = _GdbHost()
     s = session()
@@ -885,9 +690,9 @@ class PyObjectPrinter:
 
 
 def _printer_lookup(val):
-    held = _dap_reprs.get(id(val))
+    held = decor.dap_reprs.get(id(val))
     if held is not None and held[0] is val:
-        return _ReprPrinter(held[1])
+        return decor.ReprPrinter(held[1])
     t = val.type.unqualified().strip_typedefs()
     if t.code != gdb.TYPE_CODE_PTR:
         return None
@@ -942,13 +747,13 @@ def _remember_real_core(_event=None):
     # A core loaded in real mode: the unwinder needs its path, and gdb's frames built before
     # it was known have no copies.
     if _real is not None and _real.real:
-        _remember_core()
+        threads.remember_core()
 
 
 def _before_prompt():
     global _reclaim
     if _real is not None and _real.real and _real.missed:
-        _remember_core()
+        threads.remember_core()
         _real.missed = False
         gdb.invalidate_cached_frames()
     if _reclaim:
@@ -967,7 +772,7 @@ def register():
     _params["memory"] = _MemoryParam()
     _params["hide"] = _HideParam()
     global _real, _real_unwinder
-    _real, _real_unwinder = real.register(_quiet_session, _thread_key, _state.drop, report_fallback)
+    _real, _real_unwinder = real.register(_quiet_session, threads.thread_key, _state.drop, report_fallback)
     _params["frames"] = _FramesParam()
     _GuardCommand()
     _PyFinishCommand()
@@ -977,7 +782,7 @@ def register():
     gdb.pretty_printers.append(_printer_lookup)
     _register_commands()
     gdb.events.cont.connect(_state.drop)
-    gdb.events.cont.connect(_drop_dap_reprs)
+    gdb.events.cont.connect(decor.drop_dap_reprs)
     for event in ("cont", "exited", "new_objfile", "clear_objfiles"):
         if hasattr(gdb.events, event):
             getattr(gdb.events, event).connect(_forget_fallbacks)

@@ -1,14 +1,18 @@
 //! Many targets in one run: reading them in parallel, a process's descendants (`--children`),
-//! and `merge` of saved reports.
+//! their reports grouped, one JSON line or one text section each, and `merge` of saved
+//! reports.
 
+use std::io::Write;
 use std::path::PathBuf;
 
-use super::{write_json, GroupByArg};
+use super::args::{GroupByArg, Grouping, Output};
+use super::{broken_pipe_ok, write_json, Spec};
 use crate::error::{Error, Result};
 use crate::report::gather::Gatherer;
-use crate::report::group::{GroupBy, TargetError};
+use crate::report::group::{GroupBy, TargetError, ThreadIn};
 use crate::report::group_text;
 use crate::report::text as render;
+use crate::report::{Hosted, Report};
 
 /// Targets read at once: enough to hide the waits on /proc and on core files' pages,
 /// few enough that many cores do not all hold their mappings and caches at once.
@@ -91,6 +95,202 @@ pub(super) fn descendants(root: i32) -> Result<Vec<i32>> {
         level = next;
     }
     Ok(out)
+}
+
+/// One target read: how it was given, its pid, and its report and text or its error entry.
+pub(super) type TargetRead = (
+    Spec,
+    Option<u32>,
+    std::result::Result<(Report, String), TargetError>,
+);
+
+/// The targets to read, each with whether it came from a `--children` tree (where a process
+/// without Python is left out rather than an error).
+pub(super) fn with_descendants(specs: Vec<Spec>, children: bool) -> Vec<(Spec, bool)> {
+    let mut targets: Vec<(Spec, bool)> = Vec::new();
+    for spec in specs {
+        match (&spec, children) {
+            // With --children the root is part of the tree too: a launcher may be a shell.
+            (Spec::Live(root), true) => {
+                // A root that is gone is read as a target, which gives its error entry.
+                let Ok(tree) = descendants(*root) else {
+                    targets.push((spec, false));
+                    continue;
+                };
+                targets.push((spec.clone(), true));
+                for pid in tree {
+                    if !targets
+                        .iter()
+                        .any(|(s, _)| matches!(s, Spec::Live(p) if *p == pid))
+                    {
+                        targets.push((Spec::Live(pid), true));
+                    }
+                }
+            }
+            _ => targets.push((spec, false)),
+        }
+    }
+    targets
+}
+
+/// Each target's outcome, with the run's exit status; the processes of a tree in which no
+/// Python runs (a shell, a compiler) are not targets, and are named on stderr.
+pub(super) fn outcomes(
+    targets: Vec<(Spec, bool)>,
+    results: Vec<Result<(Report, String)>>,
+    host: &str,
+) -> Result<(Vec<TargetRead>, i32)> {
+    let mut left_out = Vec::new();
+    let mut status = 0;
+    let mut read = Vec::new();
+    for ((spec, from_tree), r) in targets.into_iter().zip(results) {
+        match r {
+            Err(Error::NoPython(_)) if from_tree => left_out.push(match &spec {
+                // Named as ps names it, so that the note says what was left out.
+                Spec::Live(pid) => match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+                    Ok(comm) => format!("{pid} ({})", comm.trim_end()),
+                    Err(_) => pid.to_string(),
+                },
+                Spec::Core(_) => spec.label(),
+            }),
+            Err(e) => {
+                status = status.max(e.exit_status());
+                let pid = match spec {
+                    Spec::Live(pid) => u32::try_from(pid).ok(),
+                    Spec::Core(_) => None,
+                };
+                let error = TargetError {
+                    target: spec.label(),
+                    host: Some(host.to_string()),
+                    pid,
+                    error: e.to_string(),
+                };
+                read.push((spec, pid, Err(error)));
+            }
+            Ok((report, text)) => {
+                let pid = match spec {
+                    Spec::Live(pid) => u32::try_from(pid).ok(),
+                    Spec::Core(_) => report.python.pid,
+                };
+                read.push((spec, pid, Ok((report, text))));
+            }
+        }
+    }
+    if read.is_empty() {
+        return Err(Error::NoPython(format!(
+            "no process of the tree runs Python ({} looked at)",
+            left_out.len()
+        )));
+    }
+    if !left_out.is_empty() {
+        eprintln!(
+            "pyunwind: no Python in {} process(es) of the tree, left out: {}",
+            left_out.len(),
+            left_out.join(", ")
+        );
+    }
+    Ok((read, status))
+}
+
+/// `--group` and `--tree` over the targets read: their threads' stacks, and their tasks' and
+/// greenlets' when asked for.
+pub(super) fn group_reports(
+    read: Vec<TargetRead>,
+    by: GroupBy,
+    grouping: &Grouping,
+    out: &Output,
+    host: &str,
+    status: i32,
+) -> Result<(String, i32)> {
+    let mut grouper = Gatherer::new(by, grouping.tree, out.why);
+    if out.async_ || out.tasks {
+        grouper = grouper.with_tasks(true);
+    }
+    if out.greenlets {
+        grouper = grouper.with_greenlets(true);
+    }
+    let mut failed = Vec::new();
+    for (_, pid, r) in read {
+        match r {
+            // Every report's tasks and greenlets too (none: an empty list), so that
+            // each grouping counts the same processes.
+            Ok((report, _)) => {
+                grouper.add_report(Some(host), pid, report.threads.iter().map(From::from));
+                grouper.add_tasks(
+                    Some(host),
+                    pid,
+                    Some(report.tasks.iter().flatten().map(From::from)),
+                );
+                grouper.add_greenlets(
+                    Some(host),
+                    pid,
+                    Some(
+                        report
+                            .greenlets
+                            .iter()
+                            .flatten()
+                            .filter_map(ThreadIn::greenlet),
+                    ),
+                );
+            }
+            Err(e) => failed.push(e),
+        }
+    }
+    let gathered = grouper.finish(failed);
+    if out.json {
+        write_json(&gathered)?;
+        return Ok((String::new(), status));
+    }
+    Ok((
+        group_text::render(&gathered, &mut render::Sources::default()),
+        status,
+    ))
+}
+
+/// `--json` over several targets: one line per target, in the order given, each what
+/// `pid PID --json` prints for it.
+pub(super) fn json_lines(read: &[TargetRead], host: &str, status: i32) -> Result<(String, i32)> {
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    for (_, pid, r) in read {
+        let written = match r {
+            Ok((report, _)) => serde_json::to_writer(
+                &mut w,
+                &Hosted {
+                    host,
+                    pid: *pid,
+                    report,
+                },
+            ),
+            Err(e) => serde_json::to_writer(&mut w, e),
+        }
+        .map_err(std::io::Error::from)
+        .and_then(|()| w.write_all(b"\n"));
+        if let Err(e) = written {
+            return broken_pipe_ok(Err(e)).map(|()| (String::new(), status));
+        }
+    }
+    broken_pipe_ok(w.flush()).map(|()| (String::new(), status))
+}
+
+/// The text of several targets: each report (or error) under a header naming the target.
+pub(super) fn text_sections(read: &[TargetRead], host: &str) -> String {
+    let mut text = String::new();
+    for (i, (spec, pid, r)) in read.iter().enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        // `==> pid 4101 on b7 <==`, `==> core /cores/core.4101 (pid 4101) on b7 <==`.
+        let what = match (spec, pid) {
+            (Spec::Live(p), _) => format!("pid {p}"),
+            (Spec::Core(c), Some(p)) => format!("core {} (pid {p})", c.display()),
+            (Spec::Core(c), None) => format!("core {}", c.display()),
+        };
+        match r {
+            Ok((_, body)) => text += &format!("==> {what} on {host} <==\n{body}"),
+            Err(e) => text += &format!("==> {what} on {host} <==\nerror: {}\n", e.error),
+        }
+    }
+    text
 }
 
 /// `pyunwind merge`: every report of every input, grouped; `tree`: also merged into one call

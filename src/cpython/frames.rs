@@ -2,7 +2,7 @@
 
 use crate::memory::addr_map::AddrSet;
 
-use super::layout::{localkind, EntryMarker, FrameModel};
+use super::layout::{localkind, EntryMarker, FrameModel, InterpreterFrame};
 use super::snapshot::Snapshot;
 use super::values::{field, PyFrame};
 use crate::error::{ReadError, ReadErrorKind};
@@ -69,137 +69,139 @@ impl Snapshot {
                 walk.stop(cur, ReadError::new(cur, 0, ReadErrorKind::Cycle));
                 break;
             }
-            match self.layout.frame {
+            let next = match self.layout.frame {
                 FrameModel::FrameObject {
                     f_back,
                     f_code,
                     f_lasti,
                     ..
-                } => {
-                    let next = field(cur, f_back).and_then(|a| self.mem.read_ptr(a));
-                    let frame = field(cur, f_code)
-                        .and_then(|a| self.mem.read_ptr(a))
-                        .and_then(|c| self.code(c))
-                        .and_then(|code| {
-                            let lasti = self.mem.read_i32(field(cur, f_lasti)?)? as i64;
-                            Ok(PyFrame {
-                                addr: cur,
-                                line: code.line_at(lasti),
-                                lasti: u32::try_from(lasti).ok(),
-                                code,
-                                entry: true,
-                                shim: None,
-                            })
-                        });
-                    if !self.charge(&mut walk, cur) {
-                        break;
-                    }
-                    push(&mut walk, cur, frame);
-                    match next {
-                        Ok(n) => cur = n,
-                        Err(e) => {
-                            walk.stop(cur, e);
-                            break;
-                        }
-                    }
-                }
+                } => self.frame_object_step(&mut walk, cur, f_back, f_code, f_lasti),
                 FrameModel::Interpreter(f) => {
-                    // One read per frame: every field we use lies before `localsplus`.
-                    let heap: Vec<u8>;
-                    let read = match buf.get_mut(..f.localsplus as usize) {
-                        Some(h) => self.mem.read_into(cur, h).map(|_| &*h),
-                        None => match self.mem.read_vec(cur, f.localsplus, f.localsplus) {
-                            Ok(v) => {
-                                heap = v;
-                                Ok(&heap[..])
-                            }
-                            Err(e) => Err(e),
-                        },
-                    };
-                    let header = match read {
-                        Ok(h) => h,
-                        Err(e) => {
-                            walk.stop(cur, e);
-                            break;
-                        }
-                    };
-                    let byte = |off: u64| header.get(off as usize).copied().unwrap_or(0);
-                    let word = |off: u64| header_word(header, off);
-                    let (owner, previous) = (byte(f.owner), word(f.previous));
-                    if let EntryMarker::ShimOwner(v) = f.entry {
-                        if owner > v.saturating_add(1) {
-                            // No version has such an owner: this frame is not one, but its
-                            // link may still lead on.
-                            walk.items.push(FrameItem::Unreadable {
-                                addr: cur,
-                                error: ReadError::corrupt(cur, "frame owner"),
-                            });
-                            cur = previous;
-                            continue;
-                        }
-                        if owner == v {
-                            // The eval loop's own entry frame: marks a C-level call boundary.
-                            if let Some(FrameItem::Python(p)) = walk.items.last_mut() {
-                                // The first below it: 3.15's thread base frame is another
-                                // owner-3 frame, right after the main thread's entry frame.
-                                p.entry = true;
-                                p.shim = p.shim.or(Some(cur));
-                            }
-                            cur = previous;
-                            continue;
-                        }
-                        if owner > v {
-                            // 3.14's FRAME_OWNED_BY_CSTACK: interpreter-internal, no Python code.
-                            cur = previous;
-                            continue;
-                        }
-                    }
-                    let executable = word(f.executable) & !f.tag_bits;
-                    if executable == 0 {
-                        // Only entry and base frames (owner 3 and up, handled above) run no
-                        // code. A frame of zeros is memory the core lost: gdb's gcore writes
-                        // zeros for a stack chunk that starts on a guard page (glibc 2.41+
-                        // installs them with MADV_GUARD_INSTALL), where 3.12+ keep each eval
-                        // loop's entry frame.
-                        let what = if header.iter().all(|b| *b == 0) {
-                            "frame: all zeros (memory the core did not save?)"
-                        } else {
-                            "frame (no code object)"
-                        };
-                        walk.stop(cur, ReadError::corrupt(cur, what));
-                        break;
-                    }
-                    let frame = self.code(executable).map(|code| {
-                        let entry = match f.entry {
-                            EntryMarker::IsEntry(off) => byte(off) != 0,
-                            EntryMarker::ShimOwner(_) => previous == 0,
-                        };
-                        PyFrame {
-                            addr: cur,
-                            line: code.line_at_ptr(word(f.instr_ptr)),
-                            lasti: code.lasti_at_ptr(word(f.instr_ptr)),
-                            code,
-                            entry,
-                            shim: None,
-                        }
-                    });
-                    if frame.as_ref().is_ok_and(|p| is_init_shim(&p.code)) {
-                        // 3.13's `CALL_ALLOC_AND_ENTER_INIT` runs a class's `__init__` above
-                        // a shim frame of `_Py_InitCleanup` (Python/specialize.c), which
-                        // tracebacks and `sys._getframe` skip (it ends before its
-                        // `_co_firsttraceable`): no frame of the program.
-                        cur = previous;
-                        continue;
-                    }
-                    if !self.charge(&mut walk, cur) {
-                        break;
-                    }
-                    push(&mut walk, cur, frame);
-                    cur = previous;
+                    self.interpreter_frame_step(&mut walk, cur, &f, &mut buf)
                 }
+            };
+            match next {
+                Some(n) => cur = n,
+                None => break,
             }
         }
         walk
+    }
+
+    /// A 3.10 `PyFrameObject` at `cur` onto `walk`; the next frame's address, `None` where
+    /// the walk ends.
+    fn frame_object_step(
+        &self,
+        walk: &mut FrameWalk,
+        cur: u64,
+        f_back: u64,
+        f_code: u64,
+        f_lasti: u64,
+    ) -> Option<u64> {
+        let next = field(cur, f_back).and_then(|a| self.mem.read_ptr(a));
+        let frame = field(cur, f_code)
+            .and_then(|a| self.mem.read_ptr(a))
+            .and_then(|c| self.code(c))
+            .and_then(|code| {
+                let lasti = self.mem.read_i32(field(cur, f_lasti)?)? as i64;
+                Ok(PyFrame {
+                    addr: cur,
+                    line: code.line_at(lasti),
+                    lasti: u32::try_from(lasti).ok(),
+                    code,
+                    entry: true,
+                    shim: None,
+                })
+            });
+        if !self.charge(walk, cur) {
+            return None;
+        }
+        push(walk, cur, frame);
+        match next {
+            Ok(n) => Some(n),
+            Err(e) => {
+                walk.stop(cur, e);
+                None
+            }
+        }
+    }
+
+    /// A 3.11+ `_PyInterpreterFrame` at `cur` onto `walk` (or skipped, when it runs no code of
+    /// the program); the next frame's address, `None` where the walk ends.
+    fn interpreter_frame_step(
+        &self,
+        walk: &mut FrameWalk,
+        cur: u64,
+        f: &InterpreterFrame,
+        buf: &mut [u8; HEADER_BUF_BYTES],
+    ) -> Option<u64> {
+        // One read per frame: every field we use lies before `localsplus`.
+        let heap: Vec<u8>;
+        let read = match buf.get_mut(..f.localsplus as usize) {
+            Some(h) => self.mem.read_into(cur, h).map(|_| &*h),
+            None => match self.mem.read_vec(cur, f.localsplus, f.localsplus) {
+                Ok(v) => {
+                    heap = v;
+                    Ok(&heap[..])
+                }
+                Err(e) => Err(e),
+            },
+        };
+        let header = match read {
+            Ok(h) => h,
+            Err(e) => {
+                walk.stop(cur, e);
+                return None;
+            }
+        };
+        let byte = |off: u64| header.get(off as usize).copied().unwrap_or(0);
+        let word = |off: u64| header_word(header, off);
+        let (owner, previous) = (byte(f.owner), word(f.previous));
+        if let EntryMarker::ShimOwner(v) = f.entry {
+            if skipped_by_owner(walk, cur, owner, v) {
+                return Some(previous);
+            }
+        }
+        let executable = word(f.executable) & !f.tag_bits;
+        if executable == 0 {
+            // Only entry and base frames (owner 3 and up, skipped above) run no code. A
+            // frame of zeros is memory the core lost: gdb's gcore writes zeros for a stack
+            // chunk that starts on a guard page (glibc 2.41+ installs them with
+            // MADV_GUARD_INSTALL), where 3.12+ keep each eval loop's entry frame.
+            let what = if header.iter().all(|b| *b == 0) {
+                "frame: all zeros (memory the core did not save?)"
+            } else {
+                "frame (no code object)"
+            };
+            walk.stop(cur, ReadError::corrupt(cur, what));
+            return None;
+        }
+        let frame = self.code(executable).map(|code| {
+            let entry = match f.entry {
+                EntryMarker::IsEntry(off) => byte(off) != 0,
+                EntryMarker::ShimOwner(_) => previous == 0,
+            };
+            PyFrame {
+                addr: cur,
+                line: code.line_at_ptr(word(f.instr_ptr)),
+                lasti: code.lasti_at_ptr(word(f.instr_ptr)),
+                code,
+                entry,
+                shim: None,
+            }
+        });
+        if frame.as_ref().is_ok_and(|p| is_init_shim(&p.code)) {
+            // 3.13's `CALL_ALLOC_AND_ENTER_INIT` runs a class's `__init__` above a shim frame
+            // of `_Py_InitCleanup` (Python/specialize.c), which tracebacks and
+            // `sys._getframe` skip (it ends before its `_co_firsttraceable`): no frame of the
+            // program.
+            return Some(previous);
+        }
+        if !self.charge(walk, cur) {
+            return None;
+        }
+        push(walk, cur, frame);
+        Some(previous)
     }
 
     /// Charges the frame at `cur` to the stop's budget; false (the walk cut there) when the
@@ -365,6 +367,33 @@ fn push(walk: &mut FrameWalk, addr: u64, frame: Result<PyFrame, ReadError>) {
         Ok(f) => FrameItem::Python(f),
         Err(error) => FrameItem::Unreadable { addr, error },
     });
+}
+
+/// Whether the 3.12+ frame at `cur`, of `owner`, is one the walk steps over (`shim_owner`: the
+/// layout's entry-frame owner): the eval loop's entry frame marks the Python frame above it
+/// as an entry; a frame of an owner no version has is noted as unreadable, since its link may
+/// still lead on.
+fn skipped_by_owner(walk: &mut FrameWalk, cur: u64, owner: u8, shim_owner: u8) -> bool {
+    if owner > shim_owner.saturating_add(1) {
+        walk.items.push(FrameItem::Unreadable {
+            addr: cur,
+            error: ReadError::corrupt(cur, "frame owner"),
+        });
+        return true;
+    }
+    if owner == shim_owner {
+        // The eval loop's own entry frame: marks a C-level call boundary.
+        if let Some(FrameItem::Python(p)) = walk.items.last_mut() {
+            // The first below it: 3.15's thread base frame is another owner-3 frame, right
+            // after the main thread's entry frame.
+            p.entry = true;
+            p.shim = p.shim.or(Some(cur));
+        }
+        return true;
+    }
+    // 3.14's FRAME_OWNED_BY_CSTACK (above the entry owner): interpreter-internal, no Python
+    // code.
+    owner > shim_owner
 }
 
 /// The little-endian word at `off` of a frame header read whole. The offsets come from the

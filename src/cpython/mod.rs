@@ -4,6 +4,7 @@ pub mod budget;
 pub mod callables;
 pub mod code;
 pub mod debug_offsets;
+mod dicts;
 pub mod discovery;
 pub mod frames;
 pub mod gc;

@@ -29,6 +29,7 @@ mod live;
 pub(crate) mod mapped;
 pub mod proc_fds;
 pub mod signals;
+pub mod socket_holders;
 pub mod unix_diag;
 mod unpack;
 

@@ -2,23 +2,22 @@
 //! [`Session`] from what the debugger knows and returns text or JSON; all decoding is in the
 //! core. Errors become `_pyunwind.Error` with the core's one-line message.
 
-use std::sync::Arc;
-
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
-use crate::binary::parse_proc_maps;
-use crate::memory::{CallbackMemory, PageCache};
 use crate::report::text::{self, Sources};
 use crate::session::native_stacks::Natives;
 use crate::session::{self, Session, ThreadKey};
-use crate::target::{FileSearch, SourceKind, Target};
+use crate::target::{SourceKind, Target};
 
 mod frame_decorator;
 mod frame_dicts;
 mod jit;
 mod modules;
+mod targets;
+
+use targets::{callback_target, search, Unmapped};
 
 create_exception!(_pyunwind, Error, PyException);
 // A target with no CPython in it: not a failure for what runs on every stop of any program
@@ -68,57 +67,6 @@ fn open(target: Target, thread_ids: Option<Vec<(u64, u64)>>) -> PyResult<PySessi
         inner.set_thread_ids(ids);
     }
     Ok(PySession { inner })
-}
-
-/// The debugger's sysroot (gdb's `set sysroot`, lldb's platform sysroot) as a file search;
-/// empty means none. No debuginfod: in a debugger, the debugger fetches debug info itself (its
-/// own client, settings and prompt), and a download must not stall its commands.
-fn search(sysroot: Option<String>) -> FileSearch {
-    FileSearch {
-        sysroot: sysroot.filter(|s| !s.is_empty()).map(Into::into),
-        search_path: Vec::new(),
-        debug_dirs: Vec::new(),
-        debuginfod: None,
-    }
-}
-
-/// Where a debugger that shows no mappings has the modules found from
-/// ([`Target::place_modules`]): the auxiliary vector (gdb's `info auxv`), the executable it
-/// loaded, and where that executable's ELF header is loaded (lldb, which has no auxv to give).
-struct Unmapped<'a> {
-    auxv: Option<Vec<(u64, u64)>>,
-    exe: Option<&'a str>,
-    exe_base: Option<u64>,
-}
-
-/// A target read through the debugger's `read(addr, size) -> bytes`; `unmapped` places the
-/// modules when `maps` is empty.
-fn callback_target(
-    read: Py<PyAny>,
-    maps: &str,
-    pid: Option<u32>,
-    sysroot: Option<String>,
-    unmapped: Unmapped<'_>,
-) -> crate::Result<Target> {
-    let mem = CallbackMemory::new(move |addr: u64, len: usize| {
-        Python::attach(|py| {
-            read.call1(py, (addr, len))
-                .ok()?
-                .extract::<Vec<u8>>(py)
-                .ok()
-        })
-    });
-    let mut t = Target::with_memory(
-        Arc::new(PageCache::new(mem)),
-        parse_proc_maps(maps),
-        pid,
-        search(sysroot),
-    );
-    if t.mappings.is_empty() && (unmapped.auxv.is_some() || unmapped.exe_base.is_some()) {
-        let auxv = unmapped.auxv.unwrap_or_default();
-        t.place_modules(&auxv, unmapped.exe, unmapped.exe_base)?;
-    }
-    Ok(t)
 }
 
 fn key(lwp: Option<u64>, tp: Option<u64>) -> ThreadKey {

@@ -153,7 +153,7 @@ pub struct Session {
     /// Which processes of this machine hold each socket (`/proc/*/fd`), scanned at most once
     /// per stop, when a socket wait's peer is first found to be on this host
     /// ([`crate::why::resources`]).
-    pub(crate) socket_holders: OnceLock<crate::memory::proc_fds::SocketHolders>,
+    pub(crate) socket_holders: OnceLock<crate::memory::socket_holders::SocketHolders>,
 }
 
 impl Session {

@@ -29,10 +29,10 @@
 //!   adds an error; a link that contradicts the call or the object (the fd was closed and
 //!   reused) gives no address; a thread that left its call while /proc was read gives none.
 //!   Never for a core: its pids and fds may name other things on this machine now.
-//! - The process at a socket's other end (`peer_process`, live, [`peer_process`]): for a
+//! - The process at a socket's other end (`peer_process`, live, [`peer_process()`]): for a
 //!   loopback TCP connection or a unix socket, the process whose `/proc/PID/fd` holds the peer
 //!   socket's inode, as `ss -p` finds it; `/proc/*/fd` is scanned once per stop, bounded
-//!   ([`proc_fds::socket_holders`]), only when a wait's peer is on this host.
+//!   ([`socket_holders::socket_holders`]), only when a wait's peer is on this host.
 //!
 //! Without /proc an fd that nothing shows the kind of is kind `fd`.
 
@@ -42,11 +42,14 @@ use crate::cpython::{FrameItem, PyFrame, Snapshot};
 use crate::memory::proc_fds::{self, FdLink, NetTables, SocketEnds};
 use crate::memory::unix_diag;
 use crate::memory::{proc_syscall, ProcSyscall};
-use crate::report::{ErrorReport, FrameKind, PeerProcess, ThreadReport, Waiting, WaitsOn};
+use crate::report::{ErrorReport, FrameKind, ThreadReport, Waiting, WaitsOn};
 use crate::session::{once, Session};
 use crate::target::SourceKind;
 
 use super::state::Syscall;
+
+mod peer_process;
+use peer_process::peer_process;
 
 /// Most `struct pollfd` entries read of one `poll`.
 const MAX_POLL_FDS: u64 = 64;
@@ -55,8 +58,6 @@ const POLLFD_SIZE: u64 = 8;
 /// <asm-generic/poll.h> (x86-64 and arm64 alike): the events that read and those that write.
 const POLL_READ: u16 = 0x0001 | 0x0002 | 0x0040 | 0x0080; // POLLIN POLLPRI POLLRDNORM POLLRDBAND
 const POLL_WRITE: u16 = 0x0004 | 0x0100 | 0x0200; // POLLOUT POLLWRNORM POLLWRBAND
-/// TCP_ESTABLISHED, the `st` of a connected socket in /proc/net/tcp (include/net/tcp_states.h).
-const TCP_ESTABLISHED: u8 = 0x01;
 /// `waitid`'s idtype `P_PID` (<linux/wait.h>).
 const P_PID: u64 = 1;
 
@@ -328,148 +329,6 @@ pub fn socket_addresses(session: &Session, w: &mut Waiting) -> Vec<ErrorReport> 
         Err(e) => errors.push(what(e)),
     }
     errors
-}
-
-/// The process of this machine at the other end of socket `inode` (fd `fd` of live process
-/// `pid`, whose ends are `ends`), found the way `ss -p` finds it: the process whose
-/// `/proc/PID/fd` holds the peer socket's inode ([`proc_fds::socket_holders`], scanned once per
-/// stop). The peer socket of a TCP connection on the loopback is the row of the target's
-/// `net/tcp` or `net/tcp6` whose ends are this socket's, swapped; a unix socket's is the one
-/// the kernel's `unix_diag` names. Other sockets (a remote peer, UDP, none) have none, and say
-/// nothing. A connection the peer has not accepted yet (ESTABLISHED, no inode: in its
-/// listener's backlog) is the process's that holds the one listener taking the peer's address.
-/// Where the peer socket or its one process is not found: None and why.
-fn peer_process(
-    session: &Session,
-    pid: u32,
-    fd: i64,
-    inode: u64,
-    ends: &Ends,
-) -> (Option<PeerProcess>, Option<String>) {
-    let other = match ends.family {
-        Some(1) => {
-            if !unix_diag::same_net_namespace(pid) {
-                return (
-                    None,
-                    Some(format!(
-                        "fd {fd}: unix socket {inode}: the process at its other end is not shown (another network namespace)"
-                    )),
-                );
-            }
-            match unix_diag::unix_peer_inode(inode) {
-                // A connection in a listener's queue, not accepted yet: the kernel's socket at
-                // the other end has no inode, so no fd holds it.
-                Ok(Some(0)) => {
-                    return (
-                        None,
-                        Some(format!(
-                            "fd {fd}: unix socket {inode}: its other end is not accepted yet: no process holds it"
-                        )),
-                    )
-                }
-                Ok(Some(other)) => other,
-                Ok(None) => return (None, None),
-                Err(e) => return (None, Some(format!("fd {fd}: its peer's process: {e}"))),
-            }
-        }
-        Some(2 | 10) => {
-            let (Some(local), Some(peer)) = (ends.local.as_deref(), ends.peer.as_deref()) else {
-                return (None, None);
-            };
-            if !proc_fds::is_loopback(peer) {
-                return (None, None);
-            }
-            let tables = net_tables(session, pid, None);
-            // tcp and tcp6 (an IPv4 client of a dual-stack server is in both).
-            let tcp = [tables.table(0), tables.table(1)];
-            if !tcp.iter().any(|t| t.get(inode).is_some()) {
-                // Not a TCP socket (a connected UDP one), or one the tables do not list.
-                return (None, None);
-            }
-            match tcp.iter().find_map(|t| t.tcp_with_ends(peer, local)) {
-                Some((other, _)) if other != 0 => other,
-                // ESTABLISHED with no inode: a connection the kernel completed that waits in
-                // its listener's backlog, which no process has accepted yet: the process that
-                // will is the one holding that listener, where exactly one takes the address.
-                Some((_, Some(TCP_ESTABLISHED))) => {
-                    let listeners: Vec<u64> =
-                        tcp.iter().flat_map(|t| t.tcp_listeners_of(peer)).collect();
-                    match listeners[..] {
-                        [one] => one,
-                        _ => {
-                            return (
-                                None,
-                                Some(format!(
-                                    "fd {fd}: its other end, {peer}, is a connection not accepted yet, and {} listening sockets take connections to it",
-                                    listeners.len()
-                                )),
-                            )
-                        }
-                    }
-                }
-                Some(_) => {
-                    return (
-                        None,
-                        Some(format!(
-                            "fd {fd}: its other end, {peer}, is held by no process (it is being closed)"
-                        )),
-                    )
-                }
-                None => {
-                    return (
-                        None,
-                        Some(format!(
-                            "fd {fd}: no socket of /proc/{pid}/net/{{tcp,tcp6}} is the other end of {local} -> {peer} (closed, or the tables were cut)"
-                        )),
-                    )
-                }
-            }
-        }
-        _ => return (None, None),
-    };
-    let holders = once(&session.socket_holders, proc_fds::socket_holders);
-    match holders.of(other) {
-        [] => {
-            let mut why = format!(
-                "fd {fd}: its peer, socket {other}, is in none of the fds of the {} processes read",
-                holders.processes
-            );
-            if holders.unreadable > 0 {
-                why.push_str(&format!(" ({} could not be read)", holders.unreadable));
-            }
-            if let Some(cut) = &holders.cut {
-                why.push_str(&format!(" (the scan of /proc/*/fd stopped {cut})"));
-            }
-            (None, Some(why))
-        }
-        // A scan cut short saw this one holder; it holds the socket, but another process past
-        // the cut may hold it too: say so.
-        &[holder] => match proc_fds::comm(holder) {
-            Ok(command) => (
-                Some(PeerProcess {
-                    pid: holder,
-                    command,
-                }),
-                holders.cut.as_ref().map(|cut| {
-                    format!(
-                        "fd {fd}: its peer, socket {other}, is held by process {holder}; the scan of /proc/*/fd stopped {cut}: another process past it may hold the socket too"
-                    )
-                }),
-            ),
-            Err(e) => (None, Some(format!("fd {fd}: its peer's process: {e}"))),
-        },
-        several => {
-            let pids: Vec<String> = several.iter().map(u32::to_string).collect();
-            (
-                None,
-                Some(format!(
-                    "fd {fd}: its peer, socket {other}, is held by {} processes ({}): none is named",
-                    several.len(),
-                    pids.join(", ")
-                )),
-            )
-        }
-    }
 }
 
 /// The pid of the target when it is a live process of this machine, whose /proc may be read.
@@ -816,135 +675,4 @@ fn self_socket(snap: &Snapshot, p: &PyFrame) -> Option<ObjectSays> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cpython::{Layout, Version};
-    use crate::memory::FakeMemory;
-
-    fn snap(m: FakeMemory) -> Snapshot {
-        Snapshot::for_test(m, Layout::builtin(Version::new(3, 12, 1)).unwrap())
-    }
-
-    fn pollfds(entries: &[(i32, u16)]) -> Vec<u8> {
-        let mut out = Vec::new();
-        for (fd, ev) in entries {
-            out.extend_from_slice(&fd.to_le_bytes());
-            out.extend_from_slice(&ev.to_le_bytes());
-            out.extend_from_slice(&0u16.to_le_bytes());
-        }
-        out
-    }
-
-    #[test]
-    fn one_fd_polled() {
-        let mut m = FakeMemory::new();
-        m.put(0x1000, &pollfds(&[(7, 1)]));
-        m.put(0x2000, &pollfds(&[(7, 4), (-1, 1), (7, 4)]));
-        m.put(0x3000, &pollfds(&[(7, 1), (8, 1)]));
-        m.put(0x4000, &pollfds(&[(9, 5)]));
-        m.put(0x5000, &pollfds(&[(-1, 1), (-5, 4)]));
-        m.put(0x6000, &pollfds(&[(3, 0x40)]));
-        m.put(0x7000, &pollfds(&[(0, 0)]));
-        let s = snap(m);
-        assert_eq!(poll_fd(&s, 0x1000, 1), Some((7, Some(Dir::In))));
-        assert_eq!(poll_fd(&s, 0x2000, 3), Some((7, Some(Dir::Out))));
-        assert_eq!(poll_fd(&s, 0x3000, 2), None);
-        assert_eq!(poll_fd(&s, 0x4000, 1), Some((9, None)));
-        assert_eq!(poll_fd(&s, 0x5000, 2), None);
-        assert_eq!(poll_fd(&s, 0x6000, 1), Some((3, Some(Dir::In))));
-        // Zeros (a stack page gcore could not read): no wait on fd 0.
-        assert_eq!(poll_fd(&s, 0x7000, 1), None);
-    }
-
-    #[test]
-    fn corrupt_polls_are_bounded() {
-        let mut m = FakeMemory::new();
-        m.put(0x1000, &pollfds(&[(7, 1)]));
-        let s = snap(m);
-        // No entries, absurd counts, a count past the mapped array, wild pointers.
-        for (at, n) in [
-            (0x1000, 0),
-            (0x1000, 2),
-            (0x1000, MAX_POLL_FDS + 1),
-            (0x1000, u64::MAX),
-            (0x1000, 1 << 61),
-            (0, 1),
-            (u64::MAX - 3, 1),
-            (u64::MAX, u64::MAX),
-            (0xdead_0000, 1),
-        ] {
-            assert_eq!(poll_fd(&s, at, n), None, "{at:#x} {n}");
-        }
-    }
-
-    fn call(nr: u64, args: &[u64]) -> Syscall {
-        let mut a = [0u64; 6];
-        a[..args.len()].copy_from_slice(args);
-        Syscall { nr, args: a }
-    }
-
-    #[test]
-    fn what_calls_say() {
-        let mut m = FakeMemory::new();
-        m.put(0x1000, &pollfds(&[(5, 4)]));
-        let s = snap(m);
-        let x86 = |nr, args: &[u64]| call_says(Arch::X86_64, &s, call(nr, args));
-        let arm = |nr, args: &[u64]| call_says(Arch::Aarch64, &s, call(nr, args));
-        let fd = |fd, dir, socket| CallSays::Fd { fd, dir, socket };
-        // x86-64: read 0, write 1, poll 7, recvfrom 45, connect 42, wait4 61, futex 202,
-        // restart_syscall 219, waitid 247, accept4 288.
-        assert_eq!(x86(0, &[3]), fd(3, Some(Dir::In), false));
-        assert_eq!(x86(1, &[4]), fd(4, Some(Dir::Out), false));
-        assert_eq!(x86(45, &[7]), fd(7, Some(Dir::In), true));
-        assert_eq!(x86(42, &[7]), fd(7, Some(Dir::Connect), true));
-        assert_eq!(x86(288, &[3]), fd(3, Some(Dir::Accept), true));
-        // The fd is an int: the upper half of the register is not part of it; -1 is none.
-        assert_eq!(
-            x86(0, &[0xdead_0000_0000_0003]),
-            fd(3, Some(Dir::In), false)
-        );
-        assert_eq!(x86(0, &[0xffff_ffff]), CallSays::Other);
-        assert_eq!(x86(0, &[u64::MAX]), CallSays::Other);
-        assert_eq!(x86(7, &[0x1000, 1]), fd(5, Some(Dir::Out), false));
-        assert_eq!(x86(7, &[0x1000, 2]), CallSays::Polls);
-        assert_eq!(x86(7, &[0xdead_0000, u64::MAX]), CallSays::Polls);
-        assert_eq!(x86(219, &[]), CallSays::Polls);
-        assert_eq!(x86(61, &[4300]), CallSays::Child(Some(4300)));
-        assert_eq!(x86(61, &[u64::MAX]), CallSays::Child(None));
-        assert_eq!(x86(61, &[0]), CallSays::Child(None));
-        assert_eq!(x86(61, &[(-4300i64) as u64]), CallSays::Child(None));
-        assert_eq!(x86(247, &[P_PID, 4300]), CallSays::Child(Some(4300)));
-        assert_eq!(x86(247, &[0, 4300]), CallSays::Child(None));
-        assert_eq!(x86(247, &[P_PID, u64::MAX]), CallSays::Child(None));
-        assert_eq!(x86(202, &[0x1000]), CallSays::Other);
-        assert_eq!(x86(1 << 20, &[3]), CallSays::Other);
-        // arm64's generic table: read 63, ppoll 73, wait4 260.
-        assert_eq!(arm(63, &[3]), fd(3, Some(Dir::In), false));
-        assert_eq!(arm(73, &[0x1000, 1]), fd(5, Some(Dir::Out), false));
-        assert_eq!(arm(260, &[77]), CallSays::Child(Some(77)));
-    }
-
-    #[test]
-    fn families_and_tables() {
-        assert!(family_has_table(1, "unix"));
-        assert!(family_has_table(2, "tcp") && family_has_table(2, "udp"));
-        assert!(family_has_table(10, "tcp6") && family_has_table(10, "udp6"));
-        assert!(!family_has_table(2, "tcp6") && !family_has_table(10, "tcp"));
-        assert!(!family_has_table(1, "tcp") && !family_has_table(16, "unix"));
-    }
-
-    #[test]
-    fn directions_by_kind() {
-        assert_eq!(Dir::In.name("socket"), Some("recv"));
-        assert_eq!(Dir::Out.name("socket"), Some("send"));
-        assert_eq!(Dir::Accept.name("socket"), Some("accept"));
-        assert_eq!(Dir::In.name("pipe"), Some("read"));
-        assert_eq!(Dir::Out.name("file"), Some("write"));
-        assert_eq!(Dir::Connect.name("fd"), None);
-        assert_eq!(Dir::of_method("recv_into"), Some(Dir::In));
-        assert_eq!(Dir::of_method("sendall"), Some(Dir::Out));
-        assert_eq!(Dir::of_method("connect_ex"), Some(Dir::Connect));
-        assert_eq!(Dir::of_method("_accept"), Some(Dir::Accept));
-        assert_eq!(Dir::of_method("close"), None);
-    }
-}
+mod tests;

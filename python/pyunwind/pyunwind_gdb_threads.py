@@ -1,0 +1,1 @@
+../../pylib/pyunwind_gdb_threads.py
