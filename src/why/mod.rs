@@ -100,7 +100,7 @@ pub fn report(session: &Session, base: &Report) -> Report {
             // Moved, not copied: a task is listed once (its id is its address).
             for t in listed.iter_mut() {
                 if let Some(&i) = index.get(&t.id) {
-                    t.why = Some(std::mem::take(&mut whys[i]));
+                    t.why = Some(Box::new(std::mem::take(&mut whys[i])));
                 }
             }
         }
