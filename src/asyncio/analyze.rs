@@ -210,7 +210,9 @@ fn decode_tasks(
 /// borrow the names (`sort_by_cached_key` would own two copies of each), and the tasks are
 /// moved into place once, as `sort_by_cached_key` does.
 fn sort_by_name(tasks: &mut [TaskView]) {
-    let mut order: Vec<((&str, u64, &str, u64), usize)> = tasks
+    // (name without its last digits, their value, name, address).
+    type Key<'a> = (&'a str, u64, &'a str, u64);
+    let mut order: Vec<(Key, usize)> = tasks
         .iter()
         .enumerate()
         .map(|(i, t)| {
