@@ -133,11 +133,12 @@ impl TaskView {
     }
 }
 
-/// Sort key that puts "Task-2" before "Task-10".
-fn natural_key(s: &str) -> (String, u64, String) {
+/// A name's sort key without its last digits, and those digits' value: "Task-2" sorts before
+/// "Task-10" (ties: by the whole name).
+fn natural_parts(s: &str) -> (&str, u64) {
     let digits = s.len() - s.trim_end_matches(|c: char| c.is_ascii_digit()).len();
     let (head, tail) = s.split_at(s.len() - digits);
-    (head.to_string(), tail.parse().unwrap_or(0), s.to_string())
+    (head, tail.parse().unwrap_or(0))
 }
 
 /// Finds which tasks wait on a future, through the future's done callbacks.
@@ -181,7 +182,11 @@ impl Resolver<'_, '_> {
         out.sort_unstable();
         out.dedup();
         self.active.remove(&fut);
-        self.memo.insert(fut, out.clone());
+        // Depth 0 is a task, asked once (callbacks lead only to futures, which are not
+        // tasks): nothing asks for it again.
+        if depth > 0 {
+            self.memo.insert(fut, out.clone());
+        }
         out
     }
 
@@ -426,7 +431,7 @@ mod tests {
     #[test]
     fn natural_order() {
         let mut v = vec!["Task-10", "Task-2", "main", "Task-1"];
-        v.sort_by_key(|s| natural_key(s));
+        v.sort_by_key(|s| (natural_parts(s), *s));
         assert_eq!(v, vec!["Task-1", "Task-2", "Task-10", "main"]);
     }
 }

@@ -1,7 +1,7 @@
 //! asyncio's objects as the target holds them: which class an object is, and the fields of
 //! tasks and futures, for both the C (`_asyncio`) and the pure-Python classes.
 
-use std::sync::Mutex;
+use std::sync::RwLock;
 
 use super::layout::AsyncioLayout;
 use crate::cpython::values::field;
@@ -88,7 +88,8 @@ pub struct Objects<'a> {
     pub lay: AsyncioLayout,
     /// Each interpreter's asyncio types (a subinterpreter's `_asyncio` has types of its own).
     pub known: Vec<KnownTypes>,
-    classes: Mutex<AddrMap<Class>>,
+    /// Read by every worker for every object, written once per type.
+    classes: RwLock<AddrMap<Class>>,
 }
 
 impl<'a> Objects<'a> {
@@ -97,7 +98,7 @@ impl<'a> Objects<'a> {
             snap,
             lay,
             known,
-            classes: Mutex::new(AddrMap::default()),
+            classes: RwLock::new(AddrMap::default()),
         }
     }
 
@@ -112,7 +113,7 @@ impl<'a> Objects<'a> {
             .read_ptr(field(obj, self.snap.layout.pyobject.ob_type)?)?;
         if let Some(c) = self
             .classes
-            .lock()
+            .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(&tp)
         {
@@ -121,7 +122,7 @@ impl<'a> Objects<'a> {
         let t = self.snap.type_of(obj)?;
         let c = self.classify_type(t.addr, &t.name)?;
         self.classes
-            .lock()
+            .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert(t.addr, c);
         Ok(c)

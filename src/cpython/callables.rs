@@ -135,6 +135,17 @@ impl Snapshot {
     /// [`Snapshot::value_stack`] slot by slot: None for a slot that holds no object pointer
     /// (NULL, a tagged int, a stale non-pointer), so neighbours stay neighbours.
     pub fn value_stack_slots(&self, frame: &PyFrame, inner: Option<u64>) -> Vec<Option<u64>> {
+        self.value_stack_slots_at_most(frame, inner, MAX_VALUE_STACK_SLOTS)
+    }
+
+    /// [`Snapshot::value_stack_slots`], at most `max` of them: the first `max` of what it
+    /// returns, without reading further (a suspended frame whose live depth is known).
+    pub fn value_stack_slots_at_most(
+        &self,
+        frame: &PyFrame,
+        inner: Option<u64>,
+        max: u64,
+    ) -> Vec<Option<u64>> {
         let Ok((base, tag_bits)) = self.localsplus(frame) else {
             return Vec::new();
         };
@@ -142,7 +153,7 @@ impl Snapshot {
             return Vec::new();
         };
         // The slots below the frame it calls, at most MAX_VALUE_STACK_SLOTS of them.
-        let mut n = MAX_VALUE_STACK_SLOTS;
+        let mut n = MAX_VALUE_STACK_SLOTS.min(max);
         if let Some(f) = inner.filter(|&f| f > start) {
             n = n.min((f - start).div_ceil(8));
         }

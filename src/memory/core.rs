@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use object::elf;
@@ -125,6 +126,9 @@ pub struct CoreMemory {
     /// Where the files NT_FILE names are read from.
     lookup: Arc<FileLookup>,
     files: Mutex<HashMap<String, Option<File>>>,
+    /// The index of the segment the last read found: reads come in runs over one segment (a
+    /// heap's), each a binary search otherwise. Only a hint, checked before use.
+    last_segment: AtomicUsize,
 }
 
 impl CoreFile {
@@ -280,6 +284,7 @@ impl CoreMemory {
             core,
             lookup: Arc::new(FileLookup::new(search)),
             files: Mutex::new(HashMap::new()),
+            last_segment: AtomicUsize::new(0),
         };
         if mem.info.mappings.is_empty() && !mem.info.auxv.is_empty() {
             let found = super::link_map::find(&mem, &mem.info.auxv, &mem.lookup, exe, None)
@@ -350,8 +355,19 @@ impl CoreMemory {
 
     fn segment_for(&self, addr: u64) -> Option<&Segment> {
         let segs = &self.info.segments;
+        // The hint is the binary search's answer when its segment is the last that starts at
+        // or below `addr` (overlapping program headers included).
+        let hint = self.last_segment.load(Ordering::Relaxed);
+        if let Some(s) = segs.get(hint) {
+            let last_below = segs.get(hint + 1).is_none_or(|n| n.vaddr > addr);
+            if s.vaddr <= addr && last_below {
+                return (addr < s.vaddr.saturating_add(s.memsz)).then_some(s);
+            }
+        }
         let i = segs.partition_point(|s| s.vaddr <= addr);
-        let s = segs.get(i.checked_sub(1)?)?;
+        let at = i.checked_sub(1)?;
+        let s = segs.get(at)?;
+        self.last_segment.store(at, Ordering::Relaxed);
         (addr < s.vaddr.saturating_add(s.memsz)).then_some(s)
     }
 

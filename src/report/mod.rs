@@ -436,9 +436,10 @@ pub struct TaskReport {
     pub awaited_by: Vec<u64>,
     /// Tasks that own this one but are running, so do not await it (TaskGroup, gather).
     pub owned_by: Vec<u64>,
-    /// `--why` only.
+    /// `--why` only. Boxed: a report of 100,000 tasks without it takes half the memory (a
+    /// `TaskWhy` is larger than the rest of the task).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub why: Option<TaskWhy>,
+    pub why: Option<Box<TaskWhy>>,
 }
 
 /// `--why`, per asyncio task: the asyncio primitive it waits on and the locks it holds

@@ -97,9 +97,10 @@ pub fn report(session: &Session, base: &Report) -> Report {
                 .enumerate()
                 .map(|(i, v)| (v.raw.addr, i))
                 .collect();
+            // Moved, not copied: a task is listed once (its id is its address).
             for t in listed.iter_mut() {
                 if let Some(&i) = index.get(&t.id) {
-                    t.why = Some(whys[i].clone());
+                    t.why = Some(Box::new(std::mem::take(&mut whys[i])));
                 }
             }
         }
