@@ -71,7 +71,15 @@ fn loop_why(
     q: LoopQueues,
     now: Option<f64>,
 ) -> LoopWhy {
-    let state = thread.and_then(loop_state);
+    let state = thread.and_then(|t| {
+        loop_state(t).or_else(|| {
+            // On CPU, in no system call, but neither holding the GIL nor attached (a
+            // free-threaded thread caught between detaching and attaching again at an eval
+            // breaker, a thread running C code that released the GIL): it runs code all the
+            // same.
+            (super::state::syscall(session, t) == Some(None)).then_some("busy")
+        })
+    });
     let blocked_by = match (state, thread) {
         (Some(s @ ("blocked" | "busy")), Some(t)) => Some(running(session, view, lv, t, s)),
         _ => None,
