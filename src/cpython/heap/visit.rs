@@ -1,6 +1,7 @@
 //! One object: its size as `sys.getsizeof` gives it, by its type's kind, and its referents.
 
 use super::referents::{DEQUE_BLOCK, DEQUE_BLOCKLEN, DEQUE_LEFTBLOCK, DEQUE_LEFTINDEX};
+use super::types::TypeRec;
 use super::types::{
     object_header, Kind, DEFAULT_OBJECT_HEADER, TP_BASES_AFTER_BASE, TP_DICT_AFTER_BASE,
     TP_MRO_AFTER_BASE, TYPE_OBJECT_BEFORE_KEYS,
@@ -39,9 +40,75 @@ pub(super) struct Visited {
     pub len: Option<u64>,
 }
 
+/// An object's first bytes, as read.
+struct Head {
+    h: [u8; HEADER],
+    /// How much longer than a default build's the object header is (free-threaded: 16).
+    grow: u64,
+}
+
+impl Head {
+    /// The word at `o`, 0 past what was read.
+    fn word(&self, o: u64) -> u64 {
+        self.h
+            .get(o as usize..o as usize + 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+    }
+}
+
+/// What the visit of one object needs of its type's record.
+#[derive(Clone, Copy)]
+struct Shape {
+    kind: Kind,
+    basicsize: u64,
+    itemsize: u64,
+    preheader: u64,
+    heap: bool,
+    flags: u64,
+    /// It has `__slots__` members.
+    members: bool,
+    words_end: u64,
+}
+
+impl Shape {
+    fn of(t: &TypeRec) -> Shape {
+        Shape {
+            kind: t.kind,
+            basicsize: t.basicsize,
+            itemsize: t.itemsize,
+            preheader: t.preheader,
+            heap: t.heap,
+            flags: t.flags,
+            members: !t.slots.is_empty(),
+            words_end: t.object_words_end,
+        }
+    }
+}
+
 impl Walk<'_> {
     /// Sizes and counts `obj`, and puts its referents in `refs`.
     pub(super) fn visit(&mut self, obj: u64, refs: &mut Vec<u64>) -> Result<Visited, ReadError> {
+        let (head, tp) = self.head(obj)?;
+        let Some(s) = self.types.get(&tp).and_then(|t| t.as_ref()).map(Shape::of) else {
+            return Err(ReadError::corrupt(obj, "heap: unreadable type"));
+        };
+        let (size, len, pre) = match self.container_size(obj, &s, &head, refs)? {
+            Some((size, len)) => (size, Some(len), s.preheader),
+            None => self.other_size(obj, tp, &s, &head, refs)?,
+        };
+        if s.members {
+            self.member_refs(obj, tp, refs);
+        }
+        if s.heap {
+            self.instance_refs(obj, tp, s.flags, s.basicsize, refs);
+        }
+        let bytes = size.saturating_add(pre);
+        self.count(obj, tp, bytes, len);
+        Ok(Visited { tp, bytes, len })
+    }
+
+    /// `obj`'s first bytes (a str's whole header) and its type, whose record is then known.
+    fn head(&mut self, obj: u64) -> Result<(Head, u64), ReadError> {
         let snap = self.snap;
         let mut h = [0u8; HEADER];
         // A free-threaded build's longer object header moves every field after it (the
@@ -53,10 +120,11 @@ impl Walk<'_> {
             // An object near the end of its mapping: its first words only.
             snap.mem.read_into(obj, &mut h[..32])?;
         }
-        let ob_type = snap.layout.pyobject.ob_type as usize;
-        let tp = h
-            .get(ob_type..ob_type + 8)
-            .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()));
+        let head = Head {
+            h,
+            grow: grow as u64,
+        };
+        let tp = head.word(snap.layout.pyobject.ob_type);
         if tp == 0 || tp & 7 != 0 {
             return Err(ReadError::corrupt(obj, "heap: object without a type"));
         }
@@ -64,55 +132,43 @@ impl Walk<'_> {
             let rec = self.type_rec(tp);
             self.types.insert(tp, rec);
         }
-        let Some(t) = self.types.get(&tp).and_then(|t| t.as_ref()) else {
-            return Err(ReadError::corrupt(obj, "heap: unreadable type"));
-        };
-        if t.kind == Kind::Str {
+        let mut head = head;
+        let is_str = self
+            .types
+            .get(&tp)
+            .and_then(|t| t.as_ref())
+            .is_some_and(|t| t.kind == Kind::Str);
+        if is_str {
             // The rest of a str's header (utf8, 3.10/3.11's wstr_length); past the end of a
             // short ASCII str at the end of its mapping, zeros (fields it does not use).
-            if let Some(rest) = h.get_mut(head_read..) {
+            if let Some(rest) = head.h.get_mut(head_read..) {
                 if let Ok(at) = field(obj, head_read as u64) {
                     let _ = snap.mem.read_into(at, rest);
                 }
             }
         }
-        let word = |o: u64| -> u64 {
-            h.get(o as usize..o as usize + 8)
-                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
-        };
-        let (kind, basicsize, itemsize, preheader, heap, tflags, members, words_end) = (
-            t.kind,
-            t.basicsize,
-            t.itemsize,
-            t.preheader,
-            t.heap,
-            t.flags,
-            !t.slots.is_empty(),
-            t.object_words_end,
-        );
-        let lay = &snap.layout;
-        let ob_size = word(lay.list_object.ob_size) as i64;
-        let mut pre = preheader;
-        let mut len = None;
-        let size = match kind {
-            Kind::Str => {
-                let (s, n) = self.str_size(obj, &h)?;
-                len = Some(n);
-                s
-            }
-            Kind::Int => match lay.long_object {
-                LongObject::SignedSize { ob_digit, .. } => {
-                    ob_digit.saturating_add(ob_size.unsigned_abs().saturating_mul(4))
-                }
-                LongObject::Tagged { lv_tag, ob_digit } => {
-                    ob_digit.saturating_add((word(lv_tag) >> 3).max(1).saturating_mul(4))
-                }
-            },
+        Ok((head, tp))
+    }
+
+    /// A list's, tuple's, dict's, set's or deque's size and length, its items into `refs`;
+    /// None for another kind.
+    fn container_size(
+        &mut self,
+        obj: u64,
+        s: &Shape,
+        head: &Head,
+        refs: &mut Vec<u64>,
+    ) -> Result<Option<(u64, u64)>, ReadError> {
+        let lay = &self.snap.layout;
+        let (basicsize, itemsize) = (s.basicsize, s.itemsize);
+        let ob_size = head.word(lay.list_object.ob_size) as i64;
+        let len: Option<u64>;
+        let size = match s.kind {
             Kind::List => {
                 let n = ob_size.max(0) as u64;
                 len = Some(n);
-                let items = word(lay.list_object.ob_item);
-                let allocated = word(lay.list_object.ob_item + LIST_ALLOCATED_AFTER_ITEM);
+                let items = head.word(lay.list_object.ob_item);
+                let allocated = head.word(lay.list_object.ob_item + LIST_ALLOCATED_AFTER_ITEM);
                 let r = self.items(items, n, refs);
                 self.note(r);
                 basicsize.saturating_add(allocated.saturating_mul(8))
@@ -125,9 +181,9 @@ impl Walk<'_> {
                 basicsize.saturating_add(itemsize.saturating_mul(n))
             }
             Kind::Dict => {
-                len = Some(word(lay.dict_object.ma_used));
-                let keys = word(lay.dict_object.ma_keys);
-                let values = match word(lay.dict_object.ma_values) {
+                len = Some(head.word(lay.dict_object.ma_used));
+                let keys = head.word(lay.dict_object.ma_keys);
+                let values = match head.word(lay.dict_object.ma_values) {
                     0 => None,
                     v => Some(field(v, lay.dict_object.values_array)?),
                 };
@@ -148,9 +204,9 @@ impl Walk<'_> {
                 s
             }
             Kind::Set => {
-                len = Some(word(lay.set_object.used));
-                let mask = word(lay.set_object.mask);
-                let table = word(lay.set_object.table);
+                len = Some(head.word(lay.set_object.used));
+                let mask = head.word(lay.set_object.mask);
+                let table = head.word(lay.set_object.table);
                 let slots = mask.saturating_add(1);
                 // setentry: {key, hash}; dummy entries are one static object, counted once.
                 let r = self.pairs(table, slots, 16, 0, refs);
@@ -165,12 +221,48 @@ impl Walk<'_> {
             Kind::Deque => {
                 let n = ob_size.max(0) as u64;
                 len = Some(n);
-                let left = word(DEQUE_LEFTINDEX + grow as u64);
-                let r = self.deque_items(obj, word(DEQUE_LEFTBLOCK + grow as u64), left, n, refs);
+                let left = head.word(DEQUE_LEFTINDEX + head.grow);
+                let r =
+                    self.deque_items(obj, head.word(DEQUE_LEFTBLOCK + head.grow), left, n, refs);
                 self.note(r);
                 let blocks = left.saturating_add(n).saturating_add(DEQUE_BLOCKLEN) / DEQUE_BLOCKLEN;
                 basicsize.saturating_add(blocks.saturating_mul(DEQUE_BLOCK))
             }
+            _ => return Ok(None),
+        };
+        Ok(Some((size, len.unwrap_or(0))))
+    }
+
+    /// Any other kind's size and length (None where it has none), and the pre-header
+    /// `sys.getsizeof` adds (none for a static type).
+    fn other_size(
+        &mut self,
+        obj: u64,
+        tp: u64,
+        s: &Shape,
+        head: &Head,
+        refs: &mut Vec<u64>,
+    ) -> Result<(u64, Option<u64>, u64), ReadError> {
+        let snap = self.snap;
+        let lay = &snap.layout;
+        let (kind, basicsize, itemsize) = (s.kind, s.basicsize, s.itemsize);
+        let ob_size = head.word(lay.list_object.ob_size) as i64;
+        let mut pre = s.preheader;
+        let mut len = None;
+        let size = match kind {
+            Kind::Str => {
+                let (s, n) = self.str_size(obj, &head.h)?;
+                len = Some(n);
+                s
+            }
+            Kind::Int => match lay.long_object {
+                LongObject::SignedSize { ob_digit, .. } => {
+                    ob_digit.saturating_add(ob_size.unsigned_abs().saturating_mul(4))
+                }
+                LongObject::Tagged { lv_tag, ob_digit } => {
+                    ob_digit.saturating_add((head.word(lv_tag) >> 3).max(1).saturating_mul(4))
+                }
+            },
             Kind::Type => {
                 let base = lay.type_object.tp_base;
                 for off in [TP_DICT_AFTER_BASE, TP_BASES_AFTER_BASE, TP_MRO_AFTER_BASE] {
@@ -195,11 +287,11 @@ impl Walk<'_> {
                 }
             }
             Kind::Module => {
-                refs.push(word(lay.module_md_dict));
+                refs.push(head.word(lay.module_md_dict));
                 basicsize
             }
             Kind::Cell => {
-                refs.push(word(lay.cell_ob_ref));
+                refs.push(head.word(lay.cell_ob_ref));
                 basicsize
             }
             Kind::Bytes => {
@@ -212,7 +304,7 @@ impl Walk<'_> {
                 // ob_alloc`; 3.15 keeps the bytes in a bytes object (`ob_bytes_object`,
                 // `ob_alloc` its length) and counts that object's header too (measured: a
                 // 150,010-byte bytearray grown by `+=` gives 64 + 168,767 + 33).
-                let alloc = word(BYTEARRAY_OB_ALLOC + grow as u64).min(MAX_VAR_BYTES);
+                let alloc = head.word(BYTEARRAY_OB_ALLOC + head.grow).min(MAX_VAR_BYTES);
                 let backing = if lay.version.minor >= BYTEARRAY_BYTES_BACKED_FROM && alloc > 0 {
                     BYTES_HEADER
                 } else {
@@ -238,24 +330,29 @@ impl Walk<'_> {
                 self.or_basic(s, basicsize)
             }
             Kind::Function => {
-                let r = self.function_refs(obj, words_end, refs);
+                let r = self.function_refs(obj, s.words_end, refs);
                 self.note(r);
                 basicsize
             }
-            Kind::Plain | Kind::Opaque => {
+            // Containers are sized by `container_size`.
+            Kind::Plain
+            | Kind::Opaque
+            | Kind::List
+            | Kind::Tuple
+            | Kind::Dict
+            | Kind::Set
+            | Kind::Deque => {
                 if kind == Kind::Opaque {
                     *self.unwalked.entry(tp).or_insert(0) += 1;
                 }
                 self.var_size(obj, basicsize, itemsize, ob_size)
             }
         };
-        if members {
-            self.member_refs(obj, tp, refs);
-        }
-        if heap {
-            self.instance_refs(obj, tp, tflags, basicsize, refs);
-        }
-        let bytes = size.saturating_add(pre);
+        Ok((size, len, pre))
+    }
+
+    /// Adds `obj` to its type's total and to the largest objects.
+    fn count(&mut self, obj: u64, tp: u64, bytes: u64, len: Option<u64>) {
         let e = self.totals.entry(tp).or_insert((0, 0));
         e.0 += 1;
         e.1 = e.1.saturating_add(bytes);
@@ -270,7 +367,6 @@ impl Walk<'_> {
                 self.top.push(item);
             }
         }
-        Ok(Visited { tp, bytes, len })
     }
 
     /// `object.__sizeof__`: `tp_basicsize + tp_itemsize × |ob_size|`, a corrupt size counted
