@@ -308,6 +308,21 @@ pub(super) enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// What grew between two saved `--heap --json` reports (one process at two times, or two
+    /// cores): each type's change in count and bytes, and the containers among the retainers
+    /// whose length or retained size grew (docs/report.md, "What grows").
+    Diff {
+        /// The earlier report.
+        old: PathBuf,
+        /// The later report.
+        new: PathBuf,
+        /// How many types and containers the text lists (default 20).
+        #[arg(long, value_name = "N", default_value_t = 20)]
+        top: usize,
+        /// Print `heap_diff` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the path of the gdb script (`source` it, or `gdb -x PATH`).
     GdbScript,
     /// Print the path of the lldb script (`command script import PATH`).

@@ -200,6 +200,12 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
             why,
             json,
         } => return merge(&reports, group_by, tree, why, json),
+        Cmd::Diff {
+            old,
+            new,
+            top,
+            json,
+        } => return heap_diff(&old, &new, top, json),
         Cmd::GdbScript => return script_line(scripts, Debugger::Gdb),
         Cmd::LldbScript => return script_line(scripts, Debugger::Lldb),
         Cmd::InstallGdb { init } => {
@@ -216,6 +222,33 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
         }
     };
     read_targets(targets)
+}
+
+/// `diff OLD NEW`: what grew between two saved heap reports.
+fn heap_diff(old: &Path, new: &Path, top: usize, json: bool) -> Result<(String, i32)> {
+    let read = |p: &Path| -> Result<crate::report::heap_diff::SavedHeap> {
+        let file = std::fs::File::open(p).map_err(|err| Error::Io {
+            path: p.display().to_string(),
+            err,
+        })?;
+        let saved: crate::report::heap_diff::Saved =
+            serde_json::from_reader(std::io::BufReader::new(file)).map_err(|e| Error::BadFile {
+                path: p.display().to_string(),
+                why: format!("not a --json report: {e}"),
+            })?;
+        saved.heap.ok_or_else(|| Error::BadFile {
+            path: p.display().to_string(),
+            why: "the report has no heap (save it with --heap --json)".into(),
+        })
+    };
+    let d = crate::report::heap_diff::diff(&read(old)?, &read(new)?);
+    let out = if json {
+        let r = crate::report::heap_diff::HeapDiffReport { heap_diff: d };
+        serde_json::to_string(&r).map_err(|e| Error::Usage(format!("diff: {e}")))? + "\n"
+    } else {
+        crate::report::heap_diff::render(&d, top)
+    };
+    Ok((out, 0))
 }
 
 /// `gdb-script`, `lldb-script`: the script's path, one line.

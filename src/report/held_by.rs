@@ -62,6 +62,37 @@ impl Serialize for HeldStep {
     }
 }
 
+/// Steps read back from a saved report's `held_by`; None when one is not a step.
+pub fn steps_of(v: &serde_json::Value) -> Option<Vec<HeldStep>> {
+    let text = |s: &serde_json::Value, k: &str| s.get(k)?.as_str().map(str::to_string);
+    v.as_array()?
+        .iter()
+        .map(|s| {
+            let m = s.as_object()?;
+            Some(if let Some(n) = text(s, "module") {
+                HeldStep::Module(n)
+            } else if let Some(n) = text(s, "attr") {
+                HeldStep::Attr(n)
+            } else if let Some(n) = text(s, "key") {
+                HeldStep::Key(n)
+            } else if let Some(i) = m.get("index").and_then(|i| i.as_u64()) {
+                HeldStep::Index(i)
+            } else if let Some(n) = text(s, "closure") {
+                HeldStep::Closure(n)
+            } else if let Some(n) = text(s, "via") {
+                HeldStep::Via(n)
+            } else {
+                HeldStep::Local {
+                    name: text(s, "local")?,
+                    function: text(s, "function")?,
+                    thread: m.get("thread").and_then(|t| t.as_u64()),
+                    thread_name: None,
+                }
+            })
+        })
+        .collect()
+}
+
 /// `steps` as Python would reach the object: `__main__._cache`, `__main__.Registry.items`,
 /// `__main__.keep_fn closure blobs`, `thread 1234 "holder" worker() local batch[3]`.
 pub fn expression(steps: &[HeldStep]) -> String {

@@ -1,9 +1,11 @@
 //! The report model (`docs/report.md`, `docs/report.schema.json`), shared by every frontend,
 //! and its text rendering.
 
+pub mod bytes_text;
 pub mod gather;
 pub mod group;
 pub mod group_text;
+pub mod heap_diff;
 pub mod held_by;
 mod json_names;
 pub mod members;

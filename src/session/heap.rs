@@ -5,6 +5,7 @@ use super::Session;
 use crate::cpython::heap::{LocalRoot, Retainer, Roots, Step};
 use crate::cpython::FrameItem;
 use crate::error::ReadError;
+use crate::report::bytes_text::human;
 use crate::report::held_by::{self, HeapRetainer, HeldStep};
 use crate::report::{
     ErrorReport, HeapCount, HeapObject, HeapReport, HeapType, HeapUnreached, Report,
@@ -269,33 +270,9 @@ pub fn render(h: &HeapReport, top: usize) -> String {
     out
 }
 
-/// `n` bytes as B, KiB, MiB or GiB.
-fn human(n: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    let mut v = n as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < UNITS.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[i])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn human_sizes() {
-        assert_eq!(human(0), "0 B");
-        assert_eq!(human(1023), "1023 B");
-        assert_eq!(human(1536), "1.5 KiB");
-        assert_eq!(human(3 << 30), "3.0 GiB");
-    }
 
     #[test]
     fn render_says_a_lower_bound() {

@@ -1,0 +1,281 @@
+//! `pyunwind diff OLD.json NEW.json`: what grew between two saved `--heap --json` reports
+//! (docs/report.md, "What grows"): each type's change, and the retainers whose length or
+//! retained size grew, matched by address and type, else by their path from a root.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::bytes_text::{human, thousands};
+use super::held_by::{expression, steps_of};
+
+/// The part of a saved report the diff reads.
+#[derive(Deserialize)]
+pub struct Saved {
+    pub heap: Option<SavedHeap>,
+}
+
+#[derive(Deserialize)]
+pub struct SavedHeap {
+    types: Vec<SavedType>,
+    /// Reports saved before retainers existed have none.
+    #[serde(default)]
+    retainers: Vec<SavedRetainer>,
+}
+
+#[derive(Deserialize)]
+struct SavedType {
+    #[serde(rename = "type")]
+    type_name: String,
+    count: u64,
+    bytes: u64,
+}
+
+#[derive(Deserialize)]
+struct SavedRetainer {
+    address: u64,
+    #[serde(rename = "type")]
+    type_name: String,
+    len: Option<u64>,
+    bytes: u64,
+    retained: u64,
+    held_by: Option<Value>,
+}
+
+#[derive(Serialize)]
+pub struct HeapDiffReport {
+    pub heap_diff: HeapDiff,
+}
+
+#[derive(Serialize)]
+pub struct HeapDiff {
+    /// Every type of either report, the most bytes gained first.
+    pub types: Vec<TypeDelta>,
+    /// The retainers of the new report that grew, the most retained bytes gained first.
+    pub grown: Vec<Grown>,
+}
+
+#[derive(Serialize)]
+pub struct TypeDelta {
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub count: u64,
+    pub bytes: u64,
+    pub count_delta: i64,
+    pub bytes_delta: i64,
+}
+
+#[derive(Serialize)]
+pub struct Grown {
+    pub address: u64,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub len_before: Option<u64>,
+    pub len: Option<u64>,
+    pub bytes_before: u64,
+    pub bytes: u64,
+    pub retained_before: u64,
+    pub retained: u64,
+    pub held_by: Option<Value>,
+}
+
+fn delta(new: u64, old: u64) -> i64 {
+    (new as i128 - old as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+/// The diff of `old` and `new`.
+pub fn diff(old: &SavedHeap, new: &SavedHeap) -> HeapDiff {
+    let mut types: Vec<TypeDelta> = new
+        .types
+        .iter()
+        .map(|t| {
+            let before = old.types.iter().find(|o| o.type_name == t.type_name);
+            TypeDelta {
+                type_name: t.type_name.clone(),
+                count: t.count,
+                bytes: t.bytes,
+                count_delta: delta(t.count, before.map_or(0, |o| o.count)),
+                bytes_delta: delta(t.bytes, before.map_or(0, |o| o.bytes)),
+            }
+        })
+        .collect();
+    types.extend(
+        old.types
+            .iter()
+            .filter(|o| !new.types.iter().any(|t| t.type_name == o.type_name))
+            .map(|o| TypeDelta {
+                type_name: o.type_name.clone(),
+                count: 0,
+                bytes: 0,
+                count_delta: delta(0, o.count),
+                bytes_delta: delta(0, o.bytes),
+            }),
+    );
+    types.sort_by(|a, b| {
+        b.bytes_delta
+            .cmp(&a.bytes_delta)
+            .then(a.type_name.cmp(&b.type_name))
+    });
+    let mut grown: Vec<Grown> = new
+        .retainers
+        .iter()
+        .filter_map(|r| {
+            let o = matching(&old.retainers, r)?;
+            let longer = r.len.zip(o.len).is_some_and(|(n, b)| n > b);
+            (longer || r.retained > o.retained).then(|| Grown {
+                address: r.address,
+                type_name: r.type_name.clone(),
+                len_before: o.len,
+                len: r.len,
+                bytes_before: o.bytes,
+                bytes: r.bytes,
+                retained_before: o.retained,
+                retained: r.retained,
+                held_by: r.held_by.clone(),
+            })
+        })
+        .collect();
+    grown.sort_by(|a, b| {
+        delta(b.retained, b.retained_before)
+            .cmp(&delta(a.retained, a.retained_before))
+            .then(a.address.cmp(&b.address))
+    });
+    HeapDiff { types, grown }
+}
+
+/// `r`'s entry in the old report: the same address and type, else the same path.
+fn matching<'a>(old: &'a [SavedRetainer], r: &SavedRetainer) -> Option<&'a SavedRetainer> {
+    old.iter()
+        .find(|o| o.address == r.address && o.type_name == r.type_name)
+        .or_else(|| {
+            let path = r.held_by.as_ref().filter(|p| !p.is_null())?;
+            old.iter()
+                .find(|o| o.type_name == r.type_name && o.held_by.as_ref() == Some(path))
+        })
+}
+
+fn signed(n: i64, f: impl Fn(u64) -> String) -> String {
+    if n < 0 {
+        format!("-{}", f(n.unsigned_abs()))
+    } else {
+        format!("+{}", f(n as u64))
+    }
+}
+
+fn path_text(held_by: &Option<Value>, address: u64) -> String {
+    held_by
+        .as_ref()
+        .and_then(steps_of)
+        .map_or_else(|| format!("{address:#x}"), |s| expression(&s))
+}
+
+fn grown_text(g: &Grown) -> String {
+    let len = match (g.len_before, g.len) {
+        (Some(b), Some(n)) if n != b => format!(" {} → {}", thousands(b), thousands(n)),
+        _ => String::new(),
+    };
+    format!(
+        "{} grew{len} ({} retained)",
+        path_text(&g.held_by, g.address),
+        signed(delta(g.retained, g.retained_before), human)
+    )
+}
+
+/// The text: the top growth first, then the types that changed and the containers that grew,
+/// `top` rows of each.
+pub fn render(d: &HeapDiff, top: usize) -> String {
+    let mut lead = Vec::new();
+    if let Some(t) = d.types.first().filter(|t| t.bytes_delta > 0) {
+        lead.push(format!(
+            "{} {} objects ({})",
+            signed(t.count_delta, thousands),
+            t.type_name,
+            signed(t.bytes_delta, human)
+        ));
+    }
+    if let Some(g) = d.grown.first() {
+        lead.push(grown_text(g));
+    }
+    let mut out = if lead.is_empty() {
+        "Nothing grew.\n".to_string()
+    } else {
+        lead.join("; ") + "\n"
+    };
+    let changed: Vec<&TypeDelta> = d
+        .types
+        .iter()
+        .filter(|t| t.count_delta != 0 || t.bytes_delta != 0)
+        .take(top)
+        .collect();
+    if !changed.is_empty() {
+        let w = changed.iter().map(|t| t.type_name.len()).max().unwrap_or(4);
+        out += &format!(
+            "\n{:<w$}  {:>10}  {:>12}  {:>10}  {:>12}\n",
+            "type", "count", "bytes", "+count", "+bytes"
+        );
+        for t in changed {
+            out += &format!(
+                "{:<w$}  {:>10}  {:>12}  {:>10}  {:>12}\n",
+                t.type_name,
+                thousands(t.count),
+                human(t.bytes),
+                signed(t.count_delta, thousands),
+                signed(t.bytes_delta, human)
+            );
+        }
+    }
+    if !d.grown.is_empty() {
+        out += "\nGrown:\n";
+        for g in d.grown.iter().take(top) {
+            out += &format!("  {}  {}\n", grown_text(g), g.type_name);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn heap(json: &str) -> SavedHeap {
+        serde_json::from_str::<Saved>(json).unwrap().heap.unwrap()
+    }
+
+    #[test]
+    fn growth_is_matched_by_address_then_by_path() {
+        let old = heap(
+            r#"{"heap": {"types": [{"type": "bytes", "count": 10, "bytes": 1000},
+                {"type": "gone", "count": 1, "bytes": 5}],
+              "retainers": [{"address": 16, "type": "dict", "len": 2, "bytes": 100,
+                "retained": 300, "held_by": [{"module": "__main__"}, {"attr": "_cache"}]},
+                {"address": 32, "type": "list", "len": 5, "bytes": 90, "retained": 90,
+                "held_by": [{"module": "m"}, {"attr": "q"}]}]}}"#,
+        );
+        let new = heap(
+            r#"{"heap": {"types": [{"type": "bytes", "count": 10010, "bytes": 1001000}],
+              "retainers": [{"address": 48, "type": "dict", "len": 4, "bytes": 200,
+                "retained": 2_000_300, "held_by": [{"module": "__main__"}, {"attr": "_cache"}]},
+                {"address": 32, "type": "list", "len": 5, "bytes": 90, "retained": 90,
+                "held_by": [{"module": "m"}, {"attr": "q"}]}]}}"#
+                .replace("2_000_300", "2000300")
+                .as_str(),
+        );
+        let d = diff(&old, &new);
+        assert_eq!(
+            d.types
+                .iter()
+                .map(|t| (t.type_name.as_str(), t.count_delta, t.bytes_delta))
+                .collect::<Vec<_>>(),
+            vec![("bytes", 10000, 1_000_000), ("gone", -1, -5)]
+        );
+        assert_eq!(d.grown.len(), 1);
+        assert_eq!(
+            (d.grown[0].address, d.grown[0].len_before, d.grown[0].len),
+            (48, Some(2), Some(4))
+        );
+        let text = render(&d, 20);
+        assert_eq!(
+            text.lines().next().unwrap(),
+            "+10,000 bytes objects (+976.6 KiB); __main__._cache grew 2 → 4 (+1.9 MiB retained)"
+        );
+    }
+}
