@@ -6,6 +6,8 @@
         the interpreter's own objects on top), the census and its retainers: wall time
         (target < 2 s), and `pid --heap` of the same process, with the objects counted and
         the first retainer (the list, `__main__.ITEMS`) checked.
+  diff  `pyunwind diff OLD NEW --json` of the 1M process's live report and its core's
+        (target < 1 s), its types checked.
   10M   the same with 10,000,000 objects (`--big`, not in `make bench`: a 1.5 GB process and
         a 1 GB core): wall time (target < 20 s) and peak RSS. The census reads on its own
         allowance (4 GiB, apart from the stop's 512 MiB), so the walk is complete; a run that
@@ -67,6 +69,7 @@ def bench(python, n, limit, verdicts, tmp):
             t, proc = timed(["pid", child.pid, "--heap", "--json"])
             live = heap_of(proc)
             times.append(t)
+        live_json = proc.stdout
         prefix = os.path.join(tmp, "core")
         subprocess.run(["gcore", "-o", prefix, str(child.pid)], capture_output=True,
                        timeout=600, check=False)
@@ -84,6 +87,7 @@ def bench(python, n, limit, verdicts, tmp):
         core_times.append(t)
     rss = peak_rss(["core", core, "--heap", "--json"])
     os.unlink(core)
+    bench_diff(n, live_json, proc.stdout, verdicts, tmp)
     for what, h in (("live", live), ("core", heap)):
         items = h and {t["type"]: t["count"] for t in h["types"]}.get("__main__.Item")
         # Complete, or stopped at a budget and saying so.
@@ -103,6 +107,29 @@ def bench(python, n, limit, verdicts, tmp):
           % (f"{total:,}", " (budget hit: %s)" % heap["limit"] if heap["limit"] else "", core_s,
              live_s, (rss or 0) / (1 << 20),
              verdicts.under("core --heap, %d objects" % n, core_s, limit, "%.2f s")))
+
+
+def bench_diff(n, old, new, verdicts, tmp):
+    """`diff` of the live report and the core's: the median of RUNS, its types checked."""
+    paths = []
+    for name, text in (("old", old), ("new", new)):
+        paths.append(os.path.join(tmp, name + ".json"))
+        with open(paths[-1], "w") as f:
+            f.write(text)
+    times, d = [], None
+    for _ in range(RUNS):
+        t, proc = timed(["diff", *paths, "--json"])
+        times.append(t)
+        try:
+            d = json.loads(proc.stdout)["heap_diff"] if proc.returncode == 0 else None
+        except (ValueError, KeyError):
+            d = None
+        if not d or not any(t["type"] == "__main__.Item" for t in d["types"]):
+            verdicts.failed("diff, %d objects" % n, "no heap_diff with the Item type")
+            return
+    s = statistics.median(times)
+    print("diff of two %s-object reports: %.3f s, %s"
+          % (f"{n:,}", s, verdicts.under("diff, %d objects" % n, s, 1.0, "%.3f s")))
 
 
 def main():

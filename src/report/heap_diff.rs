@@ -2,6 +2,8 @@
 //! (docs/report.md, "What grows"): each type's change, and the retainers whose length or
 //! retained size grew, matched by address and type, else by their path from a root.
 
+use std::collections::{HashMap, HashSet};
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -84,11 +86,18 @@ fn delta(new: u64, old: u64) -> i64 {
 
 /// The diff of `old` and `new`.
 pub fn diff(old: &SavedHeap, new: &SavedHeap) -> HeapDiff {
+    // By name: a report of a big program has thousands of types.
+    let old_types: HashMap<&str, &SavedType> = old
+        .types
+        .iter()
+        .map(|t| (t.type_name.as_str(), t))
+        .collect();
+    let new_types: HashSet<&str> = new.types.iter().map(|t| t.type_name.as_str()).collect();
     let mut types: Vec<TypeDelta> = new
         .types
         .iter()
         .map(|t| {
-            let before = old.types.iter().find(|o| o.type_name == t.type_name);
+            let before = old_types.get(t.type_name.as_str());
             TypeDelta {
                 type_name: t.type_name.clone(),
                 count: t.count,
@@ -101,7 +110,7 @@ pub fn diff(old: &SavedHeap, new: &SavedHeap) -> HeapDiff {
     types.extend(
         old.types
             .iter()
-            .filter(|o| !new.types.iter().any(|t| t.type_name == o.type_name))
+            .filter(|o| !new_types.contains(o.type_name.as_str()))
             .map(|o| TypeDelta {
                 type_name: o.type_name.clone(),
                 count: 0,
@@ -115,11 +124,24 @@ pub fn diff(old: &SavedHeap, new: &SavedHeap) -> HeapDiff {
             .cmp(&a.bytes_delta)
             .then(a.type_name.cmp(&b.type_name))
     });
+    let by_address: HashMap<(u64, &str), &SavedRetainer> = old
+        .retainers
+        .iter()
+        .map(|o| ((o.address, o.type_name.as_str()), o))
+        .collect();
+    let by_path: HashMap<(&str, String), &SavedRetainer> = old
+        .retainers
+        .iter()
+        .filter_map(|o| Some(((o.type_name.as_str(), path_key(&o.held_by)?), o)))
+        .collect();
     let mut grown: Vec<Grown> = new
         .retainers
         .iter()
         .filter_map(|r| {
-            let o = matching(&old.retainers, r)?;
+            // The same address and type, else the same path (a restarted process).
+            let o = by_address
+                .get(&(r.address, r.type_name.as_str()))
+                .or_else(|| by_path.get(&(r.type_name.as_str(), path_key(&r.held_by)?)))?;
             let longer = r.len.zip(o.len).is_some_and(|(n, b)| n > b);
             (longer || r.retained > o.retained).then(|| Grown {
                 address: r.address,
@@ -142,15 +164,12 @@ pub fn diff(old: &SavedHeap, new: &SavedHeap) -> HeapDiff {
     HeapDiff { types, grown }
 }
 
-/// `r`'s entry in the old report: the same address and type, else the same path.
-fn matching<'a>(old: &'a [SavedRetainer], r: &SavedRetainer) -> Option<&'a SavedRetainer> {
-    old.iter()
-        .find(|o| o.address == r.address && o.type_name == r.type_name)
-        .or_else(|| {
-            let path = r.held_by.as_ref().filter(|p| !p.is_null())?;
-            old.iter()
-                .find(|o| o.type_name == r.type_name && o.held_by.as_ref() == Some(path))
-        })
+/// A path as a map key; None for no path.
+fn path_key(held_by: &Option<Value>) -> Option<String> {
+    held_by
+        .as_ref()
+        .filter(|p| !p.is_null())
+        .map(|p| p.to_string())
 }
 
 fn signed(n: i64, f: impl Fn(u64) -> String) -> String {
