@@ -2,11 +2,11 @@
 //! added to a report, and its text.
 
 use super::Session;
-use crate::cpython::heap::{LocalRoot, Retainer, Roots, Step};
+use crate::cpython::heap::{LocalRoot, Retainer, Roots};
 use crate::cpython::FrameItem;
 use crate::error::ReadError;
 use crate::report::bytes_text::human;
-use crate::report::held_by::{self, HeapRetainer, HeldStep};
+use crate::report::held_by::{self, HeapRetainer};
 use crate::report::{
     ErrorReport, HeapCount, HeapObject, HeapReport, HeapType, HeapUnreached, Report,
 };
@@ -142,31 +142,7 @@ fn retainer(r: Retainer) -> HeapRetainer {
         len: r.len,
         bytes: r.bytes,
         retained: r.retained,
-        held_by: r
-            .held_by
-            .map(|steps| steps.into_iter().map(held_step).collect()),
-    }
-}
-
-fn held_step(s: Step) -> HeldStep {
-    match s {
-        Step::Module(m) => HeldStep::Module(m),
-        Step::Attr(a) => HeldStep::Attr(a),
-        Step::Key(k) => HeldStep::Key(k),
-        Step::Index(i) => HeldStep::Index(i),
-        Step::Closure(c) => HeldStep::Closure(c),
-        Step::Via(t) => HeldStep::Via(t),
-        Step::Local {
-            name,
-            function,
-            thread,
-            thread_name,
-        } => HeldStep::Local {
-            name,
-            function,
-            thread,
-            thread_name,
-        },
+        held_by: r.held_by,
     }
 }
 

@@ -18,27 +18,8 @@ const FUNC_DEFAULTS_AFTER_CODE: u64 = 8;
 const FUNC_KWDEFAULTS_AFTER_CODE: u64 = 16;
 const FUNC_CLOSURE_AFTER_CODE: u64 = 24;
 
-/// One step of `held_by` (docs/report.md, "Who holds the memory").
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Step {
-    Module(String),
-    /// A module global, class attribute, instance attribute.
-    Attr(String),
-    /// A dict's value, by its key's repr.
-    Key(String),
-    Index(u64),
-    /// A closure's cell, by the free variable's name.
-    Closure(String),
-    Local {
-        name: String,
-        function: String,
-        thread: Option<u64>,
-        thread_name: Option<String>,
-    },
-    /// A referent with no name of its own (a set's item, a dict's key, a deque's item): the
-    /// type of what holds it.
-    Via(String),
-}
+/// One step of `held_by`: the report's own (docs/report.md, "Who holds the memory").
+pub use crate::report::held_by::HeldStep as Step;
 
 /// One hop in words.
 pub(super) enum Hop {
