@@ -259,7 +259,7 @@ impl PySession {
             let r = self.off_gil(py, || -> crate::Result<crate::report::Report> {
                 Ok(crate::why::report(
                     &self.inner,
-                    &session::report::report(&self.inner, None, false)?,
+                    session::report::report(&self.inner, None, false)?,
                 ))
             });
             let r = r.map_err(err)?;

@@ -38,6 +38,16 @@ pub fn report(s: &Session) -> Result<&Report> {
     Ok(once(&s.async_report, || r))
 }
 
+/// [`report`] as the caller's own: the one built for this stop if there is one (a later
+/// [`report`] builds it again), else a new one. The CLI, which reads it once, keeps the copy a
+/// clone of 100,000 tasks would cost.
+pub fn take_report(s: &mut Session) -> Result<Report> {
+    match s.async_report.take() {
+        Some(r) => Ok(r),
+        None => build_report(s),
+    }
+}
+
 fn build_report(s: &Session) -> Result<Report> {
     let mut r = threads_report(s, None, false)?;
     let threads = s.threads();
