@@ -250,6 +250,11 @@ class _GdbHost(fe.Host):
         # further) or real frames need gdb's levels.
         if self.python_frames_selectable():
             return self.native_frames(session)
+        # A core's registers are in its notes: asking gdb for frame 0 first made gdb expand its
+        # compile unit's DWARF (0.1 s of a 0.12 s py-bt with python3.11-dbg installed).
+        own = fe.own_unnumbered_natives(session, lwp=threads.thread_key())
+        if own is not None:
+            return own
         try:
             f = gdb.newest_frame()
             names = fe.unwind_registers(f.architecture().name())
