@@ -6,13 +6,15 @@ counted.
     python tools/fuzz/campaign.py --arch arm64 --cores 600 --seed 20261127
     python tools/fuzz/campaign.py --replay tests/fuzz_specs/*.json
 
-Base cores: one core per (interpreter, scenario), made at the start of a run (nothing big is
-committed): `threads` (four threads, frames at several depths), `locals` (str, int, float,
+Base cores: one core per (interpreter, scenario), made during the run a batch at a time, each
+batch removed once its cores have run, so that the bases and the workers' copies of them stay
+within `--tmp-budget` GB of /tmp (nothing big is committed): `threads` (four threads, frames at several depths), `locals` (str, int, float,
 bytes, tuple, list, dict, set and instance locals) and the asyncio `gather` case (tasks,
 futures, coroutines, a gather), plus x86-64's `why_waits`, `why_async_locks`, `why_state`
 (threads blocked in `read` on a pipe, `recv` on a socket, `poll` of one fd: the waits on the
 outside world, src/why/resources.rs), `greenlets_raw` and `greenlets_gevent` (gevent's
-cooperative sockets, whose real socket is in a `__slots__` member). Every structure a mutation aims at is found in the CLI's own JSON report of
+cooperative sockets, whose real socket is in a `__slots__` member) and `heap_holders` (read
+with --heap: its retainers are `container` structures). Every structure a mutation aims at is found in the CLI's own JSON report of
 the untouched core (`thread_state`, `interpreter`, each frame's `address`, `tasks[].id`,
 `loops[].id`, `awaiting.id`, the locals' order) plus the layouts' known offsets (the frame's
 code pointer, the code object's names, a frame's `localsplus`, a task's coroutine), and the
@@ -105,14 +107,19 @@ LLDB_SCRIPT = os.path.join(ROOT, "lldb-scripts", "pyunwind_lldb.py")
 # in (the interpreter list, each interpreter's thread list, the nested thread states);
 # why_loops: a loop blocked in a task (its _ready, _scheduled and timer handles);
 # why_task_waits: tasks awaiting executor jobs, sleeps, a child, futures and sockets.
+# heap_holders (x86-64): containers held by a module global, a class attribute, a closure and a
+# thread's local, and an unreachable cycle, for --heap's census, retainers and paths (issue 51).
 SCENARIOS = ("threads", "locals", "gather", "why_waits", "why_async_locks", "why_state",
              "greenlets_raw", "greenlets_gevent", "jit_call", "subinterpreters", "why_loops",
-             "why_task_waits")
+             "why_task_waits", "heap_holders")
 # The scenarios read with --tasks (their tasks' waits: the loop's queues and timers, executor
 # jobs, sleeps' timer handles, children, futures' reference counts, sockets behind transports).
 TASK_SCENARIOS = ("gather", "why_async_locks", "why_loops", "why_task_waits")
 # The scenarios read with --greenlets.
 GREENLET_SCENARIOS = ("greenlets_raw", "greenlets_gevent")
+# The scenarios whose base report is read with --heap: its retainers are the `container`
+# structures (each container's header, length and items or table pointer).
+HEAP_SCENARIOS = ("heap_holders",)
 ARCHES = ("x86_64", "arm64")
 X86_64_INTERPRETERS = ("pyenv-3.10", "pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11",
                        "debian-3.14", "debian-3.15", "ft-3.13t")
@@ -162,7 +169,10 @@ SPAN = {"tstate": 256, "interp": 1024, "frame": 96, "code": 192, "str": 64, "loc
         # What a scenario's truth names under `aim` (issue 49): an event loop's `_ready` deque
         # and `_scheduled` list, its first TimerHandles (`__slots__`: `_when` among them), and
         # streams' transports from their managed dict pointer on (AIM_BEFORE).
-        "loop_queue": 48, "timer": 96, "transport": 24 + 64}
+        "loop_queue": 48, "timer": 96, "transport": 24 + 64,
+        # a list's or dict's header up to its items, allocated or keys/values fields (lying
+        # lengths, wild tables), free-threaded's 16 bytes more included
+        "container": 64}
 # Bytes before the object a kind's span starts at: a Python object's managed dict (or values)
 # pointer is the third word before it (Include/internal/pycore_object.h, 3.11 to 3.15).
 AIM_BEFORE = {"transport": 24}
@@ -198,34 +208,35 @@ def is_arm64(interp):
     return isinstance(interp, arm64_harness.Interp)
 
 
-def scenario_for(interp, scenario):
+def supports(interp, scenario):
+    """Whether the scenario runs on the interpreter (decided before any base is made)."""
     if is_arm64(interp):
         if scenario not in ARM64_SCENARIOS:
-            return None
-        if scenario == "jit_call":
-            if interp.env.get("PYTHON_JIT") != "1":
-                return None
-            return arm64_harness.Scenario(interp, scenario)
+            return False
+        return scenario != "jit_call" or interp.env.get("PYTHON_JIT") == "1"
+    if scenario == "jit_call":
+        return False
+    if scenario in ("why_async_locks", "why_loops", "why_task_waits", "gather"):
+        return interp.minor >= 11
+    if scenario == "subinterpreters":
+        return interp.minor >= 12
+    # Free-threaded builds: greenlets are not decoded there (the report says so), and gevent
+    # has no free-threaded wheel.
+    return scenario not in GREENLET_SCENARIOS or not interp.id.startswith("ft-")
+
+
+def scenario_for(interp, scenario):
+    if not supports(interp, scenario):
+        return None
+    if is_arm64(interp):
         if scenario == "gather":
             return arm64_harness.Scenario(interp, "asyncio-gather", script=CASES_SCRIPT,
                                           args=("gather", "c"))
         return arm64_harness.Scenario(interp, scenario)
-    if scenario == "jit_call":
-        return None
-    if scenario in ("why_async_locks", "why_loops", "why_task_waits") and interp.minor < 11:
-        return None
-    if scenario == "subinterpreters" and interp.minor < 12:
-        return None
     if scenario in GREENLET_SCENARIOS:
-        # Free-threaded builds: greenlets are not decoded there (the report says so), and
-        # gevent has no free-threaded wheel.
-        if interp.id.startswith("ft-"):
-            return None
         path = harness.cache_dir() / "greenlet" / "latest" / ("cp3%d" % interp.minor)
         return harness.Scenario(interp, scenario, env={"PYUNWIND_GREENLET": str(path)})
     if scenario == "gather":
-        if interp.minor < 11:
-            return None
         return harness.Scenario(interp, "asyncio-gather", script=CASES_SCRIPT,
                                 args=("gather", "c"))
     return harness.Scenario(interp, scenario)
@@ -259,7 +270,8 @@ def make_base(interp, scenario, workdir):
         base.update(arch="x86_64", exe=interp.exe, root=None)
     flags = ["--json", "--locals", "--why"] + (
         ["--tasks"] if scenario in TASK_SCENARIOS else []) + (
-        ["--greenlets"] if scenario in GREENLET_SCENARIOS else [])
+        ["--greenlets"] if scenario in GREENLET_SCENARIOS else []) + (
+        ["--heap"] if scenario in HEAP_SCENARIOS else [])
     # The base's own report is taken from the core alone (gcore's NT_FILE, or the sysroot).
     target = ["core", core] + (["--sysroot", base["root"]] if base["root"] else [])
     status, rc, out, err = cli([*target, *flags], timeout=120)
@@ -268,8 +280,11 @@ def make_base(interp, scenario, workdir):
     report = json.loads(out)
     base["free_threaded"] = report["python"]["free_threaded"]
     base["structures"] = locate(base, report)
-    # What the scenario itself names (its truth's `aim`), where the core holds it.
     cf = CoreFile(core)
+    if scenario in HEAP_SCENARIOS:
+        held = [r["address"] for r in report["heap"]["retainers"]]
+        base["structures"]["container"] = [a for a in held if cf.has(a, SPAN["container"])]
+    # What the scenario itself names (its truth's `aim`), where the core holds it.
     for kind, addrs in aim.items():
         at = [a - AIM_BEFORE.get(kind, 0) for a in addrs]
         at = [a for a in at if cf.has(a, SPAN[kind])]
@@ -910,19 +925,22 @@ def run_one(job):
 
 
 def campaign(bases, specs, jobs, root, debugger_sample, text_every=TEXT_EVERY,
-             native_every=NATIVE_EVERY):
+             native_every=NATIVE_EVERY, indexed=None):
     """Run every spec (every ``text_every``-th also in text, every ``native_every``-th arm64
-    one also with --native or --native-all; 0: none); return (counts, failures)."""
+    one also with --native or --native-all; 0: none); return (counts, failures). ``indexed``:
+    (index, spec) pairs to run instead, each index the spec's place in the whole run."""
     counts = dict.fromkeys(COUNTS, 0)
     failures = []
     work = []
-    for i, spec in enumerate(specs):
+    for i, spec in indexed or enumerate(specs):
         native = None
         if native_every and i % native_every == 1:
             native = "text" if i // native_every % 2 else "json"
         work.append((spec, debugger_sample.get(i, ()), bool(text_every) and i % text_every == 0,
                      native))
     ctx = multiprocessing.get_context("fork")
+    # The workers' copies go in a directory of this call's own, removed with them.
+    root = tempfile.mkdtemp(prefix="workers-", dir=root)
     with ctx.Pool(jobs, initializer=_worker_init, initargs=(bases, root)) as pool:
         started = time.monotonic()
         for done, (spec, fails, _secs) in enumerate(
@@ -935,6 +953,7 @@ def campaign(bases, specs, jobs, root, debugger_sample, text_every=TEXT_EVERY,
                 failures.append({"spec": spec, "where": where, "kind": kind, "detail": detail})
                 print("FAIL %s %s %s\n  %s" % (kind, where, json.dumps(spec), detail),
                       flush=True)
+    shutil.rmtree(root, ignore_errors=True)
     return counts, failures
 
 
@@ -962,6 +981,63 @@ def plan(bases, n, seed, gdb, lldb):
     return specs, sample
 
 
+def plan_by_pair(pairs, n, seed, gdb, lldb):
+    """``plan`` decided before any base is made, so that they can be made a batch at a time:
+    spec i goes to pair i % len(pairs) (each pair's specs come from a generator seeded by the
+    run's seed and the pair), and which spec indices also go through gdb/lldb."""
+    rng = random.Random(seed)
+    sample = {}
+    for dbg, k in (("gdb", gdb), ("lldb", lldb)):
+        among = range(n)
+        if dbg == "lldb":
+            among = [i for i in among if not is_arm64(pairs[i % len(pairs)][0])]
+        for i in rng.sample(among, min(k, len(among))):
+            sample.setdefault(i, []).append(dbg)
+    indices = {k: list(range(k, n, len(pairs))) for k in range(len(pairs))}
+    return indices, sample
+
+
+def batches(pairs, root, jobs, budget):
+    """(pair indices, bases) a batch at a time, each batch's cores in a directory of its own,
+    removed once the caller is done with the batch. A batch closes once its cores, plus the
+    copy each of ``jobs`` workers keeps of every core it runs, would pass ``budget`` bytes of
+    /tmp (a core bigger than that alone is a batch of its own)."""
+    batch, made, size = [], [], 0
+    where = tempfile.mkdtemp(prefix="bases-", dir=root)
+    for k, (interp, sc) in enumerate(pairs):
+        b = make_base(interp, sc, where)
+        batch.append(k)
+        made.append(b)
+        size += os.path.getsize(b["core"]) * (1 + jobs)
+        if size >= budget or k == len(pairs) - 1:
+            yield batch, made
+            shutil.rmtree(where, ignore_errors=True)
+            batch, made, size = [], [], 0
+            where = tempfile.mkdtemp(prefix="bases-", dir=root)
+    shutil.rmtree(where, ignore_errors=True)
+
+
+def run_batched(pairs, plan_of, jobs, root, budget, sample):
+    """Every pair's specs, its base made and removed a batch at a time (see ``batches``);
+    ``plan_of(k, base)`` gives pair k's (index, spec) list. (counts, failures, specs run, bases
+    made, the most bytes of cores at once)."""
+    counts, failures = dict.fromkeys(COUNTS, 0), []
+    total = made = peak = 0
+    for ks, bases in batches(pairs, root, jobs, budget):
+        indexed = sorted(x for k, b in zip(ks, bases) for x in plan_of(k, b))
+        peak = max(peak, sum(os.path.getsize(b["core"]) for b in bases))
+        made += len(bases)
+        print("batch of %d bases (%s): %d cores" % (
+            len(bases), ", ".join("%s/%s" % (b["interp"], b["scenario"]) for b in bases),
+            len(indexed)), flush=True)
+        c, f = campaign(bases, None, jobs, root, sample, indexed=indexed)
+        for key, v in c.items():
+            counts[key] += v
+        failures += f
+        total += len(indexed)
+    return counts, failures, total, made, peak
+
+
 def write_cores(bases, specs, dest):
     """Each spec's corrupted core as DIR/spec-N.core, with the command that reads it."""
     os.makedirs(dest, exist_ok=True)
@@ -984,6 +1060,10 @@ def main(argv=None):
     # big bases), and 3 per CPU filled /tmp on the 2-core machine while the test suite, which
     # makes its cores there too, ran beside it (stop 47).
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    # /tmp the bases and the workers' copies of them may fill at once (issue 50: all 92 bases
+    # made up front, each copied by every worker, took up to 57 GB).
+    ap.add_argument("--tmp-budget", type=int, default=16, metavar="GB",
+                    help="bases are made and removed a batch at a time within this many GB")
     ap.add_argument("--gdb", type=int, default=40)
     ap.add_argument("--lldb", type=int, default=20)
     ap.add_argument("--interp", action="append", help="only these interpreter ids")
@@ -1002,23 +1082,30 @@ def main(argv=None):
     if replay and not args.arch:
         arches = {"arm64" if s["interp"] in ARM64_INTERPRETERS else "x86_64" for s in replay}
     interps = [i for i in interpreters(arches) if not args.interp or i.id in args.interp]
-    pairs = [(i, sc) for i in interps for sc in args.scenario or SCENARIOS]
+    pairs = [(i, sc) for i in interps for sc in args.scenario or SCENARIOS if supports(i, sc)]
     if replay:
         wanted = {(s["interp"], s["scenario"]) for s in replay}
         pairs = [p for p in pairs if (p[0].id, p[1]) in wanted]
     root = tempfile.mkdtemp(prefix="pyunwind-fuzz-")
     try:
-        bases = make_bases(pairs, root)
-        made = time.monotonic()
-        print("%d base cores in %.0f s" % (len(bases), made - started), flush=True)
         if replay and args.write_cores:
-            write_cores(bases, replay, args.write_cores)
+            write_cores(make_bases(pairs, root), replay, args.write_cores)
             return 0
         if replay:
-            specs, sample = replay, {i: ["gdb"] for i in range(len(replay))}
+            sample = {i: ["gdb"] for i in range(len(replay))}
+
+            def plan_of(k, base):
+                key = (base["interp"], base["scenario"])
+                return [(i, s) for i, s in enumerate(replay) if (s["interp"], s["scenario"]) == key]
         else:
-            specs, sample = plan(bases, args.cores, args.seed, args.gdb, args.lldb)
-        counts, failures = campaign(bases, specs, args.jobs, root, sample)
+            indices, sample = plan_by_pair(pairs, args.cores, args.seed, args.gdb, args.lldb)
+
+            def plan_of(k, base):
+                rng = random.Random("%d:%s:%s" % (args.seed, base["interp"], base["scenario"]))
+                return [(i, random_spec(base, rng)) for i in indices[k]]
+        counts, failures, run, made, peak = run_batched(pairs, plan_of, args.jobs, root,
+                                                        args.tmp_budget << 30, sample)
+        print("%d base cores, at most %.1f GB of them at once" % (made, peak / 1e9), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     elapsed = time.monotonic() - started
@@ -1026,7 +1113,7 @@ def main(argv=None):
     for i, f in enumerate(failures):
         with open(os.path.join(args.out, "failure-%04d.json" % i), "w") as out:
             json.dump(f, out, indent=1)
-    summary = {"cores": len(specs), "base_cores": len(bases), "seconds": round(elapsed),
+    summary = {"cores": run, "base_cores": made, "seconds": round(elapsed),
                "debugger_runs": sum(len(v) for v in sample.values()), "counts": counts}
     with open(os.path.join(args.out, "summary.json"), "w") as out:
         json.dump(summary, out, indent=1)
