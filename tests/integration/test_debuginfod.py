@@ -39,9 +39,6 @@ TIMEOUT = 120
 SCAN_SECONDS = 180
 # DEBUGINFOD_TIMEOUT for the servers that misbehave.
 BAD_TIMEOUT_S = 3
-# What a run against a server that never answers may take beyond that timeout (the CLI's own
-# work on a loaded 2-core machine).
-SLACK_S = 15
 
 
 def _tree():
@@ -170,12 +167,10 @@ def _env(url=None, cache=None, timeout=None):
 
 
 def _cli(args, env):
-    """The CLI's JSON report, and how long it took."""
-    started = time.monotonic()
+    """The CLI's JSON report."""
     rc, out, err = run([cli_path()] + [str(a) for a in args], TIMEOUT, env=env)
-    took = time.monotonic() - started
     assert rc == 0, "%s failed (%d):\n%s" % (args, rc, err)
-    return json.loads(out), took
+    return json.loads(out)
 
 
 def _frames(report):
@@ -231,9 +226,9 @@ def mix(tree):
         core = sc.make_core()
         empty = sc.tmpdir / "no-debug-files"
         empty.mkdir()
-        local, _ = _cli(["core", core, "--native", "--json", "--no-debuginfod",
+        local = _cli(["core", core, "--native", "--json", "--no-debuginfod",
                          "--debug-file-directory", tree / "usr/lib/debug"], _env())
-        bare, _ = _cli(["core", core, "--native", "--json", "--no-debuginfod",
+        bare = _cli(["core", core, "--native", "--json", "--no-debuginfod",
                         "--debug-file-directory", empty], _env())
         # The debug files make a difference, or the comparisons below would prove nothing.
         assert _frames(local) != _frames(bare)
@@ -285,7 +280,7 @@ def test_core_frames_from_the_server_then_from_its_cache(mix, tree, tmp_path):
     cache = tmp_path / "cache"
     args = ["core", mix["core"], "--native", "--json", "--debug-file-directory", mix["empty"]]
     try:
-        fetched, _ = _cli(args, _env(server.url, cache))
+        fetched = _cli(args, _env(server.url, cache))
     finally:
         server.stop()
     assert _frames(fetched) == _frames(mix["local"])
@@ -299,7 +294,7 @@ def test_core_frames_from_the_server_then_from_its_cache(mix, tree, tmp_path):
 
     # The server is gone: what it gave comes from the cache; libffi's is asked for again (a
     # 404 is not recorded in the shared cache) and the refused connection is its entry.
-    again, _ = _cli(args, _env(server.url, cache))
+    again = _cli(args, _env(server.url, cache))
     assert _frames(again) == _frames(mix["local"])
     assert _other_errors(again) == _other_errors(mix["local"])
     (entry,) = _debuginfod_errors(again)
@@ -311,10 +306,10 @@ def test_core_frames_from_the_server_then_from_its_cache(mix, tree, tmp_path):
 def test_live_frames_from_the_server(mix, server, tmp_path):
     """`pid --native`: the same frames as with the debug files installed."""
     pid = mix["sc"].pid
-    local, _ = _cli(["pid", pid, "--native", "--json", "--no-debuginfod",
+    local = _cli(["pid", pid, "--native", "--json", "--no-debuginfod",
                      "--debug-file-directory", mix["tree"] / "usr/lib/debug"], _env())
     cache = tmp_path / "cache"
-    live, _ = _cli(["pid", pid, "--native", "--json", "--debug-file-directory", mix["empty"]],
+    live = _cli(["pid", pid, "--native", "--json", "--debug-file-directory", mix["empty"]],
                    _env(server.url, cache))
     assert _frames(live) == _frames(local)
     assert _frames(live) == _frames(mix["local"])
@@ -332,8 +327,9 @@ def test_a_bad_server_costs_one_error_entry_per_module_and_no_wrong_name(mix, ki
     """(c) A server that answers 404, one that never answers (past DEBUGINFOD_TIMEOUT), one
     that serves a file of another build: the frames are those of a run without debug files
     (nothing wrong is named), each module lacking DWARF has one error entry naming its file,
-    its build-id and the server's answer, nothing is cached, and the run ends within about
-    the timeout (a server that did not answer is not asked again in the run)."""
+    its build-id and the server's answer, and nothing is cached. A server that did not answer
+    is asked once in the run: one request, the other modules' entries say it was not asked (a
+    count, not a time: timings belong to `make bench`)."""
     lie = _lying_elf()
     answer = {"404": lambda path: (404, b"not found\n"),
               "hang": lambda path: None,
@@ -341,7 +337,7 @@ def test_a_bad_server_costs_one_error_entry_per_module_and_no_wrong_name(mix, ki
     double = Double(answer)
     cache = tmp_path / "cache"
     try:
-        report, took = _cli(["core", mix["core"], "--native", "--json",
+        report = _cli(["core", mix["core"], "--native", "--json",
                              "--debug-file-directory", mix["empty"]],
                             _env(double.url, cache, BAD_TIMEOUT_S))
     finally:
@@ -371,7 +367,6 @@ def test_a_bad_server_costs_one_error_entry_per_module_and_no_wrong_name(mix, ki
         assert sorted(reasons) == sorted(
             [timed_out] + ["not asked (%s earlier in this run)" % timed_out] * 3), reasons
         assert len(double.requests) == 1, double.requests
-    assert took < BAD_TIMEOUT_S + SLACK_S, took
     assert _cached_files(cache) == []
 
 
@@ -382,10 +377,10 @@ def test_no_debuginfod_asks_no_server(mix, tmp_path):
     try:
         args = ["core", mix["core"], "--native", "--json", "--debug-file-directory",
                 mix["empty"]]
-        off, _ = _cli(args + ["--no-debuginfod"], _env(double.url, tmp_path / "cache"))
+        off = _cli(args + ["--no-debuginfod"], _env(double.url, tmp_path / "cache"))
         assert double.requests == []
         assert off == mix["bare"]
-        on, _ = _cli(args, _env(double.url, tmp_path / "cache"))
+        on = _cli(args, _env(double.url, tmp_path / "cache"))
         assert len(double.requests) == 4, double.requests
         assert _frames(on) == _frames(mix["bare"])
     finally:
@@ -406,7 +401,7 @@ def test_a_core_s_missing_executable_is_fetched_by_build_id(mix, server, tmp_pat
     core = tmp_path / "core"
     with Scenario(interp, "native_mix") as sc:
         shutil.move(sc.make_core(), core)
-        local, _ = _cli(["core", core, "--native", "--json", "--no-debuginfod", "--exe",
+        local = _cli(["core", core, "--native", "--json", "--no-debuginfod", "--exe",
                          "/usr/bin/python3.11", "--debug-file-directory",
                          mix["tree"] / "usr/lib/debug"], _env())
     exe.unlink()
@@ -420,7 +415,7 @@ def test_a_core_s_missing_executable_is_fetched_by_build_id(mix, server, tmp_pat
         if case == "another build":
             shutil.copy(shutil.which("true"), exe)
         cache = tmp_path / ("cache-" + case.replace(" ", "-"))
-        fetched, _ = _cli(args, _env(server.url, cache))
+        fetched = _cli(args, _env(server.url, cache))
         assert _frames(fetched) == _frames(local), case
         assert _other_errors(fetched) == _other_errors(local), case
         (entry,) = _debuginfod_errors(fetched)
@@ -460,7 +455,7 @@ def test_gdb_s_own_debuginfod_and_the_cli_share_the_cache(mix, server, tmp_path)
     by_gdb = tmp_path / "by-gdb"
     assert static in _gdb_bt(mix["core"], dict(env, DEBUGINFOD_URLS=server.url,
                                                DEBUGINFOD_CACHE_PATH=str(by_gdb)))
-    report, _ = _cli(["core", mix["core"], "--native", "--json", "--debug-file-directory",
+    report = _cli(["core", mix["core"], "--native", "--json", "--debug-file-directory",
                       mix["empty"]], _env(dead, by_gdb))
     assert _frames(report) == _frames(mix["local"])
     (entry,) = _debuginfod_errors(report)
