@@ -13,14 +13,17 @@ from tools/greenlet.sh's `latest` set; on the free-threaded 3.13t only the sync 
 (gevent ships no free-threaded wheel, see test_greenlets.GEVENT_ABSENT)."""
 
 import json
+import os
+import signal
 import subprocess
 
 import pytest
 
 import harness
 from test_greenlets import GEVENT_ABSENT, abi
+from test_why_state import core_syscalls
 from test_why_io import (INTERPS, SOURCES, by_native_id, cli, core_of, idle_line, idle_words,
-                         line_of, no_line_names, peer_process_of, python_stack, report,
+                         line_of, peer_process_of, python_stack, report,
                          socket_wait, truth_stack, verdict)
 
 GUNICORN_VERSION = "27.0.1"
@@ -59,30 +62,29 @@ def server(request):
         yield sc
 
 
-# A gevent worker runs while it is read live (its hub wakes every second): the GC list that
-# greenlets are found on can change under the reader, which then says so and lists the
-# greenlets before that point. Such a read is made again, a few times at most.
-GC_RACE = "GC list: links disagree"
-TREE_READS = 5
-
-
 def tree(sc):
     """{pid: report} of `pid --children ARBITER --why --greenlets --json`: the whole tree at
-    once, live (read once per scenario)."""
+    once, live (read once per scenario). The workers are stopped (SIGSTOP) while it is read:
+    a running gevent worker's hub wakes every second, and its GC list, on which greenlets are
+    found, could change under the reader. Read once, with no error."""
     if not hasattr(sc, "tree"):
-        for _ in range(TREE_READS):
+        for pid in sc.workers:
+            os.kill(pid, signal.SIGSTOP)
+        try:
             proc = subprocess.run([str(harness.cli_path()), "pid", "--children", str(sc.arbiter),
                                    "--why", "--greenlets", "--json"], capture_output=True,
                                   text=True, timeout=CLI_TIMEOUT, stdin=subprocess.DEVNULL)
-            harness.assert_no_panic(proc.stderr, proc.returncode)
-            assert proc.returncode == 0, proc.stderr
-            reports = {}
-            for line in proc.stdout.splitlines():
-                r = harness.check_report_schema(json.loads(line))
-                reports[r["pid"]] = r
-            sc.tree = reports
-            if not any(GC_RACE in e["what"] for r in reports.values() for e in r["errors"]):
-                break
+        finally:
+            for pid in sc.workers:
+                os.kill(pid, signal.SIGCONT)
+        harness.assert_no_panic(proc.stderr, proc.returncode)
+        assert proc.returncode == 0, proc.stderr
+        reports = {}
+        for line in proc.stdout.splitlines():
+            r = harness.check_report_schema(json.loads(line))
+            assert r["errors"] == [], (r["pid"], r["errors"])
+            reports[r["pid"]] = r
+        sc.tree = reports
     return sc.tree
 
 
@@ -187,11 +189,26 @@ def test_busy_worker_verdict_leads_with_the_socket_wait(server, source):
                 req["native_id"], s["fd"])
         assert len(lines) == 1, lines
     else:
-        # The greenlet's socket wait first; gevent's idle thread pool workers only counted.
-        assert "socket" in lines[0], lines
-        r = process_report(sc, source, req["pid"])
-        pool = [n for n in by_native_id(r) if n != req["pid"]]
-        no_line_names(lines, pool)
+        # One line for the worker's greenlets: the socket wait, named as a thread's, then
+        # those in gevent.sleep; then the worker's hub and gevent's thread pool, counted idle.
+        (pid, nid) = (req["pid"], req["native_id"])
+        # In gevent.sleep: the sleep requests this worker took, and the worker's own loop
+        # (GeventWorker.run sleeps a second between heartbeats, gunicorn/workers/ggevent.py).
+        sleeps = 1 + sum(r["pid"] == pid for r in requests(sc, "sleep"))
+        if source == "live":
+            up = upstream_process(sc, source)
+            with open("/proc/%d/task/%d/comm" % (pid, nid), encoding="utf-8") as f:
+                head = 'thread %d "%s"' % (nid, f.read().strip())
+            on = "recv from %s (%s, pid %d), local %s" % (s["peer"], up["command"], up["pid"],
+                                                          s["local"])
+            threads = os.listdir("/proc/%d/task" % pid)
+        else:
+            head, on = "thread %d" % nid, "recv"
+            threads = core_syscalls(sc.cores[pid])
+        parts = ["1 on socket fd %d (%s)" % (s["fd"], on)]
+        parts.append("%d in gevent.sleep" % sleeps)
+        assert lines == ["Greenlets of %s wait: %s" % (head, ", ".join(parts)),
+                         idle_words(["event_loop"] + ["pool_worker"] * (len(threads) - 1))], lines
 
 
 def test_idle_sync_worker_waits_for_a_connection(server):
