@@ -11,6 +11,8 @@ use crate::error::ReadError;
 /// Value-stack slots scanned above a frame's locals. A call's callable sits below its
 /// arguments; calls with more arguments than this are not named.
 const MAX_VALUE_STACK_SLOTS: u64 = 64;
+/// Bases walked up from a type (`tp_base`), past which a chain is taken for a corrupt one.
+const MAX_BASES: usize = 32;
 /// How far past a C function's entry point a native frame's PC may lie and still count as
 /// running that function.
 const MAX_C_FUNCTION_BYTES: u64 = 1 << 16;
@@ -199,6 +201,36 @@ impl Snapshot {
         let d_type = self.mem.read_ptr(field(f, DESCR_D_TYPE)?)?;
         let name = self.read_name(self.mem.read_ptr(field(f, DESCR_D_NAME)?)?)?;
         Ok((name, d_type))
+    }
+
+    /// The object a C callable on a value stack is called on, and the type its name gives
+    /// (`torch._C._EngineBase` for `torch._C._EngineBase.run_backward`): a builtin's bound
+    /// `m_self` (not a module), or for a `method_descriptor` the object in the slot `after` it
+    /// (the call's self: CPython 3.11 to 3.15 push the callable, then self or the first
+    /// argument) where that is an instance of the descriptor's `d_type`. None otherwise.
+    pub fn c_call_self(&self, callable: u64, after: Option<u64>) -> Option<(u64, String)> {
+        let t = self.type_of(callable).ok()?;
+        if t.name == "method_descriptor" {
+            let (_, d_type) = self.method_descriptor_name_and_type(callable).ok()?;
+            let this = after?;
+            let mut tp = self.type_of(this).ok()?;
+            for _ in 0..MAX_BASES {
+                if tp.addr == d_type {
+                    return Some((this, self.type_at(d_type).ok()?.name.clone()));
+                }
+                if tp.base == 0 {
+                    return None;
+                }
+                tp = self.type_at(tp.base).ok()?;
+            }
+            return None;
+        }
+        if !is_cfunction_type(&t.name) {
+            return None;
+        }
+        let (_, this) = self.cfunction_name_and_self(callable).ok()?;
+        let of = self.type_of(this).ok().filter(|_| this != 0)?;
+        (of.name != "module").then(|| (this, of.name.clone()))
     }
 
     /// A C callable's name as a verdict gives it: a method as its type's name, a dot and its

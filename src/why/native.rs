@@ -50,7 +50,12 @@ fn is_interpreter(module: &str) -> bool {
 /// stale, so a callable below it is live; one of a call nested in another C call's arguments
 /// (`len(os.read(fd, n))`) is named by the outer call.
 pub(crate) fn called_c_function(snap: &Snapshot, p: &PyFrame) -> Option<String> {
-    candidates(snap, p).find_map(|v| snap.c_callable_name(v))
+    lowest_c_callable(snap, p).map(|(_, name)| name)
+}
+
+/// The lowest C callable of [`candidates`], with its name.
+fn lowest_c_callable(snap: &Snapshot, p: &PyFrame) -> Option<(u64, String)> {
+    candidates(snap, p).find_map(|v| Some((v, snap.c_callable_name(v)?)))
 }
 
 /// The objects on `p`'s value stack, bottom first, that a call it makes now may be calling:
@@ -63,9 +68,9 @@ fn candidates(snap: &Snapshot, p: &PyFrame) -> impl Iterator<Item = u64> {
 
 /// With native frames (`t`'s above its innermost Python frame): the C callable on the value
 /// stack of `p` whose C function one of them runs (a builtin's `ml_meth`, a method
-/// descriptor's, a `ctypes` pointer's target), by name. None without native frames or when
-/// none runs one: the value-stack rule ([`called_c_function`]) then names the call.
-fn matched_c_function(snap: &Snapshot, t: &ThreadReport, p: &PyFrame) -> Option<String> {
+/// descriptor's, a `ctypes` pointer's target), with its name. None without native frames or
+/// when none runs one: the value-stack rule ([`called_c_function`]) then names the call.
+fn matched_c_callable(snap: &Snapshot, t: &ThreadReport, p: &PyFrame) -> Option<(u64, String)> {
     let natives: Vec<NativeFrame> = t
         .frames
         .iter()
@@ -82,7 +87,7 @@ fn matched_c_function(snap: &Snapshot, t: &ThreadReport, p: &PyFrame) -> Option<
         return None;
     }
     let v = snap.running_c_callable(candidates(snap, p), &natives)?;
-    snap.c_callable_name(v)
+    Some((v, snap.c_callable_name(v)?))
 }
 
 /// The innermost native frame above `t`'s innermost Python frame that is neither the
@@ -112,7 +117,8 @@ pub fn native_wait(snap: &Snapshot, t: &ThreadReport, d: &DecodedThread) -> Opti
         .frames
         .iter()
         .position(|f| f.kind == FrameKind::Python && f.address == Some(p.addr))?;
-    let function = matched_c_function(snap, t, p).or_else(|| called_c_function(snap, p))?;
+    let (callable, function) =
+        matched_c_callable(snap, t, p).or_else(|| lowest_c_callable(snap, p))?;
     if SLEEPS.contains(&function.as_str()) {
         return Some(Waiting {
             kind: "sleep",
@@ -123,10 +129,13 @@ pub fn native_wait(snap: &Snapshot, t: &ThreadReport, d: &DecodedThread) -> Opti
             on: None,
         });
     }
+    // The object the call is made on (the engine of `engine.run_backward(...)`).
+    let after = candidates(snap, p).skip_while(|&v| v != callable).nth(1);
+    let this = snap.c_call_self(callable, after);
     Some(Waiting {
         kind: "native",
-        object: None,
-        type_name: None,
+        object: this.as_ref().map(|t| t.0),
+        type_name: this.map(|t| t.1),
         owner: None,
         frame,
         on: Some(WaitsOn::Native {
