@@ -13,4 +13,5 @@
 
 pub mod profile;
 pub mod progress;
+pub mod stall;
 pub mod window;
