@@ -7,7 +7,8 @@
   first lock before it enters the ``with`` of its second, where both block for good;
 - "poller" polls a flag and sleeps 50 ms between looks, forever: its stack stays on one line
   but it runs every 50 ms, so it never stalls;
-- "computer" computes (pure Python) until the deadlock begins, then ends;
+- "computer" computes (pure Python) until the deadlock begins, then ends; its stack changes
+  from one second to the next;
 - the main thread records the truth, signals ready, then polls until both deadlocked threads
   have recorded where they block, writes that record (``deadlock.json`` beside the truth
   file), and sleeps in a loop (it runs every 200 ms: never stalled).
@@ -74,10 +75,19 @@ def poller(started):
         time.sleep(POLL_SECONDS)  # poller sleeps
 
 
+def compute(depth):
+    if depth > 0:
+        return compute(depth - 1)
+    return sum(i * i for i in range(2000))
+
+
 def computer(started):
+    """Its stack's depth follows the clock, a step every tenth of a second over 7 depths: two
+    samples about a second apart never see the same stack. (A loop on one line would be seen
+    at one place by every sample, as a spin is: progress a stack cannot show.)"""
     started.set()
     while time.monotonic() - START < PROGRESS_SECONDS:
-        COUNTS["sums"] += sum(i * i for i in range(2000))
+        COUNTS["sums"] += compute(int(time.monotonic() * 10) % 7)
 
 
 def main():
