@@ -6,7 +6,9 @@
 //! - [`progress`]: what the samples show of each thread (`threads[].progress`), and the rule
 //!   that makes a thread `spinning` or `busy`;
 //! - [`profile`]: `record`'s sampling profile, written as collapsed stacks or speedscope's
-//!   file.
+//!   file;
+//! - [`stall`]: `watch`'s rule: which threads stalled (did not run, or spun, at one place) from
+//!   one sample to the next.
 //!
 //! Each sample is a stop of its own: a fresh snapshot, whose caches die with it (DESIGN.md
 //! principle 5), started from what the first one found ([`crate::session::Session::reopen`]).
