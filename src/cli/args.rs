@@ -275,6 +275,11 @@ pub(super) enum Cmd {
         /// sample counts only when it is on a CPU or waiting for one (/proc's state `R`).
         #[arg(long)]
         idle: bool,
+        /// Instead of the closing line, print the run's summary as JSON, `{"record": {...}}`:
+        /// the samples, the rate achieved, the thread samples written, torn, dropped and
+        /// unreadable, and each thread's samples (docs/report.md).
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         debug: DebugFiles,
     },

@@ -188,11 +188,12 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
             format,
             output,
             idle,
+            json,
             debug,
         } => {
             let files = debug.live_files();
             let plan = Plan::new(duration, rate)?;
-            return record::record(pid, &plan, format, &output, idle, &files);
+            return record::record(pid, &plan, format, &output, idle, json, &files);
         }
         Cmd::Watch {
             pids,
