@@ -160,3 +160,43 @@ def test_a_process_that_exits_mid_watch(tmp_path):
                         r"exited, 0 thread\(s\) began and 0 ended, 0 sample\(s\) unreadable",
                         lines[1]), lines
     assert list((tmp_path / "stalls").iterdir()) == []
+
+
+def test_several_processes_give_the_straggler_verdict(tmp_path):
+    """Two runs of the program, one that deadlocks after a few seconds and one that keeps
+    making progress: one stall, of the first; beside its report, the straggler verdict over
+    both (`--group --why --json`'s document), naming both as ranks."""
+    interp = harness.pick(["pyenv-3.12"])[0]
+    out_dir = tmp_path / "stalls"
+    with harness.Scenario(interp, "watch_deadlock", args=[PROGRESS_SECONDS]) as stuck, \
+            harness.Scenario(interp, "watch_deadlock", args=[600]) as going:
+        watch = subprocess.Popen([str(harness.cli_path()), "watch", str(stuck.pid),
+                                  str(going.pid), "--stall", str(STALL_SECONDS), "--out",
+                                  str(out_dir), "--json"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(stuck.tmpdir / "deadlock.json", PROGRESS_SECONDS + 20)
+            deadline = time.monotonic() + STALL_SECONDS + 15
+            while len(list(out_dir.glob("*.json"))) < 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(STALL_SECONDS + 1)
+        finally:
+            rc, out, err = stop_watch(watch)
+    assert rc == 3, (rc, out, err)
+    lines = out.splitlines()
+    assert len(lines) == 1, out
+    event = harness.check_report_schema(json.loads(lines[0]))["stall"]
+    assert event["pid"] == stuck.pid
+    assert [t["name"] for t in event["threads"]] == ["left", "right"], event
+    stem = pathlib.Path(event["report"]).name[:-len(".json")]
+    assert re.fullmatch(r"%d-\d+" % stuck.pid, stem), stem
+    assert event["job"] == str(out_dir / (stem + "-job.json")), event
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted([stem + ".json", stem + "-job.json"])
+    job = harness.check_report_schema(json.loads((out_dir / (stem + "-job.json")).read_text()))
+    assert (job["reports"], job["failed"], job["verdict"]["ranks"]) == (2, [], 2), job
+    assert {t["pid"] for g in job["groups"] for t in g["threads"]} == {stuck.pid, going.pid}
+    # The deadlocked pair is the stuck process's alone: an outlier group each.
+    for name in ("left", "right"):
+        group = next(g for g in job["groups"] if any(t["name"] == name and t["pid"] == stuck.pid
+                                                     for t in g["threads"]))
+        assert group["outlier"] and group["processes"] == 1, group
