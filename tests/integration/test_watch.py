@@ -200,3 +200,29 @@ def test_several_processes_give_the_straggler_verdict(tmp_path):
         group = next(g for g in job["groups"] if any(t["name"] == name and t["pid"] == stuck.pid
                                                      for t in g["threads"]))
         assert group["outlier"] and group["processes"] == 1, group
+
+
+def test_core_beside_the_report(tmp_path):
+    """`--core`: gdb's gcore writes DIR/PID-UNIXTIME.PID beside the report, and the core shows
+    the same deadlock as the report written live."""
+    interp = harness.pick(["pyenv-3.12"])[0]
+    out_dir = tmp_path / "stalls"
+    with harness.Scenario(interp, "watch_deadlock", args=[PROGRESS_SECONDS]) as sc:
+        watch = start_watch(sc, out_dir, "--core")
+        try:
+            wait_for(sc.tmpdir / "deadlock.json", PROGRESS_SECONDS + 20)
+            deadline = time.monotonic() + STALL_SECONDS + harness.GCORE_TIMEOUT_SECONDS
+            while len(list(out_dir.iterdir()) if out_dir.exists() else []) < 2:
+                assert time.monotonic() < deadline, "no core written"
+                time.sleep(0.2)
+        finally:
+            rc, out, err = stop_watch(watch)
+        assert rc == 3, (rc, out, err)
+        report_path = next(out_dir.glob("*.json"))
+        stem = report_path.name[:-len(".json")]
+        core = out_dir / ("%s.%d" % (stem, sc.pid))
+        assert sorted(out_dir.iterdir()) == sorted([report_path, core])
+        assert out.splitlines()[0].endswith(": %s, %s" % (report_path, core)), out
+        live = json.loads(report_path.read_text())
+        from_core = harness.cli_checked("core", core, "--why", "--json")
+        assert from_core["deadlocks"] == live["deadlocks"] and len(live["deadlocks"]) == 1
