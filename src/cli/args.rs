@@ -275,6 +275,58 @@ pub(super) enum Cmd {
         /// sample counts only when it is on a CPU or waiting for one (/proc's state `R`).
         #[arg(long)]
         idle: bool,
+        /// Instead of the closing line, print the run's summary as JSON, `{"record": {...}}`:
+        /// the samples, the rate achieved, the thread samples written, torn, dropped and
+        /// unreadable, and each thread's samples (docs/report.md).
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        debug: DebugFiles,
+    },
+    /// Watch running processes and, when a thread stalls, save the verdict: each process is
+    /// sampled every --interval (default 1 s; nothing is stopped), and a thread that is not
+    /// idle and stays stalled for --stall seconds gets the process's `--why --json` report
+    /// written to DIR/PID-UNIXTIME.json, once per stall, and one line printed.
+    ///
+    /// Stalled: from one sample to the next its Python stack did not change and it did not
+    /// run at all (its CPU time, run-queue time and context switches in /proc stayed the same;
+    /// a thread polling in a loop that sleeps is never stalled), or it spins as `pid --why
+    /// --for` says (on CPU at least 60% of the time, its stack never moving). Idle threads
+    /// (pool workers waiting for work, servers waiting for connections, idle event loops) never
+    /// count. A stall is reported again only after the thread's stack has changed.
+    ///
+    /// Runs until every process watched has exited (exit status 0), or SIGINT or SIGTERM;
+    /// exit status 3 when at least one stall was written, 0 when none, 1 on bad input.
+    Watch {
+        /// The process ids.
+        #[arg(required = true, num_args = 1..)]
+        pids: Vec<i32>,
+        /// Also every process under each PID (re-read at each sample, so ranks a launcher
+        /// starts later are watched too). With several processes each stall also writes
+        /// DIR/PID-UNIXTIME-job.json: the straggler verdict over all of them (`--group --why
+        /// --json`'s document).
+        #[arg(long)]
+        children: bool,
+        /// Seconds a thread must stay stalled to be reported.
+        #[arg(long, value_name = "SECONDS")]
+        stall: f64,
+        /// The directory the reports are written to (made if missing).
+        #[arg(long = "out", value_name = "DIR")]
+        out_dir: PathBuf,
+        /// Seconds between two samples of a process.
+        #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+        interval: f64,
+        /// The reports also have every thread's native frames (`pid --native --why`: each
+        /// thread is stopped for as long as its registers and stack are copied).
+        #[arg(long)]
+        native: bool,
+        /// Also write a core, DIR/PID-UNIXTIME.PID, with gdb's `gcore` (it stops the process
+        /// while it copies its memory; gdb must be installed).
+        #[arg(long)]
+        core: bool,
+        /// Print each stall as one line of JSON, `{"stall": {...}}` (docs/report.md).
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         debug: DebugFiles,
     },

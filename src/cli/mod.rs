@@ -19,6 +19,7 @@ mod args;
 mod install;
 mod many;
 mod record;
+mod watch;
 
 use args::{Cli, Cmd, DebugFiles, Files, Grouping, Output};
 use install::{install, script_path, Debugger};
@@ -187,11 +188,35 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
             format,
             output,
             idle,
+            json,
             debug,
         } => {
             let files = debug.live_files();
             let plan = Plan::new(duration, rate)?;
-            return record::record(pid, &plan, format, &output, idle, &files);
+            return record::record(pid, &plan, format, &output, idle, json, &files);
+        }
+        Cmd::Watch {
+            pids,
+            children,
+            stall,
+            out_dir,
+            interval,
+            native,
+            core,
+            json,
+            debug,
+        } => {
+            return watch::watch(watch::WatchArgs {
+                pids,
+                children,
+                stall_s: stall,
+                out_dir,
+                interval_s: interval,
+                native,
+                core,
+                json,
+                files: debug.live_files(),
+            })
         }
         Cmd::Merge {
             reports,

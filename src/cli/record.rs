@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use clap::ValueEnum;
+use serde_json::json;
 
 use crate::error::{Error, Result};
 use crate::memory::proc_thread_running;
@@ -22,13 +23,24 @@ pub(super) enum ProfileFormat {
     Speedscope,
 }
 
-/// Samples `pid` over `plan`, writes the profile to `output` and says how the run went.
+impl ProfileFormat {
+    fn name(self) -> &'static str {
+        match self {
+            ProfileFormat::Collapsed => "collapsed",
+            ProfileFormat::Speedscope => "speedscope",
+        }
+    }
+}
+
+/// Samples `pid` over `plan`, writes the profile to `output` and says how the run went: one
+/// line, or with `json` the summary document (docs/report.md, "`record --json`").
 pub(super) fn record(
     pid: i32,
     plan: &Plan,
     format: ProfileFormat,
     output: &Path,
     idle: bool,
+    json: bool,
     files: &CoreFiles,
 ) -> Result<(String, i32)> {
     let first = Session::open(open_target(&Spec::Live(pid), files)?)?;
@@ -50,11 +62,35 @@ pub(super) fn record(
     std::fs::write(output, text)
         .map_err(|e| Error::Usage(format!("writing {}: {e}", output.display())))?;
     let seconds = run.elapsed();
+    let rate = run.taken as f64 / seconds.max(f64::MIN_POSITIVE);
+    if json {
+        let threads: Vec<_> = profile
+            .thread_samples()
+            .into_iter()
+            .map(|(lwp, name, n)| json!({"native_id": lwp, "name": name, "samples": n}))
+            .collect();
+        let doc = json!({"record": {
+            "pid": pid,
+            "host": crate::report::host_name(),
+            "file": output.display().to_string(),
+            "format": format.name(),
+            "seconds": (seconds * 1000.0).round() / 1000.0,
+            "samples": run.taken,
+            "rate_hz": (rate * 10.0).round() / 10.0,
+            "written": profile.written,
+            "torn": profile.torn,
+            "dropped": profile.dropped,
+            "unreadable": run.failed,
+            "exited_s": run.exited.map(|at| (at * 10.0).round() / 10.0),
+            "threads": threads,
+        }});
+        return Ok((doc.to_string() + "\n", 0));
+    }
     let mut line = format!(
         "pyunwind: {} samples in {seconds:.1} s ({:.1} Hz), {} thread samples written, {} torn, \
          {} dropped at a cap, {} unreadable: {}",
         run.taken,
-        run.taken as f64 / seconds.max(f64::MIN_POSITIVE),
+        rate,
         profile.written,
         profile.torn,
         profile.dropped,

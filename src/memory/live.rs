@@ -185,6 +185,28 @@ pub fn proc_run_queue_seconds(pid: u32, tid: u64) -> Option<f64> {
     Some(ns as f64 / 1e9)
 }
 
+/// How many times the thread whose id is `tid` has been switched off a CPU: the
+/// `voluntary_ctxt_switches` plus `nonvoluntary_ctxt_switches` of `/proc/PID/task/TID/status`
+/// (Linux fs/proc/array.c `task_context_switch_counts`). A thread that sleeps and wakes moves
+/// it even when its CPU time, counted in 10 ms ticks, does not. None when it cannot be read.
+pub fn proc_context_switches(pid: u32, tid: u64) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("{}/status", task_dir(pid, tid)?)).ok()?;
+    parse_context_switches(&text)
+}
+
+/// The sum of the two `*_ctxt_switches` lines of a `status` file.
+pub fn parse_context_switches(status: &str) -> Option<u64> {
+    let field = |name: &str| -> Option<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))?
+            .trim()
+            .parse()
+            .ok()
+    };
+    field("voluntary_ctxt_switches:")?.checked_add(field("nonvoluntary_ctxt_switches:")?)
+}
+
 /// Whether the thread whose id is `tid` is on a CPU or waiting for one: the state letter of
 /// `/proc/PID/task/TID/stat` (field 3) is `R`; None when it cannot be read (it ended).
 pub fn proc_thread_running(pid: u32, tid: u64) -> Option<bool> {
@@ -294,6 +316,18 @@ mod tests {
         for bad in ["", "x", "0 0x1", "7 1 2 3 4 5 6", "0 0xzz 0 0 0 0 0"] {
             assert_eq!(parse_proc_syscall(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn context_switches() {
+        let status = "Name:\tpython3\nState:\tS (sleeping)\nvoluntary_ctxt_switches:\t120\n\
+                      nonvoluntary_ctxt_switches:\t7\n";
+        assert_eq!(parse_context_switches(status), Some(127));
+        assert_eq!(
+            parse_context_switches("voluntary_ctxt_switches:\t1\n"),
+            None
+        );
+        assert_eq!(parse_context_switches(""), None);
     }
 
     #[test]

@@ -41,8 +41,9 @@ pub use self::core::{
 };
 pub use self::files::{file_build_id, hex, FileLookup, FileSearch};
 pub use self::live::{
-    parse_proc_syscall, parse_stat_cpu_ticks, proc_comm, proc_cpu_seconds, proc_run_queue_seconds,
-    proc_syscall, proc_thread_running, process_alive, LiveMemory, ProcSyscall,
+    parse_context_switches, parse_proc_syscall, parse_stat_cpu_ticks, proc_comm,
+    proc_context_switches, proc_cpu_seconds, proc_run_queue_seconds, proc_syscall,
+    proc_thread_running, process_alive, LiveMemory, ProcSyscall,
 };
 
 use crate::error::{ReadError, ReadErrorKind};

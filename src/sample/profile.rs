@@ -112,6 +112,14 @@ impl Profile {
         }
     }
 
+    /// Each thread's samples written, in the order first seen: LWP, name, count.
+    pub fn thread_samples(&self) -> Vec<(u64, Option<&str>, u64)> {
+        self.threads
+            .iter()
+            .map(|p| (p.lwp, p.name.as_deref(), p.stacks.iter().map(|s| s.1).sum()))
+            .collect()
+    }
+
     /// `function (file:line)`.
     fn frame_name(&self, i: u32) -> String {
         let (function, file, line) = &self.frames[i as usize];

@@ -236,7 +236,7 @@ pub fn classify(p: &Progress) -> Option<&'static str> {
 /// The hash of the thread's Python stack (function, file and line of each frame, innermost
 /// first); None when the walk met a frame it could not read, or a Python frame without its
 /// function or line: the sample is torn.
-fn stack_key(t: &ThreadReport) -> Option<u64> {
+pub fn stack_key(t: &ThreadReport) -> Option<u64> {
     let mut h = DefaultHasher::new();
     for f in &t.frames {
         match f.kind {

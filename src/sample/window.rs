@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::cpython::Remembered;
 use crate::error::{Error, Result};
 use crate::memory::{proc_cpu_seconds, proc_run_queue_seconds, process_alive};
 use crate::report::{ErrorReport, Report};
@@ -162,13 +163,7 @@ pub fn run(
         // Behind (a sample took longer than the period): the next is due now, not in a burst.
         due = (due + period).max(Instant::now());
         let at = w.elapsed();
-        let sample = Target::live(pid)
-            .and_then(|t| Session::reopen(t, &remembered))
-            .and_then(|s| {
-                let r = session::report::report(&s, None, false)?;
-                Ok((s, r))
-            });
-        match sample {
+        match sample(pid, &remembered) {
             Ok((s, r)) => {
                 w.taken += 1;
                 on(at, s, r);
@@ -195,8 +190,16 @@ pub fn run(
     w
 }
 
+/// One sample of process `pid`, in which CPython was found before (`earlier`): a fresh
+/// snapshot of the process as it runs, and its threads' report.
+pub fn sample(pid: i32, earlier: &Remembered) -> Result<(Session, Report)> {
+    let s = Session::reopen(Target::live(pid)?, earlier)?;
+    let r = session::report::report(&s, None, false)?;
+    Ok((s, r))
+}
+
 /// Thread `lwp`'s times now.
-fn cpu_reading(pid: u32, lwp: u64) -> Option<CpuReading> {
+pub fn cpu_reading(pid: u32, lwp: u64) -> Option<CpuReading> {
     Some(CpuReading {
         cpu_s: proc_cpu_seconds(pid, lwp)?,
         waited_s: proc_run_queue_seconds(pid, lwp),

@@ -239,3 +239,47 @@ def test_record_collapsed_and_speedscope(interp):
         want = ";".join(frame_name(f) for f in reversed(main["frames"]))
         assert list(main_profile) == [want]
         check_shares(counts_of(by_name['thread %d "worker"' % worker["native_id"]]), stacks)
+
+
+@pytest.mark.parametrize("interp", INTERPS[:1], ids=lambda i: i.id)
+def test_record_json_summary(interp):
+    """`record --json`: the closing line as a document (its own kind in the schema, which
+    harness.run checks), its counts those of the file written: each thread's samples are its
+    stacks' counts in the collapsed file (the worker alone without --idle; the main thread in
+    every sample with it)."""
+    with harness.Scenario(interp, "shares") as sc:
+        main, worker = sc.truth["threads"]
+        stacks = shares_stacks(sc)
+        path = sc.tmpdir / "profile.collapsed"
+        for idle in (False, True):
+            rc, out, err = cli("record", sc.pid, "--duration", RECORD_SECONDS, "--format",
+                               "collapsed", "-o", path, "--json", *(["--idle"] if idle else []))
+            assert rc == 0 and err == "", err
+            doc = json.loads(out)["record"]
+            assert (doc["pid"], doc["file"], doc["format"]) == (sc.pid, str(path), "collapsed")
+            assert (doc["dropped"], doc["unreadable"], doc["exited_s"]) == (0, 0, None), doc
+            assert RECORD_SECONDS - 0.1 <= doc["seconds"] <= RECORD_SECONDS + 1.0, doc
+            # 100 Hz asked, less what a loaded machine let the sampler take.
+            assert 20 <= doc["samples"] <= 100 * RECORD_SECONDS + 1, doc
+            assert abs(doc["rate_hz"] - doc["samples"] / doc["seconds"]) <= 0.2, doc
+            counts = {}
+            for line in path.read_text().splitlines():
+                stack, n = line.rsplit(" ", 1)
+                counts[stack] = int(n)
+            assert doc["written"] == sum(counts.values()), (doc, counts)
+            by_id = {t["native_id"]: t for t in doc["threads"]}
+            assert by_id[worker["native_id"]]["name"] == "worker"
+            want_main = ";".join(frame_name(f) for f in reversed(main["frames"]))
+            if idle:
+                assert sorted(by_id) == sorted([main["native_id"], worker["native_id"]]), doc
+                assert by_id[main["native_id"]] == {"native_id": main["native_id"],
+                                                    "name": "MainThread",
+                                                    "samples": counts[want_main]}, doc
+                # Read whole at every sample: blocked, it never tears.
+                assert counts[want_main] == doc["samples"], doc
+            else:
+                assert list(by_id) == [worker["native_id"]], doc
+                assert want_main not in counts
+            of_worker = {s: n for s, n in counts.items() if s != want_main}
+            assert by_id[worker["native_id"]]["samples"] == sum(of_worker.values()), doc
+            check_shares(of_worker, stacks)
