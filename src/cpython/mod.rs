@@ -12,6 +12,7 @@ pub mod heap;
 pub mod interpreters;
 pub mod layout;
 pub mod mimalloc;
+pub mod numpy;
 pub mod objects;
 pub mod proxy_repr;
 pub mod refcount;

@@ -121,6 +121,8 @@ struct Walk<'a> {
     unreadable_by: AddrMap<u64>,
     errors: Vec<ReadError>,
     stopped: bool,
+    /// The error that numpy's version is unknown is kept (once).
+    numpy_noted: bool,
 }
 
 impl Snapshot {
@@ -145,6 +147,7 @@ impl Snapshot {
             unreadable_by: AddrMap::default(),
             errors: Vec::new(),
             stopped: false,
+            numpy_noted: false,
         };
         let mut complete = true;
         match self.layout.interpreter_state.gc {

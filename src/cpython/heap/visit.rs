@@ -334,6 +334,7 @@ impl Walk<'_> {
                 self.note(r);
                 basicsize
             }
+            Kind::NdArray => self.ndarray_size(obj, basicsize, refs),
             // Containers are sized by `container_size`.
             Kind::Plain
             | Kind::Opaque
@@ -349,6 +350,36 @@ impl Walk<'_> {
             }
         };
         Ok((size, len, pre))
+    }
+
+    /// `ndarray.__sizeof__`: `tp_basicsize`, its dimensions and the data it owns; without
+    /// numpy's version (or with the array unreadable) `tp_basicsize` alone, with an error
+    /// (once) saying the data is not counted.
+    fn ndarray_size(&mut self, obj: u64, basicsize: u64, refs: &mut Vec<u64>) -> u64 {
+        let major = match self.snap.numpy_major() {
+            Ok(Some(m)) => m,
+            Ok(None) | Err(_) => {
+                if !self.numpy_noted {
+                    self.numpy_noted = true;
+                    self.error(ReadError::corrupt(
+                        obj,
+                        "numpy.ndarray (numpy's version unknown: its data not counted)",
+                    ));
+                }
+                return basicsize;
+            }
+        };
+        match self.snap.ndarray_extra(obj, major) {
+            Ok((extra, a)) => {
+                refs.push(a.base);
+                refs.push(a.descr);
+                basicsize.saturating_add(extra)
+            }
+            Err(e) => {
+                self.error(e);
+                basicsize
+            }
+        }
     }
 
     /// Adds `obj` to its type's total and to the largest objects.
