@@ -19,6 +19,7 @@ pub mod refcount;
 pub mod snapshot;
 pub mod sockets;
 pub mod threads;
+pub mod torch;
 pub mod values;
 pub mod version;
 

@@ -371,6 +371,15 @@ impl Snapshot {
             "numpy.ndarray" => self
                 .ndarray_summary(obj, &t.name)
                 .unwrap_or_else(|| format!("<{} object at {obj:#x}>", t.name)),
+            _ if t.flags & tpflags::HEAPTYPE != 0 && self.is_tensor_type(t.addr) => {
+                let name = if t.name == "Tensor" {
+                    "torch.Tensor"
+                } else {
+                    &t.name
+                };
+                self.tensor_summary(obj, name)
+                    .unwrap_or_else(|| format!("<{} object at {obj:#x}>", t.name))
+            }
             n if n.starts_with("numpy.") => self
                 .numpy_scalar_repr(obj, n)
                 .unwrap_or_else(|| format!("<{n} object at {obj:#x}>")),

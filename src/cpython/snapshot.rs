@@ -22,6 +22,8 @@ pub struct Snapshot {
     pub budget: Arc<Budget>,
     /// numpy's major version, read once from `numpy.__version__` (`Snapshot::numpy_major`).
     pub(crate) numpy: OnceLock<Result<Option<u8>, crate::error::ReadError>>,
+    /// torch's version, read once from `torch.__version__` (`Snapshot::torch_version`).
+    pub(crate) torch: OnceLock<Result<super::torch::TorchVersion, crate::error::ReadError>>,
 }
 
 impl Snapshot {
@@ -40,6 +42,7 @@ impl Snapshot {
             types: Mutex::new(AddrMap::default()),
             budget,
             numpy: OnceLock::new(),
+            torch: OnceLock::new(),
         }
     }
 }

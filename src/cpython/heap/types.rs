@@ -78,6 +78,9 @@ pub(super) enum Kind {
     /// numpy.ndarray: `ndarray.__sizeof__` counts its dimensions and the data it owns
     /// (crate::cpython::numpy); referents its base (what a view keeps alive) and dtype.
     NdArray,
+    /// torch.Tensor (`torch._C.TensorBase`): `object.__sizeof__`, and its storage's bytes
+    /// beside it (crate::cpython::torch), each storage once.
+    Tensor,
 }
 
 /// What the walk needs of a type, read once.
@@ -274,6 +277,7 @@ pub(super) fn builtin_kind(name: &str, f: u64) -> Option<Kind> {
             "function" => Kind::Function,
             "generator" | "coroutine" | "async_generator" => Kind::Generator,
             "numpy.ndarray" => Kind::NdArray,
+            "torch._C.TensorBase" => Kind::Tensor,
             _ => return None,
         }
     })

@@ -8,6 +8,7 @@ use super::types::{
 };
 use super::Walk;
 use crate::cpython::layout::{tpflags, LongObject};
+use crate::cpython::torch::{TorchVersion, DEVICE_CPU, DEVICE_CUDA};
 use crate::cpython::values::field;
 use crate::error::ReadError;
 use std::cmp::Reverse;
@@ -38,6 +39,9 @@ pub(super) struct Visited {
     /// `sys.getsizeof`'s.
     pub bytes: u64,
     pub len: Option<u64>,
+    /// A tensor's storage (its address and the bytes it keeps: CPU or CUDA), a node of the
+    /// graph of its own so that its bytes are retained once, by its dominator.
+    pub storage: Option<(u64, u64)>,
 }
 
 /// An object's first bytes, as read.
@@ -104,7 +108,17 @@ impl Walk<'_> {
         }
         let bytes = size.saturating_add(pre);
         self.count(obj, tp, bytes, len);
-        Ok(Visited { tp, bytes, len })
+        let storage = if s.kind == Kind::Tensor {
+            self.storage_of(obj, tp)
+        } else {
+            None
+        };
+        Ok(Visited {
+            tp,
+            bytes,
+            len,
+            storage,
+        })
     }
 
     /// `obj`'s first bytes (a str's whole header) and its type, whose record is then known.
@@ -338,6 +352,7 @@ impl Walk<'_> {
             // Containers are sized by `container_size`.
             Kind::Plain
             | Kind::Opaque
+            | Kind::Tensor
             | Kind::List
             | Kind::Tuple
             | Kind::Dict
@@ -378,6 +393,58 @@ impl Walk<'_> {
             Err(e) => {
                 self.error(e);
                 basicsize
+            }
+        }
+    }
+
+    /// The storage of tensor `obj` of type `tp`, its bytes added to the type's data or device
+    /// bytes the first time the walk meets it; None where it has none or it cannot be read
+    /// (then the type's are unknown, with an error, once).
+    fn storage_of(&mut self, obj: u64, tp: u64) -> Option<(u64, u64)> {
+        let unknown = match self.snap.torch_version() {
+            Ok(TorchVersion::Checked) => None,
+            Ok(TorchVersion::Other(_)) => Some(ReadError::corrupt(
+                obj,
+                "torch tensor storage (torch's version is not 2.15.0, whose layout is read): data_bytes unknown",
+            )),
+            Ok(TorchVersion::Absent) | Err(_) => Some(ReadError::corrupt(
+                obj,
+                "torch tensor storage (torch.__version__ unreadable): data_bytes unknown",
+            )),
+        };
+        if let Some(e) = unknown {
+            self.data_totals.entry(tp).or_default().2 = true;
+            if !self.torch_noted {
+                self.torch_noted = true;
+                self.error(e);
+            }
+            return None;
+        }
+        match self.snap.tensor_storage(obj) {
+            Ok(Some(st)) => {
+                let bytes = match st.device_type {
+                    DEVICE_CPU | DEVICE_CUDA => st.nbytes,
+                    // Meta and other devices: no memory of the process's own or a GPU's.
+                    _ => 0,
+                };
+                if self.storages.insert(st.addr, ()).is_none() {
+                    let t = self.data_totals.entry(tp).or_default();
+                    if st.device_type == DEVICE_CUDA {
+                        t.1 = t.1.saturating_add(bytes);
+                    } else {
+                        t.0 = t.0.saturating_add(bytes);
+                    }
+                }
+                Some((st.addr, bytes))
+            }
+            Ok(None) => {
+                self.data_totals.entry(tp).or_default();
+                None
+            }
+            Err(e) => {
+                self.data_totals.entry(tp).or_default();
+                self.error(e);
+                None
             }
         }
     }
