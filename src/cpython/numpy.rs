@@ -115,27 +115,25 @@ impl Snapshot {
     /// interpreter's `sys.modules` that has numpy), read once a stop; None when no
     /// interpreter imported numpy.
     pub fn numpy_major(&self) -> Result<Option<u8>, ReadError> {
-        self.numpy
-            .get_or_init(|| {
-                for interp in self.interpreters()? {
-                    let Some(modules) = self.sys_modules(interp)? else {
-                        continue;
-                    };
-                    let Some(dict) = self.module_dict(modules, "numpy")? else {
-                        continue;
-                    };
-                    let Some(v) = self.dict_get(dict, "__version__")? else {
-                        return Err(ReadError::corrupt(dict, "numpy module without __version__"));
-                    };
-                    let text = self.read_name(v)?;
-                    return match major_of(&text) {
-                        Some(m @ (1 | 2)) => Ok(Some(m)),
-                        _ => Err(ReadError::corrupt(v, "numpy version (not 1.x or 2.x)")),
-                    };
-                }
-                Ok(None)
-            })
-            .clone()
+        *self.numpy.get_or_init(|| {
+            for interp in self.interpreters()? {
+                let Some(modules) = self.sys_modules(interp)? else {
+                    continue;
+                };
+                let Some(dict) = self.module_dict(modules, "numpy")? else {
+                    continue;
+                };
+                let Some(v) = self.dict_get(dict, "__version__")? else {
+                    return Err(ReadError::corrupt(dict, "numpy module without __version__"));
+                };
+                let text = self.read_name(v)?;
+                return match major_of(&text) {
+                    Some(m @ (1 | 2)) => Ok(Some(m)),
+                    _ => Err(ReadError::corrupt(v, "numpy version (not 1.x or 2.x)")),
+                };
+            }
+            Ok(None)
+        })
     }
 
     /// The fields of the array at `obj`, its dimensions bounded by [`MAX_NDIM`].

@@ -22,8 +22,8 @@ pub struct Snapshot {
     pub budget: Arc<Budget>,
     /// numpy's major version, read once from `numpy.__version__` (`Snapshot::numpy_major`).
     pub(crate) numpy: OnceLock<Result<Option<u8>, crate::error::ReadError>>,
-    /// torch's version, read once from `torch.__version__` (`Snapshot::torch_version`).
-    pub(crate) torch: OnceLock<Result<super::torch::TorchVersion, crate::error::ReadError>>,
+    /// `torch.__version__`, read once (`Snapshot::torch_version`); None without torch.
+    pub(crate) torch: OnceLock<Result<Option<String>, crate::error::ReadError>>,
 }
 
 impl Snapshot {

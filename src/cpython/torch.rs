@@ -94,23 +94,25 @@ pub enum TorchVersion {
 impl Snapshot {
     /// `torch.__version__` of the first interpreter that imported torch, read once a stop.
     pub fn torch_version(&self) -> Result<TorchVersion, ReadError> {
-        self.torch
-            .get_or_init(|| {
-                for interp in self.interpreters()? {
-                    let Some(modules) = self.sys_modules(interp)? else {
-                        continue;
-                    };
-                    let Some(dict) = self.module_dict(modules, "torch")? else {
-                        continue;
-                    };
-                    let Some(v) = self.dict_get(dict, "__version__")? else {
-                        return Err(ReadError::corrupt(dict, "torch module without __version__"));
-                    };
-                    return Ok(version_of(&self.read_name(v)?));
-                }
-                Ok(TorchVersion::Absent)
-            })
-            .clone()
+        let v = self.torch.get_or_init(|| {
+            for interp in self.interpreters()? {
+                let Some(modules) = self.sys_modules(interp)? else {
+                    continue;
+                };
+                let Some(dict) = self.module_dict(modules, "torch")? else {
+                    continue;
+                };
+                let Some(v) = self.dict_get(dict, "__version__")? else {
+                    return Err(ReadError::corrupt(dict, "torch module without __version__"));
+                };
+                return Ok(Some(self.read_name(v)?));
+            }
+            Ok(None)
+        });
+        Ok(match v.as_ref().map_err(|e| *e)? {
+            None => TorchVersion::Absent,
+            Some(v) => version_of(v),
+        })
     }
 
     /// The storage of the tensor at `obj` (laid out as [`CHECKED_VERSION`]'s); None for a
@@ -293,7 +295,7 @@ mod tests {
             m.put_u64(IMPL + 64, 1000).put_u64(IMPL + 72, 1000);
             m.put(IMPL + 160, &[6, 0, 0, 0xff, 1]);
         });
-        let _ = s.torch.set(Ok(TorchVersion::Checked));
+        let _ = s.torch.set(Ok(Some(CHECKED_VERSION.into())));
         assert_eq!(
             s.tensor_summary(T, "torch.Tensor").unwrap(),
             "<torch.Tensor shape=[1000, 1000] dtype=torch.float32 device=cpu at 0x1000>"
@@ -303,7 +305,7 @@ mod tests {
             m.put(T, &[0u8; 64]).put_u64(T + 16, IMPL);
             m.put(IMPL, &[0u8; 256]).put_u64(IMPL + 56, 1 << 40);
         });
-        let _ = s.torch.set(Ok(TorchVersion::Checked));
+        let _ = s.torch.set(Ok(Some(CHECKED_VERSION.into())));
         assert_eq!(s.tensor_summary(T, "torch.Tensor"), None);
         let s = snap(|m| {
             m.put(T, &[0u8; 64]).put_u64(T + 16, IMPL);
@@ -311,7 +313,7 @@ mod tests {
                 .put_u64(IMPL + 56, 6)
                 .put_u64(IMPL + 64, 0xbad0);
         });
-        let _ = s.torch.set(Ok(TorchVersion::Checked));
+        let _ = s.torch.set(Ok(Some(CHECKED_VERSION.into())));
         assert_eq!(s.tensor_summary(T, "torch.Tensor"), None);
     }
 
