@@ -11,9 +11,9 @@ import json
 import pytest
 
 import harness
+from test_heap_holders import cli, target
 from test_stacks import run_gdb
 
-TIMEOUT_SECONDS = 60
 INSTALL_TIMEOUT_SECONDS = 600
 NUMPY_SH = harness.repo_root() / "tools" / "numpy.sh"
 # Each interpreter and the numpy set (tools/numpy.sh) it runs with.
@@ -42,17 +42,6 @@ def scenario(request, numpy_root):
         sc.interp = interp
         sc.core = sc.make_core()
         yield sc
-
-
-def cli(*args):
-    rc, out, err = harness.run([harness.cli_path()] + [str(a) for a in args], TIMEOUT_SECONDS)
-    harness.assert_no_panic(out + err, rc)
-    assert rc == 0, err
-    return out
-
-
-def target(sc, source):
-    return ["pid", sc.pid] if source == "live" else ["core", sc.core]
 
 
 @pytest.mark.parametrize("source", ["live", "core"])

@@ -10,9 +10,9 @@ import json
 import pytest
 
 import harness
+from test_heap_holders import cli, target
 from test_why_torch import torch_interp  # noqa: F401 (the fixture)
 
-TIMEOUT_SECONDS = 120
 # The lists of views retain about 80 KB each: among the 60 that keep most (the 60th of the
 # process keeps about 24 KB).
 TOP = 60
@@ -25,17 +25,10 @@ def scenario(torch_interp):  # noqa: F811
         yield sc
 
 
-def cli(*args):
-    rc, out, err = harness.run([harness.cli_path()] + [str(a) for a in args], TIMEOUT_SECONDS)
-    harness.assert_no_panic(out + err, rc)
-    assert rc == 0, err
-    return out
-
-
 @pytest.mark.parametrize("source", ["live", "core"])
 def test_tensor_storages_once_each(scenario, source):
     sc = scenario
-    where = ["pid", sc.pid] if source == "live" else ["core", sc.core]
+    where = target(sc, source)
     report = harness.check_report_schema(json.loads(
         cli(*where, "--heap", "--heap-top", TOP, "--json")))
     assert not [e for e in report["errors"] if "torch" in e["what"]], report["errors"]
@@ -61,7 +54,7 @@ def test_tensor_storages_once_each(scenario, source):
 @pytest.mark.parametrize("source", ["live", "core"])
 def test_tensor_locals_summaries(scenario, source):
     sc = scenario
-    where = ["pid", sc.pid] if source == "live" else ["core", sc.core]
+    where = target(sc, source)
     report = harness.check_report_schema(json.loads(cli(*where, "--locals", "--json")))
     main = sc.truth["threads"][0]
     (t,) = [t for t in report["threads"] if t["thread_id"] == main["thread_id"]]
