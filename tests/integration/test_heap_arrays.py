@@ -65,8 +65,14 @@ def test_arrays_count_what_getsizeof_gives(scenario, source):
     grid = max(arrays.items(), key=lambda kv: kv[1][0])
     assert h["largest"][0] == {"address": int(grid[0]), "type": "numpy.ndarray",
                                "bytes": grid[1][0], "len": None}, h["largest"][0]
+    check_lists(h, sc.truth["lists"])
+
+
+def check_lists(h, lists):
+    """Each of the program's lists is among the retainers, its size and retained bytes its
+    own record's."""
     got = {r["address"]: r for r in h["retainers"]}
-    for lst in sc.truth["lists"]:
+    for lst in lists:
         r = got.get(lst["address"])
         assert r is not None, (lst, h["retainers"])
         assert (r["type"], r["len"], r["bytes"], r["retained"]) == (

@@ -10,6 +10,7 @@ import json
 import pytest
 
 import harness
+from test_heap_arrays import check_lists
 from test_heap_holders import cli, target
 from test_why_torch import torch_interp  # noqa: F401 (the fixture)
 
@@ -40,12 +41,7 @@ def test_tensor_storages_once_each(scenario, source):
     assert (t["count"], t["bytes"], t["data_bytes"], t["device_bytes"]) == (
         len(tensors), sum(s for _, _, s in tensors.values()),
         sum(n for _, n in storages), 0), t
-    got = {r["address"]: r for r in h["retainers"]}
-    for lst in sc.truth["lists"]:
-        r = got.get(lst["address"])
-        assert r is not None, (lst, h["retainers"])
-        assert (r["type"], r["len"], r["bytes"], r["retained"]) == (
-            "list", lst["len"], lst["bytes"], lst["retained"]), (r, lst)
+    check_lists(h, sc.truth["lists"])
     text = cli(*where, "--heap", "--heap-top", TOP)
     row = next(line for line in text.splitlines() if line.startswith("torch.Tensor "))
     assert row.endswith(" data"), row
