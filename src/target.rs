@@ -45,6 +45,9 @@ pub struct Target {
     /// Addresses known to lie on a thread's stack, as (LWP, address): a core's stack
     /// pointers, a live process's `[stack]` (its main thread's).
     pub stack_anchors: Vec<(u64, u64)>,
+    /// A core's written anonymous bytes ([`crate::memory::CoreFile::anonymous_written_bytes`]);
+    /// None for other sources.
+    pub core_anonymous_bytes: Option<u64>,
 }
 
 impl Target {
@@ -86,6 +89,7 @@ impl Target {
             stack_anchors: stack
                 .map(|(start, _)| vec![(pid as u64, start)])
                 .unwrap_or_default(),
+            core_anonymous_bytes: None,
         })
     }
 
@@ -111,6 +115,7 @@ impl Target {
         }
         let files = mem.lookup();
         let regions = info.regions();
+        let core_anonymous_bytes = Some(info.anonymous_written_bytes());
         let stack_anchors = info
             .threads
             .iter()
@@ -135,6 +140,7 @@ impl Target {
             module_problems: info.module_problems,
             regions,
             stack_anchors,
+            core_anonymous_bytes,
         })
     }
 
@@ -166,6 +172,7 @@ impl Target {
             module_problems: Vec::new(),
             regions: Vec::new(),
             stack_anchors: Vec::new(),
+            core_anonymous_bytes: None,
         }
     }
 

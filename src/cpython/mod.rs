@@ -12,12 +12,14 @@ pub mod heap;
 pub mod interpreters;
 pub mod layout;
 pub mod mimalloc;
+pub mod numpy;
 pub mod objects;
 pub mod proxy_repr;
 pub mod refcount;
 pub mod snapshot;
 pub mod sockets;
 pub mod threads;
+pub mod torch;
 pub mod values;
 pub mod version;
 

@@ -368,6 +368,21 @@ impl Snapshot {
             }
             n if is_cfunction_type(n) => self.cfunction_repr(obj)?,
             "method-wrapper" => self.method_wrapper_repr(obj)?,
+            "numpy.ndarray" => self
+                .ndarray_summary(obj, &t.name)
+                .unwrap_or_else(|| format!("<{} object at {obj:#x}>", t.name)),
+            _ if t.flags & tpflags::HEAPTYPE != 0 && self.is_tensor_type(t.addr) => {
+                let name = if t.name == "Tensor" {
+                    "torch.Tensor"
+                } else {
+                    &t.name
+                };
+                self.tensor_summary(obj, name)
+                    .unwrap_or_else(|| format!("<{} object at {obj:#x}>", t.name))
+            }
+            n if n.starts_with("numpy.") => self
+                .numpy_scalar_repr(obj, n)
+                .unwrap_or_else(|| format!("<{n} object at {obj:#x}>")),
             _ => format!("<{} object at {obj:#x}>", t.name),
         })
     }
@@ -457,9 +472,22 @@ pub fn float_repr(x: f64) -> String {
     if x.is_infinite() {
         return if x > 0.0 { "inf" } else { "-inf" }.into();
     }
-    let e = format!("{x:e}");
-    let (mant, exp) = e.split_once('e').unwrap();
-    let exp: i32 = exp.parse().unwrap();
+    shortest_repr(&format!("{x:e}"))
+}
+
+/// numpy's `repr` of a float32's value: its own shortest round-trip digits (not those of the
+/// f64 it widens to), in Python's notation.
+pub fn float32_repr(x: f32) -> String {
+    if x.is_nan() || x.is_infinite() {
+        return float_repr(x as f64);
+    }
+    shortest_repr(&format!("{x:e}"))
+}
+
+/// Rust's shortest `{:e}` digits in Python's notation: fixed for 1e-4 <= |x| < 1e16.
+fn shortest_repr(e: &str) -> String {
+    let (mant, exp) = e.split_once('e').unwrap_or((e, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
     let neg = mant.starts_with('-');
     let digits: String = mant.chars().filter(|c| c.is_ascii_digit()).collect();
     let sign = if neg { "-" } else { "" };

@@ -1,6 +1,6 @@
 //! One stop of the target: memory, layout and the caches that die with the stop.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::budget::{Budget, Budgeted};
 use super::discovery::Found;
@@ -20,6 +20,10 @@ pub struct Snapshot {
     pub(crate) types: Mutex<AddrMap<Arc<TypeInfo>>>,
     /// What this stop has spent (its reads through `mem` are charged to it).
     pub budget: Arc<Budget>,
+    /// numpy's major version, read once from `numpy.__version__` (`Snapshot::numpy_major`).
+    pub(crate) numpy: OnceLock<Result<Option<u8>, crate::error::ReadError>>,
+    /// `torch.__version__`, read once (`Snapshot::torch_version`); None without torch.
+    pub(crate) torch: OnceLock<Result<Option<String>, crate::error::ReadError>>,
 }
 
 impl Snapshot {
@@ -37,6 +41,8 @@ impl Snapshot {
             codes: Mutex::new(AddrMap::default()),
             types: Mutex::new(AddrMap::default()),
             budget,
+            numpy: OnceLock::new(),
+            torch: OnceLock::new(),
         }
     }
 }

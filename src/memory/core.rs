@@ -34,6 +34,8 @@ struct Segment {
     memsz: u64,
     filesz: u64,
     offset: u64,
+    /// `PF_W`: the mapping was writable.
+    writable: bool,
 }
 
 /// One entry of NT_FILE: `[start, end)` maps `path` from byte `offset`.
@@ -176,6 +178,7 @@ impl CoreFile {
                     memsz: ph.p_memsz(endian),
                     filesz: ph.p_filesz(endian),
                     offset: ph.p_offset(endian),
+                    writable: ph.p_flags(endian).contains(elf::PF_W),
                 }),
                 elf::PT_NOTE => {
                     if ph.p_filesz(endian) as usize > MAX_NOTE_BYTES {
@@ -254,6 +257,24 @@ impl CoreFile {
             .iter()
             .map(|s| (s.vaddr, s.vaddr.saturating_add(s.memsz)))
             .collect()
+    }
+
+    /// The bytes the core holds of the process's written anonymous memory: its writable
+    /// PT_LOAD segments (`PF_W`) that map no file (no NT_FILE entry overlaps them), counted
+    /// by what the core wrote of them (`p_filesz`). The heap, thread stacks and anonymous
+    /// `mmap`s: what a live process's RSS is mostly made of, where its file pages are not.
+    pub fn anonymous_written_bytes(&self) -> u64 {
+        self.segments
+            .iter()
+            .filter(|s| s.writable && s.filesz > 0)
+            .filter(|s| {
+                let end = s.vaddr.saturating_add(s.memsz);
+                !self
+                    .mappings
+                    .iter()
+                    .any(|m| m.start < end && m.end > s.vaddr)
+            })
+            .fold(0u64, |n, s| n.saturating_add(s.filesz))
     }
 
     /// Whether the core holds the bytes of `[addr, addr+len)` itself.

@@ -100,6 +100,21 @@ pub struct HeapReport {
     pub unreached: HeapUnreached,
     /// False when the walk stopped early (a budget, a cut GC list): a lower bound.
     pub complete: bool,
+    /// The process's own size, beside the census; null where the source cannot say (a
+    /// debugger's memory).
+    pub process: Option<HeapProcess>,
+}
+
+/// The process's own size (docs/report.md, "The process beside the census").
+#[derive(Clone, Debug, Serialize)]
+pub struct HeapProcess {
+    /// Live: `Rss` of `/proc/PID/smaps_rollup`; from a core: the bytes of its written
+    /// anonymous segments (writable, mapping no file).
+    pub rss: Option<u64>,
+    /// Live: `Pss` of `/proc/PID/smaps_rollup`; null from a core.
+    pub pss: Option<u64>,
+    /// `smaps_rollup` or `core`.
+    pub source: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -108,6 +123,13 @@ pub struct HeapType {
     pub type_name: String,
     pub count: u64,
     pub bytes: u64,
+    /// For types whose objects keep memory `sys.getsizeof` leaves out (torch tensors): the
+    /// bytes they keep on the CPU, each shared storage once; null where they could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_bytes: Option<Option<u64>>,
+    /// The same on CUDA devices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_bytes: Option<Option<u64>>,
 }
 
 #[derive(Clone, Debug, Serialize)]

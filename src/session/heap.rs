@@ -5,11 +5,12 @@ use super::Session;
 use crate::cpython::heap::{LocalRoot, Retainer, Roots};
 use crate::cpython::FrameItem;
 use crate::error::ReadError;
-use crate::report::bytes_text::human;
+use crate::report::bytes_text::{human, thousands};
 use crate::report::held_by::{self, HeapRetainer};
 use crate::report::{
-    ErrorReport, HeapCount, HeapObject, HeapReport, HeapType, HeapUnreached, Report,
+    ErrorReport, HeapCount, HeapObject, HeapProcess, HeapReport, HeapType, HeapUnreached, Report,
 };
+use crate::target::SourceKind;
 
 /// How many of the largest objects `--heap` lists unless `--heap-top` says.
 pub const DEFAULT_TOP: usize = 20;
@@ -48,6 +49,8 @@ pub fn add_to(s: &Session, r: &mut Report, top: usize) {
                 type_name: t.name,
                 count: t.count,
                 bytes: t.bytes,
+                data_bytes: t.data.map(|d| d.0),
+                device_bytes: t.data.map(|d| d.1),
             })
             .collect(),
         largest: c
@@ -77,7 +80,63 @@ pub fn add_to(s: &Session, r: &mut Report, top: usize) {
                 .collect(),
         },
         complete: c.complete,
+        process: process(s, &mut r.errors),
     });
+}
+
+/// The process's own size: live, `/proc/PID/smaps_rollup` read now; from a core, its written
+/// anonymous bytes; None through a debugger (whose process may be remote).
+fn process(s: &Session, errors: &mut Vec<ErrorReport>) -> Option<HeapProcess> {
+    match (s.target.kind, s.target.pid) {
+        (SourceKind::Live, Some(pid)) => {
+            let path = format!("/proc/{pid}/smaps_rollup");
+            match std::fs::read_to_string(&path) {
+                Ok(text) => Some(HeapProcess {
+                    rss: smaps_field(&text, "Rss:"),
+                    pss: smaps_field(&text, "Pss:"),
+                    source: "smaps_rollup".into(),
+                }),
+                Err(e) => {
+                    errors.push(ErrorReport {
+                        address: 0,
+                        what: format!("heap: {path}: {e}"),
+                    });
+                    None
+                }
+            }
+        }
+        (SourceKind::Core, _) => s.target.core_anonymous_bytes.map(|n| HeapProcess {
+            rss: Some(n),
+            pss: None,
+            source: "core".into(),
+        }),
+        _ => None,
+    }
+}
+
+/// What a type's objects keep beside their own bytes: `  + 3.8 MiB data, 1.0 GiB on CUDA`.
+fn data_text(t: &HeapType) -> String {
+    let part = |v: Option<Option<u64>>, what: &str| match v {
+        None | Some(Some(0)) => None,
+        Some(Some(n)) => Some(format!("{} {what}", human(n))),
+        Some(None) => Some(format!("? {what}")),
+    };
+    let parts: Vec<String> = [part(t.data_bytes, "data"), part(t.device_bytes, "on CUDA")]
+        .into_iter()
+        .flatten()
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("  + {}", parts.join(", "))
+    }
+}
+
+/// A `Name:   123 kB` line of smaps_rollup, in bytes.
+fn smaps_field(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(name))?;
+    let kb: u64 = line[name.len()..].split_whitespace().next()?.parse().ok()?;
+    kb.checked_mul(1024)
 }
 
 /// Every interpreter's `sys.modules`: (module, its name there).
@@ -149,11 +208,19 @@ fn retainer(r: Retainer) -> HeapRetainer {
 /// The heap's text: the top types (count, bytes, share of the bytes) and the largest objects,
 /// `top` rows of each.
 pub fn render(h: &HeapReport, top: usize) -> String {
+    let of = match &h.process {
+        Some(HeapProcess {
+            rss: Some(rss),
+            source,
+            ..
+        }) if source == "core" => format!(" of {} written anonymous memory", human(*rss)),
+        Some(HeapProcess { rss: Some(rss), .. }) => format!(" of {} RSS", human(*rss)),
+        _ => String::new(),
+    };
     let mut out = format!(
-        "Heap: {} objects, {} ({}){}\n\n",
-        h.objects,
+        "Heap: {} objects, {}{of}{}\n\n",
+        thousands(h.objects),
         human(h.bytes),
-        h.bytes,
         if h.complete {
             ""
         } else {
@@ -179,11 +246,12 @@ pub fn render(h: &HeapReport, top: usize) -> String {
             t.bytes as f64 * 100.0 / h.bytes as f64
         };
         out += &format!(
-            "{:<w$}  {:>10}  {:>12}  {:>5.1}%\n",
+            "{:<w$}  {:>10}  {:>12}  {:>5.1}%{}\n",
             t.type_name,
             t.count,
             human(t.bytes),
-            share
+            share,
+            data_text(t)
         );
     }
     if h.types.len() > top {
@@ -257,6 +325,8 @@ mod tests {
                 type_name: "bytes".into(),
                 count: 2,
                 bytes: 100,
+                data_bytes: Some(Some(3 << 20)),
+                device_bytes: Some(None),
             }],
             largest: vec![HeapObject {
                 address: 0x1000,
@@ -276,12 +346,29 @@ mod tests {
                 unreadable_by: Vec::new(),
             },
             complete: false,
+            process: Some(HeapProcess {
+                rss: Some(3 << 20),
+                pss: Some(2 << 20),
+                source: "smaps_rollup".into(),
+            }),
         };
         let t = render(&h, 20);
+        assert!(
+            t.starts_with("Heap: 2 objects, 100 B of 3.0 MiB RSS"),
+            "{t}"
+        );
         assert!(t.contains("lower bound"), "{t}");
-        assert!(t.contains("100.0%"), "{t}");
+        assert!(t.contains("100.0%  + 3.0 MiB data, ? on CUDA"), "{t}");
         assert!(t.contains("0x1000"), "{t}");
         assert!(t.contains("len 27"), "{t}");
         assert!(t.contains("function (3)"), "{t}");
+    }
+
+    #[test]
+    fn smaps_rollup_fields_in_bytes() {
+        let t = "55a0-7ffd ---p 00000000 00:00 0  [rollup]\nRss:              416 kB\nPss:               400 kB\nPss_Anon:          300 kB\n";
+        assert_eq!(smaps_field(t, "Rss:"), Some(416 * 1024));
+        assert_eq!(smaps_field(t, "Pss:"), Some(400 * 1024));
+        assert_eq!(smaps_field(t, "Swap:"), None);
     }
 }

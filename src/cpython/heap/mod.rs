@@ -61,6 +61,10 @@ pub struct TypeTotal {
     pub name: String,
     pub count: u64,
     pub bytes: u64,
+    /// For types whose objects keep memory `sys.getsizeof` leaves out (torch tensors): its
+    /// bytes on the CPU and on CUDA devices, each shared storage once; the inner None where
+    /// they could not be read.
+    pub data: Option<(Option<u64>, Option<u64>)>,
 }
 
 /// One of the largest objects.
@@ -121,6 +125,15 @@ struct Walk<'a> {
     unreadable_by: AddrMap<u64>,
     errors: Vec<ReadError>,
     stopped: bool,
+    /// The error that numpy's version is unknown is kept (once).
+    numpy_noted: bool,
+    /// The same of torch's.
+    torch_noted: bool,
+    /// Tensor storages met (each counted once).
+    storages: AddrMap<()>,
+    /// By type: the bytes of the storages its objects keep (CPU, CUDA), and whether some
+    /// could not be read.
+    data_totals: AddrMap<(u64, u64, bool)>,
 }
 
 impl Snapshot {
@@ -145,6 +158,10 @@ impl Snapshot {
             unreadable_by: AddrMap::default(),
             errors: Vec::new(),
             stopped: false,
+            numpy_noted: false,
+            torch_noted: false,
+            storages: AddrMap::default(),
+            data_totals: AddrMap::default(),
         };
         let mut complete = true;
         match self.layout.interpreter_state.gc {
@@ -263,6 +280,15 @@ impl Walk<'_> {
             };
             self.graph.sized(id, seen.tp, seen.bytes, seen.len);
             ids.clear();
+            if let Some((st, bytes)) = seen.storage {
+                // A node of its own, never visited as an object (it has no type, so it is
+                // never listed as a retainer): its bytes are retained by its dominator.
+                let (sid, new) = self.graph.reach(st);
+                if new {
+                    self.graph.sized(sid, 0, bytes, None);
+                }
+                ids.push(sid);
+            }
             for &r in &refs {
                 // Objects are 8-byte aligned; the small ints and None are objects too.
                 if r != 0 && r & 7 == 0 {
@@ -311,6 +337,13 @@ impl Walk<'_> {
                 name: name(&self.types, tp),
                 count,
                 bytes,
+                data: self.data_totals.get(&tp).map(|&(cpu, cuda, unknown)| {
+                    if unknown {
+                        (None, None)
+                    } else {
+                        (Some(cpu), Some(cuda))
+                    }
+                }),
             })
             .collect();
         types.sort_by(|a, b| {

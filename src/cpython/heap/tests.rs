@@ -166,3 +166,112 @@ fn a_cut_gc_list_is_a_lower_bound() {
         c.errors[1]
     );
 }
+
+const TENSOR_TYPE: u64 = 0x3000;
+
+/// A tensor at `at` (type `torch._C.TensorBase`, 56 bytes) whose `TensorImpl` at `imp` has
+/// the storage at `st` (torch 2.15.0's layout: crate::cpython::torch).
+fn tensor(m: &mut FakeMemory, l: &Layout, at: u64, imp: u64, st: u64) {
+    m.put(at, &[0u8; 0x40]);
+    m.put_u64(at + l.pyobject.ob_type, TENSOR_TYPE);
+    m.put_u64(at + 16, imp);
+    m.put(imp, &[0u8; 0x40]).put_u64(imp + 16, st);
+}
+
+fn with_tensor_type(m: &mut FakeMemory, l: &Layout) {
+    m.put(TENSOR_TYPE, &[0u8; 0x400]);
+    m.put_u64(TENSOR_TYPE + l.type_object.tp_name, 0x3800);
+    m.put_u64(TENSOR_TYPE + l.type_object.tp_basicsize, 56);
+    m.put(0x3800, &[0u8; 64])
+        .put(0x3800, b"torch._C.TensorBase");
+}
+
+#[test]
+fn a_storage_views_share_counts_once_and_is_retained_by_its_dominator() {
+    let (mut m, l) = target();
+    with_tensor_type(&mut m, &l);
+    // Two views of storage S (4,000,000 bytes), one tensor of its own storage R (800 bytes),
+    // all in one list: the list retains them and both storages.
+    let (s, r) = (0x60_0000, 0x61_0000);
+    tensor(&mut m, &l, 0x40_0000, 0x50_0000, s);
+    tensor(&mut m, &l, 0x40_1000, 0x50_1000, s);
+    tensor(&mut m, &l, 0x40_2000, 0x50_2000, r);
+    for (st, n) in [(s, 4_000_000u64), (r, 800)] {
+        m.put(st, &[0u8; 0x40]).put_u64(st + 48, n);
+    }
+    list(&mut m, &l, 0x20_0000, &[0x40_0000, 0x40_1000, 0x40_2000]);
+    gc_list(&mut m, &l, &[0x20_0000]);
+    let snap = Snapshot::for_test(m, l);
+    let _ = snap
+        .torch
+        .set(Ok(Some(crate::cpython::torch::CHECKED_VERSION.into())));
+    let roots = Roots {
+        modules: Vec::new(),
+        locals: vec![LocalRoot {
+            obj: 0x20_0000,
+            name: "batch".into(),
+            function: "f".into(),
+            thread: None,
+            thread_name: None,
+        }],
+    };
+    let c = snap.heap_census(&[INTERP], &roots, 4);
+    assert!(c.complete && c.errors.is_empty(), "{:?}", c.errors);
+    let t = c
+        .types
+        .iter()
+        .find(|t| t.name == "torch._C.TensorBase")
+        .unwrap();
+    assert_eq!((t.count, t.bytes), (3, 3 * 56));
+    assert_eq!(t.data, Some((Some(4_000_800), Some(0))));
+    // Storages are no objects of the census.
+    assert_eq!(c.objects, 4);
+    let list_bytes = 40 + 24 + 16;
+    assert_eq!(c.retainers[0].address, 0x20_0000);
+    assert_eq!(c.retainers[0].retained, list_bytes + 3 * 56 + 4_000_800);
+    // The tensor alone with R retains it; the views of S retain only themselves.
+    let of = |a: u64| {
+        c.retainers
+            .iter()
+            .find(|r| r.address == a)
+            .map(|r| r.retained)
+    };
+    assert_eq!(of(0x40_2000), Some(56 + 800));
+    assert_eq!(of(0x40_0000), Some(56));
+}
+
+#[test]
+fn storages_that_point_back_at_objects_or_nowhere_are_errors_not_hangs() {
+    let (mut m, l) = target();
+    with_tensor_type(&mut m, &l);
+    // One tensor's storage is the list itself (an object's address), one's impl is its own
+    // storage (a cycle), one's impl points nowhere; a fourth has another version's torch.
+    tensor(&mut m, &l, 0x40_0000, 0x50_0000, 0x20_0000);
+    tensor(&mut m, &l, 0x40_1000, 0x50_1000, 0x50_1000);
+    tensor(&mut m, &l, 0x40_2000, 0x50_2000, 0);
+    m.put_u64(0x40_2000 + 16, 0x7777_0000);
+    list(&mut m, &l, 0x20_0000, &[0x40_0000, 0x40_1000, 0x40_2000]);
+    gc_list(&mut m, &l, &[0x20_0000]);
+    let snap = Snapshot::for_test(m.clone(), l.clone());
+    let _ = snap
+        .torch
+        .set(Ok(Some(crate::cpython::torch::CHECKED_VERSION.into())));
+    let c = snap.heap_census(&[INTERP], &Roots::default(), 4);
+    assert_eq!(c.objects, 4, "{:?}", c.errors);
+    assert_eq!(c.errors.len(), 1, "{:?}", c.errors);
+    let snap = Snapshot::for_test(m, l);
+    let _ = snap.torch.set(Ok(Some("2.1.0".into())));
+    let c = snap.heap_census(&[INTERP], &Roots::default(), 4);
+    let t = c
+        .types
+        .iter()
+        .find(|t| t.name == "torch._C.TensorBase")
+        .unwrap();
+    assert_eq!(t.data, Some((None, None)));
+    assert_eq!(c.errors.len(), 1, "{:?}", c.errors);
+    assert!(
+        c.errors[0].to_string().contains("2.15.0"),
+        "{}",
+        c.errors[0]
+    );
+}

@@ -75,6 +75,12 @@ pub(super) enum Kind {
     /// slots but there is no `ob_size`; their `__sizeof__` counts the code's frame slots.
     /// Referents: their type's members (3.10's `gi_frame`, `gi_code`), not the frame's locals.
     Generator,
+    /// numpy.ndarray: `ndarray.__sizeof__` counts its dimensions and the data it owns
+    /// (crate::cpython::numpy); referents its base (what a view keeps alive) and dtype.
+    NdArray,
+    /// torch.Tensor (`torch._C.TensorBase`): `object.__sizeof__`, and its storage's bytes
+    /// beside it (crate::cpython::torch), each storage once.
+    Tensor,
 }
 
 /// What the walk needs of a type, read once.
@@ -270,6 +276,8 @@ pub(super) fn builtin_kind(name: &str, f: u64) -> Option<Kind> {
             "frame" => Kind::Frame,
             "function" => Kind::Function,
             "generator" | "coroutine" | "async_generator" => Kind::Generator,
+            "numpy.ndarray" => Kind::NdArray,
+            "torch._C.TensorBase" => Kind::Tensor,
             _ => return None,
         }
     })

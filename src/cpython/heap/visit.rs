@@ -8,6 +8,7 @@ use super::types::{
 };
 use super::Walk;
 use crate::cpython::layout::{tpflags, LongObject};
+use crate::cpython::torch::{TorchVersion, DEVICE_CPU, DEVICE_CUDA};
 use crate::cpython::values::field;
 use crate::error::ReadError;
 use std::cmp::Reverse;
@@ -38,6 +39,9 @@ pub(super) struct Visited {
     /// `sys.getsizeof`'s.
     pub bytes: u64,
     pub len: Option<u64>,
+    /// A tensor's storage (its address and the bytes it keeps: CPU or CUDA), a node of the
+    /// graph of its own so that its bytes are retained once, by its dominator.
+    pub storage: Option<(u64, u64)>,
 }
 
 /// An object's first bytes, as read.
@@ -104,7 +108,17 @@ impl Walk<'_> {
         }
         let bytes = size.saturating_add(pre);
         self.count(obj, tp, bytes, len);
-        Ok(Visited { tp, bytes, len })
+        let storage = if s.kind == Kind::Tensor {
+            self.storage_of(obj, tp)
+        } else {
+            None
+        };
+        Ok(Visited {
+            tp,
+            bytes,
+            len,
+            storage,
+        })
     }
 
     /// `obj`'s first bytes (a str's whole header) and its type, whose record is then known.
@@ -334,9 +348,11 @@ impl Walk<'_> {
                 self.note(r);
                 basicsize
             }
+            Kind::NdArray => self.ndarray_size(obj, basicsize, refs),
             // Containers are sized by `container_size`.
             Kind::Plain
             | Kind::Opaque
+            | Kind::Tensor
             | Kind::List
             | Kind::Tuple
             | Kind::Dict
@@ -349,6 +365,88 @@ impl Walk<'_> {
             }
         };
         Ok((size, len, pre))
+    }
+
+    /// `ndarray.__sizeof__`: `tp_basicsize`, its dimensions and the data it owns; without
+    /// numpy's version (or with the array unreadable) `tp_basicsize` alone, with an error
+    /// (once) saying the data is not counted.
+    fn ndarray_size(&mut self, obj: u64, basicsize: u64, refs: &mut Vec<u64>) -> u64 {
+        let major = match self.snap.numpy_major() {
+            Ok(Some(m)) => m,
+            Ok(None) | Err(_) => {
+                if !self.numpy_noted {
+                    self.numpy_noted = true;
+                    self.error(ReadError::corrupt(
+                        obj,
+                        "numpy.ndarray (numpy's version unknown: its data not counted)",
+                    ));
+                }
+                return basicsize;
+            }
+        };
+        match self.snap.ndarray_extra(obj, major) {
+            Ok((extra, a)) => {
+                refs.push(a.base);
+                refs.push(a.descr);
+                basicsize.saturating_add(extra)
+            }
+            Err(e) => {
+                self.error(e);
+                basicsize
+            }
+        }
+    }
+
+    /// The storage of tensor `obj` of type `tp`, its bytes added to the type's data or device
+    /// bytes the first time the walk meets it; None where it has none or it cannot be read
+    /// (then the type's are unknown, with an error, once).
+    fn storage_of(&mut self, obj: u64, tp: u64) -> Option<(u64, u64)> {
+        let unknown = match self.snap.torch_version() {
+            Ok(TorchVersion::Checked) => None,
+            Ok(TorchVersion::Other(_)) => Some(ReadError::corrupt(
+                obj,
+                "torch tensor storage (torch's version is not 2.15.0, whose layout is read): data_bytes unknown",
+            )),
+            Ok(TorchVersion::Absent) | Err(_) => Some(ReadError::corrupt(
+                obj,
+                "torch tensor storage (torch.__version__ unreadable): data_bytes unknown",
+            )),
+        };
+        if let Some(e) = unknown {
+            self.data_totals.entry(tp).or_default().2 = true;
+            if !self.torch_noted {
+                self.torch_noted = true;
+                self.error(e);
+            }
+            return None;
+        }
+        match self.snap.tensor_storage(obj) {
+            Ok(Some(st)) => {
+                let bytes = match st.device_type {
+                    DEVICE_CPU | DEVICE_CUDA => st.nbytes,
+                    // Meta and other devices: no memory of the process's own or a GPU's.
+                    _ => 0,
+                };
+                if self.storages.insert(st.addr, ()).is_none() {
+                    let t = self.data_totals.entry(tp).or_default();
+                    if st.device_type == DEVICE_CUDA {
+                        t.1 = t.1.saturating_add(bytes);
+                    } else {
+                        t.0 = t.0.saturating_add(bytes);
+                    }
+                }
+                Some((st.addr, bytes))
+            }
+            Ok(None) => {
+                self.data_totals.entry(tp).or_default();
+                None
+            }
+            Err(e) => {
+                self.data_totals.entry(tp).or_default();
+                self.error(e);
+                None
+            }
+        }
     }
 
     /// Adds `obj` to its type's total and to the largest objects.
