@@ -15,6 +15,7 @@
 #   3.11.7, at ${PYUNWIND_CACHE:-~/.cache/pyunwind}/venv. pip keeps its downloads in its own
 #   cache (~/.cache/pip), so a new venv installs without downloading again.
 # - uvloop wheels for each CPython the tests run (tools/uvloop.sh).
+# - numpy 1.x and 2.x wheels for the array tests (tools/numpy.sh).
 # - gunicorn (pure Python) from PyPI for the verdict tests on real servers (tools/gunicorn.sh).
 # - asyncpg and aiohttp from PyPI (tools/aioservices.sh) and Debian's postgresql, for the
 #   peer-process tests (tests/integration/test_why_peers.py).
@@ -96,6 +97,9 @@ bash "$(dirname "$0")/uvloop.sh" "$VENV/bin/pip"
 
 # --- greenlet and gevent for the scenario interpreters (tests/integration/test_greenlets.py) --
 bash "$(dirname "$0")/greenlet.sh" "$VENV/bin/pip"
+
+# --- numpy for the array tests (tests/integration/test_heap_arrays.py) ----------------------
+bash "$(dirname "$0")/numpy.sh" "$VENV/bin/pip"
 
 # --- gunicorn for the verdict tests on real servers (tests/integration/test_why_gunicorn.py) ---
 bash "$(dirname "$0")/gunicorn.sh" "$VENV/bin/pip"
