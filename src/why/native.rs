@@ -50,27 +50,29 @@ fn is_interpreter(module: &str) -> bool {
 /// stale, so a callable below it is live; one of a call nested in another C call's arguments
 /// (`len(os.read(fd, n))`) is named by the outer call.
 pub(crate) fn called_c_function(snap: &Snapshot, p: &PyFrame) -> Option<String> {
-    lowest_c_callable(snap, p).map(|(_, name)| name)
+    lowest_c_callable(snap, &candidates(snap, p)).map(|(_, name)| name)
 }
 
 /// The lowest C callable of [`candidates`], with its name.
-fn lowest_c_callable(snap: &Snapshot, p: &PyFrame) -> Option<(u64, String)> {
-    candidates(snap, p).find_map(|v| Some((v, snap.c_callable_name(v)?)))
+fn lowest_c_callable(snap: &Snapshot, slots: &[u64]) -> Option<(u64, String)> {
+    slots
+        .iter()
+        .find_map(|&v| Some((v, snap.c_callable_name(v)?)))
 }
 
 /// The objects on `p`'s value stack, bottom first, that a call it makes now may be calling:
 /// those above the blocks its current instruction is inside, cut at `co_stacksize`.
-fn candidates(snap: &Snapshot, p: &PyFrame) -> impl Iterator<Item = u64> {
+fn candidates(snap: &Snapshot, p: &PyFrame) -> Vec<u64> {
     let slots = super::waits::stack_slots(snap, p, None);
     let below = usize::try_from(snap.block_depth(p).unwrap_or(0)).unwrap_or(usize::MAX);
-    slots.into_iter().skip(below).flatten()
+    slots.into_iter().skip(below).flatten().collect()
 }
 
 /// With native frames (`t`'s above its innermost Python frame): the C callable on the value
 /// stack of `p` whose C function one of them runs (a builtin's `ml_meth`, a method
 /// descriptor's, a `ctypes` pointer's target), with its name. None without native frames or
 /// when none runs one: the value-stack rule ([`called_c_function`]) then names the call.
-fn matched_c_callable(snap: &Snapshot, t: &ThreadReport, p: &PyFrame) -> Option<(u64, String)> {
+fn matched_c_callable(snap: &Snapshot, t: &ThreadReport, slots: &[u64]) -> Option<(u64, String)> {
     let natives: Vec<NativeFrame> = t
         .frames
         .iter()
@@ -86,7 +88,7 @@ fn matched_c_callable(snap: &Snapshot, t: &ThreadReport, p: &PyFrame) -> Option<
     if natives.is_empty() {
         return None;
     }
-    let v = snap.running_c_callable(candidates(snap, p), &natives)?;
+    let v = snap.running_c_callable(slots.iter().copied(), &natives)?;
     Some((v, snap.c_callable_name(v)?))
 }
 
@@ -117,8 +119,10 @@ pub fn native_wait(snap: &Snapshot, t: &ThreadReport, d: &DecodedThread) -> Opti
         .frames
         .iter()
         .position(|f| f.kind == FrameKind::Python && f.address == Some(p.addr))?;
+    // The value stack read once: the callable and, for a method, the self after it.
+    let slots = candidates(snap, p);
     let (callable, function) =
-        matched_c_callable(snap, t, p).or_else(|| lowest_c_callable(snap, p))?;
+        matched_c_callable(snap, t, &slots).or_else(|| lowest_c_callable(snap, &slots))?;
     if SLEEPS.contains(&function.as_str()) {
         return Some(Waiting {
             kind: "sleep",
@@ -130,7 +134,7 @@ pub fn native_wait(snap: &Snapshot, t: &ThreadReport, d: &DecodedThread) -> Opti
         });
     }
     // The object the call is made on (the engine of `engine.run_backward(...)`).
-    let after = candidates(snap, p).skip_while(|&v| v != callable).nth(1);
+    let after = slots.iter().skip_while(|&&v| v != callable).nth(1).copied();
     let this = snap.c_call_self(callable, after);
     Some(Waiting {
         kind: "native",
