@@ -56,7 +56,8 @@ def pytest_collection_modifyitems(items):
     file, in this order, when it has finished its last. A file that takes minutes and comes last
     keeps one worker busy after the other has run out of work. So the files marked `long_file`
     (`pytestmark = pytest.mark.long_file`) come first, then the others by number of tests, most
-    first (as pytest-xdist orders them by itself); a file's tests keep their order."""
+    first (as pytest-xdist orders them by itself); a file's tests keep their order unless it
+    names another (`scenario_key`)."""
     per_file = {}
     for item in items:
         per_file.setdefault(item.nodeid.split("::")[0], []).append(item)
@@ -65,6 +66,12 @@ def pytest_collection_modifyitems(items):
         tests = per_file[path]
         return (tests[0].get_closest_marker("long_file") is None, -len(tests))
 
+    # A file whose tests share costly state in a row (test_stacks: one process per scenario)
+    # names their order with a `scenario_key(item)` function.
+    for tests in per_file.values():
+        order = getattr(getattr(tests[0], "module", None), "scenario_key", None)
+        if order is not None:
+            tests.sort(key=order)
     items[:] = [item for path in sorted(per_file, key=key) for item in per_file[path]]
 
 

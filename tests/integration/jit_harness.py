@@ -22,7 +22,7 @@ def gdb_cmd(interp, *commands, core=None, pid=None):
     """gdb with pyunwind, the JIT test helper and the sid debug files, so that native frames
     have names (the unwinder itself needs none)."""
     debug_dir = SID_ROOT / "usr" / "lib" / "debug"
-    cmd = ["gdb", "-q", "-batch", "-nx", "-iex", "set auto-load off",
+    cmd = [*harness.gdb_argv(), "-q", "-batch", "-nx", "-iex", "set auto-load off",
            "-iex", "set debug-file-directory %s" % debug_dir, "-iex", "set debuginfod enabled off",
            "-x", str(harness.repo_root() / "gdb-scripts" / "pyunwind-gdb.py"), "-x", str(GDB_HELPER)]
     for c in commands:

@@ -107,11 +107,19 @@ def check_case(scenario, interp, case, impl):
     check_async(json.loads(cli("pid", s.pid, "--async", "--json")), truth, live_cli=True)
     core = s.make_core()
     check_async(json.loads(cli("core", core, "--async", "--json")), truth)
-    out, _ = run_gdb(interp, "py-bt-async --json", "py-tasks", core=core)
-    check_async(json_from(out[:out.index("\n└──") if "\n└──" in out else len(out)]), truth)
+    # One gdb session, as a user who looks at the core and then attaches to the process: the
+    # session must follow the new target (`source` says which was read). One gdb start instead
+    # of two, where loading the interpreter's symbols is most of a run.
+    out, _ = run_gdb(interp, "py-bt-async --json", "py-tasks", "echo @@LIVE@@\\n", "core-file",
+                     "attach %d" % s.pid, "py-tasks --json", "detach", core=core)
+    out, live = out.split("@@LIVE@@")
+    report = json_from(out[:out.index("\n└──") if "\n└──" in out else len(out)])
+    assert report["python"]["source"] == "core"
+    check_async(report, truth)
     check_tree_text(out, truth)
-    out, _ = run_gdb(interp, "py-tasks --json", pid=s.pid)
-    check_async(json_from(out), truth)
+    report = json_from(live)
+    assert report["python"]["source"] == "live"
+    check_async(report, truth)
 
 
 # uvloop (tools/uvloop.sh) has wheels for cp311 to cp315, not for the free-threaded 3.13t. Its loop

@@ -133,7 +133,7 @@ def gdb_env():
 
 def run_gdb(exe, core, commands):
     """Run gdb in batch mode with our script on ``core``; return (rc, output)."""
-    cmd = ["gdb", "-q", "-batch", "-nx", "-iex", "set auto-load off",
+    cmd = [*harness.gdb_argv(), "-q", "-batch", "-nx", "-iex", "set auto-load off",
            "-iex", "set debuginfod enabled off", "-x", GDB_SCRIPT]
     for c in commands:
         cmd += ["-ex", c]

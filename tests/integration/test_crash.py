@@ -301,7 +301,7 @@ def test_gdb_core_of_a_process_stopped_at_its_crash(tmp_path):
     truth_path = tmp_path / "truth.json"
     core = tmp_path / "gdb.core"
     env = {k: v for k, v in harness.child_env(it.env).items() if k != "DEBUGINFOD_URLS"}
-    rc, out, err = harness.run(["gdb", "-q", "-batch", "-nx", "-iex", "set auto-load off",
+    rc, out, err = harness.run([*harness.gdb_argv(), "-q", "-batch", "-nx", "-iex", "set auto-load off",
                                 "-iex", "set debuginfod enabled off",
                                 "-ex", "run", "-ex", "gcore %s" % core,
                                 "--args", it.exe, script, "segv", "worker", truth_path],

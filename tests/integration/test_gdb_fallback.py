@@ -197,7 +197,7 @@ def test_no_line_for_a_program_without_python():
     """gdb on a program with no Python at all (the filter and the unwinder run for it too)."""
     proc = subprocess.Popen(["sleep", "120"])
     try:
-        out, err = run(["gdb", "-q", "-batch", "-nx", "-iex", "set auto-load off", "-iex", "set debuginfod enabled off",
+        out, err = run([*harness.gdb_argv(), "-q", "-batch", "-nx", "-iex", "set auto-load off", "-iex", "set debuginfod enabled off",
                         "-x", str(harness.repo_root() / "gdb-scripts" / "pyunwind-gdb.py"),
                         "-ex", "bt", "-ex", "info unwinder", "-p", str(proc.pid)])
     finally:

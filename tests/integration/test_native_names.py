@@ -250,7 +250,7 @@ def gdb_view(sc, source):
     script = os.path.join(sc.tmpdir, "names-%s.py" % source)
     with open(script, "w") as f:
         f.write("PID = %d\n" % sc.pid + GDB_SCRIPT)
-    cmd = ["gdb", "-q", "-batch", "-nx", "-iex", "set auto-load off",
+    cmd = [*harness.gdb_argv(), "-q", "-batch", "-nx", "-iex", "set auto-load off",
            "-iex", "set debuginfod enabled off",
            "-x", str(harness.repo_root() / "gdb-scripts" / "pyunwind-gdb.py"),
            "-ex", "set print frame-arguments none", "-ex", "source %s" % script]

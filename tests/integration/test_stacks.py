@@ -18,7 +18,7 @@ NO_EVAL_SYMBOL = ("debian-3.14", "debian-3.15")
 
 
 def gdb_cmd(interp, *commands, core=None, pid=None, extra_iex=()):
-    cmd = ["gdb", "-q", "-batch", "-nx",
+    cmd = [*harness.gdb_argv(), "-q", "-batch", "-nx",
            "-iex", "set auto-load off",
            # Debian's python3.11-dbg may be installed on this machine (make bench): hide it, as a
            # user without the -dbg package has none.
@@ -42,6 +42,42 @@ def run_gdb(interp, *commands, core=None, pid=None, env=None):
     assert rc == 0, "gdb failed (%d):\n%s\n%s" % (rc, out, err)
     assert "Traceback (most recent call last)" not in err + out, "a Python error in our gdb script:\n" + err + out
     return out, err
+
+
+# The scenario each test without a `name` parameter reads.
+SCENARIO_OF = {"test_cli_locals": "locals", "test_gdb_locals_print_list_up_down": "locals",
+               "test_gdb_mi_stack_list_frames": "shapes", "test_gdb_coexists_with_libpython": "shapes",
+               "test_gdb_hide_internal_parameter_and_debugger_memory": "shapes"}
+
+
+def scenario_key(item):
+    """conftest runs this file's tests in this order: those of one interpreter and scenario one
+    after another, so that they share its process and core (`stopped`)."""
+    params = item.callspec.params if hasattr(item, "callspec") else {}
+    interp = params.get("interp")
+    return (interp.id if interp else "", params.get("name") or SCENARIO_OF.get(item.originalname, ""))
+
+
+@pytest.fixture(scope="module")
+def stopped():
+    """``stopped(interp, name)``: the scenario stopped at its truth, started once for the tests
+    that read it in a row (the tests only read it: gdb attaches and detaches), and closed when a
+    test asks for another. Starting a process and making its core for every test was about a
+    third of this file's time."""
+    held = {}
+
+    def get(interp, name):
+        key = (interp.id, name)
+        if key not in held:
+            for s in held.values():
+                s.close()
+            held.clear()
+            held[key] = harness.Scenario(interp, name)
+        return held[key]
+
+    yield get
+    for s in held.values():
+        s.close()
 
 
 def expected(frames):
@@ -96,19 +132,19 @@ def traceback_frames(text):
 
 @pytest.mark.parametrize("name", STACK_SCENARIOS)
 @pytest.mark.parametrize("interp", INTERPS, ids=lambda i: i.id)
-def test_cli_core_and_live(interp, name):
-    with harness.Scenario(interp, name) as sc:
-        rc, out, err = harness.run([str(harness.cli_path()), "pid", str(sc.pid), "--json"], 60)
-        assert rc == 0, err
-        check_report(json.loads(out), sc.truth, live_cli=True)
-        core = sc.make_core()
-        rc, out, err = harness.run([str(harness.cli_path()), "core", core, "--json"], 60)
-        assert rc == 0, err
-        check_report(json.loads(out), sc.truth)
-        # --exe with the right executable is accepted; text output has every frame.
-        rc, out, err = harness.run([str(harness.cli_path()), "core", core, "--exe", sc.exe], 60)
-        assert rc == 0, err
-        assert len(traceback_frames(out)) == sum(len(t["frames"]) for t in sc.truth["threads"])
+def test_cli_core_and_live(interp, name, stopped):
+    sc = stopped(interp, name)
+    rc, out, err = harness.run([str(harness.cli_path()), "pid", str(sc.pid), "--json"], 60)
+    assert rc == 0, err
+    check_report(json.loads(out), sc.truth, live_cli=True)
+    core = sc.make_core()
+    rc, out, err = harness.run([str(harness.cli_path()), "core", core, "--json"], 60)
+    assert rc == 0, err
+    check_report(json.loads(out), sc.truth)
+    # --exe with the right executable is accepted; text output has every frame.
+    rc, out, err = harness.run([str(harness.cli_path()), "core", core, "--exe", sc.exe], 60)
+    assert rc == 0, err
+    assert len(traceback_frames(out)) == sum(len(t["frames"]) for t in sc.truth["threads"])
 
 
 # The types whose repr the decoder makes as Python does (`try_repr` in src/cpython/objects.rs),
@@ -133,37 +169,37 @@ def expected_locals(frame):
 
 
 @pytest.mark.parametrize("interp", INTERPS, ids=lambda i: i.id)
-def test_cli_locals(interp):
+def test_cli_locals(interp, stopped):
     """`--locals --json`, live and from the core: the stopped frame's locals, each value as the
     program itself recorded it."""
-    with harness.Scenario(interp, "locals") as sc:
-        main = sc.truth["threads"][0]
-        for source in ("pid", "core"):
-            target = str(sc.pid) if source == "pid" else sc.make_core()
-            rc, out, err = harness.run(
-                [str(harness.cli_path()), source, target, "--locals", "--json"], 60)
-            assert rc == 0, err
-            report = json.loads(out)
-            check_report(report, sc.truth)
-            frames = next(t["frames"] for t in report["threads"]
-                          if t["thread_id"] == main["thread_id"])
-            shown = [(lc["name"], lc["repr"], lc["is_arg"]) for lc in frames[0]["locals"]]
-            assert shown == expected_locals(main["frames"][0]), source
+    sc = stopped(interp, "locals")
+    main = sc.truth["threads"][0]
+    for source in ("pid", "core"):
+        target = str(sc.pid) if source == "pid" else sc.make_core()
+        rc, out, err = harness.run(
+            [str(harness.cli_path()), source, target, "--locals", "--json"], 60)
+        assert rc == 0, err
+        report = json.loads(out)
+        check_report(report, sc.truth)
+        frames = next(t["frames"] for t in report["threads"]
+                      if t["thread_id"] == main["thread_id"])
+        shown = [(lc["name"], lc["repr"], lc["is_arg"]) for lc in frames[0]["locals"]]
+        assert shown == expected_locals(main["frames"][0]), source
 
 
 @pytest.mark.parametrize("name", STACK_SCENARIOS)
 @pytest.mark.parametrize("interp", INTERPS, ids=lambda i: i.id)
 @pytest.mark.parametrize("source", ["live", "core"])
-def test_gdb_py_bt(interp, name, source):
-    with harness.Scenario(interp, name) as sc:
-        where = {"core": sc.make_core()} if source == "core" else {"pid": sc.pid}
-        out, err = run_gdb(interp, "py-bt -a --json", "echo @@TEXT@@\\n", "py-bt", **where)
-        json_part, text_part = out.split("@@TEXT@@")
-        check_report(json_from(json_part), sc.truth)
-        # Plain py-bt shows the selected thread (the main thread) in libpython's format.
-        main = sc.truth["threads"][0]
-        assert "Traceback (most recent call first):" in text_part
-        assert traceback_frames(text_part) == expected(main["frames"])
+def test_gdb_py_bt(interp, name, source, stopped):
+    sc = stopped(interp, name)
+    where = {"core": sc.make_core()} if source == "core" else {"pid": sc.pid}
+    out, err = run_gdb(interp, "py-bt -a --json", "echo @@TEXT@@\\n", "py-bt", **where)
+    json_part, text_part = out.split("@@TEXT@@")
+    check_report(json_from(json_part), sc.truth)
+    # Plain py-bt shows the selected thread (the main thread) in libpython's format.
+    main = sc.truth["threads"][0]
+    assert "Traceback (most recent call first):" in text_part
+    assert traceback_frames(text_part) == expected(main["frames"])
 
 
 BT_PY = re.compile(r"^(?:#\d+\s+)?(?!0x)(\S.*?) \(\) at (.+\.py):(\d+)$")
@@ -172,100 +208,105 @@ BT_PY = re.compile(r"^(?:#\d+\s+)?(?!0x)(\S.*?) \(\) at (.+\.py):(\d+)$")
 @pytest.mark.parametrize("name", ["recursion", "shapes", "threads"])
 @pytest.mark.parametrize("interp", INTERPS, ids=lambda i: i.id)
 @pytest.mark.parametrize("source", ["live", "core"])
-def test_gdb_bt_filter(interp, name, source):
-    with harness.Scenario(interp, name) as sc:
-        where = {"core": sc.make_core()} if source == "core" else {"pid": sc.pid}
-        out, _ = run_gdb(interp, "bt", "echo @@RAW@@\\n", "bt -no-filters", "echo @@ALL@@\\n",
-                         "thread apply all bt", **where)
-        filtered, rest = out.split("@@RAW@@")
-        raw, every = rest.split("@@ALL@@")
-        pyframes = [(m.group(1), m.group(2), int(m.group(3))) for m in map(BT_PY.match, filtered.splitlines()) if m]
-        assert pyframes == expected(sc.truth["threads"][0]["frames"])
-        assert "_PyEval_EvalFrameDefault" not in filtered
-        if interp.id not in NO_EVAL_SYMBOL:
-            assert "_PyEval_EvalFrameDefault" in raw
-        assert "main" in filtered.splitlines()[-1] or "_start" in filtered.splitlines()[-1]
-        # thread apply all bt: every thread's Python frames appear.
-        every_py = [(m.group(1), m.group(2), int(m.group(3))) for m in map(BT_PY.match, every.splitlines()) if m]
-        want = [f for t in sc.truth["threads"] for f in expected(t["frames"])]
-        assert sorted(every_py) == sorted(want)
+def test_gdb_bt_filter(interp, name, source, stopped):
+    sc = stopped(interp, name)
+    where = {"core": sc.make_core()} if source == "core" else {"pid": sc.pid}
+    # The raw `bt` is only looked at for the eval loop of the innermost Python call, within
+    # its first frames; a one-thread program's `thread apply all bt` is its `bt` again. Both
+    # whole, the 1,000-level recursion's three backtraces took 12 to 25 s per case.
+    one_thread = len(sc.truth["threads"]) == 1
+    out, _ = run_gdb(interp, "bt", "echo @@RAW@@\\n", "bt -no-filters 60", "echo @@ALL@@\\n",
+                     *([] if one_thread else ["thread apply all bt"]), **where)
+    filtered, rest = out.split("@@RAW@@")
+    raw, every = rest.split("@@ALL@@")
+    every = filtered if one_thread else every
+    pyframes = [(m.group(1), m.group(2), int(m.group(3))) for m in map(BT_PY.match, filtered.splitlines()) if m]
+    assert pyframes == expected(sc.truth["threads"][0]["frames"])
+    assert "_PyEval_EvalFrameDefault" not in filtered
+    if interp.id not in NO_EVAL_SYMBOL:
+        assert "_PyEval_EvalFrameDefault" in raw
+    assert "main" in filtered.splitlines()[-1] or "_start" in filtered.splitlines()[-1]
+    # thread apply all bt: every thread's Python frames appear.
+    every_py = [(m.group(1), m.group(2), int(m.group(3))) for m in map(BT_PY.match, every.splitlines()) if m]
+    want = [f for t in sc.truth["threads"] for f in expected(t["frames"])]
+    assert sorted(every_py) == sorted(want)
 
 
 @pytest.mark.parametrize("interp", INTERPS, ids=lambda i: i.id)
-def test_gdb_locals_print_list_up_down(interp):
-    with harness.Scenario(interp, "locals") as sc:
-        core = sc.make_core()
-        out, _ = run_gdb(interp, "py-locals", "echo @@PRINT@@\\n", "py-print big", "py-print ucs4_text",
-                         "py-print Thing", "py-print len", "py-print nosuchname", "echo @@LIST@@\\n", "py-list",
-                         "echo @@UP@@\\n", "py-up", "py-list", "echo @@DOWN@@\\n", "py-down",
-                         "echo @@FULL@@\\n", "py-bt-full", core=core)
-        locals_part, rest = out.split("@@PRINT@@")
-        print_part, rest = rest.split("@@LIST@@")
-        list_part, rest = rest.split("@@UP@@")
-        up_part, rest = rest.split("@@DOWN@@")
-        down_part, full_part = rest.split("@@FULL@@")
-        truth_frame = sc.truth["threads"][0]["frames"][0]
-        shown = dict(line.split(" = ", 1) for line in locals_part.strip().splitlines() if " = " in line)
-        assert shown == {name: want for name, want, _ in expected_locals(truth_frame)}
-        assert "local 'big' = 1267650600228229401496703205376" in print_part
-        assert "local 'ucs4_text' = '𝄞x'" in print_part
-        assert "global 'Thing' = <type object at" in print_part
-        assert re.search(r"builtin 'len' = <built-in method len of module object at remote 0x[0-9a-f]+>", print_part)
-        assert "'nosuchname' not found" in print_part
-        line = truth_frame["line"]
-        assert (">%d" % line) in list_part
-        caller = sc.truth["threads"][0]["frames"][1]
-        # py-up / py-down number frames by gdb's frame level, as libpython does.
-        assert re.search(r"#\d+ Frame 0x", up_part) and ("line %d, in %s" % (caller["line"], caller["function"])) in up_part
-        assert (">%d" % caller["line"]) in up_part
-        assert re.search(r"#\d+ Frame 0x", down_part) and ("in %s" % truth_frame["function"]) in down_part
-        # py-bt-full numbers each Python frame as py-up does: by gdb's level.
-        up_level = int(re.search(r"#(\d+) Frame 0x", up_part).group(1))
-        assert re.search(r"^#%d Frame 0x[0-9a-f]+, for file \S+, line %d, in %s " % (
-            up_level, caller["line"], re.escape(caller["function"])), full_part, re.M), (up_part, full_part)
-        assert "big=1267650600228229401496703205376" in full_part
+def test_gdb_locals_print_list_up_down(interp, stopped):
+    sc = stopped(interp, "locals")
+    core = sc.make_core()
+    out, _ = run_gdb(interp, "py-locals", "echo @@PRINT@@\\n", "py-print big", "py-print ucs4_text",
+                     "py-print Thing", "py-print len", "py-print nosuchname", "echo @@LIST@@\\n", "py-list",
+                     "echo @@UP@@\\n", "py-up", "py-list", "echo @@DOWN@@\\n", "py-down",
+                     "echo @@FULL@@\\n", "py-bt-full", core=core)
+    locals_part, rest = out.split("@@PRINT@@")
+    print_part, rest = rest.split("@@LIST@@")
+    list_part, rest = rest.split("@@UP@@")
+    up_part, rest = rest.split("@@DOWN@@")
+    down_part, full_part = rest.split("@@FULL@@")
+    truth_frame = sc.truth["threads"][0]["frames"][0]
+    shown = dict(line.split(" = ", 1) for line in locals_part.strip().splitlines() if " = " in line)
+    assert shown == {name: want for name, want, _ in expected_locals(truth_frame)}
+    assert "local 'big' = 1267650600228229401496703205376" in print_part
+    assert "local 'ucs4_text' = '𝄞x'" in print_part
+    assert "global 'Thing' = <type object at" in print_part
+    assert re.search(r"builtin 'len' = <built-in method len of module object at remote 0x[0-9a-f]+>", print_part)
+    assert "'nosuchname' not found" in print_part
+    line = truth_frame["line"]
+    assert (">%d" % line) in list_part
+    caller = sc.truth["threads"][0]["frames"][1]
+    # py-up / py-down number frames by gdb's frame level, as libpython does.
+    assert re.search(r"#\d+ Frame 0x", up_part) and ("line %d, in %s" % (caller["line"], caller["function"])) in up_part
+    assert (">%d" % caller["line"]) in up_part
+    assert re.search(r"#\d+ Frame 0x", down_part) and ("in %s" % truth_frame["function"]) in down_part
+    # py-bt-full numbers each Python frame as py-up does: by gdb's level.
+    up_level = int(re.search(r"#(\d+) Frame 0x", up_part).group(1))
+    assert re.search(r"^#%d Frame 0x[0-9a-f]+, for file \S+, line %d, in %s " % (
+        up_level, caller["line"], re.escape(caller["function"])), full_part, re.M), (up_part, full_part)
+    assert "big=1267650600228229401496703205376" in full_part
 
 
 @pytest.mark.parametrize("interp", harness.pick(("pyenv-3.12", "debian-3.11"), INTERPS), ids=lambda i: i.id)
-def test_gdb_mi_stack_list_frames(interp):
-    with harness.Scenario(interp, "shapes") as sc:
-        core = sc.make_core()
-        cmd = gdb_cmd(interp, core=core)
-        cmd = [c for c in cmd if c != "-batch"]
-        cmd[1:1] = ["--interpreter=mi"]
-        rc, out, err = harness.run(cmd, GDB_TIMEOUT, input="-enable-frame-filters\n-stack-list-frames\n-gdb-exit\n")
-        assert rc == 0, err
-        frames = re.findall(r'frame=\{(?:level="\d+",)?(?:addr="[^"]*",)?func="([^"]*)",file="([^"]*)",(?:fullname="[^"]*",)?line="(\d+)"', out)
-        py = [(f, p, int(l)) for f, p, l in frames if p.endswith(".py")]
-        assert py == expected(sc.truth["threads"][0]["frames"]), out[-3000:]
+def test_gdb_mi_stack_list_frames(interp, stopped):
+    sc = stopped(interp, "shapes")
+    core = sc.make_core()
+    cmd = gdb_cmd(interp, core=core)
+    cmd = [c for c in cmd if c != "-batch"]
+    cmd[1:1] = ["--interpreter=mi"]
+    rc, out, err = harness.run(cmd, GDB_TIMEOUT, input="-enable-frame-filters\n-stack-list-frames\n-gdb-exit\n")
+    assert rc == 0, err
+    frames = re.findall(r'frame=\{(?:level="\d+",)?(?:addr="[^"]*",)?func="([^"]*)",file="([^"]*)",(?:fullname="[^"]*",)?line="(\d+)"', out)
+    py = [(f, p, int(l)) for f, p, l in frames if p.endswith(".py")]
+    assert py == expected(sc.truth["threads"][0]["frames"]), out[-3000:]
 
 
 @pytest.mark.parametrize("interp", harness.pick(["pyenv-3.12"], INTERPS), ids=lambda i: i.id)
-def test_gdb_hide_internal_parameter_and_debugger_memory(interp):
-    with harness.Scenario(interp, "shapes") as sc:
-        out, _ = run_gdb(interp, "bt", "echo @@OFF@@\\n", "set pyunwind-hide-internal off", "bt",
-                         "echo @@DBG@@\\n", "set pyunwind-memory debugger", "py-bt -a --json", pid=sc.pid)
-        hidden, rest = out.split("@@OFF@@")
-        shown, dbg = rest.split("@@DBG@@")
-        levels = lambda text: set(re.findall(r"^#(\d+) ", text, re.M))
-        # Hidden plumbing frames leave gaps in the numbering; with hiding off they are shown.
-        assert levels(hidden) < levels(shown)
-        assert len(levels(shown)) == max(map(int, levels(shown))) + 1
-        check_report(json_from(dbg), sc.truth)
-        assert json_from(dbg)["python"]["source"] == "debugger"
+def test_gdb_hide_internal_parameter_and_debugger_memory(interp, stopped):
+    sc = stopped(interp, "shapes")
+    out, _ = run_gdb(interp, "bt", "echo @@OFF@@\\n", "set pyunwind-hide-internal off", "bt",
+                     "echo @@DBG@@\\n", "set pyunwind-memory debugger", "py-bt -a --json", pid=sc.pid)
+    hidden, rest = out.split("@@OFF@@")
+    shown, dbg = rest.split("@@DBG@@")
+    levels = lambda text: set(re.findall(r"^#(\d+) ", text, re.M))
+    # Hidden plumbing frames leave gaps in the numbering; with hiding off they are shown.
+    assert levels(hidden) < levels(shown)
+    assert len(levels(shown)) == max(map(int, levels(shown))) + 1
+    check_report(json_from(dbg), sc.truth)
+    assert json_from(dbg)["python"]["source"] == "debugger"
 
 
-def test_gdb_coexists_with_libpython():
+def test_gdb_coexists_with_libpython(stopped):
     """CPython's own python3.X-gdb.py, auto-loaded with the executable, before or after ours:
     our py-* commands answer either way (libpython's py-bt has no --json)."""
     interp = harness.pick(["pyenv-3.12"], INTERPS)[0]
     ours = str(harness.repo_root() / "gdb-scripts" / "pyunwind-gdb.py")
-    with harness.Scenario(interp, "shapes") as sc:
-        core = sc.make_core()
-        for how, ours_arg in (("-iex", "source " + ours), ("-x", ours)):
-            # Commands typed at the prompt, as a user with `source` in ~/.gdbinit (-iex) does.
-            cmd = ["gdb", "-q", "-nx", "-iex", "set auto-load safe-path /", how, ours_arg, interp.exe, core]
-            rc, out, err = harness.run(cmd, GDB_TIMEOUT, input="py-bt --json\n")
-            assert rc == 0, err
-            assert "python3.12-gdb.py" not in err, err
-            check_report(json_from(out), {**sc.truth, "threads": sc.truth["threads"][:1]})
+    sc = stopped(interp, "shapes")
+    core = sc.make_core()
+    for how, ours_arg in (("-iex", "source " + ours), ("-x", ours)):
+        # Commands typed at the prompt, as a user with `source` in ~/.gdbinit (-iex) does.
+        cmd = [*harness.gdb_argv(), "-q", "-nx", "-iex", "set auto-load safe-path /", how, ours_arg, interp.exe, core]
+        rc, out, err = harness.run(cmd, GDB_TIMEOUT, input="py-bt --json\n")
+        assert rc == 0, err
+        assert "python3.12-gdb.py" not in err, err
+        check_report(json_from(out), {**sc.truth, "threads": sc.truth["threads"][:1]})

@@ -251,7 +251,7 @@ def gil_truth(interp, core):
     debug_dir = (harness.pick([debug])[0].debug_dir if debug else None) or "/nonexistent"
     expr = GIL_EXPRESSIONS.get(interp.minor, GIL_EXPRESSION_312)
     rc, out, err = harness.run(
-        ["gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off",
+        [*harness.gdb_argv(), "-nx", "-batch", "-iex", "set debuginfod enabled off",
          "-iex", "set debug-file-directory %s" % debug_dir, interp.exe, core,
          "-ex", "python EXPR = %r" % expr, "-ex", "python exec(%r)" % GIL_TRUTH_SCRIPT],
         timeout=CLI_TIMEOUT)

@@ -352,7 +352,7 @@ def gcore(job, pid):
     path = job.tmpdir / ("rank.%d" % pid)
     env = {k: v for k, v in os.environ.items() if k != "DEBUGINFOD_URLS"}
     rc, out, err = harness.run(
-        ["gdb", "-nx", "-batch", "-iex", "set auto-solib-add off", "-p", pid,
+        [*harness.gdb_argv(), "-nx", "-batch", "-iex", "set auto-solib-add off", "-p", pid,
          "-ex", "gcore %s" % path], GCORE_TIMEOUT_SECONDS, env=env)
     if rc != 0 or not path.is_file():
         raise harness.HarnessError("gcore of rank %d failed (%d): %s" % (pid, rc, err))
