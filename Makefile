@@ -33,8 +33,9 @@ cross:
 
 # The pip packages (abi3, manylinux) in target/wheels, built by maturin from the test venv
 # (tools/test-env.sh installs it): x86-64 in its own target dir, apart from `make build`, then
-# aarch64 by tools/cross-aarch64.sh.
-WHEEL_TARGET := $(CURDIR)/target/wheel
+# aarch64 by tools/cross-aarch64.sh. That target dir is kept in $(PYUNWIND_CACHE), as the
+# aarch64 one is: a fresh clone then compiles only the crate, not its dependencies again.
+WHEEL_TARGET := $(PYUNWIND_CACHE)/wheel-target
 wheel:
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  CARGO_TARGET_DIR=$(WHEEL_TARGET) "$$(dirname "$$py")/maturin" build --release --out target/wheels && \

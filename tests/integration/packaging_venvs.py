@@ -63,24 +63,25 @@ def _root():
 
 
 def _pip_target_dir():
-    """target/pip, where `pip install <checkout>` builds. A new one starts as a copy of `make
-    wheel`'s target/wheel (a prerequisite of `make integration`): the same crate, features and
-    profile, so on a fresh clone only pyo3 (configured for 3.12 here, 3.11 there) and the crate
-    are compiled, not every dependency again (about 100 s instead of 280 s on 2 busy cores)."""
-    target = harness.repo_root() / "target"
-    pip = target / "pip"
-    if not pip.exists() and (target / "wheel").is_dir():
-        tmp = target / "pip.tmp"
+    """Where `pip install <checkout>` builds: $PYUNWIND_CACHE/pip-target, kept between runs as
+    `make wheel`'s target dir is. A new one starts as a copy of that one (a prerequisite of
+    `make integration`): the same crate, features and profile, so only pyo3 (configured for 3.12
+    here, 3.11 there) and the crate are compiled, not every dependency again (about 100 s
+    instead of 280 s on 2 busy cores); after that, only the crate when it changed."""
+    cache = harness.cache_dir()
+    pip, wheel = cache / "pip-target", cache / "wheel-target"
+    if not pip.exists() and wheel.is_dir():
+        tmp = cache / "pip-target.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        rc, out, err = harness.run(["cp", "-a", "--reflink=auto", target / "wheel", tmp], 600)
-        assert rc == 0, "copying target/wheel to %s failed:\n%s" % (tmp, err)
+        rc, out, err = harness.run(["cp", "-a", "--reflink=auto", wheel, tmp], 600)
+        assert rc == 0, "copying %s to %s failed:\n%s" % (wheel, tmp, err)
         tmp.rename(pip)
     return pip
 
 
 def checkout_venv():
     """`pip install <checkout>` builds with maturin (from PyPI, through pip's cache) into
-    target/pip; pyo3 rebuilds when the building interpreter's path changes, so the venv's path
+    $PYUNWIND_CACHE/pip-target; pyo3 rebuilds when the building interpreter's path changes, so the venv's path
     is fixed and the build is not isolated (pip's isolated build environments have random
     paths): after the first run the build is a no-op."""
     pyenv312 = harness.pick(["pyenv-3.12"])[0].exe
