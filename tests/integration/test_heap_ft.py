@@ -59,10 +59,14 @@ def test_heap_ft_other_threads_objects(interp):
     with harness.Scenario(interp, "heap_threads") as s:
         live = heap_json(["pid", str(s.pid)])
         from_core = heap_json(["core", s.make_core()])
+        made = s.truth["heap"]["made"]
+        assert sorted(made) == ["__main__.Mine", "__main__.Orphan", "__main__.Theirs"], made
         for r in (live, from_core):
             check(r, s.truth)
-            names = {t["type"] for t in r["heap"]["types"]}
-            assert {"__main__.Theirs", "__main__.Orphan"} <= names, names
+            # Each class exactly as many times as the program made it (5000), a count that
+            # does not come from a walk of the same heaps.
+            counts = {t["type"]: t["count"] for t in r["heap"]["types"]}
+            assert {name: counts.get(name) for name in made} == made
         assert from_core["heap"]["types"] == live["heap"]["types"]
 
 
@@ -73,3 +77,5 @@ def test_heap_ft_debug_allocator():
     with harness.Scenario(INTERPS[0], "heap_threads", env={"PYTHONMALLOC": "debug"}) as s:
         for r in (heap_json(["pid", str(s.pid)]), heap_json(["core", s.make_core()])):
             check(r, s.truth)
+            counts = {t["type"]: t["count"] for t in r["heap"]["types"]}
+            assert {name: counts.get(name) for name in s.truth["heap"]["made"]} == s.truth["heap"]["made"]

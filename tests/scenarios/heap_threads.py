@@ -11,7 +11,8 @@ these objects only where the garbage collector does, in the heaps and the pool (
 build, on the GC lists).
 
 The truth's `heap.types`: `{type: [count, bytes]}` of the three classes from
-`gc.get_objects()` and `sys.getsizeof`.
+`gc.get_objects()` and `sys.getsizeof`; `heap.made`: `{type: count}` as the program made them,
+not as the collector finds them (which walks the same heaps as the census).
 """
 
 import gc
@@ -40,11 +41,13 @@ class Orphan(Mine):
 
 
 HOLDERS = {}
+MADE = {}
 
 
 def make(cls):
     made = [cls(i) for i in range(COUNT)]
     HOLDERS[cls.__name__] = lambda: made
+    MADE["__main__." + cls.__qualname__] = len(made)
 
 
 def exits():
@@ -76,7 +79,7 @@ def record():
             t = types["__main__." + type(o).__qualname__]
             t[0] += 1
             t[1] += sys.getsizeof(o)
-    return {"types": types, "objects": {}, "at_least": {}}
+    return {"types": types, "objects": {}, "at_least": {}, "made": dict(MADE)}
 
 
 HEAP = record()
