@@ -11,7 +11,8 @@ server that never answers) with ``socket.create_connection`` and waits in ``recv
 named ``upstream-N`` and ``sleep-N``. Each records, on the line of its wait, the truth of the
 request in ``$PYUNWIND_GUNICORN_TRUTH.req-<PID>-<NAME>.json``: the worker's pid and the
 thread's native id, the frames (the request's own: under gevent, the greenlet's), the
-socket's fd, local and peer addresses, and under gevent the greenlet's address.
+socket's fd, local and peer addresses, and under gevent the greenlet's address and gevent's
+own frames above the request's (``above``, innermost first), read once it has parked.
 """
 
 import json
@@ -56,6 +57,7 @@ def record(name, caller, sock=None):
             "frames": _truth.frames_from(caller)}
     if sock is not None:
         data["socket"] = why_helpers.sock_record(sock)
+    path = TRUTH + ".req-%d-%s.json" % (os.getpid(), name)
     if "gevent" in sys.modules:
         import gevent
         me = gevent.getcurrent()
@@ -64,7 +66,20 @@ def record(name, caller, sock=None):
             # The socket's own method frames (gevent's socket is written in Python) sit on top
             # of the caller's: the wait's frame is the outermost of them, the one the app calls.
             data["gevent_socket"] = True
-    write(TRUTH + ".req-%d-%s.json" % (os.getpid(), name), data)
+
+        def parked():
+            # gevent's frames above the app's (`gevent.sleep`, the socket's `recv`) exist once
+            # the request has switched to the hub: a greenlet spawned now runs after that and
+            # reads them from the parked greenlet's own frame (`gr_frame`).
+            full = _truth.frames_from(me.gr_frame)
+            above = len(full) - len(data["frames"])
+            assert above >= 1 and full[above:] == data["frames"], (full, data["frames"])
+            data["above"] = full[:above]
+            write(path, data)
+
+        gevent.spawn(parked)
+        return
+    write(path, data)
 
 
 def upstream(name):
