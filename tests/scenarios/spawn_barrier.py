@@ -86,8 +86,10 @@ def recorder(main, rank, straggler, path):
 
 def write_rank(path, rank, straggler, main_entry, caller):
     me = _truth._thread_entry(threading.current_thread(), _truth.frames_from(caller))
+    # What the main thread waits on, as ranks.py records it: the straggler sleeps in
+    # load_shard, the others at the Barrier.
     truth = {"rank": rank, "pid": os.getpid(), "straggler": straggler,
-             "threads": [main_entry, me]}
+             "threads": [main_entry, me], "waits": {"kind": "sleep" if straggler else "barrier"}}
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         json.dump(truth, f)
     os.replace(path + ".tmp", path)
