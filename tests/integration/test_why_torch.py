@@ -33,7 +33,7 @@ import pytest
 
 import harness
 from test_tree import (HOST, broken_trees, broken_verdicts, check_tree, check_verdict,
-                       verdict_line, verdict_of, why_of, without_process)
+                       library_of, verdict_line, verdict_of, why_of, without_process)
 from test_why_state import core_syscalls, proc_syscall
 
 pytestmark = pytest.mark.long_file
@@ -256,12 +256,21 @@ def test_children_of_torchrun_cover_every_rank(job):
 
 
 def job_whys(job):
-    """{pid: why_of(its main thread)} of each rank, from `--why`."""
+    """{pid: why_of's tuple} of each rank's main thread from outside the tool: blocked (state
+    `syscall`) in the call the kernel shows (/proc); the waiting ranks in native code, in the C
+    function they recorded calling, the stalled one on its lock; the library of the innermost
+    frame each recorded. `--why`'s own (why_of) must be the same."""
     out = {}
     for r in job.truth["ranks"]:
-        main = report_of("pid", r["pid"], "--why", "--json")["threads"][0]
-        assert main["native_id"] == r["pid"], main
-        out[r["pid"]] = why_of(main)
+        pid, truth = r["pid"], r["truth"]
+        inner = library_of(truth["threads"][0]["frames"][0]["file"])
+        if r["stalled"]:
+            out[pid] = ("syscall", proc_syscall(pid, pid), "lock", None, inner)
+        else:
+            out[pid] = ("syscall", proc_syscall(pid, pid), "native", truth["function"], inner)
+        main = report_of("pid", pid, "--why", "--json")["threads"][0]
+        assert main["native_id"] == pid, main
+        assert why_of(main) == out[pid], (main, out[pid])
     return out
 
 
