@@ -5,16 +5,18 @@
         objects (500,000 instances of a class with two attributes in a list, each with a str;
         the interpreter's own objects on top), the census and its retainers: wall time
         (target < 2 s), and `pid --heap` of the same process, with the objects counted and
-        the first retainer (the list, `__main__.ITEMS`) checked.
+        the first retainer (the list, `__main__.ITEMS`) checked. Both under 2 s and 512 MiB
+        of peak RSS.
   diff  `pyunwind diff OLD NEW --json` of the 1M process's live report and its core's
         (target < 1 s), its types checked.
   10M   the same with 10,000,000 objects (`--big`, not in `make bench`: a 1.5 GB process and
-        a 1 GB core): wall time (target < 20 s) and peak RSS. The census reads on its own
-        allowance (4 GiB, apart from the stop's 512 MiB), so the walk is complete; a run that
-        meets a budget must say so (`complete: false`, an error naming the limit).
+        a 1 GB core): wall time (target < 20 s) and peak RSS (target < 4.5 GiB: the census's
+        own allowance, 4 GiB, and the stop's 512 MiB). A run that meets a budget must say so
+        (`complete: false`, an error naming the limit), and is NOT MEASURED, never met.
 
-Each time is the median of 3 runs; a run whose output does not count the objects is never
-timed as if it worked. Exit status 0 when every target was met (bench/verdicts.py).
+Each time is the median of 3 runs, and every run's output is checked (a complete census, every
+Item counted, the list first among the retainers): a run that fails is FAILED, and nothing
+is timed as if it worked. Exit status 0 when every target was met (bench/verdicts.py).
 Stdlib only; the interpreter is this one (python3) unless --python says.
 """
 
@@ -57,19 +59,55 @@ def heap_of(proc):
     return h
 
 
-def bench(python, n, limit, verdicts, tmp):
+def problem(h, n):
+    """Why one run's `heap` does not count the program's objects, or None when it does: the
+    census complete, every Item counted, and the list first among the retainers."""
+    if not h:
+        return "no heap report"
+    if not h["complete"]:
+        return "the census stopped early: %s" % (h["limit"] or "complete is false")
+    items = {t["type"]: t["count"] for t in h["types"]}.get("__main__.Item")
+    if items != n // 2:
+        return "Item instances counted: %r, want %d" % (items, n // 2)
+    first = h["retainers"][0] if h["retainers"] else None
+    if not (first and first["len"] == n // 2 and first["held_by"] == [
+            {"module": "__main__"}, {"attr": "ITEMS"}]):
+        return "first retainer: %r" % first
+    return None
+
+
+def runs(args, n, what, verdicts):
+    """RUNS timed runs of the CLI with `args`, each one's output checked: (median seconds,
+    last heap, last stdout), or None (and the verdict) when a run did not count the objects:
+    a run that does not is never timed as if it worked. A census stopped at a budget is no
+    measurement of the target either."""
+    times, h, proc = [], None, None
+    for i in range(RUNS):
+        t, proc = timed(args)
+        h = heap_of(proc)
+        why = problem(h, n)
+        if why is not None:
+            if h and not h["complete"] and h["limit"]:
+                verdicts.not_measured(what, "run %d: %s" % (i + 1, why))
+            else:
+                verdicts.failed(what, "run %d: %s" % (i + 1, why), proc.stderr[-2000:])
+            return None
+        times.append(t)
+    return statistics.median(times), h, proc.stdout
+
+
+def bench(python, n, limit, rss_limit, verdicts, tmp):
+    """`pid --heap` and `core --heap` of a process holding `n` objects: each under `limit`
+    seconds and `rss_limit` bytes of peak RSS."""
     child = subprocess.Popen([python, "-c", PROGRAM, str(n)], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
         if child.stdout.readline().strip() != "ready":
             verdicts.failed("%d objects" % n, "the target did not start")
             return
-        times, live = [], None
-        for _ in range(RUNS):
-            t, proc = timed(["pid", child.pid, "--heap", "--json"])
-            live = heap_of(proc)
-            times.append(t)
-        live_json = proc.stdout
+        live = runs(["pid", child.pid, "--heap", "--json"], n, "pid --heap, %d objects" % n,
+                    verdicts)
+        live_rss = peak_rss(["pid", child.pid, "--heap", "--json"])
         prefix = os.path.join(tmp, "core")
         subprocess.run(["gcore", "-o", prefix, str(child.pid)], capture_output=True,
                        timeout=600, check=False)
@@ -80,33 +118,24 @@ def bench(python, n, limit, verdicts, tmp):
     if not os.path.exists(core):
         verdicts.not_measured("%d objects: core" % n, "gcore made no core")
         return
-    core_times, heap = [], None
-    for _ in range(RUNS):
-        t, proc = timed(["core", core, "--heap", "--json"])
-        heap = heap_of(proc)
-        core_times.append(t)
-    rss = peak_rss(["core", core, "--heap", "--json"])
+    dead = runs(["core", core, "--heap", "--json"], n, "core --heap, %d objects" % n, verdicts)
+    core_rss = peak_rss(["core", core, "--heap", "--json"])
     os.unlink(core)
-    bench_diff(n, live_json, proc.stdout, verdicts, tmp)
-    for what, h in (("live", live), ("core", heap)):
-        items = h and {t["type"]: t["count"] for t in h["types"]}.get("__main__.Item")
-        # Complete, or stopped at a budget and saying so.
-        ok = h and (h["complete"] and items == n // 2
-                    or not h["complete"] and h["limit"] and (items or 0) < n // 2)
-        if not ok:
-            verdicts.failed("%d objects (%s)" % (n, what), "Item instances counted: %r" % items)
-            return
-        first = h["retainers"][0] if h["complete"] and h["retainers"] else None
-        if h["complete"] and not (first and first["len"] == n // 2 and first["held_by"] == [
-                {"module": "__main__"}, {"attr": "ITEMS"}]):
-            verdicts.failed("%d objects (%s)" % (n, what), "first retainer: %r" % first)
-            return
-    total = heap["objects"]
-    core_s, live_s = statistics.median(core_times), statistics.median(times)
-    print("heap %s objects%s: core %.2f s, pid %.2f s, peak RSS %.0f MiB, %s"
-          % (f"{total:,}", " (budget hit: %s)" % heap["limit"] if heap["limit"] else "", core_s,
-             live_s, (rss or 0) / (1 << 20),
-             verdicts.under("core --heap, %d objects" % n, core_s, limit, "%.2f s")))
+    if live and dead:
+        bench_diff(n, live[2], dead[2], verdicts, tmp)
+    for what, got, rss in (("core", dead, core_rss), ("pid", live, live_rss)):
+        if not got:
+            continue
+        seconds, h, _ = got
+        mib = "%.0f MiB" % (rss / (1 << 20)) if rss else "unmeasured"
+        name = "%s --heap, %d objects" % (what, n)
+        print("heap %s objects, %s: %.2f s, %s; peak RSS %s, %s"
+              % (f"{h['objects']:,}", what, seconds,
+                 verdicts.under(name, seconds, limit, "%.2f s"), mib,
+                 verdicts.under(name + " peak RSS", rss / (1 << 20), rss_limit / (1 << 20),
+                                "%.0f MiB") if rss else "NOT MEASURED"))
+        if not rss:
+            verdicts.not_measured(name + " peak RSS", "the CLI did not exit 0 under the probe")
 
 
 def bench_diff(n, old, new, verdicts, tmp):
@@ -143,9 +172,9 @@ def main():
     verdicts = Verdicts()
     with tempfile.TemporaryDirectory(prefix="pyunwind-bench-heap-") as tmp:
         try:
-            bench(args.python, 1_000_000, 2.0, verdicts, tmp)
+            bench(args.python, 1_000_000, 2.0, 512 << 20, verdicts, tmp)
             if args.big:
-                bench(args.python, 10_000_000, 20.0, verdicts, tmp)
+                bench(args.python, 10_000_000, 20.0, 9 << 29, verdicts, tmp)
         except subprocess.TimeoutExpired as exc:
             verdicts.failed("--heap", "timed out: %s" % exc)
     return verdicts.finish()
