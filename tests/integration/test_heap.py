@@ -21,6 +21,7 @@ gcore core, on every default build (pyenv 3.10 to 3.13, stripped copies, Debian'
 """
 
 import json
+import re
 
 import pytest
 
@@ -76,6 +77,97 @@ def check(report, truth):
     assert byte_order == sorted(byte_order, reverse=True)
 
 
+def human(n):
+    """Bytes as the text writes them (src/report/bytes_text.rs)."""
+    v, unit = float(n), 0
+    while v >= 1024 and unit < 3:
+        v, unit = v / 1024, unit + 1
+    return "%d B" % n if unit == 0 else "%.1f %s" % (v, ["B", "KiB", "MiB", "GiB"][unit])
+
+
+def held_by_text(steps):
+    """A `held_by` path as the text writes it: a Python expression where there is one."""
+    out = ""
+    for step in steps:
+        (kind, value), = [(k, v) for k, v in step.items() if k not in ("function", "thread")]
+        if kind == "module":
+            out += value
+        elif kind == "attr":
+            out += "." + value
+        elif kind in ("key", "index"):
+            out += "[%s]" % value
+        elif kind == "closure":
+            out += " closure " + value
+        elif kind == "via":
+            out += " -> <%s>" % value
+        else:
+            raise AssertionError("a step the text check does not know: %r" % step)
+    return out
+
+
+SIZE = r"\d+(?:\.\d)? (?:B|KiB|MiB|GiB)"
+TYPE_ROW = re.compile(r"^(\S+) +(\d+) +(%s) +(\d+\.\d)%%(.*)$" % SIZE)
+LARGEST_ROW = re.compile(r"^  (0x[0-9a-f]+)  (\S+) +(%s)(?:  len (\d+))?$" % SIZE)
+RETAINER_ROW = re.compile(r"^ +(%s)  (0x[0-9a-f]+)  (\S+)(?: len (\d+))?  (.+)$" % SIZE)
+
+
+def process_text(report):
+    """The headline's process part the JSON's `heap.process` makes: a core's written anonymous
+    memory, nothing where there is none (a debugger's live process)."""
+    process = report["heap"].get("process") or {}
+    if process.get("rss") is None:
+        return ""
+    assert process["source"] == "core", process
+    return " of %s written anonymous memory" % human(process["rss"])
+
+
+def check_text(text, report):
+    """The text of `--heap` (or `py-heap`) row by row against the JSON `report` of the same
+    census: the headline's counts, each type row (type, count, bytes, share), the count of the
+    types left out, each largest object (address, type, bytes, length), each retainer
+    (retained bytes, address, type, length, path). Returns the headline's process part."""
+    h = report["heap"]
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("Heap: "))
+    head = "Heap: %s objects, %s" % (format(h["objects"], ","), human(h["bytes"]))
+    assert lines[at].startswith(head), (lines[at], head)
+    assert lines[at + 2].split() == ["type", "count", "bytes", "share"], lines[at + 2]
+    rows, i = [], at + 3
+    while TYPE_ROW.match(lines[i]):
+        rows.append(TYPE_ROW.match(lines[i]).groups())
+        i += 1
+    want = [(t["type"], str(t["count"]), human(t["bytes"]),
+             "%.1f" % (t["bytes"] * 100.0 / h["bytes"]), "") for t in h["types"][:len(rows)]]
+    assert rows == want
+    left = len(h["types"]) - len(rows)
+    if left:
+        assert lines[i] == "... %d more types" % left, lines[i]
+        i += 1
+    assert lines[i:i + 2] == ["", "Largest objects:"], lines[i:i + 2]
+    i += 2
+    largest = []
+    while i < len(lines) and LARGEST_ROW.match(lines[i]):
+        largest.append(LARGEST_ROW.match(lines[i]).groups())
+        i += 1
+    assert largest == [("%#x" % o["address"], o["type"], human(o["bytes"]),
+                        None if o["len"] is None else str(o["len"]))
+                       for o in h["largest"][:len(largest)]]
+    assert len(largest) == min(len(rows), len(h["largest"])), (len(largest), len(rows))
+    if h["retainers"]:
+        assert lines[i:i + 2] == ["", "What keeps the most alive (retained: it and what only "
+                                      "it reaches):"], lines[i:i + 2]
+        i += 2
+        kept = []
+        while i < len(lines) and RETAINER_ROW.match(lines[i]):
+            kept.append(RETAINER_ROW.match(lines[i]).groups())
+            i += 1
+        assert kept == [(human(r["retained"]), "%#x" % r["address"], r["type"],
+                         None if r["len"] is None else str(r["len"]), held_by_text(r["held_by"]))
+                        for r in h["retainers"][:len(kept)]]
+        assert kept, lines[i - 2:i + 3]
+    return lines[at][len(head):]
+
+
 @pytest.fixture(scope="module", params=INTERPS, ids=lambda i: i.id)
 def stop(request):
     """(live report, core report, truth, text, scenario) of one interpreter's heap scenario."""
@@ -101,15 +193,12 @@ def test_heap_core_exact(stop):
 
 
 def test_heap_text(stop):
-    _, _, truth, text, _ = stop
-    assert "Heap: " in text and "Largest objects:" in text, text
-    lines = text.splitlines()
-    header = next(i for i, line in enumerate(lines) if line.split()[:4] == ["type", "count",
-                                                                           "bytes", "share"])
-    rows = lines[header + 1:header + 21]
-    assert rows[0].split()[0] == "str" or rows[0].split()[0] in ("dict", "int", "bytes"), rows
-    assert any(r.startswith("__main__.Order ") for r in lines), text
-    assert "len 300000" in text, text
+    """The text row by row against the JSON of the same census, which `check` holds to the
+    program's record; its process part is the RSS the text's own run read."""
+    live, _, truth, text, _ = stop
+    process = check_text(text, live)
+    assert re.fullmatch(r" of %s RSS" % SIZE, process), process
+    assert any(line.startswith("__main__.Order ") for line in text.splitlines()), text
 
 
 def test_heap_gdb(stop):
@@ -124,5 +213,5 @@ def test_heap_gdb(stop):
     check(report, truth)
     assert report["heap"]["types"] == from_core["heap"]["types"]
     assert report["heap"]["largest"] == from_core["heap"]["largest"]
-    assert "Heap: " in text and "__main__.Order" in text and "len 300000" in text, text
+    assert check_text(text, report) == process_text(report)
 

@@ -5,7 +5,7 @@ test_heap_ft.py). Runs under `make integration-lldb` ($PYUNWIND_LLDB)."""
 import pytest
 
 import harness
-from test_heap import TOP, check
+from test_heap import TOP, check, check_text, process_text
 from test_lldb import INTERPS, json_from, mark, run_lldb, split
 
 POOL = tuple(INTERPS) + tuple(i for i in harness.provisioned_interpreters() if not i.debug_dir)
@@ -18,8 +18,11 @@ def test_lldb_py_heap(interp):
         out = run_lldb(interp, mark("JSON"), "py-heap --top %d --json" % TOP, mark("TEXT"),
                        "py-heap", core=s.make_core())
         got = split(out, ["JSON", "TEXT"])
-        check(json_from(got["JSON"]), s.truth)
-        assert "Heap: " in got["TEXT"] and "__main__.Order" in got["TEXT"], got["TEXT"]
+        report = json_from(got["JSON"])
+        check(report, s.truth)
+        # The text row by row against the JSON.
+        assert check_text(got["TEXT"], report) == process_text(report)
+        assert "__main__.Order" in got["TEXT"], got["TEXT"]
         assert harness.panic_in(out) is None, out
 
 
