@@ -30,6 +30,17 @@ struct SavedType {
     type_name: String,
     count: u64,
     bytes: u64,
+    /// As `heap.types` has them: absent for a type that keeps no memory beside its objects,
+    /// null where it could not be read.
+    #[serde(default, deserialize_with = "present")]
+    data_bytes: Option<Option<u64>>,
+    #[serde(default, deserialize_with = "present")]
+    device_bytes: Option<Option<u64>>,
+}
+
+/// A field that is there, null or not (`default` makes an absent one `None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<u64>>, D::Error> {
+    Option::<u64>::deserialize(d).map(Some)
 }
 
 #[derive(Deserialize)]
@@ -64,6 +75,44 @@ pub struct TypeDelta {
     pub bytes: u64,
     pub count_delta: i64,
     pub bytes_delta: i64,
+    /// For types with `data_bytes` in either report (torch tensors): the new report's, and
+    /// the change (null where either side could not be read; a side without it counts 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_bytes: Option<Option<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_bytes_delta: Option<Option<i64>>,
+    /// The same for `device_bytes` (CUDA).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_bytes: Option<Option<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_bytes_delta: Option<Option<i64>>,
+}
+
+impl TypeDelta {
+    /// What the type's memory grew by, all of it that is known: its objects' bytes and the
+    /// bytes they keep beside them. Types are sorted by it, so that a leak of tensors, whose
+    /// objects are small and whose storages are not, comes first.
+    fn grew_by(&self) -> i64 {
+        let known = |d: Option<Option<i64>>| d.flatten().unwrap_or(0);
+        self.bytes_delta
+            .saturating_add(known(self.data_bytes_delta))
+            .saturating_add(known(self.device_bytes_delta))
+    }
+}
+
+/// A kept-memory field's value in the new report and its change from the old one's; `None`
+/// when neither report has the field for the type.
+type Kept = (Option<Option<u64>>, Option<Option<i64>>);
+
+fn kept_delta(new: Option<Option<u64>>, old: Option<Option<u64>>) -> Kept {
+    if new.is_none() && old.is_none() {
+        return (None, None);
+    }
+    let d = match (new, old) {
+        (Some(None), _) | (_, Some(None)) => None,
+        (n, o) => Some(delta(n.flatten().unwrap_or(0), o.flatten().unwrap_or(0))),
+    };
+    (Some(new.unwrap_or(Some(0))), Some(d))
 }
 
 #[derive(Serialize)]
@@ -98,12 +147,20 @@ pub fn diff(old: &SavedHeap, new: &SavedHeap) -> HeapDiff {
         .iter()
         .map(|t| {
             let before = old_types.get(t.type_name.as_str());
+            let (data_bytes, data_bytes_delta) =
+                kept_delta(t.data_bytes, before.and_then(|o| o.data_bytes));
+            let (device_bytes, device_bytes_delta) =
+                kept_delta(t.device_bytes, before.and_then(|o| o.device_bytes));
             TypeDelta {
                 type_name: t.type_name.clone(),
                 count: t.count,
                 bytes: t.bytes,
                 count_delta: delta(t.count, before.map_or(0, |o| o.count)),
                 bytes_delta: delta(t.bytes, before.map_or(0, |o| o.bytes)),
+                data_bytes,
+                data_bytes_delta,
+                device_bytes,
+                device_bytes_delta,
             }
         })
         .collect();
@@ -111,17 +168,25 @@ pub fn diff(old: &SavedHeap, new: &SavedHeap) -> HeapDiff {
         old.types
             .iter()
             .filter(|o| !new_types.contains(o.type_name.as_str()))
-            .map(|o| TypeDelta {
-                type_name: o.type_name.clone(),
-                count: 0,
-                bytes: 0,
-                count_delta: delta(0, o.count),
-                bytes_delta: delta(0, o.bytes),
+            .map(|o| {
+                let (data_bytes, data_bytes_delta) = kept_delta(None, o.data_bytes);
+                let (device_bytes, device_bytes_delta) = kept_delta(None, o.device_bytes);
+                TypeDelta {
+                    type_name: o.type_name.clone(),
+                    count: 0,
+                    bytes: 0,
+                    count_delta: delta(0, o.count),
+                    bytes_delta: delta(0, o.bytes),
+                    data_bytes,
+                    data_bytes_delta,
+                    device_bytes,
+                    device_bytes_delta,
+                }
             }),
     );
     types.sort_by(|a, b| {
-        b.bytes_delta
-            .cmp(&a.bytes_delta)
+        b.grew_by()
+            .cmp(&a.grew_by())
             .then(a.type_name.cmp(&b.type_name))
     });
     let by_address: HashMap<(u64, &str), &SavedRetainer> = old
@@ -172,6 +237,24 @@ fn path_key(held_by: &Option<Value>) -> Option<String> {
         .map(|p| p.to_string())
 }
 
+/// The change of what a type's objects keep beside them: `+38.1 MiB data`, `? on CUDA`; empty
+/// when it did not change or the type keeps nothing.
+fn kept_text(t: &TypeDelta) -> String {
+    let part = |d: Option<Option<i64>>, what: &str| match d {
+        None | Some(Some(0)) => None,
+        Some(Some(n)) => Some(format!("{} {what}", signed(n, human))),
+        Some(None) => Some(format!("? {what}")),
+    };
+    [
+        part(t.data_bytes_delta, "data"),
+        part(t.device_bytes_delta, "on CUDA"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(", ")
+}
+
 fn signed(n: i64, f: impl Fn(u64) -> String) -> String {
     if n < 0 {
         format!("-{}", f(n.unsigned_abs()))
@@ -203,12 +286,18 @@ fn grown_text(g: &Grown) -> String {
 /// `top` rows of each.
 pub fn render(d: &HeapDiff, top: usize) -> String {
     let mut lead = Vec::new();
-    if let Some(t) = d.types.first().filter(|t| t.bytes_delta > 0) {
+    if let Some(t) = d.types.first().filter(|t| t.grew_by() > 0) {
+        let kept = kept_text(t);
         lead.push(format!(
-            "{} {} objects ({})",
+            "{} {} objects ({}{})",
             signed(t.count_delta, thousands),
             t.type_name,
-            signed(t.bytes_delta, human)
+            signed(t.bytes_delta, human),
+            if kept.is_empty() {
+                kept
+            } else {
+                format!(", {kept}")
+            }
         ));
     }
     if let Some(g) = d.grown.first() {
@@ -222,7 +311,7 @@ pub fn render(d: &HeapDiff, top: usize) -> String {
     let changed: Vec<&TypeDelta> = d
         .types
         .iter()
-        .filter(|t| t.count_delta != 0 || t.bytes_delta != 0)
+        .filter(|t| t.count_delta != 0 || t.bytes_delta != 0 || !kept_text(t).is_empty())
         .take(top)
         .collect();
     if !changed.is_empty() {
@@ -232,13 +321,19 @@ pub fn render(d: &HeapDiff, top: usize) -> String {
             "type", "count", "bytes", "+count", "+bytes"
         );
         for t in changed {
+            let kept = kept_text(t);
             out += &format!(
-                "{:<w$}  {:>10}  {:>12}  {:>10}  {:>12}\n",
+                "{:<w$}  {:>10}  {:>12}  {:>10}  {:>12}{}\n",
                 t.type_name,
                 thousands(t.count),
                 human(t.bytes),
                 signed(t.count_delta, thousands),
-                signed(t.bytes_delta, human)
+                signed(t.bytes_delta, human),
+                if kept.is_empty() {
+                    kept
+                } else {
+                    format!("  {kept}")
+                }
             );
         }
     }
@@ -295,6 +390,58 @@ mod tests {
         assert_eq!(
             text.lines().next().unwrap(),
             "+10,000 bytes objects (+976.6 KiB); __main__._cache grew 2 → 4 (+1.9 MiB retained)"
+        );
+    }
+
+    #[test]
+    fn tensor_storages_count_in_the_growth() {
+        // Ten more tensors: their objects are small, their storages are not; a type that
+        // could not be read on one side has no delta; one that never kept memory has none.
+        let old = heap(
+            r#"{"heap": {"types": [{"type": "list", "count": 5, "bytes": 5000},
+                {"type": "torch.Tensor", "count": 2, "bytes": 144, "data_bytes": 8000,
+                 "device_bytes": null}]}}"#,
+        );
+        let new = heap(
+            r#"{"heap": {"types": [{"type": "list", "count": 6, "bytes": 6000},
+                {"type": "torch.Tensor", "count": 12, "bytes": 864, "data_bytes": 4008000,
+                 "device_bytes": null}]}}"#,
+        );
+        let d = diff(&old, &new);
+        let t = &d.types[0];
+        assert_eq!(
+            (
+                t.type_name.as_str(),
+                t.bytes_delta,
+                t.data_bytes,
+                t.data_bytes_delta,
+                t.device_bytes,
+                t.device_bytes_delta
+            ),
+            (
+                "torch.Tensor",
+                720,
+                Some(Some(4_008_000)),
+                Some(Some(4_000_000)),
+                Some(None),
+                Some(None)
+            )
+        );
+        assert_eq!(
+            (d.types[1].data_bytes, d.types[1].data_bytes_delta),
+            (None, None)
+        );
+        let json = serde_json::to_value(&d.types[1]).unwrap();
+        assert!(json.get("data_bytes").is_none(), "{json}");
+        let text = render(&d, 20);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "+10 torch.Tensor objects (+720 B, +3.8 MiB data, ? on CUDA)"
+        );
+        assert!(
+            lines[3].ends_with("+720 B  +3.8 MiB data, ? on CUDA"),
+            "{text}"
         );
     }
 }

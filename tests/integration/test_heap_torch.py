@@ -11,6 +11,8 @@ import pytest
 
 import harness
 from test_heap_arrays import check_lists
+from test_heap import human
+from test_heap_diff import grow
 from test_heap_holders import cli, target
 from test_why_torch import torch_interp  # noqa: F401 (the fixture)
 
@@ -58,3 +60,28 @@ def test_tensor_locals_summaries(scenario, source):
     got = {lc["name"]: lc["repr"] for lc in frame["locals"]}
     want = sc.truth["summaries"]
     assert {n: got.get(n) for n in want} == want
+
+
+# This one grows the scenario: it runs last, after every test of the process as it started.
+def test_diff_counts_the_storages_that_grew(scenario, tmp_path):
+    """`pyunwind diff` of live reports before and after the program made ten more tensors: the
+    tensor type first, with the program's count, getsizeof and storage bytes of them."""
+    sc = scenario
+    paths = []
+    for name in ("before", "after"):
+        if name == "after":
+            added = grow(sc, 1)
+        paths.append(tmp_path / ("%s.json" % name))
+        paths[-1].write_text(cli("pid", sc.pid, "--heap", "--heap-top", TOP, "--json"))
+    d = harness.check_report_schema(json.loads(cli("diff", *paths, "--json")))["heap_diff"]
+    t = d["types"][0]
+    assert (t["type"], t["count_delta"], t["bytes_delta"], t["data_bytes_delta"],
+            t["device_bytes_delta"]) == ("torch.Tensor", added["added"], added["bytes"],
+                                         added["data_bytes"], 0), t
+    after = json.loads(paths[1].read_text())["heap"]
+    (now,) = [x for x in after["types"] if x["type"] == "torch.Tensor"]
+    assert (t["count"], t["bytes"], t["data_bytes"]) == (now["count"], now["bytes"],
+                                                         now["data_bytes"])
+    lead = cli("diff", *paths).splitlines()[0]
+    assert lead.split(";")[0] == "+%d torch.Tensor objects (+%s, +%s data)" % (
+        added["added"], human(added["bytes"]), human(added["data_bytes"])), lead

@@ -15,10 +15,16 @@ The truth has ``tensors``: for every tensor of the process (``gc.get_objects()``
 address, ``len``, ``sys.getsizeof`` and retained bytes (the list's, each tensor's getsizeof and
 the storages only it keeps); ``summaries``: `{local: text}` as pyunwind is to show each local
 tensor; and ``torch``: its version.
+
+On SIGUSR1 it makes ten more tensors of their own storages, held by ``GROWN``, and writes
+``grown-1.json`` beside the truth: how many, their ``sys.getsizeof`` and their storages' bytes
+(what `pyunwind diff` of reports before and after is to say).
 """
 
 import gc
+import json
 import os
+import signal
 import sys
 
 sys.dont_write_bytecode = True
@@ -64,6 +70,23 @@ def record():
         lists.append({"address": id(lst), "len": len(lst), "bytes": sys.getsizeof(lst),
                       "retained": retained(lst, own)})
     return {"tensors": tensors, "lists": lists, "torch": torch.__version__}
+
+
+GROWN = []
+
+
+def grow(signum, frame):
+    new = [torch.ones(100, 1000) for _ in range(10)]
+    GROWN.extend(new)
+    data = {"added": len(new), "bytes": sum(sys.getsizeof(t) for t in new),
+            "data_bytes": sum(storage(t)[1] for t in new)}
+    path = os.path.join(os.path.dirname(sys.argv[1]), "grown-1.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f)
+    os.replace(path + ".tmp", path)
+
+
+signal.signal(signal.SIGUSR1, grow)
 
 
 def stop():
