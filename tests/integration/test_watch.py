@@ -19,6 +19,8 @@ import time
 import pytest
 
 import harness
+from test_tree import check_verdict, verdict_of, why_of
+from test_why_torch import kill, torch_interp  # noqa: F401 (a fixture)
 
 STALL_SECONDS = 2
 PROGRESS_SECONDS = 4
@@ -226,3 +228,108 @@ def test_core_beside_the_report(tmp_path):
         live = json.loads(report_path.read_text())
         from_core = harness.cli_checked("core", core, "--why", "--json")
         assert from_core["deadlocks"] == live["deadlocks"] and len(live["deadlocks"]) == 1
+
+
+# --- a torchrun job (issue 52 item 5) -----------------------------------------------------
+
+# The ranks' steps before rank 1 stalls; the stall's length is longer than one step's wait
+# for the others (a few ms) by far, and than a rank's start after the others' (they begin
+# together, after a barrier).
+TORCH_PROGRESS_SECONDS = 6
+TORCH_STALL_SECONDS = 3
+# Three ranks importing torch at once on a small machine, then their progress.
+TORCH_RECORDS_SECONDS = 300 + TORCH_PROGRESS_SECONDS
+
+
+def rank_records(sc, seconds):
+    """Every rank's own record (tests/scenarios/watch_torch.py), once all are written."""
+    paths = [sc.tmpdir / ("truth.json.rank%d.json" % i) for i in range(sc.truth["ranks"])]
+    deadline = time.monotonic() + seconds
+    while not all(p.exists() for p in paths):
+        assert time.monotonic() < deadline, "ranks' records missing: %s" % [
+            p.name for p in paths if not p.exists()]
+        assert not sc._exited(), "the job's launcher exited:\n" + sc.stderr_text()
+        time.sleep(0.2)
+    return [json.loads(p.read_text()) for p in paths]
+
+
+def test_children_of_a_torchrun_job_one_stalled_rank(torch_interp, tmp_path):
+    """`watch --children SHELL` on tests/scenarios/watch_torch.py's job: a shell that sleeps,
+    then runs torchrun with three ranks (gloo, on the CPU) that train in steps for a few
+    seconds, until rank 1 blocks in its data step on a lock and the other two wait for it in
+    the all-reduce of their backward pass. When the watch begins the shell has no Python child
+    (it is waited for, not an error). One stall is written, after the rank blocked: the
+    stalled rank's report, its blocking frame exactly the rank's record, and beside it the
+    straggler verdict over torchrun's agent and the ranks, naming the stalled rank, exactly
+    as the ranks' records make it. The waiting ranks, stalled too, are part of the same stall;
+    each one's "truth" thread slept in one time.sleep longer than --stall, and never counts."""
+    out_dir = tmp_path / "stalls"
+    sc = harness.Scenario(torch_interp, "watch_torch", args=[TORCH_PROGRESS_SECONDS])
+    records = []
+    try:
+        shell = sc.truth["shell_pid"]
+        watch = subprocess.Popen([str(harness.cli_path()), "watch", "--children", str(shell),
+                                  "--stall", str(TORCH_STALL_SECONDS), "--out", str(out_dir),
+                                  "--json"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            records = rank_records(sc, TORCH_RECORDS_SECONDS)
+            deadline = time.monotonic() + TORCH_STALL_SECONDS + 20
+            while not list(out_dir.glob("*.json")) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(2 * TORCH_STALL_SECONDS + 1)
+            # Each rank's main thread as `--why` sees it now (the job stays where it stalled).
+            whys = {}
+            for r in records:
+                main = harness.cli_checked("pid", r["pid"], "--why", "--json")["threads"][0]
+                assert main["native_id"] == r["pid"], main
+                whys[r["pid"]] = why_of(main)
+        finally:
+            rc, out, err = stop_watch(watch)
+    finally:
+        for r in records:
+            kill(r["pid"])
+        sc.close()
+    assert rc == 3, (rc, out, err)
+    (stalled,) = [r for r in records if "began" in r]
+    assert stalled["rank"] == sc.truth["stalled"]
+    (torchrun,) = {r["torchrun_pid"] for r in records}
+    # One stall: the stalled rank's report and the job's verdict, written after it blocked.
+    stem = pathlib.Path(json.loads(out.splitlines()[0])["stall"]["report"]).name[:-len(".json")]
+    assert re.fullmatch(r"%d-\d+" % stalled["pid"], stem), stem
+    assert sorted(p.name for p in out_dir.iterdir()) == [stem + "-job.json", stem + ".json"]
+    path = out_dir / (stem + ".json")
+    assert path.stat().st_mtime >= stalled["began"] + TORCH_STALL_SECONDS - 0.1, \
+        (path.stat().st_mtime, stalled["began"])
+    report = harness.check_report_schema(json.loads(path.read_text()))
+    main = report["threads"][0]
+    assert main["native_id"] == stalled["pid"]
+    assert [(f["function"], f["file"], f["line"]) for f in main["frames"]
+            if f["kind"] == "python"] == [
+        (f["function"], f["file"], f["line"]) for f in stalled["threads"][0]["frames"]]
+    assert main["waiting"]["kind"] == "lock", main["waiting"]
+
+    # The line: the stalled rank's main thread, blocked on its blocking line.
+    lines = out.splitlines()
+    assert len(lines) == 1, out
+    event = harness.check_report_schema(json.loads(lines[0]))["stall"]
+    inner = stalled["threads"][0]["frames"][0]
+    assert (event["pid"], event["report"], event["job"], event["core"]) == (
+        stalled["pid"], str(path), str(out_dir / (stem + "-job.json")), None), event
+    assert [(t["native_id"], t["name"], t["stall"], t["function"], t["file"], t["line"])
+            for t in event["threads"]] == [
+        (stalled["pid"], "MainThread", "blocked", inner["function"], inner["file"],
+         inner["line"])], event
+
+    # The verdict: the waiting ranks meet in the backward pass, the stalled rank is elsewhere,
+    # torchrun's agent is no rank (the shell and its sleep run no Python: not in it at all).
+    job = harness.check_report_schema(json.loads((out_dir / (stem + "-job.json")).read_text()))
+    assert (job["reports"], job["failed"]) == (1 + len(records), []), job
+    mains = {r["pid"]: r["threads"][0] for r in records}
+    want = verdict_of(mains, stalled["pid"], whys, (torchrun,))
+    assert want["majority"]["frames"][0]["function"] == "_engine_run_backward"
+    assert want["outliers"][0]["frames"][0]["function"] == "load_batch"
+    check_verdict(job["verdict"], want)
+    assert re.search(r"pyunwind: watched for \d+\.\d s: 1 stall\(s\) written, 0 process\(es\) "
+                     r"exited, \d+ thread\(s\) began and \d+ ended, 0 sample\(s\) unreadable\n$",
+                     err), err
