@@ -4,7 +4,12 @@ tests/scenarios/watch_deadlock.py's own record: the program makes progress for a
 looks, a thread that computes) and then deadlocks (the two threads take the locks in opposite
 orders). The watchdog writes nothing before the deadlock began, exactly one report after (the
 two threads stall together), whose `--why` verdict names the deadlock's threads, functions and
-lines; the poller never triggers.
+lines; the poller, and a thread in one long time.sleep, never trigger.
+
+`--children` on a torchrun gloo job (tests/scenarios/watch_torch.py) under a shell that runs no
+Python: one rank stalls, the others wait for it; one report, the stalled rank's, and the
+straggler verdict beside it, exact against the ranks' own records. `--native`: the report's
+native frames show the wait below the lock.
 
 Bad input: a pid that does not exist and bad options are one-line errors (exit status 1); a
 process that exits mid-watch ends the watch with one line, exit status 0."""
@@ -96,6 +101,11 @@ def test_one_report_after_the_deadlock_none_before(interp, as_json, tmp_path):
         # The poller keeps sleeping on its line, and was never taken for stalled.
         poller = by_id[nid["poller"]]
         assert poller["frames"][0]["line"] == truth["lines"]["poller"]
+        # The sleeper has not run since it began its hour's sleep, on one line: a sleep the
+        # program asked for, never counted (the report shows it as such, named nowhere else).
+        sleeper = by_id[nid["sleeper"]]
+        assert (sleeper["frames"][0]["line"], sleeper["waiting"]["kind"], sleeper["idle"]) == \
+            (truth["lines"]["sleeper"], "sleep", None), sleeper
 
         # One line per stall, naming the process, both threads, their places and the file.
         lines = out.splitlines()
@@ -202,6 +212,55 @@ def test_several_processes_give_the_straggler_verdict(tmp_path):
         group = next(g for g in job["groups"] if any(t["name"] == name and t["pid"] == stuck.pid
                                                      for t in g["threads"]))
         assert group["outlier"] and group["processes"] == 1, group
+
+
+# How CPython 3.12 waits in `with lock:`, from the C function the Python frame calls down to
+# libc, outermost last: Modules/_threadmodule.c's lock_PyThread_acquire_lock calls
+# acquire_timed, which calls PyThread_acquire_lock_timed (Python/thread_pthread.h, with
+# USE_SEMAPHORES), which waits in glibc's semaphore wait (libc.so.6) on a futex.
+LOCK_WAIT_312 = ["PyThread_acquire_lock_timed", "acquire_timed", "lock_PyThread_acquire_lock"]
+
+
+def test_native_frames_in_the_report(tmp_path):
+    """`--native`: the report written is `pid --native --why --json`'s: below each deadlocked
+    thread's blocking frame (exact against the program's record), libc's wait, then CPython's
+    lock acquisition (LOCK_WAIT_312), as `pid --native` shows the same threads after."""
+    out_dir = tmp_path / "stalls"
+    with harness.Scenario(harness.pick(["pyenv-3.12"])[0], "watch_deadlock",
+                          args=[PROGRESS_SECONDS]) as sc:
+        watch = start_watch(sc, out_dir, "--native")
+        try:
+            wait_for(sc.tmpdir / "deadlock.json", PROGRESS_SECONDS + 20)
+            record = json.loads((sc.tmpdir / "deadlock.json").read_text())
+            deadline = time.monotonic() + STALL_SECONDS + 15
+            while not list(out_dir.glob("*.json")) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            rc, out, err = stop_watch(watch)
+        now = harness.cli_checked("pid", sc.pid, "--native", "--why", "--json")
+        assert rc == 3, (rc, out, err)
+        (path,) = out_dir.glob("*.json")
+        report = harness.check_report_schema(json.loads(path.read_text()))
+        nid = {t["name"]: t["native_id"] for t in sc.truth["threads"]}
+        by_id = {t["native_id"]: t for t in report["threads"]}
+        now_by_id = {t["native_id"]: t for t in now["threads"]}
+        for name in ("left", "right"):
+            frames = by_id[nid[name]]["frames"]
+            python = next(i for i, f in enumerate(frames) if f["kind"] == "python")
+            block = record["blocks"][name]
+            assert (frames[python]["function"], frames[python]["line"]) == (
+                block["function"], block["line"]), frames[python]
+            natives = frames[:python]
+            assert all(f["kind"] == "native" for f in natives), natives
+            libc = next(i for i, f in enumerate(natives) if f["module"] != "libc.so.6")
+            assert libc >= 1, natives
+            got = natives[libc:libc + len(LOCK_WAIT_312)]
+            assert [f["function"] for f in got] == LOCK_WAIT_312, natives
+            assert all(f["module"].startswith("libpython3.12.so") for f in got), got
+            # `pid --native` after: the same frames (the thread has stayed where it blocked).
+            key = [(f["kind"], f.get("function"), f.get("module"), f.get("line")) for f in frames]
+            assert key == [(f["kind"], f.get("function"), f.get("module"), f.get("line"))
+                           for f in now_by_id[nid[name]]["frames"]]
 
 
 def test_core_beside_the_report(tmp_path):
