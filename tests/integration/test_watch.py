@@ -27,6 +27,9 @@ import harness
 from test_tree import check_verdict, verdict_of, why_of
 from test_why_torch import kill, torch_interp  # noqa: F401 (a fixture)
 
+# The torchrun job's test takes most of this file's time (three ranks importing torch).
+pytestmark = pytest.mark.long_file
+
 STALL_SECONDS = 2
 PROGRESS_SECONDS = 4
 CLI_TIMEOUT = 60
@@ -148,6 +151,28 @@ def test_bad_input_is_one_line():
             harness.assert_no_panic(out + err, rc)
             assert rc == 1 and out == "", (args, rc, out, err)
             assert err.count("\n") == 1 and words in err, (args, err)
+
+
+def test_children_of_a_launcher_that_never_runs_python(tmp_path):
+    """`--children` on a shell whose tree runs no Python (a sleep): not an error (it was exit
+    status 1); the watch waits for as long as the shell lives, then ends by itself, exit status
+    0, nothing written."""
+    shell = subprocess.Popen(["/bin/sh", "-c", "sleep 2; exit 0"])
+    try:
+        rc, out, err = harness.run([harness.cli_path(), "watch", "--children", shell.pid,
+                                    "--stall", "1", "--interval", "0.2", "--out",
+                                    tmp_path / "stalls"], timeout=CLI_TIMEOUT)
+    finally:
+        shell.kill()
+        shell.wait()
+    harness.assert_no_panic(out + err, rc)
+    assert (rc, out) == (0, ""), (rc, out, err)
+    # The sleep, looked at 5 times (a child may be exec'ing Python), is left out in one line.
+    m = re.fullmatch(r"pyunwind: process (\d+) left out: no Python interpreter found: [^\n]*\n"
+                     r"pyunwind: watched for (\d+\.\d) s: 0 stall\(s\) written, 0 process\(es\) "
+                     r"exited, 0 thread\(s\) began and 0 ended, 0 sample\(s\) unreadable\n", err)
+    assert m and int(m.group(1)) != shell.pid and float(m.group(2)) >= 1.0, err
+    assert list((tmp_path / "stalls").iterdir()) == []
 
 
 def test_a_process_that_exits_mid_watch(tmp_path):
