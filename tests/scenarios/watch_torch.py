@@ -31,11 +31,8 @@ starts each rank in a session of its own, so each rank asks the kernel for SIGKI
 torchrun (its parent) dies (PR_SET_PDEATHSIG), and the test kills every rank by pid as well.
 """
 
-import ctypes
 import datetime
-import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -44,42 +41,17 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _truth  # noqa: E402
+# The rank's file, its JSON written whole, the wait for the backward pass's block and the
+# death with torchrun are torch_ddp.py's.
+from torch_ddp import (blocked_in_backward, die_with_parent,  # noqa: E402
+                       rank_path, write_json)
 
 RANKS = 3
 STALLED = 1
 SHELL_SLEEP_SECONDS = 3
 # Three ranks importing torch at once on a small machine take a while.
 MAX_START_SECONDS = 300.0
-MAX_BLOCK_SECONDS = 120.0
 POLL_SECONDS = 0.1
-# x86-64's futex system call: where a condition variable or HELD.acquire() blocks.
-SYS_FUTEX = "202"
-# prctl(2): PR_SET_PDEATHSIG.
-PR_SET_PDEATHSIG = 1
-
-
-def rank_path(i):
-    return sys.argv[1] + ".rank%d.json" % i
-
-
-def write_json(path, data):
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(data, f, ensure_ascii=False, indent=1)
-    os.replace(path + ".tmp", path)
-
-
-def in_futex(tid):
-    """Thread ``tid`` of this process is blocked in futex."""
-    try:
-        with open("/proc/self/task/%d/syscall" % tid) as f:
-            return f.read().split()[0] == SYS_FUTEX
-    except (OSError, IndexError):
-        return False
-
-
-def die_with_parent():
-    """SIGKILL this process when its parent dies (prctl(2) PR_SET_PDEATHSIG)."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 # --- a rank ------------------------------------------------------------------------------
@@ -113,20 +85,7 @@ def watch_backward(rank, main, engine_code, stall_at):
     """The "truth" thread of a waiting rank: from the stall's time on, records once the main
     thread blocks in the engine's run_backward, then ends."""
     time.sleep(max(0.0, stall_at - time.monotonic()))
-    deadline = time.monotonic() + MAX_BLOCK_SECONDS
-    previous = None
-    while True:
-        frame = sys._current_frames().get(main.ident)
-        frames = None
-        if frame is not None and frame.f_code is engine_code and in_futex(main.native_id):
-            frames = _truth.frames_from(frame)
-            if frames == previous:
-                break
-        previous = frames
-        if time.monotonic() > deadline:
-            _truth.fail("rank %d: the main thread did not block in run_backward within %.0f s"
-                        % (rank, MAX_BLOCK_SECONDS))
-        time.sleep(POLL_SECONDS)
+    frames = blocked_in_backward(rank, main, engine_code)
     write_json(rank_path(rank), {"pid": os.getpid(), "torchrun_pid": os.getppid(), "rank": rank,
                                  "steps": STEPS[0],
                                  "threads": [_truth._thread_entry(main, frames)]})
