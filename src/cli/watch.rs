@@ -570,3 +570,55 @@ fn gcore(stem: &Path, pid: i32) -> Option<PathBuf> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_support::{python_frame, report_of, thread_of};
+    use crate::report::{ThreadReport, ThreadWhy, Waiting};
+    use crate::sample::stall::StallKind;
+
+    /// A thread `lwp` in state `state`, waiting in a wait of kind `kind` (if any).
+    fn waiting(lwp: u64, state: &'static str, kind: Option<&'static str>) -> ThreadReport {
+        let mut t = thread_of(lwp, vec![python_frame("f", "/app/w.py", 1)]);
+        t.why = Some(ThreadWhy {
+            state: Some(state),
+            waiting: kind.map(|kind| Waiting {
+                kind,
+                object: None,
+                type_name: None,
+                owner: None,
+                frame: 0,
+                on: None,
+            }),
+            ..ThreadWhy::default()
+        });
+        t
+    }
+
+    #[test]
+    fn idle_and_sleeping_threads_never_count() {
+        let report = report_of(
+            "3.12.1",
+            1,
+            vec![
+                waiting(1, "syscall", Some("lock")),
+                waiting(2, "idle", None),
+                waiting(3, "loop_idle", None),
+                waiting(4, "syscall", Some("sleep")),
+                waiting(5, "syscall", Some("native")),
+                thread_of(6, Vec::new()),
+            ],
+        );
+        let stalls: Vec<Stall> = (1..=7)
+            .map(|lwp| Stall {
+                lwp,
+                kind: StallKind::Blocked,
+                for_s: 2.0,
+            })
+            .collect();
+        // Thread 6 has no `--why` (none was made), 7 is not in the report: both count.
+        let kept: Vec<u64> = not_idle(&report, &stalls).iter().map(|s| s.lwp).collect();
+        assert_eq!(kept, [1, 5, 6, 7]);
+    }
+}
