@@ -130,6 +130,8 @@ test:
 # second run.py: --native against pystack on pyenv 3.12 (symbols) too, at depth 5000 (issue 27).
 # torch_native.py: --native on a PyTorch training step, live and from a core, against pystack
 # and py-spy (issue 39; tools/torch.sh installs torch the first time, about 100 s and 5 GB).
+# record_cost.py: what `record` at 100 Hz costs a 64-thread CPU-bound process in throughput,
+# beside py-spy record (issue 52).
 bench: build pythons
 	bash bench/setup.sh
 	@failed=(); \
@@ -147,6 +149,7 @@ bench: build pythons
 	bench python3 bench/why_bench.py; \
 	bench python3 bench/heap.py; \
 	bench python3 bench/torch_native.py; \
+	bench python3 bench/record_cost.py; \
 	if [ "$${#failed[@]}" -gt 0 ]; then \
 	  printf 'bench: failed: %s\n' "$${failed[@]}" >&2; exit 1; \
 	fi; \

@@ -113,13 +113,16 @@ pub(super) fn watch(a: WatchArgs) -> Result<(String, i32)> {
     if a.children {
         adopt_children(&a, &mut watched, &mut tries);
     }
-    if watched.is_empty() && failed.len() == 1 {
+    // `--children` on a launcher with no Python in its tree yet (a shell that starts torchrun
+    // later): its tree is looked at again every tick, for as long as the launcher lives.
+    let waiting = a.children && a.pids.iter().any(|&p| process_alive(p));
+    if watched.is_empty() && failed.len() == 1 && !waiting {
         return Err(failed.remove(0).1);
     }
     for (pid, e) in &failed {
         eprintln!("pyunwind: process {pid}: {e}");
     }
-    if watched.is_empty() {
+    if watched.is_empty() && !waiting {
         return Err(Error::NoPython(format!(
             "none of the {} process(es) given runs Python that can be read",
             a.pids.len()
@@ -169,9 +172,16 @@ pub(super) fn watch(a: WatchArgs) -> Result<(String, i32)> {
                 true
             }
         });
-        for (pid, fired) in stalled {
-            if report_stall(&a, &mut watched, pid, fired, at, &host)? {
+        if watched.len() > 1 {
+            // Over several processes a stall is the job's: one report for all of them.
+            if !stalled.is_empty() && report_stall(&a, &mut watched, stalled, at, &host)? {
                 tally.stalls += 1;
+            }
+        } else {
+            for one in stalled {
+                if report_stall(&a, &mut watched, vec![one], at, &host)? {
+                    tally.stalls += 1;
+                }
             }
         }
         if watched.is_empty() && !(a.children && a.pids.iter().any(|&p| process_alive(p))) {
@@ -259,45 +269,99 @@ fn adopt_children(a: &WatchArgs, watched: &mut Vec<Watched>, tries: &mut Vec<(i3
     }
 }
 
-/// Process `pid`'s threads `fired` reached the stall: its `--why` report made now; unless
-/// every one of them is idle there, written with the other stalled threads named, the job's
-/// verdict over several processes, a core with `--core`, and one line. Returns whether it was
-/// written.
+/// The threads `fired` of each process listed reached the stall at sample `at`. Each of those
+/// processes' `--why` report is made now; unless every thread that fired is idle there, one
+/// report is written, naming its process's stalled threads (those that fired and the others
+/// stalled at that sample), with a core (`--core`) and one line. Over several processes (a
+/// job) the threads stalled at that sample in every process are this one stall; the report
+/// written is the straggler's: the first outlier of the straggler verdict with a stalled
+/// thread that is not idle, else the first process listed with one; the verdict, over every
+/// process watched, is written beside it. Returns whether a report was written.
 fn report_stall(
     a: &WatchArgs,
     watched: &mut [Watched],
-    pid: i32,
-    fired: Vec<Stall>,
+    fired: Vec<(i32, Vec<Stall>)>,
     at: f64,
     host: &str,
 ) -> Result<bool> {
-    let report = match why_report(pid, a) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("pyunwind: process {pid}: a stall, but its report failed: {e}");
-            return Ok(false);
+    let job = watched.len() > 1;
+    // Each process's report, and its stalled threads that are not idle there.
+    let mut reports: Vec<(i32, Report)> = Vec::new();
+    let mut stalled: Vec<(i32, Vec<Stall>)> = Vec::new();
+    for (pid, threads) in &fired {
+        match why_report(*pid, a) {
+            Ok(r) => {
+                let busy = not_idle(&r, threads);
+                if !busy.is_empty() {
+                    stalled.push((*pid, busy));
+                }
+                reports.push((*pid, r));
+            }
+            Err(e) => eprintln!("pyunwind: process {pid}: a stall, but its report failed: {e}"),
         }
-    };
-    let idle = |s: &Stall| {
-        report
-            .threads
-            .iter()
-            .find(|t| t.native_id == Some(s.lwp))
-            .and_then(|t| t.why.as_ref())
-            .is_some_and(|w| matches!(w.state, Some("idle" | "loop_idle")))
-    };
-    let mut stalls: Vec<Stall> = fired.iter().filter(|s| !idle(s)).copied().collect();
-    if stalls.is_empty() {
+    }
+    if stalled.is_empty() {
         return Ok(false);
     }
-    if let Some(w) = watched.iter_mut().find(|w| w.pid == pid) {
-        stalls.extend(
-            w.stalls
-                .companions(at, &fired)
-                .into_iter()
-                .filter(|s| !idle(s)),
-        );
+    // The other threads stalled at this sample are part of this stall: named with it, and each
+    // not reported again until it moves. In a job, every process's.
+    let mut failed = Vec::new();
+    for w in watched.iter_mut() {
+        let mine: &[Stall] = fired
+            .iter()
+            .find(|f| f.0 == w.pid)
+            .map_or(&[], |f| f.1.as_slice());
+        if !job && mine.is_empty() {
+            continue;
+        }
+        let others = w.stalls.companions(at, mine);
+        if !reports.iter().any(|r| r.0 == w.pid) {
+            if !job {
+                continue;
+            }
+            match why_report(w.pid, a) {
+                Ok(r) => reports.push((w.pid, r)),
+                Err(e) => {
+                    failed.push(TargetError {
+                        target: w.pid.to_string(),
+                        host: Some(host.to_string()),
+                        pid: Some(w.pid as u32),
+                        error: e.to_string(),
+                    });
+                    continue;
+                }
+            }
+        }
+        let report = &reports.iter().find(|r| r.0 == w.pid).expect("just read").1;
+        let more = not_idle(report, &others);
+        match stalled.iter_mut().find(|s| s.0 == w.pid) {
+            Some(s) => s.1.extend(more),
+            None if !more.is_empty() => stalled.push((w.pid, more)),
+            None => {}
+        }
     }
+    let verdict = job.then(|| job_verdict(watched, &reports, failed, host));
+    let straggler = verdict
+        .as_ref()
+        .and_then(|g| g.verdict.as_ref())
+        .and_then(|v| {
+            v.outliers
+                .iter()
+                .filter_map(|o| o.pid)
+                .find(|&p| stalled.iter().any(|s| s.0 as u32 == p))
+        });
+    let (pid, stalls) = match straggler {
+        Some(p) => stalled
+            .iter()
+            .find(|s| s.0 as u32 == p)
+            .expect("found among them"),
+        None => fired
+            .iter()
+            .find_map(|f| stalled.iter().find(|s| s.0 == f.0))
+            .expect("a process that fired has a stalled thread"),
+    };
+    let (pid, stalls) = (*pid, stalls.as_slice());
+    let report = &reports.iter().find(|r| r.0 == pid).expect("read above").1;
     let unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -308,15 +372,16 @@ fn report_stall(
         &Hosted {
             host,
             pid: None,
-            report: &report,
+            report,
         },
     )?;
-    let job = if watched.len() > 1 {
-        let path = a.out_dir.join(format!("{stem}-job.json"));
-        write_file(&path, &job_verdict(a, watched, pid, report.clone(), host))?;
-        Some(path)
-    } else {
-        None
+    let job = match &verdict {
+        Some(v) => {
+            let path = a.out_dir.join(format!("{stem}-job.json"));
+            write_file(&path, v)?;
+            Some(path)
+        }
+        None => None,
     };
     let core = a.core.then(|| gcore(&a.out_dir.join(&stem), pid)).flatten();
     let line = if a.json {
@@ -347,7 +412,7 @@ fn report_stall(
         }})
         .to_string()
     } else {
-        let who: Vec<String> = stalls.iter().map(|s| stall_words(&report, s)).collect();
+        let who: Vec<String> = stalls.iter().map(|s| stall_words(report, s)).collect();
         let mut line = format!(
             "pyunwind: process {pid} stalled: {}: {}",
             who.join("; "),
@@ -409,35 +474,41 @@ fn why_report(pid: i32, a: &WatchArgs) -> Result<Report> {
     with_report(target, Some(pid), &out, false, |_, r| Ok(r.clone()))
 }
 
-/// The straggler verdict over every process watched (`--group --why --json`'s document):
-/// `stalled` is process `pid`'s report, the others are read now.
+/// The threads of `stalls` that count in `report`: a thread whose `--why` state is `idle` or
+/// `loop_idle` never triggers a stall, nor is named in one, and neither is one in a sleep the
+/// program asked for (`waiting.kind` `sleep`, `time.sleep`): its wait ends by itself, as a
+/// poller's does, whatever its length (a sleep shorter than `--stall` is a poller's already).
+fn not_idle(report: &Report, stalls: &[Stall]) -> Vec<Stall> {
+    let idle = |s: &Stall| {
+        report
+            .threads
+            .iter()
+            .find(|t| t.native_id == Some(s.lwp))
+            .and_then(|t| t.why.as_ref())
+            .is_some_and(|w| {
+                matches!(w.state, Some("idle" | "loop_idle"))
+                    || w.waiting.as_ref().is_some_and(|w| w.kind == "sleep")
+            })
+    };
+    stalls.iter().filter(|s| !idle(s)).copied().collect()
+}
+
+/// The straggler verdict over every process watched (`--group --why --json`'s document), from
+/// their reports made at the stall; `failed`, those whose report could not be made.
 fn job_verdict(
-    a: &WatchArgs,
     watched: &[Watched],
-    pid: i32,
-    stalled: Report,
+    reports: &[(i32, Report)],
+    failed: Vec<TargetError>,
     host: &str,
 ) -> crate::report::gather::Gathered {
     let mut g = Gatherer::new(GroupBy::Line, false, true);
-    let mut failed = Vec::new();
     for w in watched {
-        let r = if w.pid == pid {
-            Ok(stalled.clone())
-        } else {
-            why_report(w.pid, a)
-        };
-        match r {
-            Ok(r) => g.add_report(
+        if let Some((_, r)) = reports.iter().find(|r| r.0 == w.pid) {
+            g.add_report(
                 Some(host),
                 Some(w.pid as u32),
                 r.threads.iter().map(From::from),
-            ),
-            Err(e) => failed.push(TargetError {
-                target: w.pid.to_string(),
-                host: Some(host.to_string()),
-                pid: Some(w.pid as u32),
-                error: e.to_string(),
-            }),
+            );
         }
     }
     g.finish(failed)
@@ -497,5 +568,57 @@ fn gcore(stem: &Path, pid: i32) -> Option<PathBuf> {
             eprintln!("pyunwind: gcore of process {pid}: {e} (gdb's gcore is needed for --core)");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_support::{python_frame, report_of, thread_of};
+    use crate::report::{ThreadReport, ThreadWhy, Waiting};
+    use crate::sample::stall::StallKind;
+
+    /// A thread `lwp` in state `state`, waiting in a wait of kind `kind` (if any).
+    fn waiting(lwp: u64, state: &'static str, kind: Option<&'static str>) -> ThreadReport {
+        let mut t = thread_of(lwp, vec![python_frame("f", "/app/w.py", 1)]);
+        t.why = Some(ThreadWhy {
+            state: Some(state),
+            waiting: kind.map(|kind| Waiting {
+                kind,
+                object: None,
+                type_name: None,
+                owner: None,
+                frame: 0,
+                on: None,
+            }),
+            ..ThreadWhy::default()
+        });
+        t
+    }
+
+    #[test]
+    fn idle_and_sleeping_threads_never_count() {
+        let report = report_of(
+            "3.12.1",
+            1,
+            vec![
+                waiting(1, "syscall", Some("lock")),
+                waiting(2, "idle", None),
+                waiting(3, "loop_idle", None),
+                waiting(4, "syscall", Some("sleep")),
+                waiting(5, "syscall", Some("native")),
+                thread_of(6, Vec::new()),
+            ],
+        );
+        let stalls: Vec<Stall> = (1..=7)
+            .map(|lwp| Stall {
+                lwp,
+                kind: StallKind::Blocked,
+                for_s: 2.0,
+            })
+            .collect();
+        // Thread 6 has no `--why` (none was made), 7 is not in the report: both count.
+        let kept: Vec<u64> = not_idle(&report, &stalls).iter().map(|s| s.lwp).collect();
+        assert_eq!(kept, [1, 5, 6, 7]);
     }
 }

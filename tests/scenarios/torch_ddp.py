@@ -107,9 +107,9 @@ def other_threads(me):
     return sorted(out, key=lambda entry: entry[0].name)
 
 
-def watch_backward(rank, main, engine_code, function, engine):
-    """The "truth" thread of a waiting rank: records once the main thread blocks in the
-    engine's run_backward, then ends."""
+def blocked_in_backward(rank, main, engine_code):
+    """The frames of thread ``main`` once it is blocked in the engine's run_backward (its
+    innermost frame runs ``engine_code``, it is in futex), the same twice 0.1 s apart."""
     deadline = time.monotonic() + MAX_BLOCK_SECONDS
     previous = None
     while True:
@@ -118,12 +118,18 @@ def watch_backward(rank, main, engine_code, function, engine):
         if frame is not None and frame.f_code is engine_code and in_futex(main.native_id):
             frames = _truth.frames_from(frame)
             if frames == previous:
-                break
+                return frames
         previous = frames
         if time.monotonic() > deadline:
             _truth.fail("rank %d: the main thread did not block in run_backward within %.0f s"
                         % (rank, MAX_BLOCK_SECONDS))
         time.sleep(0.1)
+
+
+def watch_backward(rank, main, engine_code, function, engine):
+    """The "truth" thread of a waiting rank: records once the main thread blocks in the
+    engine's run_backward, then ends."""
+    frames = blocked_in_backward(rank, main, engine_code)
     me = threading.current_thread()
     threads = [_truth._thread_entry(main, frames)]
     threads += [_truth._thread_entry(t, f) for t, f in other_threads(me) if t is not main]

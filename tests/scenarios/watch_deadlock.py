@@ -7,6 +7,8 @@
   first lock before it enters the ``with`` of its second, where both block for good;
 - "poller" polls a flag and sleeps 50 ms between looks, forever: its stack stays on one line
   but it runs every 50 ms, so it never stalls;
+- "sleeper" sleeps in one ``time.sleep`` of an hour: it does not run at all, on one line, but
+  a sleep the program asked for ends by itself: never a stall;
 - "computer" computes (pure Python) until the deadlock begins, then ends; its stack changes
   from one second to the next;
 - the main thread records the truth, signals ready, then polls until both deadlocked threads
@@ -14,7 +16,8 @@
   file), and sleeps in a loop (it runs every 200 ms: never stalled).
 
 The truth (at ready) has the threads' names and native ids, ``objects`` (``id()`` of ``A`` and
-``B``) and ``lines``: the line of each thread's blocking ``with`` and of the poller's sleep.
+``B``) and ``lines``: the line of each thread's blocking ``with`` and of the poller's and the
+sleeper's sleeps.
 ``deadlock.json``: ``began`` (``time.time()`` just before the later of the two blocking
 ``with``s) and, for "left" and "right", the function and line they block at.
 """
@@ -75,6 +78,11 @@ def poller(started):
         time.sleep(POLL_SECONDS)  # poller sleeps
 
 
+def sleeper(started):
+    started.set()
+    time.sleep(3600)  # sleeper sleeps
+
+
 def compute(depth):
     if depth > 0:
         return compute(depth - 1)
@@ -93,12 +101,12 @@ def computer(started):
 def main():
     here = os.path.abspath(__file__)
     _truth.start_threads({"left": left, "right": right, "poller": poller,
-                          "computer": computer})
+                          "sleeper": sleeper, "computer": computer})
     threads = [_truth._thread_entry(t, []) for t in threading.enumerate()]
     # "# " apart from the marker's words: this line must not hold the marker itself.
     lines = {name: _truth.source_line_of("# " + marker, here)
              for name, marker in [("left", "left blocks"), ("right", "right blocks"),
-                                  ("poller", "poller sleeps")]}
+                                  ("poller", "poller sleeps"), ("sleeper", "sleeper sleeps")]}
     _truth.write_truth({
         "scenario": "watch_deadlock",
         "python": _truth.platform.python_version(),
