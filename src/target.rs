@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::arch::Arch;
-use crate::binary::{read_proc_maps, ElfInfo, FileMapping, Module};
+use crate::binary::{parse_proc_maps, read_proc_maps_text, ElfInfo, FileMapping, Module};
 use crate::error::{Error, Result};
 use crate::memory::{
     CoreMemory, CoreThread, FileLookup, LiveMemory, Memory, PageCache, SignalNotes,
@@ -56,7 +56,9 @@ impl Target {
         if pid <= 0 {
             return Err(Error::Usage(format!("invalid pid {pid}")));
         }
-        let mappings = read_proc_maps(pid)?;
+        // Read once: the kernel formats a large process's maps anew at each read.
+        let maps = read_proc_maps_text(pid)?;
+        let mappings = parse_proc_maps(&maps);
         let mem = LiveMemory::new(pid);
         // Probe once so that a permission problem is one clear error, not a stack of them.
         if let Some(m) = mappings.first() {
@@ -70,9 +72,7 @@ impl Target {
             }
         }
         let files = Arc::new(FileLookup::live(pid, &mappings));
-        let (regions, stack) = std::fs::read_to_string(format!("/proc/{pid}/maps"))
-            .map(|t| crate::binary::parse_proc_regions(&t))
-            .unwrap_or_default();
+        let (regions, stack) = crate::binary::parse_proc_regions(&maps);
         let arch = Arch::of_file(&format!("/proc/{pid}/exe")).unwrap_or_default();
         Ok(Target {
             mem: Arc::new(PageCache::new(mem)),

@@ -4,12 +4,16 @@ use super::FileMapping;
 use crate::error::{Error, Result};
 
 pub fn read_proc_maps(pid: i32) -> Result<Vec<FileMapping>> {
+    Ok(parse_proc_maps(&read_proc_maps_text(pid)?))
+}
+
+/// The text of `/proc/PID/maps`, or one error that names the pid.
+pub fn read_proc_maps_text(pid: i32) -> Result<String> {
     let path = format!("/proc/{pid}/maps");
-    let text = std::fs::read_to_string(&path).map_err(|e| match e.kind() {
+    std::fs::read_to_string(&path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => Error::Usage(format!("no process with pid {pid}")),
         _ => Error::io(path, e),
-    })?;
-    Ok(parse_proc_maps(&text))
+    })
 }
 
 /// File-backed mappings of a `/proc/PID/maps` text: `start-end perms offset dev inode path`.
