@@ -2,6 +2,7 @@
 //! or speedscope's file (src/sample/profile.rs); the target is never stopped.
 
 use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::ValueEnum;
 use serde_json::json;
@@ -9,6 +10,7 @@ use serde_json::json;
 use crate::error::{Error, Result};
 use crate::memory::proc_thread_running;
 use crate::report::ThreadReport;
+use crate::sample::pprof;
 use crate::sample::profile::Profile;
 use crate::sample::window::{self, Plan};
 use crate::session::Session;
@@ -21,6 +23,8 @@ pub(super) enum ProfileFormat {
     Collapsed,
     /// speedscope's JSON file (https://www.speedscope.app).
     Speedscope,
+    /// pprof's `profile.proto`, gzipped (each thread a label).
+    Pprof,
 }
 
 impl ProfileFormat {
@@ -28,6 +32,7 @@ impl ProfileFormat {
         match self {
             ProfileFormat::Collapsed => "collapsed",
             ProfileFormat::Speedscope => "speedscope",
+            ProfileFormat::Pprof => "pprof",
         }
     }
 }
@@ -52,22 +57,35 @@ pub(super) fn record(
             .and_then(|l| proc_thread_running(pid as u32, l))
             .unwrap_or(false)
     };
+    let started = SystemTime::now();
     let run = window::run(pid, plan, &first, &mut |_, _, r| {
-        profile.add(&r.threads, &counted)
+        profile.add(&r.threads, &counted, None)
     });
-    let text = match format {
-        ProfileFormat::Collapsed => profile.collapsed(),
-        ProfileFormat::Speedscope => profile.speedscope(&format!("pid {pid}")).to_string(),
-    };
-    std::fs::write(output, text)
-        .map_err(|e| Error::Usage(format!("writing {}: {e}", output.display())))?;
     let seconds = run.elapsed();
+    let bytes = match format {
+        ProfileFormat::Collapsed => profile.collapsed().into_bytes(),
+        ProfileFormat::Speedscope => profile
+            .speedscope(&format!("pid {pid}"))
+            .to_string()
+            .into_bytes(),
+        ProfileFormat::Pprof => pprof::gzipped(
+            &profile,
+            &pprof::Meta {
+                time_nanos: nanos(started.duration_since(UNIX_EPOCH).unwrap_or_default()),
+                duration_nanos: nanos(Duration::from_secs_f64(seconds)),
+                period_nanos: nanos(Duration::from_secs_f64(1.0 / plan.rate_hz)),
+                wall: idle,
+            },
+        ),
+    };
+    std::fs::write(output, bytes)
+        .map_err(|e| Error::Usage(format!("writing {}: {e}", output.display())))?;
     let rate = run.taken as f64 / seconds.max(f64::MIN_POSITIVE);
     if json {
         let threads: Vec<_> = profile
-            .thread_samples()
+            .owner_samples()
             .into_iter()
-            .map(|(lwp, name, n)| json!({"native_id": lwp, "name": name, "samples": n}))
+            .map(|(o, n)| json!({"native_id": o.id, "name": o.name, "samples": n}))
             .collect();
         let doc = json!({"record": {
             "pid": pid,
@@ -101,4 +119,9 @@ pub(super) fn record(
         line += &format!(" (process {pid} exited {at:.1} s in)");
     }
     Ok((line + "\n", 0))
+}
+
+/// A duration in whole nanoseconds (pprof's unit), saturating.
+fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u128::from(u64::MAX)) as u64
 }

@@ -7,9 +7,10 @@ CPU shares are the machine's to give: they are checked against the rule's bars o
 for a value. Bad input: `--for` on a core and out-of-range plans are one-line errors; a process
 that exits during the window gives its last sample's report with an error entry.
 
-`record` (collapsed and speedscope) on tests/scenarios/shares.py, whose worker spends 3 of
-every 4 units of its CPU time in `three` and 1 in `one`: the stacks exact against its record,
-the shares within what 300 samples allow, the blocked main thread only with `--idle`."""
+`record` (collapsed, speedscope and pprof) on tests/scenarios/shares.py, whose worker spends 3
+of every 4 units of its CPU time in `three` and 1 in `one`: the stacks exact against its record,
+the shares within what 300 samples allow, the blocked main thread only with `--idle`. pprof's
+file is parsed by protobuf with pprof's own message definitions (pprof_proto.py)."""
 
 import json
 import re
@@ -19,6 +20,7 @@ import time
 import pytest
 
 import harness
+import pprof_proto
 from test_stacks import expected, got, json_from
 
 CLI_TIMEOUT = 60
@@ -208,7 +210,7 @@ def check_shares(counts, stacks):
 
 
 @pytest.mark.parametrize("interp", INTERPS[:2], ids=lambda i: i.id)
-def test_record_collapsed_and_speedscope(interp):
+def test_record_collapsed_speedscope_and_pprof(interp):
     with harness.Scenario(interp, "shares") as sc:
         stacks = shares_stacks(sc)
         path, written = record(sc, "collapsed")
@@ -239,6 +241,28 @@ def test_record_collapsed_and_speedscope(interp):
         want = ";".join(frame_name(f) for f in reversed(main["frames"]))
         assert list(main_profile) == [want]
         check_shares(counts_of(by_name['thread %d "worker"' % worker["native_id"]]), stacks)
+
+        before = time.time_ns()
+        path, written = record(sc, "pprof")
+        p = pprof_proto.parse(path)
+        s = p.string_table
+        assert s[0] == ""
+        assert [(s[t.type], s[t.unit]) for t in p.sample_type] == [("samples", "count"),
+                                                                   ("cpu", "nanoseconds")]
+        assert (s[p.period_type.type], s[p.period_type.unit], p.period) == (
+            "cpu", "nanoseconds", 10_000_000)
+        assert before <= p.time_nanos <= before + 5 * 10**9, (before, p.time_nanos)
+        assert (RECORD_SECONDS - 0.1) * 1e9 <= p.duration_nanos <= (RECORD_SECONDS + 1) * 1e9
+        assert all(x.value[1] == x.value[0] * p.period for x in p.sample)
+        by_labels = {}
+        for (labels, stack), n in pprof_proto.stacks(p).items():
+            by_labels.setdefault(labels, {})[stack] = n
+        # Without --idle: the worker alone, named by its labels.
+        assert list(by_labels) == [(("thread_id", worker["native_id"]),
+                                    ("thread_name", "worker"))], list(by_labels)
+        counts = next(iter(by_labels.values()))
+        assert sum(counts.values()) == written
+        check_shares(counts, stacks)
 
 
 @pytest.mark.parametrize("interp", INTERPS[:1], ids=lambda i: i.id)
