@@ -192,10 +192,14 @@ impl Profile {
         self.tracks.iter().map(|p| (&p.owner, &p.stacks[..]))
     }
 
-    /// `function (file:line)`.
+    /// `function (file:line)`; a frame with no line (a native one) `function (file)`, one
+    /// with no file (the `process PID` root) its name alone.
     fn frame_name(&self, i: u32) -> String {
-        let (function, file, line) = &self.frames[i as usize];
-        format!("{function} ({file}:{line})")
+        match &self.frames[i as usize] {
+            (function, file, _) if file.is_empty() => function.to_string(),
+            (function, file, 0) => format!("{function} ({file})"),
+            (function, file, line) => format!("{function} ({file}:{line})"),
+        }
     }
 
     /// One line per distinct stack, `root;...;leaf COUNT`, over every thread (the same stack

@@ -179,7 +179,7 @@ def record(sc, fmt, *extra):
     rc, out, err = cli("record", sc.pid, "--duration", RECORD_SECONDS, "--format", fmt,
                        "-o", path, *extra)
     assert rc == 0, err
-    m = re.fullmatch(r"pyunwind: (\d+) samples in (\d+\.\d) s \((\d+\.\d) Hz\), (\d+) thread "
+    m = re.fullmatch(r"pyunwind: (\d+) samples in (\d+\.\d) s \((\d+\.\d) Hz\), (\d+) stack "
                      r"samples written, (\d+) torn, 0 dropped at a cap, 0 unreadable: %s\n"
                      % re.escape(str(path)), out)
     assert m, out
