@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use super::record::ProfileFormat;
 use super::CoreFiles;
 use crate::report::group::GroupBy;
 use crate::sample::window;
@@ -421,4 +420,25 @@ pub(super) enum Cmd {
         #[command(flatten)]
         init: InitFile,
     },
+}
+
+/// `record --format`.
+#[derive(Clone, Copy, ValueEnum)]
+pub(super) enum ProfileFormat {
+    /// `root;...;leaf COUNT` lines (Brendan Gregg's folded stacks, py-spy's `raw`).
+    Collapsed,
+    /// speedscope's JSON file (https://www.speedscope.app).
+    Speedscope,
+    /// pprof's `profile.proto`, gzipped (each thread a label).
+    Pprof,
+}
+
+impl ProfileFormat {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            ProfileFormat::Collapsed => "collapsed",
+            ProfileFormat::Speedscope => "speedscope",
+            ProfileFormat::Pprof => "pprof",
+        }
+    }
 }

@@ -12,9 +12,9 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use clap::ValueEnum;
 use serde_json::json;
 
+use super::args::ProfileFormat;
 use super::many::descendants;
 use super::{open_target, CoreFiles, Spec};
 use crate::cpython::Remembered;
@@ -35,26 +35,6 @@ pub const MAX_PROCESSES: usize = 1_024;
 /// Ticks at which a process of a `--children` tree in which no Python is found (just forked,
 /// exec'ing, not Python) is tried again before it is left out.
 const MAX_OPEN_TRIES: u32 = 5;
-
-#[derive(Clone, Copy, ValueEnum)]
-pub(super) enum ProfileFormat {
-    /// `root;...;leaf COUNT` lines (Brendan Gregg's folded stacks, py-spy's `raw`).
-    Collapsed,
-    /// speedscope's JSON file (https://www.speedscope.app).
-    Speedscope,
-    /// pprof's `profile.proto`, gzipped (each thread a label).
-    Pprof,
-}
-
-impl ProfileFormat {
-    fn name(self) -> &'static str {
-        match self {
-            ProfileFormat::Collapsed => "collapsed",
-            ProfileFormat::Speedscope => "speedscope",
-            ProfileFormat::Pprof => "pprof",
-        }
-    }
-}
 
 /// What `record` was asked.
 pub(super) struct RecordArgs {
