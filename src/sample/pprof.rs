@@ -253,6 +253,102 @@ pub fn gzipped(p: &Profile, meta: &Meta) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::test_support::{python_frame, thread_of};
+
+    /// A message's fields: (number, varint value or bytes).
+    fn fields(mut b: &[u8]) -> Vec<(u32, Result<u64, Vec<u8>>)> {
+        fn varint(b: &mut &[u8]) -> u64 {
+            let (mut v, mut shift) = (0u64, 0);
+            loop {
+                let byte = b[0];
+                *b = &b[1..];
+                v |= u64::from(byte & 0x7f) << shift;
+                shift += 7;
+                if byte < 0x80 {
+                    return v;
+                }
+            }
+        }
+        let mut out = Vec::new();
+        while !b.is_empty() {
+            let key = varint(&mut b);
+            let field = (key >> 3) as u32;
+            if key & 7 == u64::from(WIRE_VARINT) {
+                out.push((field, Ok(varint(&mut b))));
+            } else {
+                let n = varint(&mut b) as usize;
+                out.push((field, Err(b[..n].to_vec())));
+                b = &b[n..];
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn one_stack_leaf_first_with_its_thread_labels() {
+        let mut p = Profile::new();
+        let t = thread_of(
+            7,
+            vec![
+                python_frame("f", "/a.py", 3),
+                python_frame("main", "/a.py", 9),
+            ],
+        );
+        p.add(&[t.clone(), t], &|_| true, None);
+        let meta = Meta {
+            time_nanos: 5,
+            duration_nanos: 6,
+            period_nanos: 10_000_000,
+            wall: false,
+        };
+        let top = fields(&encode(&p, &meta));
+        let strings: Vec<String> = top
+            .iter()
+            .filter(|(f, _)| *f == PROFILE_STRING_TABLE)
+            .map(|(_, v)| String::from_utf8(v.clone().unwrap_err()).unwrap())
+            .collect();
+        assert_eq!(strings[0], "");
+        let of = |i: u64| strings[i as usize].as_str();
+        let (_, sample) = top.iter().find(|(f, _)| *f == PROFILE_SAMPLE).unwrap();
+        let sample = fields(sample.as_ref().unwrap_err());
+        // Frames by first sight: main is location 1, f location 2; leaf first: [2, 1].
+        assert_eq!(sample[0], (SAMPLE_LOCATION_ID, Err(vec![2, 1])));
+        // Packed values: the count (2, one byte), then 2 periods in nanoseconds.
+        assert_eq!(sample[1].0, SAMPLE_VALUE);
+        assert_eq!(sample[1].1.as_ref().unwrap_err()[0], 2);
+        let labels: Vec<(String, Option<u64>, Option<String>)> = sample[2..]
+            .iter()
+            .map(|(_, l)| {
+                let l = fields(l.as_ref().unwrap_err());
+                let get = |k| {
+                    l.iter()
+                        .find(|(f, _)| *f == k)
+                        .map(|(_, v)| *v.as_ref().unwrap())
+                };
+                (
+                    of(get(LABEL_KEY).unwrap()).to_string(),
+                    get(LABEL_NUM),
+                    get(LABEL_STR).map(|s| of(s).to_string()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                ("thread_id".into(), Some(7), None),
+                ("thread_name".into(), None, Some("t7".into()))
+            ]
+        );
+        let scalars: Vec<_> = top.iter().filter(|(_, v)| v.is_ok()).cloned().collect();
+        assert_eq!(
+            scalars,
+            [
+                (PROFILE_TIME_NANOS, Ok(5)),
+                (PROFILE_DURATION_NANOS, Ok(6)),
+                (PROFILE_PERIOD, Ok(10_000_000))
+            ]
+        );
+    }
 
     #[test]
     fn varints_and_fields_are_protobufs() {
