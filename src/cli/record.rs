@@ -8,9 +8,10 @@
 //! one's stacks under a `process PID` root frame. A process that `exec`s is another program
 //! (src/sample/identity.rs): its samples stop there, so the two never mix.
 
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 
@@ -113,12 +114,22 @@ pub(super) fn record(a: RecordArgs) -> Result<(String, i32)> {
     let started = SystemTime::now();
     let identity = root.identity.clone();
     let pid = a.pid;
+    // --duration is wall time: samples slower than the period (--native's unwinding, a loaded
+    // machine) end the run at its end, not after --duration times --rate of them.
+    let until = Instant::now() + Duration::from_secs_f64(a.plan.seconds);
+    let over = Cell::new(false);
     let run = window::run_while(
         pid,
         &a.plan,
         &first,
-        // A process that is gone is an exit, which the run tells apart itself.
-        &|| Identity::of(pid).is_none_or(|i| Some(i) == identity),
+        &|| {
+            if Instant::now() >= until {
+                over.set(true);
+                return false;
+            }
+            // A process that is gone is an exit, which the run tells apart itself.
+            Identity::of(pid).is_none_or(|i| Some(i) == identity)
+        },
         &mut |at, s, r| {
             take_sample(&a, &mut root, s, r, &mut profile, &mut tally);
             if a.children {
@@ -126,7 +137,8 @@ pub(super) fn record(a: RecordArgs) -> Result<(String, i32)> {
             }
         },
     );
-    if let Some(at) = run.stopped {
+    let execd = run.stopped.filter(|_| !over.get());
+    if let Some(at) = execd {
         tally.execd.insert(0, (pid, at));
     }
     if let Some(at) = run.exited {
@@ -182,7 +194,7 @@ pub(super) fn record(a: RecordArgs) -> Result<(String, i32)> {
             "dropped": profile.dropped,
             "unreadable": unreadable,
             "exited_s": exited_s,
-            "execd_s": run.stopped.map(|at| (at * 10.0).round() / 10.0),
+            "execd_s": execd.map(|at| (at * 10.0).round() / 10.0),
             "threads_began": tally.came,
             "threads_ended": tally.went,
             "threads": of_kind(OwnerKind::Thread, "native_id"),
@@ -200,7 +212,7 @@ pub(super) fn record(a: RecordArgs) -> Result<(String, i32)> {
                     .map(|(p, s)| json!({"pid": p, "at_s": (s * 10.0).round() / 10.0}))
                     .collect()
             };
-            doc["children_execd"] = json!(at(&tally.execd[run.stopped.is_some() as usize..]));
+            doc["children_execd"] = json!(at(&tally.execd[execd.is_some() as usize..]));
             doc["children_exited"] = json!(at(&tally.exited[run.exited.is_some() as usize..]));
         }
         return Ok((json!({ "record": doc }).to_string() + "\n", 0));

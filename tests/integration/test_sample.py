@@ -529,3 +529,33 @@ def test_record_threads_that_come_and_go(interp):
                            path, "--idle")
         assert rc == 0, err
         assert re.search(r", \d+ thread\(s\) began and \d+ ended: ", out), out
+
+
+@pytest.mark.parametrize("interp", INTERPS[:1], ids=lambda i: i.id)
+def test_record_a_process_that_exits(interp, tmp_path):
+    """A process killed a second into the recording: the run ends there, says so, and the file
+    holds the samples taken before, each a stack of the program."""
+    sc = harness.Scenario(interp, "shares")
+    try:
+        stacks = shares_stacks(sc)
+        # Not in the scenario's folder, which closing it removes.
+        path = tmp_path / "profile.txt"
+        proc = subprocess.Popen([str(harness.cli_path()), "record", str(sc.pid), "--duration",
+                                 "5", "--format", "collapsed", "-o", str(path)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        sc.close()
+        out, err = proc.communicate(timeout=CLI_TIMEOUT)
+        harness.assert_no_panic(out + err, proc.returncode)
+        assert proc.returncode == 0, err
+        m = re.fullmatch(r"pyunwind: (\d+) samples in (\d+\.\d) s \((\d+\.\d) Hz\), (\d+) stack "
+                         r"samples written, \d+ torn, 0 dropped at a cap, \d+ unreadable: %s "
+                         r"\(process %d exited (\d+\.\d) s in\)\n"
+                         % (re.escape(str(path)), sc.pid), out)
+        assert m, out
+        assert 0.5 <= float(m.group(5)) <= 4.0, out
+        counts = collapsed_counts(path)
+        assert sum(counts.values()) == int(m.group(4)) > 0
+        assert sum(counts.get(stacks[f], 0) for f in ("three", "one")) >= 0.9 * int(m.group(4))
+    finally:
+        sc.close()
