@@ -44,11 +44,13 @@ pub fn add(profile: &mut Profile, report: &Report, take: Take, running: &dyn Fn(
     };
     let mut done: HashSet<u64> = HashSet::new();
     for t in &report.threads {
-        let on_cpu = report
-            .tasks
-            .iter()
-            .flatten()
-            .find(|k| take.tasks && k.on_cpu && k.supported && k.native_id == t.native_id);
+        let on_cpu = report.tasks.iter().flatten().find(|k| {
+            take.tasks
+                && k.on_cpu
+                && k.supported
+                && t.native_id.is_some()
+                && k.native_id == t.native_id
+        });
         if counted(t) {
             match on_cpu {
                 Some(k) => {
