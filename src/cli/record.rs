@@ -137,7 +137,8 @@ pub(super) fn record(a: RecordArgs) -> Result<(String, i32)> {
             }
         },
     );
-    let execd = run.stopped.filter(|_| !over.get());
+    // Found gone as well: an exit, which may first look like an exec to the check.
+    let execd = run.stopped.filter(|_| !over.get() && run.exited.is_none());
     if let Some(at) = execd {
         tally.execd.insert(0, (pid, at));
     }

@@ -18,20 +18,32 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// Process `pid`'s, or None when it is gone (or /proc cannot be read).
+    /// Process `pid`'s, or None when it is gone or going: no longer there, a zombie, or
+    /// exiting (its exe is unreadable then: an exit, not an exec); also when /proc shows
+    /// neither its exe nor its stack's start (another user's process).
     pub fn of(pid: i32) -> Option<Identity> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The state letter, field 3: `Z` (zombie) or `X` (dead), Linux fs/proc/array.c
+        // `task_state_array`.
+        let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
+        if matches!(state, "Z" | "X") {
+            return None;
+        }
         let exe_path = format!("/proc/{pid}/exe");
-        // A kernel thread or a process of another user has no readable exe: the stack's start
-        // alone is compared.
+        // A process of another user may have no readable exe: the stack's start alone is
+        // compared.
         let exe = std::fs::read_link(&exe_path).ok().and_then(|target| {
             let m = std::fs::metadata(&exe_path).ok()?;
             Some((target.to_string_lossy().into_owned(), m.dev(), m.ino()))
         });
-        Some(Identity {
-            exe,
-            start_stack: parse_start_stack(&stat),
-        })
+        let start_stack = parse_start_stack(&stat);
+        // An exiting process has let go of its memory (Linux `exit_mm`): no exe, and a
+        // `startstack` of 0. That is an exit on its way, not an exec (a process that execs
+        // always has both).
+        if exe.is_none() && start_stack.unwrap_or(0) == 0 {
+            return None;
+        }
+        Some(Identity { exe, start_stack })
     }
 }
 
