@@ -11,7 +11,8 @@
 # - A venv with pytest, pytest-xdist (the suite runs on two workers), jsonschema (every --json
 #   output is validated against docs/report.schema.json), pystack (the reference `--native` is
 #   compared with, tests/integration/test_native.py) and maturin (`make wheel`, the pip-install
-#   tests), made with pyenv's
+#   tests) and protobuf (`record --format pprof` is parsed with pprof's own message definitions,
+#   tests/integration/pprof_proto.py), made with pyenv's
 #   3.11.7, at ${PYUNWIND_CACHE:-~/.cache/pyunwind}/venv. pip keeps its downloads in its own
 #   cache (~/.cache/pip), so a new venv installs without downloading again.
 # - uvloop wheels for each CPython the tests run (tools/uvloop.sh).
@@ -90,6 +91,10 @@ if ! "$VENV/bin/python" -c 'import pytest, jsonschema, xdist' >/dev/null 2>&1 ||
         || [ ! -x "$VENV/bin/pystack" ]; then
     log "installing pytest, pytest-xdist, jsonschema, pystack and maturin into $VENV"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest pytest-xdist jsonschema pystack 'maturin>=1.5,<2' >&2
+fi
+if ! "$VENV/bin/python" -c 'import google.protobuf' >/dev/null 2>&1; then
+    log "installing protobuf into $VENV"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check 'protobuf>=4,<8' >&2
 fi
 
 # --- uvloop for the scenario interpreters (tests/integration/test_asyncio.py) -----------------

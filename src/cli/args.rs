@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use super::record::ProfileFormat;
 use super::CoreFiles;
 use crate::report::group::GroupBy;
 use crate::sample::window;
@@ -253,9 +252,11 @@ pub(super) enum Cmd {
     },
     /// Record a sampling profile of a running process: every thread's Python stack at each
     /// tick (the process is never stopped), written as collapsed stacks (`root;...;leaf
-    /// COUNT`, frames as `function (file:line)`) or speedscope's file (one `sampled` profile
-    /// per thread). Ends with one line: the samples taken, the rate achieved, the thread
-    /// samples written, torn (a frame that could not be read: left out) and dropped at a cap.
+    /// COUNT`, frames as `function (file:line)`), speedscope's file (one `sampled` profile
+    /// per thread) or pprof's (`profile.proto`, gzipped; each thread a label). Ends with one
+    /// line: the samples taken, the rate achieved, the stack samples written, torn (a frame
+    /// that could not be read: left out) and dropped at a cap, and a process that exited or
+    /// exec'd (its samples stop there: two programs never mix).
     Record {
         /// The process id.
         pid: i32,
@@ -275,9 +276,28 @@ pub(super) enum Cmd {
         /// sample counts only when it is on a CPU or waiting for one (/proc's state `R`).
         #[arg(long)]
         idle: bool,
+        /// Native frames too, interleaved with the Python ones as `pid --native` shows them
+        /// (each thread is stopped for the moment its registers and stack are copied).
+        #[arg(long)]
+        native: bool,
+        /// asyncio: a thread whose event loop runs a task gives that task's await chain (the
+        /// task's frames, its awaiter's, ..., the loop's) instead of its own stack; with
+        /// --idle every pending task gives its own (`task ADDRESS "name"` in speedscope,
+        /// `task_id`/`task_name` labels in pprof).
+        #[arg(long = "async")]
+        async_: bool,
+        /// With --idle, each suspended greenlet gives its stack too (a running one is its
+        /// thread).
+        #[arg(long)]
+        greenlets: bool,
+        /// The processes under PID too, the tree read again at each tick: each process's
+        /// stacks under a `process PID` root frame.
+        #[arg(long)]
+        children: bool,
         /// Instead of the closing line, print the run's summary as JSON, `{"record": {...}}`:
-        /// the samples, the rate achieved, the thread samples written, torn, dropped and
-        /// unreadable, and each thread's samples (docs/report.md).
+        /// the samples, the rate achieved, the stack samples written, torn, dropped and
+        /// unreadable, the threads that began and ended, and each thread's samples
+        /// (docs/report.md).
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -400,4 +420,25 @@ pub(super) enum Cmd {
         #[command(flatten)]
         init: InitFile,
     },
+}
+
+/// `record --format`.
+#[derive(Clone, Copy, ValueEnum)]
+pub(super) enum ProfileFormat {
+    /// `root;...;leaf COUNT` lines (Brendan Gregg's folded stacks, py-spy's `raw`).
+    Collapsed,
+    /// speedscope's JSON file (https://www.speedscope.app).
+    Speedscope,
+    /// pprof's `profile.proto`, gzipped (each thread a label).
+    Pprof,
+}
+
+impl ProfileFormat {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            ProfileFormat::Collapsed => "collapsed",
+            ProfileFormat::Speedscope => "speedscope",
+            ProfileFormat::Pprof => "pprof",
+        }
+    }
 }

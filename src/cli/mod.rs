@@ -188,12 +188,26 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
             format,
             output,
             idle,
+            native,
+            async_,
+            greenlets,
+            children,
             json,
             debug,
         } => {
-            let files = debug.live_files();
-            let plan = Plan::new(duration, rate)?;
-            return record::record(pid, &plan, format, &output, idle, json, &files);
+            return record::record(record::RecordArgs {
+                pid,
+                plan: Plan::new(duration, rate)?,
+                format,
+                output,
+                idle,
+                native,
+                async_,
+                greenlets,
+                children,
+                json,
+                files: debug.live_files(),
+            });
         }
         Cmd::Watch {
             pids,

@@ -1,104 +1,370 @@
-//! `pyunwind record PID`: a sampling profile of a running process, written as collapsed stacks
-//! or speedscope's file (src/sample/profile.rs); the target is never stopped.
+//! `pyunwind record PID`: a sampling profile of a running process, written as collapsed
+//! stacks, speedscope's file (src/sample/profile.rs) or pprof's (src/sample/pprof.rs); the
+//! target is never stopped (`--native` stops each thread for the moment its registers and
+//! stack are copied, as `pid --native` does).
+//!
+//! What each sample gives (threads, tasks, greenlets) is src/sample/stacks.rs. `--children`
+//! re-reads the process tree at each tick: a process that appears is read from then on, each
+//! one's stacks under a `process PID` root frame. A process that `exec`s is another program
+//! (src/sample/identity.rs): its samples stop there, so the two never mix.
 
-use std::path::Path;
+use std::cell::Cell;
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use clap::ValueEnum;
 use serde_json::json;
 
-use crate::error::{Error, Result};
-use crate::memory::proc_thread_running;
-use crate::report::ThreadReport;
-use crate::sample::profile::Profile;
-use crate::sample::window::{self, Plan};
-use crate::session::Session;
-
+use super::args::ProfileFormat;
+use super::many::descendants;
 use super::{open_target, CoreFiles, Spec};
+use crate::cpython::Remembered;
+use crate::error::{Error, Result};
+use crate::memory::{proc_thread_running, process_alive};
+use crate::report::Report;
+use crate::sample::identity::Identity;
+use crate::sample::pprof;
+use crate::sample::profile::{OwnerKind, Profile};
+use crate::sample::stacks::{self, Take};
+use crate::sample::window::{self, Plan};
+use crate::session::native_stacks::ThreadRegs;
+use crate::session::{self, Session};
 
-#[derive(Clone, Copy, ValueEnum)]
-pub(super) enum ProfileFormat {
-    /// `root;...;leaf COUNT` lines (Brendan Gregg's folded stacks, py-spy's `raw`).
-    Collapsed,
-    /// speedscope's JSON file (https://www.speedscope.app).
-    Speedscope,
+/// Processes of a `--children` tree read at once; past it, the rest of the tree is left out
+/// (said once).
+pub const MAX_PROCESSES: usize = 1_024;
+/// Ticks at which a process of a `--children` tree in which no Python is found (just forked,
+/// exec'ing, not Python) is tried again before it is left out.
+const MAX_OPEN_TRIES: u32 = 5;
+
+/// What `record` was asked.
+pub(super) struct RecordArgs {
+    pub pid: i32,
+    pub plan: Plan,
+    pub format: ProfileFormat,
+    pub output: PathBuf,
+    pub idle: bool,
+    pub native: bool,
+    pub async_: bool,
+    pub greenlets: bool,
+    pub children: bool,
+    pub json: bool,
+    pub files: CoreFiles,
 }
 
-impl ProfileFormat {
-    fn name(self) -> &'static str {
-        match self {
-            ProfileFormat::Collapsed => "collapsed",
-            ProfileFormat::Speedscope => "speedscope",
-        }
+/// One process read at each tick.
+struct Process {
+    pid: i32,
+    remembered: Remembered,
+    identity: Option<Identity>,
+    /// Threads (LWPs) seen in its last sample, once it has had one.
+    threads: Option<HashSet<u64>>,
+}
+
+/// How the recording went, besides the profile's own counts.
+#[derive(Default)]
+struct Tally {
+    /// Samples (of any process) that could not be read, or whose extra reading (`--native`,
+    /// `--async`) failed.
+    failed: u64,
+    /// Threads that appeared after a process's first sample, and that were gone from one
+    /// sample to the next.
+    came: u64,
+    went: u64,
+    /// Processes that exec'd (their samples stopped there), and that exited, under the first.
+    execd: Vec<(i32, f64)>,
+    exited: Vec<(i32, f64)>,
+    /// `--children`: processes read besides the first.
+    children: u64,
+}
+
+impl Process {
+    fn open(pid: i32, files: &CoreFiles) -> Result<(Process, Session)> {
+        let identity = Identity::of(pid);
+        let first = Session::open(open_target(&Spec::Live(pid), files)?)?;
+        Ok((
+            Process {
+                pid,
+                remembered: first.remembered(),
+                identity,
+                threads: None,
+            },
+            first,
+        ))
+    }
+
+    /// Still the program it was when first read.
+    fn same(&self) -> bool {
+        Identity::of(self.pid) == self.identity
     }
 }
 
-/// Samples `pid` over `plan`, writes the profile to `output` and says how the run went: one
-/// line, or with `json` the summary document (docs/report.md, "`record --json`").
-pub(super) fn record(
-    pid: i32,
-    plan: &Plan,
-    format: ProfileFormat,
-    output: &Path,
-    idle: bool,
-    json: bool,
-    files: &CoreFiles,
-) -> Result<(String, i32)> {
-    let first = Session::open(open_target(&Spec::Live(pid), files)?)?;
+/// Samples the process (and with `--children` its tree) over `a.plan`, writes the profile to
+/// `a.output` and says how the run went: one line, or with `--json` the summary document
+/// (docs/report.md, "`record --json`").
+pub(super) fn record(a: RecordArgs) -> Result<(String, i32)> {
+    if a.native && a.async_ {
+        return Err(Error::Usage("--native does not go with --async".into()));
+    }
+    let (mut root, first) = Process::open(a.pid, &a.files)?;
     let mut profile = Profile::new();
-    // Without --idle, a thread counts only on a CPU or waiting for one (py-spy's rule).
-    let counted = |t: &ThreadReport| {
-        idle || t
-            .native_id
-            .and_then(|l| proc_thread_running(pid as u32, l))
-            .unwrap_or(false)
-    };
-    let run = window::run(pid, plan, &first, &mut |_, _, r| {
-        profile.add(&r.threads, &counted)
-    });
-    let text = match format {
-        ProfileFormat::Collapsed => profile.collapsed(),
-        ProfileFormat::Speedscope => profile.speedscope(&format!("pid {pid}")).to_string(),
-    };
-    std::fs::write(output, text)
-        .map_err(|e| Error::Usage(format!("writing {}: {e}", output.display())))?;
+    let mut tally = Tally::default();
+    let mut kids: Vec<Process> = Vec::new();
+    let mut tries: HashMap<i32, u32> = HashMap::new();
+    let started = SystemTime::now();
+    let identity = root.identity.clone();
+    let pid = a.pid;
+    // --duration is wall time: samples slower than the period (--native's unwinding, a loaded
+    // machine) end the run at its end, not after --duration times --rate of them.
+    let until = Instant::now() + Duration::from_secs_f64(a.plan.seconds);
+    let over = Cell::new(false);
+    let run = window::run_while(
+        pid,
+        &a.plan,
+        &first,
+        &|| {
+            if Instant::now() >= until {
+                over.set(true);
+                return false;
+            }
+            // A process that is gone is an exit, which the run tells apart itself.
+            Identity::of(pid).is_none_or(|i| Some(i) == identity)
+        },
+        &mut |at, s, r| {
+            take_sample(&a, &mut root, s, r, &mut profile, &mut tally);
+            if a.children {
+                sample_children(&a, at, &mut kids, &mut tries, &mut profile, &mut tally);
+            }
+        },
+    );
+    // Found gone as well: an exit, which may first look like an exec to the check.
+    let execd = run.stopped.filter(|_| !over.get() && run.exited.is_none());
+    if let Some(at) = execd {
+        tally.execd.insert(0, (pid, at));
+    }
+    if let Some(at) = run.exited {
+        tally.exited.insert(0, (pid, at));
+    }
     let seconds = run.elapsed();
+    let bytes = match a.format {
+        ProfileFormat::Collapsed => profile.collapsed().into_bytes(),
+        ProfileFormat::Speedscope => profile
+            .speedscope(&format!("pid {pid}"))
+            .to_string()
+            .into_bytes(),
+        ProfileFormat::Pprof => pprof::gzipped(
+            &profile,
+            &pprof::Meta {
+                time_nanos: nanos(started.duration_since(UNIX_EPOCH).unwrap_or_default()),
+                duration_nanos: nanos(Duration::from_secs_f64(seconds)),
+                period_nanos: nanos(Duration::from_secs_f64(1.0 / a.plan.rate_hz)),
+                wall: a.idle,
+            },
+        ),
+    };
+    std::fs::write(&a.output, bytes)
+        .map_err(|e| Error::Usage(format!("writing {}: {e}", a.output.display())))?;
     let rate = run.taken as f64 / seconds.max(f64::MIN_POSITIVE);
-    if json {
-        let threads: Vec<_> = profile
-            .thread_samples()
-            .into_iter()
-            .map(|(lwp, name, n)| json!({"native_id": lwp, "name": name, "samples": n}))
-            .collect();
-        let doc = json!({"record": {
+    let unreadable = run.failed + tally.failed;
+    let exited_s = run.exited.map(|at| (at * 10.0).round() / 10.0);
+    if a.json {
+        let owners = profile.owner_samples();
+        let of_kind = |kind: OwnerKind, id_key: &str| -> Vec<serde_json::Value> {
+            owners
+                .iter()
+                .filter(|(o, _)| o.kind == kind)
+                .map(|(o, n)| {
+                    let mut v = json!({id_key: o.id, "name": o.name, "samples": n});
+                    if let Some(p) = o.pid {
+                        v["pid"] = json!(p);
+                    }
+                    v
+                })
+                .collect()
+        };
+        let mut doc = json!({
             "pid": pid,
             "host": crate::report::host_name(),
-            "file": output.display().to_string(),
-            "format": format.name(),
+            "file": a.output.display().to_string(),
+            "format": a.format.name(),
             "seconds": (seconds * 1000.0).round() / 1000.0,
             "samples": run.taken,
             "rate_hz": (rate * 10.0).round() / 10.0,
             "written": profile.written,
             "torn": profile.torn,
             "dropped": profile.dropped,
-            "unreadable": run.failed,
-            "exited_s": run.exited.map(|at| (at * 10.0).round() / 10.0),
-            "threads": threads,
-        }});
-        return Ok((doc.to_string() + "\n", 0));
+            "unreadable": unreadable,
+            "exited_s": exited_s,
+            "execd_s": execd.map(|at| (at * 10.0).round() / 10.0),
+            "threads_began": tally.came,
+            "threads_ended": tally.went,
+            "threads": of_kind(OwnerKind::Thread, "native_id"),
+        });
+        if a.async_ {
+            doc["tasks"] = json!(of_kind(OwnerKind::Task, "id"));
+        }
+        if a.greenlets {
+            doc["greenlets"] = json!(of_kind(OwnerKind::Greenlet, "id"));
+        }
+        if a.children {
+            doc["children"] = json!(tally.children);
+            let at = |v: &[(i32, f64)]| -> Vec<serde_json::Value> {
+                v.iter()
+                    .map(|(p, s)| json!({"pid": p, "at_s": (s * 10.0).round() / 10.0}))
+                    .collect()
+            };
+            doc["children_execd"] = json!(at(&tally.execd[execd.is_some() as usize..]));
+            doc["children_exited"] = json!(at(&tally.exited[run.exited.is_some() as usize..]));
+        }
+        return Ok((json!({ "record": doc }).to_string() + "\n", 0));
     }
     let mut line = format!(
-        "pyunwind: {} samples in {seconds:.1} s ({:.1} Hz), {} thread samples written, {} torn, \
-         {} dropped at a cap, {} unreadable: {}",
-        run.taken,
-        rate,
-        profile.written,
-        profile.torn,
-        profile.dropped,
-        run.failed,
-        output.display()
+        "pyunwind: {} samples in {seconds:.1} s ({:.1} Hz), {} stack samples written, {} torn, \
+         {} dropped at a cap, {} unreadable",
+        run.taken, rate, profile.written, profile.torn, profile.dropped, unreadable,
     );
-    if let Some(at) = run.exited {
-        line += &format!(" (process {pid} exited {at:.1} s in)");
+    if tally.came + tally.went > 0 {
+        line += &format!(", {} thread(s) began and {} ended", tally.came, tally.went);
+    }
+    if a.children {
+        line += &format!(", {} child process(es)", tally.children);
+    }
+    line += &format!(": {}", a.output.display());
+    for (p, at) in &tally.execd {
+        line += &format!(" (process {p} exec'd {at:.1} s in: its samples stop there)");
+    }
+    for (p, at) in &tally.exited {
+        line += &format!(" (process {p} exited {at:.1} s in)");
     }
     Ok((line + "\n", 0))
+}
+
+/// One sample of process `p`: the report `a` asks for (native frames, tasks, greenlets), its
+/// stacks added to `profile`, its threads' comings and goings counted.
+fn take_sample(
+    a: &RecordArgs,
+    p: &mut Process,
+    mut s: Session,
+    r: Report,
+    profile: &mut Profile,
+    tally: &mut Tally,
+) {
+    let report = match full_report(a, p.pid, &mut s, r) {
+        Ok(r) => r,
+        Err(_) => {
+            tally.failed += 1;
+            return;
+        }
+    };
+    // The extra reading (registers, tasks) took time: a process that exec'd meanwhile gives
+    // no sample.
+    if !p.same() {
+        tally.failed += 1;
+        return;
+    }
+    let now: HashSet<u64> = report.threads.iter().filter_map(|t| t.native_id).collect();
+    if let Some(before) = &p.threads {
+        tally.came += now.difference(before).count() as u64;
+        tally.went += before.difference(&now).count() as u64;
+    }
+    p.threads = Some(now);
+    let take = Take {
+        idle: a.idle,
+        tasks: a.async_,
+        greenlets: a.greenlets,
+        pid: a.children.then_some(p.pid),
+    };
+    let pid = p.pid as u32;
+    stacks::add(profile, &report, take, &|lwp| {
+        proc_thread_running(pid, lwp).unwrap_or(false)
+    });
+}
+
+/// The report of one sample as `a` asks: `r` (each thread's Python frames), or with
+/// `--native` each thread's native and Python frames merged (`pid --native`'s), with
+/// `--async` the tasks, with `--greenlets` the greenlets.
+fn full_report(a: &RecordArgs, pid: i32, s: &mut Session, r: Report) -> Result<Report> {
+    let mut report = if a.native {
+        let regs = ThreadRegs::of_live(pid, s.target.arch)?;
+        s.set_thread_ids(regs.thread_ids());
+        session::native_stacks::native_report(s, &regs, false, false)?
+    } else if a.async_ {
+        session::asyncio::take_report(s)?
+    } else {
+        r
+    };
+    if a.greenlets {
+        session::greenlets::add_to(s, &mut report, false);
+    }
+    Ok(report)
+}
+
+/// `--children`: one sample of each process under the first, the tree read again now; a
+/// process new to it is opened (tried again at later ticks while no Python is found in it),
+/// one that exec'd or exited is no longer read.
+fn sample_children(
+    a: &RecordArgs,
+    at: f64,
+    kids: &mut Vec<Process>,
+    tries: &mut HashMap<i32, u32>,
+    profile: &mut Profile,
+    tally: &mut Tally,
+) {
+    let tree = descendants(a.pid).unwrap_or_default();
+    for pid in tree {
+        if kids.iter().any(|k| k.pid == pid) {
+            continue;
+        }
+        let n = tries.entry(pid).or_insert(0);
+        if *n >= MAX_OPEN_TRIES {
+            continue;
+        }
+        if kids.len() >= MAX_PROCESSES {
+            *n = MAX_OPEN_TRIES;
+            eprintln!("pyunwind: process {pid} not recorded: past {MAX_PROCESSES} processes");
+            continue;
+        }
+        *n += 1;
+        match Process::open(pid, &a.files) {
+            Ok((k, _)) => {
+                tally.children += 1;
+                // Never opened again: one that exec'd or exited is done with.
+                *n = MAX_OPEN_TRIES;
+                kids.push(k);
+            }
+            Err(e) if *n == MAX_OPEN_TRIES => {
+                eprintln!("pyunwind: process {pid} left out: {e}");
+            }
+            Err(_) => {}
+        }
+    }
+    kids.retain_mut(|k| {
+        if !k.same() {
+            if process_alive(k.pid) {
+                tally.execd.push((k.pid, at));
+            } else {
+                tally.exited.push((k.pid, at));
+            }
+            return false;
+        }
+        match window::sample(k.pid, &k.remembered) {
+            Ok((s, r)) => {
+                take_sample(a, k, s, r, profile, tally);
+                true
+            }
+            Err(_) if !process_alive(k.pid) => {
+                tally.exited.push((k.pid, at));
+                false
+            }
+            Err(_) => {
+                tally.failed += 1;
+                true
+            }
+        }
+    });
+}
+
+/// A duration in whole nanoseconds (pprof's unit), saturating.
+fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u128::from(u64::MAX)) as u64
 }

@@ -66,6 +66,8 @@ pub struct Run {
     /// Samples that could not be read at all, and the last reason.
     pub failed: u64,
     pub last_failure: Option<String>,
+    /// [`run_while`]: seconds into the window at which its check failed.
+    pub stopped: Option<f64>,
 }
 
 impl Run {
@@ -145,6 +147,20 @@ pub fn run(
     first: &Session,
     on: &mut dyn FnMut(f64, Session, Report),
 ) -> Run {
+    run_while(pid, plan, first, &|| true, on)
+}
+
+/// [`run`], stopped at the first tick before which `same` is false, and with a sample after
+/// which it is false left out: `record`'s check that the process is still the program it
+/// began as (one that `exec`s mid-recording is another: its stacks never mix with the first
+/// one's). [`Run::stopped`] says when.
+pub fn run_while(
+    pid: i32,
+    plan: &Plan,
+    first: &Session,
+    same: &dyn Fn() -> bool,
+    on: &mut dyn FnMut(f64, Session, Report),
+) -> Run {
     let remembered = first.remembered();
     let mut w = Run {
         started: Instant::now(),
@@ -152,6 +168,7 @@ pub fn run(
         exited: None,
         failed: 0,
         last_failure: None,
+        stopped: None,
     };
     let period = Duration::from_secs_f64(1.0 / plan.rate_hz);
     let mut due = w.started;
@@ -163,7 +180,15 @@ pub fn run(
         // Behind (a sample took longer than the period): the next is due now, not in a burst.
         due = (due + period).max(Instant::now());
         let at = w.elapsed();
+        if !same() {
+            w.stopped = Some(at);
+            break;
+        }
         match sample(pid, &remembered) {
+            Ok(_) if !same() => {
+                w.stopped = Some(at);
+                break;
+            }
             Ok((s, r)) => {
                 w.taken += 1;
                 on(at, s, r);
@@ -184,7 +209,7 @@ pub fn run(
     // The window's end: a caller's last report is made then.
     let end = w.started + Duration::from_secs_f64(plan.seconds);
     let now = Instant::now();
-    if w.exited.is_none() && end > now {
+    if w.exited.is_none() && w.stopped.is_none() && end > now {
         std::thread::sleep(end - now);
     }
     w

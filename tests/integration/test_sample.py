@@ -7,9 +7,10 @@ CPU shares are the machine's to give: they are checked against the rule's bars o
 for a value. Bad input: `--for` on a core and out-of-range plans are one-line errors; a process
 that exits during the window gives its last sample's report with an error entry.
 
-`record` (collapsed and speedscope) on tests/scenarios/shares.py, whose worker spends 3 of
-every 4 units of its CPU time in `three` and 1 in `one`: the stacks exact against its record,
-the shares within what 300 samples allow, the blocked main thread only with `--idle`."""
+`record` (collapsed, speedscope and pprof) on tests/scenarios/shares.py, whose worker spends 3
+of every 4 units of its CPU time in `three` and 1 in `one`: the stacks exact against its record,
+the shares within what 300 samples allow, the blocked main thread only with `--idle`. pprof's
+file is parsed by protobuf with pprof's own message definitions (pprof_proto.py)."""
 
 import json
 import re
@@ -19,6 +20,7 @@ import time
 import pytest
 
 import harness
+import pprof_proto
 from test_stacks import expected, got, json_from
 
 CLI_TIMEOUT = 60
@@ -177,7 +179,7 @@ def record(sc, fmt, *extra):
     rc, out, err = cli("record", sc.pid, "--duration", RECORD_SECONDS, "--format", fmt,
                        "-o", path, *extra)
     assert rc == 0, err
-    m = re.fullmatch(r"pyunwind: (\d+) samples in (\d+\.\d) s \((\d+\.\d) Hz\), (\d+) thread "
+    m = re.fullmatch(r"pyunwind: (\d+) samples in (\d+\.\d) s \((\d+\.\d) Hz\), (\d+) stack "
                      r"samples written, (\d+) torn, 0 dropped at a cap, 0 unreadable: %s\n"
                      % re.escape(str(path)), out)
     assert m, out
@@ -208,7 +210,7 @@ def check_shares(counts, stacks):
 
 
 @pytest.mark.parametrize("interp", INTERPS[:2], ids=lambda i: i.id)
-def test_record_collapsed_and_speedscope(interp):
+def test_record_collapsed_speedscope_and_pprof(interp):
     with harness.Scenario(interp, "shares") as sc:
         stacks = shares_stacks(sc)
         path, written = record(sc, "collapsed")
@@ -239,6 +241,28 @@ def test_record_collapsed_and_speedscope(interp):
         want = ";".join(frame_name(f) for f in reversed(main["frames"]))
         assert list(main_profile) == [want]
         check_shares(counts_of(by_name['thread %d "worker"' % worker["native_id"]]), stacks)
+
+        before = time.time_ns()
+        path, written = record(sc, "pprof")
+        p = pprof_proto.parse(path)
+        s = p.string_table
+        assert s[0] == ""
+        assert [(s[t.type], s[t.unit]) for t in p.sample_type] == [("samples", "count"),
+                                                                   ("cpu", "nanoseconds")]
+        assert (s[p.period_type.type], s[p.period_type.unit], p.period) == (
+            "cpu", "nanoseconds", 10_000_000)
+        assert before <= p.time_nanos <= before + 5 * 10**9, (before, p.time_nanos)
+        assert (RECORD_SECONDS - 0.1) * 1e9 <= p.duration_nanos <= (RECORD_SECONDS + 1) * 1e9
+        assert all(x.value[1] == x.value[0] * p.period for x in p.sample)
+        by_labels = {}
+        for (labels, stack), n in pprof_proto.stacks(p).items():
+            by_labels.setdefault(labels, {})[stack] = n
+        # Without --idle: the worker alone, named by its labels.
+        assert list(by_labels) == [(("thread_id", worker["native_id"]),
+                                    ("thread_name", "worker"))], list(by_labels)
+        counts = next(iter(by_labels.values()))
+        assert sum(counts.values()) == written
+        check_shares(counts, stacks)
 
 
 @pytest.mark.parametrize("interp", INTERPS[:1], ids=lambda i: i.id)
@@ -283,3 +307,255 @@ def test_record_json_summary(interp):
             of_worker = {s: n for s, n in counts.items() if s != want_main}
             assert by_id[worker["native_id"]]["samples"] == sum(of_worker.values()), doc
             check_shares(of_worker, stacks)
+
+
+# --- record: native frames, tasks, greenlets, children; exec and thread churn ------------------
+
+PY_FRAME = re.compile(r".* \(.*\.py:\d+\)$")
+
+
+def record_json(sc, fmt, *extra, seconds=RECORD_SECONDS):
+    """`record --json`: the summary and the file's path; the summary's counts those of the
+    file (checked by each test)."""
+    path = sc.tmpdir / ("profile-%s.%s" % ("-".join(a.strip("-") for a in extra), fmt))
+    rc, out, err = cli("record", sc.pid, "--duration", seconds, "--format", fmt, "-o", path,
+                       "--json", *extra)
+    assert rc == 0, err
+    return json.loads(out)["record"], path
+
+
+def collapsed_counts(path):
+    counts = {}
+    for line in path.read_text().splitlines():
+        stack, n = line.rsplit(" ", 1)
+        counts[stack] = int(n)
+    return counts
+
+
+def speedscope_tracks(path):
+    """{profile name: {stack: weight}} of a speedscope file."""
+    doc = json.loads(path.read_text())
+    frames = [frame_name(dict(f, function=f["name"])) for f in doc["shared"]["frames"]]
+    return {p["name"]: {";".join(frames[i] for i in s): w
+                        for s, w in zip(p["samples"], p["weights"])} for p in doc["profiles"]}
+
+
+def root_first(frames):
+    return ";".join(frame_name(f) for f in reversed(frames))
+
+
+@pytest.mark.parametrize("interp", INTERPS[:1], ids=lambda i: i.id)
+def test_record_native(interp):
+    """`--native`: the worker's native frames interleaved with its Python ones, as `pid
+    --native` shows them: its Python frames alone are the program's own stacks, and a
+    native frame sits at the root (the thread's start) and between them."""
+    with harness.Scenario(interp, "shares") as sc:
+        stacks = shares_stacks(sc)
+        # A native sample stops each thread and unwinds through DWARF: about 10 a second.
+        doc, path = record_json(sc, "collapsed", "--native", "--rate", "20")
+        counts = collapsed_counts(path)
+        assert doc["written"] == sum(counts.values()) and doc["written"] >= 5, doc
+        assert doc["unreadable"] == 0 and doc["torn"] == 0, doc
+        python_only = {}
+        for stack, n in counts.items():
+            frames = stack.split(";")
+            py = [f for f in frames if PY_FRAME.fullmatch(f)]
+            assert py and not PY_FRAME.fullmatch(frames[0]), stack
+            # Between Thread.run and worker sits no C frame (a Python-to-Python call), but
+            # below Thread._bootstrap do the interpreter's.
+            first_py = frames.index(py[0])
+            assert first_py > 0, stack
+            key = ";".join(py)
+            python_only[key] = python_only.get(key, 0) + n
+        assert sum(python_only.get(stacks[f], 0) for f in ("three", "one")) \
+            >= 0.8 * doc["written"], python_only
+
+
+@pytest.mark.parametrize("interp", INTERPS[:1], ids=lambda i: i.id)
+def test_record_async(interp):
+    """`--async --idle` on tests/scenarios/asyncio/cases.py's chain3 (Task-1 awaits f0 awaits
+    f1 awaits f2, the loop idle): each task's profile is one stack, its await chain (its
+    frames, its awaiter's, ..., then the loop's) exact against the program's record, in every
+    sample; the loop thread, running no task, gives its own."""
+    script = harness.repo_root() / "tests" / "scenarios" / "asyncio" / "cases.py"
+    with harness.Scenario(interp, "asyncio-chain3", script=script, args=("chain3", "c")) as sc:
+        doc, path = record_json(sc, "speedscope", "--async", "--idle")
+        tracks = speedscope_tracks(path)
+        tasks = {t["id"]: t for t in sc.truth["tasks"]}
+        (loop,) = sc.truth["loops"]
+        assert sorted((t["id"], t["name"]) for t in doc["tasks"]) == sorted(
+            (t["id"], t["name"]) for t in tasks.values())
+        for t in tasks.values():
+            chain, at = [], t
+            while True:
+                chain += at["frames"]
+                up = at["awaited_by"] + at["owned_by"]
+                if not up:
+                    break
+                at = tasks[up[0]]
+            want = root_first(chain + loop["frames"])
+            got_ = tracks['task %#x "%s"' % (t["id"], t["name"])]
+            assert got_ == {want: doc["samples"]}, (t["name"], got_, want)
+        by_name = {t["name"]: t for t in sc.truth["threads"]}
+        main = tracks['thread %d "MainThread"' % by_name["MainThread"]["native_id"]]
+        assert main == {root_first(by_name["MainThread"]["frames"]): doc["samples"]}, main
+        assert doc["written"] == sum(sum(t.values()) for t in tracks.values())
+
+
+@pytest.mark.parametrize("interp", INTERPS[:1], ids=lambda i: i.id)
+def test_record_greenlets(interp):
+    """`--greenlets --idle` on tests/scenarios/greenlets_raw.py: each suspended greenlet's
+    profile is the stack it resumes in, exact against the program's record, in every
+    sample."""
+    import test_greenlets
+    sc = test_greenlets.start(interp, "greenlets_raw", core=False)
+    with sc:
+        doc, path = record_json(sc, "speedscope", "--greenlets", "--idle")
+        tracks = speedscope_tracks(path)
+        suspended = [g for g in sc.truth["greenlets"] if g["state"] == "suspended"]
+        assert len(suspended) >= 4, sc.truth["greenlets"]
+        assert sorted(g["id"] for g in doc["greenlets"]) == sorted(g["address"]
+                                                                  for g in suspended)
+        for g in suspended:
+            (name,) = [n for n in tracks if n.split(" ")[:2] == ["greenlet", "%#x" % g["address"]]]
+            assert tracks[name] == {root_first(g["frames"]): doc["samples"]}, name
+        assert doc["written"] == sum(sum(t.values()) for t in tracks.values())
+
+
+@pytest.mark.parametrize("interp", INTERPS[:1], ids=lambda i: i.id)
+def test_record_children(interp):
+    """`--children --idle` on tests/scenarios/prefork.py: the parent and its four forked
+    workers, each thread's stack under its `process PID` root frame, exact against each
+    process's own record, in every sample."""
+    with harness.Scenario(interp, "prefork") as sc:
+        truths = {sc.pid: sc.truth}
+        truths.update({w["pid"]: w["truth"] for w in sc.truth["workers"]})
+        doc, path = record_json(sc, "collapsed", "--children", "--idle")
+        assert doc["children"] == len(sc.truth["workers"]), doc
+        assert (doc["children_execd"], doc["children_exited"]) == ([], []), doc
+        counts = collapsed_counts(path)
+        want = {}
+        for pid, truth in truths.items():
+            for t in truth["threads"]:
+                stack = "process %d;%s" % (pid, root_first(t["frames"]))
+                want[stack] = want.get(stack, 0) + doc["samples"]
+        assert counts == want, (counts, want)
+        # By name: a forked worker's truth keeps its parent's native_id for its main thread.
+        assert sorted((t["pid"], t["name"]) for t in doc["threads"]) == sorted(
+            (pid, t["name"]) for pid, truth in truths.items() for t in truth["threads"])
+        assert doc["written"] == sum(counts.values())
+
+
+@pytest.mark.parametrize("interp", INTERPS[:1], ids=lambda i: i.id)
+def test_record_a_process_that_execs(interp):
+    """tests/scenarios/record_exec.py spins in `before` until the test, a second into the
+    recording, tells it to exec itself (same pid, same executable) into `after`: the recording
+    stops there, says so (the closing line, and `execd_s` with --json), and no stack of the
+    second program is in the file."""
+    for as_json in (False, True):
+        with harness.Scenario(interp, "record_exec") as sc:
+            places = sc.truth["places"]
+            here = str(harness.scenarios_dir() / "record_exec.py")
+            outer = [frame_name(f) for f in reversed(sc.truth["threads"][0]["frames"])][:-1]
+            want = ";".join(outer + ["main (%s:%d)" % (here, places["call-before"]),
+                                     "before (%s:%d)" % (here, places["call-spin"]),
+                                     "spin (%s:%d)" % (here, places["spin-before"])])
+            path = sc.tmpdir / "profile.txt"
+            proc = subprocess.Popen(
+                [str(harness.cli_path()), "record", str(sc.pid), "--duration", "4", "--format",
+                 "collapsed", "-o", str(path)] + (["--json"] if as_json else []),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(1.0)
+            (sc.tmpdir / "exec-now").write_text("")
+            out, err = proc.communicate(timeout=CLI_TIMEOUT)
+            harness.assert_no_panic(out + err, proc.returncode)
+            assert proc.returncode == 0, err
+            if as_json:
+                doc = json.loads(out)["record"]
+                assert 0.5 <= doc["execd_s"] <= 3.5 and doc["exited_s"] is None, doc
+                written = doc["written"]
+            else:
+                m = re.fullmatch(
+                    r"pyunwind: (\d+) samples in (\d+\.\d) s \((\d+\.\d) Hz\), (\d+) stack "
+                    r"samples written, (\d+) torn, 0 dropped at a cap, (\d+) unreadable: "
+                    r"%s \(process %d exec'd (\d+\.\d) s in: its samples stop there\)\n"
+                    % (re.escape(str(path)), sc.pid), out)
+                assert m, out
+                assert 0.5 <= float(m.group(7)) <= 3.5, out
+                written = int(m.group(4))
+            counts = collapsed_counts(path)
+            assert sum(counts.values()) == written and written > 0
+            assert not any("after (" in s for s in counts), counts
+            # Nearly every sample in the spin; the others between two spins (`before`
+            # looking for the file), never in the second program.
+            assert counts.get(want, 0) >= 0.8 * written, (counts, want)
+            assert all(s.startswith(";".join(outer)) for s in counts), counts
+
+
+@pytest.mark.parametrize("interp", INTERPS[:1], ids=lambda i: i.id)
+def test_record_threads_that_come_and_go(interp):
+    """tests/scenarios/record_churn.py starts and ends a thread every 20 ms or so: the
+    threads that began and ended are counted (the summary, the closing line), every stack
+    written is one the program can be in (a churn thread's own frame only at its leaf, in
+    `churn`'s spin), and the counts add up."""
+    with harness.Scenario(interp, "record_churn") as sc:
+        places = sc.truth["places"]
+        here = str(harness.scenarios_dir() / "record_churn.py")
+        doc, path = record_json(sc, "collapsed", "--idle", seconds=2)
+        assert doc["threads_began"] >= 10 and doc["threads_ended"] >= 10, doc
+        assert doc["unreadable"] == 0, doc
+        counts = collapsed_counts(path)
+        assert sum(counts.values()) == doc["written"]
+        mine = re.compile(r"(\S+) \(%s:(\d+)\)" % re.escape(here))
+        for stack in counts:
+            frames = stack.split(";")
+            own = [(i, mine.fullmatch(f)) for i, f in enumerate(frames)]
+            own = [(i, m.group(1), int(m.group(2))) for i, m in own if m]
+            if not own:
+                # A churn thread starting or ending: threading's frames alone.
+                assert all("/threading.py:" in f for f in frames), stack
+                continue
+            names = [o[1] for o in own]
+            if names in (["churn"], ["steady"]):
+                i, name, line = own[0]
+                assert i == len(frames) - 1 and line == places["spin-" + name], stack
+            else:
+                # The main thread: `<module>`, then `main` in its loop.
+                assert names == ["<module>", "main"] and own[0][0] == 0, stack
+        by_name = {t["name"] for t in doc["threads"]}
+        assert {"MainThread", "steady"} <= by_name and any(n.startswith("churn-")
+                                                           for n in by_name), by_name
+        rc, out, err = cli("record", sc.pid, "--duration", 1, "--format", "collapsed", "-o",
+                           path, "--idle")
+        assert rc == 0, err
+        assert re.search(r", \d+ thread\(s\) began and \d+ ended: ", out), out
+
+
+@pytest.mark.parametrize("interp", INTERPS[:1], ids=lambda i: i.id)
+def test_record_a_process_that_exits(interp, tmp_path):
+    """A process killed a second into the recording: the run ends there, says so, and the file
+    holds the samples taken before, each a stack of the program."""
+    sc = harness.Scenario(interp, "shares")
+    try:
+        stacks = shares_stacks(sc)
+        # Not in the scenario's folder, which closing it removes.
+        path = tmp_path / "profile.txt"
+        proc = subprocess.Popen([str(harness.cli_path()), "record", str(sc.pid), "--duration",
+                                 "5", "--format", "collapsed", "-o", str(path)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        sc.close()
+        out, err = proc.communicate(timeout=CLI_TIMEOUT)
+        harness.assert_no_panic(out + err, proc.returncode)
+        assert proc.returncode == 0, err
+        m = re.fullmatch(r"pyunwind: (\d+) samples in (\d+\.\d) s \((\d+\.\d) Hz\), (\d+) stack "
+                         r"samples written, \d+ torn, 0 dropped at a cap, \d+ unreadable: %s "
+                         r"\(process %d exited (\d+\.\d) s in\)\n"
+                         % (re.escape(str(path)), sc.pid), out)
+        assert m, out
+        assert 0.5 <= float(m.group(5)) <= 4.0, out
+        counts = collapsed_counts(path)
+        assert sum(counts.values()) == int(m.group(4)) > 0
+        assert sum(counts.get(stacks[f], 0) for f in ("three", "one")) >= 0.9 * int(m.group(4))
+    finally:
+        sc.close()
