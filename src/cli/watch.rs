@@ -385,27 +385,11 @@ fn report_stall(
     };
     let core = a.core.then(|| gcore(&a.out_dir.join(&stem), pid)).flatten();
     let line = if a.json {
-        let threads: Vec<_> = stalls
-            .iter()
-            .map(|s| {
-                let t = report.threads.iter().find(|t| t.native_id == Some(s.lwp));
-                let f = t.and_then(|t| t.frames.iter().find(|f| f.kind == FrameKind::Python));
-                json!({
-                    "native_id": s.lwp,
-                    "name": t.and_then(|t| t.any_name()),
-                    "stall": s.kind.word(),
-                    "stalled_s": (s.for_s * 10.0).round() / 10.0,
-                    "function": f.and_then(|f| f.function.as_deref()),
-                    "file": f.and_then(|f| f.file.as_deref()),
-                    "line": f.and_then(|f| f.line),
-                })
-            })
-            .collect();
         json!({"stall": {
             "pid": pid,
             "host": host,
             "at": unix,
-            "threads": threads,
+            "threads": stall_threads(report, stalls),
             "report": path.display().to_string(),
             "job": job.as_ref().map(|p| p.display().to_string()),
             "core": core.as_ref().map(|p| p.display().to_string()),
@@ -427,6 +411,26 @@ fn report_stall(
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
     Ok(true)
+}
+
+/// The `threads` of a `{"stall": …}` line: each stalled thread, how long, and where.
+fn stall_threads(report: &Report, stalls: &[Stall]) -> Vec<serde_json::Value> {
+    stalls
+        .iter()
+        .map(|s| {
+            let t = report.threads.iter().find(|t| t.native_id == Some(s.lwp));
+            let f = t.and_then(|t| t.frames.iter().find(|f| f.kind == FrameKind::Python));
+            json!({
+                "native_id": s.lwp,
+                "name": t.and_then(|t| t.any_name()),
+                "stall": s.kind.word(),
+                "stalled_s": (s.for_s * 10.0).round() / 10.0,
+                "function": f.and_then(|f| f.function.as_deref()),
+                "file": f.and_then(|f| f.file.as_deref()),
+                "line": f.and_then(|f| f.line),
+            })
+        })
+        .collect()
 }
 
 /// `thread 4243 "left" blocked for 2.0 s in left (deadlock.py:31)`.
