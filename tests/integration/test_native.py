@@ -23,7 +23,7 @@ import time
 import pytest
 
 import jit_harness as jh
-from harness import (Interp, Scenario, cache_dir, cli_path, interpreters,
+from harness import (Interp, Scenario, cache_dir, cli_path, gdb_argv, interpreters,
                      provisioned_interpreters, repo_root, run)
 
 INTERP_IDS = ("pyenv-3.10", "pyenv-3.10-stripped", "pyenv-3.12", "pyenv-3.12-stripped", "pyenv-3.13",
@@ -221,7 +221,7 @@ def _gdb_frames(mix, stop_after=()):
     script = os.path.join(mix["sc"].tmpdir, "frames.py")
     with open(script, "w") as f:
         f.write("STOP_AFTER = %r\n" % (list(stop_after),) + GDB_SCRIPT)
-    cmd = [*harness.gdb_argv(), "-nx", "-batch", "-iex", "set debuginfod enabled off"]
+    cmd = [*gdb_argv(), "-nx", "-batch", "-iex", "set debuginfod enabled off"]
     if interp.debug_dir:
         cmd += ["-iex", "set debug-file-directory %s" % interp.debug_dir]
     cmd += ["-ex", "source %s" % script, interp.exe, mix["core"]]
@@ -529,7 +529,7 @@ def test_gdb_frame_filter_hides_the_same_frames(mix):
     script = os.path.join(mix["sc"].tmpdir, "filtered.py")
     with open(script, "w") as f:
         f.write(FILTERED_SCRIPT)
-    cmd = [*harness.gdb_argv(), "-nx", "-batch", "-iex", "set debuginfod enabled off", "-x",
+    cmd = [*gdb_argv(), "-nx", "-batch", "-iex", "set debuginfod enabled off", "-x",
            str(repo_root() / "gdb-scripts" / "pyunwind-gdb.py"), "-ex", "source %s" % script,
            interp.exe, mix["core"]]
     rc, out, err = run(cmd, TIMEOUT, env=dict(os.environ, **interp.env))

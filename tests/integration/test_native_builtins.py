@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from harness import Scenario, cli_path, interpreters, repo_root, run
+from harness import Scenario, cli_path, gdb_argv, interpreters, repo_root, run
 
 TIMEOUT = 120
 PYSTACK = os.path.join(os.path.dirname(sys.executable), "pystack")
@@ -342,7 +342,7 @@ def test_gdb_bt_shows_the_same_frames(stop):
     script = os.path.join(stop["sc"].tmpdir, "filtered.py")
     with open(script, "w") as f:
         f.write(FILTERED_SCRIPT)
-    cmd = [*harness.gdb_argv(), "-nx", "-batch", "-iex", "set debuginfod enabled off",
+    cmd = [*gdb_argv(), "-nx", "-batch", "-iex", "set debuginfod enabled off",
            "-iex", "set debug-file-directory %s" % _debug_files(interp)[1], "-x",
            str(repo_root() / "gdb-scripts" / "pyunwind-gdb.py"), "-ex", "source %s" % script,
            interp.exe, stop["core"]]
@@ -362,7 +362,7 @@ def test_gdb_bt_names_the_builtin_without_symbols(stop):
     """gdb has no symbol for the frame running `sorted` on a stripped build: `bt` names it as
     the CLI does, from the builtin's PyMethodDef (`sorted (builtin)`), once."""
     interp = stop["interp"]
-    cmd = [*harness.gdb_argv(), "-nx", "-batch", "-iex", "set debuginfod enabled off", "-iex",
+    cmd = [*gdb_argv(), "-nx", "-batch", "-iex", "set debuginfod enabled off", "-iex",
            "set debug-file-directory /nonexistent", "-x",
            str(repo_root() / "gdb-scripts" / "pyunwind-gdb.py"), "-ex", "bt", interp.exe,
            stop["core"]]
