@@ -5,7 +5,7 @@ A file depends on another when it names an item of it: through `use crate::…`/
 or a path that starts at `crate`, `super`, `self` or a name a `use` bound to a module. A module
 naming its own submodules (declared with `mod`) is not counted: that is how Rust nests, and the
 submodule is the part; what is counted is a part naming its whole or a sibling. Comments, doc
-links and `#[cfg(test)]` code are ignored.
+links and `#[cfg(test)]` items are ignored.
 """
 import os
 import re
@@ -31,14 +31,41 @@ def modules(root):
     return out
 
 
+def blank(text):
+    """`text` with every character but newlines made a space, so lines keep their numbers."""
+    return re.sub(r"[^\n]", " ", text)
+
+
+def item_end(src, at):
+    """Where the item that starts at `at` ends: after its `;`, or its braces' close."""
+    depth = 0
+    for i in range(at, len(src)):
+        ch = src[i]
+        if ch == ";" and depth == 0:
+            return i + 1
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return len(src)
+
+
 def code_of(path):
+    """The code of `path` with comments, string contents and `#[cfg(test)]` items (a test
+    module, a test-only `impl`, `fn` or `const`) blanked out, line numbers kept."""
     src = open(path, encoding="utf-8").read()
-    cut = src.find("#[cfg(test)]")
-    if cut >= 0:
-        src = src[:cut]
-    src = re.sub(r"//[^\n]*", "", src)
-    src = re.sub(r'"(\\.|[^"\\])*"', '""', src)
-    return src
+    src = re.sub(r"//[^\n]*", lambda m: blank(m.group(0)), src)
+    src = re.sub(r'"(\\.|[^"\\])*"', lambda m: '"' + blank(m.group(0)[1:-1]) + '"', src)
+    out, pos = [], 0
+    for m in re.finditer(r"#\[cfg\(test\)\]", src):
+        if m.start() < pos:
+            continue
+        end = item_end(src, m.end())
+        out += [src[pos : m.start()], blank(src[m.start() : end])]
+        pos = end
+    return "".join(out) + src[pos:]
 
 
 def use_paths(tree, prefix=()):
@@ -100,20 +127,24 @@ def resolve(path, mods):
     return None
 
 
-def edges(root):
+def references(root):
+    """(module, its file, line, the module it names) for every name of another module of
+    the crate in the code of each file of `root` (the module named may be the same one, the
+    crate root or a submodule: `edges` says which count)."""
     mods = modules(root)
-    out = {}
-    for here, (path, is_dir) in mods.items():
+    for here, (path, is_dir) in sorted(mods.items()):
         src = code_of(path)
+        line = lambda at: src.count("\n", 0, at) + 1
         bound = {}
-        deps = set()
         for m in re.finditer(r"\buse\s+([^;]+);", src):
             for name, p in use_paths(m.group(1)):
                 full = absolute(p, here, is_dir)
                 if full is None:
                     continue
                 bound[name] = full
-                deps.add(resolve(full, mods))
+                dep = resolve(full, mods)
+                if dep is not None:
+                    yield here, path, line(m.start()), dep
         for m in re.finditer(r"\b(%s(?:::%s)+)" % (IDENT, IDENT), src):
             p = m.group(1).split("::")
             if p[0] in ("crate", "super", "self"):
@@ -122,10 +153,17 @@ def edges(root):
                 full = bound[p[0]] + p[1:]
             else:
                 continue
-            deps.add(resolve(full, mods))
-        deps.discard(None)
+            dep = resolve(full, mods)
+            if dep is not None:
+                yield here, path, line(m.start()), dep
+
+
+def edges(root):
+    out = {here: set() for here in modules(root)}
+    for here, _, _, dep in references(root):
         # Not counted: itself, the crate root, and its own submodules.
-        out[here] = {d for d in deps if d != here and d != () and d[: len(here)] != here}
+        if dep != here and dep != () and dep[: len(here)] != here:
+            out[here].add(dep)
     return out
 
 
