@@ -8,6 +8,7 @@
 //! frames found so far stay.
 
 pub mod cfi;
+pub mod jit;
 pub mod ptrace;
 pub mod regs;
 
@@ -17,12 +18,12 @@ use std::sync::{Arc, OnceLock};
 use gimli::UnwindContext;
 
 use self::cfi::{ElfUnwind, Step};
+use self::jit::JitMap;
 use self::regs::Regs;
 use crate::arch::Arch;
 use crate::binary::Module;
 use crate::memory::FileLookup;
 use crate::memory::Memory;
-use crate::native::jit::{self, JitMap};
 use crate::symbols::debugfile::DebugSearch;
 use crate::symbols::demangle;
 use crate::symbols::lines::{self, Lines, SourceFrame};
@@ -516,13 +517,9 @@ const MAX_SHIM_RECORDS: usize = 4;
 /// starts with its entry shim, which keeps a frame record of its own: a step that lands in the
 /// same executor is the shim, stepped through (on x86-64 [`step_jit`] restores what the shim
 /// saved), so the executor shows once, as the x86-64 unwind shows it.
-fn step_fp_out_of(
-    mem: &dyn Memory,
-    region: &crate::native::jit::Region,
-    regs: &Regs,
-) -> Result<Regs, String> {
+fn step_fp_out_of(mem: &dyn Memory, region: &jit::Region, regs: &Regs) -> Result<Regs, String> {
     let mut next = step_fp(mem, regs)?;
-    if matches!(region.kind, crate::native::jit::RegionKind::Executor { .. }) {
+    if matches!(region.kind, jit::RegionKind::Executor { .. }) {
         for _ in 0..MAX_SHIM_RECORDS {
             if !(region.start <= next.pc() && next.pc() < region.end) {
                 return Ok(next);
@@ -542,7 +539,7 @@ fn step_jit(mem: &dyn Memory, j: &JitMap, regs: &Regs) -> Result<Regs, String> {
     let u = j
         .unwind(
             mem,
-            jit::Regs {
+            crate::arch::jit::Regs {
                 pc: regs.pc(),
                 sp: regs.sp(),
                 bp: regs.fp().unwrap_or(0),

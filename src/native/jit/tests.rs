@@ -4,6 +4,7 @@ use super::tables::{AARCH64_TABLES, X86_64_TABLES};
 use super::*;
 use crate::arch::aarch64::jit::tests::{words, A64_ENTRY_315, A64_SHIM_314};
 use crate::arch::aarch64::jit::CALLEE_SAVED as A64_CALLEE_SAVED;
+use crate::arch::Arch;
 use crate::binary::Module;
 use crate::cpython::debug_offsets::{size_words, COOKIE};
 use crate::cpython::layout::{tpflags, Layout};
