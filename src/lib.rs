@@ -15,6 +15,7 @@ pub mod error;
 pub mod greenlet;
 pub mod heap;
 pub mod memory;
+pub mod model;
 pub mod native;
 pub mod panic;
 pub mod parallel;

@@ -8,11 +8,11 @@ use std::path::PathBuf;
 use super::args::{GroupByArg, Grouping, Output};
 use super::{broken_pipe_ok, write_json, Spec};
 use crate::error::{Error, Result};
+use crate::model::{Hosted, Report};
 use crate::report::gather::Gatherer;
 use crate::report::group::{GroupBy, TargetError, ThreadIn};
 use crate::report::group_text;
 use crate::report::text as render;
-use crate::report::{Hosted, Report};
 
 /// Targets read at once: enough to hide the waits on /proc and on core files' pages,
 /// few enough that many cores do not all hold their mappings and caches at once.

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use clap::Parser;
 
 use crate::error::{Error, Result};
+use crate::model::{Hosted, Report};
 use crate::report::text as render;
-use crate::report::{Hosted, Report};
 use crate::sample::window::{self, Plan};
 use crate::session::native_stacks::ThreadRegs;
 use crate::session::{self, Session};
@@ -346,7 +346,7 @@ fn read_targets(targets: Targets) -> Result<(String, i32)> {
     } = targets;
     check_output(&out)?;
     let by = grouping.by();
-    let host = crate::report::host_name();
+    let host = crate::model::host_name();
     if specs.len() == 1 && !children && by.is_none() {
         // One target: its report as before (errors end the run), plus `host`.
         let target = open_target(&specs[0], &files)?;
@@ -411,7 +411,7 @@ fn watch_one(pid: i32, plan: &Plan, files: &CoreFiles, out: &Output) -> Result<(
     let first = Session::open(open_target(&Spec::Live(pid), files)?)?;
     let mut watched = window::watch(pid, plan, &first);
     drop(first);
-    let host = crate::report::host_name();
+    let host = crate::model::host_name();
     let emit = |session: &Session, report: &Report| emit_one(session, report, out, &host);
     if watched.run.exited.is_none() {
         if let Ok(target) = open_target(&Spec::Live(pid), files) {

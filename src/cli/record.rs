@@ -21,7 +21,7 @@ use super::{open_target, CoreFiles, Spec};
 use crate::cpython::Remembered;
 use crate::error::{Error, Result};
 use crate::memory::{proc_thread_running, process_alive};
-use crate::report::Report;
+use crate::model::Report;
 use crate::sample::identity::Identity;
 use crate::sample::pprof;
 use crate::sample::profile::{OwnerKind, Profile};
@@ -184,7 +184,7 @@ pub(super) fn record(a: RecordArgs) -> Result<(String, i32)> {
         };
         let mut doc = json!({
             "pid": pid,
-            "host": crate::report::host_name(),
+            "host": crate::model::host_name(),
             "file": a.output.display().to_string(),
             "format": a.format.name(),
             "seconds": (seconds * 1000.0).round() / 1000.0,

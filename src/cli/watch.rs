@@ -17,9 +17,9 @@ use super::{open_target, with_report, CoreFiles, Spec};
 use crate::cpython::Remembered;
 use crate::error::{Error, Result};
 use crate::memory::{proc_context_switches, process_alive};
+use crate::model::{FrameKind, Hosted, Report};
 use crate::report::gather::Gatherer;
 use crate::report::group::{GroupBy, TargetError};
-use crate::report::{FrameKind, Hosted, Report};
 use crate::sample::stall::{Activity, Stall, StallWatch};
 use crate::sample::window::{cpu_reading, sample};
 use crate::session::Session;
@@ -132,7 +132,7 @@ pub(super) fn watch(a: WatchArgs) -> Result<(String, i32)> {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
         unsafe { libc::signal(sig, on_stop_signal as *const () as libc::sighandler_t) };
     }
-    let host = crate::report::host_name();
+    let host = crate::model::host_name();
     let started = Instant::now();
     let period = Duration::from_secs_f64(a.interval_s);
     let mut due = started;
@@ -578,8 +578,8 @@ fn gcore(stem: &Path, pid: i32) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{ThreadReport, ThreadWhy, Waiting};
     use crate::report::test_support::{python_frame, report_of, thread_of};
-    use crate::report::{ThreadReport, ThreadWhy, Waiting};
     use crate::sample::stall::StallKind;
 
     /// A thread `lwp` in state `state`, waiting in a wait of kind `kind` (if any).

@@ -109,7 +109,7 @@ pub struct Greenlet {
     pub name: Option<String>,
     pub function: Option<String>,
     /// What a suspended gevent greenlet waits on, where its frames show it.
-    pub waiting: Option<crate::report::Waiting>,
+    pub waiting: Option<crate::model::Waiting>,
 }
 
 #[derive(Clone, Debug, Default)]

@@ -15,7 +15,7 @@
 
 use crate::cpython::sockets::method_direction;
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
-use crate::report::{Waiting, WaitsOn};
+use crate::model::{Waiting, WaitsOn};
 
 /// Library frames followed outwards from the innermost one.
 const MAX_WAIT_FRAMES: usize = 32;

@@ -13,7 +13,7 @@
 
 use super::signals;
 use super::{Siginfo, SignalNotes};
-use crate::report::Crash;
+use crate::model::Crash;
 
 /// The crash the notes record, if any, and what was wrong with the notes (one line each, for
 /// the report's `errors`). A garbled note costs the fields it holds, never the report.

@@ -61,4 +61,3 @@ impl Serialize for HeldStep {
         m.end()
     }
 }
-

@@ -8,7 +8,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 
-use crate::report::{text, FrameKind, FrameReport};
+use crate::model::{FrameKind, FrameReport};
+use crate::report::text;
 
 /// What the Python frames one eval-loop frame runs share: the eval-loop frame's own decorator
 /// (`base`) and `gdb.Frame` (`inferior`), whether gdb's DAP server asked (`dap`), and the

@@ -9,7 +9,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
-use crate::report::{FrameKind, FrameReport};
+use crate::model::{FrameKind, FrameReport};
 
 /// One Python string per distinct name: frames of one code object share their `Arc<str>`.
 #[derive(Default)]

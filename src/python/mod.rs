@@ -45,9 +45,9 @@ fn json<T: serde::Serialize>(v: &T) -> PyResult<String> {
 }
 
 /// A report as JSON, with `host` as the command line's has it (docs/report.md).
-fn report_json(r: &crate::report::Report) -> PyResult<String> {
-    json(&crate::report::Hosted {
-        host: &crate::report::host_name(),
+fn report_json(r: &crate::model::Report) -> PyResult<String> {
+    json(&crate::model::Hosted {
+        host: &crate::model::host_name(),
         pid: None,
         report: r,
     })
@@ -94,7 +94,7 @@ impl PySession {
         py: Python<'_>,
         lwp: Option<u64>,
         tp: Option<u64>,
-    ) -> PyResult<crate::report::Report> {
+    ) -> PyResult<crate::model::Report> {
         self.off_gil(py, || {
             session::report::report(&self.inner, Some(key(lwp, tp)), false)
         })
@@ -103,7 +103,7 @@ impl PySession {
 }
 
 /// The frames of a one-thread report.
-fn frames_of(r: &crate::report::Report) -> &[crate::report::FrameReport] {
+fn frames_of(r: &crate::model::Report) -> &[crate::model::FrameReport] {
     r.threads.first().map_or(&[][..], |t| &t.frames[..])
 }
 
@@ -256,7 +256,7 @@ impl PySession {
             if let Some(calls) = syscalls {
                 self.inner.set_debugger_syscalls(calls);
             }
-            let r = self.off_gil(py, || -> crate::Result<crate::report::Report> {
+            let r = self.off_gil(py, || -> crate::Result<crate::model::Report> {
                 Ok(crate::why::report(
                     &self.inner,
                     session::report::report(&self.inner, None, false)?,
@@ -277,7 +277,7 @@ impl PySession {
     fn greenlets(&self, py: Python<'_>, as_json: bool, locals: bool) -> PyResult<String> {
         guard("Session.greenlets", || {
             if as_json {
-                let r = self.off_gil(py, || -> crate::Result<crate::report::Report> {
+                let r = self.off_gil(py, || -> crate::Result<crate::model::Report> {
                     let mut r = session::report::report(&self.inner, None, locals)?;
                     session::greenlets::add_to(&self.inner, &mut r, locals);
                     Ok(r)
@@ -296,7 +296,7 @@ impl PySession {
     fn heap(&self, py: Python<'_>, as_json: bool, top: usize) -> PyResult<String> {
         guard("Session.heap", || {
             let r = self
-                .off_gil(py, || -> crate::Result<crate::report::Report> {
+                .off_gil(py, || -> crate::Result<crate::model::Report> {
                     let mut r = session::report::report(&self.inner, None, false)?;
                     session::heap::add_to(&self.inner, &mut r, top);
                     Ok(r)

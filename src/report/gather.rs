@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::group::{Group, GroupBy, Grouped, Grouper, Members, TargetError, ThreadIn};
 use super::straggler::{Ranks, Verdict};
 use super::tree::{TreeBuilder, TreeNode};
-use super::FrameKind;
+use crate::model::FrameKind;
 
 /// Groups, and the tree and verdict where asked for.
 pub struct Gatherer {
@@ -232,9 +232,9 @@ fn split(side: Option<(Vec<Group>, Option<Vec<TreeNode>>)>) -> SideOut {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{FrameKind, FrameReport};
     use crate::report::group_text::render;
     use crate::report::text::Sources;
-    use crate::report::{FrameKind, FrameReport};
 
     fn py(function: &str, line: u32) -> FrameReport {
         FrameReport {

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 pub use super::members::{MemberWait, Members};
-use super::{FrameKind, FrameReport, ThreadReport, WaitsOn};
+use crate::model::{FrameKind, FrameReport, ThreadReport, WaitsOn};
 
 /// What makes two Python stacks identical.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -110,8 +110,8 @@ impl<'a> ThreadIn<'a> {
     }
 }
 
-impl<'a> From<&'a super::TaskReport> for ThreadIn<'a> {
-    fn from(t: &'a super::TaskReport) -> Self {
+impl<'a> From<&'a crate::model::TaskReport> for ThreadIn<'a> {
+    fn from(t: &'a crate::model::TaskReport) -> Self {
         ThreadIn::task(t.id, t.native_id, &t.name, &t.frames)
     }
 }
@@ -119,7 +119,7 @@ impl<'a> From<&'a super::TaskReport> for ThreadIn<'a> {
 impl<'a> ThreadIn<'a> {
     /// A suspended greenlet as a member (others are not grouped: a running greenlet's stack
     /// is its thread's, one not started or dead has none).
-    pub fn greenlet(g: &'a super::GreenletReport) -> Option<Self> {
+    pub fn greenlet(g: &'a crate::model::GreenletReport) -> Option<Self> {
         (g.state == "suspended").then(|| ThreadIn {
             task: None,
             greenlet: Some(g.address),

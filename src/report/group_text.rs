@@ -7,7 +7,8 @@ use std::fmt::Write;
 use super::gather::Gathered;
 use super::group::{Group, GroupFrame, Member, MemberWait, Members};
 use super::text::{self, Sources};
-use super::{straggler, tree, FrameKind};
+use super::{straggler, tree};
+use crate::model::FrameKind;
 
 fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
@@ -379,9 +380,9 @@ fn group_frames(frames: &[GroupFrame], src: &mut Sources, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::FrameReport;
     use crate::report::group::{GroupBy, Grouper, ThreadIn};
     use crate::report::test_support::python_frame as py;
-    use crate::report::FrameReport;
 
     fn wait(kind: &str, peer: Option<&str>) -> Option<MemberWait> {
         Some(MemberWait {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Waiting, WaitsOn};
+use crate::model::{Waiting, WaitsOn};
 
 /// What the members of a grouping are: how its groups and tree name them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use super::gather::Gatherer;
 use super::group::{GroupWhy, MemberWait, TargetError, ThreadIn};
-use super::{FrameDetail, FrameKind, FrameReport};
+use crate::model::{FrameDetail, FrameKind, FrameReport};
 
 /// The largest document read; past it the document is an error entry (a report of 100,000
 /// asyncio tasks is about 50 MB).

@@ -1,7 +1,7 @@
 //! Which thread names a thread's header shows: its `threading` name (`name`), and the
 //! system's (`native_name`) where that says more.
 
-use super::{Report, ThreadReport};
+use crate::model::{Report, ThreadReport};
 
 /// Bytes of a thread's name the system keeps (Linux `TASK_COMM_LEN` less its NUL).
 const MAX_NATIVE_NAME_BYTES: usize = 15;
@@ -35,8 +35,8 @@ pub fn shown_native_name<'a>(r: &Report, t: &'a ThreadReport) -> Option<&'a str>
 #[cfg(test)]
 mod tests {
     use super::super::test_support::report_of;
-    use super::super::{Report, ThreadReport};
     use super::shown_native_name;
+    use crate::model::{Report, ThreadReport};
 
     fn thread(id: u64, name: Option<&str>, native: Option<&str>) -> ThreadReport {
         ThreadReport {

@@ -38,7 +38,7 @@ use serde::Serialize;
 
 use super::group::{GroupFrame, GroupWhy};
 use super::tree::{NodeKind, TreeBuilder};
-use super::{FrameKind, FrameReport};
+use crate::model::{FrameKind, FrameReport};
 
 /// Outliers named in the text; the JSON lists all.
 const MAX_OUTLIERS_NAMED: usize = 8;

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::wait_text::{socket_target, waits_for, waits_on, who};
-use super::{Report, TaskGroup, Waiting, WaitsOn};
+use crate::model::{Report, TaskGroup, Waiting, WaitsOn};
 use crate::why::task_groups::TASK_ROWS;
 
 /// Lines of task groups, at most (a server's tasks wait in many places).

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use std::rc::Rc;
 
 use super::text::{errors, frames, thread_header, traceback, Sources};
-use super::{FrameKind, FrameReport, LoopReport, Report, TaskReport};
+use crate::model::{FrameKind, FrameReport, LoopReport, Report, TaskReport};
 
 /// Most await paths shown for one task (fan-in multiplies them).
 const MAX_PATHS: usize = 64;
@@ -480,7 +480,7 @@ pub fn tree_and_table(r: &Report, tree: bool, table: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::PythonReport;
+    use crate::model::PythonReport;
 
     fn task(id: u64, awaited_by: &[u64]) -> TaskReport {
         TaskReport {

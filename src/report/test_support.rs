@@ -1,6 +1,6 @@
 //! What the report model's unit tests build their reports from.
 
-use super::{FrameKind, FrameReport, PythonReport, Report, ThreadReport};
+use crate::model::{FrameKind, FrameReport, PythonReport, Report, ThreadReport};
 
 /// A Python frame of `function` in `file` at `line` (its address made up from the line).
 pub(crate) fn python_frame(function: &str, file: &str, line: u32) -> FrameReport {

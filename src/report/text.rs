@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 use super::verdict_text;
-use super::{
+use crate::model::{
     FrameKind, FrameReport, GreenletReport, LocalReport, Report, StackEntry, ThreadReport,
 };
 
@@ -204,7 +204,7 @@ pub fn frames(frames: &[FrameReport], indent: &str, src: &mut Sources, out: &mut
     // A native frame (with `--native`) belongs with the Python frame below it, which calls
     // it: a crossing goes above the C code that crossed (saved reports' native frames may
     // carry no id).
-    let owner = super::frame_interpreters(frames);
+    let owner = crate::model::frame_interpreters(frames);
     for (k, f) in frames.iter().enumerate() {
         if out.len() >= MAX_TEXT_BYTES {
             if !out.ends_with(TEXT_CUT) {

@@ -27,7 +27,7 @@ use serde::Serialize;
 
 use super::group::{GroupBy, Member, Members};
 use super::text;
-use super::{FrameKind, FrameReport};
+use crate::model::{FrameKind, FrameReport};
 
 /// Frames kept of one stack: deeper ones keep their [`OUTER_FRAMES`] outermost and
 /// `MAX_TREE_DEPTH - OUTER_FRAMES - 1` innermost frames, with an `elided` node between.

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use super::task_text::{idle_tasks_line, task_lines, which_task};
 use super::wait_text::{waits_for, waits_on, who};
-use super::{
+use crate::model::{
     Crash, Deadlock, FrameKind, LoopReport, LoopWhy, Report, ThreadReport, Waiting, WaitsOn,
 };
 
@@ -426,7 +426,7 @@ mod tests {
             thread_state: Some(0),
             frames: Vec::new(),
             truncated: false,
-            why: Some(super::super::ThreadWhy {
+            why: Some(crate::model::ThreadWhy {
                 state: Some(if idle.is_some() { "idle" } else { "syscall" }),
                 idle,
                 waiting: w,
@@ -464,7 +464,7 @@ mod tests {
                         direction: Some("recv"),
                         local: Some("127.0.0.1:40122".into()),
                         peer: Some("127.0.0.1:5432".into()),
-                        peer_process: Some(crate::report::PeerProcess {
+                        peer_process: Some(crate::model::PeerProcess {
                             pid: 4242,
                             command: "postgres".into(),
                         }),
@@ -518,8 +518,8 @@ mod tests {
         }
     }
 
-    fn by(task: Option<&str>, call: Option<&str>) -> Option<super::super::BlockedBy> {
-        Some(super::super::BlockedBy {
+    fn by(task: Option<&str>, call: Option<&str>) -> Option<crate::model::BlockedBy> {
+        Some(crate::model::BlockedBy {
             task: task.map(|_| 0x2000),
             task_name: task.map(str::to_string),
             function: Some("slow".into()),
@@ -605,7 +605,7 @@ mod tests {
 
     #[test]
     fn spinning_threads_lead_and_busy_ones_follow_the_waits() {
-        let progress = |stacks, moved| super::super::Progress {
+        let progress = |stacks, moved| crate::model::Progress {
             window_s: 3.04,
             samples: 301,
             torn: 0,

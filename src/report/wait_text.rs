@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::{FrameReport, PeerProcess, Report, ThreadReport, Waiting, WaitsOn};
+use crate::model::{FrameReport, PeerProcess, Report, ThreadReport, Waiting, WaitsOn};
 
 /// `"poster"` (a thread's name), else its native id.
 pub(super) fn who(r: &Report, native_id: u64) -> String {

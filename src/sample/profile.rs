@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::report::{FrameKind, FrameReport, ThreadReport};
+use crate::model::{FrameKind, FrameReport, ThreadReport};
 
 /// Distinct frames (function, file, line) one profile names; past it, samples are dropped.
 pub const MAX_FRAMES: usize = 100_000;

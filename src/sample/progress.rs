@@ -17,7 +17,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
-use crate::report::{ErrorReport, FrameKind, Progress, Report, ThreadReport};
+use crate::model::{ErrorReport, FrameKind, Progress, Report, ThreadReport};
 
 /// Share of its window a thread must be on CPU, its stack never moving, to be `spinning`.
 pub const SPINNING_CPU: f64 = 0.6;
@@ -253,7 +253,8 @@ pub fn stack_key(t: &ThreadReport) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{test_support, FrameReport, ThreadWhy, Waiting};
+    use crate::model::{FrameReport, ThreadWhy, Waiting};
+    use crate::report::test_support;
 
     fn frame(function: &str, line: u32) -> FrameReport {
         test_support::python_frame(function, "/app/spin.py", line)

@@ -17,7 +17,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::profile::{Owner, OwnerKind, Profile};
-use crate::report::{FrameReport, Report, TaskReport, ThreadReport};
+use crate::model::{FrameReport, Report, TaskReport, ThreadReport};
 
 /// Tasks of one await chain, past which the rest of it is left out (a chain of tasks awaiting
 /// tasks is a program's recursion: thousands are rare, a cycle is cut by the visited set).

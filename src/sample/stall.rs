@@ -17,7 +17,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
-use crate::report::{Progress, ThreadReport};
+use crate::model::{Progress, ThreadReport};
 
 use super::progress::{classify, cpu_share, stack_key, CpuReading, MAX_THREADS};
 

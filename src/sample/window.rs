@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::cpython::Remembered;
 use crate::error::{Error, Result};
 use crate::memory::{proc_cpu_seconds, proc_run_queue_seconds, process_alive};
-use crate::report::{ErrorReport, Report};
+use crate::model::{ErrorReport, Report};
 use crate::session::{self, Session};
 use crate::target::Target;
 

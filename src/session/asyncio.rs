@@ -6,9 +6,9 @@ use super::{once, Session};
 use crate::asyncio::{self, AsyncView, ThreadFrames};
 use crate::cpython::FrameItem;
 use crate::error::Result;
+use crate::model::{AwaitingReport, ErrorReport, FrameReport, LoopReport, Report, TaskReport};
 use crate::report::tasks;
 use crate::report::text::Sources;
-use crate::report::{AwaitingReport, ErrorReport, FrameReport, LoopReport, Report, TaskReport};
 
 /// Every pending asyncio task, decoded once per stop.
 pub fn view(s: &Session) -> Result<&AsyncView> {

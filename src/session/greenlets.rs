@@ -6,8 +6,8 @@ use super::{once, Session};
 use crate::binary::ElfInfo;
 use crate::error::Result;
 use crate::greenlet::{self, GThread, GreenletView, Stacks};
+use crate::model::{ErrorReport, FrameReport, GreenletReport, Report};
 use crate::report::text::{self, Sources};
-use crate::report::{ErrorReport, FrameReport, GreenletReport, Report};
 
 /// Every greenlet, decoded once per stop.
 pub fn view(s: &Session) -> &GreenletView {

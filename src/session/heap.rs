@@ -5,11 +5,12 @@ use super::Session;
 use crate::cpython::heap::{LocalRoot, Retainer, Roots};
 use crate::cpython::FrameItem;
 use crate::error::ReadError;
-use crate::report::bytes_text::{human, thousands};
-use crate::report::held_by::{self, HeapRetainer};
-use crate::report::{
+use crate::model::HeapRetainer;
+use crate::model::{
     ErrorReport, HeapCount, HeapObject, HeapProcess, HeapReport, HeapType, HeapUnreached, Report,
 };
+use crate::report::bytes_text::{human, thousands};
+use crate::report::held_by;
 use crate::target::SourceKind;
 
 /// How many of the largest objects `--heap` lists unless `--heap-top` says.

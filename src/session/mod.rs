@@ -35,9 +35,9 @@ use crate::cpython::{
 use crate::error::{Error, ReadError, Result};
 use crate::greenlet::GreenletView;
 use crate::memory::crash;
+use crate::model::{Crash, LocalReport, Report};
 use crate::native::jit::JitMap;
 use crate::native::pthread;
-use crate::report::{Crash, LocalReport, Report};
 use crate::target::Target;
 use crate::unwind::ModuleSet;
 

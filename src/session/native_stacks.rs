@@ -12,9 +12,9 @@ use crate::arch::Arch;
 use crate::cpython::callables::NativeFrame;
 use crate::cpython::{FrameItem, FrameWalk, ThreadInfo};
 use crate::error::Result;
+use crate::model::{ErrorReport, FrameKind, FrameReport, Report, StopReport, ThreadReport};
 use crate::native::jit::{JitMap, RegionKind};
 use crate::native::{self, is_plumbing, name_builtins, run_gaps, RunMark, Splice};
-use crate::report::{ErrorReport, FrameKind, FrameReport, Report, StopReport, ThreadReport};
 use crate::unwind::regs::Regs;
 use crate::unwind::{self, ModuleSet};
 
@@ -420,7 +420,7 @@ fn merge(
         }
     }
     // A native or JIT frame is in the interpreter of the Python frame it belongs with.
-    let ids = crate::report::frame_interpreters(&out);
+    let ids = crate::model::frame_interpreters(&out);
     for (f, id) in out.iter_mut().zip(ids) {
         f.interpreter_id = id;
     }

@@ -9,9 +9,9 @@ use crate::cpython::callables::NativeFrame;
 use crate::cpython::FrameItem;
 use crate::error::Result;
 use crate::greenlet;
+use crate::model::StackEntry;
 use crate::native::Splice;
 use crate::report::text::{self, Sources};
-use crate::report::StackEntry;
 
 /// `py-bt` text: one thread's traceback, or every thread's with headers. With the
 /// selected thread's native frames, the native frames libpython shows are in it too.

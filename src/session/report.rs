@@ -4,7 +4,7 @@
 use super::{names, DecodedThread, Session, ThreadKey};
 use crate::cpython::FrameItem;
 use crate::error::Result;
-use crate::report::{
+use crate::model::{
     ErrorReport, FrameDetail, FrameKind, FrameReport, InterpreterReport, LocalReport, PythonReport,
     Report, ThreadReport,
 };

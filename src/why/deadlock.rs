@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::report::{Deadlock, ThreadReport};
+use crate::model::{Deadlock, ThreadReport};
 
 /// The cycles among `threads` (each once, starting at its thread listed first), then one
 /// `await` deadlock per asyncio await cycle in `await_cycles`.
@@ -97,7 +97,7 @@ fn cycles(order: &[u64], edges: &HashMap<u64, (u64, u64)>) -> Vec<Vec<u64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{ThreadWhy, Waiting};
+    use crate::model::{ThreadWhy, Waiting};
 
     fn thread(id: u64, waits: Option<(u64, Option<u64>)>) -> ThreadReport {
         ThreadReport {

@@ -17,7 +17,7 @@ use crate::asyncio::loops::{queues, LoopQueues};
 use crate::asyncio::{AsyncView, LoopView};
 use crate::cpython::FrameItem;
 use crate::memory::monotonic_now;
-use crate::report::{BlockedBy, ErrorReport, FrameKind, LoopReport, LoopWhy, ThreadReport};
+use crate::model::{BlockedBy, ErrorReport, FrameKind, LoopReport, LoopWhy, ThreadReport};
 use crate::session::{DecodedThread, Session};
 use crate::target::SourceKind;
 
@@ -183,7 +183,7 @@ mod tests {
             thread_state: Some(0),
             frames: Vec::new(),
             truncated: false,
-            why: Some(crate::report::ThreadWhy {
+            why: Some(crate::model::ThreadWhy {
                 state,
                 ..Default::default()
             }),

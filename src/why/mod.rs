@@ -36,7 +36,7 @@ pub mod task_outside;
 pub mod tasks;
 pub mod waits;
 
-use crate::report::{Report, ThreadWhy};
+use crate::model::{Report, ThreadWhy};
 use crate::session::{self, Session};
 
 /// `r` (a report of every thread, from `session`) with each thread's state, wait and holds

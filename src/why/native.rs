@@ -11,7 +11,7 @@
 
 use crate::cpython::callables::NativeFrame;
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
-use crate::report::{FrameKind, ThreadReport, Waiting, WaitsOn};
+use crate::model::{FrameKind, ThreadReport, Waiting, WaitsOn};
 use crate::session::DecodedThread;
 
 /// Modules of the C and C++ runtimes and the dynamic loader, by file name prefix: a wait's

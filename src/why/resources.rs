@@ -42,7 +42,7 @@ use crate::cpython::{FrameItem, PyFrame, Snapshot};
 use crate::memory::proc_fds::{self, FdLink, NetTables, SocketEnds};
 use crate::memory::unix_diag;
 use crate::memory::{proc_syscall, ProcSyscall};
-use crate::report::{ErrorReport, FrameKind, ThreadReport, Waiting, WaitsOn};
+use crate::model::{ErrorReport, FrameKind, ThreadReport, Waiting, WaitsOn};
 use crate::session::{once, Session};
 use crate::target::SourceKind;
 

@@ -21,7 +21,7 @@
 
 use crate::cpython::FrameItem;
 use crate::memory::{proc_syscall, ProcSyscall};
-use crate::report::{FrameKind, ThreadReport};
+use crate::model::{FrameKind, ThreadReport};
 use crate::session::{self, Session};
 
 use super::idle;

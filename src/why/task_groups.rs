@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::asyncio::{AsyncView, TaskView};
 use crate::cpython::FrameItem;
-use crate::report::{TaskGroup, TaskWhy, Waiting, WaitsOn};
+use crate::model::{TaskGroup, TaskWhy, Waiting, WaitsOn};
 
 /// Frames of one task looked through for its application frame or an idle row.
 const MAX_FRAMES: usize = 256;

@@ -19,7 +19,7 @@ use crate::asyncio::{AsyncView, TaskView};
 use crate::cpython::layout::FrameModel;
 use crate::cpython::values::field;
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
-use crate::report::{Millis, Waiting, WaitsOn};
+use crate::model::{Millis, Waiting, WaitsOn};
 
 /// Frames of one task looked at.
 const MAX_FRAMES: usize = 256;
@@ -320,7 +320,7 @@ fn c_transport_wait(
 
 /// The `errors` entry of task `task`'s socket wait `w` through a uvloop transport, whose
 /// socket is not read.
-pub fn unread_socket(task: u64, w: &Waiting) -> Option<crate::report::ErrorReport> {
+pub fn unread_socket(task: u64, w: &Waiting) -> Option<crate::model::ErrorReport> {
     let ty = w
         .type_name
         .as_deref()
@@ -328,7 +328,7 @@ pub fn unread_socket(task: u64, w: &Waiting) -> Option<crate::report::ErrorRepor
     if w.kind != "socket" {
         return None;
     }
-    Some(crate::report::ErrorReport {
+    Some(crate::model::ErrorReport {
         address: task,
         what: format!(
             "task {task:#x} waits on a socket through {ty} {:#x}, a transport written in C \

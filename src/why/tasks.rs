@@ -15,7 +15,7 @@
 use crate::asyncio::{AsyncView, TaskView};
 use crate::cpython::layout::FrameModel;
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
-use crate::report::{Holding, TaskWhy, Waiting};
+use crate::model::{Holding, TaskWhy, Waiting};
 
 /// Library frames followed outwards from a task's innermost frame.
 const MAX_WAIT_FRAMES: usize = 64;

@@ -21,7 +21,7 @@
 
 use crate::cpython::layout::{WithEntry, WithTop};
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
-use crate::report::{FrameKind, Holding, ThreadReport, Waiting};
+use crate::model::{FrameKind, Holding, ThreadReport, Waiting};
 use crate::session::{DecodedThread, Session};
 
 use super::locks::{self, LockCall, LockKind};

@@ -19,7 +19,7 @@ const FUNC_KWDEFAULTS_AFTER_CODE: u64 = 16;
 const FUNC_CLOSURE_AFTER_CODE: u64 = 24;
 
 /// One step of `held_by`: the report's own (docs/report.md, "Who holds the memory").
-pub use crate::report::held_by::HeldStep as Step;
+pub use crate::model::HeldStep as Step;
 
 /// One hop in words.
 pub(super) enum Hop {

@@ -1,9 +1,9 @@
 //! Tests of the straggler verdict: majorities, outliers and the words of its text.
 
 use super::*;
+use crate::model::FrameReport;
 use crate::report::group::{GroupBy, Member};
 use crate::report::test_support::python_frame as py;
-use crate::report::FrameReport;
 
 fn why(state: &str, waiting: Option<&str>) -> GroupWhy {
     GroupWhy {

@@ -3,7 +3,7 @@
 
 use super::{net_tables, Ends};
 use crate::memory::{proc_fds, socket_holders, unix_diag};
-use crate::report::PeerProcess;
+use crate::model::PeerProcess;
 use crate::session::{once, Session};
 
 /// TCP_ESTABLISHED, the `st` of a connected socket in /proc/net/tcp (include/net/tcp_states.h).
