@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use super::CoreFiles;
+use crate::memory::debuginfod::{Client, Config};
 use crate::report::group::GroupBy;
 use crate::sample::window;
-use crate::symbols::debuginfod::{Client, Config};
 use crate::target::FileSearch;
 
 const ABOUT: &str = "Python stacks of a live process or a core file, without debug info";

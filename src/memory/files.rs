@@ -7,7 +7,7 @@
 //!
 //! A core keeps the first page of each ELF file it maps, and with it the file's build-id note:
 //! a candidate whose build-id differs is skipped; when none matches, the command line fetches
-//! the file by that build-id from debuginfod ([`crate::symbols::debuginfod`]), and failing that
+//! the file by that build-id from debuginfod ([`super::debuginfod`]), and failing that
 //! the file is refused with both build-ids, since a different build at the same path decodes
 //! garbage.
 
@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex};
 
 use object::Object;
 
+use super::debuginfod::{self, Artifact, Client, Problems};
 use super::FileMapping;
 use crate::error::{Error, Result};
-use crate::symbols::debuginfod::{self, Artifact, Client, Problems};
 
 /// The distributions' directory of separate debug files (`-dbg`, `-dbgsym`, `-debuginfo`).
 const DEBUG_ROOT: &str = "/usr/lib/debug";

@@ -23,6 +23,7 @@ mod callback;
 mod clock;
 mod core;
 pub mod crash;
+pub mod debuginfod;
 mod files;
 pub mod link_map;
 mod live;

@@ -1,7 +1,7 @@
 //! Where more symbols and DWARF for a stripped file are: a separate debug file, found by
 //! build-id (`<root>/.build-id/ab/cdef….debug`) or by `.gnu_debuglink` (next to the file, in
 //! its `.debug/`, or under `<root>` at the file's own directory), as gdb finds them, else
-//! fetched by build-id from debuginfod ([`super::debuginfod`], the command line only); and
+//! fetched by build-id from debuginfod ([`crate::memory::debuginfod`], the command line only); and
 //! MiniDebugInfo (`.gnu_debugdata`: an xz-compressed ELF holding the `.symtab` of functions
 //! a stripped file keeps for unwinders, Fedora and others).
 
@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use object::{Object, ObjectSection};
 
-use super::debuginfod::{self, Artifact, Client, Problems};
+use crate::memory::debuginfod::{self, Artifact, Client, Problems};
 use crate::memory::FileLookup;
 
 /// The largest MiniDebugInfo we decompress.

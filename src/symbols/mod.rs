@@ -23,7 +23,6 @@
 //! ```
 
 pub mod debugfile;
-pub mod debuginfod;
 pub mod demangle;
 pub mod gdb_lines;
 pub mod lines;

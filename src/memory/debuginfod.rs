@@ -27,7 +27,7 @@
 //! again in the run: a dead server costs one timeout, not one per module.
 //!
 //! ```no_run
-//! use pyunwind::symbols::debuginfod::{Artifact, Client, Config};
+//! use pyunwind::memory::debuginfod::{Artifact, Client, Config};
 //! if let Some(config) = Config::from_env() {
 //!     let client = Client::new(config);
 //!     let id = [0xc5u8, 0x61, 0xf3, 0xaa];
@@ -48,8 +48,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use object::Object;
 
-use crate::memory::hex;
-use crate::memory::mapped::FileBytes;
+use super::hex;
+use super::mapped::FileBytes;
 
 /// `DEBUGINFOD_TIMEOUT`'s default, as elfutils'.
 pub const DEFAULT_TIMEOUT_SECONDS: u64 = 90;
