@@ -10,6 +10,7 @@ use clap::Parser;
 use crate::error::{Error, Result};
 use crate::model::{Hosted, Report};
 use crate::report::text as render;
+use crate::report::{heap_text, views};
 use crate::sample::window::{self, Plan};
 use crate::session::native_stacks::ThreadRegs;
 use crate::session::{self, Session};
@@ -52,7 +53,7 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    crate::heap::huge_pages();
+    crate::allocator::huge_pages();
     let cli = match crate::panic::catch("cli-args", || Cli::try_parse_from(args)) {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
@@ -484,7 +485,7 @@ fn with_report<T>(
         session::report::report(&session, None, out.locals)?
     };
     if out.greenlets {
-        session::greenlets::add_to(&session, &mut report, out.locals);
+        crate::why::add_greenlets(&session, &mut report, out.locals);
     }
     if out.heap {
         session::heap::add_to(
@@ -555,13 +556,13 @@ fn render_text(session: &Session, report: &Report, out: &Output) -> Result<Strin
         py.pid.map_or(String::new(), |p| format!("pid {p}"))
     );
     if out.async_ {
-        text.push_str(&session::asyncio::render_async(session)?);
+        text.push_str(&views::render_async(session)?);
     }
     if out.tasks {
         if out.async_ {
             text.push('\n');
         }
-        text.push_str(&session::asyncio::render_tasks(session, true, true)?);
+        text.push_str(&views::render_tasks(session, true, true)?);
     }
     if !asyncio {
         render::threads(report, &mut render::Sources::default(), &mut text);
@@ -569,7 +570,7 @@ fn render_text(session: &Session, report: &Report, out: &Output) -> Result<Strin
     }
     if let Some(h) = &report.heap {
         text.push('\n');
-        text.push_str(&session::heap::render(
+        text.push_str(&heap_text::render(
             h,
             out.heap_top.unwrap_or(session::heap::DEFAULT_TOP),
         ));

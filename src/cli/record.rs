@@ -294,7 +294,7 @@ fn full_report(a: &RecordArgs, pid: i32, s: &mut Session, r: Report) -> Result<R
         r
     };
     if a.greenlets {
-        session::greenlets::add_to(s, &mut report, false);
+        crate::why::add_greenlets(s, &mut report, false);
     }
     Ok(report)
 }

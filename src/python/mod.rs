@@ -7,6 +7,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
 use crate::report::text::{self, Sources};
+use crate::report::{heap_text, views};
 use crate::session::native_stacks::Natives;
 use crate::session::{self, Session, ThreadKey};
 use crate::target::{SourceKind, Target};
@@ -279,12 +280,12 @@ impl PySession {
             if as_json {
                 let r = self.off_gil(py, || -> crate::Result<crate::model::Report> {
                     let mut r = session::report::report(&self.inner, None, locals)?;
-                    session::greenlets::add_to(&self.inner, &mut r, locals);
+                    crate::why::add_greenlets(&self.inner, &mut r, locals);
                     Ok(r)
                 });
                 report_json(&r.map_err(err)?)
             } else {
-                self.off_gil(py, || session::greenlets::render(&self.inner, locals))
+                self.off_gil(py, || views::render_greenlets(&self.inner, locals))
                     .map_err(err)
             }
         })
@@ -307,7 +308,7 @@ impl PySession {
             } else {
                 Ok(r.heap
                     .as_ref()
-                    .map(|h| session::heap::render(h, top))
+                    .map(|h| heap_text::render(h, top))
                     .unwrap_or_default())
             }
         })
@@ -354,7 +355,7 @@ impl PySession {
     /// `py-bt-async` text: each loop's tasks with their async stacks, other threads' stacks.
     fn render_async(&self, py: Python<'_>) -> PyResult<String> {
         guard("Session.render_async", || {
-            self.off_gil(py, || session::asyncio::render_async(&self.inner))
+            self.off_gil(py, || views::render_async(&self.inner))
                 .map_err(err)
         })
     }
@@ -363,10 +364,8 @@ impl PySession {
     #[pyo3(signature = (tree=true, table=true))]
     fn render_tasks(&self, py: Python<'_>, tree: bool, table: bool) -> PyResult<String> {
         guard("Session.render_tasks", || {
-            self.off_gil(py, || {
-                session::asyncio::render_tasks(&self.inner, tree, table)
-            })
-            .map_err(err)
+            self.off_gil(py, || views::render_tasks(&self.inner, tree, table))
+                .map_err(err)
         })
     }
 
@@ -392,7 +391,7 @@ impl PySession {
         guard("Session.render_bt", || {
             let k = (!all_threads).then(|| key(lwp, tp));
             let n = natives(names, pcs, sps, wait_addr, levels, python_levels);
-            session::py_bt::render_bt(&self.inner, k, full, n.as_ref()).map_err(err)
+            views::render_bt(&self.inner, k, full, n.as_ref()).map_err(err)
         })
     }
 

@@ -1,5 +1,6 @@
-//! asyncio over a stop: every pending task decoded once ([`view`]), the report with the tasks,
-//! loops and await cycles ([`report`]), and `py-bt-async`/`py-tasks` text.
+//! asyncio over a stop: every pending task decoded once ([`view`]), and the report with the
+//! tasks, loops and await cycles ([`report`]) that `py-bt-async` and `py-tasks` render
+//! ([`crate::report::views`]).
 
 use super::report::{frame_report, interpreter_id, report as threads_report, thread_frame_report};
 use super::{once, Session};
@@ -7,8 +8,6 @@ use crate::asyncio::{self, AsyncView, ThreadFrames};
 use crate::cpython::FrameItem;
 use crate::error::Result;
 use crate::model::{AwaitingReport, ErrorReport, FrameReport, LoopReport, Report, TaskReport};
-use crate::report::tasks;
-use crate::report::text::Sources;
 
 /// Every pending asyncio task, decoded once per stop.
 pub fn view(s: &Session) -> Result<&AsyncView> {
@@ -133,15 +132,4 @@ pub fn loop_reports(s: &Session, view: &AsyncView) -> Vec<LoopReport> {
             why: None,
         })
         .collect()
-}
-
-/// `py-bt-async` text.
-pub fn render_async(s: &Session) -> Result<String> {
-    let r = report(s)?;
-    Ok(tasks::async_bt(r, &mut Sources::default()))
-}
-
-/// `py-tasks`: the task tree and/or the task table.
-pub fn render_tasks(s: &Session, tree: bool, table: bool) -> Result<String> {
-    Ok(tasks::tree_and_table(report(s)?, tree, table))
 }

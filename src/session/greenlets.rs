@@ -1,13 +1,11 @@
-//! Greenlets over a stop: every greenlet decoded once ([`view`]), added to a report
-//! (`--greenlets`) and rendered (`py-greenlets`).
+//! Greenlets over a stop: every greenlet decoded once ([`view`]) and added to a report
+//! (`--greenlets`; `py-greenlets` renders it, [`crate::report::views`]).
 
-use super::report::{frame_report, interpreter_id, report as threads_report, thread_frame_report};
+use super::report::{frame_report, interpreter_id, thread_frame_report};
 use super::{once, Session};
 use crate::binary::ElfInfo;
-use crate::error::Result;
 use crate::greenlet::{self, GThread, GreenletView, Stacks};
 use crate::model::{ErrorReport, FrameReport, GreenletReport, Report};
-use crate::report::text::{self, Sources};
 
 /// Every greenlet, decoded once per stop.
 pub fn view(s: &Session) -> &GreenletView {
@@ -58,19 +56,12 @@ fn main_stack(s: &Session) -> Option<(u64, u64)> {
     Some((pid, s.snap.mem.read_ptr(at).ok()?))
 }
 
-/// `py-greenlets` text: every thread with its greenlets.
-pub fn render(s: &Session, with_locals: bool) -> Result<String> {
-    let mut r = threads_report(s, None, with_locals)?;
-    add_to(s, &mut r, with_locals);
-    Ok(text::all_threads(&r, &mut Sources::default()))
-}
-
 /// `r` with every greenlet (`--greenlets`, `py-greenlets`), and what could not be read of
-/// them among its errors.
+/// them among its errors. The addresses of the sockets they wait on are [`crate::why`]'s
+/// ([`crate::why::add_greenlets`]).
 pub fn add_to(s: &Session, r: &mut Report, with_locals: bool) {
     let view = view(s);
     let threads = s.threads();
-    let mut problems = Vec::new();
     r.greenlets = Some(
         view.greenlets
             .iter()
@@ -104,15 +95,10 @@ pub fn add_to(s: &Session, r: &mut Report, with_locals: bool) {
                     }
                 },
                 truncated: g.truncated,
-                // A live process's socket: its addresses, from /proc.
-                waiting: g.waiting.clone().map(|mut w| {
-                    problems.extend(crate::why::resources::socket_addresses(s, &mut w));
-                    w
-                }),
+                waiting: g.waiting.clone(),
             })
             .collect(),
     );
-    r.errors.extend(problems);
     r.errors
         .extend(view.errors.iter().map(|(address, what)| ErrorReport {
             address: *address,

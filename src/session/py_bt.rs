@@ -1,52 +1,15 @@
-//! `py-bt` as libpython prints it: a thread's Python frames and, with its native frames, the
-//! native lines libpython shows between them (the C function a frame calls, `Waiting for the
-//! GIL`, `Garbage-collecting`), at the levels the debugger shows.
+//! `py-bt`'s stack as libpython walks it: a thread's Python frames and, with its native
+//! frames, the native lines libpython shows between them (the C function a frame calls,
+//! `Waiting for the GIL`, `Garbage-collecting`), at the levels the debugger shows. Its text is
+//! [`crate::report::views::render_bt`]'s.
 
 use super::native_stacks::{splice, Natives};
-use super::report::report as threads_report;
-use super::{greenlets, Session, ThreadKey};
+use super::{Session, ThreadKey};
 use crate::cpython::callables::NativeFrame;
 use crate::cpython::FrameItem;
 use crate::error::Result;
-use crate::greenlet;
 use crate::model::StackEntry;
 use crate::native::Splice;
-use crate::report::text::{self, Sources};
-
-/// `py-bt` text: one thread's traceback, or every thread's with headers. With the
-/// selected thread's native frames, the native frames libpython shows are in it too.
-pub fn render_bt(
-    s: &Session,
-    key: Option<ThreadKey>,
-    full: bool,
-    natives: Option<&Natives>,
-) -> Result<String> {
-    let r = threads_report(s, key, full)?;
-    let mut src = Sources::default();
-    Ok(match key {
-        None => {
-            let mut parked: Vec<(u64, usize)> = Vec::new();
-            let threads = s.threads();
-            for g in &greenlets::view(s).greenlets {
-                let id = g.thread.and_then(|i| threads[i].info.native_id);
-                if let (Some(id), greenlet::State::Suspended) = (id, g.state) {
-                    match parked.iter_mut().find(|p| p.0 == id) {
-                        Some(p) => p.1 += 1,
-                        None => parked.push((id, 1)),
-                    }
-                }
-            }
-            text::all_threads_parked(&r, &parked, &mut src)
-        }
-        Some(k) => {
-            let entries = stack_entries(s, k, natives)?;
-            let mut out = String::new();
-            text::entries(&r.threads[0], &entries, full, &mut src, &mut out);
-            text::errors(&r, &mut out);
-            out
-        }
-    })
-}
 
 /// The thread's stack as libpython's py-bt and py-up walk it, innermost first: its Python
 /// frames and, when its native frames are given, the native frames libpython shows

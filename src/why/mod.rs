@@ -39,6 +39,22 @@ pub mod waits;
 use crate::model::{Report, ThreadWhy};
 use crate::session::{self, Session};
 
+/// `r` with every greenlet ([`session::greenlets::add_to`]) and, for a live process of
+/// this machine, the addresses of the sockets gevent greenlets wait on, from /proc
+/// ([`resources::socket_addresses`]); what could not be read of those sockets among its
+/// errors, before the greenlets' own (`--greenlets`, `py-greenlets`).
+pub fn add_greenlets(session: &Session, r: &mut Report, with_locals: bool) {
+    let at = r.errors.len();
+    session::greenlets::add_to(session, r, with_locals);
+    let mut problems = Vec::new();
+    for g in r.greenlets.iter_mut().flatten() {
+        if let Some(w) = g.waiting.as_mut() {
+            problems.extend(resources::socket_addresses(session, w));
+        }
+    }
+    r.errors.splice(at..at, problems);
+}
+
 /// `r` (a report of every thread, from `session`) with each thread's state, wait and holds
 /// and the deadlocks: the report of `--why` and `py-why`. asyncio's tasks (read once per stop,
 /// none on 3.10) add their await cycles and their lock cycles; a report that lists the tasks
