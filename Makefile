@@ -61,6 +61,9 @@ lint:
 	$(CARGO) fmt --check
 	# No file of src/ imports one that imports it back (tools/import_cycles.py says which).
 	python3 tools/import_cycles.py src
+	# Each layer of src/ uses only the layers DESIGN.md lists before it (tools/layer_order.py
+	# names each file:line that reaches up).
+	python3 tools/layer_order.py src
 	# One clippy run for every target and both builds: the python feature only adds
 	# src/python (lib.rs), so the build with it holds all of the build without it.
 	$(CARGO) clippy --release --all-targets --features python -- -D warnings

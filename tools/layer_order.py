@@ -6,10 +6,10 @@ A layer is a top-level module of the crate (a folder of src/, or a file such as
 `src/target.rs`). `LAYERS` lists them in DESIGN.md's order, a row per line of its table. A
 file may use its own layer and those of the rows before it. Within a row the layers are listed
 in the order they may use each other: a layer may use one listed before it in its row, never
-one after it, so two layers of a row never use each other both ways (`binary` is used by
-`symbols`; `asyncio`, `greenlet` and `native` use none of the others; `python`, the pyo3
-module, calls the command line's `cli` for `pyunwind` run inside a debugger, never the
-reverse).
+one after it, so two layers of a row never use each other both ways (`unwind` uses
+`target`; `binary` and `symbols`, and `asyncio`, `greenlet` and `native`, use none of their
+row's others; `python`, the pyo3 module, runs the command line's `cli` for `pyunwind` inside a debugger, so
+the table's `python`, `cli` is listed here `cli`, `python`).
 
 What counts as a use is what tools/import_cycles.py reads: every `crate::`/`super::`/`self::`
 path and every path through a name a `use` bound, outside comments, strings and
@@ -25,7 +25,7 @@ from import_cycles import references  # noqa: E402
 # foundation under every layer (the error type, the panic boundary, the thread pool, the
 # CLI's allocator) and the report model every layer fills.
 LAYERS = [
-    ["error", "panic", "parallel", "alloc", "model"],
+    ["error", "panic", "parallel", "allocator", "model"],
     ["arch"],
     ["memory"],
     ["binary", "symbols"],
@@ -37,7 +37,8 @@ LAYERS = [
     ["heap"],
     ["report"],
     ["sample"],
-    ["python", "cli"],
+    # `python` runs the command line (`pyunwind` inside a debugger), never the reverse.
+    ["cli", "python"],
 ]
 
 
