@@ -70,24 +70,8 @@ pub struct Stacks<'a> {
     pub raw: Option<std::sync::Arc<dyn crate::memory::Memory>>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
-    Running,
-    Suspended,
-    NotStarted,
-    Dead,
-}
-
-impl State {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Running => "running",
-            State::Suspended => "suspended",
-            State::NotStarted => "not_started",
-            State::Dead => "dead",
-        }
-    }
-}
+/// A greenlet's state, as the report names it.
+pub use crate::model::GreenletState as State;
 
 #[derive(Clone, Debug)]
 pub struct Greenlet {

@@ -393,6 +393,17 @@ pub struct StopReport {
     pub stopped_us: u64,
 }
 
+/// A greenlet's state: `running` (on its thread now), `suspended` (switched away from, its
+/// frames saved), `not_started` (never switched to), `dead` (returned, or its thread ended).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GreenletState {
+    Running,
+    Suspended,
+    NotStarted,
+    Dead,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct GreenletReport {
     /// The greenlet object's address.
@@ -400,8 +411,7 @@ pub struct GreenletReport {
     /// The native id of the thread it belongs to; null once that thread has ended (or when
     /// it cannot be told: an error says so).
     pub thread: Option<u64>,
-    /// "running", "suspended", "not_started" or "dead".
-    pub state: &'static str,
+    pub state: GreenletState,
     /// The thread's main greenlet (it has no parent).
     pub main: bool,
     pub parent: Option<u64>,

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 pub use super::members::{MemberWait, Members};
-use crate::model::{FrameKind, FrameReport, ThreadReport, WaitsOn};
+use crate::model::{FrameKind, FrameReport, GreenletState, ThreadReport, WaitsOn};
 
 /// What makes two Python stacks identical.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -120,7 +120,7 @@ impl<'a> ThreadIn<'a> {
     /// A suspended greenlet as a member (others are not grouped: a running greenlet's stack
     /// is its thread's, one not started or dead has none).
     pub fn greenlet(g: &'a crate::model::GreenletReport) -> Option<Self> {
-        (g.state == "suspended").then(|| ThreadIn {
+        (g.state == GreenletState::Suspended).then(|| ThreadIn {
             task: None,
             greenlet: Some(g.address),
             wait: g.waiting.as_ref().map(MemberWait::from),

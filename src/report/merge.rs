@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use super::gather::Gatherer;
 use super::group::{GroupWhy, MemberWait, TargetError, ThreadIn};
-use crate::model::{FrameDetail, FrameKind, FrameReport};
+use crate::model::{FrameDetail, FrameKind, FrameReport, GreenletState};
 
 /// The largest document read; past it the document is an error entry (a report of 100,000
 /// asyncio tasks is about 50 MB).
@@ -253,7 +253,7 @@ struct DocTask {
 struct DocGreenlet {
     address: u64,
     thread: Option<u64>,
-    state: String,
+    state: GreenletState,
     name: Option<String>,
     frames: Vec<DocFrame>,
     #[serde(default)]
@@ -378,7 +378,9 @@ pub fn merge_input<R: BufRead>(
                 drop(doc_tasks);
                 // Only the suspended greenlets are grouped (as `ThreadIn::greenlet` says).
                 let doc_greenlets = doc_greenlets.map(|gs| {
-                    let suspended = gs.into_iter().filter(|g| g.state == "suspended");
+                    let suspended = gs
+                        .into_iter()
+                        .filter(|g| g.state == GreenletState::Suspended);
                     with_frames(suspended, |g| &mut g.frames)
                 });
                 grouper.add_greenlets(

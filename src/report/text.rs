@@ -5,7 +5,8 @@ use std::fmt::Write;
 
 use super::verdict_text;
 use crate::model::{
-    FrameKind, FrameReport, GreenletReport, LocalReport, Report, StackEntry, ThreadReport,
+    FrameKind, FrameReport, GreenletReport, GreenletState, LocalReport, Report, StackEntry,
+    ThreadReport,
 };
 
 /// Text one rendering builds at most; past it the frames left are not shown (with a line
@@ -346,15 +347,15 @@ pub fn greenlets(r: &Report, native_id: Option<u64>, src: &mut Sources, out: &mu
     if ours.is_empty() {
         return;
     }
-    let count = |s: &str| ours.iter().filter(|g| g.state == s).count();
+    let count = |s: GreenletState| ours.iter().filter(|g| g.state == s).count();
     writeln!(
         out,
         "Greenlets: {} ({} running, {} suspended, {} not started, {} dead)",
         ours.len(),
-        count("running"),
-        count("suspended"),
-        count("not_started"),
-        count("dead")
+        count(GreenletState::Running),
+        count(GreenletState::Suspended),
+        count(GreenletState::NotStarted),
+        count(GreenletState::Dead)
     )
     .unwrap();
     for g in ours {
@@ -368,9 +369,8 @@ pub fn greenlets(r: &Report, native_id: Option<u64>, src: &mut Sources, out: &mu
         if g.main {
             what.push_str(", main");
         }
-        let state = g.state.replace('_', " ");
         match g.state {
-            "running" if native_id.is_some() => {
+            GreenletState::Running if native_id.is_some() => {
                 writeln!(
                     out,
                     "  Greenlet {:#x} ({what}) running: the traceback above",
@@ -378,7 +378,7 @@ pub fn greenlets(r: &Report, native_id: Option<u64>, src: &mut Sources, out: &mu
                 )
                 .unwrap();
             }
-            "suspended" => {
+            GreenletState::Suspended => {
                 let wait = g.waiting.as_ref().map_or(String::new(), |w| {
                     let mut s = format!(", waiting: {}", w.kind);
                     if let Some(o) = w.object {
@@ -400,8 +400,24 @@ pub fn greenlets(r: &Report, native_id: Option<u64>, src: &mut Sources, out: &mu
                     out.push_str("      (older frames not shown: the walk stopped early)\n");
                 }
             }
-            _ => writeln!(out, "  Greenlet {:#x} ({what}) {state}", g.address).unwrap(),
+            state => writeln!(
+                out,
+                "  Greenlet {:#x} ({what}) {}",
+                g.address,
+                greenlet_state_words(state)
+            )
+            .unwrap(),
         }
+    }
+}
+
+/// A greenlet's state in the text: `running`, `suspended`, `not started`, `dead`.
+fn greenlet_state_words(s: GreenletState) -> &'static str {
+    match s {
+        GreenletState::Running => "running",
+        GreenletState::Suspended => "suspended",
+        GreenletState::NotStarted => "not started",
+        GreenletState::Dead => "dead",
     }
 }
 

@@ -17,7 +17,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::profile::{Owner, OwnerKind, Profile};
-use crate::model::{FrameReport, Report, TaskReport, ThreadReport};
+use crate::model::{FrameReport, GreenletState, Report, TaskReport, ThreadReport};
 
 /// Tasks of one await chain, past which the rest of it is left out (a chain of tasks awaiting
 /// tasks is a program's recursion: thousands are rare, a cycle is cut by the visited set).
@@ -68,7 +68,7 @@ pub fn add(profile: &mut Profile, report: &Report, take: Take, running: &dyn Fn(
             }
         }
         for g in report.greenlets.iter().flatten() {
-            if take.greenlets && g.state == "suspended" {
+            if take.greenlets && g.state == GreenletState::Suspended {
                 let owner = Owner {
                     kind: OwnerKind::Greenlet,
                     id: g.address,

@@ -68,7 +68,7 @@ pub fn add_to(s: &Session, r: &mut Report, with_locals: bool) {
             .map(|g| GreenletReport {
                 address: g.addr,
                 thread: g.thread.and_then(|i| threads[i].info.native_id),
-                state: g.state.as_str(),
+                state: g.state,
                 main: g.main,
                 parent: g.parent,
                 type_name: g.type_name.clone(),
