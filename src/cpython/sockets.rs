@@ -28,6 +28,7 @@
 use super::values::{field, is_cfunction_type};
 use super::Snapshot;
 use crate::error::ReadError;
+use crate::model::Direction;
 
 /// The C type of every socket object.
 pub const SOCKET_TYPE: &str = "_socket.socket";
@@ -52,26 +53,26 @@ const MAX_FAMILY: i32 = 64;
 /// `connect`, `accept`): what a thread (or a gevent greenlet, by its cooperative socket's
 /// method of the same name) waits to do. `_accept` is what `socket.socket.accept()` (Lib/
 /// socket.py) calls.
-pub const SOCKET_METHODS: &[(&str, &str)] = &[
-    ("recv", "recv"),
-    ("recv_into", "recv"),
-    ("recvfrom", "recv"),
-    ("recvfrom_into", "recv"),
-    ("recvmsg", "recv"),
-    ("recvmsg_into", "recv"),
-    ("send", "send"),
-    ("sendall", "send"),
-    ("sendto", "send"),
-    ("sendmsg", "send"),
-    ("sendfile", "send"),
-    ("connect", "connect"),
-    ("connect_ex", "connect"),
-    ("_accept", "accept"),
-    ("accept", "accept"),
+pub const SOCKET_METHODS: &[(&str, Direction)] = &[
+    ("recv", Direction::Recv),
+    ("recv_into", Direction::Recv),
+    ("recvfrom", Direction::Recv),
+    ("recvfrom_into", Direction::Recv),
+    ("recvmsg", Direction::Recv),
+    ("recvmsg_into", Direction::Recv),
+    ("send", Direction::Send),
+    ("sendall", Direction::Send),
+    ("sendto", Direction::Send),
+    ("sendmsg", Direction::Send),
+    ("sendfile", Direction::Send),
+    ("connect", Direction::Connect),
+    ("connect_ex", Direction::Connect),
+    ("_accept", Direction::Accept),
+    ("accept", Direction::Accept),
 ];
 
 /// The direction a socket method named `method` waits in ([`SOCKET_METHODS`]).
-pub fn method_direction(method: &str) -> Option<&'static str> {
+pub fn method_direction(method: &str) -> Option<Direction> {
     SOCKET_METHODS
         .iter()
         .find(|(m, _)| *m == method)

@@ -265,6 +265,33 @@ pub struct Waiting {
     pub on: Option<WaitsOn>,
 }
 
+/// Which way a wait on a socket or a descriptor goes: a socket's `recv`, `send`, `connect`,
+/// `accept`; a pipe's, file's or other descriptor's `read`, `write`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    Recv,
+    Send,
+    Connect,
+    Accept,
+    Read,
+    Write,
+}
+
+impl Direction {
+    /// Its name, in the JSON and in the text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Recv => "recv",
+            Direction::Send => "send",
+            Direction::Connect => "connect",
+            Direction::Accept => "accept",
+            Direction::Read => "read",
+            Direction::Write => "write",
+        }
+    }
+}
+
 /// The resource a wait on the outside world is on. Each field is null where the source
 /// cannot show it (a core has no /proc: a socket's addresses, a child's command).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -274,7 +301,7 @@ pub enum WaitsOn {
     Socket {
         fd: Option<i64>,
         /// `recv`, `send`, `connect`, `accept`.
-        direction: Option<&'static str>,
+        direction: Option<Direction>,
         /// `"127.0.0.1:5432"`, `"[::1]:80"`; a unix socket's path (`"@name"` abstract).
         local: Option<String>,
         peer: Option<String>,
@@ -286,7 +313,7 @@ pub enum WaitsOn {
     Fd {
         fd: Option<i64>,
         /// `read`, `write`.
-        direction: Option<&'static str>,
+        direction: Option<Direction>,
         /// A file's path (live).
         path: Option<String>,
     },

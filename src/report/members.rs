@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Waiting, WaitsOn};
+use crate::model::{Direction, Waiting, WaitsOn};
 
 /// What the members of a grouping are: how its groups and tree name them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -27,7 +27,7 @@ pub struct MemberWait {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fd: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub direction: Option<String>,
+    pub direction: Option<Direction>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -50,13 +50,13 @@ impl From<&Waiting> for MemberWait {
                 ..
             }) => {
                 m.fd = *fd;
-                m.direction = direction.map(str::to_string);
+                m.direction = *direction;
                 m.local = local.clone();
                 m.peer = peer.clone();
             }
             Some(WaitsOn::Fd { fd, direction, .. }) => {
                 m.fd = *fd;
-                m.direction = direction.map(str::to_string);
+                m.direction = *direction;
             }
             _ => {}
         }

@@ -461,7 +461,7 @@ mod tests {
                     None,
                     Some(WaitsOn::Socket {
                         fd: Some(7),
-                        direction: Some("recv"),
+                        direction: Some(crate::model::Direction::Recv),
                         local: Some("127.0.0.1:40122".into()),
                         peer: Some("127.0.0.1:5432".into()),
                         peer_process: Some(crate::model::PeerProcess {

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::model::{FrameReport, PeerProcess, Report, ThreadReport, Waiting, WaitsOn};
+use crate::model::{Direction, FrameReport, PeerProcess, Report, ThreadReport, Waiting, WaitsOn};
 
 /// `"poster"` (a thread's name), else its native id.
 pub(super) fn who(r: &Report, native_id: u64) -> String {
@@ -101,7 +101,7 @@ pub(super) fn waits_on(w: &Waiting) -> Option<String> {
                 write!(s, " {p}").unwrap();
             }
             if let Some(d) = direction {
-                write!(s, " ({d})").unwrap();
+                write!(s, " ({})", d.as_str()).unwrap();
             }
             s
         }
@@ -139,7 +139,7 @@ pub(super) fn waits_on(w: &Waiting) -> Option<String> {
 /// (an unnamed unix socket's peer, a `socketpair`, has only its process), `recv`; None when
 /// neither is known.
 pub(super) fn socket_target(
-    direction: Option<&str>,
+    direction: Option<Direction>,
     peer: Option<&str>,
     peer_process: Option<&PeerProcess>,
 ) -> Option<String> {
@@ -149,18 +149,18 @@ pub(super) fn socket_target(
     Some(match (direction, peer) {
         (Some(d), Some(p)) => {
             let to = match d {
-                "recv" => "from",
-                "accept" => "on",
+                Direction::Recv => "from",
+                Direction::Accept => "on",
                 _ => "to",
             };
-            format!("{d} {to} {p}{by}")
+            format!("{} {to} {p}{by}", d.as_str())
         }
         (Some(d), None) => match peer_process {
             Some(pp) => {
-                let to = if d == "recv" { "from" } else { "to" };
-                format!("{d} {to} pid {} ({})", pp.pid, pp.command)
+                let to = if d == Direction::Recv { "from" } else { "to" };
+                format!("{} {to} pid {} ({})", d.as_str(), pp.pid, pp.command)
             }
-            None => d.to_string(),
+            None => d.as_str().to_string(),
         },
         (None, Some(p)) => format!("peer {p}{by}"),
         (None, None) => return None,

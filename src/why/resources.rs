@@ -42,7 +42,7 @@ use crate::cpython::{FrameItem, PyFrame, Snapshot};
 use crate::memory::proc_fds::{self, FdLink, NetTables, SocketEnds};
 use crate::memory::unix_diag;
 use crate::memory::{proc_syscall, ProcSyscall};
-use crate::model::{ErrorReport, FrameKind, ThreadReport, Waiting, WaitsOn};
+use crate::model::{Direction, ErrorReport, FrameKind, ThreadReport, Waiting, WaitsOn};
 use crate::session::{once, Session};
 use crate::target::SourceKind;
 
@@ -72,24 +72,24 @@ enum Dir {
 
 impl Dir {
     fn of_method(method: &str) -> Option<Dir> {
-        match method_direction(method)? {
-            "recv" => Some(Dir::In),
-            "send" => Some(Dir::Out),
-            "connect" => Some(Dir::Connect),
-            "accept" => Some(Dir::Accept),
-            _ => None,
-        }
+        Some(match method_direction(method)? {
+            Direction::Recv => Dir::In,
+            Direction::Send => Dir::Out,
+            Direction::Connect => Dir::Connect,
+            Direction::Accept => Dir::Accept,
+            Direction::Read | Direction::Write => return None,
+        })
     }
 
     /// The report's `direction` for a wait of kind `kind`.
-    fn name(self, kind: &str) -> Option<&'static str> {
+    fn name(self, kind: &str) -> Option<Direction> {
         match (kind == "socket", self) {
-            (true, Dir::In) => Some("recv"),
-            (true, Dir::Out) => Some("send"),
-            (true, Dir::Connect) => Some("connect"),
-            (true, Dir::Accept) => Some("accept"),
-            (false, Dir::In) => Some("read"),
-            (false, Dir::Out) => Some("write"),
+            (true, Dir::In) => Some(Direction::Recv),
+            (true, Dir::Out) => Some(Direction::Send),
+            (true, Dir::Connect) => Some(Direction::Connect),
+            (true, Dir::Accept) => Some(Direction::Accept),
+            (false, Dir::In) => Some(Direction::Read),
+            (false, Dir::Out) => Some(Direction::Write),
             (false, _) => None,
         }
     }

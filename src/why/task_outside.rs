@@ -19,7 +19,7 @@ use crate::asyncio::{AsyncView, TaskView};
 use crate::cpython::layout::FrameModel;
 use crate::cpython::values::field;
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
-use crate::model::{Millis, Waiting, WaitsOn};
+use crate::model::{Direction, Millis, Waiting, WaitsOn};
 
 /// Frames of one task looked at.
 const MAX_FRAMES: usize = 256;
@@ -118,69 +118,69 @@ enum SocketAt {
 
 /// Frames that wait on a socket: (file, qualified name, where its socket is, direction). Each
 /// is the first frame outside asyncio/locks.py and futures.py, from the innermost outwards.
-const SOCKET_FRAMES: &[(&str, &str, SocketAt, &str)] = &[
+const SOCKET_FRAMES: &[(&str, &str, SocketAt, Direction)] = &[
     // asyncio streams (Lib/asyncio/streams.py): `read`, `readline`, `readexactly`... await
     // `_wait_for_data`; `drain` awaits the protocol's `_drain_helper`.
     (
         STREAMS_PY,
         "StreamReader._wait_for_data",
         SocketAt::SelfAttrs(&["_transport"]),
-        "recv",
+        Direction::Recv,
     ),
     (
         STREAMS_PY,
         "FlowControlMixin._drain_helper",
         SocketAt::SelfAttrs(&["_transport"]),
-        "send",
+        Direction::Send,
     ),
     // The loop's socket methods (Lib/asyncio/selector_events.py).
     (
         SELECTOR_PY,
         "BaseSelectorEventLoop.sock_recv",
         SocketAt::Local("sock"),
-        "recv",
+        Direction::Recv,
     ),
     (
         SELECTOR_PY,
         "BaseSelectorEventLoop.sock_recv_into",
         SocketAt::Local("sock"),
-        "recv",
+        Direction::Recv,
     ),
     (
         SELECTOR_PY,
         "BaseSelectorEventLoop.sock_recvfrom",
         SocketAt::Local("sock"),
-        "recv",
+        Direction::Recv,
     ),
     (
         SELECTOR_PY,
         "BaseSelectorEventLoop.sock_recvfrom_into",
         SocketAt::Local("sock"),
-        "recv",
+        Direction::Recv,
     ),
     (
         SELECTOR_PY,
         "BaseSelectorEventLoop.sock_sendall",
         SocketAt::Local("sock"),
-        "send",
+        Direction::Send,
     ),
     (
         SELECTOR_PY,
         "BaseSelectorEventLoop.sock_sendto",
         SocketAt::Local("sock"),
-        "send",
+        Direction::Send,
     ),
     (
         SELECTOR_PY,
         "BaseSelectorEventLoop.sock_connect",
         SocketAt::Local("sock"),
-        "connect",
+        Direction::Connect,
     ),
     (
         SELECTOR_PY,
         "BaseSelectorEventLoop.sock_accept",
         SocketAt::Local("sock"),
-        "accept",
+        Direction::Accept,
     ),
     // anyio 4's asyncio backend (httpx, httpcore, Starlette): `SocketStream.receive` awaits
     // its protocol's `read_event` (an asyncio.Event), `send` its `write_event`.
@@ -188,20 +188,20 @@ const SOCKET_FRAMES: &[(&str, &str, SocketAt, &str)] = &[
         ANYIO_PY,
         "SocketStream.receive",
         SocketAt::SelfAttrs(&["_transport"]),
-        "recv",
+        Direction::Recv,
     ),
     (
         ANYIO_PY,
         "SocketStream.send",
         SocketAt::SelfAttrs(&["_transport"]),
-        "send",
+        Direction::Send,
     ),
     // aiohttp's StreamReader (aiohttp/streams.py) waits in `_wait` on its protocol's transport.
     (
         AIOHTTP_STREAMS_PY,
         "StreamReader._wait",
         SocketAt::SelfAttrs(&["_protocol", "transport"]),
-        "recv",
+        Direction::Recv,
     ),
     // aiohttp 3.14's client awaits a response's head in `DataQueue.read` (aiohttp/streams.py),
     // on `self._waiter`: there `self` is the connection's `ResponseHandler`, protocol and queue
@@ -211,7 +211,7 @@ const SOCKET_FRAMES: &[(&str, &str, SocketAt, &str)] = &[
         AIOHTTP_STREAMS_PY,
         "DataQueue.read",
         SocketAt::SelfAttrs(&["transport"]),
-        "recv",
+        Direction::Recv,
     ),
     // asyncpg 0.32 (asyncpg/connection.py): a query awaits its C protocol's coroutine
     // (`bind_execute`, `prepare`, `query`, compiled by Cython: no Python frame of its own),
@@ -222,19 +222,19 @@ const SOCKET_FRAMES: &[(&str, &str, SocketAt, &str)] = &[
         ASYNCPG_CONNECTION_PY,
         "Connection._do_execute",
         SocketAt::SelfAttrs(&["_transport"]),
-        "recv",
+        Direction::Recv,
     ),
     (
         ASYNCPG_CONNECTION_PY,
         "Connection._get_statement",
         SocketAt::SelfAttrs(&["_transport"]),
-        "recv",
+        Direction::Recv,
     ),
     (
         ASYNCPG_CONNECTION_PY,
         "Connection.execute",
         SocketAt::SelfAttrs(&["_transport"]),
-        "recv",
+        Direction::Recv,
     ),
 ];
 
@@ -296,7 +296,7 @@ fn c_transport_wait(
     snap: &Snapshot,
     transport: u64,
     frame: usize,
-    direction: &'static str,
+    direction: Direction,
 ) -> Option<Waiting> {
     let ty = snap.type_of(transport).ok()?;
     if !ty.name.starts_with(UVLOOP_TYPES) {
