@@ -33,6 +33,7 @@ use crate::cpython::values::field;
 use crate::cpython::{FrameItem, FrameWalk, Snapshot};
 use crate::error::{Error, ReadError};
 use crate::memory::addr_map::{AddrMap, AddrSet};
+use crate::model::AwaitingKind;
 
 /// Most tasks we list.
 pub const MAX_TASKS: u64 = 1 << 20;
@@ -72,8 +73,7 @@ pub struct TaskView {
 
 #[derive(Clone, Debug)]
 pub struct Awaiting {
-    /// "future", "task", "gather", "sleep", "other".
-    pub kind: &'static str,
+    pub kind: AwaitingKind,
     pub id: u64,
     pub type_name: String,
     /// For a future an executor job completes: the worker thread running it.
@@ -296,13 +296,13 @@ fn awaiting(
         Leaf::Awaits(f) => {
             let class = o.class(f).unwrap_or(Class::Other);
             let (kind, executor) = match class {
-                Class::Task { .. } => ("task", None),
+                Class::Task { .. } => (AwaitingKind::Task, None),
                 Class::Future {
                     gathering: true, ..
-                } => ("gather", None),
+                } => (AwaitingKind::Gather, None),
                 Class::Future { c, .. } => {
                     if in_sleep {
-                        ("sleep", None)
+                        (AwaitingKind::Sleep, None)
                     } else {
                         // `run_in_executor`: the asyncio future's callbacks hold a closure
                         // (`_chain_future._call_check_cancel`) whose cell `source` is the job.
@@ -313,10 +313,13 @@ fn awaiting(
                             .filter(|cb| o.class(*cb).ok() == Some(Class::Function))
                             .flat_map(|cb| o.closure_values(cb).unwrap_or_default())
                             .find(|v| o.class(*v).ok() == Some(Class::ConcurrentFuture));
-                        ("future", job.and_then(|j| workers.get(&j).cloned()))
+                        (
+                            AwaitingKind::Future,
+                            job.and_then(|j| workers.get(&j).cloned()),
+                        )
                     }
                 }
-                _ => ("other", None),
+                _ => (AwaitingKind::Other, None),
             };
             let (executor_thread, executor_job) = executor.unzip();
             Awaiting {
@@ -329,9 +332,9 @@ fn awaiting(
         }
         Leaf::Yield { gen, function } => Awaiting {
             kind: if function == "__sleep0" {
-                "sleep"
+                AwaitingKind::Sleep
             } else {
-                "other"
+                AwaitingKind::Other
             },
             id: gen,
             type_name: "generator".into(),
@@ -339,7 +342,7 @@ fn awaiting(
             executor_job: None,
         },
         Leaf::Other { addr, type_name } => Awaiting {
-            kind: "other",
+            kind: AwaitingKind::Other,
             id: addr,
             type_name,
             executor_thread: None,

@@ -524,10 +524,34 @@ pub struct TaskGroup {
     pub line: Option<u32>,
 }
 
+/// What a task awaits: another `task`, a `gather`, a `sleep`, a `future` (an executor
+/// job's among them), or `other`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AwaitingKind {
+    Future,
+    Task,
+    Gather,
+    Sleep,
+    Other,
+}
+
+impl AwaitingKind {
+    /// Its name, in the JSON and in the text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AwaitingKind::Future => "future",
+            AwaitingKind::Task => "task",
+            AwaitingKind::Gather => "gather",
+            AwaitingKind::Sleep => "sleep",
+            AwaitingKind::Other => "other",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct AwaitingReport {
-    /// "future", "task", "gather", "sleep" or "other".
-    pub kind: &'static str,
+    pub kind: AwaitingKind,
     pub id: u64,
     #[serde(rename = "type")]
     pub type_name: String,

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use std::rc::Rc;
 
 use super::text::{errors, frames, thread_header, traceback, Sources};
-use crate::model::{FrameKind, FrameReport, LoopReport, Report, TaskReport};
+use crate::model::{AwaitingKind, FrameKind, FrameReport, LoopReport, Report, TaskReport};
 
 /// Most await paths shown for one task (fan-in multiplies them).
 const MAX_PATHS: usize = 64;
@@ -28,10 +28,10 @@ pub fn task_label(t: &TaskReport) -> String {
 fn awaiting_text(t: &TaskReport, tasks: &HashMap<u64, &TaskReport>) -> Option<String> {
     let a = t.awaiting.as_ref()?;
     let what = match tasks.get(&a.id) {
-        Some(other) if a.kind == "task" => task_label(other),
+        Some(other) if a.kind == AwaitingKind::Task => task_label(other),
         _ => format!("{} {:#x}", a.type_name, a.id),
     };
-    let mut s = format!("awaits {what} ({})", a.kind);
+    let mut s = format!("awaits {what} ({})", a.kind.as_str());
     if let Some(n) = a.executor_native_id {
         write!(s, ", run by executor thread {n}").unwrap();
     }
@@ -345,10 +345,12 @@ fn tree_nodes(
             prefix.push_str("    ");
         }
         if let Some(a) = &t.awaiting {
-            if a.kind != "task" && a.kind != "gather" {
+            if a.kind != AwaitingKind::Task && a.kind != AwaitingKind::Gather {
                 let text = format_args!(
                     "{prefix}└──  awaits {} {:#x} ({})",
-                    a.type_name, a.id, a.kind
+                    a.type_name,
+                    a.id,
+                    a.kind.as_str()
                 );
                 if !line(out, text) {
                     return false;
@@ -425,9 +427,9 @@ pub fn table(r: &Report) -> String {
             format!("{:#x}", t.id),
             t.name.clone(),
             state,
-            t.awaiting
-                .as_ref()
-                .map_or("-".into(), |a| format!("{} {}", a.kind, a.type_name)),
+            t.awaiting.as_ref().map_or("-".into(), |a| {
+                format!("{} {}", a.kind.as_str(), a.type_name)
+            }),
             if stack.is_empty() {
                 "-".into()
             } else {

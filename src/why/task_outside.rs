@@ -19,7 +19,7 @@ use crate::asyncio::{AsyncView, TaskView};
 use crate::cpython::layout::FrameModel;
 use crate::cpython::values::field;
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
-use crate::model::{Direction, Millis, Waiting, WaitsOn};
+use crate::model::{AwaitingKind, Direction, Millis, Waiting, WaitsOn};
 
 /// Frames of one task looked at.
 const MAX_FRAMES: usize = 256;
@@ -53,14 +53,14 @@ pub fn task_outside_wait(
     let object = Some(aw.id);
     let type_name = Some(aw.type_name.clone());
     let (kind, on) = match aw.kind {
-        "future" if aw.executor_thread.is_some() => (
+        AwaitingKind::Future if aw.executor_thread.is_some() => (
             "executor",
             WaitsOn::Executor {
                 thread: aw.executor_thread.and_then(&worker_native_id),
                 job: aw.executor_job.clone(),
             },
         ),
-        "sleep" => (
+        AwaitingKind::Sleep => (
             "sleep",
             WaitsOn::Sleep {
                 remaining_s: now.and_then(|n| {
@@ -69,7 +69,7 @@ pub fn task_outside_wait(
                 }),
             },
         ),
-        "future" => (
+        AwaitingKind::Future => (
             "future",
             WaitsOn::Future {
                 orphan: orphan(snap, view, t, aw.id),
