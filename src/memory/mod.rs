@@ -28,6 +28,7 @@ pub mod link_map;
 mod live;
 pub(crate) mod mapped;
 pub mod proc_fds;
+mod proc_tasks;
 pub mod signals;
 pub mod socket_holders;
 pub mod unix_diag;
@@ -45,6 +46,7 @@ pub use self::live::{
     proc_context_switches, proc_cpu_seconds, proc_run_queue_seconds, proc_syscall,
     proc_thread_running, process_alive, LiveMemory, ProcSyscall,
 };
+pub use self::proc_tasks::TaskStates;
 
 use crate::error::{ReadError, ReadErrorKind};
 
