@@ -117,10 +117,12 @@ impl<M: Memory> PageCache<M> {
         e.paged.clear();
     }
 
-    /// Reads the block (else the page) holding `a` into the cache. False when neither can be
-    /// read whole.
-    fn fill(&self, a: u64) -> bool {
+    /// Reads the block (else the page) holding `a` into the cache; in a sparse cache, the page
+    /// alone if it is the block's first miss and not `whole`. False when neither can be read
+    /// whole.
+    fn fill(&self, a: u64, whole: bool) -> bool {
         let first_in_block = self.sparse
+            && !whole
             && self
                 .entries
                 .lock()
@@ -187,6 +189,22 @@ fn give_back(buf: Vec<u8>) {
 
 impl<M: Memory> Memory for PageCache<M> {
     fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        self.read_filling(addr, buf, false)
+    }
+
+    fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        self.read_filling(addr, buf, true)
+    }
+
+    fn any_thread(&self) -> bool {
+        self.inner.any_thread()
+    }
+}
+
+impl<M: Memory> PageCache<M> {
+    /// Reads `buf` from the cache, filling it where it misses (`whole`: a block at once, even
+    /// in a sparse cache).
+    fn read_filling(&self, addr: u64, buf: &mut [u8], whole: bool) -> Result<(), ReadError> {
         let mut done = 0usize;
         while done < buf.len() {
             let a = addr.wrapping_add(done as u64);
@@ -201,7 +219,7 @@ impl<M: Memory> Memory for PageCache<M> {
                 done += n;
                 continue;
             }
-            if self.fill(a) {
+            if self.fill(a, whole) {
                 if let Some(n) = copy(buf) {
                     done += n;
                     continue;
@@ -214,10 +232,6 @@ impl<M: Memory> Memory for PageCache<M> {
             done += n;
         }
         Ok(())
-    }
-
-    fn any_thread(&self) -> bool {
-        self.inner.any_thread()
     }
 }
 
@@ -285,5 +299,62 @@ mod tests {
         }
         let e = mem.entries.lock().unwrap();
         assert!(e.bytes() <= MAX_CACHED_BYTES);
+    }
+
+    /// [`Ramp`] that records the size of each read it is asked for.
+    struct Counted {
+        ramp: Ramp,
+        sizes: Mutex<Vec<usize>>,
+    }
+
+    impl Memory for Counted {
+        fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+            self.sizes.lock().unwrap().push(buf.len());
+            self.ramp.read_into(addr, buf)
+        }
+    }
+
+    #[test]
+    fn a_sparse_cache_reads_a_page_then_its_block_and_frames_whole() {
+        let mem = PageCache::sparse(Counted {
+            ramp: Ramp {
+                start: 0,
+                end: 1 << 20,
+            },
+            sizes: Mutex::new(Vec::new()),
+        });
+        let mut b = [0u8; 16];
+        let read = |addr: u64, together: bool, b: &mut [u8]| {
+            if together {
+                mem.read_together_into(addr, b).unwrap();
+            } else {
+                mem.read_into(addr, b).unwrap();
+            }
+            assert!(b
+                .iter()
+                .enumerate()
+                .all(|(i, x)| *x == (addr + i as u64) as u8));
+        };
+        // A block's first miss: its page; the same page again: no read; another page of the
+        // block: the block.
+        read(0x1_0010, false, &mut b);
+        read(0x1_0020, false, &mut b);
+        read(0x1_2000, false, &mut b);
+        read(0x1_f000, false, &mut b);
+        // Bytes read together: their block at the first miss.
+        read(0x3_0100, true, &mut b);
+        read(0x3_8000, false, &mut b);
+        let sizes = mem.inner().sizes.lock().unwrap().clone();
+        assert_eq!(sizes, [PAGE, BLOCK, BLOCK].map(|n| n as usize));
+        // A cache that is not sparse fills blocks only.
+        let plain = PageCache::new(Counted {
+            ramp: Ramp {
+                start: 0,
+                end: 1 << 20,
+            },
+            sizes: Mutex::new(Vec::new()),
+        });
+        plain.read_into(0x1_0010, &mut b).unwrap();
+        assert_eq!(*plain.inner().sizes.lock().unwrap(), [BLOCK as usize]);
     }
 }

@@ -68,6 +68,14 @@ pub trait Memory: Send + Sync {
         true
     }
 
+    /// [`Memory::read_into`] for bytes whose links lead to their neighbours (an interpreter
+    /// frame, whose caller lies beside it on the thread's data stack): a cache fills the whole
+    /// block, not the page alone ([`PageCache::sparse`]), so that a chain of them comes from
+    /// one read of a running target, not from reads made at different times.
+    fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        self.read_into(addr, buf)
+    }
+
     fn read_u8(&self, addr: u64) -> Result<u8, ReadError> {
         let mut b = [0u8; 1];
         self.read_into(addr, &mut b)?;
@@ -146,6 +154,9 @@ impl<M: Memory + ?Sized> Memory for &M {
     fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_into(addr, buf)
     }
+    fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        (**self).read_together_into(addr, buf)
+    }
     fn any_thread(&self) -> bool {
         (**self).any_thread()
     }
@@ -155,6 +166,9 @@ impl<M: Memory + ?Sized> Memory for Box<M> {
     fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_into(addr, buf)
     }
+    fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        (**self).read_together_into(addr, buf)
+    }
     fn any_thread(&self) -> bool {
         (**self).any_thread()
     }
@@ -163,6 +177,9 @@ impl<M: Memory + ?Sized> Memory for Box<M> {
 impl<M: Memory + ?Sized> Memory for std::sync::Arc<M> {
     fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_into(addr, buf)
+    }
+    fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        (**self).read_together_into(addr, buf)
     }
     fn any_thread(&self) -> bool {
         (**self).any_thread()
