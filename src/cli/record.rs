@@ -29,6 +29,7 @@ use crate::sample::stacks::{self, Take};
 use crate::sample::window::{self, Plan};
 use crate::session::native_stacks::ThreadRegs;
 use crate::session::{self, Session};
+use crate::unwind::ModuleSet;
 
 /// Processes of a `--children` tree read at once; past it, the rest of the tree is left out
 /// (said once).
@@ -61,6 +62,8 @@ struct Process {
     threads: RefCell<Option<HashSet<u64>>>,
     /// Its threads' states, read before each sample ([`on_cpu`]).
     states: RefCell<TaskStates>,
+    /// `--native`: its modules (unwind tables, DWARF) as the last sample loaded them.
+    modules: RefCell<Option<ModuleSet>>,
 }
 
 /// How the recording went, besides the profile's own counts.
@@ -91,6 +94,7 @@ impl Process {
                 identity,
                 threads: RefCell::new(None),
                 states: RefCell::new(TaskStates::new(pid as u32)),
+                modules: RefCell::new(None),
             },
             first,
         ))
@@ -254,7 +258,12 @@ fn take_sample(
     tally: &mut Tally,
 ) {
     let on_cpu = s.walked_only().cloned();
-    let report = match full_report(a, p.pid, &mut s, r) {
+    if let Some(m) = p.modules.borrow_mut().take() {
+        s.adopt_modules(m);
+    }
+    let report = full_report(a, p.pid, &mut s, r);
+    *p.modules.borrow_mut() = s.take_modules();
+    let report = match report {
         Ok(r) => r,
         Err(_) => {
             tally.failed += 1;

@@ -427,6 +427,25 @@ impl Session {
         }
     }
 
+    /// The modules this stop loaded, for the next stop of the same process
+    /// ([`Session::adopt_modules`]): `record --native` then reads each module's unwind
+    /// tables and DWARF once, not at every sample (inflating compressed DWARF was two thirds
+    /// of a sample's time).
+    pub fn take_modules(&self) -> Option<ModuleSet> {
+        self.modules.try_lock().ok()?.take()
+    }
+
+    /// Uses `earlier` (an earlier stop's [`Session::take_modules`]) as this stop's modules when
+    /// the target maps the same files at the same addresses; else they are loaded again.
+    pub fn adopt_modules(&self, earlier: ModuleSet) {
+        if earlier.modules != self.target.modules() {
+            return;
+        }
+        if let Ok(mut m) = self.modules.try_lock() {
+            m.get_or_insert(earlier);
+        }
+    }
+
     /// The address ranges of the interpreter's own code: the module holding `_PyRuntime`
     /// (libpython, or the executable) and the executable.
     pub fn interpreter_ranges(&self) -> Vec<(u64, u64)> {
