@@ -23,10 +23,12 @@ from run to run, so those runs alternate, USER_RUNS times at the deepest depth, 
 command's fastest run is taken (noise only adds time). The targets (py-bt under 50 ms, at least
 50x faster than libpython's) are on the user's figures, and on the in-gdb ones.
 
-All gdb runs get the same `-iex` settings: debuginfod off, and auto-loading of Python scripts
-off (Debian's python3.11-dbg installs python3.11-gdb.py where gdb would otherwise auto-load it
-into every run, baseline included, where its py-bt would clash with ours). Debug info under
-/usr/lib/debug is found the same way in every gdb run. Each time is the median of K runs; every
+All gdb runs get the same `-iex` settings: debuginfod off, auto-loading of Python scripts off
+(were python3.11-dbg installed, gdb would auto-load its python3.11-gdb.py into every run,
+baseline included, where its py-bt would clash with ours), and the debug-file directory of
+python3.11-dbg and libc6-dbg as tools/debuginfod-tree.sh unpacks them (bench/setup.sh; not
+installed, so that the tests' gdb runs never see them): the debug info is found the same way in
+every gdb run, as an installed python3.11-dbg's would be. Each time is the median of K runs; every
 run's output is checked for exactly N `recurse` frames, so a failing command is never timed as
 if it worked.
 
@@ -59,7 +61,26 @@ REPO = os.path.dirname(BENCH_DIR)
 DEEP_PY = os.path.join(BENCH_DIR, "deep.py")
 GDB_SCRIPT = os.path.join(REPO, "gdb-scripts", "pyunwind-gdb.py")
 CLI = os.path.join(REPO, "target", "release", "pyunwind")
-LIBPYTHON_GDB = "/usr/share/gdb/auto-load/usr/bin/python3.11-gdb.py"
+
+
+def _debug_tree():
+    """Debian's python3.11-dbg and libc6-dbg for the installed versions, unpacked (not
+    installed) by tools/debuginfod-tree.sh, which bench/setup.sh ran: its root, or "" when it
+    cannot be had (libpython's runs are then reported missing)."""
+    try:
+        out = subprocess.run(["bash", os.path.join(REPO, "tools", "debuginfod-tree.sh")],
+                             capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    lines = out.stdout.split()
+    return lines[-1] if out.returncode == 0 and lines else ""
+
+
+DEBUG_TREE = os.environ.get("PYUNWIND_DEBUG_TREE") or _debug_tree()
+# Where gdb finds /usr/bin/python3.11's debug file (by build-id), and libpython's gdb script.
+DEBUG_DIR = os.path.join(DEBUG_TREE, "usr", "lib", "debug")
+LIBPYTHON_GDB = os.path.join(DEBUG_TREE, "usr", "share", "gdb", "auto-load", "usr", "bin",
+                             "python3.11-gdb.py")
 PYTHON = "/usr/bin/python3.11"  # --python changes it
 EXPECTED_VERSION = "3.11"  # PYTHON's major.minor: what our JSON must report
 FUNC = "recurse"
@@ -95,6 +116,7 @@ GDB_COMMON = [
     "gdb", "-q", "-batch", "-nx",
     "-iex", "set debuginfod enabled off",
     "-iex", "set auto-load python-scripts off",
+    "-iex", f"set debug-file-directory {DEBUG_DIR}",
 ]
 
 # libpython / our gdb py-bt:  '  File "/x/deep.py", line 16, in recurse'
@@ -468,7 +490,7 @@ def check_setup(selected, pystack):
         if shutil.which(prog) is None:
             problems.append(f"{prog} is not on PATH")
     if "libpython" in selected and not os.path.isfile(LIBPYTHON_GDB):
-        problems.append(f"{LIBPYTHON_GDB} is missing (python3.11-dbg not installed)")
+        problems.append(f"{LIBPYTHON_GDB} is missing (python3.11-dbg not unpacked: bench/setup.sh)")
     if {"pystack", "pystack-native"} & set(selected) and not os.access(pystack, os.X_OK):
         problems.append(f"pystack not found at {pystack}")
     if "ours-gdb" in selected and not os.path.isfile(GDB_SCRIPT):
@@ -477,7 +499,7 @@ def check_setup(selected, pystack):
         problems.append(f"ours: not built ({os.path.relpath(CLI, REPO)} is missing; "
                         "cargo build --release)")
     if problems:
-        print("bench: cannot run (bench/setup.sh installs gdb, python3.11-dbg and pystack;"
+        print("bench: cannot run (bench/setup.sh installs gdb, python3.11-dbg's files and pystack;"
               " --only skips tools):", file=sys.stderr)
         for problem in problems:
             print(f"  - {problem}", file=sys.stderr)

@@ -15,8 +15,8 @@ Every tool then reads the same core:
   CLI        target/release/pyunwind core CORE
 
 All gdb runs get bench/run.py's `-iex` settings (debuginfod off, Python auto-load off) plus the
-interpreter's debug-file-directory (/usr/lib/debug, or the sid root's usr/lib/debug, where the
-detached DWARF libpython.py needs lives), the same for every gdb run on that core. Each time is
+interpreter's debug-file-directory (python3.11-dbg's files unpacked by bench/setup.sh, or the
+sid root's usr/lib/debug, where the detached DWARF libpython.py needs lives), the same for every gdb run on that core. Each time is
 the median of K runs; every run's output is checked for exactly N `recurse` frames, so a
 failing command is never timed as if it worked: it is shown as `failed` and what it printed is
 shown below the table. libpython.py reads each Python frame from the `frame` argument of the
@@ -81,7 +81,7 @@ def sid_libpython_gdb(minor):
 
 def interpreters():
     sid_debug = os.path.join(SID, "usr", "lib", "debug")
-    return [Interpreter("debian-3.11", run.PYTHON, "/usr/lib/debug", run.LIBPYTHON_GDB)] + [
+    return [Interpreter("debian-3.11", run.PYTHON, run.DEBUG_DIR, run.LIBPYTHON_GDB)] + [
         Interpreter(f"sid-3.{minor}", os.path.join(SID, "usr", "bin", f"python3.{minor}"),
                     sid_debug, sid_libpython_gdb(minor))
         for minor in (14, 15)

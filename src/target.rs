@@ -75,7 +75,7 @@ impl Target {
         let (regions, stack) = crate::binary::parse_proc_regions(&maps);
         let arch = Arch::of_file(&format!("/proc/{pid}/exe")).unwrap_or_default();
         Ok(Target {
-            mem: Arc::new(PageCache::new(mem)),
+            mem: Arc::new(PageCache::sparse(mem)),
             arch,
             kind: SourceKind::Live,
             mappings,

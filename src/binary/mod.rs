@@ -9,7 +9,7 @@ pub use crate::memory::FileMapping;
 
 /// One loaded file: all its mappings, and the bias that turns its ELF addresses into target
 /// addresses.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Module {
     pub path: String,
     pub start: u64,

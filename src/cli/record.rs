@@ -8,7 +8,7 @@
 //! one's stacks under a `process PID` root frame. A process that `exec`s is another program
 //! (src/sample/identity.rs): its samples stop there, so the two never mix.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -20,7 +20,7 @@ use super::many::descendants;
 use super::{open_target, CoreFiles, Spec};
 use crate::cpython::Remembered;
 use crate::error::{Error, Result};
-use crate::memory::{proc_thread_running, process_alive};
+use crate::memory::{proc_thread_running, process_alive, TaskStates};
 use crate::model::Report;
 use crate::sample::identity::Identity;
 use crate::sample::pprof;
@@ -29,6 +29,7 @@ use crate::sample::stacks::{self, Take};
 use crate::sample::window::{self, Plan};
 use crate::session::native_stacks::ThreadRegs;
 use crate::session::{self, Session};
+use crate::unwind::ModuleSet;
 
 /// Processes of a `--children` tree read at once; past it, the rest of the tree is left out
 /// (said once).
@@ -58,7 +59,11 @@ struct Process {
     remembered: Remembered,
     identity: Option<Identity>,
     /// Threads (LWPs) seen in its last sample, once it has had one.
-    threads: Option<HashSet<u64>>,
+    threads: RefCell<Option<HashSet<u64>>>,
+    /// Its threads' states, read before each sample ([`on_cpu`]).
+    states: RefCell<TaskStates>,
+    /// `--native`: its modules (unwind tables, DWARF) as the last sample loaded them.
+    modules: RefCell<Option<ModuleSet>>,
 }
 
 /// How the recording went, besides the profile's own counts.
@@ -87,7 +92,9 @@ impl Process {
                 pid,
                 remembered: first.remembered(),
                 identity,
-                threads: None,
+                threads: RefCell::new(None),
+                states: RefCell::new(TaskStates::new(pid as u32)),
+                modules: RefCell::new(None),
             },
             first,
         ))
@@ -106,7 +113,7 @@ pub(super) fn record(a: RecordArgs) -> Result<(String, i32)> {
     if a.native && a.async_ {
         return Err(Error::Usage("--native does not go with --async".into()));
     }
-    let (mut root, first) = Process::open(a.pid, &a.files)?;
+    let (root, first) = Process::open(a.pid, &a.files)?;
     let mut profile = Profile::new();
     let mut tally = Tally::default();
     let mut kids: Vec<Process> = Vec::new();
@@ -130,8 +137,9 @@ pub(super) fn record(a: RecordArgs) -> Result<(String, i32)> {
             // A process that is gone is an exit, which the run tells apart itself.
             Identity::of(pid).is_none_or(|i| Some(i) == identity)
         },
+        &mut || on_cpu(&root.states, a.idle),
         &mut |at, s, r| {
-            take_sample(&a, &mut root, s, r, &mut profile, &mut tally);
+            take_sample(&a, &root, s, r, &mut profile, &mut tally);
             if a.children {
                 sample_children(&a, at, &mut kids, &mut tries, &mut profile, &mut tally);
             }
@@ -243,13 +251,19 @@ pub(super) fn record(a: RecordArgs) -> Result<(String, i32)> {
 /// stacks added to `profile`, its threads' comings and goings counted.
 fn take_sample(
     a: &RecordArgs,
-    p: &mut Process,
+    p: &Process,
     mut s: Session,
     r: Report,
     profile: &mut Profile,
     tally: &mut Tally,
 ) {
-    let report = match full_report(a, p.pid, &mut s, r) {
+    let on_cpu = s.walked_only().cloned();
+    if let Some(m) = p.modules.borrow_mut().take() {
+        s.adopt_modules(m);
+    }
+    let report = full_report(a, p.pid, &mut s, r);
+    *p.modules.borrow_mut() = s.take_modules();
+    let report = match report {
         Ok(r) => r,
         Err(_) => {
             tally.failed += 1;
@@ -263,11 +277,12 @@ fn take_sample(
         return;
     }
     let now: HashSet<u64> = report.threads.iter().filter_map(|t| t.native_id).collect();
-    if let Some(before) = &p.threads {
+    let mut threads = p.threads.borrow_mut();
+    if let Some(before) = &*threads {
         tally.came += now.difference(before).count() as u64;
         tally.went += before.difference(&now).count() as u64;
     }
-    p.threads = Some(now);
+    *threads = Some(now);
     let take = Take {
         idle: a.idle,
         tasks: a.async_,
@@ -275,8 +290,11 @@ fn take_sample(
         pid: a.children.then_some(p.pid),
     };
     let pid = p.pid as u32;
-    stacks::add(profile, &report, take, &|lwp| {
-        proc_thread_running(pid, lwp).unwrap_or(false)
+    // The threads found on a CPU before the sample (whose frames it walked), else each one's
+    // state now.
+    stacks::add(profile, &report, take, &|lwp| match &on_cpu {
+        Some(on) => on.contains(&lwp),
+        None => proc_thread_running(pid, lwp).unwrap_or(false),
     });
 }
 
@@ -347,7 +365,7 @@ fn sample_children(
             }
             return false;
         }
-        match window::sample(k.pid, &k.remembered) {
+        match window::sample(k.pid, &k.remembered, on_cpu(&k.states, a.idle)) {
             Ok((s, r)) => {
                 take_sample(a, k, s, r, profile, tally);
                 true
@@ -362,6 +380,13 @@ fn sample_children(
             }
         }
     });
+}
+
+/// Without `--idle`, the threads of a sample (by LWP) whose frames are walked: those on a CPU
+/// now (a sample of 64 threads of which 2 run reads 2 stacks); None (all) with `--idle`, or
+/// when the threads' states cannot be read.
+fn on_cpu(states: &RefCell<TaskStates>, idle: bool) -> Option<HashSet<u64>> {
+    (!idle).then(|| states.borrow_mut().running()).flatten()
 }
 
 /// A duration in whole nanoseconds (pprof's unit), saturating.

@@ -143,7 +143,7 @@ pub(super) fn watch(a: WatchArgs) -> Result<(String, i32)> {
         }
         let at = started.elapsed().as_secs_f64();
         let mut stalled = Vec::new();
-        watched.retain_mut(|w| match sample(w.pid, &w.remembered) {
+        watched.retain_mut(|w| match sample(w.pid, &w.remembered, None) {
             Ok((session, report)) => {
                 let pid = w.pid as u32;
                 let fired = w.stalls.observe(at, &report.threads, &|lwp| Activity {

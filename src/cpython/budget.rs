@@ -183,6 +183,10 @@ impl Memory for Budgeted {
         self.budget.bytes(addr, buf.len() as u64)?;
         self.inner.read_into(addr, buf)
     }
+    fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        self.budget.bytes(addr, buf.len() as u64)?;
+        self.inner.read_together_into(addr, buf)
+    }
     fn any_thread(&self) -> bool {
         self.inner.any_thread()
     }

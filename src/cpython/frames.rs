@@ -138,7 +138,8 @@ impl Snapshot {
         // One read per frame: every field we use lies before `localsplus`.
         let heap: Vec<u8>;
         let read = match buf.get_mut(..f.localsplus as usize) {
-            Some(h) => self.mem.read_into(cur, h).map(|_| &*h),
+            // Read with its block: the frames it links to are read from the same copy.
+            Some(h) => self.mem.read_together_into(cur, h).map(|_| &*h),
             None => match self.mem.read_vec(cur, f.localsplus, f.localsplus) {
                 Ok(v) => {
                     heap = v;

@@ -89,6 +89,19 @@ impl Snapshot {
     /// Every thread state of `interp`, with whatever of each could be read; a thread whose
     /// state is unreadable is an error entry, and the others are still listed.
     pub fn threads(&self, interp: u64, errors: &mut Vec<ReadError>) -> Vec<ThreadInfo> {
+        self.threads_walking(interp, errors, &|_| true)
+    }
+
+    /// [`Snapshot::threads`], with the way to its frames read only for a thread (by LWP, None
+    /// when the state has none) that `walks` names; the others have `frame` 0. Before 3.13 that
+    /// way goes through a `_PyCFrame` on the thread's own C stack: a page of each stack, which
+    /// `record` need not read for the threads it does not sample.
+    pub fn threads_walking(
+        &self,
+        interp: u64,
+        errors: &mut Vec<ReadError>,
+        walks: &dyn Fn(Option<u64>) -> bool,
+    ) -> Vec<ThreadInfo> {
         let ts = &self.layout.thread_state;
         let mut out = Vec::new();
         let mut seen = HashSet::new();
@@ -115,6 +128,7 @@ impl Snapshot {
                     None => None,
                 };
                 let frame = match ts.current_frame {
+                    _ if !walks(native_id) => Ok(0),
                     CurrentFrame::Direct(off) => self.mem.read_ptr(field(cur, off)?),
                     CurrentFrame::ViaCFrame {
                         cframe,

@@ -5,10 +5,15 @@
 //! for a live process or a core file, a callback into the debugger otherwise) then serves many
 //! objects. A block the source cannot read whole (it crosses the end of a mapping) is filled
 //! page by page instead.
+//!
+//! A live process sampled again and again (`record`) reads sparsely: a few bytes of each of
+//! a few dozen objects scattered over its heap, and each thread's state. There a block costs
+//! sixteen times the copying a page does for the same object, and a miss is first filled with
+//! its page alone; a second miss in the same block fills the block ([`PageCache::sparse`]).
 
 use std::sync::Mutex;
 
-use super::addr_map::AddrMap;
+use super::addr_map::{AddrMap, AddrSet};
 use super::Memory;
 use crate::error::ReadError;
 
@@ -16,7 +21,8 @@ const PAGE: u64 = 4096;
 const BLOCK: u64 = 16 * PAGE;
 /// Bytes the cache may hold (64 MiB); past it, about half of it is dropped.
 const MAX_CACHED_BYTES: u64 = 64 << 20;
-/// Dropped blocks kept for reuse (their bytes count on top of the cache's: 16 MiB).
+/// Dropped blocks (and pages) kept for reuse, of all caches: 16 MiB (and 1 MiB) on top of the
+/// caches' own.
 const MAX_SPARE_BLOCKS: usize = 256;
 
 #[derive(Default)]
@@ -26,9 +32,8 @@ struct Entries {
     pages: AddrMap<Vec<u8>>,
     /// Which half to drop next time the cache is full.
     evict_odd: bool,
-    /// Blocks dropped, to be filled again: a new one would be zeroed first, for nothing (a
-    /// sparse walk through a large core fills a block per object it reads).
-    spare: Vec<Vec<u8>>,
+    /// [`PageCache::sparse`]: the blocks one of whose pages was filled alone.
+    paged: AddrSet,
 }
 
 impl Entries {
@@ -46,6 +51,13 @@ impl Entries {
         self.pages.get(&page).map(|p| &p[(a - page) as usize..])
     }
 
+    /// Empties the cache, its buffers kept for [`spare`].
+    fn give_back_all(&mut self) {
+        for (_, buf) in self.blocks.drain().chain(self.pages.drain()) {
+            give_back(buf);
+        }
+    }
+
     fn make_room(&mut self, need: u64) {
         if self.bytes() + need <= MAX_CACHED_BYTES {
             return;
@@ -55,21 +67,29 @@ impl Entries {
         let odd = self.evict_odd;
         self.evict_odd = !odd;
         let keep = |k: &u64| ((k / BLOCK) & 1 == 1) != odd;
-        let spare = &mut self.spare;
         self.blocks.retain(|k, v| {
             let kept = keep(k);
-            if !kept && spare.len() < MAX_SPARE_BLOCKS {
-                spare.push(std::mem::take(v));
+            if !kept {
+                give_back(std::mem::take(v));
             }
             kept
         });
-        self.pages.retain(|k, _| keep(k));
+        self.pages.retain(|k, v| {
+            let kept = keep(k);
+            if !kept {
+                give_back(std::mem::take(v));
+            }
+            kept
+        });
+        self.paged.retain(|k| keep(k));
     }
 }
 
 pub struct PageCache<M> {
     inner: M,
     entries: Mutex<Entries>,
+    /// Fill a block's first miss with its page alone (see the module's doc).
+    sparse: bool,
 }
 
 impl<M: Memory> PageCache<M> {
@@ -77,7 +97,15 @@ impl<M: Memory> PageCache<M> {
         PageCache {
             inner,
             entries: Mutex::new(Entries::default()),
+            sparse: false,
         }
+    }
+    /// A cache whose first miss in a block reads its page alone (a live process: see the
+    /// module's doc).
+    pub fn sparse(inner: M) -> Self {
+        let mut cache = PageCache::new(inner);
+        cache.sparse = true;
+        cache
     }
     pub fn inner(&self) -> &M {
         &self.inner
@@ -85,46 +113,98 @@ impl<M: Memory> PageCache<M> {
     /// Forget everything (the target ran).
     pub fn clear(&self) {
         let mut e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        e.blocks.clear();
-        e.pages.clear();
+        e.give_back_all();
+        e.paged.clear();
     }
 
-    /// Reads the block (else the page) holding `a` into the cache. False when neither can be
-    /// read whole.
-    fn fill(&self, a: u64) -> bool {
-        for (size, block) in [(BLOCK, true), (PAGE, false)] {
+    /// Reads the block (else the page) holding `a` into the cache; in a sparse cache, the page
+    /// alone if it is the block's first miss and not `whole`. False when neither can be read
+    /// whole.
+    fn fill(&self, a: u64, whole: bool) -> bool {
+        let first_in_block = self.sparse
+            && !whole
+            && self
+                .entries
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .paged
+                .insert(a & !(BLOCK - 1));
+        let sizes: &[(u64, bool)] = if first_in_block {
+            &[(PAGE, false)]
+        } else {
+            &[(BLOCK, true), (PAGE, false)]
+        };
+        for &(size, block) in sizes {
             let base = a & !(size - 1);
-            let reused = if block {
-                self.entries
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .spare
-                    .pop()
-            } else {
-                None
-            };
-            let mut buf = reused.unwrap_or_else(|| vec![0u8; size as usize]);
+            let mut buf = spare(size as usize);
             if self.inner.read_into(base, &mut buf).is_err() {
-                if block {
-                    let mut e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-                    if e.spare.len() < MAX_SPARE_BLOCKS {
-                        e.spare.push(buf);
-                    }
-                }
+                give_back(buf);
                 continue;
             }
             let mut e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
             e.make_room(size);
             let map = if block { &mut e.blocks } else { &mut e.pages };
-            map.insert(base, buf);
+            if let Some(old) = map.insert(base, buf) {
+                give_back(old);
+            }
             return true;
         }
         false
     }
 }
 
+impl<M> Drop for PageCache<M> {
+    fn drop(&mut self) {
+        self.entries
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .give_back_all();
+    }
+}
+
+/// Buffers of caches dropped or shrunk, for the next fill of any cache: a new one would be
+/// zeroed first, for nothing (a sparse walk through a large core fills a block per object it
+/// reads; a sampler makes a cache per sample). By size: blocks, then pages.
+static SPARE: Mutex<[Vec<Vec<u8>>; 2]> = Mutex::new([Vec::new(), Vec::new()]);
+
+/// A buffer of `size` bytes (BLOCK or PAGE), reused where one is spare.
+fn spare(size: usize) -> Vec<u8> {
+    let reused =
+        SPARE.lock().unwrap_or_else(|e| e.into_inner())[(size != BLOCK as usize) as usize].pop();
+    reused.unwrap_or_else(|| vec![0u8; size])
+}
+
+/// Keeps `buf` for [`spare`], up to MAX_SPARE_BLOCKS of each size.
+fn give_back(buf: Vec<u8>) {
+    let which = match buf.len() as u64 {
+        BLOCK => 0,
+        PAGE => 1,
+        _ => return,
+    };
+    let mut spare = SPARE.lock().unwrap_or_else(|e| e.into_inner());
+    if spare[which].len() < MAX_SPARE_BLOCKS {
+        spare[which].push(buf);
+    }
+}
+
 impl<M: Memory> Memory for PageCache<M> {
     fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        self.read_filling(addr, buf, false)
+    }
+
+    fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        self.read_filling(addr, buf, true)
+    }
+
+    fn any_thread(&self) -> bool {
+        self.inner.any_thread()
+    }
+}
+
+impl<M: Memory> PageCache<M> {
+    /// Reads `buf` from the cache, filling it where it misses (`whole`: a block at once, even
+    /// in a sparse cache).
+    fn read_filling(&self, addr: u64, buf: &mut [u8], whole: bool) -> Result<(), ReadError> {
         let mut done = 0usize;
         while done < buf.len() {
             let a = addr.wrapping_add(done as u64);
@@ -139,7 +219,7 @@ impl<M: Memory> Memory for PageCache<M> {
                 done += n;
                 continue;
             }
-            if self.fill(a) {
+            if self.fill(a, whole) {
                 if let Some(n) = copy(buf) {
                     done += n;
                     continue;
@@ -152,10 +232,6 @@ impl<M: Memory> Memory for PageCache<M> {
             done += n;
         }
         Ok(())
-    }
-
-    fn any_thread(&self) -> bool {
-        self.inner.any_thread()
     }
 }
 
@@ -223,5 +299,62 @@ mod tests {
         }
         let e = mem.entries.lock().unwrap();
         assert!(e.bytes() <= MAX_CACHED_BYTES);
+    }
+
+    /// [`Ramp`] that records the size of each read it is asked for.
+    struct Counted {
+        ramp: Ramp,
+        sizes: Mutex<Vec<usize>>,
+    }
+
+    impl Memory for Counted {
+        fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+            self.sizes.lock().unwrap().push(buf.len());
+            self.ramp.read_into(addr, buf)
+        }
+    }
+
+    #[test]
+    fn a_sparse_cache_reads_a_page_then_its_block_and_frames_whole() {
+        let mem = PageCache::sparse(Counted {
+            ramp: Ramp {
+                start: 0,
+                end: 1 << 20,
+            },
+            sizes: Mutex::new(Vec::new()),
+        });
+        let mut b = [0u8; 16];
+        let read = |addr: u64, together: bool, b: &mut [u8]| {
+            if together {
+                mem.read_together_into(addr, b).unwrap();
+            } else {
+                mem.read_into(addr, b).unwrap();
+            }
+            assert!(b
+                .iter()
+                .enumerate()
+                .all(|(i, x)| *x == (addr + i as u64) as u8));
+        };
+        // A block's first miss: its page; the same page again: no read; another page of the
+        // block: the block.
+        read(0x1_0010, false, &mut b);
+        read(0x1_0020, false, &mut b);
+        read(0x1_2000, false, &mut b);
+        read(0x1_f000, false, &mut b);
+        // Bytes read together: their block at the first miss.
+        read(0x3_0100, true, &mut b);
+        read(0x3_8000, false, &mut b);
+        let sizes = mem.inner().sizes.lock().unwrap().clone();
+        assert_eq!(sizes, [PAGE, BLOCK, BLOCK].map(|n| n as usize));
+        // A cache that is not sparse fills blocks only.
+        let plain = PageCache::new(Counted {
+            ramp: Ramp {
+                start: 0,
+                end: 1 << 20,
+            },
+            sizes: Mutex::new(Vec::new()),
+        });
+        plain.read_into(0x1_0010, &mut b).unwrap();
+        assert_eq!(*plain.inner().sizes.lock().unwrap(), [BLOCK as usize]);
     }
 }

@@ -145,7 +145,7 @@ pub enum ProcSyscall {
 
 /// Threads of one process looked through to find a thread by its id in the process's own pid
 /// namespace.
-const MAX_TASKS_SCANNED: usize = 1 << 16;
+pub(super) const MAX_TASKS_SCANNED: usize = 1 << 16;
 
 /// What `/proc/PID/task/TID/syscall` shows of the thread whose id is `tid` as the process
 /// itself sees it (CPython's `native_thread_id`, `gettid()`: in a container, not /proc's id);
@@ -213,6 +213,12 @@ pub fn parse_context_switches(status: &str) -> Option<u64> {
 /// `/proc/PID/task/TID/stat` (field 3) is `R`; None when it cannot be read (it ended).
 pub fn proc_thread_running(pid: u32, tid: u64) -> Option<bool> {
     let text = std::fs::read_to_string(format!("{}/stat", task_dir(pid, tid)?)).ok()?;
+    stat_running(&text)
+}
+
+/// Whether a `stat` line says its task is on a CPU or waiting for one (state `R`, the field
+/// after the command, which may itself hold `)`).
+pub(super) fn stat_running(text: &str) -> Option<bool> {
     let state = text[text.rfind(')')? + 1..].split_whitespace().next()?;
     Some(state == "R")
 }
@@ -245,7 +251,7 @@ pub fn proc_comm(pid: u32, tid: u64) -> Option<String> {
 /// again after NAMESPACE_ANSWER_TTL (a pid may be another process's by the next stop), but
 /// not for each thread of a sample: a sampler asked it four times per thread (two
 /// `readlink`s for the thread's name, two for its state), a tenth of its time at 64 threads.
-fn in_our_pid_namespace(pid: u32) -> bool {
+pub(super) fn in_our_pid_namespace(pid: u32) -> bool {
     static OURS: OnceLock<Option<PathBuf>> = OnceLock::new();
     static LAST: Mutex<Option<(u32, Instant, bool)>> = Mutex::new(None);
     let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
@@ -281,7 +287,7 @@ fn task_dir(pid: u32, tid: u64) -> Option<String> {
 
 /// A task's id in its innermost pid namespace: the last field of `NSpid` in its `status`
 /// (Linux 4.1+), else `Pid` (/proc's own namespace).
-fn innermost_id(dir: &str) -> Option<u64> {
+pub(super) fn innermost_id(dir: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("{dir}/status")).ok()?;
     let field = |name: &str| {
         status

@@ -29,6 +29,7 @@ pub mod link_map;
 mod live;
 pub(crate) mod mapped;
 pub mod proc_fds;
+mod proc_tasks;
 pub mod signals;
 pub mod socket_holders;
 pub mod unix_diag;
@@ -46,6 +47,7 @@ pub use self::live::{
     proc_context_switches, proc_cpu_seconds, proc_run_queue_seconds, proc_syscall,
     proc_thread_running, process_alive, LiveMemory, ProcSyscall,
 };
+pub use self::proc_tasks::TaskStates;
 
 use crate::error::{ReadError, ReadErrorKind};
 
@@ -65,6 +67,14 @@ pub trait Memory: Send + Sync {
     /// what they wrap.
     fn any_thread(&self) -> bool {
         true
+    }
+
+    /// [`Memory::read_into`] for bytes whose links lead to their neighbours (an interpreter
+    /// frame, whose caller lies beside it on the thread's data stack): a cache fills the whole
+    /// block, not the page alone ([`PageCache::sparse`]), so that a chain of them comes from
+    /// one read of a running target, not from reads made at different times.
+    fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        self.read_into(addr, buf)
     }
 
     fn read_u8(&self, addr: u64) -> Result<u8, ReadError> {
@@ -145,6 +155,9 @@ impl<M: Memory + ?Sized> Memory for &M {
     fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_into(addr, buf)
     }
+    fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        (**self).read_together_into(addr, buf)
+    }
     fn any_thread(&self) -> bool {
         (**self).any_thread()
     }
@@ -154,6 +167,9 @@ impl<M: Memory + ?Sized> Memory for Box<M> {
     fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_into(addr, buf)
     }
+    fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        (**self).read_together_into(addr, buf)
+    }
     fn any_thread(&self) -> bool {
         (**self).any_thread()
     }
@@ -162,6 +178,9 @@ impl<M: Memory + ?Sized> Memory for Box<M> {
 impl<M: Memory + ?Sized> Memory for std::sync::Arc<M> {
     fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_into(addr, buf)
+    }
+    fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        (**self).read_together_into(addr, buf)
     }
     fn any_thread(&self) -> bool {
         (**self).any_thread()

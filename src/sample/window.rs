@@ -2,6 +2,7 @@
 //! while the target runs (process_vm_readv: nothing is stopped), and each thread's CPU time
 //! from /proc, folded into a [`Tracker`].
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use crate::cpython::Remembered;
@@ -147,18 +148,20 @@ pub fn run(
     first: &Session,
     on: &mut dyn FnMut(f64, Session, Report),
 ) -> Run {
-    run_while(pid, plan, first, &|| true, on)
+    run_while(pid, plan, first, &|| true, &mut || None, on)
 }
 
 /// [`run`], stopped at the first tick before which `same` is false, and with a sample after
 /// which it is false left out: `record`'s check that the process is still the program it
 /// began as (one that `exec`s mid-recording is another: its stacks never mix with the first
-/// one's). [`Run::stopped`] says when.
+/// one's). [`Run::stopped`] says when. `only`, asked before each sample, names the threads
+/// (by LWP) whose frames it walks ([`Session::walk_only`]); None: all.
 pub fn run_while(
     pid: i32,
     plan: &Plan,
     first: &Session,
     same: &dyn Fn() -> bool,
+    only: &mut dyn FnMut() -> Option<HashSet<u64>>,
     on: &mut dyn FnMut(f64, Session, Report),
 ) -> Run {
     let remembered = first.remembered();
@@ -184,7 +187,7 @@ pub fn run_while(
             w.stopped = Some(at);
             break;
         }
-        match sample(pid, &remembered) {
+        match sample(pid, &remembered, only()) {
             Ok(_) if !same() => {
                 w.stopped = Some(at);
                 break;
@@ -216,9 +219,17 @@ pub fn run_while(
 }
 
 /// One sample of process `pid`, in which CPython was found before (`earlier`): a fresh
-/// snapshot of the process as it runs, and its threads' report.
-pub fn sample(pid: i32, earlier: &Remembered) -> Result<(Session, Report)> {
-    let s = Session::reopen(Target::live(pid)?, earlier)?;
+/// snapshot of the process as it runs, and its threads' report (with only the frames of the
+/// threads in `only`, when it names some: [`Session::walk_only`]).
+pub fn sample(
+    pid: i32,
+    earlier: &Remembered,
+    only: Option<HashSet<u64>>,
+) -> Result<(Session, Report)> {
+    let mut s = Session::reopen(Target::live(pid)?, earlier)?;
+    if let Some(only) = only {
+        s.walk_only(only);
+    }
     let r = session::report::report(&s, None, false)?;
     Ok((s, r))
 }

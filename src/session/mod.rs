@@ -23,7 +23,7 @@ pub mod py_bt;
 pub mod real_frames;
 pub mod report;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 
 use crate::asyncio::AsyncView;
@@ -154,6 +154,9 @@ pub struct Session {
     /// per stop, when a socket wait's peer is first found to be on this host
     /// ([`crate::why::resources`]).
     pub(crate) socket_holders: OnceLock<crate::memory::socket_holders::SocketHolders>,
+    /// `record` without `--idle`: the threads (by LWP) whose frames are walked; the others
+    /// are listed with none. None: every thread's.
+    walk_only: Option<HashSet<u64>>,
 }
 
 impl Session {
@@ -197,6 +200,27 @@ impl Session {
             debugger_names: OnceLock::new(),
             net_tables: Default::default(),
             socket_holders: OnceLock::new(),
+            walk_only: None,
+        }
+    }
+
+    /// Walks only the frames of the threads (by LWP) in `lwps`, listing the others with no
+    /// frames (a thread whose LWP is unknown is walked): `record` without `--idle`, whose
+    /// sample holds only the threads on a CPU. Before the first report of this stop.
+    pub fn walk_only(&mut self, lwps: HashSet<u64>) {
+        self.walk_only = Some(lwps);
+    }
+
+    /// The threads [`Session::walk_only`] named, if it was called.
+    pub fn walked_only(&self) -> Option<&HashSet<u64>> {
+        self.walk_only.as_ref()
+    }
+
+    /// Whether the frames of the thread whose LWP is `lwp` are walked ([`Session::walk_only`]).
+    fn walks(&self, lwp: Option<u64>) -> bool {
+        match (&self.walk_only, lwp) {
+            (Some(only), Some(lwp)) => only.contains(&lwp),
+            _ => true,
         }
     }
 
@@ -271,7 +295,9 @@ impl Session {
                 .collect();
             for interp in interps.iter().rev() {
                 // Threads are linked newest first too: main thread first, then by age.
-                let mut threads = self.snap.threads(*interp, &mut errors);
+                let mut threads = self
+                    .snap
+                    .threads_walking(*interp, &mut errors, &|lwp| self.walks(lwp));
                 threads.reverse();
                 for mut info in threads {
                     if info.native_id.is_none() {
@@ -294,7 +320,8 @@ impl Session {
                             walk.stop(error.addr, error);
                             walk
                         }
-                        None => self.snap.walk_frames(info.frame),
+                        None if self.walks(info.native_id) => self.snap.walk_frames(info.frame),
+                        None => FrameWalk::default(),
                     };
                     states.push(StateWalk { info, walk });
                 }
@@ -397,6 +424,25 @@ impl Session {
         match guard.as_deref_mut() {
             Some(cached) => f(cached.get_or_insert_with(|| ModuleSet::new(&self.target))),
             None => f(&ModuleSet::new(&self.target)),
+        }
+    }
+
+    /// The modules this stop loaded, for the next stop of the same process
+    /// ([`Session::adopt_modules`]): `record --native` then reads each module's unwind
+    /// tables and DWARF once, not at every sample (inflating compressed DWARF was two thirds
+    /// of a sample's time).
+    pub fn take_modules(&self) -> Option<ModuleSet> {
+        self.modules.try_lock().ok()?.take()
+    }
+
+    /// Uses `earlier` (an earlier stop's [`Session::take_modules`]) as this stop's modules when
+    /// the target maps the same files at the same addresses; else they are loaded again.
+    pub fn adopt_modules(&self, earlier: ModuleSet) {
+        if earlier.modules != self.target.modules() {
+            return;
+        }
+        if let Ok(mut m) = self.modules.try_lock() {
+            m.get_or_insert(earlier);
         }
     }
 

@@ -94,8 +94,19 @@ pub fn native_report(
     all: bool,
     with_locals: bool,
 ) -> Result<Report> {
+    // The session's modules: a later stop of the same process can take them over (`record
+    // --native`, [`Session::take_modules`]).
+    s.with_modules(|set| native_report_in(s, set, regs, all, with_locals))
+}
+
+fn native_report_in(
+    s: &Session,
+    set: &ModuleSet,
+    regs: &ThreadRegs,
+    all: bool,
+    with_locals: bool,
+) -> Result<Report> {
     let mut r = threads_report(s, None, with_locals)?;
-    let set = ModuleSet::new(&s.target);
     let interp_modules: Vec<usize> = s
         .interpreter_ranges()
         .iter()
@@ -111,9 +122,9 @@ pub fn native_report(
                     start: *at,
                     bytes,
                 };
-                unwind::unwind(&mem, &set, jit, *start)
+                unwind::unwind(&mem, set, jit, *start)
             }
-            None => unwind::unwind(&*s.snap.mem, &set, jit, *start),
+            None => unwind::unwind(&*s.snap.mem, set, jit, *start),
         })
     };
     // Every thread unwound first, so that the DWARF of all their modules loads at once.
@@ -160,7 +171,7 @@ pub fn native_report(
     );
     for ((t, tr), stack) in s.threads().iter().zip(r.threads.iter_mut()).zip(&stacks) {
         if let Some(stack) = stack {
-            tr.frames = merge(s, t, &set, &interp_modules, stack, all, with_locals);
+            tr.frames = merge(s, t, set, &interp_modules, stack, all, with_locals);
         }
     }
     let crashed = s.crash().map(|c| c.thread);
@@ -169,7 +180,7 @@ pub fn native_report(
         match stack {
             Some(stack) => {
                 let t = o.decoded();
-                tr.frames = merge(s, &t, &set, &interp_modules, stack, true, false);
+                tr.frames = merge(s, &t, set, &interp_modules, stack, true, false);
             }
             None => tr
                 .frames

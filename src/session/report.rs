@@ -78,7 +78,12 @@ pub fn thread_report(s: &Session, t: &DecodedThread, with_locals: bool) -> Threa
         native_id: t.info.native_id,
         thread_id: Some(t.info.thread_id),
         name: t.info.name.clone(),
-        native_name: t.info.native_id.and_then(|lwp| names::native_name(s, lwp)),
+        // A thread `record` does not walk needs no name: /proc's would cost it a file.
+        native_name: t
+            .info
+            .native_id
+            .filter(|lwp| s.walks(Some(*lwp)))
+            .and_then(|lwp| names::native_name(s, lwp)),
         holds_gil: t.info.holds_gil,
         interpreter: Some(t.info.interp),
         interpreter_id: interpreter_id(s, t.info.interp),
