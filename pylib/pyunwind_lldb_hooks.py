@@ -29,8 +29,10 @@ class ProviderStopHook:
 
     def handle_stop(self, exe_ctx, stream):
         target = exe_ctx.GetTarget()
-        sync_provider(target)
+        # The modules and address mask first: they change lldb's frames, which registering
+        # the provider reads (see pyunwind_lldb_provider._read_ahead).
         prepare_existing(target)
+        sync_provider(target)
         # It stays, and does nothing new at later stops (each step above is done once per
         # target). A hook that deletes itself crashes lldb at the next resume: lldb 19 walks the
         # hook list itself (every time, attached to a process, at `continue`), and lldb 22 did

@@ -9,17 +9,26 @@ import json
 import os
 import re
 import threading
+import time
 
 import lldb
 
 import pyunwind_frontend as fe
 from pyunwind_lldb_host import (HAS_PROVIDER_API, LLDB_INVALID_ADDRESS, MAX_NATIVE_FRAMES, LldbHost,
-                                PcIndex, deferring, frame_registers, function_name, lldb_name,
+                                PcIndex, deferring, frame_changes, frame_registers, function_name, lldb_name,
                                 places_every_python_frame, plan_key, plan_levels, plan_registers,
                                 session, settings, state, thread_pointer, write_error_line)
 
-# target -> id of our frame provider registered on it.
+# How long a frame provider made off the main thread (lldb's event-handler thread, printing a
+# stop) waits for the target's API lock when the registering thread read nothing ahead for it
+# (see _read_ahead): the target had no process yet (the new-target watcher registered it; the
+# first stop of lldb-dap's core or attach then needs this), or lldb's frames changed since. A
+# command holding the lock briefly lets go; one that waits for this thread's frames never
+# does, and the plan then puts every Python frame after lldb's frames.
+API_LOCK_WAIT_SECONDS = 5.0
+# target -> id of our frame provider registered on it, or REGISTERING.
 _providers = {}
+REGISTERING = 0
 # token -> the target a provider was registered on; the provider gets its token in `args`, so
 # that it can find its own target without an SB call that takes that target's API lock.
 _provider_targets = {}
@@ -55,10 +64,10 @@ class LldbFrames:
     """What the provider plans with of lldb's own frames of one thread at one stop: their
     names, modules, stack and program counters (the first MAX_NATIVE_FRAMES), the thread
     pointer, the innermost frame's registers, whether its pc is in anonymous code, and the
-    stop they were read at. Every field is read through SBFrame and SBProcess calls, which
-    take the target's API lock."""
+    stop (and frame_changes) they were read at. Every field is read through SBFrame and
+    SBProcess calls, which take the target's API lock."""
 
-    __slots__ = ("size", "names", "modules", "sps", "pcs", "tp", "regs", "anonymous0", "stop_id")
+    __slots__ = ("size", "names", "modules", "sps", "pcs", "tp", "regs", "anonymous0", "stop_id", "changes")
 
     def __init__(self, frames, process):
         """`frames`: the provider's input (an SBFrameList) or, before our provider is
@@ -74,6 +83,7 @@ class LldbFrames:
         self.regs = frame_registers(read[0]) if read else {}
         self.anonymous0 = bool(read) and _in_anonymous_code(process, self.pcs[0])
         self.stop_id = process.GetStopID()
+        self.changes = frame_changes()
 
 
 # token (see _provider_args) -> {thread id: LldbFrames}: each thread's frames, read by the
@@ -85,6 +95,14 @@ class LldbFrames:
 _read_ahead = {}
 
 
+class ReadAhead(dict):
+    """{thread id: LldbFrames} of one registration, and the frame_changes they were read at."""
+
+    def __init__(self, changes):
+        super().__init__()
+        self.changes = changes
+
+
 def _read_all_threads(target, token):
     """Fill _read_ahead[token] with the frames of every thread of `target`'s process, in place
     of what earlier registrations on `target` left."""
@@ -93,12 +111,29 @@ def _read_all_threads(target, token):
     process = target.GetProcess()
     if not process.IsValid():
         return
-    ahead = _read_ahead[token] = {}
+    ahead = _read_ahead[token] = ReadAhead(frame_changes())
     for thread in process:
         try:
             ahead[thread.GetThreadID()] = LldbFrames(thread, process)
         except Exception:
             pass
+
+
+def _try_lock(mutex):
+    """Take `mutex` if that happens within API_LOCK_WAIT_SECONDS."""
+    deadline = time.monotonic() + API_LOCK_WAIT_SECONDS
+    while not mutex.try_lock():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _has_read_ahead(args):
+    """Whether _read_ahead holds frames of the stop for the provider that got `args` (lock-free:
+    which thread the provider is for needs the lock)."""
+    ahead = _read_ahead.get(_token(args))
+    return bool(ahead) and ahead.changes == frame_changes()
 
 
 def sync_provider(target):
@@ -110,15 +145,20 @@ def sync_provider(target):
     want = settings["frame-provider"] == "on"
     have = _providers.get(key)
     if want and have is None:
+        # Claimed before the frames are read: the new-target watcher's thread and the stop
+        # hook's may both get here, and a second provider would take the first's frames as
+        # lldb's own.
+        _providers[key] = REGISTERING
         err = lldb.SBError()
         args, token = _provider_args(target)
         # Now, while lldb's own frames are all there are (see _read_ahead).
         _read_all_threads(target, token)
         pid = target.RegisterScriptedFrameProvider(lldb_name("PythonFrameProvider"), args, err)
         if err.Fail() or not pid:
+            del _providers[key]
             return "pyunwind: cannot register the frame provider: %s" % err.GetCString()
         _providers[key] = pid
-    elif not want and have is not None:
+    elif not want and have not in (None, REGISTERING):
         err = target.RemoveScriptedFrameProvider(have)
         del _providers[key]
         if err.Fail():
@@ -267,14 +307,17 @@ if HAS_PROVIDER_API:
 
             lldb's event-handler thread creates the providers as it prints a stop, and a command
             on the main thread may then hold the target's API lock, which every SBFrame method
-            (and even SBThread.GetThreadID) takes, while it waits for this thread's frames: off
-            the main thread the lock is only tried, never waited for. Without it nothing is
-            read here, and the plan (on the main thread) takes the frames the registering thread
-            read before lldb printed (_read_ahead)."""
+            (and even SBThread.GetThreadID) takes, while it waits for this thread's frames. Off
+            the main thread the lock is only tried where the registering thread read the frames
+            before lldb printed (_read_ahead): without it nothing is read here, and the plan (on
+            the main thread) takes those. Where nothing was read ahead, it waits a while
+            (API_LOCK_WAIT_SECONDS)."""
             mutex = None
             if threading.current_thread() is not threading.main_thread():
                 mutex = _api_mutex(self.args)
-                if mutex is None or not mutex.try_lock():
+                taken = mutex is not None and (mutex.try_lock() or not _has_read_ahead(self.args)
+                                               and _try_lock(mutex))
+                if not taken:
                     return None
             try:
                 thread = self.input_frames.GetThread()
@@ -292,7 +335,7 @@ if HAS_PROVIDER_API:
             after lldb's frames."""
             ahead = _read_ahead.get(_token(self.args), {}).pop(lwp, None)
             if self.pcs is None and ahead is not None and ahead.size == self.size \
-                    and ahead.stop_id == self.process.GetStopID():
+                    and (ahead.stop_id, ahead.changes) == (self.process.GetStopID(), frame_changes()):
                 self._take(ahead)
 
         def _plan(self):
