@@ -112,11 +112,12 @@ def _read_all_threads(target, token):
     if not process.IsValid():
         return
     ahead = _read_ahead[token] = ReadAhead(frame_changes())
-    for thread in process:
-        try:
+    try:
+        for thread in process:
             ahead[thread.GetThreadID()] = LldbFrames(thread, process)
-        except Exception:
-            pass
+    except Exception:
+        # A thread not read ahead: its provider reads itself, or waits (see _lldb_frames).
+        pass
 
 
 def _try_lock(mutex):
