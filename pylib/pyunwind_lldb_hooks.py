@@ -74,7 +74,7 @@ def watch_new_targets(debugger):
             elif lldb.SBTarget.EventIsTargetEvent(event):
                 target = lldb.SBTarget.GetTargetFromEvent(event)
                 if target.IsValid():
-                    sync_provider(target)
+                    sync_provider(target, read_ahead=False)
 
     threading.Thread(target=loop, name="pyunwind-targets", daemon=True).start()
 

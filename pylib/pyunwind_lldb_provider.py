@@ -20,11 +20,13 @@ from pyunwind_lldb_host import (HAS_PROVIDER_API, LLDB_INVALID_ADDRESS, MAX_NATI
                                 session, settings, state, thread_pointer, write_error_line)
 
 # How long a frame provider made off the main thread (lldb's event-handler thread, printing a
-# stop) waits for the target's API lock when the registering thread read nothing ahead for it
-# (see _read_ahead): the target had no process yet (the new-target watcher registered it; the
-# first stop of lldb-dap's core or attach then needs this), or lldb's frames changed since. A
-# command holding the lock briefly lets go; one that waits for this thread's frames never
-# does, and the plan then puts every Python frame after lldb's frames.
+# stop) waits for the target's API lock. A command holding it briefly lets go (the provider
+# then reads lldb's frames itself); one that waits for this thread's frames (a `bt`) never
+# does, and the plan then takes the frames read ahead (see _read_ahead), where there are any:
+# registered by the new-target watcher (lldb-dap's first stop of a core or attach) or after a
+# change of lldb's frames there are none, and the plan puts every Python frame after lldb's
+# frames. With 0.25 s and nothing read ahead, that fallback came under the suite's load when
+# a core's load held the lock; with no wait, lldb-dap's first stops fell back in one run.
 API_LOCK_WAIT_SECONDS = 5.0
 # target -> id of our frame provider registered on it, or REGISTERING.
 _providers = {}
@@ -95,14 +97,6 @@ class LldbFrames:
 _read_ahead = {}
 
 
-class ReadAhead(dict):
-    """{thread id: LldbFrames} of one registration, and the frame_changes they were read at."""
-
-    def __init__(self, changes):
-        super().__init__()
-        self.changes = changes
-
-
 def _read_all_threads(target, token):
     """Fill _read_ahead[token] with the frames of every thread of `target`'s process, in place
     of what earlier registrations on `target` left."""
@@ -111,7 +105,7 @@ def _read_all_threads(target, token):
     process = target.GetProcess()
     if not process.IsValid():
         return
-    ahead = _read_ahead[token] = ReadAhead(frame_changes())
+    ahead = _read_ahead[token] = {}
     try:
         for thread in process:
             ahead[thread.GetThreadID()] = LldbFrames(thread, process)
@@ -130,33 +124,28 @@ def _try_lock(mutex):
     return True
 
 
-def _has_read_ahead(args):
-    """Whether _read_ahead holds frames of the stop for the provider that got `args` (lock-free:
-    which thread the provider is for needs the lock)."""
-    ahead = _read_ahead.get(_token(args))
-    return bool(ahead) and ahead.changes == frame_changes()
-
-
-def sync_provider(target):
+def sync_provider(target, read_ahead=True):
     """Register our frame provider on `target` or remove it, as the setting says. Returns an
-    error message or None."""
+    error message or None. `read_ahead`: the threads' frames first (see _read_ahead); not on
+    the new-target watcher's thread, which would hold the registration open meanwhile while
+    the thread that loads a core (the stop hook) must have registered before it returns."""
     if not HAS_PROVIDER_API or target is None or not target.IsValid():
         return None
     key = target.GetDebugger().GetIndexOfTarget(target)
     want = settings["frame-provider"] == "on"
     have = _providers.get(key)
     if want and have is None:
-        # Claimed before the frames are read: the new-target watcher's thread and the stop
-        # hook's may both get here, and a second provider would take the first's frames as
-        # lldb's own.
-        _providers[key] = REGISTERING
         err = lldb.SBError()
         args, token = _provider_args(target)
-        # Now, while lldb's own frames are all there are (see _read_ahead).
-        _read_all_threads(target, token)
+        if read_ahead:
+            # Claimed before the frames are read: the new-target watcher's thread may get here
+            # meanwhile, and a second provider would take the first's frames as lldb's own.
+            _providers[key] = REGISTERING
+            # Now, while lldb's own frames are all there are (see _read_ahead).
+            _read_all_threads(target, token)
         pid = target.RegisterScriptedFrameProvider(lldb_name("PythonFrameProvider"), args, err)
         if err.Fail() or not pid:
-            del _providers[key]
+            _providers.pop(key, None)
             return "pyunwind: cannot register the frame provider: %s" % err.GetCString()
         _providers[key] = pid
     elif not want and have not in (None, REGISTERING):
@@ -309,16 +298,13 @@ if HAS_PROVIDER_API:
             lldb's event-handler thread creates the providers as it prints a stop, and a command
             on the main thread may then hold the target's API lock, which every SBFrame method
             (and even SBThread.GetThreadID) takes, while it waits for this thread's frames. Off
-            the main thread the lock is only tried where the registering thread read the frames
-            before lldb printed (_read_ahead): without it nothing is read here, and the plan (on
-            the main thread) takes those. Where nothing was read ahead, it waits a while
-            (API_LOCK_WAIT_SECONDS)."""
+            the main thread the lock is waited for a while (API_LOCK_WAIT_SECONDS); without it
+            nothing is read here, and the plan (on the main thread) takes the frames the
+            registering thread read before lldb printed (_read_ahead)."""
             mutex = None
             if threading.current_thread() is not threading.main_thread():
                 mutex = _api_mutex(self.args)
-                taken = mutex is not None and (mutex.try_lock() or not _has_read_ahead(self.args)
-                                               and _try_lock(mutex))
-                if not taken:
+                if mutex is None or not _try_lock(mutex):
                     return None
             try:
                 thread = self.input_frames.GetThread()
