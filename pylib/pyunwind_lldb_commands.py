@@ -40,12 +40,11 @@ class _Command:
         try:
             if _commands is None:
                 _commands = fe.Commands(fe.core(), state, session)
+            # The provider, if lldb created the target before importing us and the watcher
+            # missed it: from the next stop on at least.
+            sync_provider(exe_ctx.GetTarget())
             host = LldbHost(exe_ctx.GetTarget(), exe_ctx.GetProcess(), exe_ctx.GetThread(), result)
             prepare_target(host)
-            # The provider, if lldb created the target before importing us and the watcher
-            # missed it: from the next stop on at least. After prepare_target (see
-            # ProviderStopHook).
-            sync_provider(exe_ctx.GetTarget())
             _commands.run(self.name, host, command)
             result.SetStatus(lldb.eReturnStatusSuccessFinishResult)
         except Exception as e:
@@ -167,10 +166,9 @@ def register(debugger, script):
     _register_commands(debugger)
     first, _registered = not _registered, True
     for i in range(debugger.GetNumTargets()):
-        # The modules and address mask first (see ProviderStopHook).
-        prepare_existing(debugger.GetTargetAtIndex(i))
         if first:
             sync_provider(debugger.GetTargetAtIndex(i))
+        prepare_existing(debugger.GetTargetAtIndex(i))
     if not first:
         return
     # Every lldb: the stop hook prepares arm64 cores and remote processes (prepare_target)

@@ -29,10 +29,11 @@ class ProviderStopHook:
 
     def handle_stop(self, exe_ctx, stream):
         target = exe_ctx.GetTarget()
-        # The modules and address mask first: they change lldb's frames, which registering
-        # the provider reads (see pyunwind_lldb_provider._read_ahead).
-        prepare_existing(target)
+        # Registered first: the modules and address mask prepare_existing gives lldb change its
+        # frames, and lldb drops each thread's frame list (and provider) again, those its
+        # event thread made as it printed the stop too.
         sync_provider(target)
+        prepare_existing(target)
         # It stays, and does nothing new at later stops (each step above is done once per
         # target). A hook that deletes itself crashes lldb at the next resume: lldb 19 walks the
         # hook list itself (every time, attached to a process, at `continue`), and lldb 22 did
