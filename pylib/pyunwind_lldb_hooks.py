@@ -29,9 +29,10 @@ class ProviderStopHook:
 
     def handle_stop(self, exe_ctx, stream):
         target = exe_ctx.GetTarget()
-        # Registered first: the modules and address mask prepare_existing gives lldb change its
-        # frames, and lldb drops each thread's frame list (and provider) again, those its
-        # event thread made as it printed the stop too.
+        # Registered before prepare_existing: the modules and the address mask it gives lldb
+        # change lldb's frames, so lldb drops the frame lists (and providers) its event thread
+        # made as it printed the stop. Registered after, those stayed, with the frames they
+        # had handed out there (an eval-loop frame among them).
         sync_provider(target)
         prepare_existing(target)
         # It stays, and does nothing new at later stops (each step above is done once per
