@@ -29,6 +29,10 @@ class ProviderStopHook:
 
     def handle_stop(self, exe_ctx, stream):
         target = exe_ctx.GetTarget()
+        # Registered before prepare_existing: the modules and the address mask it gives lldb
+        # change lldb's frames, so lldb drops the frame lists (and providers) its event thread
+        # made as it printed the stop. Registered after, those stayed, with the frames they
+        # had handed out there (an eval-loop frame among them).
         sync_provider(target)
         prepare_existing(target)
         # It stays, and does nothing new at later stops (each step above is done once per
@@ -72,7 +76,7 @@ def watch_new_targets(debugger):
             elif lldb.SBTarget.EventIsTargetEvent(event):
                 target = lldb.SBTarget.GetTargetFromEvent(event)
                 if target.IsValid():
-                    sync_provider(target)
+                    sync_provider(target, read_ahead=False)
 
     threading.Thread(target=loop, name="pyunwind-targets", daemon=True).start()
 

@@ -177,6 +177,7 @@ def prepare_target(host, modules=True):
             mask = process.GetAddressMask(lldb.eAddressMaskTypeCode)
             if mask & ~TOP_BYTE_MASK == 0:
                 process.SetAddressMask(lldb.eAddressMaskTypeAll, AARCH64_NON_ADDRESS_MASK)
+                _frames_changed()
     key = (process.GetUniqueID(), root)
     if not modules or (is_core and key in _prepared):
         return
@@ -199,6 +200,7 @@ def prepare_target(host, modules=True):
         if module.IsValid():
             header = module.GetObjectFileHeaderAddress().GetFileAddress()
             target.SetModuleLoadAddress(module, m["base"] - header)
+            _frames_changed()
     problems = listing["problems"]
     if problems and key not in _prepared:
         where = "under %s" % root if root else "without a sysroot"
@@ -208,6 +210,21 @@ def prepare_target(host, modules=True):
             "%s)" % (len(problems), what, where, problems[0], ", ..." if len(problems) > 1 else "",
                      "loading the core" if is_core else "connecting")))
     _prepared.add(key)
+
+
+# How many times prepare_target changed what lldb's unwind finds (a module, the address mask)
+# in this lldb: frames read before a change are not lldb's frames after it.
+_frame_changes = 0
+
+
+def _frames_changed():
+    global _frame_changes
+    _frame_changes += 1
+
+
+def frame_changes():
+    """See _frame_changes."""
+    return _frame_changes
 
 
 class _DirectHost:

@@ -15,20 +15,22 @@ import lldb
 
 import pyunwind_frontend as fe
 from pyunwind_lldb_host import (HAS_PROVIDER_API, LLDB_INVALID_ADDRESS, MAX_NATIVE_FRAMES, LldbHost,
-                                PcIndex, deferring, frame_registers, function_name, lldb_name,
+                                PcIndex, deferring, frame_changes, frame_registers, function_name, lldb_name,
                                 places_every_python_frame, plan_key, plan_levels, plan_registers,
                                 session, settings, state, thread_pointer, write_error_line)
 
-# How long a frame provider on lldb's event-handler thread waits for the target's API lock. With
-# 0.25 s, a core's load on a busy machine (the test suite's two workers) held the lock longer
-# while the event thread printed the stop: the provider fell back, lldb kept those frames, and
-# the next `bt` showed the eval loop with the Python frames after it (seen twice in full runs).
-# With 2 s it came back once in a full run (stop 47, lldb-dap reading a core of Debian's 3.11
-# at the end of the suite). Where a command really waits for our frames, a stop's print is
-# delayed by this, once.
+# How long a frame provider made off the main thread (lldb's event-handler thread, printing a
+# stop) waits for the target's API lock. A command holding it briefly lets go (the provider
+# then reads lldb's frames itself); one that waits for this thread's frames (a `bt`) never
+# does, and the plan then takes the frames read ahead (see _read_ahead), where there are any:
+# registered by the new-target watcher (lldb-dap's first stop of a core or attach) or after a
+# change of lldb's frames there are none, and the plan puts every Python frame after lldb's
+# frames. With 0.25 s and nothing read ahead, that fallback came under the suite's load when
+# a core's load held the lock; with no wait, lldb-dap's first stops fell back in one run.
 API_LOCK_WAIT_SECONDS = 5.0
-# target -> id of our frame provider registered on it.
+# target -> id of our frame provider registered on it, or REGISTERING.
 _providers = {}
+REGISTERING = 0
 # token -> the target a provider was registered on; the provider gets its token in `args`, so
 # that it can find its own target without an SB call that takes that target's API lock.
 _provider_targets = {}
@@ -43,21 +45,77 @@ def _provider_args(target):
     _provider_targets[token] = target
     args = lldb.SBStructuredData()
     args.SetFromJSON(json.dumps({"target": token}))
-    return args
+    return args, token
+
+
+def _token(args):
+    """The token in the `args` of our provider (see _provider_args), or None."""
+    value = args.GetValueForKey("target") if args is not None and args.IsValid() else None
+    return value.GetIntegerValue() if value and value.IsValid() else None
 
 
 def _api_mutex(args):
     """The API lock of the target whose provider got `args` (see _provider_args)."""
-    value = args.GetValueForKey("target") if args is not None and args.IsValid() else None
-    target = _provider_targets.get(value.GetIntegerValue()) if value and value.IsValid() else None
+    target = _provider_targets.get(_token(args))
     if target is None or not target.IsValid() or not hasattr(target, "GetAPIMutex"):
         return None
     return target.GetAPIMutex()
 
 
+class LldbFrames:
+    """What the provider plans with of lldb's own frames of one thread at one stop: their
+    names, modules, stack and program counters (the first MAX_NATIVE_FRAMES), the thread
+    pointer, the innermost frame's registers, whether its pc is in anonymous code, and the
+    stop (and frame_changes) they were read at. Every field is read through SBFrame and
+    SBProcess calls, which take the target's API lock."""
+
+    __slots__ = ("size", "names", "modules", "sps", "pcs", "tp", "regs", "anonymous0", "stop_id", "changes")
+
+    def __init__(self, frames, process):
+        """`frames`: the provider's input (an SBFrameList) or, before our provider is
+        registered, the SBThread itself (its frames are then lldb's own)."""
+        self.size = frames.GetSize() if isinstance(frames, lldb.SBFrameList) else frames.GetNumFrames()
+        read = [frames.GetFrameAtIndex(i) for i in range(min(self.size, MAX_NATIVE_FRAMES))]
+        self.names = [function_name(f) for f in read]
+        self.modules = [f.GetModule() for f in read]
+        self.sps = [f.GetSP() for f in read]
+        # The core hides the interpreter's plumbing by where it is.
+        self.pcs = [f.GetPC() for f in read]
+        self.tp = thread_pointer(frames)
+        self.regs = frame_registers(read[0]) if read else {}
+        self.anonymous0 = bool(read) and _in_anonymous_code(process, self.pcs[0])
+        self.stop_id = process.GetStopID()
+        self.changes = frame_changes()
+
+
+# token (see _provider_args) -> {thread id: LldbFrames}: each thread's frames, read by the
+# thread that registered the provider, just before it did. Registering makes lldb print every
+# thread's frame 0 again on its event-handler thread, which then creates the providers; there
+# a command on the main thread may hold the API lock while it waits for those frames (a `bt`
+# right after the core's load or the script's import), and the provider could not read them.
+# Taken by the plan of a provider that read nothing itself, dropped by one that did.
+_read_ahead = {}
+
+
+def _read_all_threads(target, token):
+    """Fill _read_ahead[token] with the frames of every thread of `target`'s process, in place
+    of what earlier registrations on `target` left."""
+    for old in [t for t in _read_ahead if _provider_targets.get(t) == target]:
+        del _read_ahead[old]
+    process = target.GetProcess()
+    if not process.IsValid():
+        return
+    ahead = _read_ahead[token] = {}
+    try:
+        for thread in process:
+            ahead[thread.GetThreadID()] = LldbFrames(thread, process)
+    except Exception:
+        # A thread not read ahead: its provider reads itself, or waits (see _lldb_frames).
+        pass
+
+
 def _try_lock(mutex):
-    """Take `mutex` if that happens within API_LOCK_WAIT_SECONDS: a command holding it briefly
-    lets go, one that waits for the caller's frames never does."""
+    """Take `mutex` if that happens within API_LOCK_WAIT_SECONDS."""
     deadline = time.monotonic() + API_LOCK_WAIT_SECONDS
     while not mutex.try_lock():
         if time.monotonic() > deadline:
@@ -66,9 +124,11 @@ def _try_lock(mutex):
     return True
 
 
-def sync_provider(target):
+def sync_provider(target, read_ahead=True):
     """Register our frame provider on `target` or remove it, as the setting says. Returns an
-    error message or None."""
+    error message or None. `read_ahead`: the threads' frames first (see _read_ahead); not on
+    the new-target watcher's thread, which would hold the registration open meanwhile while
+    the thread that loads a core (the stop hook) must have registered before it returns."""
     if not HAS_PROVIDER_API or target is None or not target.IsValid():
         return None
     key = target.GetDebugger().GetIndexOfTarget(target)
@@ -76,11 +136,19 @@ def sync_provider(target):
     have = _providers.get(key)
     if want and have is None:
         err = lldb.SBError()
-        pid = target.RegisterScriptedFrameProvider(lldb_name("PythonFrameProvider"), _provider_args(target), err)
+        args, token = _provider_args(target)
+        if read_ahead:
+            # Claimed before the frames are read: the new-target watcher's thread may get here
+            # meanwhile, and a second provider would take the first's frames as lldb's own.
+            _providers[key] = REGISTERING
+            # Now, while lldb's own frames are all there are (see _read_ahead).
+            _read_all_threads(target, token)
+        pid = target.RegisterScriptedFrameProvider(lldb_name("PythonFrameProvider"), args, err)
         if err.Fail() or not pid:
+            _providers.pop(key, None)
             return "pyunwind: cannot register the frame provider: %s" % err.GetCString()
         _providers[key] = pid
-    elif not want and have is not None:
+    elif not want and have not in (None, REGISTERING):
         err = target.RemoveScriptedFrameProvider(have)
         del _providers[key]
         if err.Fail():
@@ -202,54 +270,60 @@ if HAS_PROVIDER_API:
 
         def __init__(self, input_frames, args):
             # Not the base class's __init__: it asks lldb for the thread's process and target,
-            # SB calls that take the target's API lock (see _read_input).
+            # SB calls that take the target's API lock (see _lldb_frames).
             self.input_frames = input_frames
             self.args = args
             self.rows = None
             # Leading rows already handed out as lldb's own frames (see get_frame_at_index).
             self.committed = 0
             self.size = input_frames.GetSize()
-            self.names, self.sps, self.pcs, self.tp, self.modules = [], None, None, None, []
-            # Registers of lldb's innermost frame, where the core's own unwind starts.
-            self.regs = {}
-            self.anonymous0 = False
+            self._take(self._lldb_frames())
             # Frame 0 handed out before the plan when it may be JIT code (see
             # get_frame_at_index): the plan names it.
             self.frame0 = None
-            self._read_input()
 
-        def _read_input(self):
-            """Native frame names and the thread pointer, read here and only here: lldb 22.1
-            aborts ("Resource deadlock avoided") when get_frame_at_index touches an input
-            SBFrame, or even dumps the SBFrameList, since lldb then holds the thread's
-            frame-list lock.
+        def _take(self, read):
+            """lldb's frames as `read` (LldbFrames) has them; none where it is None."""
+            self.names, self.modules = (read.names, read.modules) if read else ([], [])
+            self.sps, self.pcs, self.tp = (read.sps, read.pcs, read.tp) if read else (None, None, None)
+            # Registers of lldb's innermost frame, where the core's own unwind starts.
+            self.regs = read.regs if read else {}
+            self.anonymous0 = read.anonymous0 if read else False
 
-            On lldb's event-handler thread (printing a stop) a command on the main thread may
-            hold the target's API lock, which every SBFrame method takes, while it waits for
-            this thread's frames: a deadlock. There the lock is only tried; when it is taken
-            the frames are not read, and the plan puts every Python frame after lldb's frames."""
+        def _lldb_frames(self):
+            """lldb's frames (LldbFrames), read here or taken from _read_ahead, or None: lldb 22.1
+            aborts ("Resource deadlock avoided") when get_frame_at_index touches an input SBFrame,
+            or even dumps the SBFrameList, since lldb then holds the thread's frame-list lock.
+
+            lldb's event-handler thread creates the providers as it prints a stop, and a command
+            on the main thread may then hold the target's API lock, which every SBFrame method
+            (and even SBThread.GetThreadID) takes, while it waits for this thread's frames. Off
+            the main thread the lock is waited for a while (API_LOCK_WAIT_SECONDS); without it
+            nothing is read here, and the plan (on the main thread) takes the frames the
+            registering thread read before lldb printed (_read_ahead)."""
             mutex = None
             if threading.current_thread() is not threading.main_thread():
                 mutex = _api_mutex(self.args)
                 if mutex is None or not _try_lock(mutex):
-                    return
+                    return None
             try:
-                frames = [self.input_frames.GetFrameAtIndex(i) for i in range(min(self.size, MAX_NATIVE_FRAMES))]
-                self.names = [function_name(f) for f in frames]
-                self.modules = [f.GetModule() for f in frames]
-                self.sps = [f.GetSP() for f in frames]
-                # The core hides the interpreter's plumbing by where it is.
-                self.pcs = [f.GetPC() for f in frames]
-                self.tp = thread_pointer(self.input_frames)
-                if frames:
-                    self.regs = frame_registers(frames[0])
-                    process = self.input_frames.GetThread().GetProcess()
-                    self.anonymous0 = _in_anonymous_code(process, self.pcs[0])
+                thread = self.input_frames.GetThread()
+                _read_ahead.get(_token(self.args), {}).pop(thread.GetThreadID(), None)
+                return LldbFrames(self.input_frames, thread.GetProcess())
             except Exception:
-                pass
+                return None
             finally:
                 if mutex is not None:
                     mutex.unlock()
+
+        def _read_earlier(self, lwp):
+            """The frames _read_ahead holds for thread `lwp`, where nothing was read when this
+            provider was made and they are of this stop; else the plan puts every Python frame
+            after lldb's frames."""
+            ahead = _read_ahead.get(_token(self.args), {}).pop(lwp, None)
+            if self.pcs is None and ahead is not None and ahead.size == self.size \
+                    and (ahead.stop_id, ahead.changes) == (self.process.GetStopID(), frame_changes()):
+                self._take(ahead)
 
         def _plan(self):
             passthrough = list(range(self.size))
@@ -258,9 +332,10 @@ if HAS_PROVIDER_API:
                 self.thread = self.input_frames.GetThread()
                 self.process = self.thread.GetProcess()
                 self.target = self.process.GetTarget()
+                lwp = self.thread.GetThreadID()
+                self._read_earlier(lwp)
                 host = LldbHost(self.target, self.process, self.thread, frames=self.input_frames)
                 s = session(host, with_ids=False)
-                lwp = self.thread.GetThreadID()
                 tp = self.tp or state.thread_pointers.get(lwp)
                 frames = fe.thread_frames(s, lwp, tp)
                 natives = self._natives(s, lwp, tp, len(frames))

@@ -7,9 +7,17 @@
         provider hands out, one `@@ROW name` line each (after lldb's own, `@@NATIVE name`).
 
 The input frames are lldb's own (run it with `pyunwind set frame-provider off`).
+
+    pyunwind-test-register-held   register our frame provider on the selected target while
+        holding that target's API lock, as a command that waits for frames does, until lldb's
+        event-handler thread (printing each thread's frame 0 again, as registering makes it
+        do) has made a provider; then print one `@@MADE THREAD LOCK` line per provider made
+        meanwhile (THREAD: main or other; LOCK: busy when another thread held the API lock
+        as the provider's __init__ returned, else free).
 """
 
 import threading
+import time
 
 import lldb
 
@@ -22,7 +30,7 @@ def rows(debugger, command, exe_ctx, result, internal_dict):
     frames = target.GetProcess().GetSelectedThread().GetFrames()
     for i in range(frames.GetSize()):
         print("@@NATIVE %s" % frames.GetFrameAtIndex(i).GetFunctionName())
-    args = P._provider_args(target)
+    args, _ = P._provider_args(target)
     made = {}
     mutex = held.GetAPIMutex()
     mutex.lock()
@@ -48,5 +56,43 @@ def rows(debugger, command, exe_ctx, result, internal_dict):
         index += 1
 
 
+# How long pyunwind-test-register-held waits for lldb's event thread to make a provider.
+MAX_WAIT_SECONDS = 60
+
+
+def register_held(debugger, command, exe_ctx, result, internal_dict):
+    target = debugger.GetSelectedTarget()
+    mutex = target.GetAPIMutex()
+    made = []
+    cls = P.PythonFrameProvider
+    init = cls.__init__
+
+    def watched(self, input_frames, args):
+        init(self, input_frames, args)
+        busy = not mutex.try_lock()
+        if not busy:
+            mutex.unlock()
+        made.append((threading.current_thread() is threading.main_thread(), busy))
+
+    P.settings["frame-provider"] = "off"
+    P.sync_provider(target)
+    cls.__init__ = watched
+    mutex.lock()
+    try:
+        P.settings["frame-provider"] = "on"
+        error = P.sync_provider(target)
+        deadline = time.monotonic() + MAX_WAIT_SECONDS
+        while not any(not main for main, _ in made) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        mutex.unlock()
+        cls.__init__ = init
+    if error:
+        print("@@ERROR %s" % error)
+    for main, busy in made:
+        print("@@MADE %s %s" % ("main" if main else "other", "busy" if busy else "free"))
+
+
 def __lldb_init_module(debugger, internal_dict):
     debugger.HandleCommand("command script add -f %s.rows pyunwind-test-provider-rows" % __name__)
+    debugger.HandleCommand("command script add -f %s.register_held pyunwind-test-register-held" % __name__)

@@ -77,6 +77,25 @@ def test_another_targets_lock_does_not(shapes):
     assert all(r in it for r in kept), (kept, native)
 
 
+def test_providers_made_while_the_lock_is_held_show_python_frames(shapes):
+    """Registering the provider makes lldb's event-handler thread print each thread's frame 0,
+    which creates the providers there, while a command on the main thread may hold the target's
+    API lock (here the whole time; a `bt` right after the import holds it while it waits for
+    those frames). The providers use the frames read by the registering thread: the next `bt`
+    on the main thread has the Python frames in place of the eval loop, none after lldb's."""
+    cmd = [lldb_path(), "-b", "--no-lldbinit", INTERP.exe, "-c", shapes.make_core(),
+           "-o", "command script import %s" % SCRIPT,
+           "-o", "command script import %s" % HELPER,
+           "-o", "pyunwind-test-register-held", "-o", "script print('@@BT')", "-o", "bt"]
+    rc, out, err = harness.run(cmd, 180, env=harness.child_env(INTERP.env))
+    assert rc == 0 and "Traceback" not in out + err, out + err
+    made, bt = out.split("\n@@BT\n")
+    # Made on the event thread while the main thread held the lock (each thread of the core).
+    assert re.findall(r"^@@MADE (\w+ \w+)$", made, re.M) == ["other busy"] * len(shapes.truth["threads"]), out
+    assert re.findall(r"frame #\d+: (\S+ at \S+\.py:\d+)", bt) == python_rows(shapes), bt
+    assert "[from thread state]" not in bt and "_PyEval_EvalFrameDefault" not in bt, bt
+
+
 def test_provider_registered_on_a_core_loaded_after_import(shapes):
     """The script imported before any target (~/.lldbinit, lldb-dap's initCommands): the core
     loaded next has the provider by the time of its first command. The stop hook the script
