@@ -48,7 +48,15 @@ pub struct Target {
     /// A core's written anonymous bytes ([`crate::memory::CoreFile::anonymous_written_bytes`]);
     /// None for other sources.
     pub core_anonymous_bytes: Option<u64>,
+    /// `[start, end)` of the vDSO, the kernel's image that the C library calls for the time
+    /// of day and clocks: it is no file, yet its CFI is what lets a native walk leave a thread
+    /// stopped in it. /proc/PID/maps's `[vdso]`; a core's region at `AT_SYSINFO_EHDR`; None
+    /// where the source does not say (a debugger's target).
+    pub vdso: Option<(u64, u64)>,
 }
+
+/// elf.h: the auxiliary vector's entry for the vDSO's ELF header.
+const AT_SYSINFO_EHDR: u64 = 33;
 
 impl Target {
     /// A live local process.
@@ -73,6 +81,7 @@ impl Target {
         }
         let files = Arc::new(FileLookup::live(pid, &mappings));
         let (regions, stack) = crate::binary::parse_proc_regions(&maps);
+        let vdso = crate::binary::proc_maps_named(&maps, "[vdso]");
         let arch = Arch::of_file(&format!("/proc/{pid}/exe")).unwrap_or_default();
         Ok(Target {
             mem: Arc::new(PageCache::sparse(mem)),
@@ -90,6 +99,7 @@ impl Target {
                 .map(|(start, _)| vec![(pid as u64, start)])
                 .unwrap_or_default(),
             core_anonymous_bytes: None,
+            vdso,
         })
     }
 
@@ -115,6 +125,11 @@ impl Target {
         }
         let files = mem.lookup();
         let regions = info.regions();
+        let vdso = info
+            .auxv
+            .iter()
+            .find(|(key, _)| *key == AT_SYSINFO_EHDR)
+            .and_then(|(_, at)| regions.iter().copied().find(|(s, e)| s <= at && at < e));
         let core_anonymous_bytes = Some(info.anonymous_written_bytes());
         let stack_anchors = info
             .threads
@@ -141,6 +156,7 @@ impl Target {
             regions,
             stack_anchors,
             core_anonymous_bytes,
+            vdso,
         })
     }
 
@@ -173,6 +189,7 @@ impl Target {
             regions: Vec::new(),
             stack_anchors: Vec::new(),
             core_anonymous_bytes: None,
+            vdso: None,
         }
     }
 

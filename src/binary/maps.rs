@@ -83,6 +83,18 @@ pub fn parse_proc_regions(text: &str) -> (Vec<Range>, Option<Range>) {
     (out, stack)
 }
 
+/// `[start, end)` of the /proc/PID/maps line of a region the kernel names (`[vdso]`).
+pub fn proc_maps_named(text: &str, name: &str) -> Option<Range> {
+    let line = text
+        .lines()
+        .find(|l| l.split_ascii_whitespace().nth(5) == Some(name))?;
+    let (s, e) = line.split_ascii_whitespace().next()?.split_once('-')?;
+    Some((
+        u64::from_str_radix(s, 16).ok()?,
+        u64::from_str_radix(e, 16).ok()?,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +107,20 @@ mod tests {
         assert_eq!(r.len(), 3);
         assert_eq!(r[1], (0x7f0000000000, 0x7f0000021000));
         assert_eq!(stack, Some((0x7ffc00000000, 0x7ffc00021000)));
+    }
+    #[test]
+    fn the_vdso_is_found_by_its_name_alone() {
+        let t =
+            "7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0                          [stack]\n\
+                 7ffc0012c000-7ffc00130000 r--p 00000000 00:00 0                          [vvar]\n\
+                 7ffc00130000-7ffc00132000 r-xp 00000000 00:00 0                          [vdso]\n\
+                 7f0000100000-7f0000200000 r-xp 00002000 fe:01 456 /opt/[vdso]\n";
+        assert_eq!(
+            proc_maps_named(t, "[vdso]"),
+            Some((0x7ffc00130000, 0x7ffc00132000))
+        );
+        assert_eq!(proc_maps_named("", "[vdso]"), None);
+        assert_eq!(proc_maps_named("zz-1 r-xp 0 0 0 [vdso]\n", "[vdso]"), None);
     }
     #[test]
     fn parses_file_backed_lines_only() {

@@ -4,7 +4,9 @@ mod elf;
 mod maps;
 
 pub use self::elf::{first_vaddr, ElfInfo};
-pub use self::maps::{parse_proc_maps, parse_proc_regions, read_proc_maps, read_proc_maps_text};
+pub use self::maps::{
+    parse_proc_maps, parse_proc_regions, proc_maps_named, read_proc_maps, read_proc_maps_text,
+};
 pub use crate::memory::FileMapping;
 
 /// One loaded file: all its mappings, and the bias that turns its ELF addresses into target

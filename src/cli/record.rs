@@ -72,6 +72,8 @@ struct Tally {
     /// Samples (of any process) that could not be read, or whose extra reading (`--native`,
     /// `--async`) failed.
     failed: u64,
+    /// Why the last of them failed (the error's one line).
+    last_failure: Option<String>,
     /// Threads that appeared after a process's first sample, and that were gone from one
     /// sample to the next.
     came: u64,
@@ -81,6 +83,13 @@ struct Tally {
     exited: Vec<(i32, f64)>,
     /// `--children`: processes read besides the first.
     children: u64,
+}
+
+impl Tally {
+    fn fail(&mut self, why: String) {
+        self.failed += 1;
+        self.last_failure = Some(why);
+    }
 }
 
 impl Process {
@@ -174,6 +183,12 @@ pub(super) fn record(a: RecordArgs) -> Result<(String, i32)> {
         .map_err(|e| Error::Usage(format!("writing {}: {e}", a.output.display())))?;
     let rate = run.taken as f64 / seconds.max(f64::MIN_POSITIVE);
     let unreadable = run.failed + tally.failed;
+    // The run's own failures are the root process's whole samples; the tally's came after.
+    let unreadable_why = tally.last_failure.clone().or_else(|| {
+        run.last_failure
+            .as_ref()
+            .map(|e| format!("process {pid}: {e}"))
+    });
     let exited_s = run.exited.map(|at| (at * 10.0).round() / 10.0);
     if a.json {
         let owners = profile.owner_samples();
@@ -202,6 +217,7 @@ pub(super) fn record(a: RecordArgs) -> Result<(String, i32)> {
             "torn": profile.torn,
             "dropped": profile.dropped,
             "unreadable": unreadable,
+            "unreadable_why": unreadable_why,
             "exited_s": exited_s,
             "execd_s": execd.map(|at| (at * 10.0).round() / 10.0),
             "threads_began": tally.came,
@@ -231,6 +247,9 @@ pub(super) fn record(a: RecordArgs) -> Result<(String, i32)> {
          {} dropped at a cap, {} unreadable",
         run.taken, rate, profile.written, profile.torn, profile.dropped, unreadable,
     );
+    if let Some(why) = &unreadable_why {
+        line += &format!(" (the last: {why})");
+    }
     if tally.came + tally.went > 0 {
         line += &format!(", {} thread(s) began and {} ended", tally.came, tally.went);
     }
@@ -265,15 +284,15 @@ fn take_sample(
     *p.modules.borrow_mut() = s.take_modules();
     let report = match report {
         Ok(r) => r,
-        Err(_) => {
-            tally.failed += 1;
+        Err(e) => {
+            tally.fail(format!("process {}: {e}", p.pid));
             return;
         }
     };
     // The extra reading (registers, tasks) took time: a process that exec'd meanwhile gives
     // no sample.
     if !p.same() {
-        tally.failed += 1;
+        tally.fail(format!("process {}: exec'd while read", p.pid));
         return;
     }
     let now: HashSet<u64> = report.threads.iter().filter_map(|t| t.native_id).collect();
@@ -374,8 +393,8 @@ fn sample_children(
                 tally.exited.push((k.pid, at));
                 false
             }
-            Err(_) => {
-                tally.failed += 1;
+            Err(e) => {
+                tally.fail(format!("process {}: {e}", k.pid));
                 true
             }
         }

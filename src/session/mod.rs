@@ -438,7 +438,7 @@ impl Session {
     /// Uses `earlier` (an earlier stop's [`Session::take_modules`]) as this stop's modules when
     /// the target maps the same files at the same addresses; else they are loaded again.
     pub fn adopt_modules(&self, earlier: ModuleSet) {
-        if earlier.modules != self.target.modules() {
+        if earlier.modules != ModuleSet::modules_of(&self.target) {
             return;
         }
         if let Ok(mut m) = self.modules.try_lock() {

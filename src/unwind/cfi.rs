@@ -201,6 +201,16 @@ impl ElfUnwind {
     /// (as `debug` says).
     pub fn load(path: &str, debug: &debugfile::DebugSearch) -> Result<ElfUnwind> {
         let file = Arc::new(FileBytes::open(path).map_err(|e| Error::io(path, e))?);
+        ElfUnwind::of_image(file, path, debug)
+    }
+
+    /// An ELF image already in hand (`path` names it: the vDSO's, copied from the target's
+    /// memory, has no file).
+    pub fn of_image(
+        file: Arc<FileBytes>,
+        path: &str,
+        debug: &debugfile::DebugSearch,
+    ) -> Result<ElfUnwind> {
         let obj = object::File::parse(file.bytes())
             .map_err(|e| Error::bad_file(path, format!("not an ELF file ({e})")))?;
         let first_vaddr = crate::binary::first_vaddr(&obj);

@@ -22,6 +22,7 @@ use self::jit::JitMap;
 use self::regs::Regs;
 use crate::arch::Arch;
 use crate::binary::Module;
+use crate::memory::mapped::FileBytes;
 use crate::memory::FileLookup;
 use crate::memory::Memory;
 use crate::symbols::debugfile::DebugSearch;
@@ -134,17 +135,56 @@ fn shown(raw: &str) -> String {
     demangle::demangle(raw).unwrap_or_else(|| raw.to_string())
 }
 
+/// The name of the vDSO's module, as /proc/PID/maps names its region.
+pub const VDSO: &str = "[vdso]";
+
+/// The most of the target's memory taken for the vDSO's image (two pages on x86-64 and arm64).
+const MAX_VDSO_BYTES: u64 = 1 << 20;
+
 impl ModuleSet {
     pub fn new(target: &Target) -> ModuleSet {
-        let modules = target.modules();
+        let modules = ModuleSet::modules_of(target);
+        let debug = DebugSearch::of(&target.files);
+        let elves = modules
+            .iter()
+            .map(|m| {
+                let slot = OnceLock::new();
+                if m.path == VDSO {
+                    // Read now: the module set outlives the target's memory it was made from.
+                    let _ = slot.set(vdso_image(target, m, &debug).map(Arc::new));
+                }
+                slot
+            })
+            .collect();
         ModuleSet {
-            elves: modules.iter().map(|_| OnceLock::new()).collect(),
+            elves,
             lines: modules.iter().map(|_| OnceLock::new()).collect(),
             paths: modules.iter().map(|_| OnceLock::new()).collect(),
             modules,
             files: target.files.clone(),
-            debug: DebugSearch::of(&target.files),
+            debug,
         }
+    }
+
+    /// The target's modules ([`Target::modules`]) and its vDSO ([`VDSO`]), by address.
+    pub fn modules_of(target: &Target) -> Vec<Module> {
+        let mut modules = target.modules();
+        if let Some((start, end)) = target.vdso {
+            if !modules.iter().any(|m| m.start < end && start < m.end) {
+                let at = modules.partition_point(|m| m.start < start);
+                let path = VDSO.to_string();
+                modules.insert(
+                    at,
+                    Module {
+                        path,
+                        start,
+                        end,
+                        base: start,
+                    },
+                );
+            }
+        }
+        modules
     }
 
     /// The local file of module `i`.
@@ -584,6 +624,17 @@ impl Memory for StackCopy<'_> {
     fn any_thread(&self) -> bool {
         self.base.any_thread()
     }
+}
+
+/// The vDSO's CFI and symbols, from its image in the target's memory; None where the image
+/// cannot be read whole or is no ELF file (a core that left it out, a corrupt one).
+fn vdso_image(target: &Target, m: &Module, debug: &DebugSearch) -> Option<ElfUnwind> {
+    let len = m.end.checked_sub(m.start)?;
+    let bytes = target.mem.read_vec(m.start, len, MAX_VDSO_BYTES).ok()?;
+    if !bytes.starts_with(b"\x7fELF") {
+        return None;
+    }
+    ElfUnwind::of_image(Arc::new(FileBytes::Read(bytes)), VDSO, debug).ok()
 }
 
 #[cfg(test)]

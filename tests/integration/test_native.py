@@ -199,6 +199,9 @@ for th in gdb.selected_inferior().threads():
                 # The name the module is loaded by (a soname link, `libffi.so.8`), and the
                 # file's own (`libffi.so.8.1.2`, a core's NT_FILE name).
                 real = os.path.basename(os.path.realpath(lib))
+                # gdb's "system-supplied DSO" is the vDSO, which /proc/PID/maps calls [vdso].
+                if " of system-supplied DSO at " in sym:
+                    lib = real = "[vdso]"
                 print("FRAME %#x %s %s %s|%s" % (pc, os.path.basename(lib), real, name, where))
                 exact = f.type() == gdb.SIGTRAMP_FRAME
                 if any(start <= pc < end for start, end in STOP_AFTER):
@@ -677,3 +680,51 @@ def test_unwinding_failure_keeps_python_frames(mix, tmp_path):
     assert len(bad) == 1 and "native frames" in bad[0]["reason"], t["frames"]
     want = [(f["function"], f["line"]) for f in mix["sc"].truth["threads"][0]["frames"]]
     assert [(f["function"], f["line"]) for f in t["frames"] if f["kind"] == "python"] == want
+
+
+@pytest.mark.parametrize("interp_id", ["pyenv-3.12", "debian-3.11"])
+def test_a_thread_stopped_in_the_vdso(interp_id):
+    """tests/scenarios/vdso_clock.py's "clock" thread asks for its CPU time in a loop: stopped,
+    it is nearly always in the vDSO's `clock_gettime` (the kernel's image, no file). From a
+    core in which it is (the first of ten), its native frames are plain gdb's, each one, the
+    innermost `clock_gettime` in `[vdso]` then the C library's; its Python frames follow,
+    innermost `clock` at its line. Live, the same, from the first read that stops it there."""
+    interp = _interp(interp_id)
+    with Scenario(interp, "vdso_clock") as sc:
+        maps = pathlib.Path("/proc/%d/maps" % sc.pid).read_text().splitlines()
+        line = next(l for l in maps if l.endswith(" [vdso]"))
+        start, end = (int(x, 16) for x in line.split()[0].split("-"))
+        tid = next(t["native_id"] for t in sc.truth["threads"] if t["name"] == "clock")
+
+        def clock_in_vdso(report):
+            t = next(t for t in report["threads"] if t["native_id"] == tid)
+            return start <= t["frames"][0].get("address", 0) < end
+
+        def check(report):
+            t = next(t for t in report["threads"] if t["native_id"] == tid)
+            frames = t["frames"]
+            assert [(f.get("function"), f.get("module")) for f in frames[:2]] == [
+                ("clock_gettime", "[vdso]"), ("clock_gettime", "libc.so.6")], frames[:3]
+            assert not [f for f in frames if f["kind"] == "unreadable"], frames
+            py = [f for f in frames if f["kind"] == "python"]
+            assert (py[0]["function"], py[0]["line"]) == ("clock", sc.truth["clock_line"]), py
+            assert [f["function"] for f in py[1:]] == ["Thread.run", "Thread._bootstrap_inner",
+                                                       "Thread._bootstrap"], py
+
+        for attempt in range(10):
+            core = sc.make_core_named("vdso%d" % attempt)
+            report = _json([cli_path(), "core", core, "--native-all", "--json"])
+            if clock_in_vdso(report):
+                break
+        else:
+            pytest.fail("ten cores and never was the clock thread stopped in the vDSO")
+        check(report)
+        check_native_frames_match_gdb(report["threads"], _gdb_frames(
+            {"interp": interp, "sc": sc, "core": core}), [], False)
+        for attempt in range(10):
+            report = _json([cli_path(), "pid", sc.pid, "--native", "--json"])
+            if clock_in_vdso(report):
+                break
+        else:
+            pytest.fail("ten reads and never was the clock thread stopped in the vDSO")
+        check(report)

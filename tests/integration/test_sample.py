@@ -13,6 +13,7 @@ the shares within what 300 samples allow, the blocked main thread only with `--i
 file is parsed by protobuf with pprof's own message definitions (pprof_proto.py)."""
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -41,6 +42,37 @@ def watched(sc, *extra):
     return out
 
 
+def schedstat(pid, tid):
+    """The thread's seconds on a CPU and runnable waiting for one, the kernel's own counts."""
+    with open("/proc/%d/task/%d/schedstat" % (pid, tid)) as f:
+        on_cpu, waited, _ = f.read().split()
+    return int(on_cpu) / 1e9, int(waited) / 1e9
+
+
+def spun_window(sc, tid, *extra, tries=4):
+    """A window in which the machine gave thread `tid` (the spinner) at least 70% of a CPU by
+    the kernel's count, so that the rule's 60% bar is the program's to meet: on a loaded
+    machine (other tests beside this one) a spinner can get less, and is then rightly not
+    `spinning`. The program's scheduling group (its session's autogroup, in which the kernel
+    shares a CPU between sessions before threads) is given a higher priority first, where
+    this user may: a thread's own nice value counts only within its group."""
+    try:
+        with open("/proc/%d/autogroup" % sc.pid, "w") as f:
+            f.write("-10")
+    except OSError:
+        pass
+    shares = []
+    for _ in range(tries):
+        (cpu, waited), wall = schedstat(sc.pid, tid), time.monotonic()
+        out = watched(sc, *extra)
+        (cpu2, waited2), wall2 = schedstat(sc.pid, tid), time.monotonic()
+        # As the rule counts it: out of the time a CPU was free for the thread.
+        shares.append((cpu2 - cpu) / (wall2 - wall - (waited2 - waited)))
+        if shares[-1] >= 0.7:
+            return out
+    pytest.fail("the spinner never had 70%% of a CPU over a window: %s" % shares)
+
+
 def check_window(p):
     """The window is the one asked for (the last sample is the report made at its end), and
     every sample read each thread whole or was counted torn."""
@@ -64,12 +96,28 @@ def settled(sc, truth, names, timeout=10):
         time.sleep(0.05)
 
 
+def main_blocked(sc, timeout=10):
+    """Wait until the main thread of tests/scenarios/shares.py has gone from writing its truth
+    to blocking in ``HELD.acquire()`` (the same line): on its way it needs the GIL the worker
+    holds, and a thread on its way is on a CPU, which `record` without --idle rightly counts."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rc, out, err = cli("pid", sc.pid, "--why", "--json")
+        assert rc == 0, err
+        main = next(t for t in json_from(out)["threads"] if t["name"] == "MainThread")
+        if (main.get("waiting") or {}).get("kind") == "lock":
+            return
+        assert time.monotonic() < deadline, ("the main thread never blocked", main)
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("interp", INTERPS, ids=lambda i: i.id)
 def test_spinning_busy_and_blocked(interp):
     with harness.Scenario(interp, "spin") as sc:
         truth = {t["name"]: t for t in sc.truth["threads"]}
         settled(sc, truth, ("blocked", "MainThread"))
-        report = json_from(watched(sc, "--json"))
+        spinner_tid = truth["spinner"]["native_id"]
+        report = json_from(spun_window(sc, spinner_tid, "--json"))
         by_name = {t["name"]: t for t in report["threads"]}
         assert sorted(by_name) == sorted(truth)
         for name, t in by_name.items():
@@ -102,7 +150,7 @@ def test_spinning_busy_and_blocked(interp):
             assert got(t["frames"]) == expected(truth[name]["frames"]), name
         assert report["errors"] == []
 
-        text = watched(sc)
+        text = spun_window(sc, spinner_tid)
         lines = text.splitlines()
         spin = truth["spinner"]["frames"][0]
         line = next(l for l in lines if l.startswith('thread %d "spinner"' % truth["spinner"]["native_id"]))
@@ -122,7 +170,9 @@ def test_spinning_busy_and_blocked(interp):
         # The verdict's order: the spin first, the waits, the busy thread last.
         first = [l.split('"')[1] for l in lines[:4]]
         assert first == ["spinner", "MainThread", "blocked", "worker"], lines[:4]
-        assert '"spinner" (holds the GIL) [spinning]:' in text or '"spinner" [spinning' in text
+        header = next(l for l in lines if l.startswith('Thread %d "spinner"' % spinner_tid))
+        assert header in ('Thread %d "spinner" (holds the GIL) [spinning]:' % spinner_tid,
+                          'Thread %d "spinner" [spinning]:' % spinner_tid), header
 
 
 def test_for_on_a_core_and_bad_plans_are_one_line_errors():
@@ -213,6 +263,7 @@ def check_shares(counts, stacks):
 def test_record_collapsed_speedscope_and_pprof(interp):
     with harness.Scenario(interp, "shares") as sc:
         stacks = shares_stacks(sc)
+        main_blocked(sc)
         path, written = record(sc, "collapsed")
         counts = {}
         for line in path.read_text().splitlines():
@@ -274,6 +325,7 @@ def test_record_json_summary(interp):
     with harness.Scenario(interp, "shares") as sc:
         main, worker = sc.truth["threads"]
         stacks = shares_stacks(sc)
+        main_blocked(sc)
         path = sc.tmpdir / "profile.collapsed"
         for idle in (False, True):
             rc, out, err = cli("record", sc.pid, "--duration", RECORD_SECONDS, "--format",
@@ -281,7 +333,8 @@ def test_record_json_summary(interp):
             assert rc == 0 and err == "", err
             doc = json.loads(out)["record"]
             assert (doc["pid"], doc["file"], doc["format"]) == (sc.pid, str(path), "collapsed")
-            assert (doc["dropped"], doc["unreadable"], doc["exited_s"]) == (0, 0, None), doc
+            assert (doc["dropped"], doc["unreadable"], doc["unreadable_why"], doc["exited_s"]) \
+                == (0, 0, None, None), doc
             assert RECORD_SECONDS - 0.1 <= doc["seconds"] <= RECORD_SECONDS + 1.0, doc
             # 100 Hz asked, less what a loaded machine let the sampler take.
             assert 20 <= doc["samples"] <= 100 * RECORD_SECONDS + 1, doc
@@ -355,7 +408,7 @@ def test_record_native(interp):
         doc, path = record_json(sc, "collapsed", "--native", "--rate", "20")
         counts = collapsed_counts(path)
         assert doc["written"] == sum(counts.values()) and doc["written"] >= 5, doc
-        assert doc["unreadable"] == 0 and doc["torn"] == 0, doc
+        assert (doc["unreadable"], doc["torn"]) == (0, 0), doc["unreadable_why"]
         python_only = {}
         for stack, n in counts.items():
             frames = stack.split(";")
@@ -477,9 +530,10 @@ def test_record_a_process_that_execs(interp):
             else:
                 m = re.fullmatch(
                     r"pyunwind: (\d+) samples in (\d+\.\d) s \((\d+\.\d) Hz\), (\d+) stack "
-                    r"samples written, (\d+) torn, 0 dropped at a cap, (\d+) unreadable: "
+                    r"samples written, (\d+) torn, 0 dropped at a cap, (\d+) unreadable"
+                    r"(?: \(the last: process %d: [^\n]+\))?: "
                     r"%s \(process %d exec'd (\d+\.\d) s in: its samples stop there\)\n"
-                    % (re.escape(str(path)), sc.pid), out)
+                    % (sc.pid, re.escape(str(path)), sc.pid), out)
                 assert m, out
                 assert 0.5 <= float(m.group(7)) <= 3.5, out
                 written = int(m.group(4))
@@ -549,9 +603,10 @@ def test_record_a_process_that_exits(interp, tmp_path):
         harness.assert_no_panic(out + err, proc.returncode)
         assert proc.returncode == 0, err
         m = re.fullmatch(r"pyunwind: (\d+) samples in (\d+\.\d) s \((\d+\.\d) Hz\), (\d+) stack "
-                         r"samples written, \d+ torn, 0 dropped at a cap, \d+ unreadable: %s "
+                         r"samples written, \d+ torn, 0 dropped at a cap, \d+ unreadable"
+                         r"(?: \(the last: process %d: [^\n]+\))?: %s "
                          r"\(process %d exited (\d+\.\d) s in\)\n"
-                         % (re.escape(str(path)), sc.pid), out)
+                         % (sc.pid, re.escape(str(path)), sc.pid), out)
         assert m, out
         assert 0.5 <= float(m.group(5)) <= 4.0, out
         counts = collapsed_counts(path)
