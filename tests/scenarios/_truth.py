@@ -143,15 +143,18 @@ def collect(caller, with_locals=False):
             fail("thread %d has a frame but is not known to threading" % ident)
         others.append(_thread_entry(thread, frames))
     others.sort(key=lambda entry: entry["name"])
-    return {
+    return header(gil_holder=None, threads=entries + others)
+
+
+def header(**more):
+    """What every truth starts with (the scenario, the interpreter, the process), and `more`."""
+    return dict({
         "scenario": os.path.splitext(os.path.basename(sys.argv[0]))[0],
         "python": platform.python_version(),
         "pid": os.getpid(),
         "executable": sys.executable,
         "free_threaded": FREE_THREADED,
-        "gil_holder": None,
-        "threads": entries + others,
-    }
+    }, **more)
 
 
 def _arg_count(code):

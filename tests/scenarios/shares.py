@@ -58,18 +58,12 @@ def outer_frames():
 def record(caller):
     here = os.path.abspath(__file__)
     worker_thread = next(t for t in threading.enumerate() if t.name == "worker")
-    return {
-        "scenario": "shares",
-        "python": _truth.platform.python_version(),
-        "pid": os.getpid(),
-        "executable": sys.executable,
-        "free_threaded": _truth.FREE_THREADED,
-        "running": True,
-        "threads": [_truth._thread_entry(threading.current_thread(), _truth.frames_from(caller)),
-                    _truth._thread_entry(worker_thread, outer_frames())],
-        "places": {name: _truth.source_line_of("# " + name, here)
-                   for name in ("spin-three", "spin-one", "call-three", "call-one")},
-    }
+    return _truth.header(
+        running=True,
+        threads=[_truth._thread_entry(threading.current_thread(), _truth.frames_from(caller)),
+                 _truth._thread_entry(worker_thread, outer_frames())],
+        places={name: _truth.source_line_of("# " + name, here)
+                for name in ("spin-three", "spin-one", "call-three", "call-one")})
 
 
 def main():

@@ -24,17 +24,11 @@ def clock(started):
 def record(caller):
     here = os.path.abspath(__file__)
     by_name = {t.name: t for t in threading.enumerate()}
-    return {
-        "scenario": "vdso_clock",
-        "python": _truth.platform.python_version(),
-        "pid": os.getpid(),
-        "executable": sys.executable,
-        "free_threaded": _truth.FREE_THREADED,
-        "running": True,
-        "threads": [_truth._thread_entry(threading.current_thread(), _truth.frames_from(caller)),
-                    _truth._thread_entry(by_name["clock"], [])],
-        "clock_line": _truth.source_line_of("# " + "clock-line", here),
-    }
+    return _truth.header(
+        running=True,
+        threads=[_truth._thread_entry(threading.current_thread(), _truth.frames_from(caller)),
+                 _truth._thread_entry(by_name["clock"], [])],
+        clock_line=_truth.source_line_of("# " + "clock-line", here))
 
 
 def main():
