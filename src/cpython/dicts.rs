@@ -146,10 +146,18 @@ impl Snapshot {
         }
     }
 
-    /// `dict[name]` for a str key.
+    /// `dict[name]` for a str key: the key found where an earlier lookup found it
+    /// ([`super::KeyHints`]), else each key's string read until one matches.
     pub fn dict_get(&self, dict: u64, name: &str) -> Result<Option<u64>, ReadError> {
-        for (k, v) in self.dict_items(dict, MAX_DICT_ENTRIES)? {
+        let items = self.dict_items(dict, MAX_DICT_ENTRIES)?;
+        if let Some(key) = self.keys.get(dict, name) {
+            if let Some((_, v)) = items.iter().find(|(k, _)| *k == key) {
+                return Ok(Some(*v));
+            }
+        }
+        for (k, v) in items {
             if self.read_name(k).ok().as_deref() == Some(name) {
+                self.keys.put(dict, name, k);
                 return Ok(Some(v));
             }
         }

@@ -2,6 +2,7 @@
 //! which layout. Each step names the strategy that worked (reported in `python.found_by`).
 
 use super::debug_offsets::DebugOffsets;
+use super::key_hints::KeyHints;
 use super::layout::Layout;
 use super::version::Version;
 use crate::binary::{ElfInfo, Module};
@@ -19,11 +20,13 @@ pub struct Found {
     /// `_PyJIT_Entry` (3.15 exports it: the JIT's entry shim), read from the same module's
     /// symbols as `_PyRuntime`.
     pub jit_entry: Option<u64>,
+    /// Where dict keys were found, shared with the stops before and after this one.
+    pub keys: KeyHints,
 }
 
 /// What a frontend keeps of a discovery between stops of one target, so that a later stop
 /// reads no ELF symbols ([`find_python_again`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Remembered {
     /// Address of `_PyRuntime`.
     pub runtime: u64,
@@ -31,6 +34,8 @@ pub struct Remembered {
     pub minor: u8,
     /// Address of `_PyJIT_Entry`, if the module has it.
     pub jit_entry: Option<u64>,
+    /// Where dict keys were found ([`KeyHints`]).
+    pub keys: KeyHints,
 }
 
 impl Found {
@@ -39,6 +44,7 @@ impl Found {
             runtime: self.runtime,
             minor: self.layout.version.minor,
             jit_entry: self.jit_entry,
+            keys: self.keys.clone(),
         }
     }
 }
@@ -107,6 +113,7 @@ pub fn find_python(target: &Target) -> Result<Found> {
                 .symbols
                 .get("_PyJIT_Entry")
                 .map(|a| bias.wrapping_add(*a)),
+            keys: KeyHints::default(),
         });
     }
     Err(Error::NoPython(tried.join("; ")))
@@ -135,6 +142,7 @@ pub fn find_python_again(target: &Target, earlier: &Remembered) -> Result<Found>
         layout,
         arch: target.arch,
         jit_entry: earlier.jit_entry,
+        keys: earlier.keys.clone(),
     })
 }
 

@@ -10,6 +10,7 @@ pub mod frames;
 pub mod gc;
 pub mod heap;
 pub mod interpreters;
+mod key_hints;
 pub mod layout;
 pub mod mimalloc;
 pub mod numpy;
@@ -25,6 +26,7 @@ pub mod version;
 
 pub use discovery::{find_python, find_python_again, Found, Remembered};
 pub use frames::{FrameItem, FrameWalk, Local};
+pub use key_hints::KeyHints;
 pub use layout::Layout;
 pub use snapshot::Snapshot;
 pub use threads::ThreadInfo;

@@ -24,6 +24,8 @@ pub struct Snapshot {
     pub(crate) numpy: OnceLock<Result<Option<u8>, crate::error::ReadError>>,
     /// `torch.__version__`, read once (`Snapshot::torch_version`); None without torch.
     pub(crate) torch: OnceLock<Result<Option<String>, crate::error::ReadError>>,
+    /// Where dict keys were found, at this stop and those before it ([`super::KeyHints`]).
+    pub(crate) keys: super::KeyHints,
 }
 
 impl Snapshot {
@@ -43,6 +45,7 @@ impl Snapshot {
             budget,
             numpy: OnceLock::new(),
             torch: OnceLock::new(),
+            keys: found.keys.clone(),
         }
     }
 }
@@ -63,6 +66,7 @@ impl Snapshot {
             layout,
             found_by: "test".into(),
             jit_entry: None,
+            keys: Default::default(),
         };
         Snapshot::new(Arc::new(mem), &found)
     }

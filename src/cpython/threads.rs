@@ -115,7 +115,6 @@ impl Snapshot {
             }
         };
         let gil = self.gil_holder(interp);
-        let names = self.thread_names(interp);
         while cur != 0 && out.len() < MAX_THREADS {
             if !seen.insert(cur) {
                 errors.push(ReadError::new(cur, 0, ReadErrorKind::Cycle));
@@ -147,7 +146,7 @@ impl Snapshot {
                     thread_id,
                     native_id,
                     holds_gil: gil.map(|g| g == Some(cur)),
-                    name: names.get(&thread_id).cloned(),
+                    name: None,
                     frame: *frame.as_ref().unwrap_or(&0),
                     frame_error: frame.err(),
                 })
@@ -166,6 +165,17 @@ impl Snapshot {
         }
         if cur != 0 && out.len() >= MAX_THREADS {
             errors.push(limit(cur, "threads per interpreter", MAX_THREADS));
+        }
+        // Named where walked: reading a name is a dict lookup in each Thread's `__dict__`, and
+        // `record` of 64 threads walks the two on a CPU.
+        let named: HashSet<u64> = out
+            .iter()
+            .filter(|t| walks(t.native_id))
+            .map(|t| t.thread_id)
+            .collect();
+        let mut names = self.thread_names(interp, &named);
+        for t in &mut out {
+            t.name = names.remove(&t.thread_id);
         }
         out
     }
@@ -255,9 +265,13 @@ impl Snapshot {
         })
     }
 
-    /// `threading._active`: thread ident -> `Thread._name`, where readable.
-    fn thread_names(&self, interp: u64) -> HashMap<u64, String> {
+    /// `threading._active`: thread ident -> `Thread._name`, where readable, for the idents in
+    /// `wanted`.
+    fn thread_names(&self, interp: u64, wanted: &HashSet<u64>) -> HashMap<u64, String> {
         let mut out = HashMap::new();
+        if wanted.is_empty() {
+            return out;
+        }
         let _ = (|| -> Result<(), ReadError> {
             let Some(modules) = self.sys_modules(interp)? else {
                 return Ok(());
@@ -275,6 +289,9 @@ impl Snapshot {
                 let Ok(ident) = ident.parse::<u64>() else {
                     continue;
                 };
+                if !wanted.contains(&ident) {
+                    continue;
+                }
                 if let Ok(Some(n)) = self.instance_attr(thread, "_name") {
                     if let Ok(name) = self.read_name(n) {
                         out.insert(ident, name);

@@ -65,6 +65,7 @@ fn make(target: Target, inputs: Inputs) -> PyResult<PyJit> {
                 runtime,
                 minor,
                 jit_entry,
+                keys: Default::default(),
             },
         ),
         None => Session::open(target),

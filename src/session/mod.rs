@@ -226,7 +226,7 @@ impl Session {
 
     /// What a frontend keeps for the next stop of this target ([`Session::reopen`]).
     pub fn remembered(&self) -> Remembered {
-        self.remembered
+        self.remembered.clone()
     }
 
     /// The debugger's registers of each thread's system call, `(lwp, values)` with the values

@@ -102,6 +102,7 @@ fn build_for(arch: Arch, mem: &FakeMemory, l: Layout, jit_entry: Option<u64>) ->
         found_by: "test".into(),
         arch,
         jit_entry,
+        keys: Default::default(),
     };
     JitMap::build(&Snapshot::new(Arc::new(mem.clone()), &found), jit_entry)
 }
