@@ -156,6 +156,7 @@ pub fn run_decoders(data: &[u8]) -> usize {
         // Images are taken from x86-64 cores (image-from-core).
         arch: pyunwind::arch::Arch::X86_64,
         jit_entry: None,
+        keys: Default::default(),
     };
     let snap = Snapshot::new(Arc::new(img.memory), &found);
     let Ok(interps) = snap.interpreters() else {

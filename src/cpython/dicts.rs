@@ -262,3 +262,102 @@ impl Snapshot {
         self.dict_items(dict, MAX_DICT_ENTRIES).map(Some)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::layout::{tpflags, Layout};
+    use super::super::{KeyHints, Version};
+    use super::*;
+    use crate::memory::FakeMemory;
+
+    const STR_T: u64 = 0x1000;
+    const DICT: u64 = 0x2000;
+    const KEYS: u64 = 0x3000;
+
+    fn layout() -> Layout {
+        Layout::builtin(Version::new(3, 12, 0)).expect("3.12's layout")
+    }
+
+    /// A compact ASCII str of type STR_T at `at`.
+    fn put_str(m: &mut FakeMemory, l: &Layout, at: u64, text: &str) {
+        let u = &l.unicode_object;
+        m.put(at, &[0u8; 64]);
+        m.put_u64(at + l.pyobject.ob_type, STR_T);
+        m.put_u64(at + u.length, text.len() as u64);
+        // Include/cpython/unicodeobject.h: kind 1 (bits 2-4), compact, ascii.
+        m.put(
+            at + u.state,
+            &((1u32 << 2) | (1 << 5) | (1 << 6)).to_le_bytes(),
+        );
+        m.put(at + u.asciiobject_size, text.as_bytes());
+    }
+
+    /// The str type, and a 3.12 dict at DICT of unicode keys: `entries` (key, value).
+    fn memory(l: &Layout, entries: &[(u64, u64)]) -> FakeMemory {
+        let mut m = FakeMemory::new();
+        let t = &l.type_object;
+        m.put(STR_T, &[0u8; 512]);
+        m.put_u64(STR_T + t.tp_name, STR_T + 0x100);
+        m.put(STR_T + 0x100, b"str\0");
+        m.put_u64(STR_T + t.tp_flags, tpflags::UNICODE_SUBCLASS);
+        m.put(DICT, &[0u8; 64]);
+        m.put_u64(DICT + l.dict_object.ma_keys, KEYS);
+        let DictKeys::V311 {
+            dk_log2_size,
+            dk_log2_index_bytes,
+            dk_kind,
+            dk_nentries,
+            dk_indices,
+        } = l.dict_object.keys
+        else {
+            panic!("3.12's keys are 3.11's");
+        };
+        m.put(KEYS, &[0u8; 256]);
+        m.put(KEYS + dk_log2_size, &[3]);
+        m.put(KEYS + dk_log2_index_bytes, &[3]);
+        m.put(KEYS + dk_kind, &[1]);
+        m.put(KEYS + dk_nentries, &(entries.len() as i64).to_le_bytes());
+        for (i, (k, v)) in entries.iter().enumerate() {
+            let at = KEYS + dk_indices + 8 + 16 * i as u64;
+            m.put_u64(at, *k);
+            m.put_u64(at + 8, *v);
+        }
+        m
+    }
+
+    fn snapshot(m: FakeMemory, l: Layout, keys: &KeyHints) -> Snapshot {
+        let mut s = Snapshot::for_test(m, l);
+        s.keys = keys.clone();
+        s
+    }
+
+    #[test]
+    fn a_lookup_starts_where_the_last_stop_found_its_key() {
+        let l = layout();
+        let hints = KeyHints::default();
+        let (a, b) = (0x4000, 0x4100);
+        let mut m = memory(&l, &[(a, 0xa0), (b, 0xb0)]);
+        put_str(&mut m, &l, a, "threading");
+        put_str(&mut m, &l, b, "asyncio");
+        let first = snapshot(m, l.clone(), &hints);
+        assert_eq!(first.dict_get(DICT, "asyncio"), Ok(Some(0xb0)));
+        assert_eq!(first.dict_get(DICT, "gc"), Ok(None));
+        assert_eq!(hints.get(DICT, "asyncio"), Some(b));
+
+        // The next stop: the same key object, its value changed, and no key's text readable.
+        // Found by the hint alone; a name never found is still not there.
+        let next = snapshot(memory(&l, &[(a, 0xa0), (b, 0xb1)]), l.clone(), &hints);
+        assert_eq!(next.dict_get(DICT, "asyncio"), Ok(Some(0xb1)));
+        assert_eq!(next.dict_get(DICT, "threading"), Ok(None));
+
+        // The key deleted and made again (another object): the hint no longer matches, the
+        // keys are read, and the hint follows the new key.
+        let c = 0x4200;
+        let mut m = memory(&l, &[(a, 0xa0), (c, 0xc0)]);
+        put_str(&mut m, &l, a, "threading");
+        put_str(&mut m, &l, c, "asyncio");
+        let later = snapshot(m, l, &hints);
+        assert_eq!(later.dict_get(DICT, "asyncio"), Ok(Some(0xc0)));
+        assert_eq!(hints.get(DICT, "asyncio"), Some(c));
+    }
+}
