@@ -202,6 +202,17 @@ impl Snapshot {
             return None;
         }
         push(walk, cur, frame);
+        if owner == FRAME_OWNED_BY_GENERATOR && previous == 0 {
+            // A generator's frame links to its caller while it runs, and the link is cleared
+            // when it yields: reached from a thread's current frame, it was running when that
+            // pointer was read and has yielded since (a live thread in `sum(x for x in ...)`).
+            // Its caller is unknown: the stack was torn, not ended.
+            walk.stop(
+                cur,
+                ReadError::corrupt(cur, "stack: a generator's frame that yielded while read"),
+            );
+            return None;
+        }
         Some(previous)
     }
 
@@ -362,6 +373,10 @@ impl FrameWalk {
         self.truncated = true;
     }
 }
+
+/// `_PyInterpreterFrame.owner` of a generator's or coroutine's frame: 1 in 3.11 to 3.15
+/// (Include/internal/pycore_frame.h `enum _frameowner`; 3.14+ pycore_interpframe_structs.h).
+const FRAME_OWNED_BY_GENERATOR: u8 = 1;
 
 fn push(walk: &mut FrameWalk, addr: u64, frame: Result<PyFrame, ReadError>) {
     walk.items.push(match frame {

@@ -117,6 +117,11 @@ impl<M: Memory> PageCache<M> {
         e.paged.clear();
     }
 
+    fn has_block(&self, a: u64) -> bool {
+        let e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        e.blocks.contains_key(&(a & !(BLOCK - 1)))
+    }
+
     /// Reads the block (else the page) holding `a` into the cache; in a sparse cache, the page
     /// alone if it is the block's first miss and not `whole`. False when neither can be read
     /// whole.
@@ -208,6 +213,12 @@ impl<M: Memory> PageCache<M> {
         let mut done = 0usize;
         while done < buf.len() {
             let a = addr.wrapping_add(done as u64);
+            // Read together: from the block as read now, not from a page of it filled alone
+            // before, which may be older than what led here (a frame whose generator has
+            // since started, its link to its caller still empty in that page).
+            if whole && self.sparse && !self.has_block(a) {
+                self.fill(a, true);
+            }
             let copy = |buf: &mut [u8]| -> Option<usize> {
                 let e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
                 let have = e.get(a)?;
@@ -356,5 +367,32 @@ mod tests {
         });
         plain.read_into(0x1_0010, &mut b).unwrap();
         assert_eq!(*plain.inner().sizes.lock().unwrap(), [BLOCK as usize]);
+    }
+
+    /// Every byte is the number of reads made before (a process that runs between reads).
+    struct Ticking(Mutex<u8>);
+
+    impl Memory for Ticking {
+        fn read_into(&self, _: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+            let mut n = self.0.lock().unwrap();
+            buf.fill(*n);
+            *n += 1;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn bytes_read_together_are_not_taken_from_a_page_read_before() {
+        let mem = PageCache::sparse(Ticking(Mutex::new(0)));
+        let mut b = [0u8; 8];
+        // A page filled alone (an object next to a generator's frame), then the frame, read
+        // together: from its block read now, and what is read after from that same copy.
+        mem.read_into(0x1_0010, &mut b).unwrap();
+        assert_eq!(b, [0; 8]);
+        mem.read_together_into(0x1_0100, &mut b).unwrap();
+        assert_eq!(b, [1; 8]);
+        mem.read_together_into(0x1_8000, &mut b).unwrap();
+        mem.read_into(0x1_0010, &mut b).unwrap();
+        assert_eq!(b, [1; 8]);
     }
 }

@@ -634,7 +634,13 @@ fn vdso_image(target: &Target, m: &Module, debug: &DebugSearch) -> Option<ElfUnw
     if !bytes.starts_with(b"\x7fELF") {
         return None;
     }
-    ElfUnwind::of_image(Arc::new(FileBytes::Read(bytes)), VDSO, debug).ok()
+    // Its debug file only where one is installed: the vDSO is read with every module set,
+    // frames in it or not, and a debuginfod server is asked only for modules with frames.
+    let local = DebugSearch {
+        debuginfod: None,
+        ..debug.clone()
+    };
+    ElfUnwind::of_image(Arc::new(FileBytes::Read(bytes)), VDSO, &local).ok()
 }
 
 #[cfg(test)]
