@@ -18,6 +18,9 @@ pub enum ReadErrorKind {
     TooLarge(u64),
     /// A value read from the target makes no sense (bad tag, bad kind, bad type).
     Corrupt(&'static str),
+    /// A live process changed what was being read, in a way the reader can tell (a frame
+    /// whose link was cleared between reading the pointer to it and reading it).
+    Torn(&'static str),
     /// A walk met an object it had already visited.
     Cycle,
     /// The debugger's read callback raised.
@@ -54,6 +57,7 @@ impl fmt::Display for ReadErrorKind {
             ReadErrorKind::Os(e) => write!(f, "{}", std::io::Error::from_raw_os_error(*e)),
             ReadErrorKind::TooLarge(n) => write!(f, "size {n} is over the limit"),
             ReadErrorKind::Corrupt(what) => write!(f, "corrupt {what}"),
+            ReadErrorKind::Torn(what) => write!(f, "torn read: {what}"),
             ReadErrorKind::Cycle => write!(f, "cycle"),
             ReadErrorKind::Callback => write!(f, "the debugger could not read it"),
             ReadErrorKind::Limit { what, max } => write!(f, "stopped at the limit of {max} {what}"),

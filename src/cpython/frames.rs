@@ -2,7 +2,7 @@
 
 use crate::memory::addr_map::AddrSet;
 
-use super::layout::{localkind, EntryMarker, FrameModel, InterpreterFrame};
+use super::layout::{coflags, localkind, EntryMarker, FrameModel, InterpreterFrame};
 use super::snapshot::Snapshot;
 use super::values::{field, PyFrame};
 use crate::error::{ReadError, ReadErrorKind};
@@ -116,8 +116,16 @@ impl Snapshot {
         if !self.charge(walk, cur) {
             return None;
         }
+        let generator = frame
+            .as_ref()
+            .is_ok_and(|p| p.code.flags & coflags::GENERATOR_LIKE != 0);
         push(walk, cur, frame);
         match next {
+            // 3.10's generators link their frame to the caller's only while they run too.
+            Ok(0) if generator => {
+                yielded_while_read(walk, cur);
+                None
+            }
             Ok(n) => Some(n),
             Err(e) => {
                 walk.stop(cur, e);
@@ -203,14 +211,7 @@ impl Snapshot {
         }
         push(walk, cur, frame);
         if owner == FRAME_OWNED_BY_GENERATOR && previous == 0 {
-            // A generator's frame links to its caller while it runs, and the link is cleared
-            // when it yields: reached from a thread's current frame, it was running when that
-            // pointer was read and has yielded since (a live thread in `sum(x for x in ...)`).
-            // Its caller is unknown: the stack was torn, not ended.
-            walk.stop(
-                cur,
-                ReadError::corrupt(cur, "stack: a generator's frame that yielded while read"),
-            );
+            yielded_while_read(walk, cur);
             return None;
         }
         Some(previous)
@@ -377,6 +378,21 @@ impl FrameWalk {
 /// `_PyInterpreterFrame.owner` of a generator's or coroutine's frame: 1 in 3.11 to 3.15
 /// (Include/internal/pycore_frame.h `enum _frameowner`; 3.14+ pycore_interpframe_structs.h).
 const FRAME_OWNED_BY_GENERATOR: u8 = 1;
+
+/// A generator's (or coroutine's) frame links to its caller's while it runs, and the link is
+/// cleared when it yields: reached from a thread's current frame with no link, it was running
+/// when that pointer was read and has yielded since (a live thread in `sum(x for x in ...)`).
+/// Its caller is unknown: the stack was torn, not ended.
+fn yielded_while_read(walk: &mut FrameWalk, cur: u64) {
+    walk.stop(
+        cur,
+        ReadError::new(
+            cur,
+            0,
+            ReadErrorKind::Torn("a generator's frame that yielded while it was read"),
+        ),
+    );
+}
 
 fn push(walk: &mut FrameWalk, addr: u64, frame: Result<PyFrame, ReadError>) {
     walk.items.push(match frame {

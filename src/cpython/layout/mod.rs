@@ -454,6 +454,9 @@ pub mod localkind {
 pub mod coflags {
     pub const VARARGS: u32 = 0x4;
     pub const VARKEYWORDS: u32 = 0x8;
+    /// `CO_GENERATOR` (0x20), `CO_COROUTINE` (0x80), `CO_ASYNC_GENERATOR` (0x200), 3.10 to
+    /// 3.15: code run in a frame its generator object owns.
+    pub const GENERATOR_LIKE: u32 = 0x20 | 0x80 | 0x200;
     /// `CO_NO_MONITORING_EVENTS` (Include/cpython/code.h 3.13+): set on the interpreter's
     /// shim code objects, such as 3.13's `_Py_InitCleanup`.
     pub const NO_MONITORING_EVENTS: u32 = 0x0200_0000;
