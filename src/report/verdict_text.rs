@@ -7,7 +7,8 @@ use std::fmt::Write;
 use super::task_text::{idle_tasks_line, task_lines, which_task};
 use super::wait_text::{waits_for, waits_on, who};
 use crate::model::{
-    Crash, Deadlock, FrameKind, LoopReport, LoopWhy, Report, ThreadReport, Waiting, WaitsOn,
+    Crash, Deadlock, FrameKind, LoopReport, LoopWhy, Report, StateWord, ThreadReport, Waiting,
+    WaitsOn,
 };
 
 /// `Crashed: SIGSEGV (SEGV_MAPERR) at 0x10 in thread 1234 "parser"`, or for a signal a
@@ -219,7 +220,7 @@ pub fn verdict(r: &Report) -> String {
     for d in r.deadlocks.iter().flatten() {
         writeln!(out, "{}", deadlock_line(r, d)).unwrap();
     }
-    for line in progress_lines(r, "spinning") {
+    for line in progress_lines(r, StateWord::Spinning) {
         writeln!(out, "{line}").unwrap();
     }
     // A blocked loop's line says what its thread waits on.
@@ -265,7 +266,7 @@ pub fn verdict(r: &Report) -> String {
         out.push_str("No crash, deadlock or blocked wait found.\n");
     }
     // Threads making progress block nothing: after what does.
-    for line in progress_lines(r, "busy") {
+    for line in progress_lines(r, StateWord::Busy) {
         writeln!(out, "{line}").unwrap();
     }
     if let Some(line) = idle_line(r) {
@@ -281,7 +282,7 @@ pub fn verdict(r: &Report) -> String {
 /// order: `thread 812 "spinner" spins in spinner (spin.py:11) for 3.0 s: 98% CPU, every
 /// sample at the same place`, `thread 813 "worker" is busy in step (work.py:20): 97% CPU, 40
 /// distinct stacks over 3.0 s`. The place is the innermost Python frame of the last sample.
-fn progress_lines(r: &Report, state: &str) -> Vec<String> {
+fn progress_lines(r: &Report, state: StateWord) -> Vec<String> {
     r.threads
         .iter()
         .filter_map(|t| {
@@ -300,7 +301,7 @@ fn progress_lines(r: &Report, state: &str) -> Vec<String> {
                 .unwrap_or_default();
             let who = who(r, t.native_id?);
             let window = p.window_s;
-            Some(if state == "spinning" {
+            Some(if state == StateWord::Spinning {
                 format!(
                     "{who} spins{place} for {window:.1} s: {share}% CPU, every sample at the same place"
                 )
@@ -427,7 +428,11 @@ mod tests {
             frames: Vec::new(),
             truncated: false,
             why: Some(crate::model::ThreadWhy {
-                state: Some(if idle.is_some() { "idle" } else { "syscall" }),
+                state: Some(if idle.is_some() {
+                    StateWord::Idle
+                } else {
+                    StateWord::Syscall
+                }),
                 idle,
                 waiting: w,
                 ..Default::default()
@@ -621,12 +626,12 @@ mod tests {
             test_support::python_frame("main", "/app/spin.py", 30),
         ];
         let why = spinner.why.as_mut().unwrap();
-        why.state = Some("spinning");
+        why.state = Some(StateWord::Spinning);
         why.progress = Some(progress(1, false));
         let mut worker = thread(813, "worker", None, None);
         worker.frames = vec![test_support::python_frame("step", "/app/work.py", 20)];
         let why = worker.why.as_mut().unwrap();
-        why.state = Some("busy");
+        why.state = Some(StateWord::Busy);
         why.progress = Some(progress(40, true));
         let r = report_of(vec![
             worker,
