@@ -162,15 +162,27 @@ impl std::fmt::Display for StateWord {
     }
 }
 
+/// What kind of idle thread it is (`--why`'s `idle`, docs/report.md "Idle threads").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdleKind {
+    PoolWorker,
+    PoolThread,
+    QueueFeeder,
+    Timer,
+    Server,
+    Master,
+    EventLoop,
+}
+
 /// `--why`, per thread: what it is doing and waiting on, and what it holds, as far as memory
 /// (and a core's registers, or /proc live) shows it ([`crate::why`]).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ThreadWhy {
     /// One word, null when nothing shows it.
     pub state: Option<StateWord>,
-    /// What kind of idle thread it is, for `idle` and `loop_idle`: `pool_worker`,
-    /// `pool_thread`, `queue_feeder`, `timer`, `server`, `master`, `event_loop`; null otherwise.
-    pub idle: Option<&'static str>,
+    /// What kind of idle thread it is, for `idle` and `loop_idle`; null otherwise.
+    pub idle: Option<IdleKind>,
     /// The system call the thread is blocked in (`futex`, `read`, `epoll_wait`, ...).
     pub syscall: Option<String>,
     /// The Python-level wait the thread is blocked in.

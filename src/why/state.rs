@@ -21,7 +21,7 @@
 
 use crate::cpython::FrameItem;
 use crate::memory::{proc_syscall, ProcSyscall};
-use crate::model::{FrameKind, StateWord, ThreadReport};
+use crate::model::{FrameKind, IdleKind, StateWord, ThreadReport};
 use crate::session::{self, Session};
 
 use super::idle;
@@ -62,7 +62,7 @@ pub struct ThreadState {
     /// (`gil_wait` in `futex`, `loop_idle` in `epoll_wait`).
     pub syscall: Option<String>,
     /// For `idle` and `loop_idle`: the kind of idle thread ([`idle`]).
-    pub idle: Option<&'static str>,
+    pub idle: Option<IdleKind>,
     /// The system call with its arguments.
     pub call: Option<Syscall>,
 }
@@ -90,7 +90,7 @@ fn state(
     session: &Session,
     t: &ThreadReport,
     call: Option<Option<Syscall>>,
-) -> (Option<StateWord>, Option<&'static str>) {
+) -> (Option<StateWord>, Option<IdleKind>) {
     let snap = &session.snap;
     let (Some(interpreter), Some(thread_state)) = (t.interpreter, t.thread_state) else {
         // A thread with no Python thread state (`--native-all`) runs no Python: its system
@@ -130,7 +130,7 @@ fn state(
                 || runs_idle_loop(session, t)
                 || decoded.is_some_and(idle::runs_gevent_hub))
         {
-            return (Some(StateWord::LoopIdle), Some(idle::EVENT_LOOP));
+            return (Some(StateWord::LoopIdle), Some(IdleKind::EventLoop));
         }
         return (Some(StateWord::Syscall), None);
     }
