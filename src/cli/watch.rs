@@ -17,7 +17,7 @@ use super::{open_target, with_report, CoreFiles, Spec};
 use crate::cpython::Remembered;
 use crate::error::{Error, Result};
 use crate::memory::{proc_context_switches, process_alive};
-use crate::model::{FrameKind, Hosted, Report};
+use crate::model::{FrameKind, Hosted, Report, StateWord};
 use crate::report::gather::Gatherer;
 use crate::report::group::{GroupBy, TargetError};
 use crate::sample::stall::{Activity, Stall, StallWatch};
@@ -490,7 +490,7 @@ fn not_idle(report: &Report, stalls: &[Stall]) -> Vec<Stall> {
             .find(|t| t.native_id == Some(s.lwp))
             .and_then(|t| t.why.as_ref())
             .is_some_and(|w| {
-                matches!(w.state, Some("idle" | "loop_idle"))
+                matches!(w.state, Some(StateWord::Idle | StateWord::LoopIdle))
                     || w.waiting.as_ref().is_some_and(|w| w.kind == "sleep")
             })
     };
@@ -583,7 +583,7 @@ mod tests {
     use crate::sample::stall::StallKind;
 
     /// A thread `lwp` in state `state`, waiting in a wait of kind `kind` (if any).
-    fn waiting(lwp: u64, state: &'static str, kind: Option<&'static str>) -> ThreadReport {
+    fn waiting(lwp: u64, state: StateWord, kind: Option<&'static str>) -> ThreadReport {
         let mut t = thread_of(lwp, vec![python_frame("f", "/app/w.py", 1)]);
         t.why = Some(ThreadWhy {
             state: Some(state),
@@ -606,11 +606,11 @@ mod tests {
             "3.12.1",
             1,
             vec![
-                waiting(1, "syscall", Some("lock")),
-                waiting(2, "idle", None),
-                waiting(3, "loop_idle", None),
-                waiting(4, "syscall", Some("sleep")),
-                waiting(5, "syscall", Some("native")),
+                waiting(1, StateWord::Syscall, Some("lock")),
+                waiting(2, StateWord::Idle, None),
+                waiting(3, StateWord::LoopIdle, None),
+                waiting(4, StateWord::Syscall, Some("sleep")),
+                waiting(5, StateWord::Syscall, Some("native")),
                 thread_of(6, Vec::new()),
             ],
         );

@@ -118,18 +118,71 @@ pub fn host_name() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
+/// What a thread is doing, in one word (`--why`'s `state`, docs/report.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateWord {
+    /// Runs Python, holding the GIL (or attached, on a free-threaded build).
+    Running,
+    /// Waits for the GIL.
+    GilWait,
+    /// Collects garbage.
+    Gc,
+    /// An event loop waiting in its selector.
+    LoopIdle,
+    /// Waits for work, by a row of [`crate::why::idle`]'s table.
+    Idle,
+    /// Blocked in the system call `syscall` names.
+    Syscall,
+    /// `--for`: on a CPU most of the window, its stack never moved.
+    Spinning,
+    /// `--for`: on a CPU, its stack moved.
+    Busy,
+}
+
+impl StateWord {
+    /// Its name, in the JSON and in the text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StateWord::Running => "running",
+            StateWord::GilWait => "gil_wait",
+            StateWord::Gc => "gc",
+            StateWord::LoopIdle => "loop_idle",
+            StateWord::Idle => "idle",
+            StateWord::Syscall => "syscall",
+            StateWord::Spinning => "spinning",
+            StateWord::Busy => "busy",
+        }
+    }
+}
+
+impl std::fmt::Display for StateWord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What kind of idle thread it is (`--why`'s `idle`, docs/report.md "Idle threads").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdleKind {
+    PoolWorker,
+    PoolThread,
+    QueueFeeder,
+    Timer,
+    Server,
+    Master,
+    EventLoop,
+}
+
 /// `--why`, per thread: what it is doing and waiting on, and what it holds, as far as memory
 /// (and a core's registers, or /proc live) shows it ([`crate::why`]).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ThreadWhy {
-    /// One word, null when nothing shows it: `running` (Python, holding the GIL),
-    /// `gil_wait`, `gc`, `loop_idle` (an event loop waiting in its selector), `idle` (waiting
-    /// for work, by a row of [`crate::why::idle`]'s table), `syscall` (blocked in the system
-    /// call `syscall` names).
-    pub state: Option<&'static str>,
-    /// What kind of idle thread it is, for `idle` and `loop_idle`: `pool_worker`,
-    /// `pool_thread`, `queue_feeder`, `timer`, `server`, `master`, `event_loop`; null otherwise.
-    pub idle: Option<&'static str>,
+    /// One word, null when nothing shows it.
+    pub state: Option<StateWord>,
+    /// What kind of idle thread it is, for `idle` and `loop_idle`; null otherwise.
+    pub idle: Option<IdleKind>,
     /// The system call the thread is blocked in (`futex`, `read`, `epoll_wait`, ...).
     pub syscall: Option<String>,
     /// The Python-level wait the thread is blocked in.

@@ -79,7 +79,7 @@ impl<'a> From<&'a ThreadReport> for ThreadIn<'a> {
             frames: &t.frames,
             truncated: t.truncated,
             why: t.why.as_ref().map(|w| GroupWhy {
-                state: w.state.map(str::to_string),
+                state: w.state.map(|s| s.as_str().to_string()),
                 syscall: w.syscall.clone(),
                 waiting: w.waiting.as_ref().map(|w| w.kind.to_string()),
             }),

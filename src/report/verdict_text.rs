@@ -7,7 +7,8 @@ use std::fmt::Write;
 use super::task_text::{idle_tasks_line, task_lines, which_task};
 use super::wait_text::{waits_for, waits_on, who};
 use crate::model::{
-    Crash, Deadlock, FrameKind, LoopReport, LoopWhy, Report, ThreadReport, Waiting, WaitsOn,
+    Crash, Deadlock, FrameKind, IdleKind, LoopReport, LoopWhy, Report, StateWord, ThreadReport,
+    Waiting, WaitsOn,
 };
 
 /// `Crashed: SIGSEGV (SEGV_MAPERR) at 0x10 in thread 1234 "parser"`, or for a signal a
@@ -138,28 +139,32 @@ fn loop_line(r: &Report, l: &LoopReport, why: &LoopWhy) -> Option<String> {
 }
 
 /// The idle kinds in the order the idle line counts them, each with its words (one, many).
-const IDLE_WORDS: &[(&str, &str, &str)] = &[
-    ("pool_worker", "pool worker", "pool workers"),
-    ("pool_thread", "pool thread", "pool threads"),
-    ("queue_feeder", "queue feeder", "queue feeders"),
-    ("timer", "timer between ticks", "timers between ticks"),
+const IDLE_WORDS: &[(IdleKind, &str, &str)] = &[
+    (IdleKind::PoolWorker, "pool worker", "pool workers"),
+    (IdleKind::PoolThread, "pool thread", "pool threads"),
+    (IdleKind::QueueFeeder, "queue feeder", "queue feeders"),
     (
-        "server",
+        IdleKind::Timer,
+        "timer between ticks",
+        "timers between ticks",
+    ),
+    (
+        IdleKind::Server,
         "server waiting for connections",
         "servers waiting for connections",
     ),
     (
-        "master",
+        IdleKind::Master,
         "master waiting for signals",
         "masters waiting for signals",
     ),
-    ("event_loop", "event loop", "event loops"),
+    (IdleKind::EventLoop, "event loop", "event loops"),
 ];
 
 /// `7 idle: 5 pool workers, 1 server waiting for connections, 1 event loop`; None when no
 /// thread is idle.
 fn idle_line(r: &Report) -> Option<String> {
-    let kinds: Vec<&str> = r
+    let kinds: Vec<IdleKind> = r
         .threads
         .iter()
         .filter_map(|t| t.why.as_ref()?.idle)
@@ -219,7 +224,7 @@ pub fn verdict(r: &Report) -> String {
     for d in r.deadlocks.iter().flatten() {
         writeln!(out, "{}", deadlock_line(r, d)).unwrap();
     }
-    for line in progress_lines(r, "spinning") {
+    for line in progress_lines(r, StateWord::Spinning) {
         writeln!(out, "{line}").unwrap();
     }
     // A blocked loop's line says what its thread waits on.
@@ -265,7 +270,7 @@ pub fn verdict(r: &Report) -> String {
         out.push_str("No crash, deadlock or blocked wait found.\n");
     }
     // Threads making progress block nothing: after what does.
-    for line in progress_lines(r, "busy") {
+    for line in progress_lines(r, StateWord::Busy) {
         writeln!(out, "{line}").unwrap();
     }
     if let Some(line) = idle_line(r) {
@@ -281,7 +286,7 @@ pub fn verdict(r: &Report) -> String {
 /// order: `thread 812 "spinner" spins in spinner (spin.py:11) for 3.0 s: 98% CPU, every
 /// sample at the same place`, `thread 813 "worker" is busy in step (work.py:20): 97% CPU, 40
 /// distinct stacks over 3.0 s`. The place is the innermost Python frame of the last sample.
-fn progress_lines(r: &Report, state: &str) -> Vec<String> {
+fn progress_lines(r: &Report, state: StateWord) -> Vec<String> {
     r.threads
         .iter()
         .filter_map(|t| {
@@ -300,7 +305,7 @@ fn progress_lines(r: &Report, state: &str) -> Vec<String> {
                 .unwrap_or_default();
             let who = who(r, t.native_id?);
             let window = p.window_s;
-            Some(if state == "spinning" {
+            Some(if state == StateWord::Spinning {
                 format!(
                     "{who} spins{place} for {window:.1} s: {share}% CPU, every sample at the same place"
                 )
@@ -414,7 +419,7 @@ mod tests {
         }
     }
 
-    fn thread(id: u64, name: &str, idle: Option<&'static str>, w: Option<Waiting>) -> ThreadReport {
+    fn thread(id: u64, name: &str, idle: Option<IdleKind>, w: Option<Waiting>) -> ThreadReport {
         ThreadReport {
             native_id: Some(id),
             thread_id: Some(id),
@@ -427,7 +432,11 @@ mod tests {
             frames: Vec::new(),
             truncated: false,
             why: Some(crate::model::ThreadWhy {
-                state: Some(if idle.is_some() { "idle" } else { "syscall" }),
+                state: Some(if idle.is_some() {
+                    StateWord::Idle
+                } else {
+                    StateWord::Syscall
+                }),
                 idle,
                 waiting: w,
                 ..Default::default()
@@ -451,7 +460,7 @@ mod tests {
         let queue = || wait("simple_queue_get", None, None);
         let r = report_of(vec![
             thread(1, "MainThread", None, wait("lock", None, None)),
-            thread(2, "w0", Some("pool_worker"), queue()),
+            thread(2, "w0", Some(IdleKind::PoolWorker), queue()),
             thread(
                 3,
                 "client",
@@ -472,8 +481,8 @@ mod tests {
                 ),
             ),
             thread(4, "w1", None, wait("lock", Some(3), None)),
-            thread(5, "w2", Some("pool_worker"), queue()),
-            thread(6, "srv", Some("server"), None),
+            thread(5, "w2", Some(IdleKind::PoolWorker), queue()),
+            thread(6, "srv", Some(IdleKind::Server), None),
             thread(
                 7,
                 "run",
@@ -500,7 +509,7 @@ mod tests {
              by acquire() leaves no trace)\n\
              3 idle: 2 pool workers, 1 server waiting for connections\n"
         );
-        let idle_only = report_of(vec![thread(2, "w0", Some("pool_worker"), queue())]);
+        let idle_only = report_of(vec![thread(2, "w0", Some(IdleKind::PoolWorker), queue())]);
         assert_eq!(
             verdict(&idle_only),
             "No crash, deadlock or blocked wait found.\n1 idle: 1 pool worker\n"
@@ -589,7 +598,12 @@ mod tests {
             "No crash, deadlock or blocked wait found.\n"
         );
         assert_eq!(busy(None), "No crash, deadlock or blocked wait found.\n");
-        let mut r = report_of(vec![thread(1, "MainThread", Some("event_loop"), None)]);
+        let mut r = report_of(vec![thread(
+            1,
+            "MainThread",
+            Some(IdleKind::EventLoop),
+            None,
+        )]);
         r.loops = Some(vec![loop_on(
             1,
             LoopWhy {
@@ -621,12 +635,12 @@ mod tests {
             test_support::python_frame("main", "/app/spin.py", 30),
         ];
         let why = spinner.why.as_mut().unwrap();
-        why.state = Some("spinning");
+        why.state = Some(StateWord::Spinning);
         why.progress = Some(progress(1, false));
         let mut worker = thread(813, "worker", None, None);
         worker.frames = vec![test_support::python_frame("step", "/app/work.py", 20)];
         let why = worker.why.as_mut().unwrap();
-        why.state = Some("busy");
+        why.state = Some(StateWord::Busy);
         why.progress = Some(progress(40, true));
         let r = report_of(vec![
             worker,

@@ -17,7 +17,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
-use crate::model::{ErrorReport, FrameKind, Progress, Report, ThreadReport};
+use crate::model::{ErrorReport, FrameKind, Progress, Report, StateWord, ThreadReport};
 
 /// Share of its window a thread must be on CPU, its stack never moving, to be `spinning`.
 pub const SPINNING_CPU: f64 = 0.6;
@@ -219,15 +219,15 @@ pub fn cpu_share(cpu: f64, window_s: f64, waited_s: Option<f64>) -> Option<f64> 
 }
 
 /// `spinning`, `busy` or None, by the rule of this module's table.
-pub fn classify(p: &Progress) -> Option<&'static str> {
+pub fn classify(p: &Progress) -> Option<StateWord> {
     if p.samples < MIN_SAMPLES || p.window_s <= 0.0 {
         return None;
     }
     let share = p.cpu_share?;
     if !p.moved && share >= SPINNING_CPU {
-        Some("spinning")
+        Some(StateWord::Spinning)
     } else if p.moved && share >= BUSY_CPU {
-        Some("busy")
+        Some(StateWord::Busy)
     } else {
         None
     }
@@ -322,17 +322,17 @@ mod tests {
             on: None,
         };
         threads[0].why = Some(ThreadWhy {
-            state: Some("gil_wait"),
+            state: Some(StateWord::GilWait),
             waiting: Some(gil),
             ..Default::default()
         });
         threads[2].why = Some(ThreadWhy {
-            state: Some("syscall"),
+            state: Some(StateWord::Syscall),
             ..Default::default()
         });
         let mut r = last_report(threads);
         tr.finish(&mut r);
-        let states: Vec<Option<&str>> = r
+        let states: Vec<Option<StateWord>> = r
             .threads
             .iter()
             .map(|t| t.why.as_ref().and_then(|w| w.state))
@@ -340,11 +340,11 @@ mod tests {
         assert_eq!(
             states,
             [
-                Some("spinning"),
-                Some("busy"),
-                Some("syscall"),
+                Some(StateWord::Spinning),
+                Some(StateWord::Busy),
+                Some(StateWord::Syscall),
                 None,
-                Some("spinning"),
+                Some(StateWord::Spinning),
                 None
             ]
         );

@@ -17,7 +17,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
-use crate::model::{Progress, ThreadReport};
+use crate::model::{Progress, StateWord, ThreadReport};
 
 use super::progress::{classify, cpu_share, stack_key, CpuReading, MAX_THREADS};
 
@@ -134,7 +134,7 @@ impl Track {
             moved: false,
             stacks: 1,
         };
-        (classify(&p) == Some("spinning")).then_some((StallKind::Spinning, window_s))
+        (classify(&p) == Some(StateWord::Spinning)).then_some((StallKind::Spinning, window_s))
     }
 }
 

@@ -16,13 +16,11 @@
 //! ([`super::state`]); their idle kind is `event_loop`.
 
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
+use crate::model::IdleKind;
 use crate::session::DecodedThread;
 
 /// Python frames followed outwards from the innermost one.
 const MAX_IDLE_FRAMES: usize = 24;
-
-/// The kind of idle thread an event loop in its selector is (`loop_idle`).
-pub const EVENT_LOOP: &str = "event_loop";
 
 /// Files a wait runs through on its way to the system call: a thread's innermost frames in
 /// them say nothing of what it waits for; the frame that called into them does.
@@ -51,7 +49,7 @@ pub enum Via {
 #[derive(Clone, Copy, Debug)]
 pub struct Row {
     /// The kind of idle thread (`ThreadWhy.idle`).
-    pub kind: &'static str,
+    pub kind: IdleKind,
     /// The file the waiting function is in (a path suffix).
     pub file: &'static str,
     /// Its qualified name (3.11+ `co_qualname`; 3.10, which has only `co_name`, is matched by
@@ -67,105 +65,105 @@ pub struct Row {
 /// 3.14 (Debian sid), gunicorn 27.0.1, gevent 26.9.0, torch 2.15.0.
 pub const ROWS: &[Row] = &[
     Row {
-        kind: "pool_worker",
+        kind: IdleKind::PoolWorker,
         file: "/concurrent/futures/thread.py",
         function: "_worker",
         via: Via::C("get"),
         source: "work_item = work_queue.get(block=True)",
     },
     Row {
-        kind: "pool_worker",
+        kind: IdleKind::PoolWorker,
         file: "/concurrent/futures/process.py",
         function: "_process_worker",
         via: Via::Python("/multiprocessing/queues.py", "get"),
         source: "call_item = call_queue.get(block=True)",
     },
     Row {
-        kind: "pool_thread",
+        kind: IdleKind::PoolThread,
         file: "/concurrent/futures/process.py",
         function: "_ExecutorManagerThread.wait_result_broken_or_wakeup",
         via: Via::Python("/multiprocessing/connection.py", "wait"),
         source: "ready = mp.connection.wait(readers + worker_sentinels)",
     },
     Row {
-        kind: "pool_worker",
+        kind: IdleKind::PoolWorker,
         file: "/multiprocessing/pool.py",
         function: "worker",
         via: Via::Python("/multiprocessing/queues.py", "get"),
         source: "task = get()",
     },
     Row {
-        kind: "pool_thread",
+        kind: IdleKind::PoolThread,
         file: "/multiprocessing/pool.py",
         function: "Pool._wait_for_updates",
         via: Via::Python("/multiprocessing/connection.py", "wait"),
         source: "wait(sentinels + [change_notifier], timeout)",
     },
     Row {
-        kind: "pool_thread",
+        kind: IdleKind::PoolThread,
         file: "/multiprocessing/pool.py",
         function: "ThreadPool._wait_for_updates",
         via: Via::C("sleep"),
         source: "time.sleep(timeout)",
     },
     Row {
-        kind: "pool_thread",
+        kind: IdleKind::PoolThread,
         file: "/multiprocessing/pool.py",
         function: "Pool._handle_tasks",
         via: Via::C("get"),
         source: "for taskseq, set_length in iter(taskqueue.get, None):",
     },
     Row {
-        kind: "pool_thread",
+        kind: IdleKind::PoolThread,
         file: "/multiprocessing/pool.py",
         function: "Pool._handle_results",
         via: Via::Python("/multiprocessing/connection.py", "recv"),
         source: "task = get()",
     },
     Row {
-        kind: "queue_feeder",
+        kind: IdleKind::QueueFeeder,
         file: "/multiprocessing/queues.py",
         function: "Queue._feed",
         via: Via::Python("/threading.py", "wait"),
         source: "nwait()",
     },
     Row {
-        kind: "pool_worker",
+        kind: IdleKind::PoolWorker,
         file: "/gevent/threadpool.py",
         function: "_WorkerGreenlet.run",
         via: Via::Python("/gevent/_threading.py", "get"),
         source: "task = task_queue_get(task_queue_cookie, idle_task_timeout)",
     },
     Row {
-        kind: "pool_worker",
+        kind: IdleKind::PoolWorker,
         file: "/torch/utils/data/_utils/worker.py",
         function: "_worker_loop",
         via: Via::Python("/multiprocessing/queues.py", "get"),
         source: "r = index_queue.get(timeout=MP_STATUS_CHECK_INTERVAL)",
     },
     Row {
-        kind: "timer",
+        kind: IdleKind::Timer,
         file: "/torch/distributed/elastic/rendezvous/utils.py",
         function: "_PeriodicTimer._run",
         via: Via::Python("/threading.py", "wait"),
         source: "while not ctx.stop_event.wait(ctx.interval):",
     },
     Row {
-        kind: "server",
+        kind: IdleKind::Server,
         file: "/socketserver.py",
         function: "BaseServer.serve_forever",
         via: Via::Python("/selectors.py", "select"),
         source: "ready = selector.select(poll_interval)",
     },
     Row {
-        kind: "server",
+        kind: IdleKind::Server,
         file: "/gunicorn/workers/sync.py",
         function: "SyncWorker.wait",
         via: Via::C("select"),
         source: "ret = select.select(self.wait_fds, [], [], timeout)",
     },
     Row {
-        kind: "master",
+        kind: IdleKind::Master,
         file: "/gunicorn/arbiter.py",
         function: "Arbiter.wait_for_signals",
         via: Via::C("get"),
@@ -212,9 +210,9 @@ fn calls_c(snap: &Snapshot, p: &PyFrame, name: &str) -> bool {
 
 /// The idle kind of thread `d`, blocked in system call `syscall` (its name), by the table:
 /// None when no row matches.
-pub fn idle_kind(snap: &Snapshot, d: &DecodedThread, syscall: &str) -> Option<&'static str> {
+pub fn idle_kind(snap: &Snapshot, d: &DecodedThread, syscall: &str) -> Option<IdleKind> {
     if ACCEPT_CALLS.contains(&syscall) {
-        return Some("server");
+        return Some(IdleKind::Server);
     }
     let mut inner: Option<&PyFrame> = None;
     for (i, item) in d.walk.items.iter().take(MAX_IDLE_FRAMES).enumerate() {

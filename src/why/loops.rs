@@ -17,7 +17,9 @@ use crate::asyncio::loops::{queues, LoopQueues};
 use crate::asyncio::{AsyncView, LoopView};
 use crate::cpython::FrameItem;
 use crate::memory::monotonic_now;
-use crate::model::{BlockedBy, ErrorReport, FrameKind, LoopReport, LoopWhy, ThreadReport};
+use crate::model::{
+    BlockedBy, ErrorReport, FrameKind, LoopReport, LoopWhy, StateWord, ThreadReport,
+};
 use crate::session::{DecodedThread, Session};
 use crate::target::SourceKind;
 
@@ -102,12 +104,11 @@ fn loop_why(
 
 /// The loop's state by its thread's (the table above).
 fn loop_state(t: &ThreadReport) -> Option<&'static str> {
-    match t.why.as_ref()?.state? {
-        "loop_idle" => Some("idle"),
-        "syscall" | "gil_wait" | "idle" => Some("blocked"),
-        "running" | "gc" | "spinning" | "busy" => Some("busy"),
-        _ => None,
-    }
+    Some(match t.why.as_ref()?.state? {
+        StateWord::LoopIdle => "idle",
+        StateWord::Syscall | StateWord::GilWait | StateWord::Idle => "blocked",
+        StateWord::Running | StateWord::Gc | StateWord::Spinning | StateWord::Busy => "busy",
+    })
 }
 
 /// What runs on the loop of `lv`, on thread `t`.
@@ -171,7 +172,7 @@ fn running_task<'a>(
 mod tests {
     use super::*;
 
-    fn thread_in(state: Option<&'static str>) -> ThreadReport {
+    fn thread_in(state: Option<StateWord>) -> ThreadReport {
         ThreadReport {
             native_id: Some(1),
             thread_id: Some(1),
@@ -193,12 +194,14 @@ mod tests {
     #[test]
     fn a_loop_is_what_its_thread_does() {
         for (thread, want) in [
-            (Some("loop_idle"), Some("idle")),
-            (Some("syscall"), Some("blocked")),
-            (Some("gil_wait"), Some("blocked")),
-            (Some("idle"), Some("blocked")),
-            (Some("running"), Some("busy")),
-            (Some("gc"), Some("busy")),
+            (Some(StateWord::LoopIdle), Some("idle")),
+            (Some(StateWord::Syscall), Some("blocked")),
+            (Some(StateWord::GilWait), Some("blocked")),
+            (Some(StateWord::Idle), Some("blocked")),
+            (Some(StateWord::Running), Some("busy")),
+            (Some(StateWord::Gc), Some("busy")),
+            (Some(StateWord::Spinning), Some("busy")),
+            (Some(StateWord::Busy), Some("busy")),
             (None, None),
         ] {
             assert_eq!(loop_state(&thread_in(thread)), want, "{thread:?}");

@@ -36,7 +36,7 @@ pub mod task_outside;
 pub mod tasks;
 pub mod waits;
 
-use crate::model::{Report, ThreadWhy};
+use crate::model::{Report, StateWord, ThreadWhy};
 use crate::session::{self, Session};
 
 /// `r` with every greenlet ([`session::greenlets::add_to`]) and, for a live process of
@@ -141,10 +141,10 @@ pub fn annotate(session: &Session, report: &mut Report, await_cycles: &[Vec<u64>
         .zip(waits)
         .map(|(t, (waiting, holding))| {
             let st = state::thread_state(session, t);
-            let blocked = matches!(st.word, Some("syscall" | "idle"));
+            let blocked = matches!(st.word, Some(StateWord::Syscall | StateWord::Idle));
             let waiting = waiting
                 .or_else(|| {
-                    (st.word == Some("gil_wait"))
+                    (st.word == Some(StateWord::GilWait))
                         .then(|| {
                             let word = st.call.map(|c| c.args[0]);
                             waits::gil_wait(session, t, word, &report.threads)

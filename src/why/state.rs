@@ -21,7 +21,7 @@
 
 use crate::cpython::FrameItem;
 use crate::memory::{proc_syscall, ProcSyscall};
-use crate::model::{FrameKind, ThreadReport};
+use crate::model::{FrameKind, IdleKind, StateWord, ThreadReport};
 use crate::session::{self, Session};
 
 use super::idle;
@@ -57,12 +57,12 @@ const SELECTOR_CALLS: &[&str] = &[
 #[derive(Clone, Debug, Default)]
 pub struct ThreadState {
     /// The one word; None where nothing shows it.
-    pub word: Option<&'static str>,
+    pub word: Option<StateWord>,
     /// The system call's name (its number where the table has no name), whatever the state
     /// (`gil_wait` in `futex`, `loop_idle` in `epoll_wait`).
     pub syscall: Option<String>,
     /// For `idle` and `loop_idle`: the kind of idle thread ([`idle`]).
-    pub idle: Option<&'static str>,
+    pub idle: Option<IdleKind>,
     /// The system call with its arguments.
     pub call: Option<Syscall>,
 }
@@ -90,18 +90,18 @@ fn state(
     session: &Session,
     t: &ThreadReport,
     call: Option<Option<Syscall>>,
-) -> (Option<&'static str>, Option<&'static str>) {
+) -> (Option<StateWord>, Option<IdleKind>) {
     let snap = &session.snap;
     let (Some(interpreter), Some(thread_state)) = (t.interpreter, t.thread_state) else {
         // A thread with no Python thread state (`--native-all`) runs no Python: its system
         // call is all that shows.
         return match call {
-            Some(Some(_)) => (Some("syscall"), None),
+            Some(Some(_)) => (Some(StateWord::Syscall), None),
             _ => (None, None),
         };
     };
     if snap.is_collecting(interpreter, thread_state) {
-        return (Some("gc"), None);
+        return (Some(StateWord::Gc), None);
     }
     let Some(in_call) = call else {
         return (None, None);
@@ -116,13 +116,13 @@ fn state(
             && (snap.waits_for_gil(interpreter, t.holds_gil, c.args[0])
                 || decoded.is_some_and(|d| d.gil_waited(snap, c.args[0]).is_some()))
         {
-            return (Some("gil_wait"), None);
+            return (Some(StateWord::GilWait), None);
         }
         // The idle table first: a pool or server waiting in a `selectors` select (socketserver,
         // a process pool's manager) is that, not an event loop.
         if let (Some(d), Some(n)) = (decoded, name) {
             if let Some(kind) = idle::idle_kind(snap, d, n) {
-                return (Some("idle"), Some(kind));
+                return (Some(StateWord::Idle), Some(kind));
             }
         }
         if name.is_some_and(|n| SELECTOR_CALLS.contains(&n))
@@ -130,17 +130,17 @@ fn state(
                 || runs_idle_loop(session, t)
                 || decoded.is_some_and(idle::runs_gevent_hub))
         {
-            return (Some("loop_idle"), Some(idle::EVENT_LOOP));
+            return (Some(StateWord::LoopIdle), Some(IdleKind::EventLoop));
         }
-        return (Some("syscall"), None);
+        return (Some(StateWord::Syscall), None);
     }
     let word = match t.holds_gil {
-        Some(held) => held.then_some("running"),
+        Some(held) => held.then_some(StateWord::Running),
         // A free-threaded build has no GIL: a thread attached to its interpreter runs.
         None => snap
             .thread_attached(thread_state)
             .filter(|&a| a)
-            .map(|_| "running"),
+            .map(|_| StateWord::Running),
     };
     (word, None)
 }
