@@ -146,6 +146,17 @@ def collect(caller, with_locals=False):
     return header(gil_holder=None, threads=entries + others)
 
 
+def running_beside(name, target, **more):
+    """A running scenario's main thread: starts thread ``name`` (``target(started)``), writes
+    the truth (this thread's frames, the other's none: it runs) with ``more``, and blocks in
+    ``HELD.acquire()``, on the line its frames were taken at."""
+    start_threads({name: target})
+    other = next(t for t in threading.enumerate() if t.name == name)
+    threads = [_thread_entry(threading.current_thread(), frames_from(sys._getframe(0))),
+               _thread_entry(other, [])]
+    write_truth(header(running=True, threads=threads, **more)); HELD.acquire()  # noqa: E702
+
+
 def header(**more):
     """What every truth starts with (the scenario, the interpreter, the process), and `more`."""
     return dict({

@@ -10,7 +10,6 @@ generator expression's line too), and ``loop``'s ``while`` and its call to ``wor
 
 import os
 import sys
-import threading
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -27,20 +26,11 @@ def loop(started):
         work()  # call-line
 
 
-def record(caller):
-    here = os.path.abspath(__file__)
-    by_name = {t.name: t for t in threading.enumerate()}
-    return _truth.header(
-        running=True,
-        threads=[_truth._thread_entry(threading.current_thread(), _truth.frames_from(caller)),
-                 _truth._thread_entry(by_name["summer"], [])],
-        lines={m: _truth.source_line_of("# " + m, here)
-               for m in ("work-def", "sum-line", "loop-while", "call-line")})
-
-
 def main():
-    _truth.start_threads({"summer": loop})
-    _truth.write_truth(record(sys._getframe(0))); _truth.HELD.acquire()  # noqa: E702
+    here = os.path.abspath(__file__)
+    _truth.running_beside("summer", loop, lines={
+        m: _truth.source_line_of("# " + m, here)
+        for m in ("work-def", "sum-line", "loop-while", "call-line")})
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ records the truth and blocks in ``_truth.HELD.acquire()``.
 
 import os
 import sys
-import threading
 import time
 
 sys.dont_write_bytecode = True
@@ -21,19 +20,10 @@ def clock(started):
         time.thread_time()  # clock-line
 
 
-def record(caller):
-    here = os.path.abspath(__file__)
-    by_name = {t.name: t for t in threading.enumerate()}
-    return _truth.header(
-        running=True,
-        threads=[_truth._thread_entry(threading.current_thread(), _truth.frames_from(caller)),
-                 _truth._thread_entry(by_name["clock"], [])],
-        clock_line=_truth.source_line_of("# " + "clock-line", here))
-
-
 def main():
-    _truth.start_threads({"clock": clock})
-    _truth.write_truth(record(sys._getframe(0))); _truth.HELD.acquire()  # noqa: E702
+    here = os.path.abspath(__file__)
+    _truth.running_beside("clock", clock,
+                          clock_line=_truth.source_line_of("# " + "clock-line", here))
 
 
 if __name__ == "__main__":
