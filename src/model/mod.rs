@@ -6,9 +6,11 @@
 mod heap;
 mod held_by;
 mod json_names;
+mod thread_state;
 
 pub use heap::{HeapCount, HeapObject, HeapProcess, HeapReport, HeapType, HeapUnreached};
 pub use held_by::{HeapRetainer, HeldStep};
+pub use thread_state::{IdleKind, StateWord};
 
 use std::sync::Arc;
 
@@ -116,63 +118,6 @@ pub fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "localhost".into())
-}
-
-/// What a thread is doing, in one word (`--why`'s `state`, docs/report.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StateWord {
-    /// Runs Python, holding the GIL (or attached, on a free-threaded build).
-    Running,
-    /// Waits for the GIL.
-    GilWait,
-    /// Collects garbage.
-    Gc,
-    /// An event loop waiting in its selector.
-    LoopIdle,
-    /// Waits for work, by a row of [`crate::why::idle`]'s table.
-    Idle,
-    /// Blocked in the system call `syscall` names.
-    Syscall,
-    /// `--for`: on a CPU most of the window, its stack never moved.
-    Spinning,
-    /// `--for`: on a CPU, its stack moved.
-    Busy,
-}
-
-impl StateWord {
-    /// Its name, in the JSON and in the text.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StateWord::Running => "running",
-            StateWord::GilWait => "gil_wait",
-            StateWord::Gc => "gc",
-            StateWord::LoopIdle => "loop_idle",
-            StateWord::Idle => "idle",
-            StateWord::Syscall => "syscall",
-            StateWord::Spinning => "spinning",
-            StateWord::Busy => "busy",
-        }
-    }
-}
-
-impl std::fmt::Display for StateWord {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What kind of idle thread it is (`--why`'s `idle`, docs/report.md "Idle threads").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IdleKind {
-    PoolWorker,
-    PoolThread,
-    QueueFeeder,
-    Timer,
-    Server,
-    Master,
-    EventLoop,
 }
 
 /// `--why`, per thread: what it is doing and waiting on, and what it holds, as far as memory
