@@ -187,6 +187,9 @@ impl Memory for Budgeted {
         self.budget.bytes(addr, buf.len() as u64)?;
         self.inner.read_together_into(addr, buf)
     }
+    fn forget(&self, addr: u64, len: u64) {
+        self.inner.forget(addr, len)
+    }
     fn any_thread(&self) -> bool {
         self.inner.any_thread()
     }

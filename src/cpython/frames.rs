@@ -46,6 +46,32 @@ impl Snapshot {
         self.walk_frames_up_to(first, MAX_FRAMES)
     }
 
+    /// The frames of the thread whose state is at `tstate`, from `first`, its current frame
+    /// as read before. A live thread runs on while it is read: where the walk met a frame that
+    /// changed under it (a generator's that yielded, one freed or reused), the thread's
+    /// current frame and the frames it leads to are read again past the cache, up to `tries`
+    /// reads in all. The last walk is kept, torn or not: it says so itself.
+    pub fn walk_thread(&self, tstate: u64, first: u64, tries: u32) -> FrameWalk {
+        let mut walk = self.walk_frames(first);
+        for _ in 1..tries {
+            if !walk.tore() {
+                break;
+            }
+            for item in &walk.items {
+                let addr = match item {
+                    FrameItem::Python(f) => f.addr,
+                    FrameItem::Unreadable { addr, .. } => *addr,
+                };
+                self.mem.forget(addr, HEADER_BUF_BYTES as u64);
+            }
+            match self.current_frame(tstate, true) {
+                Ok(first) => walk = self.walk_frames(first),
+                Err(_) => break,
+            }
+        }
+        walk
+    }
+
     fn walk_frames_up_to(&self, first: u64, max_frames: usize) -> FrameWalk {
         let mut walk = FrameWalk::default();
         let mut seen = AddrSet::default();
@@ -368,6 +394,16 @@ impl Snapshot {
 }
 
 impl FrameWalk {
+    /// Whether a frame could not be read for a reason a live thread's running on may cause
+    /// (not a cap, not the debugger's refusal): a walk worth making again.
+    pub fn tore(&self) -> bool {
+        self.cut.is_none()
+            && self.items.iter().any(|item| {
+                matches!(item, FrameItem::Unreadable { error, .. }
+                    if !matches!(error.kind, ReadErrorKind::Limit { .. } | ReadErrorKind::Callback))
+            })
+    }
+
     /// The walk ends here, before the thread's first frame: say where and why.
     pub fn stop(&mut self, addr: u64, error: ReadError) {
         self.items.push(FrameItem::Unreadable { addr, error });

@@ -46,6 +46,27 @@ fn limit(addr: u64, what: &'static str, max: usize) -> ReadError {
 }
 
 impl Snapshot {
+    /// The thread state `tstate`'s current frame (0 when it runs none). `fresh`: read past
+    /// the cache (a live thread read again after its walk tore).
+    pub fn current_frame(&self, tstate: u64, fresh: bool) -> Result<u64, ReadError> {
+        let read_ptr = |addr: u64| {
+            if fresh {
+                self.mem.forget(addr, 8);
+            }
+            self.mem.read_ptr(addr)
+        };
+        match self.layout.thread_state.current_frame {
+            CurrentFrame::Direct(off) => read_ptr(field(tstate, off)?),
+            CurrentFrame::ViaCFrame {
+                cframe,
+                current_frame,
+            } => match read_ptr(field(tstate, cframe)?)? {
+                0 => Ok(0),
+                cf => read_ptr(field(cf, current_frame)?),
+            },
+        }
+    }
+
     /// Interpreter states, main interpreter last as CPython links them (newest first).
     pub fn interpreters(&self) -> Result<Vec<u64>, ReadError> {
         self.interpreters_noting_cap(&mut Vec::new())
@@ -126,19 +147,10 @@ impl Snapshot {
                     Some(off) => Some(self.mem.read_u64(field(cur, off)?)?),
                     None => None,
                 };
-                let frame = match ts.current_frame {
-                    _ if !walks(native_id) => Ok(0),
-                    CurrentFrame::Direct(off) => self.mem.read_ptr(field(cur, off)?),
-                    CurrentFrame::ViaCFrame {
-                        cframe,
-                        current_frame,
-                    } => self.mem.read_ptr(field(cur, cframe)?).and_then(|cf| {
-                        if cf == 0 {
-                            Ok(0)
-                        } else {
-                            self.mem.read_ptr(field(cf, current_frame)?)
-                        }
-                    }),
+                let frame = if walks(native_id) {
+                    self.current_frame(cur, false)
+                } else {
+                    Ok(0)
                 };
                 Ok(ThreadInfo {
                     addr: cur,

@@ -167,6 +167,9 @@ impl<M> Drop for PageCache<M> {
     }
 }
 
+/// [`Memory::forget`] of a longer range forgets everything rather than look up each page.
+const FORGET_BY_PAGE: u64 = 16 << 20;
+
 /// Buffers of caches dropped or shrunk, for the next fill of any cache: a new one would be
 /// zeroed first, for nothing (a sparse walk through a large core fills a block per object it
 /// reads; a sampler makes a cache per sample). By size: blocks, then pages.
@@ -199,6 +202,28 @@ impl<M: Memory> Memory for PageCache<M> {
 
     fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         self.read_filling(addr, buf, true)
+    }
+
+    fn forget(&self, addr: u64, len: u64) {
+        if len > FORGET_BY_PAGE {
+            self.clear();
+            return;
+        }
+        let mut e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let end = addr.saturating_add(len.max(1));
+        for (size, block) in [(BLOCK, true), (PAGE, false)] {
+            let mut base = addr & !(size - 1);
+            while base < end {
+                let map = if block { &mut e.blocks } else { &mut e.pages };
+                if let Some(old) = map.remove(&base) {
+                    give_back(old);
+                }
+                base = match base.checked_add(size) {
+                    Some(b) => b,
+                    None => break,
+                };
+            }
+        }
     }
 
     fn any_thread(&self) -> bool {
@@ -394,5 +419,25 @@ mod tests {
         mem.read_together_into(0x1_8000, &mut b).unwrap();
         mem.read_into(0x1_0010, &mut b).unwrap();
         assert_eq!(b, [1; 8]);
+    }
+
+    #[test]
+    fn forgotten_bytes_are_read_again_and_the_rest_kept() {
+        let mem = PageCache::sparse(Ticking(Mutex::new(0)));
+        let mut b = [0u8; 8];
+        // A frame's block and a page elsewhere; the frame's block forgotten: read anew, the
+        // page kept.
+        mem.read_together_into(0x1_0100, &mut b).unwrap();
+        mem.read_into(0x9_0010, &mut b).unwrap();
+        assert_eq!(b, [1; 8]);
+        mem.forget(0x1_0100, 8);
+        mem.read_together_into(0x1_0100, &mut b).unwrap();
+        assert_eq!(b, [2; 8]);
+        mem.read_into(0x9_0010, &mut b).unwrap();
+        assert_eq!(b, [1; 8]);
+        // A page filled alone is forgotten too.
+        mem.forget(0x9_0ff8, 16);
+        mem.read_into(0x9_0010, &mut b).unwrap();
+        assert_eq!(b, [3; 8]);
     }
 }

@@ -77,6 +77,11 @@ pub trait Memory: Send + Sync {
         self.read_into(addr, buf)
     }
 
+    /// Drops what a cache keeps of `[addr, addr + len)`, so that the next read of it asks the
+    /// source again: a live thread's stack read again after a walk of it tore. Sources
+    /// without a cache keep nothing.
+    fn forget(&self, _addr: u64, _len: u64) {}
+
     fn read_u8(&self, addr: u64) -> Result<u8, ReadError> {
         let mut b = [0u8; 1];
         self.read_into(addr, &mut b)?;
@@ -158,6 +163,9 @@ impl<M: Memory + ?Sized> Memory for &M {
     fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_together_into(addr, buf)
     }
+    fn forget(&self, addr: u64, len: u64) {
+        (**self).forget(addr, len)
+    }
     fn any_thread(&self) -> bool {
         (**self).any_thread()
     }
@@ -170,6 +178,9 @@ impl<M: Memory + ?Sized> Memory for Box<M> {
     fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_together_into(addr, buf)
     }
+    fn forget(&self, addr: u64, len: u64) {
+        (**self).forget(addr, len)
+    }
     fn any_thread(&self) -> bool {
         (**self).any_thread()
     }
@@ -181,6 +192,9 @@ impl<M: Memory + ?Sized> Memory for std::sync::Arc<M> {
     }
     fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_together_into(addr, buf)
+    }
+    fn forget(&self, addr: u64, len: u64) {
+        (**self).forget(addr, len)
     }
     fn any_thread(&self) -> bool {
         (**self).any_thread()
