@@ -103,6 +103,29 @@ impl Target {
         })
     }
 
+    /// This live process read anew: a fresh cache over its memory, and its mappings, files
+    /// and architecture as read before (a sampler's next sample, which need not read and
+    /// parse /proc/PID/maps again: [`crate::sample::window::Basis`]). None for other sources.
+    pub fn again(&self) -> Option<Target> {
+        let pid = self.pid.filter(|_| self.kind == SourceKind::Live)?;
+        Some(Target {
+            mem: Arc::new(PageCache::sparse(LiveMemory::new(pid as i32))),
+            arch: self.arch,
+            kind: self.kind,
+            mappings: self.mappings.clone(),
+            pid: self.pid,
+            core_threads: Vec::new(),
+            signal_notes: None,
+            process_name: None,
+            files: self.files.clone(),
+            module_problems: self.module_problems.clone(),
+            regions: self.regions.clone(),
+            stack_anchors: self.stack_anchors.clone(),
+            core_anonymous_bytes: None,
+            vdso: self.vdso,
+        })
+    }
+
     /// A core file; `exe` replaces the executable the core names (checked to match).
     pub fn core(path: &str, exe: Option<&str>) -> Result<Target> {
         Target::core_with(path, exe, FileSearch::default())

@@ -8,7 +8,7 @@
 //! one's stacks under a `process PID` root frame. A process that `exec`s is another program
 //! (src/sample/identity.rs): its samples stop there, so the two never mix.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -26,7 +26,7 @@ use crate::sample::identity::Identity;
 use crate::sample::pprof;
 use crate::sample::profile::{OwnerKind, Profile};
 use crate::sample::stacks::{self, Take};
-use crate::sample::window::{self, Plan};
+use crate::sample::window::{self, Basis, Plan};
 use crate::session::native_stacks::ThreadRegs;
 use crate::session::{self, Session};
 use crate::unwind::ModuleSet;
@@ -57,6 +57,8 @@ pub(super) struct RecordArgs {
 struct Process {
     pid: i32,
     remembered: Remembered,
+    /// Its mappings and files, kept from one sample to the next.
+    basis: Basis,
     identity: Option<Identity>,
     /// Threads (LWPs) seen in its last sample, once it has had one.
     threads: RefCell<Option<HashSet<u64>>>,
@@ -100,6 +102,7 @@ impl Process {
             Process {
                 pid,
                 remembered: first.remembered(),
+                basis: Basis::new(pid),
                 identity,
                 threads: RefCell::new(None),
                 states: RefCell::new(TaskStates::new(pid as u32)),
@@ -133,19 +136,13 @@ pub(super) fn record(a: RecordArgs) -> Result<(String, i32)> {
     // --duration is wall time: samples slower than the period (--native's unwinding, a loaded
     // machine) end the run at its end, not after --duration times --rate of them.
     let until = Instant::now() + Duration::from_secs_f64(a.plan.seconds);
-    let over = Cell::new(false);
     let run = window::run_while(
         pid,
         &a.plan,
         &first,
-        &|| {
-            if Instant::now() >= until {
-                over.set(true);
-                return false;
-            }
-            // A process that is gone is an exit, which the run tells apart itself.
-            Identity::of(pid).is_none_or(|i| Some(i) == identity)
-        },
+        // A process that is gone is an exit, which the run tells apart itself.
+        &|| Identity::of(pid).is_none_or(|i| Some(i) == identity),
+        Some(until),
         &mut || on_cpu(&root.states, a.idle),
         &mut |at, s, r| {
             take_sample(&a, &root, s, r, &mut profile, &mut tally);
@@ -155,7 +152,7 @@ pub(super) fn record(a: RecordArgs) -> Result<(String, i32)> {
         },
     );
     // Found gone as well: an exit, which may first look like an exec to the check.
-    let execd = run.stopped.filter(|_| !over.get() && run.exited.is_none());
+    let execd = run.stopped.filter(|_| run.exited.is_none());
     if let Some(at) = execd {
         tally.execd.insert(0, (pid, at));
     }
@@ -384,7 +381,7 @@ fn sample_children(
             }
             return false;
         }
-        match window::sample(k.pid, &k.remembered, on_cpu(&k.states, a.idle)) {
+        match window::sample(&mut k.basis, &k.remembered, on_cpu(&k.states, a.idle)) {
             Ok((s, r)) => {
                 take_sample(a, k, s, r, profile, tally);
                 true

@@ -21,7 +21,7 @@ use crate::model::{FrameKind, Hosted, Report, StateWord};
 use crate::report::gather::Gatherer;
 use crate::report::group::{GroupBy, TargetError};
 use crate::sample::stall::{Activity, Stall, StallWatch};
-use crate::sample::window::{cpu_reading, sample};
+use crate::sample::window::{cpu_reading, sample, Basis};
 use crate::session::Session;
 
 /// `--interval`'s bounds, in seconds: below the first a sample's cost (a millisecond or so per
@@ -67,6 +67,8 @@ pub(super) struct WatchArgs {
 struct Watched {
     pid: i32,
     remembered: Remembered,
+    /// Its mappings and files, kept from one sample to the next.
+    basis: Basis,
     stalls: StallWatch,
     /// Samples that could not be read while the process was there.
     failed: u64,
@@ -143,7 +145,7 @@ pub(super) fn watch(a: WatchArgs) -> Result<(String, i32)> {
         }
         let at = started.elapsed().as_secs_f64();
         let mut stalled = Vec::new();
-        watched.retain_mut(|w| match sample(w.pid, &w.remembered, None) {
+        watched.retain_mut(|w| match sample(&mut w.basis, &w.remembered, None) {
             Ok((session, report)) => {
                 let pid = w.pid as u32;
                 let fired = w.stalls.observe(at, &report.threads, &|lwp| Activity {
@@ -225,6 +227,7 @@ fn open(pid: i32, a: &WatchArgs) -> Result<Watched> {
     Ok(Watched {
         pid,
         remembered: first.remembered(),
+        basis: Basis::new(pid),
         stalls: StallWatch::new(a.stall_s - TICK_SLACK * a.interval_s),
         failed: 0,
     })

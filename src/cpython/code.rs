@@ -32,7 +32,16 @@ impl Snapshot {
         {
             return Ok(c.clone());
         }
-        let c = Arc::new(self.read_code(addr)?);
+        let known = self.known_code(addr);
+        let c = match known {
+            Some((_, Some(c))) => c,
+            Some((fingerprint, None)) => {
+                let c = Arc::new(self.read_code(addr)?);
+                self.keep_code(addr, fingerprint, c.clone());
+                c
+            }
+            None => Arc::new(self.read_code(addr)?),
+        };
         self.codes
             .lock()
             .unwrap_or_else(|e| e.into_inner())

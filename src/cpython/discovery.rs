@@ -3,6 +3,7 @@
 
 use super::debug_offsets::DebugOffsets;
 use super::key_hints::KeyHints;
+use super::known_codes::KnownCodes;
 use super::layout::Layout;
 use super::version::Version;
 use crate::binary::{ElfInfo, Module};
@@ -22,6 +23,8 @@ pub struct Found {
     pub jit_entry: Option<u64>,
     /// Where dict keys were found, shared with the stops before and after this one.
     pub keys: KeyHints,
+    /// Code objects decoded, shared with the stops before and after this one.
+    pub codes: KnownCodes,
 }
 
 /// What a frontend keeps of a discovery between stops of one target, so that a later stop
@@ -36,6 +39,8 @@ pub struct Remembered {
     pub jit_entry: Option<u64>,
     /// Where dict keys were found ([`KeyHints`]).
     pub keys: KeyHints,
+    /// Code objects decoded ([`KnownCodes`]).
+    pub codes: KnownCodes,
 }
 
 impl Found {
@@ -45,6 +50,7 @@ impl Found {
             minor: self.layout.version.minor,
             jit_entry: self.jit_entry,
             keys: self.keys.clone(),
+            codes: self.codes.clone(),
         }
     }
 }
@@ -114,6 +120,7 @@ pub fn find_python(target: &Target) -> Result<Found> {
                 .get("_PyJIT_Entry")
                 .map(|a| bias.wrapping_add(*a)),
             keys: KeyHints::default(),
+            codes: KnownCodes::default(),
         });
     }
     Err(Error::NoPython(tried.join("; ")))
@@ -143,6 +150,7 @@ pub fn find_python_again(target: &Target, earlier: &Remembered) -> Result<Found>
         arch: target.arch,
         jit_entry: earlier.jit_entry,
         keys: earlier.keys.clone(),
+        codes: earlier.codes.clone(),
     })
 }
 

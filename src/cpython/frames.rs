@@ -559,6 +559,29 @@ mod tests {
     }
 
     #[test]
+    fn a_code_object_decoded_before_is_used_again_while_its_fields_read_the_same() {
+        let (m, l) = target();
+        let known = crate::cpython::KnownCodes::default();
+        let decode = |m: &FakeMemory| {
+            let mut s = snapshot(m.clone(), l.clone());
+            s.known_codes = known.clone();
+            let code = s.code(0x4000).unwrap();
+            (code.name.clone(), code.firstlineno)
+        };
+        assert_eq!(decode(&m), ("f".to_string(), 7));
+        // Its name's string rewritten in place (the same pointer): the earlier decode, not a
+        // read of the string, shows it is used again.
+        let mut renamed = m.clone();
+        renamed.put(0x3000 + l.unicode_object.asciiobject_size, b"g");
+        assert_eq!(decode(&renamed), ("f".to_string(), 7));
+        // A field of the code object itself changed (another code object at its address):
+        // decoded anew.
+        let mut other = renamed.clone();
+        other.put(0x4000 + l.code_object.firstlineno, &9i32.to_le_bytes());
+        assert_eq!(decode(&other), ("g".to_string(), 9));
+    }
+
+    #[test]
     fn a_frame_pointing_to_itself_ends_the_walk_with_a_cycle() {
         let (mut m, l) = target();
         frame(&mut m, &l, 0x9000, 0x9100, 0x4000);

@@ -26,6 +26,8 @@ pub struct Snapshot {
     pub(crate) torch: OnceLock<Result<Option<String>, crate::error::ReadError>>,
     /// Where dict keys were found, at this stop and those before it ([`super::KeyHints`]).
     pub(crate) keys: super::KeyHints,
+    /// Code objects decoded at this stop and those before it ([`super::KnownCodes`]).
+    pub(crate) known_codes: super::KnownCodes,
 }
 
 impl Snapshot {
@@ -46,6 +48,7 @@ impl Snapshot {
             numpy: OnceLock::new(),
             torch: OnceLock::new(),
             keys: found.keys.clone(),
+            known_codes: found.codes.clone(),
         }
     }
 }
@@ -67,6 +70,7 @@ impl Snapshot {
             found_by: "test".into(),
             jit_entry: None,
             keys: Default::default(),
+            codes: Default::default(),
         };
         Snapshot::new(Arc::new(mem), &found)
     }

@@ -66,6 +66,7 @@ fn make(target: Target, inputs: Inputs) -> PyResult<PyJit> {
                 minor,
                 jit_entry,
                 keys: Default::default(),
+                codes: Default::default(),
             },
         ),
         None => Session::open(target),

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use crate::cpython::Remembered;
-use crate::error::{Error, Result};
+use crate::error::{Error, ReadError, ReadErrorKind, Result};
 use crate::memory::{proc_cpu_seconds, proc_run_queue_seconds, process_alive};
 use crate::model::{ErrorReport, Report};
 use crate::session::{self, Session};
@@ -69,6 +69,9 @@ pub struct Run {
     pub last_failure: Option<String>,
     /// [`run_while`]: seconds into the window at which its check failed.
     pub stopped: Option<f64>,
+    /// [`run_while`]: the run reached its `until` before its last tick (samples slower than
+    /// the period).
+    pub over: bool,
 }
 
 impl Run {
@@ -148,23 +151,26 @@ pub fn run(
     first: &Session,
     on: &mut dyn FnMut(f64, Session, Report),
 ) -> Run {
-    run_while(pid, plan, first, &|| true, &mut || None, on)
+    run_while(pid, plan, first, &|| true, None, &mut || None, on)
 }
 
-/// [`run`], stopped at the first tick before which `same` is false, and with a sample after
-/// which it is false left out: `record`'s check that the process is still the program it
+/// [`run`], stopped where `same` is false, and before the first tick at `until` (then
+/// [`Run::over`]). `same` is `record`'s check that the process is still the program it
 /// began as (one that `exec`s mid-recording is another: its stacks never mix with the first
-/// one's). [`Run::stopped`] says when. `only`, asked before each sample, names the threads
-/// (by LWP) whose frames it walks ([`Session::walk_only`]); None: all.
+/// one's): it is asked before the first sample and after each, and a sample after which it
+/// is false is left out; [`Run::stopped`] says when. `only`, asked before each sample, names
+/// the threads (by LWP) whose frames it walks ([`Session::walk_only`]); None: all.
 pub fn run_while(
     pid: i32,
     plan: &Plan,
     first: &Session,
     same: &dyn Fn() -> bool,
+    until: Option<Instant>,
     only: &mut dyn FnMut() -> Option<HashSet<u64>>,
     on: &mut dyn FnMut(f64, Session, Report),
 ) -> Run {
     let remembered = first.remembered();
+    let mut basis = Basis::new(pid);
     let mut w = Run {
         started: Instant::now(),
         taken: 0,
@@ -172,10 +178,11 @@ pub fn run_while(
         failed: 0,
         last_failure: None,
         stopped: None,
+        over: false,
     };
     let period = Duration::from_secs_f64(1.0 / plan.rate_hz);
     let mut due = w.started;
-    for _ in 0..plan.ticks() {
+    for tick in 0..plan.ticks() {
         let now = Instant::now();
         if due > now {
             std::thread::sleep(due - now);
@@ -183,11 +190,18 @@ pub fn run_while(
         // Behind (a sample took longer than the period): the next is due now, not in a burst.
         due = (due + period).max(Instant::now());
         let at = w.elapsed();
-        if !same() {
+        if until.is_some_and(|u| Instant::now() >= u) {
+            w.over = true;
+            break;
+        }
+        // Asked before the first sample, then after each: a change between two samples is
+        // seen after the second, which is left out (asking twice a tick was a tenth of a
+        // sample's cost).
+        if tick == 0 && !same() {
             w.stopped = Some(at);
             break;
         }
-        match sample(pid, &remembered, only()) {
+        match sample(&mut basis, &remembered, only()) {
             Ok(_) if !same() => {
                 w.stopped = Some(at);
                 break;
@@ -198,6 +212,10 @@ pub fn run_while(
             }
             Err(_) if !process_alive(pid) => {
                 w.exited = Some(at);
+                break;
+            }
+            Err(_) if !same() => {
+                w.stopped = Some(at);
                 break;
             }
             Err(e) => {
@@ -218,20 +236,67 @@ pub fn run_while(
     w
 }
 
-/// One sample of process `pid`, in which CPython was found before (`earlier`): a fresh
-/// snapshot of the process as it runs, and its threads' report (with only the frames of the
-/// threads in `only`, when it names some: [`Session::walk_only`]).
-pub fn sample(
+/// How long a sampler uses a live process's mappings before it reads /proc/PID/maps again.
+/// Reading and parsing them was a seventh of a sample's time; what they serve (thread stacks'
+/// regions, modules for `--native`) changes rarely, and a module loaded since is seen within
+/// this time.
+const MAPS_EVERY: Duration = Duration::from_secs(1);
+
+/// A live process's mappings and files, read once and used again by the samples that follow,
+/// each with a fresh cache over the process's memory ([`Target::again`]): read anew every
+/// [`MAPS_EVERY`], and after a sample that failed.
+pub struct Basis {
     pid: i32,
+    read: Option<(Target, Instant)>,
+}
+
+impl Basis {
+    pub fn new(pid: i32) -> Basis {
+        Basis { pid, read: None }
+    }
+
+    /// A target for one sample.
+    fn target(&mut self) -> Result<Target> {
+        if let Some((t, at)) = &self.read {
+            if at.elapsed() < MAPS_EVERY {
+                if let Some(t) = t.again() {
+                    return Ok(t);
+                }
+            }
+        }
+        self.read = None;
+        let t = Target::live(self.pid)?;
+        let out = t.again().ok_or(Error::Usage("not a live process".into()))?;
+        self.read = Some((t, Instant::now()));
+        Ok(out)
+    }
+}
+
+/// One sample of the process of `basis`, in which CPython was found before (`earlier`): a
+/// fresh snapshot of the process as it runs, and its threads' report (with only the frames of
+/// the threads in `only`, when it names some: [`Session::walk_only`]).
+pub fn sample(
+    basis: &mut Basis,
     earlier: &Remembered,
     only: Option<HashSet<u64>>,
 ) -> Result<(Session, Report)> {
-    let mut s = Session::reopen(Target::live(pid)?, earlier)?;
-    if let Some(only) = only {
-        s.walk_only(only);
+    let taken = basis.target().and_then(|t| {
+        let mut s = Session::reopen(t, earlier)?;
+        if let Some(only) = only {
+            s.walk_only(only);
+        }
+        let r = session::report::report(&s, None, false)?;
+        // The mappings kept do not show that the process is gone, as reading them again
+        // would: a process that exited reads as one with no threads.
+        if r.threads.is_empty() && !process_alive(basis.pid) {
+            return Err(Error::Read(ReadError::new(0, 0, ReadErrorKind::Os(libc::ESRCH))));
+        }
+        Ok((s, r))
+    });
+    if taken.is_err() {
+        basis.read = None;
     }
-    let r = session::report::report(&s, None, false)?;
-    Ok((s, r))
+    taken
 }
 
 /// Thread `lwp`'s times now.

@@ -103,6 +103,7 @@ fn build_for(arch: Arch, mem: &FakeMemory, l: Layout, jit_entry: Option<u64>) ->
         arch,
         jit_entry,
         keys: Default::default(),
+        codes: Default::default(),
     };
     JitMap::build(&Snapshot::new(Arc::new(mem.clone()), &found), jit_entry)
 }
