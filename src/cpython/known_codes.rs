@@ -22,9 +22,12 @@ const MAX_KNOWN: usize = 4096;
 /// What a code object's own fields read: the decode is good while they read the same.
 type Fingerprint = Vec<u64>;
 
-/// Decoded code objects by address, with the fields each was decoded from.
+/// A decode and the fields it was made from.
+type Known = (Fingerprint, Arc<Code>);
+
+/// Decoded code objects by address.
 #[derive(Clone, Default)]
-pub struct KnownCodes(Arc<Mutex<AddrMap<(Fingerprint, Arc<Code>)>>>);
+pub struct KnownCodes(Arc<Mutex<AddrMap<Known>>>);
 
 impl KnownCodes {
     fn get(&self, addr: u64, now: &Fingerprint) -> Option<Arc<Code>> {
