@@ -289,7 +289,11 @@ pub fn sample(
         // The mappings kept do not show that the process is gone, as reading them again
         // would: a process that exited reads as one with no threads.
         if r.threads.is_empty() && !process_alive(basis.pid) {
-            return Err(Error::Read(ReadError::new(0, 0, ReadErrorKind::Os(libc::ESRCH))));
+            return Err(Error::Read(ReadError::new(
+                0,
+                0,
+                ReadErrorKind::Os(libc::ESRCH),
+            )));
         }
         Ok((s, r))
     });
