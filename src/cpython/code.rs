@@ -527,6 +527,60 @@ fn line_311(t: &[u8], first: u32, addr: u64) -> Option<u32> {
     None
 }
 
+/// Code objects decoded at earlier stops ([`super::KnownCodes`]).
+impl Snapshot {
+    /// The code object at `addr` as decoded at an earlier read, where its fields read the same.
+    fn known_code(&self, addr: u64) -> Option<(Fingerprint, Option<Arc<Code>>)> {
+        let now = self.fingerprint(addr).ok()?;
+        let code = self.known_codes.get(addr, &now);
+        Some((now, code))
+    }
+
+    fn keep_code(&self, addr: u64, fingerprint: Fingerprint, code: Arc<Code>) {
+        self.known_codes.put(addr, fingerprint, code);
+    }
+
+    /// The fields of the code object at `addr` that its decode reads (`read_code`).
+    fn fingerprint(&self, addr: u64) -> Result<Fingerprint, ReadError> {
+        let co = &self.layout.code_object;
+        let word = |off: u64| self.mem.read_u64(field(addr, off)?);
+        let int = |off: u64| Ok::<_, ReadError>(u64::from(self.mem.read_u32(field(addr, off)?)?));
+        let mut out = vec![
+            word(self.layout.pyobject.ob_type)?,
+            word(co.name)?,
+            word(co.filename)?,
+            word(co.linetable)?,
+            int(co.firstlineno)?,
+            int(co.argcount)?,
+            int(co.flags)?,
+            int(co.stacksize)?,
+        ];
+        for off in [co.qualname, co.co_code].into_iter().flatten() {
+            out.push(word(off)?);
+        }
+        if let Some(off) = co.kwonlyargcount {
+            out.push(int(off)?);
+        }
+        if co.co_code_adaptive.is_some() {
+            // The inline bytecode's length (`bytecode_of`).
+            out.push(word(self.layout.tuple_object.ob_size)?);
+        }
+        match co.locals {
+            CodeLocals::LocalsPlus {
+                localsplusnames,
+                localspluskinds,
+            } => out.extend([word(localsplusnames)?, word(localspluskinds)?]),
+            CodeLocals::Tuples310 {
+                varnames,
+                cellvars,
+                freevars,
+                ..
+            } => out.extend([word(varnames)?, word(cellvars)?, word(freevars)?]),
+        }
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,59 +659,5 @@ mod tests {
         assert_eq!(line_310(&t, 1, 4), Some(4));
         assert_eq!(line_310(&t, 1, 9), Some(4));
         assert_eq!(line_310(&t, 1, 10), None);
-    }
-}
-
-/// Code objects decoded at earlier stops ([`super::KnownCodes`]).
-impl Snapshot {
-    /// The code object at `addr` as decoded at an earlier read, where its fields read the same.
-    fn known_code(&self, addr: u64) -> Option<(Fingerprint, Option<Arc<Code>>)> {
-        let now = self.fingerprint(addr).ok()?;
-        let code = self.known_codes.get(addr, &now);
-        Some((now, code))
-    }
-
-    fn keep_code(&self, addr: u64, fingerprint: Fingerprint, code: Arc<Code>) {
-        self.known_codes.put(addr, fingerprint, code);
-    }
-
-    /// The fields of the code object at `addr` that its decode reads (`read_code`).
-    fn fingerprint(&self, addr: u64) -> Result<Fingerprint, ReadError> {
-        let co = &self.layout.code_object;
-        let word = |off: u64| self.mem.read_u64(field(addr, off)?);
-        let int = |off: u64| Ok::<_, ReadError>(u64::from(self.mem.read_u32(field(addr, off)?)?));
-        let mut out = vec![
-            word(self.layout.pyobject.ob_type)?,
-            word(co.name)?,
-            word(co.filename)?,
-            word(co.linetable)?,
-            int(co.firstlineno)?,
-            int(co.argcount)?,
-            int(co.flags)?,
-            int(co.stacksize)?,
-        ];
-        for off in [co.qualname, co.co_code].into_iter().flatten() {
-            out.push(word(off)?);
-        }
-        if let Some(off) = co.kwonlyargcount {
-            out.push(int(off)?);
-        }
-        if co.co_code_adaptive.is_some() {
-            // The inline bytecode's length (`bytecode_of`).
-            out.push(word(self.layout.tuple_object.ob_size)?);
-        }
-        match co.locals {
-            CodeLocals::LocalsPlus {
-                localsplusnames,
-                localspluskinds,
-            } => out.extend([word(localsplusnames)?, word(localspluskinds)?]),
-            CodeLocals::Tuples310 {
-                varnames,
-                cellvars,
-                freevars,
-                ..
-            } => out.extend([word(varnames)?, word(cellvars)?, word(freevars)?]),
-        }
-        Ok(out)
     }
 }
