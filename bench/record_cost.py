@@ -28,7 +28,10 @@ how far behind it fell are printed.
 The cost is 1 - median(throughput with the profiler) / median(throughput with none), in %.
 The spread (lowest and highest window of each mode) is printed: on a machine shared with other
 work a window's throughput moves by a few % with the load, so the medians are compared and a
-cost below the spread of `none` is noise. Exit status (bench/verdicts.py): 0 when ours was
+cost below the spread of `none` is noise. What the spread cannot hide is printed after it: each
+profiler's CPU time over its run as a share of the CPUs the target runs on (the CPU it takes
+from the target's machine, whatever else runs there; it leaves out what stopping the target
+costs py-spy, and the memory bandwidth both take). Exit status (bench/verdicts.py): 0 when ours was
 measured and met both targets, 1 when a run failed, the target was missed or py-spy could not be
 measured, 2 for a missing build, interpreter or py-spy. Stdlib only.
 """
@@ -56,6 +59,8 @@ THREADS = 64
 RATE_HZ = 100
 WINDOW_S = 5.0
 RUNS = 5
+# The CPUs the target's threads run on: what a profiler's CPU time is taken from.
+TARGET_CPUS = min(os.cpu_count() or 1, THREADS)
 # A profiler's start (finding the interpreter, attaching) before the window begins.
 SETTLE_S = 1.0
 # Target: ours costs the process under this share of its throughput.
@@ -177,10 +182,11 @@ def check_profile(mode, out_path, stdout, stderr):
 
 
 def window(target, mode, tmp, n):
-    """One window in `mode`: (units per second, the profiler's CPU seconds, the rate ours
-    achieved, the profiler's words)."""
+    """One window in `mode`: (units per second, the profiler's CPU seconds, the share of the
+    machine's CPUs it took over its run, the rate ours achieved, the profiler's words)."""
     prof = None
     before = children_cpu_s()
+    began = time.monotonic()
     out_path = os.path.join(tmp, "%s-%d.txt" % (mode, n))
     if mode != "none":
         prof = subprocess.Popen(profiler_argv(mode, target.proc.pid, out_path),
@@ -194,7 +200,7 @@ def window(target, mode, tmp, n):
     t1, u1 = target.mark()
     rate = (u1 - u0) / (t1 - t0)
     if prof is None:
-        return rate, None, None, ""
+        return rate, None, None, None, ""
     try:
         stdout, stderr = prof.communicate(timeout=PROFILER_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -204,8 +210,9 @@ def window(target, mode, tmp, n):
     if prof.returncode != 0:
         raise RuntimeError("%s exited %d: %s" % (mode, prof.returncode, stderr.strip()[-300:]))
     cpu = children_cpu_s() - before
+    share = cpu / ((time.monotonic() - began) * TARGET_CPUS)
     achieved, words = check_profile(mode, out_path, stdout, stderr)
-    return rate, cpu, achieved, words
+    return rate, cpu, share, achieved, words
 
 
 def main():
@@ -222,6 +229,7 @@ def main():
     modes = ("none", "ours", "py-spy")
     rates = {m: [] for m in modes}
     cpu = {m: [] for m in modes}
+    shares = {m: [] for m in modes}
     achieved_hz = []
     failed = set()
     print("record_cost: %d CPU-bound threads (%s), %d Hz, %d windows of %.0f s per mode, "
@@ -234,7 +242,7 @@ def main():
                     if mode in failed:
                         continue
                     try:
-                        rate, used, achieved, words = window(target, mode, tmp, n)
+                        rate, used, share, achieved, words = window(target, mode, tmp, n)
                     except RuntimeError as e:
                         failed.add(mode)
                         if mode == "ours":
@@ -248,6 +256,7 @@ def main():
                     line = "  run %d %-7s %10.0f units/s" % (n + 1, mode, rate)
                     if used is not None:
                         cpu[mode].append(used)
+                        shares[mode].append(share)
                         line += "   profiler CPU %.2f s (%s)" % (used, words)
                     print(line, flush=True)
         finally:
@@ -274,6 +283,12 @@ def main():
         if mode in cost and cost[mode] is not None:
             print("cost of %s at %d Hz: %.1f%% of the target's throughput"
                   % (mode, RATE_HZ, 100 * cost[mode]))
+    # What the throughput's spread cannot hide: the CPU time a profiler takes from the CPUs
+    # the target runs on, over its run (start included), whatever else runs on the machine.
+    for mode in ("ours", "py-spy"):
+        if shares[mode]:
+            print("CPU of %s over its run: %.1f%% of the %d CPU(s) the target runs on (median)"
+                  % (mode, 100 * statistics.median(shares[mode]), TARGET_CPUS))
     if "ours" not in failed:
         # The cost is of 100 Hz only where ours kept up with it (a sample of 64 threads that
         # takes more than 10 ms makes the next one late: fewer samples a second).
