@@ -190,6 +190,10 @@ impl Memory for Budgeted {
     fn forget(&self, addr: u64, len: u64) {
         self.inner.forget(addr, len)
     }
+    fn read_alone_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        self.budget.bytes(addr, buf.len() as u64)?;
+        self.inner.read_alone_into(addr, buf)
+    }
     fn any_thread(&self) -> bool {
         self.inner.any_thread()
     }

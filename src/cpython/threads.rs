@@ -45,7 +45,46 @@ fn limit(addr: u64, what: &'static str, max: usize) -> ReadError {
     )
 }
 
+/// The most bytes of a thread state [`Snapshot::thread_words`] reads at once (3.10 to 3.15:
+/// `next` at 8, `native_thread_id` at most a few hundred bytes in).
+const THREAD_WORDS_SPAN: usize = 512;
+
+/// Bytes of an object read together, from offset `lo` of it.
+struct Words {
+    lo: u64,
+    bytes: Vec<u8>,
+}
+
+impl Words {
+    /// The word at offset `off` of the object, where it was read.
+    fn get(&self, off: u64) -> Option<u64> {
+        let at = usize::try_from(off.checked_sub(self.lo)?).ok()?;
+        let b = self.bytes.get(at..at.checked_add(8)?)?;
+        Some(u64::from_le_bytes(b.try_into().ok()?))
+    }
+}
+
 impl Snapshot {
+    /// The words of thread state `tstate` that list it (`thread_id`, `native_thread_id`,
+    /// `next`), read together and alone: each thread's state is on a page of its own, and a
+    /// sampler of 64 threads that walks two reads only these bytes of the others. None where
+    /// they cannot be read so (each is then read by itself).
+    fn thread_words(&self, tstate: u64) -> Option<Words> {
+        let ts = &self.layout.thread_state;
+        let offs = [Some(ts.thread_id), ts.native_thread_id, Some(ts.next)];
+        let lo = offs.iter().flatten().copied().min()?;
+        let hi = offs.iter().flatten().copied().max()? + 8;
+        let mut bytes = [0u8; THREAD_WORDS_SPAN];
+        let buf = bytes.get_mut(..(hi - lo) as usize)?;
+        self.mem
+            .read_alone_into(field(tstate, lo).ok()?, buf)
+            .ok()?;
+        Some(Words {
+            lo,
+            bytes: buf.to_vec(),
+        })
+    }
+
     /// The thread state `tstate`'s current frame (0 when it runs none). `fresh`: read past
     /// the cache (a live thread read again after its walk tore).
     pub fn current_frame(&self, tstate: u64, fresh: bool) -> Result<u64, ReadError> {
@@ -141,10 +180,15 @@ impl Snapshot {
                 errors.push(ReadError::new(cur, 0, ReadErrorKind::Cycle));
                 break;
             }
+            let ids = self.thread_words(cur);
+            let word = |off: u64| match ids.as_ref().and_then(|w| w.get(off)) {
+                Some(v) => Ok(v),
+                None => self.mem.read_u64(field(cur, off)?),
+            };
             let read = || -> Result<ThreadInfo, ReadError> {
-                let thread_id = self.mem.read_u64(field(cur, ts.thread_id)?)?;
+                let thread_id = word(ts.thread_id)?;
                 let native_id = match ts.native_thread_id {
-                    Some(off) => Some(self.mem.read_u64(field(cur, off)?)?),
+                    Some(off) => Some(word(off)?),
                     None => None,
                 };
                 let frame = if walks(native_id) {
@@ -167,7 +211,7 @@ impl Snapshot {
                 Ok(t) => out.push(t),
                 Err(e) => errors.push(e),
             }
-            match field(cur, ts.next).and_then(|a| self.mem.read_ptr(a)) {
+            match word(ts.next) {
                 Ok(n) => cur = n,
                 Err(e) => {
                     errors.push(e);

@@ -204,6 +204,23 @@ impl<M: Memory> Memory for PageCache<M> {
         self.read_filling(addr, buf, true)
     }
 
+    fn read_alone_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        if !self.sparse {
+            return self.read_into(addr, buf);
+        }
+        {
+            let e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(have) = e.get(addr).filter(|h| h.len() >= buf.len()) {
+                buf.copy_from_slice(&have[..buf.len()]);
+                return Ok(());
+            }
+        }
+        // Not readable alone (the bytes cross into a mapping that is not there): as any read.
+        self.inner
+            .read_into(addr, buf)
+            .or_else(|_| self.read_into(addr, buf))
+    }
+
     fn forget(&self, addr: u64, len: u64) {
         if len > FORGET_BY_PAGE {
             self.clear();
@@ -439,5 +456,28 @@ mod tests {
         mem.forget(0x9_0ff8, 16);
         mem.read_into(0x9_0010, &mut b).unwrap();
         assert_eq!(b, [3; 8]);
+    }
+
+    #[test]
+    fn bytes_read_alone_are_read_as_asked_and_not_kept() {
+        let mem = PageCache::sparse(Counted {
+            ramp: Ramp {
+                start: 0,
+                end: 1 << 20,
+            },
+            sizes: Mutex::new(Vec::new()),
+        });
+        let mut b = [0u8; 24];
+        // Alone: the 24 bytes, twice (nothing kept); from a page already read: no read.
+        mem.read_alone_into(0x2_0010, &mut b).unwrap();
+        mem.read_alone_into(0x2_0010, &mut b).unwrap();
+        mem.read_into(0x5_0000, &mut b[..8]).unwrap();
+        mem.read_alone_into(0x5_0100, &mut b).unwrap();
+        assert!(b
+            .iter()
+            .enumerate()
+            .all(|(i, x)| *x == (0x5_0100 + i as u64) as u8));
+        let sizes = mem.inner().sizes.lock().unwrap().clone();
+        assert_eq!(sizes, [24, 24, PAGE as usize]);
     }
 }

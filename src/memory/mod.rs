@@ -82,6 +82,13 @@ pub trait Memory: Send + Sync {
     /// without a cache keep nothing.
     fn forget(&self, _addr: u64, _len: u64) {}
 
+    /// [`Memory::read_into`] for a few bytes of an object read once, alone on its page for
+    /// all the reader knows (a thread state): a sparse cache reads just these bytes on a miss,
+    /// not their page, and keeps nothing.
+    fn read_alone_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        self.read_into(addr, buf)
+    }
+
     fn read_u8(&self, addr: u64) -> Result<u8, ReadError> {
         let mut b = [0u8; 1];
         self.read_into(addr, &mut b)?;
@@ -160,6 +167,9 @@ impl<M: Memory + ?Sized> Memory for &M {
     fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_into(addr, buf)
     }
+    fn read_alone_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        (**self).read_alone_into(addr, buf)
+    }
     fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_together_into(addr, buf)
     }
@@ -175,6 +185,9 @@ impl<M: Memory + ?Sized> Memory for Box<M> {
     fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_into(addr, buf)
     }
+    fn read_alone_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        (**self).read_alone_into(addr, buf)
+    }
     fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_together_into(addr, buf)
     }
@@ -189,6 +202,9 @@ impl<M: Memory + ?Sized> Memory for Box<M> {
 impl<M: Memory + ?Sized> Memory for std::sync::Arc<M> {
     fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_into(addr, buf)
+    }
+    fn read_alone_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        (**self).read_alone_into(addr, buf)
     }
     fn read_together_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         (**self).read_together_into(addr, buf)

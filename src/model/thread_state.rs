@@ -39,6 +39,13 @@ impl StateWord {
             StateWord::Busy => "busy",
         }
     }
+
+    /// Whether it says what a thread did over a window of samples (`--for`), not at one
+    /// instant: a system call seen at the window's last sample (a GIL hand-over of a thread
+    /// that spins) is a moment of it, left out of its header.
+    pub fn over_a_window(self) -> bool {
+        matches!(self, StateWord::Spinning | StateWord::Busy)
+    }
 }
 
 impl std::fmt::Display for StateWord {

@@ -132,8 +132,10 @@ pub fn thread_header(r: &Report, t: &ThreadReport) -> String {
     }
     if let Some(why) = &t.why {
         match (why.state, &why.syscall) {
-            (Some(state), Some(call)) => write!(s, " [{state}: {call}]").unwrap(),
-            (Some(state), None) => write!(s, " [{state}]").unwrap(),
+            (Some(state), Some(call)) if !state.over_a_window() => {
+                write!(s, " [{state}: {call}]").unwrap()
+            }
+            (Some(state), _) => write!(s, " [{state}]").unwrap(),
             (None, _) => {}
         }
     }
@@ -587,6 +589,7 @@ pub fn listing(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::StateWord;
     use crate::report::test_support::python_frame as py;
 
     fn thread(frames: Vec<FrameReport>) -> ThreadReport {
@@ -642,6 +645,29 @@ mod tests {
             Some(" [interpreter 2]")
         );
         assert_eq!(interpreter_label(&t.frames[2]), None);
+    }
+
+    #[test]
+    fn a_header_gives_the_system_call_of_an_instant_not_of_a_window() {
+        let mut t = thread(vec![py("spin", "s.py", 3)]);
+        let r = crate::report::test_support::report_of("3.12.1", 1, vec![t.clone()]);
+        let mut header = |state| {
+            t.why = Some(crate::model::ThreadWhy {
+                state: Some(state),
+                syscall: Some("futex".into()),
+                ..Default::default()
+            });
+            thread_header(&r, &t)
+        };
+        assert_eq!(
+            header(StateWord::Syscall),
+            "Thread 7 \"to-sub1\" [syscall: futex]:"
+        );
+        assert_eq!(
+            header(StateWord::Spinning),
+            "Thread 7 \"to-sub1\" [spinning]:"
+        );
+        assert_eq!(header(StateWord::Busy), "Thread 7 \"to-sub1\" [busy]:");
     }
 
     #[test]
