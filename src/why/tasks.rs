@@ -64,6 +64,7 @@ const ASYNC_WAITS: &[(&str, &str, &str, WaitKind)] = &[
 #[derive(Clone, Copy, Debug)]
 struct AsyncHold {
     object: u64,
+    /// `asyncio_lock` or `asyncio_condition`: the word of the `holding` entry, as a wait's.
     kind: WaitKind,
     type_name: &'static str,
     acquired: u64,
