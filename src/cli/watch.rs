@@ -17,7 +17,7 @@ use super::{open_target, with_report, CoreFiles, Spec};
 use crate::cpython::Remembered;
 use crate::error::{Error, Result};
 use crate::memory::{proc_context_switches, process_alive};
-use crate::model::{FrameKind, Hosted, Report, StateWord};
+use crate::model::{FrameKind, Hosted, Report, StateWord, WaitKind};
 use crate::report::gather::Gatherer;
 use crate::report::group::{GroupBy, TargetError};
 use crate::sample::stall::{Activity, Stall, StallWatch};
@@ -494,7 +494,9 @@ fn not_idle(report: &Report, stalls: &[Stall]) -> Vec<Stall> {
             .and_then(|t| t.why.as_ref())
             .is_some_and(|w| {
                 matches!(w.state, Some(StateWord::Idle | StateWord::LoopIdle))
-                    || w.waiting.as_ref().is_some_and(|w| w.kind == "sleep")
+                    || w.waiting
+                        .as_ref()
+                        .is_some_and(|w| w.kind == WaitKind::Sleep)
             })
     };
     stalls.iter().filter(|s| !idle(s)).copied().collect()
@@ -586,7 +588,7 @@ mod tests {
     use crate::sample::stall::StallKind;
 
     /// A thread `lwp` in state `state`, waiting in a wait of kind `kind` (if any).
-    fn waiting(lwp: u64, state: StateWord, kind: Option<&'static str>) -> ThreadReport {
+    fn waiting(lwp: u64, state: StateWord, kind: Option<WaitKind>) -> ThreadReport {
         let mut t = thread_of(lwp, vec![python_frame("f", "/app/w.py", 1)]);
         t.why = Some(ThreadWhy {
             state: Some(state),
@@ -609,11 +611,11 @@ mod tests {
             "3.12.1",
             1,
             vec![
-                waiting(1, StateWord::Syscall, Some("lock")),
+                waiting(1, StateWord::Syscall, Some(WaitKind::Lock)),
                 waiting(2, StateWord::Idle, None),
                 waiting(3, StateWord::LoopIdle, None),
-                waiting(4, StateWord::Syscall, Some("sleep")),
-                waiting(5, StateWord::Syscall, Some("native")),
+                waiting(4, StateWord::Syscall, Some(WaitKind::Sleep)),
+                waiting(5, StateWord::Syscall, Some(WaitKind::Native)),
                 thread_of(6, Vec::new()),
             ],
         );

@@ -15,24 +15,27 @@
 
 use crate::cpython::sockets::method_direction;
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
-use crate::model::{Waiting, WaitsOn};
+use crate::model::{WaitKind, Waiting, WaitsOn};
 
 /// Library frames followed outwards from the innermost one.
 const MAX_WAIT_FRAMES: usize = 32;
 
 /// gevent's compiled waitables (`tp_name`s of gevent 1.3 to 26) and the wait each makes.
-const WAITABLES: &[(&str, &str)] = &[
-    ("gevent._gevent_c_semaphore.Semaphore", "semaphore"),
-    ("gevent._gevent_c_semaphore.BoundedSemaphore", "semaphore"),
-    ("gevent._gevent_cevent.Event", "event"),
-    ("gevent._gevent_cevent.AsyncResult", "async_result"),
-    ("gevent._gevent_cgreenlet.Greenlet", "join"),
-    ("gevent._gevent_cqueue.Queue", "queue_get"),
-    ("gevent._gevent_cqueue.UnboundQueue", "queue_get"),
-    ("gevent._gevent_cqueue.PriorityQueue", "queue_get"),
-    ("gevent._gevent_cqueue.LifoQueue", "queue_get"),
-    ("gevent._gevent_cqueue.JoinableQueue", "queue_get"),
-    ("gevent._gevent_cqueue.Channel", "queue_get"),
+const WAITABLES: &[(&str, WaitKind)] = &[
+    ("gevent._gevent_c_semaphore.Semaphore", WaitKind::Semaphore),
+    (
+        "gevent._gevent_c_semaphore.BoundedSemaphore",
+        WaitKind::Semaphore,
+    ),
+    ("gevent._gevent_cevent.Event", WaitKind::Event),
+    ("gevent._gevent_cevent.AsyncResult", WaitKind::AsyncResult),
+    ("gevent._gevent_cgreenlet.Greenlet", WaitKind::Join),
+    ("gevent._gevent_cqueue.Queue", WaitKind::QueueGet),
+    ("gevent._gevent_cqueue.UnboundQueue", WaitKind::QueueGet),
+    ("gevent._gevent_cqueue.PriorityQueue", WaitKind::QueueGet),
+    ("gevent._gevent_cqueue.LifoQueue", WaitKind::QueueGet),
+    ("gevent._gevent_cqueue.JoinableQueue", WaitKind::QueueGet),
+    ("gevent._gevent_cqueue.Channel", WaitKind::QueueGet),
 ];
 
 /// The methods of those that wait (others on the value stack are not a wait).
@@ -61,7 +64,7 @@ pub fn gevent_wait(snap: &Snapshot, frames: &[FrameItem]) -> Option<Waiting> {
         let file = &*p.code.filename;
         if is_file(file, "/gevent/hub.py") && p.code.name == "sleep" {
             return Some(Waiting {
-                kind: "sleep",
+                kind: WaitKind::Sleep,
                 object: None,
                 type_name: None,
                 owner: None,
@@ -92,7 +95,7 @@ pub fn gevent_wait(snap: &Snapshot, frames: &[FrameItem]) -> Option<Waiting> {
                 .and_then(|r| snap.socket_object(r).ok())
                 .and_then(|r| r.fd);
             return Some(Waiting {
-                kind: "socket",
+                kind: WaitKind::Socket,
                 object: this,
                 type_name: this.and_then(|t| Some(snap.type_of(t).ok()?.name.clone())),
                 owner: None,
@@ -140,7 +143,7 @@ fn call_in_progress(snap: &Snapshot, p: &PyFrame, index: usize) -> Option<Waitin
                 continue;
             }
             if name == "put" {
-                kind = "queue_put";
+                kind = WaitKind::QueuePut;
             }
         }
         return Some(Waiting {

@@ -7,10 +7,12 @@ mod heap;
 mod held_by;
 mod json_names;
 mod thread_state;
+mod wait_kind;
 
 pub use heap::{HeapCount, HeapObject, HeapProcess, HeapReport, HeapType, HeapUnreached};
 pub use held_by::{HeapRetainer, HeldStep};
 pub use thread_state::{IdleKind, StateWord};
+pub use wait_kind::WaitKind;
 
 use std::sync::Arc;
 
@@ -166,13 +168,16 @@ pub struct Progress {
     pub stacks: u64,
 }
 
-/// A thread blocked in a Python-level wait.
+/// A thread (an asyncio task, a gevent greenlet) blocked in a Python-level wait.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Waiting {
-    /// `lock`, `rlock`, `condition`, `event`, `semaphore`, `barrier`, `queue_get`,
-    /// `queue_put`, `simple_queue_get`, `join`, `future`, `gil`, `sleep`; on the outside
-    /// world (with [`WaitsOn`]'s fields): `socket`, `pipe`, `file`, `fd`, `child`, `native`.
-    pub kind: &'static str,
+    /// A thread's `lock`, `rlock`, `condition`, `event`, `semaphore`, `barrier`,
+    /// `queue_get`, `queue_put`, `simple_queue_get`, `join`, `future`, `gil`, `sleep`; a
+    /// task's `asyncio_lock` ... `asyncio_queue_put`, `executor`, `sleep`, `future`; a
+    /// greenlet's gevent waits (`async_result` among them); on the outside world (with
+    /// [`WaitsOn`]'s fields): `socket`, `pipe`, `file`, `fd`, `child`, `native`
+    /// ([`WaitKind`]).
+    pub kind: WaitKind,
     /// The object the program waits on, the one it wrote (the Queue, not its Condition).
     pub object: Option<u64>,
     /// Its type's name (`Lock`, `RLock`, `Queue`, `Thread`, ...).

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 pub use super::members::{MemberWait, Members};
-use crate::model::{FrameKind, FrameReport, GreenletState, ThreadReport, WaitsOn};
+use crate::model::{FrameKind, FrameReport, GreenletState, ThreadReport, WaitKind, WaitsOn};
 
 /// What makes two Python stacks identical.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -64,7 +64,7 @@ pub struct GroupWhy {
     pub state: Option<String>,
     pub syscall: Option<String>,
     /// The kind of Python-level wait (`lock`, `queue_get`, ...).
-    pub waiting: Option<String>,
+    pub waiting: Option<WaitKind>,
 }
 
 impl<'a> From<&'a ThreadReport> for ThreadIn<'a> {
@@ -81,7 +81,7 @@ impl<'a> From<&'a ThreadReport> for ThreadIn<'a> {
             why: t.why.as_ref().map(|w| GroupWhy {
                 state: w.state.map(|s| s.as_str().to_string()),
                 syscall: w.syscall.clone(),
-                waiting: w.waiting.as_ref().map(|w| w.kind.to_string()),
+                waiting: w.waiting.as_ref().map(|w| w.kind),
             }),
             call: t.why.as_ref().and_then(|w| match &w.waiting.as_ref()?.on {
                 Some(WaitsOn::Native { function, .. }) => function.as_deref(),

@@ -8,7 +8,7 @@ use super::gather::Gathered;
 use super::group::{Group, GroupFrame, Member, MemberWait, Members};
 use super::text::{self, Sources};
 use super::{straggler, tree};
-use crate::model::FrameKind;
+use crate::model::{FrameKind, WaitKind};
 
 fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
@@ -144,11 +144,11 @@ pub fn greenlet_headline(g: &Group) -> String {
 /// `socket (3 peers)`, `sleep`; kinds that differ counted, most common first: `sleep (3),
 /// event (1)`; None when no greenlet shows a wait.
 fn wait_words(waits: &[Option<&MemberWait>]) -> Option<String> {
-    let mut kinds: Vec<(&str, usize)> = Vec::new();
+    let mut kinds: Vec<(WaitKind, usize)> = Vec::new();
     for w in waits.iter().flatten() {
         match kinds.iter_mut().find(|k| k.0 == w.kind) {
             Some(k) => k.1 += 1,
-            None => kinds.push((&w.kind, 1)),
+            None => kinds.push((w.kind, 1)),
         }
     }
     if kinds.is_empty() {
@@ -384,11 +384,10 @@ mod tests {
     use crate::report::group::{GroupBy, Grouper, ThreadIn};
     use crate::report::test_support::python_frame as py;
 
-    fn wait(kind: &str, peer: Option<&str>) -> Option<MemberWait> {
+    fn wait(kind: WaitKind, peer: Option<&str>) -> Option<MemberWait> {
         Some(MemberWait {
-            kind: kind.into(),
             peer: peer.map(Into::into),
-            ..MemberWait::default()
+            ..MemberWait::of(kind)
         })
     }
 
@@ -433,7 +432,7 @@ mod tests {
             py("handle", "/srv/app.py", 30),
         ];
         let peer = Some("10.0.0.5:5432");
-        let g = group(&frames, vec![wait("socket", peer); 3]);
+        let g = group(&frames, vec![wait(WaitKind::Socket, peer); 3]);
         assert!(g.threads.is_empty() && g.greenlets.len() == 3);
         assert_eq!(
             greenlet_headline(&g),
@@ -441,7 +440,10 @@ mod tests {
         );
         let g = group(
             &frames,
-            vec![wait("socket", peer), wait("socket", Some("10.0.0.6:5432"))],
+            vec![
+                wait(WaitKind::Socket, peer),
+                wait(WaitKind::Socket, Some("10.0.0.6:5432")),
+            ],
         );
         assert_eq!(
             greenlet_headline(&g),
@@ -451,10 +453,10 @@ mod tests {
         let g = group(
             &frames,
             vec![
-                wait("event", None),
+                wait(WaitKind::Event, None),
                 None,
-                wait("sleep", None),
-                wait("sleep", None),
+                wait(WaitKind::Sleep, None),
+                wait(WaitKind::Sleep, None),
             ],
         );
         assert_eq!(

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Direction, Waiting, WaitsOn};
+use crate::model::{Direction, WaitKind, Waiting, WaitsOn};
 
 /// What the members of a grouping are: how its groups and tree name them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -19,9 +19,9 @@ pub enum Members {
 
 /// A greenlet's wait as a group member shows it: its kind and, for a socket, what the report
 /// has of it (docs/report.md, `greenlets[].waiting`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberWait {
-    pub kind: String,
+    pub kind: WaitKind,
     #[serde(rename = "type", default)]
     pub type_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -34,13 +34,24 @@ pub struct MemberWait {
     pub peer: Option<String>,
 }
 
+impl MemberWait {
+    /// A wait of kind `kind`, nothing more known of it.
+    pub fn of(kind: WaitKind) -> Self {
+        MemberWait {
+            kind,
+            type_name: None,
+            fd: None,
+            direction: None,
+            local: None,
+            peer: None,
+        }
+    }
+}
+
 impl From<&Waiting> for MemberWait {
     fn from(w: &Waiting) -> Self {
-        let mut m = MemberWait {
-            kind: w.kind.to_string(),
-            type_name: w.type_name.clone(),
-            ..MemberWait::default()
-        };
+        let mut m = MemberWait::of(w.kind);
+        m.type_name = w.type_name.clone();
         match &w.on {
             Some(WaitsOn::Socket {
                 fd,

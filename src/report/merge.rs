@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use super::gather::Gatherer;
 use super::group::{GroupWhy, MemberWait, TargetError, ThreadIn};
-use crate::model::{FrameDetail, FrameKind, FrameReport, GreenletState};
+use crate::model::{FrameDetail, FrameKind, FrameReport, GreenletState, WaitKind};
 
 /// The largest document read; past it the document is an error entry (a report of 100,000
 /// asyncio tasks is about 50 MB).
@@ -228,7 +228,7 @@ struct DocThread {
 
 #[derive(Deserialize)]
 struct DocWaiting {
-    kind: String,
+    kind: WaitKind,
     /// A `native` wait's `function`, which the straggler verdict names.
     #[serde(default)]
     function: Option<String>,
@@ -427,7 +427,7 @@ pub fn merge_input<R: BufRead>(
                         why: t.state.as_ref().map(|state| GroupWhy {
                             state: state.clone(),
                             syscall: t.syscall.clone(),
-                            waiting: t.waiting.as_ref().map(|w| w.kind.clone()),
+                            waiting: t.waiting.as_ref().map(|w| w.kind),
                         }),
                         call: t.waiting.as_ref().and_then(|w| w.function.as_deref()),
                     }),
@@ -555,6 +555,37 @@ mod tests {
     }
 
     #[test]
+    fn why_waits_are_read_back_by_kind_and_written_as_they_were() {
+        let why = |pid: u32, waiting: &str| {
+            report("a", pid, "wait").replace(
+                r#""truncated":false"#,
+                &format!(
+                    r#""truncated":false,"state":"syscall","syscall":"futex","waiting":{waiting}"#
+                ),
+            )
+        };
+        let native = r#"{"kind":"native","object":5,"type":"T","owner":null,"frame":0,"function":"torch.run","native_function":null}"#;
+        let rlock = r#"{"kind":"rlock","object":6,"type":"RLock","owner":3,"frame":0}"#;
+        let input = [why(1, native), why(2, rlock), why(3, native)].join("\n");
+        let mut g = Gatherer::new(GroupBy::Line, false, false);
+        let mut failed = Vec::new();
+        merge_input("w.json", input.as_bytes(), &mut g, &mut failed);
+        assert!(failed.is_empty(), "{failed:?}");
+        let out = g.finish(Vec::new()).grouped;
+        let kinds: Vec<_> = out
+            .groups
+            .iter()
+            .map(|g| (g.count, g.why.as_ref().and_then(|w| w.waiting)))
+            .collect();
+        assert_eq!(
+            kinds,
+            [(2, Some(WaitKind::Native)), (1, Some(WaitKind::RLock))]
+        );
+        let json = serde_json::to_value(&out.groups[1]).unwrap();
+        assert_eq!(json["waiting"], "rlock");
+    }
+
+    #[test]
     fn reports_merge_and_bad_ones_are_error_entries() {
         let input = [
             report("a", 1, "wait"),
@@ -649,8 +680,8 @@ mod tests {
         );
         let w = up.greenlets[0].waiting.clone().unwrap().unwrap();
         assert_eq!(
-            (w.kind.as_str(), w.peer.as_deref()),
-            ("socket", Some("10.0.0.5:5432"))
+            (w.kind, w.peer.as_deref()),
+            (WaitKind::Socket, Some("10.0.0.5:5432"))
         );
         assert_eq!(
             crate::report::group_text::greenlet_headline(up),

@@ -38,7 +38,7 @@ use serde::Serialize;
 
 use super::group::{GroupFrame, GroupWhy};
 use super::tree::{NodeKind, TreeBuilder};
-use crate::model::{FrameKind, FrameReport};
+use crate::model::{FrameKind, FrameReport, WaitKind};
 
 /// Outliers named in the text; the JSON lists all.
 const MAX_OUTLIERS_NAMED: usize = 8;
@@ -177,7 +177,7 @@ impl Ranks {
         call: Option<&str>,
     ) {
         let call = call
-            .filter(|_| why.is_some_and(|w| w.waiting.as_deref() == Some("native")))
+            .filter(|_| why.is_some_and(|w| w.waiting == Some(WaitKind::Native)))
             .map(Arc::from);
         let library = innermost
             .filter(|f| f.kind == FrameKind::Python)
@@ -393,18 +393,18 @@ impl Ranks {
 /// A state in a few words: the kind of wait (`barrier`, `sleeping`, `in native code`), else
 /// the thread state (`running`, `idle`, `in futex`); None when nothing is known.
 pub fn why_words(w: &GroupWhy) -> Option<String> {
-    if let Some(kind) = &w.waiting {
+    if let Some(kind) = w.waiting {
         return Some(
-            match kind.as_str() {
-                "sleep" => "sleeping",
-                "native" => "in native code",
-                "gil" => "waiting for the GIL",
-                "child" => "waiting for a child",
-                "socket" => "on a socket",
-                "pipe" => "on a pipe",
-                "file" => "on a file",
-                "fd" => "on a file descriptor",
-                other => other,
+            match kind {
+                WaitKind::Sleep => "sleeping",
+                WaitKind::Native => "in native code",
+                WaitKind::Gil => "waiting for the GIL",
+                WaitKind::Child => "waiting for a child",
+                WaitKind::Socket => "on a socket",
+                WaitKind::Pipe => "on a pipe",
+                WaitKind::File => "on a file",
+                WaitKind::Fd => "on a file descriptor",
+                other => other.as_str(),
             }
             .to_string(),
         );

@@ -47,7 +47,11 @@ fn place(g: &TaskGroup) -> String {
 /// follows the place (an executor job's worker, an orphan's fate).
 fn one_wait(r: &Report, w: &Waiting) -> (String, String) {
     let what = |w: &Waiting| {
-        let mut s = w.type_name.as_deref().unwrap_or(w.kind).to_string();
+        let mut s = w
+            .type_name
+            .as_deref()
+            .unwrap_or(w.kind.as_str())
+            .to_string();
         if let Some(o) = w.object {
             write!(s, " {o:#x}").unwrap();
         }
@@ -96,7 +100,7 @@ fn one_wait(r: &Report, w: &Waiting) -> (String, String) {
 /// The wait of several tasks, after `N tasks`: what they have in common (the group's target).
 fn many_wait(r: &Report, w: &Waiting) -> (String, String) {
     if let Some(owner) = w.owner {
-        let ty = w.type_name.as_deref().unwrap_or(w.kind);
+        let ty = w.type_name.as_deref().unwrap_or(w.kind.as_str());
         let o = w.object.map_or(String::new(), |o| format!(" {o:#x}"));
         let held = which_task(r, owner);
         return (

@@ -8,7 +8,7 @@ use super::task_text::{idle_tasks_line, task_lines, which_task};
 use super::wait_text::{waits_for, waits_on, who};
 use crate::model::{
     Crash, Deadlock, FrameKind, IdleKind, LoopReport, LoopWhy, Report, StateWord, ThreadReport,
-    Waiting, WaitsOn,
+    WaitKind, Waiting, WaitsOn,
 };
 
 /// `Crashed: SIGSEGV (SEGV_MAPERR) at 0x10 in thread 1234 "parser"`, or for a signal a
@@ -320,7 +320,7 @@ fn progress_lines(r: &Report, state: StateWord) -> Vec<String> {
 }
 
 /// What a greenlet waits on, for counting: kind, object, type.
-type WaitKey<'a> = (&'a str, Option<u64>, Option<&'a str>);
+type WaitKey<'a> = (WaitKind, Option<u64>, Option<&'a str>);
 
 /// `--why --greenlets`: what each thread's suspended greenlets wait on, most common first
 /// (a gevent server has thousands: one line per thread).
@@ -341,7 +341,7 @@ fn greenlet_waits(r: &Report, out: &mut String) {
             .filter_map(|g| g.waiting.as_ref())
         {
             let key = match w.kind {
-                "socket" | "sleep" => (w.kind, None, None),
+                WaitKind::Socket | WaitKind::Sleep => (w.kind, None, None),
                 _ => (w.kind, w.object, w.type_name.as_deref()),
             };
             match counts.iter_mut().find(|c| c.0 == key) {
@@ -350,22 +350,22 @@ fn greenlet_waits(r: &Report, out: &mut String) {
             }
         }
         // The outside world first (sockets), then the most common.
-        counts.sort_by_key(|c| (c.0 .0 != "socket", std::cmp::Reverse(c.1)));
+        counts.sort_by_key(|c| (c.0 .0 != WaitKind::Socket, std::cmp::Reverse(c.1)));
         let socket = all
             .iter()
             .filter(|g| g.thread == t)
             .filter_map(|g| g.waiting.as_ref())
-            .find(|w| w.kind == "socket");
+            .find(|w| w.kind == WaitKind::Socket);
         let parts: Vec<String> = counts
             .iter()
             .map(|((kind, obj, ty), n)| match (*kind, obj) {
-                ("sleep", _) => format!("{n} in gevent.sleep"),
+                (WaitKind::Sleep, _) => format!("{n} in gevent.sleep"),
                 // One socket is named as a thread's is: `on socket fd 12 (recv from ...)`.
-                ("socket", _) if *n == 1 => match socket.and_then(waits_on) {
+                (WaitKind::Socket, _) if *n == 1 => match socket.and_then(waits_on) {
                     Some(s) => format!("1 {}", s.replacen("waits on", "on", 1)),
                     None => "1 on a socket".to_string(),
                 },
-                ("socket", _) => format!("{n} on sockets"),
+                (WaitKind::Socket, _) => format!("{n} on sockets"),
                 (k, Some(o)) => format!(
                     "{n} on {k} {o:#x}{}",
                     ty.map_or(String::new(), |t| format!(" ({t})"))
@@ -444,11 +444,11 @@ mod tests {
         }
     }
 
-    fn wait(kind: &'static str, owner: Option<u64>, on: Option<WaitsOn>) -> Option<Waiting> {
+    fn wait(kind: WaitKind, owner: Option<u64>, on: Option<WaitsOn>) -> Option<Waiting> {
         Some(Waiting {
             kind,
             object: (on.is_none()).then_some(0x10),
-            type_name: (kind == "lock").then(|| "Lock".into()),
+            type_name: (kind == WaitKind::Lock).then(|| "Lock".into()),
             owner,
             frame: 0,
             on,
@@ -457,16 +457,16 @@ mod tests {
 
     #[test]
     fn the_verdict_leads_with_owned_then_outside_then_ownerless_waits_and_counts_the_idle() {
-        let queue = || wait("simple_queue_get", None, None);
+        let queue = || wait(WaitKind::SimpleQueueGet, None, None);
         let r = report_of(vec![
-            thread(1, "MainThread", None, wait("lock", None, None)),
+            thread(1, "MainThread", None, wait(WaitKind::Lock, None, None)),
             thread(2, "w0", Some(IdleKind::PoolWorker), queue()),
             thread(
                 3,
                 "client",
                 None,
                 wait(
-                    "socket",
+                    WaitKind::Socket,
                     None,
                     Some(WaitsOn::Socket {
                         fd: Some(7),
@@ -480,7 +480,7 @@ mod tests {
                     }),
                 ),
             ),
-            thread(4, "w1", None, wait("lock", Some(3), None)),
+            thread(4, "w1", None, wait(WaitKind::Lock, Some(3), None)),
             thread(5, "w2", Some(IdleKind::PoolWorker), queue()),
             thread(6, "srv", Some(IdleKind::Server), None),
             thread(
@@ -488,7 +488,7 @@ mod tests {
                 "run",
                 None,
                 wait(
-                    "child",
+                    WaitKind::Child,
                     None,
                     Some(WaitsOn::Child {
                         pid: Some(99),
@@ -541,8 +541,8 @@ mod tests {
     #[test]
     fn a_blocked_loop_leads_and_its_thread_gets_no_line_of_its_own() {
         let mut r = report_of(vec![
-            thread(1, "MainThread", None, wait("sleep", None, None)),
-            thread(2, "w0", None, wait("lock", None, None)),
+            thread(1, "MainThread", None, wait(WaitKind::Sleep, None, None)),
+            thread(2, "w0", None, wait(WaitKind::Lock, None, None)),
         ]);
         r.loops = Some(vec![loop_on(
             1,
@@ -644,7 +644,7 @@ mod tests {
         why.progress = Some(progress(40, true));
         let r = report_of(vec![
             worker,
-            thread(1, "MainThread", None, wait("lock", None, None)),
+            thread(1, "MainThread", None, wait(WaitKind::Lock, None, None)),
             spinner,
         ]);
         assert_eq!(

@@ -3,7 +3,9 @@
 
 use std::fmt::Write;
 
-use crate::model::{Direction, FrameReport, PeerProcess, Report, ThreadReport, Waiting, WaitsOn};
+use crate::model::{
+    Direction, FrameReport, PeerProcess, Report, ThreadReport, WaitKind, Waiting, WaitsOn,
+};
 
 /// `"poster"` (a thread's name), else its native id.
 pub(super) fn who(r: &Report, native_id: u64) -> String {
@@ -91,7 +93,7 @@ pub(super) fn waits_on(w: &Waiting) -> Option<String> {
             },
         ) => {
             let mut s = match kind {
-                "fd" => "waits on".to_string(),
+                WaitKind::Fd => "waits on".to_string(),
                 k => format!("waits on {k}"),
             };
             if let Some(fd) = fd {
@@ -172,25 +174,25 @@ pub(super) fn waits_for(r: &Report, w: &Waiting) -> String {
     if let Some(s) = waits_on(w) {
         return s;
     }
-    if w.kind == "sleep" {
+    if w.kind == WaitKind::Sleep {
         return "sleeps (time.sleep)".to_string();
     }
     let mut s = match w.kind {
-        "gil" => "waits for the GIL".to_string(),
-        _ => format!("waits for {}", w.type_name.as_deref().unwrap_or(w.kind)),
+        WaitKind::Gil => "waits for the GIL".to_string(),
+        k => format!("waits for {}", w.type_name.as_deref().unwrap_or(k.as_str())),
     };
     if let Some(o) = w.object {
         write!(s, " {o:#x}").unwrap();
     }
     match (w.owner, w.object) {
-        (Some(owner), _) if w.kind == "join" => {
+        (Some(owner), _) if w.kind == WaitKind::Join => {
             write!(s, " to end: it is {}", who(r, owner)).unwrap()
         }
         (Some(owner), Some(object)) => {
             write!(s, " held by {}{}", who(r, owner), held_in(r, owner, object)).unwrap()
         }
         (Some(owner), None) => write!(s, " held by {}", who(r, owner)).unwrap(),
-        (None, _) if w.kind == "lock" => {
+        (None, _) if w.kind == WaitKind::Lock => {
             s.push_str(" (its holder is unknown: a Lock taken by acquire() leaves no trace)")
         }
         (None, _) => {}

@@ -253,7 +253,7 @@ pub fn stack_key(t: &ThreadReport) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{FrameReport, ThreadWhy, Waiting};
+    use crate::model::{FrameReport, ThreadWhy, WaitKind, Waiting};
     use crate::report::test_support;
 
     fn frame(function: &str, line: u32) -> FrameReport {
@@ -314,7 +314,7 @@ mod tests {
             thread(6, vec![frame("under", 7)]),
         ];
         let gil = Waiting {
-            kind: "gil",
+            kind: WaitKind::Gil,
             object: None,
             type_name: None,
             owner: Some(2),

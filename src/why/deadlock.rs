@@ -97,7 +97,7 @@ fn cycles(order: &[u64], edges: &HashMap<u64, (u64, u64)>) -> Vec<Vec<u64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ThreadWhy, Waiting};
+    use crate::model::{ThreadWhy, WaitKind, Waiting};
 
     fn thread(id: u64, waits: Option<(u64, Option<u64>)>) -> ThreadReport {
         ThreadReport {
@@ -113,7 +113,7 @@ mod tests {
             truncated: false,
             why: Some(ThreadWhy {
                 waiting: waits.map(|(object, owner)| Waiting {
-                    kind: "lock",
+                    kind: WaitKind::Lock,
                     object: Some(object),
                     type_name: None,
                     owner,

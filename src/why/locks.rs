@@ -20,6 +20,7 @@ use crate::cpython::values::field;
 use crate::cpython::values::is_cfunction_type;
 use crate::cpython::Snapshot;
 use crate::error::ReadError;
+use crate::model::WaitKind;
 
 /// An RLock count above this is not one (a corrupt or stale object).
 const MAX_RLOCK_COUNT: u64 = 1 << 40;
@@ -33,13 +34,18 @@ pub enum LockKind {
 }
 
 impl LockKind {
-    /// The report's `kind`.
-    pub fn kind(self) -> &'static str {
+    /// The report's `waiting.kind`: the same words as `holding`'s.
+    pub fn wait_kind(self) -> WaitKind {
         match self {
-            LockKind::Lock => "lock",
-            LockKind::RLock => "rlock",
-            LockKind::Condition => "condition",
+            LockKind::Lock => WaitKind::Lock,
+            LockKind::RLock => WaitKind::RLock,
+            LockKind::Condition => WaitKind::Condition,
         }
+    }
+
+    /// The report's `holding.kind`.
+    pub fn kind(self) -> &'static str {
+        self.wait_kind().as_str()
     }
 
     /// The report's `type`: the name Python code writes (`threading.Lock`, `threading.RLock`).

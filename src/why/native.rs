@@ -11,7 +11,7 @@
 
 use crate::cpython::callables::NativeFrame;
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
-use crate::model::{FrameKind, ThreadReport, Waiting, WaitsOn};
+use crate::model::{FrameKind, ThreadReport, WaitKind, Waiting, WaitsOn};
 use crate::session::DecodedThread;
 
 /// Modules of the C and C++ runtimes and the dynamic loader, by file name prefix: a wait's
@@ -125,7 +125,7 @@ pub fn native_wait(snap: &Snapshot, t: &ThreadReport, d: &DecodedThread) -> Opti
         matched_c_callable(snap, t, &slots).or_else(|| lowest_c_callable(snap, &slots))?;
     if SLEEPS.contains(&function.as_str()) {
         return Some(Waiting {
-            kind: "sleep",
+            kind: WaitKind::Sleep,
             object: None,
             type_name: None,
             owner: None,
@@ -137,7 +137,7 @@ pub fn native_wait(snap: &Snapshot, t: &ThreadReport, d: &DecodedThread) -> Opti
     let after = slots.iter().skip_while(|&&v| v != callable).nth(1).copied();
     let this = snap.c_call_self(callable, after);
     Some(Waiting {
-        kind: "native",
+        kind: WaitKind::Native,
         object: this.as_ref().map(|t| t.0),
         type_name: this.map(|t| t.1),
         owner: None,

@@ -42,7 +42,7 @@ use crate::cpython::{FrameItem, PyFrame, Snapshot};
 use crate::memory::proc_fds::{self, FdLink, NetTables, SocketEnds};
 use crate::memory::unix_diag;
 use crate::memory::{proc_syscall, ProcSyscall};
-use crate::model::{Direction, ErrorReport, FrameKind, ThreadReport, Waiting, WaitsOn};
+use crate::model::{Direction, ErrorReport, FrameKind, ThreadReport, WaitKind, Waiting, WaitsOn};
 use crate::session::{once, Session};
 use crate::target::SourceKind;
 
@@ -82,8 +82,8 @@ impl Dir {
     }
 
     /// The report's `direction` for a wait of kind `kind`.
-    fn name(self, kind: &str) -> Option<Direction> {
-        match (kind == "socket", self) {
+    fn name(self, kind: WaitKind) -> Option<Direction> {
+        match (kind == WaitKind::Socket, self) {
             (true, Dir::In) => Some(Direction::Recv),
             (true, Dir::Out) => Some(Direction::Send),
             (true, Dir::Connect) => Some(Direction::Connect),
@@ -183,7 +183,7 @@ pub fn outside_wait(
             }
         }
         return (
-            Some(waiting("child", WaitsOn::Child { pid, command })),
+            Some(waiting(WaitKind::Child, WaitsOn::Child { pid, command })),
             errors,
         );
     }
@@ -210,13 +210,17 @@ pub fn outside_wait(
         // A poll of one fd: that is the socket's when the object's fd is the same.
         (CallSays::Other | CallSays::Polls | CallSays::Child(_), _) => return (None, errors),
     };
-    let mut kind = if socket_evidence { "socket" } else { "fd" };
+    let mut kind = if socket_evidence {
+        WaitKind::Socket
+    } else {
+        WaitKind::Fd
+    };
     let (mut local, mut peer, mut path) = (None, None, None);
     let mut by = None;
     if let Some(pid) = live {
         match proc_fds::fd_link(pid, fd) {
             Ok(FdLink::Socket(inode)) => {
-                kind = "socket";
+                kind = WaitKind::Socket;
                 let tables = net_tables(session, pid, object.map(|o| o.family));
                 let ends = socket_ends(pid, fd, inode, &tables);
                 (local, peer) = (ends.local.clone(), ends.peer.clone());
@@ -253,23 +257,27 @@ pub fn outside_wait(
                     ),
                 ));
             }
-            Ok(FdLink::Pipe(_)) => kind = "pipe",
+            Ok(FdLink::Pipe(_)) => kind = WaitKind::Pipe,
             Ok(FdLink::Path(p)) => {
-                kind = "file";
+                kind = WaitKind::File;
                 path = Some(p);
             }
             Ok(FdLink::AnonInode(_) | FdLink::Other(_)) => {}
             Err(e) => errors.push(problem(t, &e)),
         }
-        if (local.is_some() || peer.is_some() || path.is_some() || kind != "fd")
+        if (local.is_some() || peer.is_some() || path.is_some() || kind != WaitKind::Fd)
             && !still_in(session, t, call, &mut errors)
         {
             (local, peer, path, by) = (None, None, None, None);
-            kind = if socket_evidence { "socket" } else { "fd" };
+            kind = if socket_evidence {
+                WaitKind::Socket
+            } else {
+                WaitKind::Fd
+            };
         }
     }
     let direction = dir.and_then(|d| d.name(kind));
-    let on = if kind == "socket" {
+    let on = if kind == WaitKind::Socket {
         WaitsOn::Socket {
             fd: Some(fd),
             direction,

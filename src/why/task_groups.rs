@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::asyncio::{AsyncView, TaskView};
 use crate::cpython::FrameItem;
-use crate::model::{TaskGroup, TaskWhy, Waiting, WaitsOn};
+use crate::model::{TaskGroup, TaskWhy, WaitKind, Waiting, WaitsOn};
 
 /// Frames of one task looked through for its application frame or an idle row.
 const MAX_FRAMES: usize = 256;
@@ -164,7 +164,7 @@ pub fn task_groups(view: &AsyncView, whys: &mut [TaskWhy]) -> Vec<TaskGroup> {
     type Key = (
         &'static str,
         Option<&'static str>,
-        &'static str,
+        Option<WaitKind>,
         String,
         Option<Arc<str>>,
         Option<Arc<str>>,
@@ -194,7 +194,7 @@ pub fn task_groups(view: &AsyncView, whys: &mut [TaskWhy]) -> Vec<TaskGroup> {
         let (function, file, line) = at.map_or((None, None, None), |f| {
             (Some(f.function.clone()), Some(f.file.clone()), f.line)
         });
-        let wait_kind = w.map_or("", |w| w.kind);
+        let wait_kind = w.map(|w| w.kind);
         let key = (
             class,
             kind,

@@ -19,7 +19,7 @@ use crate::asyncio::{AsyncView, TaskView};
 use crate::cpython::layout::FrameModel;
 use crate::cpython::values::field;
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
-use crate::model::{AwaitingKind, Direction, Millis, Waiting, WaitsOn};
+use crate::model::{AwaitingKind, Direction, Millis, WaitKind, Waiting, WaitsOn};
 
 /// Frames of one task looked at.
 const MAX_FRAMES: usize = 256;
@@ -54,14 +54,14 @@ pub fn task_outside_wait(
     let type_name = Some(aw.type_name.clone());
     let (kind, on) = match aw.kind {
         AwaitingKind::Future if aw.executor_thread.is_some() => (
-            "executor",
+            WaitKind::Executor,
             WaitsOn::Executor {
                 thread: aw.executor_thread.and_then(&worker_native_id),
                 job: aw.executor_job.clone(),
             },
         ),
         AwaitingKind::Sleep => (
-            "sleep",
+            WaitKind::Sleep,
             WaitsOn::Sleep {
                 remaining_s: now.and_then(|n| {
                     let when = sleep_deadline(snap, t)?;
@@ -70,7 +70,7 @@ pub fn task_outside_wait(
             },
         ),
         AwaitingKind::Future => (
-            "future",
+            WaitKind::Future,
             WaitsOn::Future {
                 orphan: orphan(snap, view, t, aw.id),
             },
@@ -274,7 +274,7 @@ pub fn socket_wait(snap: &Snapshot, t: &TaskView) -> Option<Waiting> {
     };
     let fd = snap.socket_object(sock).ok()?.fd;
     Some(Waiting {
-        kind: "socket",
+        kind: WaitKind::Socket,
         object: Some(sock),
         type_name: snap.type_of(sock).ok().map(|t| t.name.clone()),
         owner: None,
@@ -303,7 +303,7 @@ fn c_transport_wait(
         return None;
     }
     Some(Waiting {
-        kind: "socket",
+        kind: WaitKind::Socket,
         object: Some(transport),
         type_name: Some(ty.name.clone()),
         owner: None,
@@ -325,7 +325,7 @@ pub fn unread_socket(task: u64, w: &Waiting) -> Option<crate::model::ErrorReport
         .type_name
         .as_deref()
         .filter(|t| t.starts_with(UVLOOP_TYPES))?;
-    if w.kind != "socket" {
+    if w.kind != WaitKind::Socket {
         return None;
     }
     Some(crate::model::ErrorReport {
@@ -364,7 +364,7 @@ fn child_wait(snap: &Snapshot, t: &TaskView) -> Option<Waiting> {
         .filter(|&p| p > 0);
     let command = attrs[1].and_then(|proc_| command_line(snap, proc_));
     Some(Waiting {
-        kind: "child",
+        kind: WaitKind::Child,
         object: Some(transport),
         type_name: snap.type_of(transport).ok().map(|t| t.name.clone()),
         owner: None,

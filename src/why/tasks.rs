@@ -15,7 +15,7 @@
 use crate::asyncio::{AsyncView, TaskView};
 use crate::cpython::layout::FrameModel;
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
-use crate::model::{Holding, TaskWhy, Waiting};
+use crate::model::{Holding, TaskWhy, WaitKind, Waiting};
 
 /// Library frames followed outwards from a task's innermost frame.
 const MAX_WAIT_FRAMES: usize = 64;
@@ -31,25 +31,41 @@ const FUTURES_PY: &str = "/asyncio/futures.py";
 
 /// (file, class of `self` or one of its bases, method, kind). The outermost one of a task's
 /// library frames wins: `Condition.__aenter__` over the `Lock.acquire` it awaits.
-const ASYNC_WAITS: &[(&str, &str, &str, &str)] = &[
-    (LOCKS_PY, "Condition", "__aenter__", "asyncio_condition"),
-    (LOCKS_PY, "Condition", "wait", "asyncio_condition"),
-    (LOCKS_PY, "Condition", "wait_for", "asyncio_condition"),
-    (LOCKS_PY, "Lock", "acquire", "asyncio_lock"),
-    (LOCKS_PY, "Lock", "__aenter__", "asyncio_lock"),
-    (LOCKS_PY, "Event", "wait", "asyncio_event"),
-    (LOCKS_PY, "Semaphore", "acquire", "asyncio_semaphore"),
-    (LOCKS_PY, "Semaphore", "__aenter__", "asyncio_semaphore"),
-    (LOCKS_PY, "Barrier", "wait", "asyncio_barrier"),
-    (QUEUES_PY, "Queue", "get", "asyncio_queue_get"),
-    (QUEUES_PY, "Queue", "put", "asyncio_queue_put"),
+const ASYNC_WAITS: &[(&str, &str, &str, WaitKind)] = &[
+    (
+        LOCKS_PY,
+        "Condition",
+        "__aenter__",
+        WaitKind::AsyncioCondition,
+    ),
+    (LOCKS_PY, "Condition", "wait", WaitKind::AsyncioCondition),
+    (
+        LOCKS_PY,
+        "Condition",
+        "wait_for",
+        WaitKind::AsyncioCondition,
+    ),
+    (LOCKS_PY, "Lock", "acquire", WaitKind::AsyncioLock),
+    (LOCKS_PY, "Lock", "__aenter__", WaitKind::AsyncioLock),
+    (LOCKS_PY, "Event", "wait", WaitKind::AsyncioEvent),
+    (LOCKS_PY, "Semaphore", "acquire", WaitKind::AsyncioSemaphore),
+    (
+        LOCKS_PY,
+        "Semaphore",
+        "__aenter__",
+        WaitKind::AsyncioSemaphore,
+    ),
+    (LOCKS_PY, "Barrier", "wait", WaitKind::AsyncioBarrier),
+    (QUEUES_PY, "Queue", "get", WaitKind::AsyncioQueueGet),
+    (QUEUES_PY, "Queue", "put", WaitKind::AsyncioQueuePut),
 ];
 
 /// An `async with` block's lock: the manager (a Lock or a Condition) and the Lock it took.
 #[derive(Clone, Copy, Debug)]
 struct AsyncHold {
     object: u64,
-    kind: &'static str,
+    /// `asyncio_lock` or `asyncio_condition`: the word of the `holding` entry, as a wait's.
+    kind: WaitKind,
     type_name: &'static str,
     acquired: u64,
     /// The index of the holding frame in the task's frames.
@@ -86,7 +102,7 @@ pub fn task_whys(
             holding: holds[me]
                 .iter()
                 .map(|h| Holding {
-                    kind: h.kind,
+                    kind: h.kind.as_str(),
                     object: h.object,
                     type_name: Some(h.type_name.to_string()),
                     count: None,
@@ -111,7 +127,7 @@ fn library_file(p: &PyFrame) -> Option<&'static str> {
 }
 
 /// The wait a library frame makes: (kind, its `self`).
-fn library_wait(snap: &Snapshot, p: &PyFrame) -> Option<(&'static str, u64)> {
+fn library_wait(snap: &Snapshot, p: &PyFrame) -> Option<(WaitKind, u64)> {
     let file = library_file(p)?;
     let this = snap.local_object(p, "self").ok()??;
     let names = snap.class_names(this);
@@ -122,12 +138,16 @@ fn library_wait(snap: &Snapshot, p: &PyFrame) -> Option<(&'static str, u64)> {
 }
 
 /// The lock an asyncio Lock or Condition `obj` takes: itself, or the Condition's `_lock`.
-fn acquired_lock(snap: &Snapshot, obj: u64) -> Option<(u64, &'static str, &'static str)> {
+fn acquired_lock(snap: &Snapshot, obj: u64) -> Option<(u64, WaitKind, &'static str)> {
     if is_instance(snap, obj, "Condition") {
         let lock = snap.instance_attr(obj, "_lock").ok()??;
-        return is_instance(snap, lock, "Lock").then_some((lock, "asyncio_condition", "Condition"));
+        return is_instance(snap, lock, "Lock").then_some((
+            lock,
+            WaitKind::AsyncioCondition,
+            "Condition",
+        ));
     }
-    is_instance(snap, obj, "Lock").then_some((obj, "asyncio_lock", "Lock"))
+    is_instance(snap, obj, "Lock").then_some((obj, WaitKind::AsyncioLock, "Lock"))
 }
 
 /// Whether the asyncio Lock `lock` is locked now (its `_locked`).
@@ -273,8 +293,8 @@ fn task_waiting(
         .frames
         .iter()
         .position(|f| matches!(f, FrameItem::Python(q) if q.addr == p.addr))?;
-    let entering_lock = matches!(kind, "asyncio_lock")
-        || (kind == "asyncio_condition" && &*p.code.name == "__aenter__");
+    let entering_lock = kind == WaitKind::AsyncioLock
+        || (kind == WaitKind::AsyncioCondition && &*p.code.name == "__aenter__");
     let owner = entering_lock
         .then(|| acquired_lock(snap, object))
         .flatten()

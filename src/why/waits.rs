@@ -21,7 +21,7 @@
 
 use crate::cpython::layout::{WithEntry, WithTop};
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
-use crate::model::{FrameKind, Holding, ThreadReport, Waiting};
+use crate::model::{FrameKind, Holding, ThreadReport, WaitKind, Waiting};
 use crate::session::{DecodedThread, Session};
 
 use super::locks::{self, LockCall, LockKind};
@@ -46,15 +46,30 @@ const LIBRARY_FILES: &[&str] = &[
 
 /// (file, class, method, kind): the library methods a thread waits in. The outermost one of a
 /// thread's library frames wins.
-const LIBRARY_WAITS: &[(&str, &str, &str, &str)] = &[
-    ("/threading.py", "Condition", "wait", "condition"),
-    ("/threading.py", "Condition", "wait_for", "condition"),
-    ("/threading.py", "Condition", "__enter__", "condition"),
-    ("/threading.py", "Event", "wait", "event"),
-    ("/threading.py", "Semaphore", "acquire", "semaphore"),
-    ("/threading.py", "Semaphore", "__enter__", "semaphore"),
-    ("/threading.py", "Barrier", "wait", "barrier"),
-    ("/threading.py", "Thread", "join", "join"),
+const LIBRARY_WAITS: &[(&str, &str, &str, WaitKind)] = &[
+    ("/threading.py", "Condition", "wait", WaitKind::Condition),
+    (
+        "/threading.py",
+        "Condition",
+        "wait_for",
+        WaitKind::Condition,
+    ),
+    (
+        "/threading.py",
+        "Condition",
+        "__enter__",
+        WaitKind::Condition,
+    ),
+    ("/threading.py", "Event", "wait", WaitKind::Event),
+    ("/threading.py", "Semaphore", "acquire", WaitKind::Semaphore),
+    (
+        "/threading.py",
+        "Semaphore",
+        "__enter__",
+        WaitKind::Semaphore,
+    ),
+    ("/threading.py", "Barrier", "wait", WaitKind::Barrier),
+    ("/threading.py", "Thread", "join", WaitKind::Join),
     // multiprocessing's Barrier is threading's (`Barrier.wait`, `_wait`, threading.py) over a
     // multiprocessing Condition: `Condition.wait_for` and `Condition.wait` in
     // multiprocessing/synchronize.py, blocked in a C `SemLock.acquire` (no Python frame). The
@@ -63,23 +78,33 @@ const LIBRARY_WAITS: &[(&str, &str, &str, &str)] = &[
         "/multiprocessing/synchronize.py",
         "Condition",
         "wait",
-        "condition",
+        WaitKind::Condition,
     ),
     (
         "/multiprocessing/synchronize.py",
         "Condition",
         "wait_for",
-        "condition",
+        WaitKind::Condition,
     ),
-    ("/multiprocessing/synchronize.py", "Event", "wait", "event"),
-    ("/queue.py", "Queue", "get", "queue_get"),
-    ("/queue.py", "Queue", "put", "queue_put"),
-    ("/concurrent/futures/_base.py", "Future", "result", "future"),
+    (
+        "/multiprocessing/synchronize.py",
+        "Event",
+        "wait",
+        WaitKind::Event,
+    ),
+    ("/queue.py", "Queue", "get", WaitKind::QueueGet),
+    ("/queue.py", "Queue", "put", WaitKind::QueuePut),
+    (
+        "/concurrent/futures/_base.py",
+        "Future",
+        "result",
+        WaitKind::Future,
+    ),
     (
         "/concurrent/futures/_base.py",
         "Future",
         "exception",
-        "future",
+        WaitKind::Future,
     ),
 ];
 
@@ -147,7 +172,7 @@ fn library_file(file: &str) -> Option<&'static str> {
 }
 
 /// The library wait a frame makes: (kind, its `self`).
-fn library_wait(snap: &Snapshot, p: &PyFrame) -> Option<(&'static str, u64)> {
+fn library_wait(snap: &Snapshot, p: &PyFrame) -> Option<(WaitKind, u64)> {
     let file = library_file(&p.code.filename)?;
     let this = snap.local_object(p, "self").ok()??;
     // 3.11+: `Class.method`; 3.10 has only the method's name: the class is found among
@@ -507,10 +532,10 @@ fn waiting(
         }
         let ((kind, object), addr, entering_condition) = found?;
         let owner = match kind {
-            "join" => thread_of(snap, object, threads),
+            WaitKind::Join => thread_of(snap, object, threads),
             // Entering `with cond:` waits for the lock the Condition wraps; `cond.wait()`
             // waits for a notify, which no thread owes.
-            "condition" if entering_condition => {
+            WaitKind::Condition if entering_condition => {
                 owner(snap, object, LockKind::Condition, threads, facts, me)
             }
             _ => None,
@@ -527,7 +552,7 @@ fn waiting(
     let frame = report_index(t, first.addr)?;
     if let Some(call) = facts[me].wait.clone() {
         return Some(Waiting {
-            kind: call.kind.kind(),
+            kind: call.kind.wait_kind(),
             object: Some(call.lock),
             type_name: Some(call.kind.type_name().to_string()),
             owner: owner(snap, call.lock, call.kind, threads, facts, me),
@@ -542,7 +567,7 @@ fn waiting(
         .into_iter()
         .next()?;
     Some(Waiting {
-        kind: "simple_queue_get",
+        kind: WaitKind::SimpleQueueGet,
         object: Some(q),
         type_name: snap.type_of(q).ok().map(|t| t.name.clone()),
         owner: None,
@@ -572,7 +597,7 @@ pub fn gil_wait(
         .find(|o| o.interpreter == Some(interpreter) && o.holds_gil == Some(true))
         .and_then(|o| o.native_id);
     Some(Waiting {
-        kind: "gil",
+        kind: WaitKind::Gil,
         object: session.snap.gil_address(interpreter),
         type_name: None,
         owner,

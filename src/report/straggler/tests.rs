@@ -5,11 +5,11 @@ use crate::model::FrameReport;
 use crate::report::group::{GroupBy, Member};
 use crate::report::test_support::python_frame as py;
 
-fn why(state: &str, waiting: Option<&str>) -> GroupWhy {
+fn why(state: &str, waiting: Option<WaitKind>) -> GroupWhy {
     GroupWhy {
         state: Some(state.into()),
         syscall: None,
-        waiting: waiting.map(str::to_string),
+        waiting,
     }
 }
 
@@ -96,14 +96,14 @@ fn the_majority_is_where_the_stacks_part_and_the_straggler_is_named() {
         &[(
             "MainThread",
             &launcher[..],
-            Some(why("syscall", Some("child"))),
+            Some(why("syscall", Some(WaitKind::Child))),
         )],
     );
     for pid in 1..=6u32 {
         let (frames, w) = match pid {
-            4 => (&load, why("syscall", Some("sleep"))),
-            p if p % 2 == 0 => (&even, why("syscall", Some("barrier"))),
-            _ => (&odd, why("syscall", Some("barrier"))),
+            4 => (&load, why("syscall", Some(WaitKind::Sleep))),
+            p if p % 2 == 0 => (&even, why("syscall", Some(WaitKind::Barrier))),
+            _ => (&odd, why("syscall", Some(WaitKind::Barrier))),
         };
         // A helper thread in each rank: not the rank's thread.
         let helper = [
@@ -196,11 +196,19 @@ fn one_process_has_no_verdict_and_mixed_states_are_counted() {
     assert!(job.ranks.verdict(&job.tree).is_none());
     job.process(
         2,
-        &[("MainThread", &f[..], Some(why("syscall", Some("lock"))))],
+        &[(
+            "MainThread",
+            &f[..],
+            Some(why("syscall", Some(WaitKind::Lock))),
+        )],
     );
     job.process(
         3,
-        &[("MainThread", &f[..], Some(why("syscall", Some("lock"))))],
+        &[(
+            "MainThread",
+            &f[..],
+            Some(why("syscall", Some(WaitKind::Lock))),
+        )],
     );
     let v = job.verdict();
     assert_eq!(
@@ -244,9 +252,19 @@ fn the_majority_is_named_by_its_own_code_with_the_library_wait_after_it() {
     let sleeping = [py("load", "/srv/job.py", 40)];
     let mut job = Job::new(GroupBy::Line);
     for pid in 1..=3 {
-        job.native(pid, &rank(&barrier), why("syscall", Some("barrier")), None);
+        job.native(
+            pid,
+            &rank(&barrier),
+            why("syscall", Some(WaitKind::Barrier)),
+            None,
+        );
     }
-    job.native(4, &rank(&sleeping), why("syscall", Some("sleep")), None);
+    job.native(
+        4,
+        &rank(&sleeping),
+        why("syscall", Some(WaitKind::Sleep)),
+        None,
+    );
     let v = job.verdict();
     let m = v.majority.as_ref().unwrap();
     assert_eq!((m.frame, m.frames[0].line), (2, Some(268)));
@@ -272,11 +290,16 @@ fn the_majority_is_named_by_its_own_code_with_the_library_wait_after_it() {
         job.native(
             pid,
             &rank(&backward),
-            why("syscall", Some("native")),
+            why("syscall", Some(WaitKind::Native)),
             Some(run),
         );
     }
-    job.native(4, &rank(&sleeping), why("syscall", Some("lock")), Some(run));
+    job.native(
+        4,
+        &rank(&sleeping),
+        why("syscall", Some(WaitKind::Lock)),
+        Some(run),
+    );
     let v = job.verdict();
     assert_eq!(
         render(&v),

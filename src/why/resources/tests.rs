@@ -116,12 +116,12 @@ fn families_and_tables() {
 
 #[test]
 fn directions_by_kind() {
-    assert_eq!(Dir::In.name("socket"), Some(Direction::Recv));
-    assert_eq!(Dir::Out.name("socket"), Some(Direction::Send));
-    assert_eq!(Dir::Accept.name("socket"), Some(Direction::Accept));
-    assert_eq!(Dir::In.name("pipe"), Some(Direction::Read));
-    assert_eq!(Dir::Out.name("file"), Some(Direction::Write));
-    assert_eq!(Dir::Connect.name("fd"), None);
+    assert_eq!(Dir::In.name(WaitKind::Socket), Some(Direction::Recv));
+    assert_eq!(Dir::Out.name(WaitKind::Socket), Some(Direction::Send));
+    assert_eq!(Dir::Accept.name(WaitKind::Socket), Some(Direction::Accept));
+    assert_eq!(Dir::In.name(WaitKind::Pipe), Some(Direction::Read));
+    assert_eq!(Dir::Out.name(WaitKind::File), Some(Direction::Write));
+    assert_eq!(Dir::Connect.name(WaitKind::Fd), None);
     assert_eq!(Dir::of_method("recv_into"), Some(Dir::In));
     assert_eq!(Dir::of_method("sendall"), Some(Dir::Out));
     assert_eq!(Dir::of_method("connect_ex"), Some(Dir::Connect));
