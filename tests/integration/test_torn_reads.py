@@ -71,8 +71,11 @@ def test_a_generator_that_yields_while_read_tears_the_stack_never_shortens_it(in
                 assert frames[-1]["kind"] == "unreadable" and len(py) == k, frames
                 assert any(ours_from(j) for j in range(3 - k + 1)), py
                 if frames[-1]["reason"].startswith(TORN):
-                    # The generator's own tear: its frame, then the cut.
-                    assert len(frames) == 2 and k == 1 and py[0][0] == genexpr, frames
+                    # The generator's own tear: its frame (unreadable where its memory was
+                    # being reused as it was read: no code object there), then the cut.
+                    assert len(frames) == 2 and (
+                        (k == 1 and py[0][0] == genexpr) or
+                        (k == 0 and frames[0]["kind"] == "unreadable")), frames
                     seen[once, "torn"] += 1
                 continue
             # Whole: ours the last k of `own`, threading's below `loop` the same each time.
