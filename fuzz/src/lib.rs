@@ -157,6 +157,7 @@ pub fn run_decoders(data: &[u8]) -> usize {
         arch: pyunwind::arch::Arch::X86_64,
         jit_entry: None,
         keys: Default::default(),
+        codes: Default::default(),
     };
     let snap = Snapshot::new(Arc::new(img.memory), &found);
     let Ok(interps) = snap.interpreters() else {
