@@ -38,7 +38,10 @@ impl Snapshot {
             Some((_, Some(c))) => c,
             Some((fingerprint, None)) => {
                 let c = Arc::new(self.read_code(addr)?);
-                self.keep_code(addr, fingerprint, c.clone());
+                // A part that could not be read this time is not kept for the next.
+                if c.stacksize.is_some() && c.bytecode.is_some() {
+                    self.keep_code(addr, fingerprint, c.clone());
+                }
                 c
             }
             None => Arc::new(self.read_code(addr)?),
@@ -561,9 +564,13 @@ impl Snapshot {
         if let Some(off) = co.kwonlyargcount {
             out.push(int(off)?);
         }
-        if co.co_code_adaptive.is_some() {
-            // The inline bytecode's length (`bytecode_of`).
+        if let Some(off) = co.co_code_adaptive {
+            // The inline bytecode's length (`bytecode_of`), and its first code units: a code
+            // object made at a freed one's address may point at new objects made at the
+            // freed ones' addresses too (a program that compiles in a loop), but its code
+            // differs. Specializing the first instruction costs one decode more.
             out.push(word(self.layout.tuple_object.ob_size)?);
+            out.push(word(off)?);
         }
         match co.locals {
             CodeLocals::LocalsPlus {

@@ -50,7 +50,8 @@ impl Snapshot {
     /// as read before. A live thread runs on while it is read: where the walk met a frame that
     /// changed under it (a generator's that yielded, one freed or reused), the thread's
     /// current frame and the frames it leads to are read again past the cache, up to `tries`
-    /// reads in all. The last walk is kept, torn or not: it says so itself.
+    /// reads in all. The first walk that did not tear is kept; where all tore, the one with
+    /// the most frames read (a retry may tear nearer the top): each says where it tore.
     pub fn walk_thread(&self, tstate: u64, first: u64, tries: u32) -> FrameWalk {
         let mut walk = self.walk_frames(first);
         for _ in 1..tries {
@@ -64,9 +65,12 @@ impl Snapshot {
                 };
                 self.mem.forget(addr, HEADER_BUF_BYTES as u64);
             }
-            match self.current_frame(tstate, true) {
-                Ok(first) => walk = self.walk_frames(first),
-                Err(_) => break,
+            let Ok(first) = self.current_frame(tstate, true) else {
+                break;
+            };
+            let again = self.walk_frames(first);
+            if !again.tore() || again.python_frames() > walk.python_frames() {
+                walk = again;
             }
         }
         walk
@@ -394,6 +398,14 @@ impl Snapshot {
 }
 
 impl FrameWalk {
+    /// How many of its frames were read.
+    fn python_frames(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|i| matches!(i, FrameItem::Python(_)))
+            .count()
+    }
+
     /// Whether a frame could not be read for a reason a live thread's running on may cause
     /// (not a cap, not the debugger's refusal): a walk worth making again.
     pub fn tore(&self) -> bool {
@@ -560,7 +572,9 @@ mod tests {
 
     #[test]
     fn a_code_object_decoded_before_is_used_again_while_its_fields_read_the_same() {
-        let (m, l) = target();
+        let (mut m, l) = target();
+        // Four code units of bytecode: a decode with every part read, which is kept.
+        m.put_u64(0x4000 + l.tuple_object.ob_size, 4);
         let known = crate::cpython::KnownCodes::default();
         let decode = |m: &FakeMemory| {
             let mut s = snapshot(m.clone(), l.clone());
@@ -579,6 +593,20 @@ mod tests {
         let mut other = renamed.clone();
         other.put(0x4000 + l.code_object.firstlineno, &9i32.to_le_bytes());
         assert_eq!(decode(&other), ("g".to_string(), 9));
+        // Its bytecode changed (another code object whose name and file were made at the
+        // freed ones' addresses): decoded anew.
+        let mut recompiled = other.clone();
+        recompiled.put(0x3000 + l.unicode_object.asciiobject_size, b"h");
+        let code = 0x4000 + l.code_object.co_code_adaptive.unwrap();
+        recompiled.put(code, &[0x97, 0]);
+        assert_eq!(decode(&recompiled), ("h".to_string(), 9));
+        // Its bytecode unreadable: decoded, not kept (read again next time).
+        let mut no_code = recompiled.clone();
+        no_code.put_u64(0x4000 + l.tuple_object.ob_size, 0);
+        no_code.put(0x3000 + l.unicode_object.asciiobject_size, b"i");
+        assert_eq!(decode(&no_code), ("i".to_string(), 9));
+        no_code.put(0x3000 + l.unicode_object.asciiobject_size, b"j");
+        assert_eq!(decode(&no_code), ("j".to_string(), 9));
     }
 
     #[test]

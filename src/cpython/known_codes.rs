@@ -36,9 +36,11 @@ impl KnownCodes {
 
     pub(super) fn put(&self, addr: u64, fingerprint: Fingerprint, code: Arc<Code>) {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() < MAX_KNOWN || map.contains_key(&addr) {
-            map.insert(addr, (fingerprint, code));
+        if map.len() >= MAX_KNOWN && !map.contains_key(&addr) {
+            // Full of code objects that may be long gone: start again.
+            map.clear();
         }
+        map.insert(addr, (fingerprint, code));
     }
 }
 
