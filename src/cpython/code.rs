@@ -530,6 +530,10 @@ fn line_311(t: &[u8], first: u32, addr: u64) -> Option<u32> {
     None
 }
 
+/// The most bytes of a code object [`Snapshot::fingerprint`] reads (3.10 to 3.15: its fields
+/// end before about 250 bytes in).
+const MAX_FINGERPRINT_BYTES: u64 = 1024;
+
 /// Code objects decoded at earlier stops ([`super::KnownCodes`]).
 impl Snapshot {
     /// The code object at `addr` as decoded at an earlier read, where its fields read the same.
@@ -546,8 +550,52 @@ impl Snapshot {
     /// The fields of the code object at `addr` that its decode reads (`read_code`).
     fn fingerprint(&self, addr: u64) -> Result<Fingerprint, ReadError> {
         let co = &self.layout.code_object;
-        let word = |off: u64| self.mem.read_u64(field(addr, off)?);
-        let int = |off: u64| Ok::<_, ReadError>(u64::from(self.mem.read_u32(field(addr, off)?)?));
+        // One read of the code object up to its last field used (every one lies in its first
+        // few hundred bytes); each field taken from it.
+        let last = [
+            Some(self.layout.pyobject.ob_type),
+            Some(co.name),
+            Some(co.filename),
+            Some(co.linetable),
+            co.qualname,
+            co.co_code,
+            co.co_code_adaptive,
+            Some(self.layout.tuple_object.ob_size),
+            Some(co.firstlineno),
+            Some(co.argcount),
+            Some(co.flags),
+            Some(co.stacksize),
+            co.kwonlyargcount,
+        ]
+        .into_iter()
+        .flatten()
+        .chain(match co.locals {
+            CodeLocals::LocalsPlus {
+                localsplusnames,
+                localspluskinds,
+            } => vec![localsplusnames, localspluskinds],
+            CodeLocals::Tuples310 {
+                varnames,
+                cellvars,
+                freevars,
+                ..
+            } => vec![varnames, cellvars, freevars],
+        })
+        .max()
+        .unwrap_or(0);
+        let head = self.mem.read_vec(addr, last + 8, MAX_FINGERPRINT_BYTES)?;
+        // Little-endian, `n` bytes at `off` of the head (all of them were read).
+        let field_at = |off: u64, n: usize| -> Result<u64, ReadError> {
+            let at = off as usize;
+            let b = head
+                .get(at..at + n)
+                .ok_or(ReadError::corrupt(addr, "code object: field past its head"))?;
+            Ok(b.iter()
+                .rev()
+                .fold(0, |v, byte| (v << 8) | u64::from(*byte)))
+        };
+        let word = |off: u64| field_at(off, 8);
+        let int = |off: u64| field_at(off, 4);
         let mut out = vec![
             word(self.layout.pyobject.ob_type)?,
             word(co.name)?,

@@ -49,17 +49,18 @@ fn limit(addr: u64, what: &'static str, max: usize) -> ReadError {
 /// `next` at 8, `native_thread_id` at most a few hundred bytes in).
 const THREAD_WORDS_SPAN: usize = 512;
 
-/// Bytes of an object read together, from offset `lo` of it.
+/// Bytes of an object read together, from offset `lo` of it, `len` of them.
 struct Words {
     lo: u64,
-    bytes: Vec<u8>,
+    len: usize,
+    bytes: [u8; THREAD_WORDS_SPAN],
 }
 
 impl Words {
     /// The word at offset `off` of the object, where it was read.
     fn get(&self, off: u64) -> Option<u64> {
         let at = usize::try_from(off.checked_sub(self.lo)?).ok()?;
-        let b = self.bytes.get(at..at.checked_add(8)?)?;
+        let b = self.bytes[..self.len].get(at..at.checked_add(8)?)?;
         Some(u64::from_le_bytes(b.try_into().ok()?))
     }
 }
@@ -74,15 +75,16 @@ impl Snapshot {
         let offs = [Some(ts.thread_id), ts.native_thread_id, Some(ts.next)];
         let lo = offs.iter().flatten().copied().min()?;
         let hi = offs.iter().flatten().copied().max()? + 8;
-        let mut bytes = [0u8; THREAD_WORDS_SPAN];
-        let buf = bytes.get_mut(..(hi - lo) as usize)?;
+        let mut words = Words {
+            lo,
+            len: usize::try_from(hi - lo).ok()?,
+            bytes: [0u8; THREAD_WORDS_SPAN],
+        };
+        let buf = words.bytes.get_mut(..words.len)?;
         self.mem
             .read_alone_into(field(tstate, lo).ok()?, buf)
             .ok()?;
-        Some(Words {
-            lo,
-            bytes: buf.to_vec(),
-        })
+        Some(words)
     }
 
     /// The thread state `tstate`'s current frame (0 when it runs none). `fresh`: read past
