@@ -81,8 +81,8 @@ fn is_cfunction_dispatcher(name: &str) -> bool {
 
 impl Snapshot {
     /// Where an object's own fields start: `ob_type` is the header's last field.
-    fn object_fields(&self, obj: u64) -> Result<u64, ReadError> {
-        field(obj, self.layout.pyobject.ob_type + 8)
+    pub(crate) fn object_fields(&self, obj: u64) -> Result<u64, ReadError> {
+        field(obj, self.layout.pyobject.header_size())
     }
 
     fn c_name(&self, ptr: u64) -> Result<String, ReadError> {
@@ -138,6 +138,17 @@ impl Snapshot {
     /// (NULL, a tagged int, a stale non-pointer), so neighbours stay neighbours.
     pub fn value_stack_slots(&self, frame: &PyFrame, inner: Option<u64>) -> Vec<Option<u64>> {
         self.value_stack_slots_at_most(frame, inner, MAX_VALUE_STACK_SLOTS)
+    }
+
+    /// [`Snapshot::value_stack_slots`] cut at the frame's `co_stacksize`: the slots past it
+    /// belong to other frames (3.10's next frame object, 3.11+'s frames called before on the
+    /// data stack), whose objects are not this frame's.
+    pub fn own_value_stack(&self, frame: &PyFrame, inner: Option<u64>) -> Vec<Option<u64>> {
+        let max = frame
+            .code
+            .stacksize
+            .map_or(MAX_VALUE_STACK_SLOTS, u64::from);
+        self.value_stack_slots_at_most(frame, inner, max)
     }
 
     /// [`Snapshot::value_stack_slots`], at most `max` of them: the first `max` of what it

@@ -39,6 +39,27 @@ pub struct Local {
     pub is_arg: bool,
 }
 
+/// What a slot of a frame's `localsplus` holds: from 3.14 a `_PyStackRef`, whose low
+/// `tag_bits` are tags (Include/internal/pycore_stackref.h); before, `tag_bits` is 0 and
+/// every slot is a plain pointer.
+pub enum StackRef {
+    /// A tagged int (`Py_INT_TAG`: all tag bits set), its value shifted left by
+    /// `Py_TAGGED_SHIFT` (2), not a pointer.
+    Int(i64),
+    /// An object's address, tags cleared; 0 for an unset slot.
+    Object(u64),
+}
+
+impl StackRef {
+    pub fn decode(bits: u64, tag_bits: u64) -> StackRef {
+        if tag_bits != 0 && bits & tag_bits == tag_bits {
+            StackRef::Int((bits as i64) >> 2)
+        } else {
+            StackRef::Object(bits & !tag_bits)
+        }
+    }
+}
+
 impl Snapshot {
     /// Every Python frame from `first` outwards. Never fails as a whole: an unreadable frame
     /// becomes an item, and the walk continues past it when its link is still readable.
@@ -301,16 +322,17 @@ impl Snapshot {
             if kind & localkind::HIDDEN != 0 {
                 continue;
             }
-            if tag_bits != 0 && bits & tag_bits == tag_bits {
-                // A tagged int (`Py_INT_TAG`, value << `Py_TAGGED_SHIFT` = 2), not a pointer.
-                out.push(Local {
-                    name: name.clone(),
-                    repr: ((bits as i64) >> 2).to_string(),
-                    is_arg: i < nargs,
-                });
-                continue;
-            }
-            let mut v = bits & !tag_bits;
+            let mut v = match StackRef::decode(bits, tag_bits) {
+                StackRef::Int(n) => {
+                    out.push(Local {
+                        name: name.clone(),
+                        repr: n.to_string(),
+                        is_arg: i < nargs,
+                    });
+                    continue;
+                }
+                StackRef::Object(v) => v,
+            };
             if v == 0 {
                 continue;
             }
@@ -340,10 +362,9 @@ impl Snapshot {
         };
         let (base, tag_bits) = self.localsplus(frame)?;
         let bits = self.mem.read_u64(field(base, i as u64 * 8)?)?;
-        if tag_bits != 0 && bits & tag_bits == tag_bits {
+        let StackRef::Object(mut v) = StackRef::decode(bits, tag_bits) else {
             return Ok(None);
-        }
-        let mut v = bits & !tag_bits;
+        };
         let kind = frame.code.locals[i].1;
         if v != 0
             && kind & (localkind::CELL | localkind::FREE) != 0

@@ -26,7 +26,7 @@ pub mod values;
 pub mod version;
 
 pub use discovery::{find_python, find_python_again, Found, Remembered};
-pub use frames::{FrameItem, FrameWalk, Local};
+pub use frames::{FrameItem, FrameWalk, Local, StackRef};
 pub use key_hints::KeyHints;
 pub use known_codes::KnownCodes;
 pub use layout::Layout;

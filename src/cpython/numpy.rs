@@ -40,12 +40,6 @@ const DESCR_KIND: u64 = 8;
 const DESCR_ELSIZE_V1: u64 = 16;
 const DESCR_ELSIZE_V2: u64 = 24;
 
-/// `PyObject_HEAD`'s size: where a numpy struct's own fields begin (a free-threaded build's
-/// header is 16 bytes longer, `ob_type` last in it).
-fn header(snap: &Snapshot) -> u64 {
-    snap.layout.pyobject.ob_type + 8
-}
-
 /// One array's fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NdArray {
@@ -139,7 +133,7 @@ impl Snapshot {
     /// The fields of the array at `obj`, its dimensions bounded by [`MAX_NDIM`].
     pub fn ndarray(&self, obj: u64) -> Result<NdArray, ReadError> {
         let mut f = [0u8; ARRAY_FIELDS];
-        self.mem.read_into(field(obj, header(self))?, &mut f)?;
+        self.mem.read_into(self.object_fields(obj)?, &mut f)?;
         let word = |o: usize| u64::from_le_bytes(f[o..o + 8].try_into().unwrap_or_default());
         let int = |o: usize| u32::from_le_bytes(f[o..o + 4].try_into().unwrap_or_default());
         let nd = int(ARRAY_ND) as i32;
@@ -170,7 +164,7 @@ impl Snapshot {
 
     /// The element type of descriptor `descr` under numpy `major`.
     pub fn numpy_dtype(&self, descr: u64, major: u8) -> Result<Dtype, ReadError> {
-        let h = header(self);
+        let h = self.layout.pyobject.header_size();
         let kind = self.mem.read_u8(field(descr, h + DESCR_KIND)?)?;
         let elsize = if major >= 2 {
             self.mem.read_i64(field(descr, h + DESCR_ELSIZE_V2)?)?
@@ -227,7 +221,7 @@ impl Snapshot {
         let major = self.numpy_major().ok()??;
         // The value (`obval`) follows the object header in every numpy scalar
         // (scalartypes.h's `Py<Name>ScalarObject`: PyObject_HEAD, obval).
-        let at = field(obj, header(self)).ok()?;
+        let at = self.object_fields(obj).ok()?;
         let m = &self.mem;
         let (size, signed) = match name {
             "int8" | "byte" => (1, true),

@@ -77,7 +77,7 @@ impl Snapshot {
                 }
             }
             FrameModel::Interpreter(_) => {
-                let fields = field(obj, self.layout.pyobject.ob_type + 8)?;
+                let fields = self.object_fields(obj)?;
                 let f = self.mem.read_ptr(field(fields, FRAMEOBJECT_F_FRAME)?)?;
                 self.interp_frame(f)?.0
             }
@@ -161,7 +161,7 @@ impl Snapshot {
             "frozenset" => ("frozenset({", "})"),
             _ if t.flags & BASE_EXC_SUBCLASS != 0 => {
                 out.write(&t.name)?;
-                let args = field(obj, self.layout.pyobject.ob_type + 8 + EXCEPTION_ARGS)
+                let args = field(obj, self.layout.pyobject.header_size() + EXCEPTION_ARGS)
                     .and_then(|a| self.mem.read_ptr(a));
                 return match args {
                     Ok(a) => self.write_proxy(a, visited, depth + 1, out),
@@ -296,7 +296,7 @@ mod tests {
     #[test]
     fn builtin_functions_and_corrupt_types() {
         let (mut m, l) = target();
-        let fields = l.pyobject.ob_type + 8;
+        let fields = l.pyobject.header_size();
         // `len` (no self) and `append` bound to a list; their PyMethodDefs and names.
         for (obj, def, name, this) in [
             (0x30000u64, 0x31000u64, 0x32000u64, 0u64),

@@ -129,7 +129,7 @@ impl Snapshot {
         if !self.is_socket(obj) {
             return Err(ReadError::corrupt(obj, "socket: not a _socket.socket"));
         }
-        let fields = field(obj, self.layout.pyobject.ob_type + 8)?;
+        let fields = self.object_fields(obj)?;
         let fd = self.mem.read_i32(fields)?;
         let family = self.mem.read_i32(field(fields, 4)?)?;
         if !(0..=MAX_FAMILY).contains(&family) {
@@ -172,7 +172,7 @@ impl Snapshot {
             let members = self.mem.read_ptr(field(tp, members_at)?)?;
             if members != 0 {
                 if let Some(offset) = self.member_offset(members, name)? {
-                    if offset < self.layout.pyobject.ob_type + 8
+                    if offset < self.layout.pyobject.header_size()
                         || offset % 8 != 0
                         || offset.checked_add(8).is_none_or(|end| end > t.basicsize)
                     {

@@ -118,7 +118,7 @@ impl Snapshot {
     /// The storage of the tensor at `obj` (laid out as [`CHECKED_VERSION`]'s); None for a
     /// tensor without one (undefined, or a storage-less kind).
     pub fn tensor_storage(&self, obj: u64) -> Result<Option<Storage>, ReadError> {
-        let h = self.layout.pyobject.ob_type + 8;
+        let h = self.layout.pyobject.header_size();
         let imp = self
             .mem
             .read_ptr(field(obj, h.saturating_add(THPVARIABLE_CDATA))?)?;
@@ -158,7 +158,7 @@ impl Snapshot {
         if self.torch_version().ok()? != TorchVersion::Checked {
             return None;
         }
-        let h = self.layout.pyobject.ob_type + 8;
+        let h = self.layout.pyobject.header_size();
         let imp = self.mem.read_ptr(field(obj, h).ok()?).ok()?;
         let mut b = [0u8; (TENSORIMPL_DEVICE + 3) as usize];
         self.mem.read_into(imp, &mut b).ok()?;

@@ -187,7 +187,7 @@ fn from_heap_scan(
 fn subclasses(snap: &Snapshot, root: u64, err: &mut impl FnMut(u64, String)) -> HashSet<u64> {
     let mut out = HashSet::from([root]);
     let mut todo = vec![root];
-    let header = snap.layout.pyobject.ob_type + 8;
+    let header = snap.layout.pyobject.header_size();
     let off = snap.layout.type_object.tp_name + TP_SUBCLASSES_FROM_NAME;
     while let Some(t) = todo.pop() {
         let Ok(d) = snap.mem.read_ptr(t.wrapping_add(off)) else {

@@ -599,7 +599,8 @@ fn suspended_frames(snap: &Snapshot, top: u64, py310: bool) -> FrameWalk {
     if py310 {
         return snap.walk_frames(top);
     }
-    let first = field(top, snap.layout.pyobject.ob_type + 8)
+    let first = snap
+        .object_fields(top)
         .and_then(|o| field(o, FRAMEOBJECT_F_FRAME))
         .and_then(|a| snap.mem.read_ptr(a));
     match first {

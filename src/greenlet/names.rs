@@ -23,7 +23,7 @@ pub(super) fn gevent_idents(
     parents: &HashSet<u64>,
 ) -> HashMap<u64, u64> {
     let mut out = HashMap::new();
-    let header = snap.layout.pyobject.ob_type + 8;
+    let header = snap.layout.pyobject.header_size();
     // A hub is a greenlet subclass, and the parent of the greenlets it runs.
     for r in raws
         .iter()

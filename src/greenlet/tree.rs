@@ -8,6 +8,7 @@ use crate::cpython::values::field;
 use crate::cpython::Snapshot;
 use crate::error::ReadError;
 use crate::memory::addr_map::{AddrMap, AddrSet};
+use crate::memory::region_holding;
 
 /// Deepest chain of not-started parents followed to find a greenlet's thread.
 const MAX_PARENT_DEPTH: usize = 64;
@@ -174,11 +175,7 @@ fn current_greenlet(snap: &Snapshot, ts: u64) -> Result<u64, ReadError> {
 /// The thread (among `ours`) whose stack holds `addr`.
 fn thread_of(addr: u64, threads: &[GThread], ours: &[usize], stacks: &Stacks) -> Option<usize> {
     if !stacks.regions.is_empty() {
-        let i = stacks.regions.partition_point(|r| r.0 <= addr);
-        let (start, end) = *stacks.regions.get(i.checked_sub(1)?)?;
-        if addr >= end {
-            return None;
-        }
+        let (start, end) = region_holding(stacks.regions, addr)?;
         let inside = |a: u64| a >= start && a < end;
         return ours.iter().copied().find(|&t| {
             let th = &threads[t];

@@ -117,10 +117,7 @@ pub fn gevent_wait(snap: &Snapshot, frames: &[FrameItem]) -> Option<Waiting> {
 /// A wait call on one of gevent's waitables in frame `p`: a callable right below an object
 /// of a waitable type on the value stack (a method call pushes the method, then `self`).
 fn call_in_progress(snap: &Snapshot, p: &PyFrame, index: usize) -> Option<Waiting> {
-    let mut slots = snap.value_stack_slots(p, None);
-    if let Some(n) = p.code.stacksize {
-        slots.truncate(n as usize);
-    }
+    let slots = snap.own_value_stack(p, None);
     for pair in slots.windows(2) {
         let (Some(callable), Some(this)) = (pair[0], pair[1]) else {
             continue;

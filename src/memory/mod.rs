@@ -57,6 +57,14 @@ pub const MAX_READ_BYTES: u64 = 64 << 20;
 /// Reads up to this size get a buffer from malloc (see [`Memory::read_vec`]).
 const SMALL_READ_BYTES: u64 = 64 << 10;
 
+/// The region of `regions` (ascending, `[start, end)`, as a core's segments or
+/// /proc/PID/maps list them) that holds `addr`.
+pub fn region_holding(regions: &[(u64, u64)], addr: u64) -> Option<(u64, u64)> {
+    let i = regions.partition_point(|r| r.0 <= addr);
+    let (start, end) = *regions.get(i.checked_sub(1)?)?;
+    (addr < end).then_some((start, end))
+}
+
 /// A readable address space.
 pub trait Memory: Send + Sync {
     /// Fill `buf` with the bytes at `addr`, all of them or fail.

@@ -3,7 +3,7 @@
 
 use super::Session;
 use crate::cpython::heap::{LocalRoot, Retainer, Roots};
-use crate::cpython::FrameItem;
+use crate::cpython::{FrameItem, StackRef};
 use crate::error::ReadError;
 use crate::model::HeapRetainer;
 use crate::model::{
@@ -154,11 +154,11 @@ fn frame_locals(s: &Session, errors: &mut Vec<ReadError>) -> Vec<LocalRoot> {
                 let raw = s.snap.mem.read_vec(base, n * 8, MAX_LOCALS * 8)?;
                 for (w, (name, _)) in raw.chunks_exact(8).zip(&f.code.locals) {
                     let bits = u64::from_le_bytes(w.try_into().unwrap_or_default());
-                    if tag_bits != 0 && bits & tag_bits == tag_bits {
+                    let StackRef::Object(obj) = StackRef::decode(bits, tag_bits) else {
                         continue;
-                    }
+                    };
                     out.push(LocalRoot {
-                        obj: bits & !tag_bits,
+                        obj,
                         name: name.clone(),
                         function: f.code.qualname.to_string(),
                         thread: t.info.native_id,

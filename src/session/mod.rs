@@ -34,7 +34,7 @@ use crate::cpython::{
 };
 use crate::error::{Error, ReadError, Result};
 use crate::greenlet::GreenletView;
-use crate::memory::crash;
+use crate::memory::{crash, region_holding};
 use crate::model::{Crash, LocalReport, Report};
 use crate::native::jit::JitMap;
 use crate::native::pthread;
@@ -359,7 +359,7 @@ impl Session {
                     (snap.thread_attached(i.addr) == Some(true) || i.holds_gil == Some(true))
                         .then_some(true)
                 },
-                region_of: |addr| region_start(regions, addr),
+                region_of: |addr| region_holding(regions, addr).map(|r| r.0),
                 borrowed: snap
                     .layout
                     .interpreter_state
@@ -516,13 +516,6 @@ fn joined(n: Nested) -> DecodedThread {
     }
     t.idle_states = n.idle;
     t
-}
-
-/// The start of the region of `regions` (sorted, `[start, end)`) that holds `addr`.
-fn region_start(regions: &[(u64, u64)], addr: u64) -> Option<u64> {
-    let i = regions.partition_point(|r| r.0 <= addr);
-    let (start, end) = *regions.get(i.checked_sub(1)?)?;
-    (addr < end).then_some(start)
 }
 
 /// The value of `cell`, made by `make` if it has none yet. `make` runs outside the cell's

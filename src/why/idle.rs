@@ -196,7 +196,7 @@ fn in_wait_library(p: &PyFrame) -> bool {
 /// descriptor of that name on its value stack (cut at its `co_stacksize`), or a
 /// `callable_iterator` over one (`for x in iter(q.get, None)`: the loop's `FOR_ITER` calls it).
 fn calls_c(snap: &Snapshot, p: &PyFrame, name: &str) -> bool {
-    let slots = super::waits::stack_slots(snap, p, None);
+    let slots = snap.own_value_stack(p, None);
     let named = |v: u64| {
         snap.c_callable_name(v)
             .is_some_and(|n| n.rsplit('.').next() == Some(name))

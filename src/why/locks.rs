@@ -107,7 +107,7 @@ pub fn acquired_lock(
 /// A Condition's state is its `_lock`'s.
 pub fn lock_state(snap: &Snapshot, obj: u64, kind: LockKind) -> Result<LockState, ReadError> {
     let (obj, kind) = acquired_lock(snap, obj, kind)?;
-    let fields = field(obj, snap.layout.pyobject.ob_type + 8)?;
+    let fields = snap.object_fields(obj)?;
     let model = snap.layout.thread_locks;
     let pymutex = model.lock == ThreadLockModel::PyMutex;
     match kind {

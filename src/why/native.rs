@@ -63,7 +63,7 @@ fn lowest_c_callable(snap: &Snapshot, slots: &[u64]) -> Option<(u64, String)> {
 /// The objects on `p`'s value stack, bottom first, that a call it makes now may be calling:
 /// those above the blocks its current instruction is inside, cut at `co_stacksize`.
 fn candidates(snap: &Snapshot, p: &PyFrame) -> Vec<u64> {
-    let slots = super::waits::stack_slots(snap, p, None);
+    let slots = snap.own_value_stack(p, None);
     let below = usize::try_from(snap.block_depth(p).unwrap_or(0)).unwrap_or(usize::MAX);
     slots.into_iter().skip(below).flatten().collect()
 }

@@ -654,10 +654,7 @@ struct ObjectSays {
 /// The call of a socket method on `p`'s value stack (the lowest: the live one), and what
 /// its socket says.
 fn socket_call(snap: &Snapshot, p: &PyFrame) -> Option<ObjectSays> {
-    let mut slots = snap.value_stack_slots(p, None);
-    if let Some(n) = p.code.stacksize {
-        slots.truncate(n as usize);
-    }
+    let slots = snap.own_value_stack(p, None);
     let methods: Vec<&str> = SOCKET_METHODS.iter().map(|m| m.0).collect();
     let call = snap.socket_calls(&slots, &methods).into_iter().next()?;
     let sock = snap.socket_object(call.sock).ok()?;

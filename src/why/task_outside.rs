@@ -17,7 +17,6 @@
 use crate::asyncio::layout::StackTop;
 use crate::asyncio::{AsyncView, TaskView};
 use crate::cpython::layout::FrameModel;
-use crate::cpython::values::field;
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
 use crate::model::{AwaitingKind, Direction, Millis, WaitKind, Waiting, WaitsOn};
 
@@ -460,6 +459,6 @@ fn future_iter_of(snap: &Snapshot, obj: u64) -> Option<u64> {
     if snap.type_of(obj).ok()?.name != FUTURE_ITER {
         return None;
     }
-    let at = field(obj, snap.layout.pyobject.ob_type + 8).ok()?;
+    let at = snap.object_fields(obj).ok()?;
     snap.mem.read_ptr(at).ok()
 }

@@ -155,17 +155,6 @@ fn frames_with_inner<'a>(snap: &Snapshot, d: &'a DecodedThread) -> Vec<(&'a PyFr
     out
 }
 
-/// A frame's value stack ([`Snapshot::value_stack_slots`]) cut at its `co_stacksize`: the
-/// slots past it belong to other frames (3.10's next frame object, 3.11+'s frames called
-/// before on the data stack), whose `with` blocks are not this frame's.
-pub(super) fn stack_slots(snap: &Snapshot, p: &PyFrame, inner: Option<u64>) -> Vec<Option<u64>> {
-    let mut slots = snap.value_stack_slots(p, inner);
-    if let Some(n) = p.code.stacksize {
-        slots.truncate(n as usize);
-    }
-    slots
-}
-
 /// `file`'s library suffix, if the frame's file is one of the library's.
 fn library_file(file: &str) -> Option<&'static str> {
     LIBRARY_FILES.iter().copied().find(|f| file.ends_with(f))
@@ -386,7 +375,7 @@ struct WithHold {
 fn with_holds(snap: &Snapshot, d: &DecodedThread) -> Vec<WithHold> {
     let mut out = Vec::new();
     for (i, (p, inner)) in frames_with_inner(snap, d).into_iter().enumerate() {
-        let slots = stack_slots(snap, p, inner);
+        let slots = snap.own_value_stack(p, inner);
         let calls = locks::lock_calls(snap, &slots);
         // The `__exit__` of a `with` the frame is still entering is no hold (yet), and the
         // live top is there.
@@ -438,7 +427,7 @@ fn with_holds(snap: &Snapshot, d: &DecodedThread) -> Vec<WithHold> {
 /// slot past the top (3.10 to 3.13 keep no valid depth while a C call runs).
 fn lock_wait(snap: &Snapshot, d: &DecodedThread) -> Option<LockCall> {
     let p = innermost(d)?;
-    let slots = stack_slots(snap, p, None);
+    let slots = snap.own_value_stack(p, None);
     let calls = locks::lock_calls(snap, &slots);
     let call = match entering(snap, p, &slots, &calls) {
         // The call in progress is the manager's `__enter__`: no acquire is.
@@ -562,7 +551,7 @@ fn waiting(
     }
     // `SimpleQueue.get()`, a C method: the queue itself shows no waiter to confirm it by; the
     // lowest such call is the live one, as for locks.
-    let slots = stack_slots(snap, first, None);
+    let slots = snap.own_value_stack(first, None);
     let (_, q) = locks::method_calls(snap, &slots, "get", SIMPLE_QUEUE_TYPES)
         .into_iter()
         .next()?;

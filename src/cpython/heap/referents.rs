@@ -1,7 +1,6 @@
 //! What a container holds: the object pointers in its item array, dict entries and values,
 //! deque blocks, and an instance's `__slots__` and `__dict__` or values.
 
-use super::types::object_header;
 use super::Walk;
 use crate::cpython::layout::{tpflags, CodeLocals, DictKeys, InstanceDict};
 use crate::cpython::mimalloc::gc_head_size;
@@ -188,7 +187,7 @@ impl Walk<'_> {
         end: u64,
         refs: &mut Vec<u64>,
     ) -> Result<(), ReadError> {
-        let head = object_header(&self.snap.layout);
+        let head = self.snap.layout.pyobject.header_size();
         let n = end.saturating_sub(head) / 8;
         self.items(field(obj, head)?, n, refs)
     }

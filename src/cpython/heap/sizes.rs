@@ -19,7 +19,7 @@ const CODE_UNIT: u64 = 2;
 /// `PyFrameObject.f_frame` (3.11 to 3.15, Include/internal/pycore_frame.h): after the header
 /// and `f_back`.
 fn frame_f_frame(lay: &crate::cpython::layout::Layout) -> u64 {
-    super::types::object_header(lay) + 8
+    lay.pyobject.header_size() + 8
 }
 /// Slots of a code's frame believed (locals, cells, free variables and its stack).
 const MAX_FRAME_SLOTS: u64 = 1 << 24;

@@ -36,11 +36,6 @@ const TP_VECTORCALL_OFFSET_AFTER_BASICSIZE: u64 = 24;
 /// A default build's `PyObject_HEAD` (`ob_refcnt`, `ob_type`).
 pub(super) const DEFAULT_OBJECT_HEADER: u64 = 16;
 
-/// `PyObject_HEAD`'s size, where a function's object fields begin: 16 bytes, a free-threaded
-/// build's 32 (`ob_type` last in it, Include/object.h).
-pub(super) fn object_header(lay: &crate::cpython::layout::Layout) -> u64 {
-    lay.pyobject.ob_type + 8
-}
 /// Bytes of a function's object fields believed (3.15's has 15 words).
 const MAX_FUNCTION_BYTES: u64 = 512;
 
@@ -174,8 +169,8 @@ impl Walk<'_> {
             snap.mem
                 .read_u64(field(tp, to.tp_basicsize + TP_VECTORCALL_OFFSET_AFTER_BASICSIZE).ok()?)
                 .ok()
-                .filter(|&e| (object_header(&snap.layout)..=MAX_FUNCTION_BYTES).contains(&e))
-                .unwrap_or(object_header(&snap.layout))
+                .filter(|&e| (snap.layout.pyobject.header_size()..=MAX_FUNCTION_BYTES).contains(&e))
+                .unwrap_or(snap.layout.pyobject.header_size())
         } else {
             0
         };

@@ -3,8 +3,8 @@
 use super::referents::{DEQUE_BLOCK, DEQUE_BLOCKLEN, DEQUE_LEFTBLOCK, DEQUE_LEFTINDEX};
 use super::types::TypeRec;
 use super::types::{
-    object_header, Kind, DEFAULT_OBJECT_HEADER, TP_BASES_AFTER_BASE, TP_DICT_AFTER_BASE,
-    TP_MRO_AFTER_BASE, TYPE_OBJECT_BEFORE_KEYS,
+    Kind, DEFAULT_OBJECT_HEADER, TP_BASES_AFTER_BASE, TP_DICT_AFTER_BASE, TP_MRO_AFTER_BASE,
+    TYPE_OBJECT_BEFORE_KEYS,
 };
 use super::Walk;
 use crate::cpython::layout::{tpflags, LongObject};
@@ -127,8 +127,12 @@ impl Walk<'_> {
         let mut h = [0u8; HEADER];
         // A free-threaded build's longer object header moves every field after it (the
         // offsets here are from a default build's 16-byte header).
-        let grow =
-            (object_header(&snap.layout).saturating_sub(DEFAULT_OBJECT_HEADER)).min(16) as usize;
+        let grow = (snap
+            .layout
+            .pyobject
+            .header_size()
+            .saturating_sub(DEFAULT_OBJECT_HEADER))
+        .min(16) as usize;
         let head_read = HEAD_READ + grow;
         if snap.mem.read_into(obj, &mut h[..head_read]).is_err() {
             // An object near the end of its mapping: its first words only.

@@ -334,6 +334,14 @@ pub struct PyObject {
     pub ob_type: u64,
 }
 
+impl PyObject {
+    /// `PyObject_HEAD`'s size, where an object's own fields begin: `ob_type` is its last field
+    /// (Include/object.h: 16 bytes; a free-threaded build's header is 32, 3.13+).
+    pub fn header_size(&self) -> u64 {
+        self.ob_type + 8
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TypeObject {
     pub tp_name: u64,
