@@ -973,16 +973,15 @@ fn jit_tables_match_dwarf() {
     );
 }
 
-/// src/cpython/mimalloc.rs's offsets (the free-threaded heaps `--heap` walks) against the
+/// src/cpython/layout/mimalloc.rs's offsets (the free-threaded heaps `--heap` walks) against the
 /// DWARF of the free-threaded build; a free-threaded build without them is a failure too.
 #[test]
 fn mimalloc_layout_matches_dwarf() {
-    use pyunwind::cpython::mimalloc::MimallocLayout;
     run(|v, dw, l, errs| {
         if !l.free_threaded {
             return;
         }
-        let Some(mi) = MimallocLayout::of(l) else {
+        let Some(mi) = l.mimalloc() else {
             errs.push(format!("{v}: no mimalloc layout"));
             return;
         };
@@ -1036,6 +1035,92 @@ fn mimalloc_layout_matches_dwarf() {
                 r => errs.push(format!(
                     "{v}: mimalloc `{root}.{path}` = {ours}, DWARF {r:?}"
                 )),
+            }
+        }
+    });
+}
+
+/// src/cpython/layout/objects.rs's offsets and version facts (the heap walk's and the greenlet
+/// reader's) against the DWARF of each build. A `!` row's type or field may be missing: the
+/// layout must then say None.
+#[test]
+fn object_offsets_match_dwarf() {
+    run(|v, dw, l, errs| {
+        let to = &l.type_object;
+        let present = |b: bool| b.then_some(1);
+        let rows: [(&str, &str, Option<u64>); 25] = [
+            ("PyObject", "sizeof", Some(l.pyobject.header_size())),
+            ("PyVarObject", "sizeof", Some(l.var_header_size())),
+            ("PyTypeObject", "tp_dict", Some(to.tp_dict())),
+            ("PyTypeObject", "tp_bases", Some(to.tp_bases())),
+            ("PyTypeObject", "tp_mro", Some(to.tp_mro())),
+            ("PyTypeObject", "tp_members", Some(to.tp_members())),
+            ("PyTypeObject", "tp_subclasses", Some(to.tp_subclasses())),
+            (
+                "PyTypeObject",
+                "tp_vectorcall_offset",
+                Some(to.tp_vectorcall_offset()),
+            ),
+            ("PyTypeObject", "sizeof", Some(to.static_type_size())),
+            ("PyHeapTypeObject", "ht_qualname", Some(to.ht_qualname())),
+            ("PyListObject", "allocated", Some(l.list_allocated())),
+            ("PySetObject", "smalltable", Some(l.set_smalltable())),
+            ("PyByteArrayObject", "ob_alloc", Some(l.bytearray_alloc())),
+            ("dequeobject", "leftblock", Some(l.deque_leftblock())),
+            ("dequeobject", "leftindex", Some(l.deque_leftindex())),
+            (
+                "PyFunctionObject",
+                "func_defaults",
+                Some(l.function_defaults()),
+            ),
+            (
+                "PyFunctionObject",
+                "func_kwdefaults",
+                Some(l.function_kwdefaults()),
+            ),
+            (
+                "PyFunctionObject",
+                "func_closure",
+                Some(l.function_closure()),
+            ),
+            ("!struct _frame", "f_frame", l.frame_object_f_frame()),
+            (
+                "!PyCodeObject",
+                "co_cell2arg",
+                l.opcache310().map(|o| o.cell2arg),
+            ),
+            (
+                "!PyCodeObject",
+                "co_opcache",
+                l.opcache310().map(|o| o.opcache),
+            ),
+            (
+                "!PyCodeObject",
+                "co_opcache_size",
+                l.opcache310().map(|o| o.opcache_size),
+            ),
+            (
+                "!_PyOpcache",
+                "sizeof",
+                l.opcache310().map(|_| Opcache310::ENTRY),
+            ),
+            // Whether the field exists at all.
+            ("!PyASCIIObject", "wstr", present(l.str_has_wstr())),
+            (
+                "!PyByteArrayObject",
+                "ob_bytes_object",
+                present(l.bytearray_bytes_backed()),
+            ),
+        ];
+        for (root, path, ours) in rows {
+            let d = dw.eval(root, path);
+            let same = match (&d, path) {
+                (Ok(d), "wstr" | "ob_bytes_object") => d.is_some() == ours.is_some(),
+                (Ok(d), _) => *d == ours,
+                (Err(_), _) => false,
+            };
+            if !same {
+                errs.push(format!("{v}: {root} {path}: ours {ours:?}, DWARF {d:?}"));
             }
         }
     });

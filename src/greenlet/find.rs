@@ -11,9 +11,6 @@ use crate::cpython::Snapshot;
 use crate::error::{ReadError, ReadErrorKind};
 use crate::memory::addr_map::AddrMap;
 
-/// `PyTypeObject.tp_subclasses`: 42 words after `tp_name` (Include/cpython/object.h, 3.10 to
-/// 3.15; checked against the DWARF of pyenv's 3.10.13 to 3.13.0 and our 3.13t).
-const TP_SUBCLASSES_FROM_NAME: u64 = 336;
 /// Most types in one class tree.
 const MAX_SUBCLASSES: usize = 4096;
 /// Most bytes a heap scan reads.
@@ -188,7 +185,7 @@ fn subclasses(snap: &Snapshot, root: u64, err: &mut impl FnMut(u64, String)) -> 
     let mut out = HashSet::from([root]);
     let mut todo = vec![root];
     let header = snap.layout.pyobject.header_size();
-    let off = snap.layout.type_object.tp_name + TP_SUBCLASSES_FROM_NAME;
+    let off = snap.layout.type_object.tp_subclasses();
     while let Some(t) = todo.pop() {
         let Ok(d) = snap.mem.read_ptr(t.wrapping_add(off)) else {
             continue;

@@ -38,9 +38,6 @@ use crate::memory::addr_map::{AddrMap, AddrSet};
 pub const MAX_GREENLETS: usize = 1 << 20;
 /// Greenlets a thread takes at once when they are read in parallel.
 const PARALLEL_BATCH: usize = 256;
-/// `PyFrameObject.f_frame` (3.11+), from the end of `PyObject_HEAD`: after `f_back`
-/// (Include/internal/pycore_frame.h, 3.11 to 3.15).
-const FRAMEOBJECT_F_FRAME: u64 = 8;
 
 /// A Python thread, as the greenlet reader needs it.
 pub struct GThread<'a> {
@@ -158,7 +155,6 @@ struct Module {
     version: String,
     /// Its layout, `size` still 0 until [`calibrate`].
     lay: GreenletLayout,
-    py310: bool,
     /// gevent is imported.
     gevent: bool,
 }
@@ -279,7 +275,6 @@ fn greenlet_module(
         ty,
         version,
         lay: GreenletLayout::prefix(pimpl, v >= (3, 1, 1), py310),
-        py310,
         gevent,
     }))
 }
@@ -513,7 +508,7 @@ impl Build<'_> {
                 None => (Vec::new(), false),
             },
             State::Suspended if r.top_frame != 0 => {
-                let walk = suspended_frames(self.snap, r.top_frame, self.m.py310);
+                let walk = suspended_frames(self.snap, r.top_frame);
                 if let Some(cut) = walk.cut {
                     errors.push((
                         cut.addr,
@@ -595,14 +590,12 @@ fn read_raw(
 }
 
 /// The frames a suspended greenlet resumes in, from its saved `PyFrameObject`.
-fn suspended_frames(snap: &Snapshot, top: u64, py310: bool) -> FrameWalk {
-    if py310 {
+fn suspended_frames(snap: &Snapshot, top: u64) -> FrameWalk {
+    // 3.10: the frame object is the frame.
+    let Some(f_frame) = snap.layout.frame_object_f_frame() else {
         return snap.walk_frames(top);
-    }
-    let first = snap
-        .object_fields(top)
-        .and_then(|o| field(o, FRAMEOBJECT_F_FRAME))
-        .and_then(|a| snap.mem.read_ptr(a));
+    };
+    let first = field(top, f_frame).and_then(|a| snap.mem.read_ptr(a));
     match first {
         Ok(f) => snap.walk_frames(f),
         Err(e) => {
@@ -682,7 +675,6 @@ mod tests {
             ty: TY,
             version: "3.5.6".into(),
             lay: GreenletLayout::prefix(32, true, false),
-            py310: false,
             gevent: false,
         };
         let walk = FrameWalk::default();

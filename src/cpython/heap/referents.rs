@@ -19,9 +19,6 @@ const CHUNK_ITEMS: u64 = 4096;
 /// Modules/_collectionsmodule.c: `BLOCKLEN` items between `leftlink` and `rightlink`.
 pub(super) const DEQUE_BLOCKLEN: u64 = 64;
 pub(super) const DEQUE_BLOCK: u64 = 8 + DEQUE_BLOCKLEN * 8 + 8;
-/// `dequeobject`: `PyObject_VAR_HEAD`, `leftblock`, `rightblock`, `leftindex` (3.10 to 3.15).
-pub(super) const DEQUE_LEFTBLOCK: u64 = 24;
-pub(super) const DEQUE_LEFTINDEX: u64 = 40;
 
 impl Walk<'_> {
     /// `n` object pointers at `at`, into `refs`.

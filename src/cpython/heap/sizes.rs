@@ -2,25 +2,12 @@
 
 use super::visit::HEADER;
 use super::Walk;
-use crate::cpython::layout::{CodeLocals, FrameModel};
+use crate::cpython::layout::{CodeLocals, FrameModel, Opcache310};
 use crate::cpython::values::field;
 use crate::error::ReadError;
 
-// PyCodeObject of 3.10 (Include/cpython/code.h): `co_cell2arg` (a word per cell variable when
-// a cell is an argument), `co_opcache` (NULL until the code ran 1024 times) and
-// `co_opcache_size` (entries, a byte).
-const CODE310_CELL2ARG: u64 = 96;
-const CODE310_OPCACHE: u64 = 160;
-const CODE310_OPCACHE_SIZE: u64 = 172;
-/// `sizeof(_PyOpcache)` (3.10, Include/internal/pycore_code.h: a 24-byte union and a flag).
-const OPCACHE_ENTRY: u64 = 32;
 /// `sizeof(_Py_CODEUNIT)`: one byte of `co_opcache_map` per code unit.
 const CODE_UNIT: u64 = 2;
-/// `PyFrameObject.f_frame` (3.11 to 3.15, Include/internal/pycore_frame.h): after the header
-/// and `f_back`.
-fn frame_f_frame(lay: &crate::cpython::layout::Layout) -> u64 {
-    lay.pyobject.header_size() + 8
-}
 /// Slots of a code's frame believed (locals, cells, free variables and its stack).
 const MAX_FRAME_SLOTS: u64 = 1 << 24;
 
@@ -40,7 +27,7 @@ impl Walk<'_> {
         let kind = ((state >> 2) & 7) as u64;
         let compact = (state >> 5) & 1 == 1;
         let ascii = (state >> 6) & 1 == 1;
-        let old = self.snap.layout.version.minor < 12;
+        let old = self.snap.layout.str_has_wstr();
         // 3.10 and 3.11: `wstr` is the last word of PyASCIIObject, `wstr_length` follows
         // `utf8` in PyCompactUnicodeObject.
         let mut size = if compact && ascii {
@@ -96,17 +83,19 @@ impl Walk<'_> {
     pub(super) fn code_size(&self, obj: u64, var: u64) -> Result<u64, ReadError> {
         let snap = self.snap;
         let lay = &snap.layout;
-        let CodeLocals::Tuples310 { cellvars, .. } = lay.code_object.locals else {
+        let (CodeLocals::Tuples310 { cellvars, .. }, Some(oc)) =
+            (lay.code_object.locals, lay.opcache310())
+        else {
             return Ok(var.saturating_add(7) & !7);
         };
         let mut size = var;
-        if snap.mem.read_ptr(field(obj, CODE310_CELL2ARG)?)? != 0 {
+        if snap.mem.read_ptr(field(obj, oc.cell2arg)?)? != 0 {
             let cells = snap.mem.read_ptr(field(obj, cellvars)?)?;
             if cells != 0 {
                 size = size.saturating_add(self.seq_len(cells)?.saturating_mul(8));
             }
         }
-        if snap.mem.read_ptr(field(obj, CODE310_OPCACHE)?)? != 0 {
+        if snap.mem.read_ptr(field(obj, oc.opcache)?)? != 0 {
             let code = lay
                 .code_object
                 .co_code
@@ -116,10 +105,10 @@ impl Walk<'_> {
                 .transpose()?
                 .unwrap_or(0);
             let bytes = if code != 0 { self.seq_len(code)? } else { 0 };
-            let entries = u64::from(snap.mem.read_u8(field(obj, CODE310_OPCACHE_SIZE)?)?);
+            let entries = u64::from(snap.mem.read_u8(field(obj, oc.opcache_size)?)?);
             size = size
                 .saturating_add(bytes / CODE_UNIT)
-                .saturating_add(entries * OPCACHE_ENTRY);
+                .saturating_add(entries * Opcache310::ENTRY);
         }
         Ok(size)
     }
@@ -134,18 +123,17 @@ impl Walk<'_> {
         basicsize: u64,
         ob_size: i64,
     ) -> Result<u64, ReadError> {
-        match self.snap.layout.frame {
-            FrameModel::FrameObject { .. } => {
-                let extras = ob_size.clamp(1, MAX_FRAME_SLOTS as i64) as u64;
-                Ok(basicsize + 8 * (extras - 1))
-            }
-            FrameModel::Interpreter(f) => {
-                let iframe = self
-                    .snap
-                    .mem
-                    .read_ptr(field(obj, frame_f_frame(&self.snap.layout))?)?;
+        let lay = &self.snap.layout;
+        match (lay.frame, lay.frame_object_f_frame()) {
+            (FrameModel::Interpreter(f), Some(f_frame)) => {
+                let iframe = self.snap.mem.read_ptr(field(obj, f_frame)?)?;
                 let code = self.snap.mem.read_ptr(field(iframe, f.executable)?)? & !f.tag_bits;
                 Ok(basicsize + 8 * self.frame_slots(code)?)
+            }
+            // 3.10: the frame object is the frame, its slots its items.
+            _ => {
+                let extras = ob_size.clamp(1, MAX_FRAME_SLOTS as i64) as u64;
+                Ok(basicsize + 8 * (extras - 1))
             }
         }
     }

@@ -3,7 +3,7 @@
 
 use super::graph::ROOT;
 use super::roots::Roots;
-use super::types::{Kind, TP_BASES_AFTER_BASE, TP_DICT_AFTER_BASE, TP_MRO_AFTER_BASE};
+use super::types::Kind;
 use super::Walk;
 use crate::cpython::layout::localkind;
 use crate::cpython::values::field;
@@ -12,11 +12,6 @@ use crate::cpython::values::field;
 const MAX_SEARCH: u64 = 1 << 22;
 /// Characters of a dict key's repr kept.
 const MAX_KEY_CHARS: usize = 80;
-/// `PyFunctionObject.func_defaults`, `func_kwdefaults` and `func_closure`: the words after
-/// `func_code` in `_Py_COMMON_FIELDS` (Include/cpython/funcobject.h, 3.10 to 3.15).
-const FUNC_DEFAULTS_AFTER_CODE: u64 = 8;
-const FUNC_KWDEFAULTS_AFTER_CODE: u64 = 16;
-const FUNC_CLOSURE_AFTER_CODE: u64 = 24;
 
 /// One step of `held_by`: the report's own (docs/report.md, "Who holds the memory").
 pub use crate::model::HeldStep as Step;
@@ -63,13 +58,13 @@ impl Walk<'_> {
             // Its constants, names and line table are the code's own.
             Some(Kind::Code) => Hop::Owned,
             Some(Kind::Type) => {
-                let base = lay.type_object.tp_base;
-                let word = |off| field(p, base + off).and_then(|a| snap.mem.read_ptr(a)).ok();
-                if word(TP_DICT_AFTER_BASE) == Some(obj) {
+                let to = &lay.type_object;
+                let word = |off| field(p, off).and_then(|a| snap.mem.read_ptr(a)).ok();
+                if word(to.tp_dict()) == Some(obj) {
                     Hop::Namespace
-                } else if word(TP_MRO_AFTER_BASE) == Some(obj) {
+                } else if word(to.tp_mro()) == Some(obj) {
                     Hop::Step(Step::Attr("__mro__".into()))
-                } else if word(TP_BASES_AFTER_BASE) == Some(obj) {
+                } else if word(to.tp_bases()) == Some(obj) {
                     Hop::Step(Step::Attr("__bases__".into()))
                 } else {
                     via()
@@ -117,13 +112,9 @@ impl Walk<'_> {
     /// free variable), defaults, code or `__dict__`.
     fn function_hop(&self, f: u64, obj: u64, rest: Option<&[u32]>) -> Hop {
         let snap = self.snap;
-        let code_at = snap.layout.function_code;
-        let word = |off: u64| {
-            field(f, code_at + off)
-                .and_then(|a| snap.mem.read_ptr(a))
-                .ok()
-        };
-        if word(FUNC_CLOSURE_AFTER_CODE) == Some(obj) {
+        let lay = &snap.layout;
+        let word = |off: u64| field(f, off).and_then(|a| snap.mem.read_ptr(a)).ok();
+        if word(lay.function_closure()) == Some(obj) {
             // function -> closure tuple -> cell -> content.
             let Some(&[cell, _content, ..]) = rest else {
                 return Hop::Owned;
@@ -132,7 +123,7 @@ impl Walk<'_> {
             let name = (|| {
                 let (cells, _) = snap.read_seq(obj, false, MAX_SEARCH).ok()?;
                 let i = cells.iter().position(|&c| c == cell)?;
-                let code = snap.code(word(0)?).ok()?;
+                let code = snap.code(word(lay.function_code)?).ok()?;
                 let free: Vec<&str> = code
                     .locals
                     .iter()
@@ -143,13 +134,13 @@ impl Walk<'_> {
             })();
             return Hop::Closure(Step::Closure(name.unwrap_or_else(|| "?".into())), 2);
         }
-        if [FUNC_DEFAULTS_AFTER_CODE, FUNC_KWDEFAULTS_AFTER_CODE]
+        if [lay.function_defaults(), lay.function_kwdefaults()]
             .iter()
             .any(|&o| word(o) == Some(obj))
         {
             return Hop::Owned;
         }
-        if word(0) == Some(obj) {
+        if word(lay.function_code) == Some(obj) {
             return Hop::Step(Step::Attr("__code__".into()));
         }
         if self.kind(

@@ -1,6 +1,5 @@
 //! The walk on small fake targets.
 
-use super::types::HAVE_GC;
 use super::{LocalRoot, Roots, ROOTS};
 use crate::cpython::gc::GC_HEAD_SIZE;
 use crate::cpython::layout::tpflags;
@@ -22,7 +21,7 @@ fn target() -> (FakeMemory, Layout) {
             LIST_TYPE,
             0x1800u64,
             &b"list"[..],
-            tpflags::LIST_SUBCLASS | HAVE_GC,
+            tpflags::LIST_SUBCLASS | tpflags::HAVE_GC,
             40u64,
             0u64,
         ),

@@ -11,28 +11,11 @@ const MAX_MEMBERS: u64 = 1024;
 /// Base classes followed from a type.
 const MAX_BASES: usize = 64;
 
-// Include/object.h (3.10 to 3.15).
-pub(super) const HAVE_GC: u64 = 1 << 14;
-pub(super) const MANAGED_WEAKREF: u64 = 1 << 3;
-pub(super) const TYPE_SUBCLASS: u64 = 1 << 31;
 /// Include/structmember.h: `T_OBJECT`, `T_OBJECT_EX` (`Py_T_OBJECT_EX`).
 const T_OBJECT: i32 = 6;
 const T_OBJECT_EX: i32 = 16;
 /// `sizeof(PyMemberDef)`: name, type, offset, flags, doc.
 const MEMBER_DEF: u64 = 40;
-/// `PyHeapTypeObject` from `ht_cached_keys` back: `ht_qualname` is the word before it, and
-/// `sizeof(PyTypeObject)` ends 464 bytes before it (as_async, as_number, as_mapping,
-/// as_sequence, as_buffer, ht_name, ht_slots, ht_qualname).
-const HT_QUALNAME_BEFORE_KEYS: u64 = 8;
-pub(super) const TYPE_OBJECT_BEFORE_KEYS: u64 = 464;
-/// `PyTypeObject` fields after `tp_base`: `tp_dict` (+8), `tp_bases` (+80), `tp_mro` (+88);
-/// `tp_members` 16 bytes before it.
-pub(super) const TP_DICT_AFTER_BASE: u64 = 8;
-pub(super) const TP_BASES_AFTER_BASE: u64 = 80;
-pub(super) const TP_MRO_AFTER_BASE: u64 = 88;
-const TP_MEMBERS_BEFORE_BASE: u64 = 16;
-/// `tp_vectorcall_offset` after `tp_basicsize`: `tp_itemsize`, `tp_dealloc` between.
-const TP_VECTORCALL_OFFSET_AFTER_BASICSIZE: u64 = 24;
 /// A default build's `PyObject_HEAD` (`ob_refcnt`, `ob_type`).
 pub(super) const DEFAULT_OBJECT_HEADER: u64 = 16;
 
@@ -125,7 +108,7 @@ impl Walk<'_> {
                 break;
             }
             if base.flags & tpflags::HEAPTYPE == 0 {
-                kind = if base.flags & HAVE_GC != 0 {
+                kind = if base.flags & tpflags::HAVE_GC != 0 {
                     Kind::Opaque
                 } else {
                     Kind::Plain
@@ -143,15 +126,8 @@ impl Walk<'_> {
             base = snap.type_at(base.base).ok()?;
         }
         // _PyType_PreHeaderSize (3.11+), the GC header alone before.
-        let minor = snap.layout.version.minor;
-        let words = if minor >= 12 {
-            tpflags::MANAGED_DICT | MANAGED_WEAKREF
-        } else if minor == 11 {
-            tpflags::MANAGED_DICT
-        } else {
-            0
-        };
-        let preheader = if t.flags & HAVE_GC != 0 {
+        let words = snap.layout.preheader_flags();
+        let preheader = if t.flags & tpflags::HAVE_GC != 0 {
             gc_head_size(&self.snap.layout)
         } else {
             0
@@ -167,7 +143,7 @@ impl Walk<'_> {
         // the header to `vectorcall`, which `tp_vectorcall_offset` locates.
         let object_words_end = if kind == Kind::Function {
             snap.mem
-                .read_u64(field(tp, to.tp_basicsize + TP_VECTORCALL_OFFSET_AFTER_BASICSIZE).ok()?)
+                .read_u64(field(tp, to.tp_vectorcall_offset()).ok()?)
                 .ok()
                 .filter(|&e| (snap.layout.pyobject.header_size()..=MAX_FUNCTION_BYTES).contains(&e))
                 .unwrap_or(snap.layout.pyobject.header_size())
@@ -191,7 +167,7 @@ impl Walk<'_> {
     /// `T_OBJECT` or `T_OBJECT_EX`.
     pub(super) fn slot_offsets(&self, tp: u64, out: &mut Vec<u64>) {
         let snap = self.snap;
-        let Ok(at) = field(tp, snap.layout.type_object.tp_base - TP_MEMBERS_BEFORE_BASE) else {
+        let Ok(at) = field(tp, snap.layout.type_object.tp_members()) else {
             return;
         };
         let Ok(mut m) = snap.mem.read_ptr(at) else {
@@ -219,15 +195,9 @@ impl Walk<'_> {
     pub(super) fn heap_type_name(&self, tp: u64) -> Option<String> {
         let snap = self.snap;
         let to = &snap.layout.type_object;
-        let q = snap
-            .mem
-            .read_ptr(field(tp, to.ht_cached_keys - HT_QUALNAME_BEFORE_KEYS).ok()?)
-            .ok()?;
+        let q = snap.mem.read_ptr(field(tp, to.ht_qualname()).ok()?).ok()?;
         let qualname = snap.read_name(q).ok()?;
-        let dict = snap
-            .mem
-            .read_ptr(field(tp, to.tp_base + TP_DICT_AFTER_BASE).ok()?)
-            .ok()?;
+        let dict = snap.mem.read_ptr(field(tp, to.tp_dict()).ok()?).ok()?;
         let module = if dict != 0 {
             snap.dict_get(dict, "__module__")
                 .ok()
@@ -257,7 +227,7 @@ pub(super) fn builtin_kind(name: &str, f: u64) -> Option<Kind> {
         Kind::Tuple
     } else if f & tpflags::DICT_SUBCLASS != 0 {
         Kind::Dict
-    } else if f & TYPE_SUBCLASS != 0 {
+    } else if f & tpflags::TYPE_SUBCLASS != 0 {
         Kind::Type
     } else {
         match name {

@@ -1,11 +1,8 @@
 //! One object: its size as `sys.getsizeof` gives it, by its type's kind, and its referents.
 
-use super::referents::{DEQUE_BLOCK, DEQUE_BLOCKLEN, DEQUE_LEFTBLOCK, DEQUE_LEFTINDEX};
+use super::referents::{DEQUE_BLOCK, DEQUE_BLOCKLEN};
 use super::types::TypeRec;
-use super::types::{
-    Kind, DEFAULT_OBJECT_HEADER, TP_BASES_AFTER_BASE, TP_DICT_AFTER_BASE, TP_MRO_AFTER_BASE,
-    TYPE_OBJECT_BEFORE_KEYS,
-};
+use super::types::{Kind, DEFAULT_OBJECT_HEADER};
 use super::Walk;
 use crate::cpython::layout::{tpflags, LongObject};
 use crate::cpython::torch::{TorchVersion, DEVICE_CPU, DEVICE_CUDA};
@@ -16,10 +13,6 @@ use std::cmp::Reverse;
 /// Bytes of a variable-size object's items believed (`tp_itemsize × |ob_size|`): more is a
 /// corrupt size, counted as `tp_basicsize` with an error.
 const MAX_VAR_BYTES: u64 = 1 << 40;
-/// `PyByteArrayObject.ob_alloc`, after `PyObject_VAR_HEAD` (Include/cpython/bytearrayobject.h).
-const BYTEARRAY_OB_ALLOC: u64 = 24;
-/// The minor version from which a bytearray's bytes are a bytes object (3.15).
-const BYTEARRAY_BYTES_BACKED_FROM: u8 = 15;
 /// `_PyBytesObject_SIZE`: a bytes object's header and its terminating NUL.
 const BYTES_HEADER: u64 = 33;
 /// Bytes of an object's header read (3.10's compact str header is 72 bytes; a free-threaded
@@ -28,10 +21,6 @@ pub(super) const HEADER: usize = 96;
 /// ... and first: every other kind's fields the walk reads are in it (a dict's `ma_values`,
 /// a set's `table`, a deque's `leftindex` end at 48).
 pub(super) const HEAD_READ: usize = 48;
-/// `PyListObject.allocated`, right after `ob_item`.
-const LIST_ALLOCATED_AFTER_ITEM: u64 = 8;
-/// `PySetObject.smalltable`, 24 bytes after `table` (`hash`, `finger` between).
-const SET_SMALLTABLE_AFTER_TABLE: u64 = 24;
 
 /// What a visit found of one object.
 pub(super) struct Visited {
@@ -47,8 +36,6 @@ pub(super) struct Visited {
 /// An object's first bytes, as read.
 struct Head {
     h: [u8; HEADER],
-    /// How much longer than a default build's the object header is (free-threaded: 16).
-    grow: u64,
 }
 
 impl Head {
@@ -125,8 +112,8 @@ impl Walk<'_> {
     fn head(&mut self, obj: u64) -> Result<(Head, u64), ReadError> {
         let snap = self.snap;
         let mut h = [0u8; HEADER];
-        // A free-threaded build's longer object header moves every field after it (the
-        // offsets here are from a default build's 16-byte header).
+        // A free-threaded build's longer object header moves every field after it: as much
+        // more is read.
         let grow = (snap
             .layout
             .pyobject
@@ -138,10 +125,7 @@ impl Walk<'_> {
             // An object near the end of its mapping: its first words only.
             snap.mem.read_into(obj, &mut h[..32])?;
         }
-        let head = Head {
-            h,
-            grow: grow as u64,
-        };
+        let head = Head { h };
         let tp = head.word(snap.layout.pyobject.ob_type);
         if tp == 0 || tp & 7 != 0 {
             return Err(ReadError::corrupt(obj, "heap: object without a type"));
@@ -186,7 +170,7 @@ impl Walk<'_> {
                 let n = ob_size.max(0) as u64;
                 len = Some(n);
                 let items = head.word(lay.list_object.ob_item);
-                let allocated = head.word(lay.list_object.ob_item + LIST_ALLOCATED_AFTER_ITEM);
+                let allocated = head.word(lay.list_allocated());
                 let r = self.items(items, n, refs);
                 self.note(r);
                 basicsize.saturating_add(allocated.saturating_mul(8))
@@ -229,7 +213,7 @@ impl Walk<'_> {
                 // setentry: {key, hash}; dummy entries are one static object, counted once.
                 let r = self.pairs(table, slots, 16, 0, refs);
                 self.note(r);
-                let small = field(obj, lay.set_object.table + SET_SMALLTABLE_AFTER_TABLE)?;
+                let small = field(obj, lay.set_smalltable())?;
                 if table != small {
                     basicsize.saturating_add(slots.saturating_mul(16))
                 } else {
@@ -239,9 +223,8 @@ impl Walk<'_> {
             Kind::Deque => {
                 let n = ob_size.max(0) as u64;
                 len = Some(n);
-                let left = head.word(DEQUE_LEFTINDEX + head.grow);
-                let r =
-                    self.deque_items(obj, head.word(DEQUE_LEFTBLOCK + head.grow), left, n, refs);
+                let left = head.word(lay.deque_leftindex());
+                let r = self.deque_items(obj, head.word(lay.deque_leftblock()), left, n, refs);
                 self.note(r);
                 let blocks = left.saturating_add(n).saturating_add(DEQUE_BLOCKLEN) / DEQUE_BLOCKLEN;
                 basicsize.saturating_add(blocks.saturating_mul(DEQUE_BLOCK))
@@ -282,9 +265,9 @@ impl Walk<'_> {
                 }
             },
             Kind::Type => {
-                let base = lay.type_object.tp_base;
-                for off in [TP_DICT_AFTER_BASE, TP_BASES_AFTER_BASE, TP_MRO_AFTER_BASE] {
-                    refs.push(snap.mem.read_ptr(field(obj, base + off)?)?);
+                let to = &lay.type_object;
+                for off in [to.tp_dict(), to.tp_bases(), to.tp_mro()] {
+                    refs.push(snap.mem.read_ptr(field(obj, off)?)?);
                 }
                 let flags = snap.mem.read_u64(field(obj, lay.type_object.tp_flags)?)?;
                 let keys_at = lay.type_object.ht_cached_keys;
@@ -301,7 +284,7 @@ impl Walk<'_> {
                 } else {
                     // A static type: sizeof(PyTypeObject), and no pre-header.
                     pre = 0;
-                    keys_at.saturating_sub(TYPE_OBJECT_BEFORE_KEYS)
+                    lay.type_object.static_type_size()
                 }
             }
             Kind::Module => {
@@ -322,8 +305,8 @@ impl Walk<'_> {
                 // ob_alloc`; 3.15 keeps the bytes in a bytes object (`ob_bytes_object`,
                 // `ob_alloc` its length) and counts that object's header too (measured: a
                 // 150,010-byte bytearray grown by `+=` gives 64 + 168,767 + 33).
-                let alloc = head.word(BYTEARRAY_OB_ALLOC + head.grow).min(MAX_VAR_BYTES);
-                let backing = if lay.version.minor >= BYTEARRAY_BYTES_BACKED_FROM && alloc > 0 {
+                let alloc = head.word(lay.bytearray_alloc()).min(MAX_VAR_BYTES);
+                let backing = if lay.bytearray_bytes_backed() && alloc > 0 {
                     BYTES_HEADER
                 } else {
                     0

@@ -6,6 +6,8 @@
 //! frame objects vs 3.11+ interpreter frames, the two line-table formats, the int header) the
 //! layout names the strategy; decoders never test version numbers.
 
+mod mimalloc;
+mod objects;
 mod v3_10;
 mod v3_11;
 mod v3_12;
@@ -13,6 +15,8 @@ mod v3_13;
 mod v3_14;
 mod v3_15;
 
+pub use self::mimalloc::MimallocLayout;
+pub use self::objects::Opcache310;
 use crate::cpython::debug_offsets::DebugOffsets;
 use crate::cpython::version::Version;
 use crate::error::{ReadError, ReadErrorKind};
@@ -441,7 +445,11 @@ pub enum InstanceDict {
 pub mod tpflags {
     pub const INLINE_VALUES: u64 = 1 << 2;
     pub const MANAGED_DICT: u64 = 1 << 4;
+    /// `Py_TPFLAGS_MANAGED_WEAKREF` (3.12+).
+    pub const MANAGED_WEAKREF: u64 = 1 << 3;
     pub const HEAPTYPE: u64 = 1 << 9;
+    pub const HAVE_GC: u64 = 1 << 14;
+    pub const TYPE_SUBCLASS: u64 = 1 << 31;
     pub const LONG_SUBCLASS: u64 = 1 << 24;
     pub const LIST_SUBCLASS: u64 = 1 << 25;
     pub const TUPLE_SUBCLASS: u64 = 1 << 26;
