@@ -12,8 +12,10 @@ of the workers is blocked in a system call, then records its truth and blocks in
 ``_truth.HELD``.
 
 The truth has ``worker_class``, ``arbiter`` {pid, address}, ``workers`` [{pid, class}],
-``requests`` [the records of why_gunicorn_app.record], ``upstream`` (its address) and
-``busy`` (the pids of the workers with a request).
+``requests`` [the records of why_gunicorn_app.record], ``upstream`` (its address),
+``busy`` (the pids of the workers with a request) and ``greenlets`` {pid: the process's
+greenlets (why_gunicorn_app.census)}: the arbiter's, and under gevent each worker's, taken
+once every request has parked (the scenario asks each worker for it).
 """
 
 import glob
@@ -85,6 +87,14 @@ def main():
         c.sendall(b"GET /%s HTTP/1.1\r\nHost: test\r\n\r\n" % name.encode())
         clients.append(c)
     requests = wait_for(lambda: glob.glob(prefix + ".req-*.json"), len(clients), "requests")
+    censuses = {str(arbiter["pid"]): arbiter.pop("greenlets")}
+    if worker_class == "gevent":
+        # Every request has parked: each worker takes its census of greenlets now.
+        for w in workers:
+            with open(prefix + ".census%d.go" % w["pid"], "w"):
+                pass
+        for c in wait_for(lambda: glob.glob(prefix + ".census*.json"), WORKERS, "censuses"):
+            censuses[str(c["pid"])] = c["greenlets"]
     for pid in [arbiter["pid"]] + [w["pid"] for w in workers]:
         # Twice, a while apart: a thread a worker starts on its first request (gevent's
         # resolver pool) is seen by the second look.
@@ -93,6 +103,7 @@ def main():
         why_helpers.wait_blocked(pid, tasks(pid), "threads")
     truth = dict(worker_class=worker_class, arbiter=arbiter, workers=workers,
                  requests=requests, upstream=up, busy=sorted({r["pid"] for r in requests}),
+                 greenlets=censuses,
                  tasks={str(pid): tasks(pid) for pid in
                         [arbiter["pid"]] + [w["pid"] for w in workers]},
                  kept=[c.fileno() for c in clients])
