@@ -131,7 +131,8 @@ def stop_idle(pid, tids):
         if syscalls(pid, tids) == idle:
             return
         os.kill(pid, signal.SIGCONT)
-    raise AssertionError("worker %d: not stopped where it idles in %d tries" % (pid, STOP_TRIES))
+    raise AssertionError("worker %d: not stopped where it idles in %d tries: %r, then %r"
+                         % (pid, STOP_TRIES, idle, syscalls(pid, tids)))
 
 
 # --- the truths ------------------------------------------------------------------------------

@@ -68,8 +68,11 @@ def main():
     path = [os.environ["PYUNWIND_GUNICORN"], HERE]
     if worker_class == "gevent":
         path.insert(1, os.environ["PYUNWIND_GREENLET"])
+    # gevent's pool threads (its resolver's) stay for the test's length (an hour, as the
+    # requests do): one idle for 5 s would end by default (gevent's threadpool_idle_task_timeout,
+    # which must be positive), and with it greenlets the census names.
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), PYUNWIND_GUNICORN_TRUTH=prefix,
-               PYUNWIND_UPSTREAM=up)
+               PYUNWIND_UPSTREAM=up, GEVENT_THREADPOOL_IDLE_TASK_TIMEOUT="3600")
     arbiter_proc = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-c", os.path.join(HERE, "why_gunicorn_app.py"),
          "--workers", str(WORKERS), "--worker-class", worker_class, "--bind", "127.0.0.1:0",
