@@ -166,8 +166,8 @@ def suspended(sc):
       `stop_idle`);
     - active with no `gr_frame`: it runs in another thread (a gevent pool thread's
       `_WorkerGreenlet`): its stack is its thread's, not suspended. A started greenlet that
-      does not run always has a frame to resume in (a main greenlet its thread's caller's,
-      another its `run`'s, since greenlet 3.0.3);
+      does not run always has a frame to resume in (a main greenlet the one it switched away
+      from, another one of its `run`, since greenlet 3.0.3);
     - every other: suspended, where its `gr_frame` resumes (the worker's main greenlet in
       `gevent.sleep`, a pool thread's main greenlet, each request)."""
     out = {}
