@@ -3,10 +3,16 @@
 in the app, N on a socket to an upstream the scenario owns (never answered) and N in
 ``gevent.sleep``. Each request records its truth in the app (why_gunicorn_app.record): the
 worker's pid, its greenlet's address, its thread, its frames (function, file, line) and its
-socket.
+socket. Each process also takes a census of its own greenlets from `gc` (why_gunicorn_app.census:
+the arbiter's when ready, each worker's once its requests have parked), which `suspended` maps
+to the greenlets the reader must find suspended: the requests, each worker's main greenlet,
+gevent's pool threads' main greenlets.
 
 Checked, exactly, against those truths:
 
+- every greenlet group (its stack and members) and the headings' counts, e.g. `greenlets: 4
+  groups of identical suspended stacks, 14 greenlets` and `greenlets: call tree of 14 greenlets
+  suspended over 3 processes: outermost frames first`, from the censuses;
 - `pid --children ARBITER --group --greenlets --json`: one greenlet group per kind of request
   holding exactly that kind's greenlets (pid, address, thread), with the request's frames under
   gevent's own (the socket's methods, `gevent.sleep`), its count and processes, and each
@@ -31,6 +37,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 
 import pytest
 
@@ -44,6 +51,9 @@ CLI_TIMEOUT_SECONDS = 120
 # Requests of each kind (upstream, sleep): over 2 workers.
 PER_KIND = 4
 KINDS = ["upstream", "sleep"]
+# Tries at stopping a worker where it idles, and the gap between two looks at its threads.
+STOP_TRIES = 50
+STOP_POLL_SECONDS = 0.01
 INTERPS = [i for i in harness.pick(["pyenv-3.12", "pyenv-3.10", "debian-3.14"])
            if i.id not in GEVENT_ABSENT]
 
@@ -70,13 +80,59 @@ def job(request):
                           timeout=90) as sc:
         sc.arbiter = sc.truth["arbiter"]["pid"]
         sc.workers = sorted(w["pid"] for w in sc.truth["workers"])
-        for pid in sc.workers:
-            os.kill(pid, signal.SIGSTOP)
+        stopped = []
         try:
+            for pid in sc.workers:
+                stop_idle(pid, sc.truth["tasks"][str(pid)])
+                stopped.append(pid)
             yield sc
         finally:
-            for pid in sc.workers:
+            for pid in stopped:
                 os.kill(pid, signal.SIGCONT)
+
+
+def syscalls(pid, tids):
+    """What /proc/PID/task/TID/syscall starts with for each thread: a system call's number,
+    `running`, or -1 (stopped outside a system call); None when unreadable."""
+    out = []
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%d/syscall" % (pid, tid), encoding="ascii") as f:
+                out.append(f.read().split()[0])
+        except (OSError, IndexError):
+            out.append(None)
+    return out
+
+
+def all_stopped(pid, tids):
+    for tid in tids:
+        with open("/proc/%d/task/%d/stat" % (pid, tid), encoding="ascii") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] != "T":
+                return False
+    return True
+
+
+def stop_idle(pid, tids):
+    """SIGSTOP worker `pid` with each of its threads `tids` in the system call it idles in
+    (the same over two looks a while apart): its main thread then runs its hub, blocked in the
+    event loop, as the census found it (the hub aside, which the census itself had switched
+    from). The worker's loop (`GeventWorker.run`) wakes for a moment every second; a stop
+    that catches a thread elsewhere is undone and tried again."""
+    for _ in range(STOP_TRIES):
+        idle = syscalls(pid, tids)
+        time.sleep(STOP_POLL_SECONDS)
+        if syscalls(pid, tids) != idle or any(c in (None, "running", "-1") for c in idle):
+            continue
+        os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + CLI_TIMEOUT_SECONDS
+        while not all_stopped(pid, tids):
+            assert time.monotonic() < deadline, "worker %d does not stop" % pid
+            time.sleep(STOP_POLL_SECONDS)
+        if syscalls(pid, tids) == idle:
+            return
+        os.kill(pid, signal.SIGCONT)
+    raise AssertionError("worker %d: not stopped where it idles in %d tries: %r, then %r"
+                         % (pid, STOP_TRIES, idle, syscalls(pid, tids)))
 
 
 # --- the truths ------------------------------------------------------------------------------
@@ -91,6 +147,73 @@ def requests(sc, kind):
 
 def stack(frames):
     return [(f["function"], f["file"], f["line"]) for f in frames]
+
+
+def plural(n, one, many):
+    return "%d %s" % (n, one if n == 1 else many)
+
+
+def suspended(sc):
+    """{(pid, address): frames} of every greenlet the reader must find suspended, from the
+    censuses the programs took of their own greenlets (`gc`, why_gunicorn_app.census: the
+    arbiter's, and each worker's once its requests had parked). The rule, from what each
+    record says to what the reader sees while the worker is stopped where it idles:
+
+    - not `active` (not started, or `dead`): no stack, not suspended;
+    - `me`, the greenlet that took the census: it ended right after (dead, or freed);
+    - `hub`, the worker's hub: suspended at the census (it had switched to `me`), running
+      while the worker is read (its main thread is stopped in the hub's event loop, see
+      `stop_idle`);
+    - active with no `gr_frame`: it runs in another thread (a gevent pool thread's
+      `_WorkerGreenlet`): its stack is its thread's, not suspended. A started greenlet that
+      does not run always has a frame to resume in (a main greenlet the one it switched away
+      from, another one of its `run`, since greenlet 3.0.3);
+    - every other: suspended, where its `gr_frame` resumes (the worker's main greenlet in
+      `gevent.sleep`, a pool thread's main greenlet, each request)."""
+    out = {}
+    for pid, census in sc.truth["greenlets"].items():
+        assert sum(g["me"] for g in census) == (int(pid) in sc.workers), (pid, census)
+        assert sum(g["hub"] for g in census) == (int(pid) in sc.workers), (pid, census)
+        for g in census:
+            if g["active"] and not g["dead"] and not g["me"] and not g["hub"] \
+                    and g["frames"] is not None:
+                out[(int(pid), g["address"])] = stack(g["frames"])
+    # The truths agree: every request is there, suspended where it recorded itself.
+    for r in sc.truth["requests"]:
+        assert out[(r["pid"], r["greenlet"])] == stack(r["above"]) + stack(r["frames"]), r
+    return out
+
+
+def suspended_groups(sc):
+    """{frames: {(pid, address)}}: the suspended greenlets by their stacks, as the groups
+    must hold them."""
+    out = collections.defaultdict(set)
+    for key, frames in suspended(sc).items():
+        out[tuple(frames)].add(key)
+    return dict(out)
+
+
+def group_heading(sc):
+    """The line over the greenlets' groups, counted from the censuses."""
+    groups = suspended_groups(sc)
+    return "greenlets: %s of identical suspended stacks, %s" % (
+        plural(len(groups), "group", "groups"),
+        plural(sum(len(m) for m in groups.values()), "greenlet", "greenlets"))
+
+
+def tree_heading(sc):
+    """The line over the greenlets' tree, counted from the censuses (every process a report:
+    the arbiter and its workers)."""
+    return "greenlets: call tree of %s suspended over %s: outermost frames first" % (
+        plural(len(suspended(sc)), "greenlet", "greenlets"),
+        plural(1 + len(sc.truth["workers"]), "process", "processes"))
+
+
+def heading(text):
+    """The one line of `text` that opens the greenlets' part."""
+    lines = [line for line in text if line.startswith("greenlets: ")]
+    assert len(lines) == 1, text
+    return lines[0]
 
 
 def expected(sc, kind, core=False):
@@ -166,6 +289,13 @@ def check_groups(grouped, sc, core=False):
     assert grouped["failed"] == []
     assert grouped["reports"] == 1 + len(sc.workers)
     groups = grouped["greenlet_groups"]
+    # Every group: its stack and its members, those of the programs' censuses, and no other.
+    got = {tuple(stack(g["frames"])): {(m["pid"], m["address"]) for m in g["greenlets"]}
+           for g in groups}
+    assert len(got) == len(groups), groups
+    assert got == suspended_groups(sc)
+    assert [(g["count"], g["truncated"]) for g in groups] == [
+        (len(got[tuple(stack(g["frames"]))]), False) for g in groups]
     for kind in KINDS:
         want = expected(sc, kind, core)
         check_group(group_of(groups, want), want)
@@ -194,6 +324,8 @@ def check_tree(tree, sc, groups):
     for kind in KINDS:
         want = expected(sc, kind)
         paths[kind] = list(reversed(stack(group_of(groups, want)["frames"])))
+    # Every suspended greenlet is under one of the roots (its outermost frame).
+    assert sum(n["count"] for n in tree) == len(suspended(sc))
     for kind in KINDS:
         want = expected(sc, kind)
         path = paths[kind]
@@ -231,7 +363,23 @@ def broken_groups(grouped, sc):
         w = b["greenlet_groups"][i]["greenlets"][-1]["waiting"]
         w["kind"] = "event"
         out.append(b)
+    # The groups of no request (the workers' main greenlets, gevent's pool threads'): one
+    # left out, one short of a member.
+    others = [i for i, g in enumerate(groups)
+              if not any(m["address"] in requested(sc) for m in g["greenlets"])]
+    assert others, groups
+    b = copy.deepcopy(grouped)
+    del b["greenlet_groups"][others[0]]
+    out.append(b)
+    b = copy.deepcopy(grouped)
+    b["greenlet_groups"][others[-1]]["greenlets"].pop()
+    b["greenlet_groups"][others[-1]]["count"] -= 1
+    out.append(b)
     return out
+
+
+def requested(sc):
+    return {r["greenlet"] for r in sc.truth["requests"]}
 
 
 def broken_trees(tree, sc, groups):
@@ -245,6 +393,12 @@ def broken_trees(tree, sc, groups):
         b = copy.deepcopy(tree)
         path_of(b, path)[-1]["greenlets"].pop()
         out.append(b)
+    # A root no request goes through, left out.
+    b = copy.deepcopy(tree)
+    starts = {tuple(stack(g["frames"]))[-1] for g in groups
+              if any(m["address"] in requested(sc) for m in g["greenlets"])}
+    b.remove(next(n for n in b if (n["function"], n["file"], n["line"]) not in starts))
+    out.append(b)
     return out
 
 
@@ -263,9 +417,7 @@ def test_group_greenlets_across_workers(job):
     assert all("greenlets" not in g and g["threads"] for g in grouped["groups"])
 
     text = cli("pid", "--children", sc.arbiter, "--group", "--greenlets").splitlines()
-    total = sum(g["count"] for g in grouped["greenlet_groups"])
-    assert ("greenlets: %d groups of identical suspended stacks, %d greenlets"
-            % (len(grouped["greenlet_groups"]), total)) in text, text
+    assert heading(text) == group_heading(sc)
     for kind in KINDS:
         want = expected(sc, kind)
         assert want["headline"] in text, (want["headline"], text)
@@ -290,9 +442,7 @@ def test_tree_greenlets_across_workers(job):
     assert all("greenlets" not in n for n in got["tree"])
 
     text = cli("pid", "--children", sc.arbiter, "--tree", "--greenlets").splitlines()
-    total = sum(g["count"] for g in groups)
-    assert ("greenlets: call tree of %d greenlets suspended over %d processes: outermost "
-            "frames first" % (total, got["reports"])) in text, text
+    assert heading(text) == tree_heading(sc)
     # Each kind's leaf: its frame, indented by its depth, with its greenlets counted.
     for kind in KINDS:
         want = expected(sc, kind)
@@ -318,6 +468,8 @@ def test_merge_of_saved_worker_reports(job, tmp_path):
     check_tree(merged["greenlet_tree"], sc, merged["greenlet_groups"])
     assert merged["greenlet_groups"] == live["greenlet_groups"]
     assert merged["greenlet_tree"] == live["greenlet_tree"]
+    assert heading(cli("merge", *saved, "--tree").splitlines()) == tree_heading(sc)
+    assert heading(cli("merge", *saved).splitlines()) == group_heading(sc)
     # Reports saved without --greenlets: no greenlet groups at all.
     plain = tmp_path / "plain.json"
     plain.write_text(cli("pid", *sc.workers, "--json"))
@@ -346,5 +498,6 @@ def test_groups_from_cores(job):
                 m["waiting"].pop("peer", None)
     assert got["greenlet_groups"] == live["greenlet_groups"]
     text = cli("core", *cores, "--group", "--greenlets").splitlines()
+    assert heading(text) == group_heading(sc)
     for kind in KINDS:
         assert expected(sc, kind, core=True)["headline"] in text, text

@@ -12,8 +12,10 @@ of the workers is blocked in a system call, then records its truth and blocks in
 ``_truth.HELD``.
 
 The truth has ``worker_class``, ``arbiter`` {pid, address}, ``workers`` [{pid, class}],
-``requests`` [the records of why_gunicorn_app.record], ``upstream`` (its address) and
-``busy`` (the pids of the workers with a request).
+``requests`` [the records of why_gunicorn_app.record], ``upstream`` (its address),
+``busy`` (the pids of the workers with a request) and ``greenlets`` {pid: the process's
+greenlets (why_gunicorn_app.census)}: the arbiter's, and under gevent each worker's, taken
+once every request has parked (the scenario asks each worker for it).
 """
 
 import glob
@@ -66,8 +68,11 @@ def main():
     path = [os.environ["PYUNWIND_GUNICORN"], HERE]
     if worker_class == "gevent":
         path.insert(1, os.environ["PYUNWIND_GREENLET"])
+    # gevent's pool threads (its resolver's) stay for the test's length (an hour, as the
+    # requests do): one idle for 5 s would end by default (gevent's threadpool_idle_task_timeout,
+    # which must be positive), and with it greenlets the census names.
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), PYUNWIND_GUNICORN_TRUTH=prefix,
-               PYUNWIND_UPSTREAM=up)
+               PYUNWIND_UPSTREAM=up, GEVENT_THREADPOOL_IDLE_TASK_TIMEOUT="3600")
     arbiter_proc = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-c", os.path.join(HERE, "why_gunicorn_app.py"),
          "--workers", str(WORKERS), "--worker-class", worker_class, "--bind", "127.0.0.1:0",
@@ -85,6 +90,14 @@ def main():
         c.sendall(b"GET /%s HTTP/1.1\r\nHost: test\r\n\r\n" % name.encode())
         clients.append(c)
     requests = wait_for(lambda: glob.glob(prefix + ".req-*.json"), len(clients), "requests")
+    censuses = {str(arbiter["pid"]): arbiter.pop("greenlets")}
+    if worker_class == "gevent":
+        # Every request has parked: each worker takes its census of greenlets now.
+        for w in workers:
+            with open(prefix + ".census%d.go" % w["pid"], "w"):
+                pass
+        for c in wait_for(lambda: glob.glob(prefix + ".census*.json"), WORKERS, "censuses"):
+            censuses[str(c["pid"])] = c["greenlets"]
     for pid in [arbiter["pid"]] + [w["pid"] for w in workers]:
         # Twice, a while apart: a thread a worker starts on its first request (gevent's
         # resolver pool) is seen by the second look.
@@ -93,6 +106,7 @@ def main():
         why_helpers.wait_blocked(pid, tasks(pid), "threads")
     truth = dict(worker_class=worker_class, arbiter=arbiter, workers=workers,
                  requests=requests, upstream=up, busy=sorted({r["pid"] for r in requests}),
+                 greenlets=censuses,
                  tasks={str(pid): tasks(pid) for pid in
                         [arbiter["pid"]] + [w["pid"] for w in workers]},
                  kept=[c.fileno() for c in clients])

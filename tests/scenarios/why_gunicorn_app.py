@@ -2,8 +2,12 @@
 gunicorn with (``-c`` this file, app ``why_gunicorn_app:app``). Not a scenario itself.
 
 Hooks: ``when_ready`` (in the arbiter) writes ``$PYUNWIND_GUNICORN_TRUTH.arbiter.json``: the
-arbiter's pid and its listening address; ``post_worker_init`` (in each worker) writes
-``$PYUNWIND_GUNICORN_TRUTH.worker<PID>.json``: the worker's pid and class.
+arbiter's pid, its listening address and its greenlets (``census``: the arbiter never runs
+one, nor makes one after this); ``post_worker_init`` (in each worker) writes
+``$PYUNWIND_GUNICORN_TRUTH.worker<PID>.json``: the worker's pid and class. A gevent worker
+also spawns a greenlet that, once ``$PYUNWIND_GUNICORN_TRUTH.census<PID>.go`` exists (the
+scenario makes it when every request has parked), writes the worker's ``census`` in
+``$PYUNWIND_GUNICORN_TRUTH.census<PID>.json`` and ends.
 
 Requests (``PATH_INFO``): ``/upstream`` opens a connection to ``$PYUNWIND_UPSTREAM`` (a local
 server that never answers) with ``socket.create_connection`` and waits in ``recv``;
@@ -27,6 +31,8 @@ import _truth  # noqa: E402
 import why_helpers  # noqa: E402
 
 TRUTH = os.environ["PYUNWIND_GUNICORN_TRUTH"]
+# How often a gevent worker's census greenlet looks for the scenario's word to take it.
+CENSUS_POLL_SECONDS = 0.05
 # Requests wait for good: no worker may be killed for being silent while the tests run.
 timeout = 3600
 graceful_timeout = 1
@@ -39,15 +45,53 @@ def write(path, data):
     os.replace(path + ".tmp", path)
 
 
+def census(me, hub):
+    """Every greenlet of this process as the program sees it, found as gevent's own tools find
+    them (nothing else lists a parked greenlet): the objects of a greenlet class on the
+    collector's lists (``gc.get_objects()``). Each: its address, class name, whether it is a main
+    greenlet (no parent), ``dead``, ``active`` (``bool``: started and not finished), whether it
+    is ``me`` (the greenlet taking the census) or ``hub`` (this thread's gevent hub), and
+    ``frames``: those of its ``gr_frame`` (where a suspended greenlet resumes), innermost first;
+    None where it has none (one that runs, in this thread or another, one not started or
+    dead). Empty where greenlet was never imported. Makes no greenlet (no ``getcurrent``)."""
+    greenlet = sys.modules.get("greenlet")
+    if greenlet is None:
+        return []
+    import gc
+    out = []
+    for g in [o for o in gc.get_objects() if isinstance(o, greenlet.greenlet)]:
+        out.append({"address": id(g), "class": type(g).__name__,
+                    "main": g.parent is None, "dead": g.dead, "active": bool(g),
+                    "me": g is me, "hub": g is hub,
+                    "frames": None if g.gr_frame is None else _truth.frames_from(g.gr_frame)})
+    return out
+
+
 def when_ready(server):
     write(TRUTH + ".arbiter.json", {
         "pid": os.getpid(),
-        "address": why_helpers.address(server.LISTENERS[0].sock.getsockname())})
+        "address": why_helpers.address(server.LISTENERS[0].sock.getsockname()),
+        "greenlets": census(None, None)})
+
+
+def census_when_asked():
+    """A gevent worker's census, taken in a greenlet of its own once the scenario asks (every
+    request has parked), which ends right after. What runs later (the hub, the worker's loop
+    for a moment each second) leaves each greenlet where the census found it."""
+    import gevent
+    pid = os.getpid()
+    while not os.path.exists(TRUTH + ".census%d.go" % pid):
+        gevent.sleep(CENSUS_POLL_SECONDS)
+    write(TRUTH + ".census%d.json" % pid, {
+        "pid": pid, "greenlets": census(gevent.getcurrent(), gevent.get_hub())})
 
 
 def post_worker_init(worker):
     write(TRUTH + ".worker%d.json" % os.getpid(), {
         "pid": os.getpid(), "class": type(worker).__name__})
+    if "gevent" in sys.modules:
+        import gevent
+        gevent.spawn(census_when_asked)
 
 
 def record(name, caller, sock=None):
