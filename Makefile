@@ -64,6 +64,9 @@ lint:
 	# Each layer of src/ uses only the layers DESIGN.md lists before it (tools/layer_order.py
 	# names each file:line that reaches up).
 	python3 tools/layer_order.py src
+	# No function over 150 lines (the version layout tables aside), no file over 800
+	# (tools/sizes.py names each).
+	python3 tools/sizes.py src pylib lldb-scripts gdb-scripts
 	# One clippy run for every target and both builds: the python feature only adds
 	# src/python (lib.rs), so the build with it holds all of the build without it.
 	$(CARGO) clippy --release --all-targets --features python -- -D warnings

@@ -7,7 +7,7 @@
 use super::*;
 
 /// An error entry: (address, what).
-type Errors = Vec<(u64, String)>;
+type Errors = Vec<ErrorReport>;
 
 /// Every pending task of the process, placed and linked. `dbg` is the target's asyncio debug
 /// section (3.14+), as `AsyncioDebug::find` found it.
@@ -455,8 +455,8 @@ fn link_tasks(objects: &Objects, tasks: &mut [TaskView], errors: &mut Errors) {
     // In order, each once (a set's order, without its nodes).
     edges.sort_unstable();
     edges.dedup();
-    for (addr, what) in std::mem::take(&mut resolver.errors) {
-        err(addr, what);
+    for e in std::mem::take(&mut resolver.errors) {
+        err(e.address, e.what);
     }
     let index: AddrMap<usize> = tasks
         .iter()

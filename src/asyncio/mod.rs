@@ -33,7 +33,7 @@ use crate::cpython::values::field;
 use crate::cpython::{FrameItem, FrameWalk, Snapshot};
 use crate::error::{Error, ReadError};
 use crate::memory::addr_map::{AddrMap, AddrSet};
-use crate::model::AwaitingKind;
+use crate::model::{AwaitingKind, ErrorReport};
 
 /// Most tasks we list.
 pub const MAX_TASKS: u64 = 1 << 20;
@@ -100,7 +100,7 @@ pub struct AsyncView {
     pub loops: Vec<LoopView>,
     /// Await cycles, each as task ids in await order, each once.
     pub cycles: Vec<Vec<u64>>,
-    pub errors: Vec<(u64, String)>,
+    pub errors: Vec<ErrorReport>,
     /// Where a suspended frame keeps its value stack's live top (None: no tasks were read).
     pub stack_top: Option<layout::StackTop>,
 }
@@ -111,9 +111,9 @@ impl AsyncView {
     }
 }
 
-fn view_err(errors: &mut Vec<(u64, String)>, addr: u64, what: String) {
+fn view_err(errors: &mut Vec<ErrorReport>, addr: u64, what: String) {
     if errors.len() < 1000 {
-        errors.push((addr, what));
+        errors.push(ErrorReport::new(addr, what));
     }
 }
 
@@ -147,7 +147,7 @@ struct Resolver<'o, 'a> {
     memo: AddrMap<Vec<u64>>,
     by_callback: AddrMap<Vec<u64>>,
     active: AddrSet,
-    errors: Vec<(u64, String)>,
+    errors: Vec<ErrorReport>,
 }
 
 impl Resolver<'_, '_> {
@@ -171,13 +171,16 @@ impl Resolver<'_, '_> {
                     }
                     let mut found = Vec::new();
                     if let Err(e) = self.callback(cb, depth, &mut found) {
-                        self.errors.push((cb, format!("done callback: {e}")));
+                        self.errors
+                            .push(ErrorReport::new(cb, format!("done callback: {e}")));
                     }
                     out.extend_from_slice(&found);
                     self.by_callback.insert(cb, found);
                 }
             }
-            Err(e) => self.errors.push((fut, format!("future callbacks: {e}"))),
+            Err(e) => self
+                .errors
+                .push(ErrorReport::new(fut, format!("future callbacks: {e}"))),
         }
         out.sort_unstable();
         out.dedup();

@@ -33,6 +33,7 @@ use crate::cpython::values::field;
 use crate::cpython::{FrameItem, FrameWalk, Snapshot};
 use crate::error::ReadError;
 use crate::memory::addr_map::{AddrMap, AddrSet};
+use crate::model::ErrorReport;
 
 /// Most greenlets we list.
 pub const MAX_GREENLETS: usize = 1 << 20;
@@ -98,7 +99,7 @@ pub struct GreenletView {
     pub greenlets: Vec<Greenlet>,
     /// greenlet's `__version__`, when greenlet is imported.
     pub version: Option<String>,
-    pub errors: Vec<(u64, String)>,
+    pub errors: Vec<ErrorReport>,
 }
 
 /// The raw words of one greenlet.
@@ -123,13 +124,13 @@ pub fn analyze(snap: &Snapshot, threads: &[GThread], stacks: &Stacks) -> Greenle
     let interps = match snap.interpreters() {
         Ok(i) => i,
         Err(e) => {
-            view.errors.push((e.addr, format!("greenlets: {e}")));
+            view.errors.push(ErrorReport::read(&e, "greenlets"));
             return view;
         }
     };
     for interp in interps {
         if let Err(e) = interpreter(snap, interp, threads, stacks, &mut view) {
-            view.errors.push((e.addr, format!("greenlets: {e}")));
+            view.errors.push(ErrorReport::read(&e, "greenlets"));
         }
     }
     view
@@ -169,7 +170,10 @@ fn interpreter(
     let Some(mut m) = greenlet_module(snap, interp, view)? else {
         return Ok(());
     };
-    let mut err = |addr: u64, what: String| view.errors.push((addr, format!("greenlets: {what}")));
+    let mut err = |addr: u64, what: String| {
+        view.errors
+            .push(ErrorReport::new(addr, format!("greenlets: {what}")))
+    };
     let Some((objs, scanned)) = find::objects(snap, interp, stacks, &m, &mut err) else {
         return Ok(());
     };
@@ -218,7 +222,10 @@ fn greenlet_module(
     let Some(cmod) = snap.module_dict(modules, "greenlet._greenlet")? else {
         return Ok(None);
     };
-    let mut err = |addr: u64, what: String| view.errors.push((addr, format!("greenlets: {what}")));
+    let mut err = |addr: u64, what: String| {
+        view.errors
+            .push(ErrorReport::new(addr, format!("greenlets: {what}")))
+    };
     let version = match snap.module_dict(modules, "greenlet")? {
         Some(d) => match snap.dict_get(d, "__version__")? {
             Some(v) => Some(snap.read_str(v)?),
@@ -235,7 +242,10 @@ fn greenlet_module(
     };
     let version = version.unwrap_or_default();
     view.version = Some(version.clone());
-    let mut err = |addr: u64, what: String| view.errors.push((addr, format!("greenlets: {what}")));
+    let mut err = |addr: u64, what: String| {
+        view.errors
+            .push(ErrorReport::new(addr, format!("greenlets: {what}")))
+    };
     if v.0 != 3 || v.1 > 5 {
         err(
             cmod,
@@ -389,8 +399,8 @@ fn greenlets(
     });
     let mut found: Vec<Greenlet> = Vec::with_capacity(built.len());
     for (g, errors) in built {
-        for (addr, what) in errors {
-            err(addr, what);
+        for e in errors {
+            err(e.address, e.what);
         }
         found.push(g);
     }
@@ -435,7 +445,7 @@ struct Build<'a> {
 
 impl Build<'_> {
     /// The greenlet of `r`, and the errors reading it met.
-    fn greenlet(&self, r: &Raw) -> (Greenlet, Vec<(u64, String)>) {
+    fn greenlet(&self, r: &Raw) -> (Greenlet, Vec<ErrorReport>) {
         let snap = self.snap;
         let main = r.is_main();
         let m = self.tree.main_of(r.obj);
@@ -446,7 +456,7 @@ impl Build<'_> {
         let thread = m.and_then(|m| self.thread_of_main.get(&m).copied().flatten());
         let (frames, truncated, mut errors) = self.frames(r, state, thread);
         if let Some(lost) = self.tree.lost_main_of(r.obj) {
-            errors.push((
+            errors.push(ErrorReport::new(
                 r.obj,
                 format!(
                     "greenlet {:#x}: its main greenlet {lost:#x} cannot be read: its thread, and whether it runs, are not known",
@@ -497,7 +507,7 @@ impl Build<'_> {
         r: &Raw,
         state: State,
         thread: Option<usize>,
-    ) -> (Vec<FrameItem>, bool, Vec<(u64, String)>) {
+    ) -> (Vec<FrameItem>, bool, Vec<ErrorReport>) {
         let mut errors = Vec::new();
         let (frames, truncated) = match state {
             State::Running => match thread {
@@ -510,7 +520,7 @@ impl Build<'_> {
             State::Suspended if r.top_frame != 0 => {
                 let walk = suspended_frames(self.snap, r.top_frame);
                 if let Some(cut) = walk.cut {
-                    errors.push((
+                    errors.push(ErrorReport::new(
                         cut.addr,
                         format!("greenlet {:#x}: frame walk: {cut}", r.obj),
                     ));
@@ -521,7 +531,10 @@ impl Build<'_> {
         };
         for f in &frames {
             if let FrameItem::Unreadable { addr, error } = f {
-                errors.push((*addr, format!("greenlet {:#x}: frame: {error}", r.obj)));
+                errors.push(ErrorReport::new(
+                    *addr,
+                    format!("greenlet {:#x}: frame: {error}", r.obj),
+                ));
             }
         }
         (frames, truncated, errors)

@@ -13,19 +13,20 @@
 
 use super::signals;
 use super::{Siginfo, SignalNotes};
-use crate::model::Crash;
+use crate::model::{Crash, ErrorReport};
 
 /// The crash the notes record, if any, and what was wrong with the notes (one line each, for
-/// the report's `errors`). A garbled note costs the fields it holds, never the report.
-pub fn crash(notes: &SignalNotes) -> (Option<Crash>, Vec<String>) {
+/// the report's `errors`; a core's notes are not target memory, so they have no address). A
+/// garbled note costs the fields it holds, never the report.
+pub fn crash(notes: &SignalNotes) -> (Option<Crash>, Vec<ErrorReport>) {
     let mut problems = Vec::new();
     let head = match notes.first_thread {
         None => return (None, problems),
         Some(Err(len)) => {
-            problems.push(format!(
+            problems.push(ErrorReport::note(format!(
                 "core notes: the first NT_PRSTATUS note is {len} bytes, too short for \
                  pr_cursig and pr_pid: whether the process crashed is unknown"
-            ));
+            )));
             return (None, problems);
         }
         Some(Ok(h)) => h,
@@ -37,18 +38,18 @@ pub fn crash(notes: &SignalNotes) -> (Option<Crash>, Vec<String>) {
     let siginfo: Option<&Siginfo> = match &notes.siginfo {
         Some(Ok(si)) if i64::from(si.signo) == i64::from(signo) => Some(si),
         Some(Ok(si)) => {
-            problems.push(format!(
+            problems.push(ErrorReport::note(format!(
                 "core notes: NT_SIGINFO says signal {}, NT_PRSTATUS says {signo}: the signal's \
                  code and address are unknown",
                 si.signo
-            ));
+            )));
             None
         }
         Some(Err(len)) => {
-            problems.push(format!(
+            problems.push(ErrorReport::note(format!(
                 "core notes: the NT_SIGINFO note is {len} bytes, too short for siginfo_t: the \
                  signal's code and address are unknown"
-            ));
+            )));
             None
         }
         None => None,
@@ -166,13 +167,13 @@ mod tests {
         };
         let (c, p) = crash(&bad_head);
         assert_eq!(c, None);
-        assert!(p[0].contains("20 bytes"), "{p:?}");
+        assert!(p[0].what.contains("20 bytes"), "{p:?}");
         let (c, p) = crash(&notes(11, Some(Err(7)), false));
         assert_eq!(c.unwrap().code, None);
-        assert!(p[0].contains("7 bytes"), "{p:?}");
+        assert!(p[0].what.contains("7 bytes"), "{p:?}");
         let (c, p) = crash(&notes(11, si(-1, 1, 0x10), false));
         assert_eq!(c.unwrap().address, None);
-        assert!(p[0].contains("signal -1"), "{p:?}");
+        assert!(p[0].what.contains("signal -1"), "{p:?}");
         // Any pr_cursig: only signals that dump core are crashes.
         for cursig in [0, 1, 9, 19, 32, 64, 0xffff] {
             assert_eq!(

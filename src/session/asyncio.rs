@@ -7,7 +7,7 @@ use super::{once, Session};
 use crate::asyncio::{self, AsyncView, ThreadFrames};
 use crate::cpython::FrameItem;
 use crate::error::Result;
-use crate::model::{AwaitingReport, ErrorReport, FrameReport, LoopReport, Report, TaskReport};
+use crate::model::{AwaitingReport, FrameReport, LoopReport, Report, TaskReport};
 
 /// Every pending asyncio task, decoded once per stop.
 pub fn view(s: &Session) -> Result<&AsyncView> {
@@ -91,11 +91,7 @@ fn build_report(s: &Session) -> Result<Report> {
     );
     r.loops = Some(loop_reports(s, view));
     r.cycles = Some(view.cycles.clone());
-    r.errors
-        .extend(view.errors.iter().map(|(address, what)| ErrorReport {
-            address: *address,
-            what: what.clone(),
-        }));
+    r.errors.extend(view.errors.iter().cloned());
     Ok(r)
 }
 

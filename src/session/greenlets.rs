@@ -5,7 +5,7 @@ use super::report::{frame_report, interpreter_id, thread_frame_report};
 use super::{once, Session};
 use crate::binary::ElfInfo;
 use crate::greenlet::{self, GThread, GreenletView, Stacks};
-use crate::model::{ErrorReport, FrameReport, GreenletReport, Report};
+use crate::model::{FrameReport, GreenletReport, Report};
 
 /// Every greenlet, decoded once per stop.
 pub fn view(s: &Session) -> &GreenletView {
@@ -99,9 +99,5 @@ pub fn add_to(s: &Session, r: &mut Report, with_locals: bool) {
             })
             .collect(),
     );
-    r.errors
-        .extend(view.errors.iter().map(|(address, what)| ErrorReport {
-            address: *address,
-            what: what.clone(),
-        }));
+    r.errors.extend(view.errors.iter().cloned());
 }

@@ -35,11 +35,12 @@ pub fn add_to(s: &Session, r: &mut Report, top: usize) {
         locals: frame_locals(s, &mut errors),
     };
     let c = s.snap.heap_census(&interps, &roots, top.min(MAX_TOP));
-    r.errors
-        .extend(errors.iter().chain(&c.errors).map(|e| ErrorReport {
-            address: e.addr,
-            what: format!("heap: {e}"),
-        }));
+    r.errors.extend(
+        errors
+            .iter()
+            .chain(&c.errors)
+            .map(|e| ErrorReport::read(e, "heap")),
+    );
     r.heap = Some(HeapReport {
         types: c
             .types

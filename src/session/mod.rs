@@ -35,7 +35,7 @@ use crate::cpython::{
 use crate::error::{Error, ReadError, Result};
 use crate::greenlet::GreenletView;
 use crate::memory::{crash, region_holding};
-use crate::model::{Crash, LocalReport, Report};
+use crate::model::{Crash, ErrorReport, LocalReport, Report};
 use crate::native::jit::JitMap;
 use crate::native::pthread;
 use crate::target::{SourceKind, Target};
@@ -147,7 +147,7 @@ pub struct Session {
     /// native unwinds and gdb's real frames (see [`Session::with_modules`]).
     modules: Mutex<Option<ModuleSet>>,
     /// The fatal signal a core records, and what was wrong with its notes.
-    pub(crate) crash: (Option<Crash>, Vec<String>),
+    pub(crate) crash: (Option<Crash>, Vec<ErrorReport>),
     /// Each thread's system call as the debugger's registers show it (memory read through
     /// the debugger has no notes or /proc to say): (lwp, orig_rax, argument registers).
     debugger_syscalls: OnceLock<Vec<(u64, Vec<u64>)>>,

@@ -122,16 +122,7 @@ pub fn report(s: &Session, key: Option<ThreadKey>, with_locals: bool) -> Result<
         None => s.threads().iter().collect(),
         Some(k) => vec![s.thread(k)?],
     };
-    // A core's notes are not target memory: their problems have no address.
-    let mut errors: Vec<ErrorReport> = s
-        .crash
-        .1
-        .iter()
-        .map(|what| ErrorReport {
-            address: 0,
-            what: what.clone(),
-        })
-        .collect();
+    let mut errors: Vec<ErrorReport> = s.crash.1.clone();
     errors.extend(s.target.module_problems.iter().map(|p| ErrorReport {
         address: 0,
         what: format!("loaded modules: {p}"),
@@ -144,10 +135,7 @@ pub fn report(s: &Session, key: Option<ThreadKey>, with_locals: bool) -> Result<
             .into_iter()
             .map(|what| ErrorReport { address: 0, what }),
     );
-    errors.extend(s.decoded().errors.iter().map(|e| ErrorReport {
-        address: e.addr,
-        what: e.to_string(),
-    }));
+    errors.extend(s.decoded().errors.iter().map(ErrorReport::from));
     // A walk cut by a cap says which cap, and where (the first frame not walked).
     errors.extend(threads.iter().filter_map(|t| {
         let cut = t.walk.cut?;

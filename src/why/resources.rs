@@ -142,6 +142,31 @@ const FD_CALLS: &[(&str, Option<Dir>, bool)] = &[
 /// goes on as that call, which has no arguments of its own.
 const POLL_CALLS: &[&str] = &["poll", "ppoll", "select", "pselect6", "restart_syscall"];
 
+/// A wait for child `pid` in system call `call`: its command line, live, while `t` still
+/// waits in that call.
+fn child_on(
+    session: &Session,
+    t: &ThreadReport,
+    call: Syscall,
+    pid: Option<i64>,
+    errors: &mut Vec<ErrorReport>,
+) -> WaitsOn {
+    let mut command = None;
+    if let (Some(parent), Some(child)) = (live_pid(session), pid) {
+        command = match proc_fds::child_process(parent, child).and_then(proc_fds::cmdline) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                errors.push(problem(t, &format!("child {child}: {e}")));
+                None
+            }
+        };
+        if command.is_some() && !still_in(session, t, call, errors) {
+            command = None;
+        }
+    }
+    WaitsOn::Child { pid, command }
+}
+
 /// What the wait of `t`, blocked in system call `call`, is on: kind `socket`, `pipe`,
 /// `file`, `fd` or `child`, with [`WaitsOn`]'s fields, `frame` the index in `t.frames` of
 /// its innermost Python frame (the one making the C call) and `owner` null; and what could
@@ -169,23 +194,8 @@ pub fn outside_wait(
         on: Some(on),
     };
     if let CallSays::Child(pid) = says {
-        let mut command = None;
-        if let (Some(parent), Some(child)) = (live, pid) {
-            command = match proc_fds::child_process(parent, child).and_then(proc_fds::cmdline) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    errors.push(problem(t, &format!("child {child}: {e}")));
-                    None
-                }
-            };
-            if command.is_some() && !still_in(session, t, call, &mut errors) {
-                command = None;
-            }
-        }
-        return (
-            Some(waiting(WaitKind::Child, WaitsOn::Child { pid, command })),
-            errors,
-        );
+        let on = child_on(session, t, call, pid, &mut errors);
+        return (Some(waiting(WaitKind::Child, on)), errors);
     }
     // The socket the innermost frame calls a method of, if any; else, for a call on one fd,
     // the socket that frame is a method of, when it has that fd (an `ssl.SSLSocket` reads
