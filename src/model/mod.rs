@@ -6,14 +6,18 @@
 mod heap;
 mod held_by;
 mod json_names;
+mod source_kind;
 #[cfg(test)]
 mod test_words;
 mod thread_state;
 mod wait_kind;
 mod why_kinds;
 
-pub use heap::{HeapCount, HeapObject, HeapProcess, HeapReport, HeapType, HeapUnreached};
+pub use heap::{
+    HeapCount, HeapObject, HeapProcess, HeapReport, HeapType, HeapUnreached, SizeSource,
+};
 pub use held_by::{HeapRetainer, HeldStep};
+pub use source_kind::SourceKind;
 pub use thread_state::{IdleKind, StateWord};
 pub use wait_kind::WaitKind;
 pub use why_kinds::{DeadlockKind, HoldKind};
@@ -552,7 +556,7 @@ pub struct PythonReport {
     /// How the interpreter and its layout were found.
     pub found_by: String,
     /// "live", "core" or "debugger".
-    pub source: &'static str,
+    pub source: SourceKind,
     pub pid: Option<u32>,
 }
 
