@@ -10,14 +10,8 @@ use crate::memory::{
 };
 
 pub use crate::memory::FileSearch;
-
-/// Where the bytes come from (reported, and used by frontends to choose a source).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SourceKind {
-    Live,
-    Core,
-    Debugger,
-}
+/// The report's `python.source` is the target's kind, word for word.
+pub use crate::model::SourceKind;
 
 pub struct Target {
     pub mem: Arc<dyn Memory>,

@@ -1,6 +1,6 @@
 //! The `--heap` part of the report (docs/report.md, "The heap").
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::HeapRetainer;
 
@@ -32,7 +32,17 @@ pub struct HeapProcess {
     /// Live: `Pss` of `/proc/PID/smaps_rollup`; null from a core.
     pub pss: Option<u64>,
     /// `smaps_rollup` or `core`.
-    pub source: String,
+    pub source: SizeSource,
+}
+
+/// Where [`HeapProcess`]'s sizes come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SizeSource {
+    /// A live process's `/proc/PID/smaps_rollup`: `rss` and `pss`.
+    SmapsRollup,
+    /// A core's written anonymous segments: `rss` only.
+    Core,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -78,4 +88,18 @@ pub struct HeapUnreached {
     /// The same by the type of the object that referred to them (`<roots>`: a GC list or a
     /// frame's locals), most first.
     pub unreadable_by: Vec<HeapCount>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SizeSource;
+    use crate::model::test_words::round_trip;
+
+    #[test]
+    fn size_sources_are_their_words() {
+        round_trip(&[
+            (SizeSource::SmapsRollup, "smaps_rollup"),
+            (SizeSource::Core, "core"),
+        ]);
+    }
 }

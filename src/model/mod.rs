@@ -6,13 +6,21 @@
 mod heap;
 mod held_by;
 mod json_names;
+mod source_kind;
+#[cfg(test)]
+mod test_words;
 mod thread_state;
 mod wait_kind;
+mod why_kinds;
 
-pub use heap::{HeapCount, HeapObject, HeapProcess, HeapReport, HeapType, HeapUnreached};
+pub use heap::{
+    HeapCount, HeapObject, HeapProcess, HeapReport, HeapType, HeapUnreached, SizeSource,
+};
 pub use held_by::{HeapRetainer, HeldStep};
+pub use source_kind::SourceKind;
 pub use thread_state::{IdleKind, StateWord};
 pub use wait_kind::WaitKind;
+pub use why_kinds::{DeadlockKind, HoldKind};
 
 use std::sync::Arc;
 
@@ -318,8 +326,8 @@ impl Serialize for Millis {
 /// A lock a thread holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Holding {
-    /// `lock`, `rlock`, `condition`.
-    pub kind: &'static str,
+    /// A thread's `lock`, `rlock`, `condition`; a task's `asyncio_lock`, `asyncio_condition`.
+    pub kind: HoldKind,
     pub object: u64,
     #[serde(rename = "type")]
     pub type_name: Option<String>,
@@ -335,11 +343,12 @@ pub struct Holding {
 }
 
 /// A cycle of waits: threads each waiting for a lock the next one holds (`kind` "locks";
-/// `objects[i]` is what `threads[i]` waits for), or asyncio tasks awaiting each other
-/// (`kind` "await", `tasks`).
+/// `objects[i]` is what `threads[i]` waits for), asyncio tasks awaiting each other (`kind`
+/// "await", `tasks`), or asyncio tasks waiting for each other's locks (`kind` "task_locks",
+/// `tasks` and `objects`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Deadlock {
-    pub kind: &'static str,
+    pub kind: DeadlockKind,
     pub threads: Vec<u64>,
     pub objects: Vec<u64>,
     pub tasks: Vec<u64>,
@@ -549,7 +558,7 @@ pub struct PythonReport {
     /// How the interpreter and its layout were found.
     pub found_by: String,
     /// "live", "core" or "debugger".
-    pub source: &'static str,
+    pub source: SourceKind,
     pub pid: Option<u32>,
 }
 

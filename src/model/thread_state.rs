@@ -66,3 +66,25 @@ pub enum IdleKind {
     Master,
     EventLoop,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::StateWord;
+    use crate::model::test_words::round_trip;
+
+    /// `merge` reads the word back from saved reports.
+    #[test]
+    fn state_words_are_their_words() {
+        let all = [
+            StateWord::Running,
+            StateWord::GilWait,
+            StateWord::Gc,
+            StateWord::LoopIdle,
+            StateWord::Idle,
+            StateWord::Syscall,
+            StateWord::Spinning,
+            StateWord::Busy,
+        ];
+        round_trip(&all.map(|s| (s, s.as_str())));
+    }
+}

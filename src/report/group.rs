@@ -20,7 +20,9 @@ use std::sync::Arc;
 use serde::Serialize;
 
 pub use super::members::{MemberWait, Members};
-use crate::model::{FrameKind, FrameReport, GreenletState, ThreadReport, WaitKind, WaitsOn};
+use crate::model::{
+    FrameKind, FrameReport, GreenletState, StateWord, ThreadReport, WaitKind, WaitsOn,
+};
 
 /// What makes two Python stacks identical.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -61,7 +63,7 @@ pub struct ThreadIn<'a> {
 /// `waiting.kind`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize)]
 pub struct GroupWhy {
-    pub state: Option<String>,
+    pub state: Option<StateWord>,
     pub syscall: Option<String>,
     /// The kind of Python-level wait (`lock`, `queue_get`, ...).
     pub waiting: Option<WaitKind>,
@@ -79,7 +81,7 @@ impl<'a> From<&'a ThreadReport> for ThreadIn<'a> {
             frames: &t.frames,
             truncated: t.truncated,
             why: t.why.as_ref().map(|w| GroupWhy {
-                state: w.state.map(|s| s.as_str().to_string()),
+                state: w.state,
                 syscall: w.syscall.clone(),
                 waiting: w.waiting.as_ref().map(|w| w.kind),
             }),
@@ -763,11 +765,15 @@ mod tests {
     fn with_why_the_same_stack_in_two_states_is_two_groups() {
         let a = [py("get", "q.py", 3)];
         let mut g = Grouper::new(GroupBy::Line);
-        for (pid, state) in [(1, "running"), (2, "syscall"), (3, "syscall")] {
+        for (pid, state) in [
+            (1, StateWord::Running),
+            (2, StateWord::Syscall),
+            (3, StateWord::Syscall),
+        ] {
             let mut t = thread(pid as u64, "MainThread", &a);
             t.why = Some(GroupWhy {
-                state: Some(state.into()),
-                syscall: (state == "syscall").then(|| "futex".into()),
+                state: Some(state),
+                syscall: (state == StateWord::Syscall).then(|| "futex".into()),
                 waiting: None,
             });
             g.add_report(Some("h"), Some(pid), [t]);

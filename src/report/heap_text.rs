@@ -3,7 +3,7 @@
 
 use super::bytes_text::{human, thousands};
 use super::held_by;
-use crate::model::{HeapProcess, HeapReport, HeapType};
+use crate::model::{HeapProcess, HeapReport, HeapType, SizeSource};
 
 /// The heap's text: the top types (count, bytes, share of the bytes) and the largest objects,
 /// `top` rows of each.
@@ -11,9 +11,9 @@ pub fn render(h: &HeapReport, top: usize) -> String {
     let of = match &h.process {
         Some(HeapProcess {
             rss: Some(rss),
-            source,
+            source: SizeSource::Core,
             ..
-        }) if source == "core" => format!(" of {} written anonymous memory", human(*rss)),
+        }) => format!(" of {} written anonymous memory", human(*rss)),
         Some(HeapProcess { rss: Some(rss), .. }) => format!(" of {} RSS", human(*rss)),
         _ => String::new(),
     };
@@ -168,7 +168,7 @@ mod tests {
             process: Some(HeapProcess {
                 rss: Some(3 << 20),
                 pss: Some(2 << 20),
-                source: "smaps_rollup".into(),
+                source: SizeSource::SmapsRollup,
             }),
         };
         // Every line whole: the headline with the process and the lower bound, the type row

@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use super::gather::Gatherer;
 use super::group::{GroupWhy, MemberWait, TargetError, ThreadIn};
-use crate::model::{FrameDetail, FrameKind, FrameReport, GreenletState, WaitKind};
+use crate::model::{FrameDetail, FrameKind, FrameReport, GreenletState, StateWord, WaitKind};
 
 /// The largest document read; past it the document is an error entry (a report of 100,000
 /// asyncio tasks is about 50 MB).
@@ -217,9 +217,10 @@ struct DocThread {
     frames: Vec<DocFrame>,
     #[serde(default)]
     truncated: bool,
-    /// `--why` reports have `state` (null or a word): present, even null, means `--why`.
+    /// `--why` reports have `state` (null or a word): present, even null, means `--why`. A
+    /// word of no [`StateWord`] makes the report an error entry, as an unknown wait kind does.
     #[serde(default, deserialize_with = "present")]
-    state: Option<Option<String>>,
+    state: Option<Option<StateWord>>,
     #[serde(default)]
     syscall: Option<String>,
     #[serde(default)]
@@ -424,8 +425,8 @@ pub fn merge_input<R: BufRead>(
                         native_name: t.native_name.as_deref(),
                         frames,
                         truncated: t.truncated,
-                        why: t.state.as_ref().map(|state| GroupWhy {
-                            state: state.clone(),
+                        why: t.state.map(|state| GroupWhy {
+                            state,
                             syscall: t.syscall.clone(),
                             waiting: t.waiting.as_ref().map(|w| w.kind),
                         }),
@@ -546,11 +547,51 @@ mod tests {
                 (
                     1,
                     Some(GroupWhy {
-                        state: Some("running".into()),
+                        state: Some(StateWord::Running),
                         ..GroupWhy::default()
                     })
                 ),
             ]
+        );
+        // Written as it was read.
+        let json = serde_json::to_value(&out.groups[2]).unwrap();
+        assert_eq!(json["state"], "running");
+    }
+
+    #[test]
+    fn an_unknown_state_or_wait_word_makes_the_report_an_error_entry() {
+        let why = |pid: u32, state: &str, waiting: &str| {
+            report("a", pid, "wait").replace(
+                r#""truncated":false"#,
+                &format!(
+                    r#""truncated":false,"state":"{state}","syscall":null,"waiting":{waiting}"#
+                ),
+            )
+        };
+        let input = [
+            why(1, "running", "null"),
+            why(2, "dozing", "null"),
+            why(3, "syscall", r#"{"kind":"spinlock","frame":0}"#),
+            why(4, "running", "null"),
+        ]
+        .join("\n");
+        let mut g = Gatherer::new(GroupBy::Line, false, false);
+        let mut failed = Vec::new();
+        merge_input("w.json", input.as_bytes(), &mut g, &mut failed);
+        let errors: Vec<_> = failed.iter().map(|f| f.error.as_str()).collect();
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(
+            errors[0].starts_with("report at line 2: not a report: unknown variant `dozing`"),
+            "{errors:?}"
+        );
+        assert!(
+            errors[1].starts_with("report at line 3: not a report: unknown variant `spinlock`"),
+            "{errors:?}"
+        );
+        let out = g.finish(Vec::new()).grouped;
+        assert_eq!(
+            (out.reports, out.groups.len(), out.groups[0].count),
+            (2, 1, 2)
         );
     }
 

@@ -38,7 +38,7 @@ use serde::Serialize;
 
 use super::group::{GroupFrame, GroupWhy};
 use super::tree::{NodeKind, TreeBuilder};
-use crate::model::{FrameKind, FrameReport, WaitKind};
+use crate::model::{FrameKind, FrameReport, StateWord, WaitKind};
 
 /// Outliers named in the text; the JSON lists all.
 const MAX_OUTLIERS_NAMED: usize = 8;
@@ -409,13 +409,13 @@ pub fn why_words(w: &GroupWhy) -> Option<String> {
             .to_string(),
         );
     }
-    let words = match (w.state.as_deref()?, &w.syscall) {
-        ("syscall", Some(call)) => format!("in {call}"),
-        ("syscall", None) => "in a system call".to_string(),
-        ("gil_wait", _) => "waiting for the GIL".to_string(),
-        ("gc", _) => "collecting garbage".to_string(),
-        ("loop_idle", _) => "idle in its event loop".to_string(),
-        (state, _) => state.to_string(),
+    let words = match (w.state?, &w.syscall) {
+        (StateWord::Syscall, Some(call)) => format!("in {call}"),
+        (StateWord::Syscall, None) => "in a system call".to_string(),
+        (StateWord::GilWait, _) => "waiting for the GIL".to_string(),
+        (StateWord::Gc, _) => "collecting garbage".to_string(),
+        (StateWord::LoopIdle, _) => "idle in its event loop".to_string(),
+        (state, _) => state.as_str().to_string(),
     };
     Some(words)
 }
@@ -482,7 +482,7 @@ pub fn render(v: &Verdict) -> String {
             let words: Vec<(Option<String>, usize)> =
                 m.waits.iter().map(|w| (wait_words(w), w.count)).collect();
             let verb = match m.waits.first() {
-                Some(w) if w.why.state.as_deref() == Some("running") && w.why.waiting.is_none() => {
+                Some(w) if w.why.state == Some(StateWord::Running) && w.why.waiting.is_none() => {
                     "run in"
                 }
                 Some(w) if w.why.state.is_some() || w.why.waiting.is_some() => "wait in",

@@ -482,7 +482,7 @@ pub fn tree_and_table(r: &Report, tree: bool, table: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::PythonReport;
+    use crate::model::{PythonReport, SourceKind};
 
     fn task(id: u64, awaited_by: &[u64]) -> TaskReport {
         TaskReport {
@@ -509,7 +509,7 @@ mod tests {
                 free_threaded: false,
                 jit: false,
                 found_by: "test".into(),
-                source: "core",
+                source: SourceKind::Core,
                 pid: None,
             },
             crash: None,

@@ -1,6 +1,6 @@
 //! What the report model's unit tests build their reports from.
 
-use crate::model::{FrameKind, FrameReport, PythonReport, Report, ThreadReport};
+use crate::model::{FrameKind, FrameReport, PythonReport, Report, SourceKind, ThreadReport};
 
 /// A Python frame of `function` in `file` at `line` (its address made up from the line).
 pub(crate) fn python_frame(function: &str, file: &str, line: u32) -> FrameReport {
@@ -24,7 +24,7 @@ pub(crate) fn report_of(version: &str, pid: u32, threads: Vec<ThreadReport>) -> 
             free_threaded: false,
             jit: false,
             found_by: String::new(),
-            source: "live",
+            source: SourceKind::Live,
             pid: Some(pid),
         },
         crash: None,

@@ -7,8 +7,8 @@ use std::fmt::Write;
 use super::task_text::{idle_tasks_line, task_lines, which_task};
 use super::wait_text::{waits_for, waits_on, who};
 use crate::model::{
-    Crash, Deadlock, FrameKind, IdleKind, LoopReport, LoopWhy, Report, StateWord, ThreadReport,
-    WaitKind, Waiting, WaitsOn,
+    Crash, Deadlock, DeadlockKind, FrameKind, IdleKind, LoopReport, LoopWhy, Report, StateWord,
+    ThreadReport, WaitKind, Waiting, WaitsOn,
 };
 
 /// `Crashed: SIGSEGV (SEGV_MAPERR) at 0x10 in thread 1234 "parser"`, or for a signal a
@@ -47,35 +47,39 @@ pub fn report_crash_line(r: &Report) -> Option<String> {
 
 /// `Deadlock: poster waits for RLock 0x.. held by rotator; rotator waits for ...`.
 pub fn deadlock_line(r: &Report, d: &Deadlock) -> String {
-    if d.kind == "task_locks" {
-        let parts: Vec<String> = d
-            .tasks
-            .iter()
-            .zip(&d.objects)
-            .map(|(&t, &o)| format!("{} waits for asyncio lock {o:#x}", which_task(r, t)))
-            .collect();
-        return format!(
-            "Deadlock: asyncio tasks wait for each other's locks: {}",
-            parts.join("; ")
-        );
+    match d.kind {
+        DeadlockKind::TaskLocks => {
+            let parts: Vec<String> = d
+                .tasks
+                .iter()
+                .zip(&d.objects)
+                .map(|(&t, &o)| format!("{} waits for asyncio lock {o:#x}", which_task(r, t)))
+                .collect();
+            format!(
+                "Deadlock: asyncio tasks wait for each other's locks: {}",
+                parts.join("; ")
+            )
+        }
+        DeadlockKind::Await => {
+            let tasks: Vec<String> = d.tasks.iter().map(|t| format!("{t:#x}")).collect();
+            format!(
+                "Deadlock: asyncio tasks await each other: {}",
+                tasks.join(" -> ")
+            )
+        }
+        DeadlockKind::Locks => {
+            let parts: Vec<String> = d
+                .threads
+                .iter()
+                .filter_map(|&n| {
+                    let t = r.threads.iter().find(|t| t.native_id == Some(n))?;
+                    let w = t.why.as_ref()?.waiting.as_ref()?;
+                    Some(format!("{} {}", who(r, n), waits_for(r, w)))
+                })
+                .collect();
+            format!("Deadlock: {}", parts.join("; "))
+        }
     }
-    if d.kind == "await" {
-        let tasks: Vec<String> = d.tasks.iter().map(|t| format!("{t:#x}")).collect();
-        return format!(
-            "Deadlock: asyncio tasks await each other: {}",
-            tasks.join(" -> ")
-        );
-    }
-    let parts: Vec<String> = d
-        .threads
-        .iter()
-        .filter_map(|&n| {
-            let t = r.threads.iter().find(|t| t.native_id == Some(n))?;
-            let w = t.why.as_ref()?.waiting.as_ref()?;
-            Some(format!("{} {}", who(r, n), waits_for(r, w)))
-        })
-        .collect();
-    format!("Deadlock: {}", parts.join("; "))
 }
 
 /// A busy loop this late gets a line: a coroutine hogging the CPU.

@@ -8,6 +8,7 @@ use crate::error::ReadError;
 use crate::model::HeapRetainer;
 use crate::model::{
     ErrorReport, HeapCount, HeapObject, HeapProcess, HeapReport, HeapType, HeapUnreached, Report,
+    SizeSource,
 };
 use crate::target::SourceKind;
 
@@ -94,7 +95,7 @@ fn process(s: &Session, errors: &mut Vec<ErrorReport>) -> Option<HeapProcess> {
                 Ok(text) => Some(HeapProcess {
                     rss: smaps_field(&text, "Rss:"),
                     pss: smaps_field(&text, "Pss:"),
-                    source: "smaps_rollup".into(),
+                    source: SizeSource::SmapsRollup,
                 }),
                 Err(e) => {
                     errors.push(ErrorReport {
@@ -108,7 +109,7 @@ fn process(s: &Session, errors: &mut Vec<ErrorReport>) -> Option<HeapProcess> {
         (SourceKind::Core, _) => s.target.core_anonymous_bytes.map(|n| HeapProcess {
             rss: Some(n),
             pss: None,
-            source: "core".into(),
+            source: SizeSource::Core,
         }),
         _ => None,
     }

@@ -8,7 +8,6 @@ use crate::model::{
     ErrorReport, FrameDetail, FrameKind, FrameReport, InterpreterReport, LocalReport, PythonReport,
     Report, ThreadReport,
 };
-use crate::target::SourceKind;
 
 pub fn python_report(s: &Session) -> PythonReport {
     PythonReport {
@@ -16,11 +15,7 @@ pub fn python_report(s: &Session) -> PythonReport {
         free_threaded: s.snap.layout.free_threaded,
         jit: false,
         found_by: s.snap.found_by.clone(),
-        source: match s.target.kind {
-            SourceKind::Live => "live",
-            SourceKind::Core => "core",
-            SourceKind::Debugger => "debugger",
-        },
+        source: s.target.kind,
         pid: s.target.pid,
     }
 }

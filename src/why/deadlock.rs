@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::model::{Deadlock, ThreadReport};
+use crate::model::{Deadlock, DeadlockKind, ThreadReport};
 
 /// The cycles among `threads` (each once, starting at its thread listed first), then one
 /// `await` deadlock per asyncio await cycle in `await_cycles`.
@@ -21,14 +21,14 @@ pub fn deadlocks(threads: &[ThreadReport], await_cycles: &[Vec<u64>]) -> Vec<Dea
     let mut out: Vec<Deadlock> = cycles(&order, &edges)
         .into_iter()
         .map(|threads| Deadlock {
-            kind: "locks",
+            kind: DeadlockKind::Locks,
             objects: threads.iter().map(|t| edges[t].0).collect(),
             threads,
             tasks: Vec::new(),
         })
         .collect();
     out.extend(await_cycles.iter().map(|c| Deadlock {
-        kind: "await",
+        kind: DeadlockKind::Await,
         threads: Vec::new(),
         objects: Vec::new(),
         tasks: c.clone(),
@@ -45,7 +45,7 @@ pub fn task_deadlocks(tasks: &[(u64, Option<(u64, u64)>)]) -> Vec<Deadlock> {
     cycles(&order, &edges)
         .into_iter()
         .map(|tasks| Deadlock {
-            kind: "task_locks",
+            kind: DeadlockKind::TaskLocks,
             objects: tasks.iter().map(|t| edges[t].0).collect(),
             threads: Vec::new(),
             tasks,
@@ -148,7 +148,13 @@ mod tests {
         ];
         let d = deadlocks(&t, &[vec![7, 8]]);
         assert_eq!(d.len(), 2);
-        assert_eq!((d[0].threads.clone(), d[0].kind), (vec![1], "locks"));
-        assert_eq!((d[1].tasks.clone(), d[1].kind), (vec![7, 8], "await"));
+        assert_eq!(
+            (d[0].threads.clone(), d[0].kind),
+            (vec![1], DeadlockKind::Locks)
+        );
+        assert_eq!(
+            (d[1].tasks.clone(), d[1].kind),
+            (vec![7, 8], DeadlockKind::Await)
+        );
     }
 }

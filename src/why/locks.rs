@@ -20,7 +20,7 @@ use crate::cpython::values::field;
 use crate::cpython::values::is_cfunction_type;
 use crate::cpython::Snapshot;
 use crate::error::ReadError;
-use crate::model::WaitKind;
+use crate::model::{HoldKind, WaitKind};
 
 /// An RLock count above this is not one (a corrupt or stale object).
 const MAX_RLOCK_COUNT: u64 = 1 << 40;
@@ -44,8 +44,12 @@ impl LockKind {
     }
 
     /// The report's `holding.kind`.
-    pub fn kind(self) -> &'static str {
-        self.wait_kind().as_str()
+    pub fn hold_kind(self) -> HoldKind {
+        match self {
+            LockKind::Lock => HoldKind::Lock,
+            LockKind::RLock => HoldKind::RLock,
+            LockKind::Condition => HoldKind::Condition,
+        }
     }
 
     /// The report's `type`: the name Python code writes (`threading.Lock`, `threading.RLock`).

@@ -15,7 +15,7 @@
 use crate::asyncio::{AsyncView, TaskView};
 use crate::cpython::layout::FrameModel;
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
-use crate::model::{Holding, TaskWhy, WaitKind, Waiting};
+use crate::model::{HoldKind, Holding, TaskWhy, WaitKind, Waiting};
 
 /// Library frames followed outwards from a task's innermost frame.
 const MAX_WAIT_FRAMES: usize = 64;
@@ -64,8 +64,8 @@ const ASYNC_WAITS: &[(&str, &str, &str, WaitKind)] = &[
 #[derive(Clone, Copy, Debug)]
 struct AsyncHold {
     object: u64,
-    /// `asyncio_lock` or `asyncio_condition`: the word of the `holding` entry, as a wait's.
-    kind: WaitKind,
+    /// `asyncio_lock` or `asyncio_condition`: the `holding` entry's kind.
+    kind: HoldKind,
     type_name: &'static str,
     acquired: u64,
     /// The index of the holding frame in the task's frames.
@@ -102,7 +102,7 @@ pub fn task_whys(
             holding: holds[me]
                 .iter()
                 .map(|h| Holding {
-                    kind: h.kind.as_str(),
+                    kind: h.kind,
                     object: h.object,
                     type_name: Some(h.type_name.to_string()),
                     count: None,
@@ -138,16 +138,16 @@ fn library_wait(snap: &Snapshot, p: &PyFrame) -> Option<(WaitKind, u64)> {
 }
 
 /// The lock an asyncio Lock or Condition `obj` takes: itself, or the Condition's `_lock`.
-fn acquired_lock(snap: &Snapshot, obj: u64) -> Option<(u64, WaitKind, &'static str)> {
+fn acquired_lock(snap: &Snapshot, obj: u64) -> Option<(u64, HoldKind, &'static str)> {
     if is_instance(snap, obj, "Condition") {
         let lock = snap.instance_attr(obj, "_lock").ok()??;
         return is_instance(snap, lock, "Lock").then_some((
             lock,
-            WaitKind::AsyncioCondition,
+            HoldKind::AsyncioCondition,
             "Condition",
         ));
     }
-    is_instance(snap, obj, "Lock").then_some((obj, WaitKind::AsyncioLock, "Lock"))
+    is_instance(snap, obj, "Lock").then_some((obj, HoldKind::AsyncioLock, "Lock"))
 }
 
 /// Whether the asyncio Lock `lock` is locked now (its `_locked`).

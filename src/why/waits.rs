@@ -640,7 +640,7 @@ fn holding(session: &Session, t: &ThreadReport, facts: &[LockFacts], me: usize) 
                 .and_then(|s| s.count),
         };
         let held = Holding {
-            kind: h.kind.kind(),
+            kind: h.kind.hold_kind(),
             object: h.object,
             type_name: Some(h.kind.type_name().to_string()),
             count,
@@ -678,7 +678,7 @@ fn holding(session: &Session, t: &ThreadReport, facts: &[LockFacts], me: usize) 
         };
         if state.owner_ident == Some(d.info.thread_id) {
             out.push(Holding {
-                kind: call.kind.kind(),
+                kind: call.kind.hold_kind(),
                 object: call.lock,
                 type_name: Some(call.kind.type_name().to_string()),
                 count: state.count,

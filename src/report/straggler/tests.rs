@@ -5,9 +5,9 @@ use crate::model::FrameReport;
 use crate::report::group::{GroupBy, Member};
 use crate::report::test_support::python_frame as py;
 
-fn why(state: &str, waiting: Option<WaitKind>) -> GroupWhy {
+fn why(state: StateWord, waiting: Option<WaitKind>) -> GroupWhy {
     GroupWhy {
-        state: Some(state.into()),
+        state: Some(state),
         syscall: None,
         waiting,
     }
@@ -96,14 +96,14 @@ fn the_majority_is_where_the_stacks_part_and_the_straggler_is_named() {
         &[(
             "MainThread",
             &launcher[..],
-            Some(why("syscall", Some(WaitKind::Child))),
+            Some(why(StateWord::Syscall, Some(WaitKind::Child))),
         )],
     );
     for pid in 1..=6u32 {
         let (frames, w) = match pid {
-            4 => (&load, why("syscall", Some(WaitKind::Sleep))),
-            p if p % 2 == 0 => (&even, why("syscall", Some(WaitKind::Barrier))),
-            _ => (&odd, why("syscall", Some(WaitKind::Barrier))),
+            4 => (&load, why(StateWord::Syscall, Some(WaitKind::Sleep))),
+            p if p % 2 == 0 => (&even, why(StateWord::Syscall, Some(WaitKind::Barrier))),
+            _ => (&odd, why(StateWord::Syscall, Some(WaitKind::Barrier))),
         };
         // A helper thread in each rank: not the rank's thread.
         let helper = [
@@ -192,14 +192,17 @@ fn no_majority_and_no_outliers() {
 fn one_process_has_no_verdict_and_mixed_states_are_counted() {
     let f = rank(&[py("f", "t.py", 1)]);
     let mut job = Job::new(GroupBy::Line);
-    job.process(1, &[("MainThread", &f[..], Some(why("running", None)))]);
+    job.process(
+        1,
+        &[("MainThread", &f[..], Some(why(StateWord::Running, None)))],
+    );
     assert!(job.ranks.verdict(&job.tree).is_none());
     job.process(
         2,
         &[(
             "MainThread",
             &f[..],
-            Some(why("syscall", Some(WaitKind::Lock))),
+            Some(why(StateWord::Syscall, Some(WaitKind::Lock))),
         )],
     );
     job.process(
@@ -207,7 +210,7 @@ fn one_process_has_no_verdict_and_mixed_states_are_counted() {
         &[(
             "MainThread",
             &f[..],
-            Some(why("syscall", Some(WaitKind::Lock))),
+            Some(why(StateWord::Syscall, Some(WaitKind::Lock))),
         )],
     );
     let v = job.verdict();
@@ -255,14 +258,14 @@ fn the_majority_is_named_by_its_own_code_with_the_library_wait_after_it() {
         job.native(
             pid,
             &rank(&barrier),
-            why("syscall", Some(WaitKind::Barrier)),
+            why(StateWord::Syscall, Some(WaitKind::Barrier)),
             None,
         );
     }
     job.native(
         4,
         &rank(&sleeping),
-        why("syscall", Some(WaitKind::Sleep)),
+        why(StateWord::Syscall, Some(WaitKind::Sleep)),
         None,
     );
     let v = job.verdict();
@@ -290,14 +293,14 @@ fn the_majority_is_named_by_its_own_code_with_the_library_wait_after_it() {
         job.native(
             pid,
             &rank(&backward),
-            why("syscall", Some(WaitKind::Native)),
+            why(StateWord::Syscall, Some(WaitKind::Native)),
             Some(run),
         );
     }
     job.native(
         4,
         &rank(&sleeping),
-        why("syscall", Some(WaitKind::Lock)),
+        why(StateWord::Syscall, Some(WaitKind::Lock)),
         Some(run),
     );
     let v = job.verdict();
