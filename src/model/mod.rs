@@ -3,6 +3,7 @@
 //! decoder fills the model, the model never asks a decoder. Their text, and the grouping of
 //! many reports, are [`crate::report`]'s.
 
+mod error_report;
 mod heap;
 mod held_by;
 mod json_names;
@@ -13,6 +14,7 @@ mod thread_state;
 mod wait_kind;
 mod why_kinds;
 
+pub use error_report::ErrorReport;
 pub use heap::{
     HeapCount, HeapObject, HeapProcess, HeapReport, HeapType, HeapUnreached, SizeSource,
 };
@@ -25,8 +27,6 @@ pub use why_kinds::{DeadlockKind, HoldKind};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-
-use crate::error::ReadError;
 
 /// A fatal signal, as the report's `crash` object (made by [`crate::memory::crash`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -677,40 +677,6 @@ pub struct LocalReport {
     pub name: String,
     pub repr: String,
     pub is_arg: bool,
-}
-
-/// A problem met on the way: what could not be read or decided, and where (the target address
-/// it concerns; 0 where none does, as a core's notes or /proc). The one type every layer
-/// reports partial failures in; a decoder's [`ReadError`] becomes one at its boundary.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ErrorReport {
-    pub address: u64,
-    pub what: String,
-}
-
-impl ErrorReport {
-    pub fn new(address: u64, what: impl Into<String>) -> Self {
-        ErrorReport {
-            address,
-            what: what.into(),
-        }
-    }
-
-    /// A problem at no target address.
-    pub fn note(what: impl Into<String>) -> Self {
-        ErrorReport::new(0, what)
-    }
-
-    /// A read error, `context` (what was being read) before it.
-    pub fn read(e: &ReadError, context: &str) -> Self {
-        ErrorReport::new(e.addr, format!("{context}: {e}"))
-    }
-}
-
-impl From<&ReadError> for ErrorReport {
-    fn from(e: &ReadError) -> Self {
-        ErrorReport::new(e.addr, e.to_string())
-    }
 }
 
 impl FrameReport {
