@@ -22,7 +22,7 @@ pub use held_by::{HeapRetainer, HeldStep};
 pub use source_kind::SourceKind;
 pub use thread_state::{IdleKind, StateWord};
 pub use wait_kind::WaitKind;
-pub use why_kinds::{DeadlockKind, HoldKind};
+pub use why_kinds::{DeadlockKind, HoldKind, LoopState, TaskClass, TaskIdle};
 
 use std::sync::Arc;
 
@@ -438,19 +438,18 @@ pub struct TaskWhy {
     pub waiting: Option<Waiting>,
     pub holding: Vec<Holding>,
     /// What kind of idle task it is, by the task rows of the idle table
-    /// ([`crate::why::task_groups`]): `server`, `server_tick`, `lifespan`; null for the others.
-    pub idle: Option<&'static str>,
+    /// ([`crate::why::task_groups`]); null for the others.
+    pub idle: Option<TaskIdle>,
 }
 
 /// `--why`: tasks that wait alike, one line of the verdict (docs/report.md, "The verdict").
 #[derive(Clone, Debug, Serialize)]
 pub struct TaskGroup {
-    /// The verdict's order: `owned` (a task holds what they wait for), `outside` (a socket, an
-    /// executor job, a child, a future nothing can complete), `other`, `idle`.
-    pub class: &'static str,
+    /// The verdict's order.
+    pub class: TaskClass,
     /// For `idle`: the idle kind (`TaskWhy.idle`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub idle: Option<&'static str>,
+    pub idle: Option<TaskIdle>,
     /// The tasks' ids, in `tasks[]`' order.
     pub tasks: Vec<u64>,
     /// The first task's name.
@@ -519,10 +518,8 @@ pub struct LoopReport {
 /// late its timers are.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct LoopWhy {
-    /// `blocked` (a task or callback runs and its thread waits in a system call other than
-    /// the loop's selector wait, the GIL's included), `busy` (it runs code), `idle` (in its
-    /// selector); null when the thread's state is unknown or no thread runs the loop.
-    pub state: Option<&'static str>,
+    /// Null when the thread's state is unknown or no thread runs the loop.
+    pub state: Option<LoopState>,
     /// For `blocked` and `busy`: what runs.
     pub blocked_by: Option<BlockedBy>,
     /// Live: CLOCK_MONOTONIC at the read minus the earliest timer's deadline (negative: not

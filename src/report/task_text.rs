@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::wait_text::{socket_target, waits_for, waits_on, who};
-use crate::model::{Report, TaskGroup, Waiting, WaitsOn};
+use crate::model::{Report, TaskClass, TaskGroup, Waiting, WaitsOn};
 use crate::why::task_groups::TASK_ROWS;
 
 /// Lines of task groups, at most (a server's tasks wait in many places).
@@ -148,7 +148,7 @@ fn many_wait(r: &Report, w: &Waiting) -> (String, String) {
 /// "fetch" waits for executor job blocking_get in fetch (app.py:31), which runs on thread 1234
 /// "asyncio_0" and waits on socket fd 16 (...)`; None for idle groups.
 fn group_line(r: &Report, g: &TaskGroup) -> Option<String> {
-    let w = g.waiting.as_ref().filter(|_| g.class != "idle")?;
+    let w = g.waiting.as_ref().filter(|_| g.class != TaskClass::Idle)?;
     let (subject, (what, then)) = match g.tasks.as_slice() {
         [id] => (which_task(r, *id), one_wait(r, w)),
         ids => (format!("{} tasks", ids.len()), many_wait(r, w)),
@@ -159,7 +159,11 @@ fn group_line(r: &Report, g: &TaskGroup) -> Option<String> {
 /// The executor workers whose waits the task lines tell (a single task's line names its job's
 /// worker and that worker's wait): they get no line of their own.
 pub(super) fn told_workers(r: &Report) -> Vec<u64> {
-    let groups = r.task_waits.iter().flatten().filter(|g| g.class != "idle");
+    let groups = r
+        .task_waits
+        .iter()
+        .flatten()
+        .filter(|g| g.class != TaskClass::Idle);
     groups
         .take(MAX_GROUP_LINES)
         .filter(|g| g.tasks.len() == 1)
@@ -177,7 +181,7 @@ pub(super) fn task_lines(r: &Report) -> Vec<String> {
         .task_waits
         .iter()
         .flatten()
-        .filter(|g| g.class != "idle")
+        .filter(|g| g.class != TaskClass::Idle)
         .collect();
     let mut lines: Vec<String> = groups
         .iter()
@@ -201,7 +205,7 @@ pub(super) fn idle_tasks_line(r: &Report) -> Option<String> {
         .task_waits
         .iter()
         .flatten()
-        .filter(|g| g.class == "idle")
+        .filter(|g| g.class == TaskClass::Idle)
         .collect();
     let total: usize = idle.iter().map(|g| g.tasks.len()).sum();
     if total == 0 {

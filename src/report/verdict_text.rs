@@ -7,8 +7,8 @@ use std::fmt::Write;
 use super::task_text::{idle_tasks_line, task_lines, which_task};
 use super::wait_text::{waits_for, waits_on, who};
 use crate::model::{
-    Crash, Deadlock, DeadlockKind, FrameKind, IdleKind, LoopReport, LoopWhy, Report, StateWord,
-    ThreadReport, WaitKind, Waiting, WaitsOn,
+    Crash, Deadlock, DeadlockKind, FrameKind, IdleKind, LoopReport, LoopState, LoopWhy, Report,
+    StateWord, ThreadReport, WaitKind, Waiting, WaitsOn,
 };
 
 /// `Crashed: SIGSEGV (SEGV_MAPERR) at 0x10 in thread 1234 "parser"`, or for a signal a
@@ -91,8 +91,8 @@ const BUSY_OVERDUE_S: f64 = 1.0;
 fn loop_line(r: &Report, l: &LoopReport, why: &LoopWhy) -> Option<String> {
     let late = why.overdue_s.filter(|&s| s > 0.0);
     let verb = match why.state? {
-        "blocked" => "is blocked",
-        "busy" if late.is_some_and(|s| s >= BUSY_OVERDUE_S) => "is busy",
+        LoopState::Blocked => "is blocked",
+        LoopState::Busy if late.is_some_and(|s| s >= BUSY_OVERDUE_S) => "is busy",
         _ => return None,
     };
     let by = why.blocked_by.as_ref()?;
@@ -551,7 +551,7 @@ mod tests {
         r.loops = Some(vec![loop_on(
             1,
             LoopWhy {
-                state: Some("blocked"),
+                state: Some(LoopState::Blocked),
                 blocked_by: by(Some("Task-9"), Some("time.sleep")),
                 overdue_s: Some(12.345),
                 ready: Some(3),
@@ -583,7 +583,7 @@ mod tests {
             r.loops = Some(vec![loop_on(
                 1,
                 LoopWhy {
-                    state: Some("busy"),
+                    state: Some(LoopState::Busy),
                     blocked_by: by(Some("hog"), None),
                     overdue_s: late,
                     ready: Some(0),
@@ -611,7 +611,7 @@ mod tests {
         r.loops = Some(vec![loop_on(
             1,
             LoopWhy {
-                state: Some("idle"),
+                state: Some(LoopState::Idle),
                 ..Default::default()
             },
         )]);

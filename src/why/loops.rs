@@ -18,7 +18,7 @@ use crate::asyncio::{AsyncView, LoopView};
 use crate::cpython::FrameItem;
 use crate::memory::monotonic_now;
 use crate::model::{
-    BlockedBy, ErrorReport, FrameKind, LoopReport, LoopWhy, StateWord, ThreadReport,
+    BlockedBy, ErrorReport, FrameKind, LoopReport, LoopState, LoopWhy, StateWord, ThreadReport,
 };
 use crate::session::{DecodedThread, Session};
 use crate::target::SourceKind;
@@ -79,11 +79,13 @@ fn loop_why(
             // free-threaded thread caught between detaching and attaching again at an eval
             // breaker, a thread running C code that released the GIL): it runs code all the
             // same.
-            (super::state::syscall(session, t) == Some(None)).then_some("busy")
+            (super::state::syscall(session, t) == Some(None)).then_some(LoopState::Busy)
         })
     });
     let blocked_by = match (state, thread) {
-        (Some(s @ ("blocked" | "busy")), Some(t)) => Some(running(session, view, lv, t, s)),
+        (Some(s @ (LoopState::Blocked | LoopState::Busy)), Some(t)) => {
+            Some(running(session, view, lv, t, s))
+        }
         _ => None,
     };
     let tasks_waiting = view
@@ -103,11 +105,13 @@ fn loop_why(
 }
 
 /// The loop's state by its thread's (the table above).
-fn loop_state(t: &ThreadReport) -> Option<&'static str> {
+fn loop_state(t: &ThreadReport) -> Option<LoopState> {
     Some(match t.why.as_ref()?.state? {
-        StateWord::LoopIdle => "idle",
-        StateWord::Syscall | StateWord::GilWait | StateWord::Idle => "blocked",
-        StateWord::Running | StateWord::Gc | StateWord::Spinning | StateWord::Busy => "busy",
+        StateWord::LoopIdle => LoopState::Idle,
+        StateWord::Syscall | StateWord::GilWait | StateWord::Idle => LoopState::Blocked,
+        StateWord::Running | StateWord::Gc | StateWord::Spinning | StateWord::Busy => {
+            LoopState::Busy
+        }
     })
 }
 
@@ -117,7 +121,7 @@ fn running(
     view: &AsyncView,
     lv: &LoopView,
     t: &ThreadReport,
-    state: &str,
+    state: LoopState,
 ) -> BlockedBy {
     let decoded = session
         .threads()
@@ -125,7 +129,7 @@ fn running(
         .find(|d| Some(d.info.addr) == t.thread_state && Some(d.info.thread_id) == t.thread_id);
     let task = decoded.and_then(|d| running_task(view, lv, d));
     let place = t.frames.iter().find(|f| f.kind == FrameKind::Python);
-    let call = (state == "blocked")
+    let call = (state == LoopState::Blocked)
         .then(|| {
             let FrameItem::Python(p) = decoded?.walk.items.first()? else {
                 return None;
@@ -194,14 +198,14 @@ mod tests {
     #[test]
     fn a_loop_is_what_its_thread_does() {
         for (thread, want) in [
-            (Some(StateWord::LoopIdle), Some("idle")),
-            (Some(StateWord::Syscall), Some("blocked")),
-            (Some(StateWord::GilWait), Some("blocked")),
-            (Some(StateWord::Idle), Some("blocked")),
-            (Some(StateWord::Running), Some("busy")),
-            (Some(StateWord::Gc), Some("busy")),
-            (Some(StateWord::Spinning), Some("busy")),
-            (Some(StateWord::Busy), Some("busy")),
+            (Some(StateWord::LoopIdle), Some(LoopState::Idle)),
+            (Some(StateWord::Syscall), Some(LoopState::Blocked)),
+            (Some(StateWord::GilWait), Some(LoopState::Blocked)),
+            (Some(StateWord::Idle), Some(LoopState::Blocked)),
+            (Some(StateWord::Running), Some(LoopState::Busy)),
+            (Some(StateWord::Gc), Some(LoopState::Busy)),
+            (Some(StateWord::Spinning), Some(LoopState::Busy)),
+            (Some(StateWord::Busy), Some(LoopState::Busy)),
             (None, None),
         ] {
             assert_eq!(loop_state(&thread_in(thread)), want, "{thread:?}");

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::asyncio::{AsyncView, TaskView};
 use crate::cpython::FrameItem;
-use crate::model::{TaskGroup, TaskWhy, WaitKind, Waiting, WaitsOn};
+use crate::model::{TaskClass, TaskGroup, TaskIdle, TaskWhy, WaitKind, Waiting, WaitsOn};
 
 /// Frames of one task looked through for its application frame or an idle row.
 const MAX_FRAMES: usize = 256;
@@ -21,7 +21,7 @@ const MAX_FRAMES: usize = 256;
 #[derive(Clone, Copy, Debug)]
 pub struct TaskRow {
     /// `TaskWhy.idle`.
-    pub kind: &'static str,
+    pub kind: TaskIdle,
     /// The verdict's words for one and for several.
     pub one: &'static str,
     pub many: &'static str,
@@ -38,7 +38,7 @@ pub struct TaskRow {
 /// CPython 3.11.7 to 3.14 (asyncio), uvicorn 0.54.0.
 pub const TASK_ROWS: &[TaskRow] = &[
     TaskRow {
-        kind: "server",
+        kind: TaskIdle::Server,
         one: "server waiting for connections",
         many: "servers waiting for connections",
         file: "/asyncio/base_events.py",
@@ -46,7 +46,7 @@ pub const TASK_ROWS: &[TaskRow] = &[
         source: "await self._serving_forever_fut",
     },
     TaskRow {
-        kind: "server_tick",
+        kind: TaskIdle::ServerTick,
         one: "server tick",
         many: "server ticks",
         file: "/uvicorn/server.py",
@@ -54,7 +54,7 @@ pub const TASK_ROWS: &[TaskRow] = &[
         source: "await asyncio.sleep(0.1)",
     },
     TaskRow {
-        kind: "lifespan",
+        kind: TaskIdle::Lifespan,
         one: "lifespan queue",
         many: "lifespan queues",
         file: "/uvicorn/lifespan/on.py",
@@ -130,12 +130,12 @@ fn place<'a>(frames: &[At<'a>], files: &mut LibraryFiles) -> Option<At<'a>> {
 
 /// The verdict class of a wait: a task holds what it waits for; the outside world (or a
 /// future nothing can complete); the rest.
-fn class(w: &Waiting) -> &'static str {
+fn class(w: &Waiting) -> TaskClass {
     match &w.on {
-        _ if w.owner.is_some() => "owned",
-        Some(WaitsOn::Future { orphan: Some(true) }) => "outside",
-        Some(WaitsOn::Future { .. } | WaitsOn::Sleep { .. }) | None => "other",
-        Some(_) => "outside",
+        _ if w.owner.is_some() => TaskClass::Owned,
+        Some(WaitsOn::Future { orphan: Some(true) }) => TaskClass::Outside,
+        Some(WaitsOn::Future { .. } | WaitsOn::Sleep { .. }) | None => TaskClass::Other,
+        Some(_) => TaskClass::Outside,
     }
 }
 
@@ -154,16 +154,13 @@ fn target(w: &Waiting) -> String {
     }
 }
 
-/// The verdict classes in order.
-const CLASSES: &[&str] = &["owned", "outside", "other", "idle"];
-
 /// Sets each idle task's `idle` in `whys` (`view.tasks`' order) and returns the tasks' waits
 /// grouped: by class, then the largest group first, ties in the tasks' order. A running task
 /// and one that waits on nothing memory shows are in no group.
 pub fn task_groups(view: &AsyncView, whys: &mut [TaskWhy]) -> Vec<TaskGroup> {
     type Key = (
-        &'static str,
-        Option<&'static str>,
+        TaskClass,
+        Option<TaskIdle>,
         Option<WaitKind>,
         String,
         Option<Arc<str>>,
@@ -182,7 +179,7 @@ pub fn task_groups(view: &AsyncView, whys: &mut [TaskWhy]) -> Vec<TaskGroup> {
         why.idle = idle_row(&fs).map(|r| r.kind);
         let w = why.waiting.as_ref();
         let (class, kind, target) = match (why.idle, w) {
-            (Some(idle), _) => ("idle", Some(idle), String::new()),
+            (Some(idle), _) => (TaskClass::Idle, Some(idle), String::new()),
             (None, Some(w)) => (class(w), None, target(w)),
             (None, None) => continue,
         };
@@ -221,14 +218,9 @@ pub fn task_groups(view: &AsyncView, whys: &mut [TaskWhy]) -> Vec<TaskGroup> {
             }
         }
     }
-    // Stable: the tasks' order among groups of one class and size.
-    groups.sort_by_key(|g| {
-        let c = CLASSES
-            .iter()
-            .position(|&c| c == g.class)
-            .unwrap_or(CLASSES.len());
-        (c, std::cmp::Reverse(g.tasks.len()))
-    });
+    // Stable: the tasks' order among groups of one class and size; classes in their
+    // declared (the verdict's) order.
+    groups.sort_by_key(|g| (g.class, std::cmp::Reverse(g.tasks.len())));
     groups
 }
 
@@ -287,7 +279,10 @@ mod tests {
             ),
             ("Server._serve", "/sp/site-packages/uvicorn/server.py", 107),
         ]);
-        assert_eq!(idle_row(&at(&tick)).map(|r| r.kind), Some("server_tick"));
+        assert_eq!(
+            idle_row(&at(&tick)).map(|r| r.kind),
+            Some(TaskIdle::ServerTick)
+        );
         let handler = frames(&[
             ("sleep", "/usr/lib/python3.12/asyncio/tasks.py", 665),
             ("handler", "/srv/app.py", 9),
