@@ -325,6 +325,7 @@ CLI_COMMANDS = (
     ("--async",), ("--async", "--json"), ("--tasks",), ("--tasks", "--json"),
     ("--why",), ("--why", "--json"), ("--greenlets",), ("--greenlets", "--json"),
     ("--locals",), ("--locals", "--json"), ("--group",), ("--group", "--json"),
+    ("--heap",), ("--heap", "--json"),
 )
 # The py-* commands both debuggers have (docs/debugger-commands.md), then each one's own.
 PY_COMMANDS = (
