@@ -753,8 +753,8 @@ impl FrameReport {
 /// collecting garbage).
 #[derive(Clone, Debug, Serialize)]
 pub struct StackEntry {
-    /// "python" or "native".
-    pub kind: &'static str,
+    /// `python` or `native`.
+    pub kind: FrameKind,
     /// The Python frame's index in the thread's frame list.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub index: Option<usize>,

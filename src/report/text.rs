@@ -694,13 +694,13 @@ mod tests {
     fn py_bt_puts_a_crossing_above_the_c_function_that_crossed() {
         let t = nested();
         let python = |i| StackEntry {
-            kind: "python",
+            kind: FrameKind::Python,
             index: Some(i),
             level: None,
             text: None,
         };
         let native = StackEntry {
-            kind: "native",
+            kind: FrameKind::Native,
             index: None,
             level: None,
             text: Some("<built-in method exec of module object>".into()),

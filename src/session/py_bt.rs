@@ -8,7 +8,7 @@ use super::{Session, ThreadKey};
 use crate::cpython::callables::NativeFrame;
 use crate::cpython::FrameItem;
 use crate::error::Result;
-use crate::model::StackEntry;
+use crate::model::{FrameKind, StackEntry};
 use crate::native::Splice;
 
 /// The thread's stack as libpython's py-bt and py-up walk it, innermost first: its Python
@@ -21,7 +21,7 @@ pub fn stack_entries(
 ) -> Result<Vec<StackEntry>> {
     let t = s.thread(key)?;
     let python = |index: usize, level: Option<usize>| StackEntry {
-        kind: "python",
+        kind: FrameKind::Python,
         index: Some(index),
         level,
         text: None,
@@ -99,7 +99,7 @@ pub fn stack_entries(
     }
     let mut from_memory = Some(from_memory);
     let native = |(level, text): (usize, String)| StackEntry {
-        kind: "native",
+        kind: FrameKind::Native,
         index: None,
         level: Some(level),
         text: Some(text),
@@ -160,10 +160,10 @@ fn shown_levels(
     };
     for e in entries {
         e.level = match (e.kind, e.index) {
-            ("python", Some(i)) if python_levels.is_some() => {
+            (FrameKind::Python, Some(i)) if python_levels.is_some() => {
                 python_level(i).or_else(|| e.level.and_then(outward))
             }
-            ("python", _) => e.level.and_then(level),
+            (FrameKind::Python, _) => e.level.and_then(level),
             _ => e.level.and_then(outward),
         };
     }
@@ -205,12 +205,12 @@ fn markers(names: &[Option<String>], levels: &[usize]) -> Vec<(usize, String)> {
 mod tests {
     use super::*;
 
-    fn entry(kind: &'static str, index: Option<usize>, level: usize) -> StackEntry {
+    fn entry(kind: FrameKind, index: Option<usize>, level: usize) -> StackEntry {
         StackEntry {
             kind,
             index,
             level: Some(level),
-            text: (kind == "native").then(|| "line".to_string()),
+            text: (kind == FrameKind::Native).then(|| "line".to_string()),
         }
     }
 
@@ -229,10 +229,10 @@ mod tests {
         let levels = vec![Some(0), Some(1), None, None, Some(4)];
         let python_levels = vec![Some(2), Some(3)];
         let mut entries = vec![
-            entry("native", None, 1),
-            entry("native", None, 2),
-            entry("python", Some(0), 3),
-            entry("python", Some(1), 3),
+            entry(FrameKind::Native, None, 1),
+            entry(FrameKind::Native, None, 2),
+            entry(FrameKind::Python, Some(0), 3),
+            entry(FrameKind::Python, Some(1), 3),
         ];
         let mut own = entries.clone();
         shown_levels(&mut entries, &actions, &levels, Some(&python_levels));
