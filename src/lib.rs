@@ -15,8 +15,9 @@
 //! 7. [`asyncio`], [`greenlet`], [`native`];
 //! 8. [`session`] (one stop, with its features as modules over it);
 //! 9. [`why`];
-//! 10. heap: no module of its own yet (the census is [`cpython::heap`], its view
-//!     [`session::heap`], its text and what grew [`report`]'s);
+//! 10. [`heap`]: the census of a stop and what grew between two reports (the walk over the
+//!     target's objects and its dominator tree are [`cpython::heap`]'s; the text is
+//!     [`report`]'s);
 //! 11. [`report`]: the model's text, grouping and merging;
 //! 12. [`sample`] (a live target read over a window);
 //! 13. the frontends: [`cli`], `python` (pyo3, which runs the command line).
@@ -29,6 +30,7 @@ pub mod cli;
 pub mod cpython;
 pub mod error;
 pub mod greenlet;
+pub mod heap;
 pub mod memory;
 pub mod model;
 pub mod native;

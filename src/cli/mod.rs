@@ -266,12 +266,12 @@ fn run(cli: Cli, scripts: Option<&Scripts>) -> Result<(String, i32)> {
 
 /// `diff OLD NEW`: what grew between two saved heap reports.
 fn heap_diff(old: &Path, new: &Path, top: usize, json: bool) -> Result<(String, i32)> {
-    let read = |p: &Path| -> Result<crate::report::heap_diff::SavedHeap> {
+    let read = |p: &Path| -> Result<crate::heap::diff::SavedHeap> {
         let file = std::fs::File::open(p).map_err(|err| Error::Io {
             path: p.display().to_string(),
             err,
         })?;
-        let saved: crate::report::heap_diff::Saved =
+        let saved: crate::heap::diff::Saved =
             serde_json::from_reader(std::io::BufReader::new(file)).map_err(|e| Error::BadFile {
                 path: p.display().to_string(),
                 why: format!("not a --json report: {e}"),
@@ -281,9 +281,9 @@ fn heap_diff(old: &Path, new: &Path, top: usize, json: bool) -> Result<(String, 
             why: "the report has no heap (save it with --heap --json)".into(),
         })
     };
-    let d = crate::report::heap_diff::diff(&read(old)?, &read(new)?);
+    let d = crate::heap::diff::diff(&read(old)?, &read(new)?);
     let out = if json {
-        let r = crate::report::heap_diff::HeapDiffReport { heap_diff: d };
+        let r = crate::heap::diff::HeapDiffReport { heap_diff: d };
         serde_json::to_string(&r).map_err(|e| Error::Usage(format!("diff: {e}")))? + "\n"
     } else {
         crate::report::heap_diff::render(&d, top)
@@ -488,10 +488,10 @@ fn with_report<T>(
         crate::why::add_greenlets(&session, &mut report, out.locals);
     }
     if out.heap {
-        session::heap::add_to(
+        crate::heap::census::add_to(
             &session,
             &mut report,
-            out.heap_top.unwrap_or(session::heap::DEFAULT_TOP),
+            out.heap_top.unwrap_or(crate::heap::census::DEFAULT_TOP),
         );
     }
     if out.why {
@@ -572,7 +572,7 @@ fn render_text(session: &Session, report: &Report, out: &Output) -> Result<Strin
         text.push('\n');
         text.push_str(&heap_text::render(
             h,
-            out.heap_top.unwrap_or(session::heap::DEFAULT_TOP),
+            out.heap_top.unwrap_or(crate::heap::census::DEFAULT_TOP),
         ));
     }
     Ok(text)

@@ -293,13 +293,13 @@ impl PySession {
 
     /// `py-heap`: the objects by type and the largest objects (text), or the JSON report
     /// with `heap`; `top` rows of each.
-    #[pyo3(signature = (as_json=false, top=session::heap::DEFAULT_TOP))]
+    #[pyo3(signature = (as_json=false, top=crate::heap::census::DEFAULT_TOP))]
     fn heap(&self, py: Python<'_>, as_json: bool, top: usize) -> PyResult<String> {
         guard("Session.heap", || {
             let r = self
                 .off_gil(py, || -> crate::Result<crate::model::Report> {
                     let mut r = session::report::report(&self.inner, None, false)?;
-                    session::heap::add_to(&self.inner, &mut r, top);
+                    crate::heap::census::add_to(&self.inner, &mut r, top);
                     Ok(r)
                 })
                 .map_err(err)?;

@@ -15,7 +15,6 @@
 
 pub mod asyncio;
 pub mod greenlets;
-pub mod heap;
 pub mod jit;
 pub mod names;
 pub mod native_stacks;

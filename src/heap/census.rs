@@ -1,7 +1,6 @@
 //! `--heap` over a stop: the census of the interpreters' objects ([`crate::cpython::heap`])
 //! added to a report (its text is [`crate::report::heap_text`]).
 
-use super::Session;
 use crate::cpython::heap::{LocalRoot, Retainer, Roots};
 use crate::cpython::{FrameItem, StackRef};
 use crate::error::ReadError;
@@ -10,6 +9,7 @@ use crate::model::{
     ErrorReport, HeapCount, HeapObject, HeapProcess, HeapReport, HeapType, HeapUnreached, Report,
     SizeSource,
 };
+use crate::session::Session;
 use crate::target::SourceKind;
 
 /// How many of the largest objects `--heap` lists unless `--heap-top` says.
