@@ -52,8 +52,8 @@ pythons:
 # Debian's arm64 python3.11 (bookworm) and python3.14/3.15 (sid), each root with its library
 # closure, in $(PYUNWIND_CACHE)/arm64, run under qemu-user by tests/integration/test_arm64.py,
 # and Debian's arm64 gdb 13 and lldb 19 (bookworm) and lldb 22 (sid) in roots of their own, run
-# by test_arm64_native_debuggers.py (installs qemu-user and gdb-multiarch when missing; about
-# 9 minutes once, then reused).
+# by test_arm64_native_debuggers.py (installs qemu-user, gdb-multiarch and the cross gcc when
+# missing; about 3 minutes once, then reused).
 arm64:
 	bash tools/arm64.sh
 
@@ -94,9 +94,15 @@ PYTEST := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile 
 # venvs at a fixed path), test_lldb_arm64 (qemu cores made once per module), test_lldb_arm64_live
 # (lldb on qemu's gdb stub) and test_lldb_dap (one scenario and core per interpreter) run by file.
 PYTEST_LOAD := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist load --durations=$(PYTEST_DURATIONS)
-integration: build pythons arm64 cross wheel
+# The pip packages and the aarch64 CLI (`make wheel cross`, minutes of compiling on a fresh
+# machine) build in the background (tools/wheels.sh) while the test files that do not need them
+# run: a 2-worker run leaves about a third of the CPUs idle. The files that do (marked
+# after_wheels) run last and wait for them; the lldb tests run after they ended.
+integration: build pythons arm64
+	bash tools/prefetch.sh start wheels
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  "$$py" $(PYTEST) tests/integration --ignore-glob='*/test_lldb*.py'
+	bash tools/prefetch.sh wait wheels
 	$(MAKE) integration-lldb
 
 # tools/lldb-env.sh installs each lldb in turn (removing the other's Python package) and fails

@@ -54,6 +54,10 @@ host_deps() {
     command -v gdb-multiarch >/dev/null 2>&1 || missing+=(gdb-multiarch)
     command -v dpkg-deb >/dev/null 2>&1 || missing+=(dpkg)
     command -v python3 >/dev/null 2>&1 || missing+=(python3)
+    # The cross C compiler test_arm64.py builds its DWARF library with (tools/cross-aarch64.sh
+    # wants it too, but `make integration` runs that in the background, after test_arm64 starts).
+    command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || missing+=(gcc-aarch64-linux-gnu)
+    [ -f /usr/aarch64-linux-gnu/include/stdio.h ] || missing+=(libc6-dev-arm64-cross)
     if [ "${#missing[@]}" -gt 0 ]; then
         # No recommends (tools/apt-install.sh): qemu-user-binfmt would register qemu with the
         # kernel for every foreign binary; the tests call qemu-aarch64 themselves.
@@ -61,6 +65,8 @@ host_deps() {
     fi
     command -v qemu-aarch64 >/dev/null 2>&1 || die "qemu-aarch64 missing after installing qemu-user"
     command -v gdb-multiarch >/dev/null 2>&1 || die "gdb-multiarch missing after installing it"
+    command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 \
+        || die "aarch64-linux-gnu-gcc missing after installing gcc-aarch64-linux-gnu"
 }
 
 # --- a private apt configuration per suite, arm64 only -----------------------------------------

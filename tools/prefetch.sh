@@ -11,23 +11,39 @@
 # re-checks it in seconds; and each takes its own lock or writes through a temporary folder,
 # and host apt-get goes through tools/apt-install.sh's lock, so a second run cannot clash.
 #
+# `make integration` starts one more job the same way, `wheels` (tools/wheels.sh: the pip
+# packages and the aarch64 CLI, minutes of compiling on a fresh machine), while the test files
+# that do not need them run; those that do wait for it (harness.wait_for_wheels).
+#
 # Where nothing is missing, every script returns within seconds and this costs nothing.
 # Logs: $PYUNWIND_CACHE/prefetch/NAME.log, exit status in NAME.rc.
+#
+#   prefetch.sh start [JOB...]   (default: the provisioning jobs)
+#   prefetch.sh wait [JOB...]    a job never started here is not waited for (exit 0); one that
+#                                was and ended without a status fails
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
 DIR="${PYUNWIND_CACHE:-$HOME/.cache/pyunwind}/prefetch"
 JOBS=(pythons arm64 test-env torch)
-# Longer than any of them takes on a fresh 2-core machine (arm64: about 9 minutes).
+ACTION="${1:-}"
+[ "$#" -gt 0 ] && shift
+[ "$#" -gt 0 ] && JOBS=("$@")
+# Longer than any of them takes on a fresh 2-core machine (3.13t's build: about 6 minutes).
 WAIT_S=3600
 
 log() { printf 'prefetch: %s\n' "$*" >&2; }
 
-case "${1:-}" in
+# running JOB: its lock is held (flock below holds it while the job runs).
+running() { ! flock -n "$DIR/$1.lock" true 2>/dev/null; }
+
+case "$ACTION" in
 start)
     mkdir -p "$DIR"
     for job in "${JOBS[@]}"; do
+        [ -f "$HERE/$job.sh" ] || { log "error: no tools/$job.sh"; exit 2; }
         rm -f "$DIR/$job.rc"
+        date +%s >"$DIR/$job.started"
         # setsid: the job outlives this shell; its status file says when it ended.
         # flock: a job left running by an interrupted `make test` finishes before its next run.
         setsid flock "$DIR/$job.lock" bash -c 'bash "$1/$2.sh" >"$3/$2.log" 2>&1 </dev/null; echo $? >"$3/$2.rc.tmp"; mv "$3/$2.rc.tmp" "$3/$2.rc"' \
@@ -39,8 +55,19 @@ wait)
     failed=()
     deadline=$((SECONDS + WAIT_S))
     for job in "${JOBS[@]}"; do
+        if [ ! -f "$DIR/$job.rc" ] && [ ! -f "$DIR/$job.started" ]; then
+            log "$job: not started here (tools/prefetch.sh start $job); not waiting"
+            continue
+        fi
         while [ ! -f "$DIR/$job.rc" ]; do
             [ "$SECONDS" -lt "$deadline" ] || { log "error: $job still running after ${WAIT_S} s"; exit 1; }
+            # The job takes its lock a moment after `start`; a free lock long after means it
+            # died without writing its status (killed).
+            if ! running "$job" && [ $(($(date +%s) - $(cat "$DIR/$job.started"))) -gt 30 ]; then
+                log "error: tools/$job.sh ended without a status; its log:"
+                tail -n 40 "$DIR/$job.log" >&2
+                exit 1
+            fi
             sleep 2
         done
         rc=$(cat "$DIR/$job.rc")
@@ -54,7 +81,7 @@ wait)
     log "${JOBS[*]}: ready"
     ;;
 *)
-    echo "usage: $0 start|wait" >&2
+    echo "usage: $0 start|wait [JOB...]" >&2
     exit 2
     ;;
 esac

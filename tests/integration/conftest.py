@@ -46,6 +46,9 @@ def _parametrized_names(metafunc):
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "long_file: a test file that takes minutes with few tests; it runs first")
+    config.addinivalue_line(
+        "markers", "after_wheels: a test file that needs the pip packages or the aarch64 CLI, "
+        "which `make integration` builds in the background (tools/wheels.sh); it runs last")
     # pytest-xdist's own reordering (by number of tests) would undo pytest_collection_modifyitems'.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
@@ -57,14 +60,17 @@ def pytest_collection_modifyitems(items):
     keeps one worker busy after the other has run out of work. So the files marked `long_file`
     (`pytestmark = pytest.mark.long_file`) come first, then the others by number of tests, most
     first (as pytest-xdist orders them by itself); a file's tests keep their order unless it
-    names another (`scenario_key`)."""
+    names another (`scenario_key`). Files marked `after_wheels` come after all those, in the same
+    order among themselves: they wait for tools/wheels.sh, which builds while the others run."""
     per_file = {}
     for item in items:
         per_file.setdefault(item.nodeid.split("::")[0], []).append(item)
 
     def key(path):
         tests = per_file[path]
-        return (tests[0].get_closest_marker("long_file") is None, -len(tests))
+        first = tests[0]
+        return (first.get_closest_marker("after_wheels") is not None,
+                first.get_closest_marker("long_file") is None, -len(tests))
 
     # A file whose tests share costly state in a row (test_stacks: one process per scenario)
     # names their order with a `scenario_key(item)` function.

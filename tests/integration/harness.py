@@ -388,6 +388,23 @@ def run(cmd, timeout, *, env=None, cwd=None, input=None, text=True):
     return proc.returncode, out, err
 
 
+_WHEELS_READY = []
+
+
+def wait_for_wheels():
+    """The pip packages and the aarch64 CLI are built by tools/wheels.sh, which `make
+    integration` runs in the background while the files that do not need them run: wait until
+    it ended (HarnessError, with its log, if it failed). Where it was not started (a plain
+    pytest run), nothing to wait for: the tests then find the builds of `make wheel cross`."""
+    if _WHEELS_READY:
+        return
+    rc, out, err = run(["bash", repo_root() / "tools" / "prefetch.sh", "wait", "wheels"], 3600)
+    if rc != 0:
+        raise HarnessError("the background build of the wheels failed (tools/wheels.sh):\n%s%s"
+                           % (out, err))
+    _WHEELS_READY.append(True)
+
+
 def payload_core(exe, script, prefix, env=None):
     """Runs ``script`` (which prints ``ready`` when it has reached its state) under ``exe``,
     gcores it to ``<prefix>.<pid>`` and kills it; returns the core's path."""

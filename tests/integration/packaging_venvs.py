@@ -33,8 +33,9 @@ VENVS = [CHECKOUT_VENV, WHEEL_VENV]
 
 
 def wheel_path():
-    """The x86-64 wheel `make wheel` built (a prerequisite of `make integration`; the aarch64
-    one beside it is test_arm64_cross's)."""
+    """The x86-64 wheel `make wheel` built (`make integration` builds it in the background:
+    harness.wait_for_wheels; the aarch64 one beside it is test_arm64_cross's)."""
+    harness.wait_for_wheels()
     found = sorted(glob.glob(str(harness.repo_root() / "target" / "wheels" / "pyunwind-*_x86_64.whl")),
                    key=os.path.getmtime)
     if not found:

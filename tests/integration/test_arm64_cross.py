@@ -36,6 +36,10 @@ import harness
 from test_arm64 import expected_crash, text_threads
 from test_stacks import check_report, expected
 
+# The aarch64 CLI and wheel: `make integration` builds them while the other files run
+# (tools/wheels.sh).
+pytestmark = pytest.mark.after_wheels
+
 TARGET = "aarch64-unknown-linux-gnu"
 # Under qemu the CLI runs several times slower than natively.
 QEMU_TIMEOUT = 300
@@ -50,6 +54,7 @@ WHEEL_PYTHON = "python3.14"
 
 def aarch64_cli():
     """The aarch64 CLI `make cross` built, else HarnessError."""
+    harness.wait_for_wheels()
     path = harness.repo_root() / "target" / TARGET / "release" / "pyunwind"
     if not os.access(path, os.X_OK):
         raise harness.HarnessError("no aarch64 CLI at %s: run `make cross`" % path)
@@ -58,6 +63,7 @@ def aarch64_cli():
 
 def aarch64_wheel():
     """The aarch64 wheel `make wheel` built, else HarnessError."""
+    harness.wait_for_wheels()
     found = glob.glob(str(harness.repo_root() / "target" / "wheels" / "pyunwind-*_aarch64.whl"))
     if not found:
         raise harness.HarnessError("no aarch64 wheel in target/wheels: run `make wheel`")

@@ -50,7 +50,8 @@ from test_lldb_arm64 import (check_lldb_arm64_asyncio, check_lldb_arm64_core,
 from test_stacks import check_report, expected, expected_locals, json_from, traceback_frames
 
 # Minutes with few tests: it runs first under pytest-xdist (conftest.py).
-pytestmark = pytest.mark.long_file
+# It needs the aarch64 wheel, which `make integration` builds while the other files run.
+pytestmark = [pytest.mark.long_file, pytest.mark.after_wheels]
 
 BOOKWORM, SID = "arm64-bookworm-3.11", "arm64-sid-3.14"
 # The debugger's Python names the `_pyunwind` it loaded and the machine it runs on.

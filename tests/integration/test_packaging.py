@@ -14,6 +14,9 @@ import harness
 import packaging_venvs as pv
 from packaging_venvs import shapes, venvs  # noqa: F401
 
+# The wheels `make integration` builds while the other files run (tools/wheels.sh).
+pytestmark = pytest.mark.after_wheels
+
 SUBCOMMANDS = ["pid", "core", "gdb-script", "lldb-script", "install-gdb", "install-lldb",
                "uninstall-gdb", "uninstall-lldb", "merge"]
 
