@@ -440,6 +440,22 @@ pub struct TaskWhy {
     /// What kind of idle task it is, by the task rows of the idle table
     /// ([`crate::why::task_groups`]); null for the others.
     pub idle: Option<TaskIdle>,
+    /// The earliest `asyncio.timeout()` deadline its frames are inside; absent where none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<TaskTimeout>,
+}
+
+/// An `asyncio.timeout()` (`asyncio.wait_for`'s on 3.12+) around a task's wait
+/// ([`crate::why::task_timeout`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TaskTimeout {
+    /// The `asyncio.timeouts.Timeout`.
+    pub object: u64,
+    /// The index in the task's `frames` of the frame whose `async with` holds it.
+    pub frame: usize,
+    /// Live: its deadline minus this host's CLOCK_MONOTONIC (negative once passed); null
+    /// from a core.
+    pub remaining_s: Option<Millis>,
 }
 
 /// `--why`: tasks that wait alike, one line of the verdict (docs/report.md, "The verdict").
@@ -461,6 +477,10 @@ pub struct TaskGroup {
     pub function: Option<Arc<str>>,
     pub file: Option<Arc<str>>,
     pub line: Option<u32>,
+    /// The first task's `asyncio.timeout()` (its frame an index in that task's frames);
+    /// absent where it is inside none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<TaskTimeout>,
 }
 
 /// What a task awaits: another `task`, a `gather`, a `sleep`, a `future` (an executor

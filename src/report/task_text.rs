@@ -149,11 +149,25 @@ fn many_wait(r: &Report, w: &Waiting) -> (String, String) {
 /// "asyncio_0" and waits on socket fd 16 (...)`; None for idle groups.
 fn group_line(r: &Report, g: &TaskGroup) -> Option<String> {
     let w = g.waiting.as_ref().filter(|_| g.class != TaskClass::Idle)?;
-    let (subject, (what, then)) = match g.tasks.as_slice() {
-        [id] => (which_task(r, *id), one_wait(r, w)),
-        ids => (format!("{} tasks", ids.len()), many_wait(r, w)),
+    let (subject, (what, then), timeout) = match g.tasks.as_slice() {
+        [id] => (which_task(r, *id), one_wait(r, w), timeout_text(g)),
+        ids => (
+            format!("{} tasks", ids.len()),
+            many_wait(r, w),
+            String::new(),
+        ),
     };
-    Some(format!("{subject} {what}{}{then}", place(g)))
+    Some(format!("{subject} {what}{}{then}{timeout}", place(g)))
+}
+
+/// `; its asyncio.timeout expires in 12.3 s` (live), `; inside an asyncio.timeout` (a core).
+fn timeout_text(g: &TaskGroup) -> String {
+    match g.timeout.as_ref().map(|t| t.remaining_s) {
+        Some(Some(m)) if m.0 < 0 => format!("; its asyncio.timeout expired {:.1} s ago", -m.secs()),
+        Some(Some(m)) => format!("; its asyncio.timeout expires in {:.1} s", m.secs()),
+        Some(None) => "; inside an asyncio.timeout".to_string(),
+        None => String::new(),
+    }
 }
 
 /// The executor workers whose waits the task lines tell (a single task's line names its job's

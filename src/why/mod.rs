@@ -33,6 +33,7 @@ pub mod resources;
 pub mod state;
 pub mod task_groups;
 pub mod task_outside;
+pub mod task_timeout;
 pub mod tasks;
 pub mod waits;
 

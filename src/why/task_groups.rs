@@ -214,6 +214,7 @@ pub fn task_groups(view: &AsyncView, whys: &mut [TaskWhy]) -> Vec<TaskGroup> {
                     function,
                     file,
                     line,
+                    timeout: why.timeout.clone(),
                 });
             }
         }

@@ -111,6 +111,7 @@ pub fn task_whys(
                 })
                 .collect(),
             idle: None,
+            timeout: super::task_timeout::task_timeout(snap, view, t, now),
         })
         .collect()
 }

@@ -106,15 +106,17 @@ LLDB_SCRIPT = os.path.join(ROOT, "lldb-scripts", "pyunwind_lldb.py")
 # subinterpreters (3.12+): threads that entered subinterpreters, nested, and one no thread runs
 # in (the interpreter list, each interpreter's thread list, the nested thread states);
 # why_loops: a loop blocked in a task (its _ready, _scheduled and timer handles);
-# why_task_waits: tasks awaiting executor jobs, sleeps, a child, futures and sockets.
+# why_task_waits: tasks awaiting executor jobs, sleeps, a child, futures and sockets;
+# why_task_timeouts: tasks inside asyncio.timeout() blocks (the managers on their value stacks).
 # heap_holders (x86-64): containers held by a module global, a class attribute, a closure and a
 # thread's local, and an unreachable cycle, for --heap's census, retainers and paths (issue 51).
 SCENARIOS = ("threads", "locals", "gather", "why_waits", "why_async_locks", "why_state",
              "greenlets_raw", "greenlets_gevent", "jit_call", "subinterpreters", "why_loops",
-             "why_task_waits", "heap_holders")
+             "why_task_waits", "why_task_timeouts", "heap_holders")
 # The scenarios read with --tasks (their tasks' waits: the loop's queues and timers, executor
 # jobs, sleeps' timer handles, children, futures' reference counts, sockets behind transports).
-TASK_SCENARIOS = ("gather", "why_async_locks", "why_loops", "why_task_waits")
+TASK_SCENARIOS = ("gather", "why_async_locks", "why_loops", "why_task_waits",
+                  "why_task_timeouts")
 # The scenarios read with --greenlets.
 GREENLET_SCENARIOS = ("greenlets_raw", "greenlets_gevent")
 # The scenarios whose base report is read with --heap: its retainers are the `container`
@@ -216,7 +218,7 @@ def supports(interp, scenario):
         return scenario != "jit_call" or interp.env.get("PYTHON_JIT") == "1"
     if scenario == "jit_call":
         return False
-    if scenario in ("why_async_locks", "why_loops", "why_task_waits", "gather"):
+    if scenario in TASK_SCENARIOS:
         return interp.minor >= 11
     if scenario == "subinterpreters":
         return interp.minor >= 12
