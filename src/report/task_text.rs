@@ -243,3 +243,46 @@ pub(super) fn idle_tasks_line(r: &Report) -> Option<String> {
     };
     Some(format!("{total} {noun}: {}", parts.join(", ")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Millis, TaskTimeout};
+
+    fn group(remaining_s: Option<Option<Millis>>) -> TaskGroup {
+        TaskGroup {
+            class: TaskClass::Other,
+            idle: None,
+            tasks: vec![0x10],
+            name: "timed".to_string(),
+            waiting: None,
+            function: None,
+            file: None,
+            line: None,
+            timeout: remaining_s.map(|remaining_s| TaskTimeout {
+                object: 0x20,
+                frame: 1,
+                remaining_s,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_deadline_ends_the_line_as_it_stands() {
+        let ahead = group(Some(Some(Millis(12_345))));
+        assert_eq!(
+            timeout_text(&ahead),
+            "; its asyncio.timeout expires in 12.3 s"
+        );
+        let passed = group(Some(Some(Millis(-1_260))));
+        assert_eq!(
+            timeout_text(&passed),
+            "; its asyncio.timeout expired 1.3 s ago"
+        );
+        assert_eq!(
+            timeout_text(&group(Some(None))),
+            "; inside an asyncio.timeout"
+        );
+        assert_eq!(timeout_text(&group(None)), "");
+    }
+}

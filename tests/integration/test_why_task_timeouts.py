@@ -7,22 +7,17 @@ on 3.12+ and none on 3.11, `timeout(None)`, none at all). Live and from a gcore 
 Task and the pure-Python one; the verdict's one-task lines."""
 
 import re
-import time
 
 import pytest
 
 import harness
 from test_stacks import json_from
+from test_why_task_waits import run_cli, variant_id
 
-CLI_TIMEOUT = 60
 VARIANTS = [(i, "c") for i in ["pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.14",
                                "debian-3.15", "ft-3.13t"]] + [("pyenv-3.12", "py")]
 SOURCES = ["live", "core"]
 NAMES = ["timed", "nested", "deeper", "waitfor", "untimed", "plain"]
-
-
-def variant_id(v):
-    return v[0] if v[1] == "c" else "%s-%s" % v
 
 
 @pytest.fixture(scope="module", params=VARIANTS, ids=variant_id)
@@ -33,17 +28,6 @@ def scenario(request):
         assert sc.truth["impl"] == impl
         sc.core = sc.make_core()
         yield sc
-
-
-def run_cli(sc, source, *extra):
-    target = ["pid", str(sc.pid)] if source == "live" else ["core", sc.core]
-    before = time.monotonic()
-    rc, out, err = harness.run([harness.cli_path()] + target + ["--why", "--tasks"] + list(extra),
-                               timeout=CLI_TIMEOUT)
-    after = time.monotonic()
-    harness.assert_no_panic(out + err, rc)
-    assert rc == 0, err
-    return out, before, after
 
 
 def check_remaining(remaining, when, before, after, source):

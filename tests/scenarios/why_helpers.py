@@ -137,3 +137,39 @@ def children_of(pid):
         if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
             out.append(int(entry))
     return sorted(out)
+
+
+def loop_in_thread(main):
+    """Runs ``main(tasks)`` (a coroutine function that fills the dict ``tasks``, name -> Task)
+    on a new event loop in daemon thread "loop"; returns ``holder`` {tasks, loop, native_id},
+    whose loop and native_id are set once that thread runs."""
+    import asyncio  # here: a scenario picks its Task (the pure-Python one) before the import
+
+    holder = {"tasks": {}}
+
+    def run():
+        loop = asyncio.new_event_loop()
+        holder.update(loop=loop, native_id=threading.get_native_id())
+        loop.run_until_complete(main(holder["tasks"]))
+
+    threading.Thread(target=run, name="loop", daemon=True).start()
+    return holder
+
+
+def tasks_at(tasks, line_of):
+    """Whether each task's own coroutine (its last frame of ``get_stack()``) is at line
+    ``line_of(name)``."""
+    for name, task in tasks.items():
+        stack = task.get_stack()
+        if not stack or stack[-1].f_lineno != line_of(name):
+            return False
+    return True
+
+
+def wait_parked(parked):
+    """Wait until ``parked()`` says every task is where it should be."""
+    deadline = time.monotonic() + _truth.MAX_SETTLE_SECONDS
+    while not parked():
+        if time.monotonic() > deadline:
+            _truth.fail("the tasks never parked")
+        time.sleep(POLL_SECONDS)

@@ -24,7 +24,6 @@ time: time.monotonic()), ``function`` (the function whose ``async with`` holds i
 
 import os
 import sys
-import threading
 import time
 
 IMPL = sys.argv[3] if len(sys.argv) > 3 else "c"
@@ -36,6 +35,7 @@ import asyncio  # noqa: E402
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _truth  # noqa: E402
+import why_helpers  # noqa: E402
 
 NAMES = ["timed", "nested", "deeper", "waitfor", "untimed", "plain"]
 # Which function's `async with` holds each task's first deadline.
@@ -85,23 +85,6 @@ async def main(tasks):
     await asyncio.Event().wait()
 
 
-def run_loop(holder):
-    loop = asyncio.new_event_loop()
-    holder.update(loop=loop, native_id=threading.get_native_id())
-    loop.run_until_complete(main(holder["tasks"]))
-
-
-def parked(holder):
-    tasks = holder["tasks"]
-    if len(tasks) < len(NAMES):
-        return False
-    for name, task in tasks.items():
-        stack = task.get_stack()
-        if not stack or stack[-1].f_lineno != marker_line(name):
-            return False
-    return True
-
-
 def marker_line(name):
     return _truth.source_line_of("# %s waits" % name, __file__)
 
@@ -119,13 +102,9 @@ def first_deadline(loop, task):
 
 
 def main_thread():
-    holder = {"tasks": {}}
-    threading.Thread(target=run_loop, args=(holder,), name="loop", daemon=True).start()
-    deadline = time.monotonic() + _truth.MAX_SETTLE_SECONDS
-    while not parked(holder):
-        if time.monotonic() > deadline:
-            _truth.fail("the tasks never parked")
-        time.sleep(0.01)
+    holder = why_helpers.loop_in_thread(main)
+    why_helpers.wait_parked(lambda: len(holder["tasks"]) == len(NAMES)
+                            and why_helpers.tasks_at(holder["tasks"], marker_line))
     loop = holder["loop"]
     tasks = {}
     for name, t in holder["tasks"].items():

@@ -36,7 +36,6 @@ import os
 import socket
 import sys
 import threading
-import time
 
 IMPL = sys.argv[3] if len(sys.argv) > 3 else "c"
 if IMPL == "py":
@@ -148,22 +147,12 @@ async def main(tasks):
     await asyncio.Event().wait()  # main waits
 
 
-def run_loop(holder):
-    loop = asyncio.new_event_loop()
-    holder.update(loop=loop, native_id=threading.get_native_id())
-    loop.run_until_complete(main(holder["tasks"]))
-
-
 def parked(holder):
     """Whether every task waits where its marker says, and the jobs and the child started."""
     tasks = holder["tasks"]
     if len(tasks) < len(NAMES) + sum(GROUPS.values()) + 1 or len(JOBS) < 5:
         return False
-    for name, task in tasks.items():
-        stack = task.get_stack()
-        if not stack or stack[-1].f_lineno != marker_line(name):
-            return False
-    return True
+    return why_helpers.tasks_at(tasks, marker_line)
 
 
 def marker_line(name):
@@ -172,13 +161,8 @@ def marker_line(name):
 
 
 def main_thread():
-    holder = {"tasks": {}}
-    threading.Thread(target=run_loop, args=(holder,), name="loop", daemon=True).start()
-    deadline = time.monotonic() + _truth.MAX_SETTLE_SECONDS
-    while not parked(holder):
-        if time.monotonic() > deadline:
-            _truth.fail("the tasks never parked")
-        time.sleep(0.01)
+    holder = why_helpers.loop_in_thread(main)
+    why_helpers.wait_parked(lambda: parked(holder))
     why_helpers.wait_blocked(os.getpid(), [holder["native_id"], JOBS["executor"]["native_id"],
                                            JOBS["threaded"]["native_id"]])
     loop = holder["loop"]
