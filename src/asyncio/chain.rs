@@ -47,7 +47,7 @@ impl Objects<'_> {
     /// Follows `coro` through `await`s, async generators and `yield from` to its leaf.
     pub fn chain(&self, coro: u64) -> Chain {
         let mut frames = Vec::new();
-        let mut seen = AddrSet::default();
+        let mut seen = Seen::default();
         let mut obj = coro;
         let leaf = loop {
             if frames.len() >= MAX_CHAIN || !seen.insert(obj) {
@@ -202,6 +202,33 @@ impl Objects<'_> {
             FrameModel::Interpreter(f) => Ok(self.ptr(field(faddr, f.localsplus)?)? & !f.tag_bits),
             FrameModel::FrameObject { f_localsplus, .. } => self.ptr(field(faddr, f_localsplus)?),
         }
+    }
+}
+
+/// Objects a chain went through so far: in an array while it is short (most chains are a few
+/// objects; a set per chain of 100,000 tasks was an allocation and hashing each), then a set.
+#[derive(Default)]
+struct Seen {
+    short: [u64; SHORT_CHAIN],
+    len: usize,
+    more: AddrSet,
+}
+
+/// Objects of a chain kept in [`Seen`]'s array.
+const SHORT_CHAIN: usize = 16;
+
+impl Seen {
+    /// False when `obj` was seen before.
+    fn insert(&mut self, obj: u64) -> bool {
+        if self.short[..self.len].contains(&obj) {
+            return false;
+        }
+        if self.len < SHORT_CHAIN {
+            self.short[self.len] = obj;
+            self.len += 1;
+            return true;
+        }
+        self.more.insert(obj)
     }
 }
 

@@ -320,10 +320,10 @@ impl<'a> Objects<'a> {
             return "?".into();
         }
         match self.snap.with_type_of(obj, |t| t.name == "int") {
-            Ok(true) => match self.snap.read_int(obj) {
-                Ok(n) => format!("Task-{n}"),
-                Err(_) => "?".into(),
-            },
+            Ok(true) => self
+                .snap
+                .read_int_after("Task-", obj)
+                .unwrap_or_else(|_| "?".into()),
             Ok(false) => self
                 .snap
                 .read_str(obj)
