@@ -53,6 +53,12 @@ fn mark(block: *mut u8, size: usize) {
     if size >= HUGE_PAGE {
         advise(block as usize, block as usize + size);
     }
+    // Inside the part of the heap already marked (most blocks): the heap has not grown since,
+    // for the block that makes it grow ends past the old break. Blocks glibc maps on their own
+    // lie above the heap and are asked about as before.
+    if (block as usize).saturating_add(size) <= MARKED_TO.load(Ordering::Relaxed) {
+        return;
+    }
     // SAFETY: sbrk(0) only reads the current break.
     let top = unsafe { libc::sbrk(0) } as usize;
     let from = MARKED_TO.load(Ordering::Relaxed);

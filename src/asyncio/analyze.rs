@@ -151,47 +151,43 @@ fn decode_tasks(
         interp_of.insert(obj, interp);
     }
     // Each object on its own, in parallel; its error kept in order. The workers return the
-    // task's fields only (a third of a `TaskView`): 100,000 results are copied twice on their
-    // way here, into memory touched for the first time.
-    let decoded = crate::parallel::map(&unique, PARALLEL_BATCH, snap.mem.any_thread(), |&obj| {
-        match objects.class(obj) {
-            Ok(Class::Task { c }) => match objects.task(obj, c) {
-                Ok(raw) if raw.state == "pending" => Ok(Some((raw, true))),
-                Ok(_) => Ok(None),
+    // task's fields only (a third of a `TaskView`), taken from their batches as they are.
+    let decoded =
+        crate::parallel::map_iter(&unique, PARALLEL_BATCH, snap.mem.any_thread(), |&obj| {
+            match objects.class(obj) {
+                Ok(Class::Task { c }) => match objects.task(obj, c) {
+                    Ok(raw) if raw.state == "pending" => Ok(Some((raw, true))),
+                    Ok(_) => Ok(None),
+                    Err(e) => Err(format!("task: {e}")),
+                },
+                Ok(Class::None) => Ok(None),
+                Ok(_) => {
+                    // A task-like object that is not an asyncio.Task (registered by a third-party
+                    // task factory): listed, not decoded.
+                    let name_obj = objects.attr_or_zero(obj, "_name");
+                    let name = snap
+                        .read_str(name_obj)
+                        .unwrap_or_else(|_| objects.type_name(obj));
+                    let raw = RawTask {
+                        addr: obj,
+                        c: false,
+                        type_name: objects.type_name(obj),
+                        name,
+                        state: "pending",
+                        loop_: objects.attr_or_zero(obj, "_loop"),
+                        coro: 0,
+                        fut_waiter: 0,
+                        awaited_by: Vec::new(),
+                    };
+                    Ok(Some((raw, false)))
+                }
                 Err(e) => Err(format!("task: {e}")),
-            },
-            Ok(Class::None) => Ok(None),
-            Ok(_) => {
-                // A task-like object that is not an asyncio.Task (registered by a third-party
-                // task factory): listed, not decoded.
-                let name_obj = objects.attr_or_zero(obj, "_name");
-                let name = snap
-                    .read_str(name_obj)
-                    .unwrap_or_else(|_| objects.type_name(obj));
-                let raw = RawTask {
-                    addr: obj,
-                    c: false,
-                    type_name: objects.type_name(obj),
-                    name,
-                    state: "pending",
-                    loop_: objects.attr_or_zero(obj, "_loop"),
-                    coro: 0,
-                    fut_waiter: 0,
-                    awaited_by: Vec::new(),
-                };
-                Ok(Some((raw, false)))
             }
-            Err(e) => Err(format!("task: {e}")),
-        }
-    });
-    let mut tasks: Vec<TaskView> = Vec::with_capacity(unique.len());
+        });
+    let mut raws: Vec<Option<(RawTask, bool)>> = Vec::with_capacity(unique.len());
     for (obj, d) in unique.iter().zip(decoded) {
         match d {
-            Ok(Some((raw, supported))) => {
-                let mut t = TaskView::new(raw, supported);
-                t.interp = interp_of.get(obj).copied().unwrap_or(0);
-                tasks.push(t)
-            }
+            Ok(Some(raw)) => raws.push(Some(raw)),
             Ok(None) => {}
             Err(what) => err(*obj, what),
         }
@@ -202,35 +198,35 @@ fn decode_tasks(
             format!("tasks: stopped at the limit of {MAX_TASKS} tasks"),
         );
     }
-    sort_by_name(&mut tasks);
+    // Each task is moved once, into its place: swapping whole tasks into order moved each
+    // three times.
+    let mut tasks: Vec<TaskView> = Vec::with_capacity(raws.len());
+    for i in name_order(&raws) {
+        if let Some((raw, supported)) = raws[i].take() {
+            let mut t = TaskView::new(raw, supported);
+            t.interp = interp_of.get(&t.raw.addr).copied().unwrap_or(0);
+            tasks.push(t);
+        }
+    }
     tasks
 }
 
-/// `tasks` in the order of their names ([`natural_parts`]), then of their addresses. The keys
-/// borrow the names (`sort_by_cached_key` would own two copies of each), and the tasks are
-/// moved into place once, as `sort_by_cached_key` does.
-fn sort_by_name(tasks: &mut [TaskView]) {
+/// The order of `raws` by their names ([`natural_parts`]), then their addresses. The keys
+/// borrow the names (`sort_by_cached_key` would own two copies of each).
+fn name_order(raws: &[Option<(RawTask, bool)>]) -> Vec<usize> {
     // (name without its last digits, their value, name, address).
     type Key<'a> = (&'a str, u64, &'a str, u64);
-    let mut order: Vec<(Key, usize)> = tasks
+    let mut order: Vec<(Key, usize)> = raws
         .iter()
         .enumerate()
-        .map(|(i, t)| {
-            let (head, n) = natural_parts(&t.raw.name);
-            ((head, n, t.raw.name.as_str(), t.raw.addr), i)
+        .filter_map(|(i, r)| {
+            let (raw, _) = r.as_ref()?;
+            let (head, n) = natural_parts(&raw.name);
+            Some(((head, n, raw.name.as_str(), raw.addr), i))
         })
         .collect();
     order.sort_unstable();
-    let mut to: Vec<usize> = order.into_iter().map(|(_, i)| i).collect();
-    // Slot i takes the task now at to[i]: follow the chain of slots already filled.
-    for i in 0..to.len() {
-        let mut from = to[i];
-        while from < i {
-            from = to[from];
-        }
-        to[i] = from;
-        tasks.swap(i, from);
-    }
+    order.into_iter().map(|(_, i)| i).collect()
 }
 
 /// Each task's await chain, and where an on-CPU task's frames are on its thread's stack:
@@ -257,7 +253,7 @@ fn place_tasks(
     // Chains and on-CPU positions.
     let mut leaves: Vec<Option<Leaf>> = Vec::new();
     let mut tops: Vec<Option<(usize, usize)>> = Vec::new();
-    let chains = crate::parallel::map(tasks, PARALLEL_BATCH, snap.mem.any_thread(), |t| {
+    let chains = crate::parallel::map_iter(tasks, PARALLEL_BATCH, snap.mem.any_thread(), |t| {
         t.supported.then(|| {
             let chain = objects.chain(t.raw.coro);
             let pos = top_frame(objects, t.raw.coro).and_then(|f| frame_index.get(&f).copied());

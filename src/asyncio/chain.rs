@@ -47,7 +47,7 @@ impl Objects<'_> {
     /// Follows `coro` through `await`s, async generators and `yield from` to its leaf.
     pub fn chain(&self, coro: u64) -> Chain {
         let mut frames = Vec::new();
-        let mut seen = AddrSet::default();
+        let mut seen = Seen::default();
         let mut obj = coro;
         let leaf = loop {
             if frames.len() >= MAX_CHAIN || !seen.insert(obj) {
@@ -86,7 +86,9 @@ impl Objects<'_> {
                 }
             }
         };
-        frames.reverse();
+        // Innermost first, in a vector of their number: 100,000 chains kept in vectors grown
+        // to twice their frames cost megabytes of memory touched for the first time.
+        let frames = frames.drain(..).rev().collect();
         Chain { frames, leaf }
     }
 
@@ -109,9 +111,9 @@ impl Objects<'_> {
                 return Err(Stop::Read(e));
             }
         };
-        let function = frame.code.qualname.clone();
+        // Borrowed, not counted: threads decoding tasks together share the code's names.
         let is_future_await =
-            frame.code.name == "__await__" && function.ends_with("Future.__await__");
+            frame.code.name == "__await__" && frame.code.qualname.ends_with("Future.__await__");
         frames.push(FrameItem::Python(frame));
         if state == st.executing {
             return Err(Stop::Leaf(Leaf::Running));
@@ -128,10 +130,11 @@ impl Objects<'_> {
                 // Lib/asyncio/futures.py `Future.__await__`: `yield self`; `self` is local 0.
                 return Err(Stop::Leaf(Leaf::Awaits(self.local0(faddr)?)));
             }
-            return Err(Stop::Leaf(Leaf::Yield {
-                gen: obj,
-                function: function.to_string(),
-            }));
+            let function = match frames.last() {
+                Some(FrameItem::Python(p)) => p.code.qualname.to_string(),
+                _ => String::new(),
+            };
+            return Err(Stop::Leaf(Leaf::Yield { gen: obj, function }));
         }
         Err(Stop::Leaf(Leaf::Other {
             addr: obj,
@@ -199,6 +202,33 @@ impl Objects<'_> {
             FrameModel::Interpreter(f) => Ok(self.ptr(field(faddr, f.localsplus)?)? & !f.tag_bits),
             FrameModel::FrameObject { f_localsplus, .. } => self.ptr(field(faddr, f_localsplus)?),
         }
+    }
+}
+
+/// Objects a chain went through so far: in an array while it is short (most chains are a few
+/// objects; a set per chain of 100,000 tasks was an allocation and hashing each), then a set.
+#[derive(Default)]
+struct Seen {
+    short: [u64; SHORT_CHAIN],
+    len: usize,
+    more: AddrSet,
+}
+
+/// Objects of a chain kept in [`Seen`]'s array.
+const SHORT_CHAIN: usize = 16;
+
+impl Seen {
+    /// False when `obj` was seen before.
+    fn insert(&mut self, obj: u64) -> bool {
+        if self.short[..self.len].contains(&obj) {
+            return false;
+        }
+        if self.len < SHORT_CHAIN {
+            self.short[self.len] = obj;
+            self.len += 1;
+            return true;
+        }
+        self.more.insert(obj)
     }
 }
 

@@ -7,7 +7,7 @@ use super::layout::AsyncioLayout;
 use crate::cpython::values::field;
 use crate::cpython::Snapshot;
 use crate::error::ReadError;
-use crate::memory::addr_map::AddrMap;
+use crate::memory::addr_map::{AddrMap, OnceTable};
 
 /// Deepest `tp_base` chain we follow.
 const MAX_BASES: usize = 64;
@@ -17,6 +17,8 @@ pub const MAX_CALLBACKS: u64 = 1 << 16;
 const MAX_AWAITERS: u64 = 1 << 20;
 /// Wrappers (bound methods, partials) followed to an executor job's function.
 const MAX_CALLABLE_WRAPS: usize = 8;
+/// Types whose class is kept where threads read it without a lock (the rest under one).
+const CLASS_SLOTS: usize = 256;
 
 /// What an object is, as far as the await graph cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,8 +90,10 @@ pub struct Objects<'a> {
     pub lay: AsyncioLayout,
     /// Each interpreter's asyncio types (a subinterpreter's `_asyncio` has types of its own).
     pub known: Vec<KnownTypes>,
-    /// Read by every worker for every object, written once per type.
-    classes: RwLock<AddrMap<Class>>,
+    /// Read by every worker for every object, written once per type: without a lock, and
+    /// under one for the types that do not fit.
+    classes: OnceTable<Class>,
+    more_classes: RwLock<AddrMap<Class>>,
 }
 
 impl<'a> Objects<'a> {
@@ -98,7 +102,8 @@ impl<'a> Objects<'a> {
             snap,
             lay,
             known,
-            classes: RwLock::new(AddrMap::default()),
+            classes: OnceTable::new(CLASS_SLOTS),
+            more_classes: RwLock::new(AddrMap::default()),
         }
     }
 
@@ -111,8 +116,11 @@ impl<'a> Objects<'a> {
             .snap
             .mem
             .read_ptr(field(obj, self.snap.layout.pyobject.ob_type)?)?;
+        if let Some(c) = self.classes.get(tp) {
+            return Ok(*c);
+        }
         if let Some(c) = self
-            .classes
+            .more_classes
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(&tp)
@@ -121,10 +129,12 @@ impl<'a> Objects<'a> {
         }
         let t = self.snap.type_of(obj)?;
         let c = self.classify_type(t.addr, &t.name)?;
-        self.classes
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(t.addr, c);
+        if self.classes.insert(t.addr, c).is_none() {
+            self.more_classes
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(t.addr, c);
+        }
         Ok(c)
     }
 
@@ -183,8 +193,7 @@ impl<'a> Objects<'a> {
 
     pub fn type_name(&self, obj: u64) -> String {
         self.snap
-            .type_of(obj)
-            .map(|t| t.name.clone())
+            .with_type_of(obj, |t| t.name.clone())
             .unwrap_or_else(|_| "?".into())
     }
 
@@ -310,12 +319,12 @@ impl<'a> Objects<'a> {
         if obj == 0 {
             return "?".into();
         }
-        match self.snap.type_of(obj) {
-            Ok(t) if t.name == "int" => match self.snap.read_int(obj) {
-                Ok(n) => format!("Task-{n}"),
-                Err(_) => "?".into(),
-            },
-            Ok(_) => self
+        match self.snap.with_type_of(obj, |t| t.name == "int") {
+            Ok(true) => self
+                .snap
+                .read_int_after("Task-", obj)
+                .unwrap_or_else(|_| "?".into()),
+            Ok(false) => self
                 .snap
                 .read_str(obj)
                 .unwrap_or_else(|_| self.snap.repr(obj)),

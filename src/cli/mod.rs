@@ -477,7 +477,10 @@ fn with_report<T>(
     };
     // One report, owned and extended in place: each step's copy of a report of 100,000 tasks
     // cost a tenth of the run.
-    let mut report = if asyncio {
+    let mut report = if asyncio && out.json && !out.why {
+        // Written as JSON and nothing else: the view's tasks become the report's.
+        session::asyncio::take_report_once(&mut session)?
+    } else if asyncio {
         session::asyncio::take_report(&mut session)?
     } else if let Some(r) = native_report {
         r

@@ -1,6 +1,7 @@
 //! Code objects: names, file, and the line table that maps an instruction to its line.
 
 use super::layout::WithEntry;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::known_codes::Fingerprint;
@@ -25,6 +26,9 @@ const MAX_EXCEPTION_TABLE_BYTES: u64 = 1 << 20;
 
 impl Snapshot {
     pub fn code(&self, addr: u64) -> Result<Arc<Code>, ReadError> {
+        if let Some(c) = self.code_table.get(addr) {
+            return Ok(c.clone());
+        }
         if let Some(c) = self
             .codes
             .lock()
@@ -46,6 +50,9 @@ impl Snapshot {
             }
             None => Arc::new(self.read_code(addr)?),
         };
+        if let Some(kept) = self.code_table.insert(addr, c.clone()) {
+            return Ok(kept.clone());
+        }
         self.codes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -400,17 +407,44 @@ impl Code {
         if lasti < 0 {
             return Some(self.firstlineno);
         }
-        let memo = |m: &mut AddrMap<Option<u32>>| m.get(&(lasti as u64)).copied();
-        if let Some(line) = memo(&mut self.line_memo.lock().unwrap_or_else(|e| e.into_inner())) {
-            return line;
-        }
-        let line = match self.line_table {
-            LineTable::Pairs310 => line_310(&self.linetable, self.firstlineno, lasti as u64 * 2),
-            LineTable::Locations311 => line_311(&self.linetable, self.firstlineno, lasti as u64),
+        let at = lasti as u64;
+        // The last line asked, when it is this instruction's.
+        let packed = |line: Option<u32>| {
+            let line = match line {
+                Some(l) => u64::from(l.checked_add(1)?),
+                None => 0,
+            };
+            Some((at.checked_add(1).filter(|&a| a <= u32::MAX as u64)? << 32) | line)
         };
-        let mut m = self.line_memo.lock().unwrap_or_else(|e| e.into_inner());
-        if m.len() < MAX_LINE_MEMO {
-            m.insert(lasti as u64, line);
+        let last = self.line_memo.last.load(Ordering::Relaxed);
+        if last >> 32 == at + 1 && at < u32::MAX as u64 {
+            return (last as u32).checked_sub(1);
+        }
+        let memo = |m: &mut AddrMap<Option<u32>>| m.get(&at).copied();
+        let known = memo(
+            &mut self
+                .line_memo
+                .lines
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        let line = known.unwrap_or_else(|| {
+            let line = match self.line_table {
+                LineTable::Pairs310 => line_310(&self.linetable, self.firstlineno, at * 2),
+                LineTable::Locations311 => line_311(&self.linetable, self.firstlineno, at),
+            };
+            let mut m = self
+                .line_memo
+                .lines
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if m.len() < MAX_LINE_MEMO {
+                m.insert(at, line);
+            }
+            line
+        });
+        if let Some(p) = packed(line) {
+            self.line_memo.last.store(p, Ordering::Relaxed);
         }
         line
     }

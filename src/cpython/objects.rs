@@ -47,6 +47,26 @@ pub(crate) struct KeysHeader {
 
 impl Snapshot {
     pub fn type_of(&self, obj: u64) -> Result<Arc<TypeInfo>, ReadError> {
+        self.type_at(self.type_addr(obj)?)
+    }
+
+    /// `f` of the type of `obj`, as [`Snapshot::type_of`] gives it, without counting a
+    /// reference to it: the per-object look-ups of 100,000 tasks, which threads make together,
+    /// write nothing shared.
+    pub fn with_type_of<R>(
+        &self,
+        obj: u64,
+        f: impl FnOnce(&TypeInfo) -> R,
+    ) -> Result<R, ReadError> {
+        let tp = self.type_addr(obj)?;
+        match self.type_table.get(tp) {
+            Some(t) => Ok(f(t)),
+            None => Ok(f(&*self.type_at(tp)?)),
+        }
+    }
+
+    /// `ob_type` of `obj`, one object looked up.
+    fn type_addr(&self, obj: u64) -> Result<u64, ReadError> {
         self.budget.object(obj)?;
         let tp = self
             .mem
@@ -54,11 +74,14 @@ impl Snapshot {
         if tp == 0 {
             return Err(ReadError::corrupt(obj, "object without a type"));
         }
-        self.type_at(tp)
+        Ok(tp)
     }
 
     /// The type object at `tp`.
     pub fn type_at(&self, tp: u64) -> Result<Arc<TypeInfo>, ReadError> {
+        if let Some(t) = self.type_table.get(tp) {
+            return Ok(t.clone());
+        }
         if let Some(t) = self
             .types
             .lock()
@@ -80,6 +103,9 @@ impl Snapshot {
             dictoffset: self.mem.read_i64(field(tp, to.tp_dictoffset)?)?,
             base: self.mem.read_ptr(field(tp, to.tp_base)?)?,
         });
+        if let Some(kept) = self.type_table.insert(tp, t.clone()) {
+            return Ok(kept.clone());
+        }
         self.types
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -197,6 +223,12 @@ impl Snapshot {
 
     /// An int's decimal digits (with sign).
     pub fn read_int(&self, obj: u64) -> Result<String, ReadError> {
+        self.read_int_after("", obj)
+    }
+
+    /// `prefix` and then the decimal text of the int `obj`, in one string (a task's name,
+    /// "Task-" and its number, for each of 100,000 tasks).
+    pub fn read_int_after(&self, prefix: &str, obj: u64) -> Result<String, ReadError> {
         let (negative, ndigits, digits_at) = match self.layout.long_object {
             LongObject::SignedSize { ob_size, ob_digit } => {
                 let s = self.mem.read_i64(field(obj, ob_size)?)?;
@@ -216,11 +248,13 @@ impl Snapshot {
             self.mem
                 .read_into(digits_at, &mut b[..ndigits as usize * 4])?;
             let v = two_digits(b).ok_or(ReadError::corrupt(obj, "int digit"))?;
-            return Ok(if negative && v != 0 {
-                format!("-{v}")
-            } else {
-                v.to_string()
-            });
+            let mut text = String::with_capacity(prefix.len() + 21);
+            text.push_str(prefix);
+            if negative && v != 0 {
+                text.push('-');
+            }
+            push_decimal(&mut text, v);
+            return Ok(text);
         }
         let raw = self
             .mem
@@ -234,9 +268,9 @@ impl Snapshot {
         }
         let s = digits_to_decimal(&digits);
         Ok(if negative && s != "0" {
-            format!("-{s}")
+            format!("{prefix}-{s}")
         } else {
-            s
+            format!("{prefix}{s}")
         })
     }
 
@@ -430,6 +464,21 @@ impl Snapshot {
 /// Base-2^30 digits (least significant first) to decimal.
 /// The value of an int's first two 30-bit digits as stored (little-endian u32s, low first);
 /// None when a digit is out of range.
+/// Appends `v` in decimal.
+fn push_decimal(text: &mut String, mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    text.extend(digits[at..].iter().map(|&d| d as char));
+}
+
 fn two_digits(b: [u8; 8]) -> Option<u64> {
     let lo = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
     let hi = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
@@ -619,5 +668,10 @@ mod tests {
         assert_eq!(two_digits([0; 8]), Some(0));
         b[4..].copy_from_slice(&(1u32 << 30).to_le_bytes());
         assert_eq!(two_digits(b), None);
+        for v in [0, 7, 10, 1 << 45, u64::MAX] {
+            let mut text = String::from("Task-");
+            push_decimal(&mut text, v);
+            assert_eq!(text, format!("Task-{v}"));
+        }
     }
 }

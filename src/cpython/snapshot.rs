@@ -6,8 +6,13 @@ use super::budget::{Budget, Budgeted};
 use super::discovery::Found;
 use super::layout::Layout;
 use super::values::{Code, TypeInfo};
-use crate::memory::addr_map::AddrMap;
+use crate::memory::addr_map::{AddrMap, OnceTable};
 use crate::memory::Memory;
+
+/// Types kept where threads read them without a lock ([`Snapshot::type_at`]).
+const TYPE_SLOTS: usize = 256;
+/// Code objects kept so ([`Snapshot::code`]).
+const CODE_SLOTS: usize = 256;
 
 pub struct Snapshot {
     pub mem: Arc<dyn Memory>,
@@ -16,7 +21,13 @@ pub struct Snapshot {
     /// Address of `_PyRuntime`.
     pub runtime: u64,
     pub found_by: String,
+    /// Code objects by address: the first [`CODE_SLOTS`] decoded where threads look them up
+    /// without a lock, the rest under one.
+    pub(crate) code_table: OnceTable<Arc<Code>>,
     pub(crate) codes: Mutex<AddrMap<Arc<Code>>>,
+    /// Types by address: the first [`TYPE_SLOTS`] read where threads look them up without a
+    /// lock, the rest under one.
+    pub(crate) type_table: OnceTable<Arc<TypeInfo>>,
     pub(crate) types: Mutex<AddrMap<Arc<TypeInfo>>>,
     /// What this stop has spent (its reads through `mem` are charged to it).
     pub budget: Arc<Budget>,
@@ -42,7 +53,9 @@ impl Snapshot {
             arch: found.arch,
             runtime: found.runtime,
             found_by: found.found_by.clone(),
+            code_table: OnceTable::new(CODE_SLOTS),
             codes: Mutex::new(AddrMap::default()),
+            type_table: OnceTable::new(TYPE_SLOTS),
             types: Mutex::new(AddrMap::default()),
             budget,
             numpy: OnceLock::new(),

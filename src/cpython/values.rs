@@ -3,6 +3,7 @@
 //! readers (`code`, `frames`, `objects`, `callables`, all methods of [`super::Snapshot`]) so that
 //! the snapshot, which caches them, and the readers import these downward.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use super::layout::LineTable;
@@ -50,7 +51,17 @@ pub struct Code {
     /// Local names in `localsplus` order, with their kind bits (3.11+) or a synthetic kind.
     pub locals: Vec<(String, u8)>,
     /// Instruction offset -> line, as already decoded.
-    pub(super) line_memo: Arc<Mutex<AddrMap<Option<u32>>>>,
+    pub(super) line_memo: Arc<LineMemo>,
+}
+
+/// The lines of a code object's instructions as already decoded: the last one asked, read by
+/// threads without a lock (100,000 suspended coroutines of one function ask about the same
+/// instruction), and every one under a lock.
+#[derive(Debug, Default)]
+pub(super) struct LineMemo {
+    /// (instruction + 1) << 32 | (line + 1, 0 for none); 0 before the first.
+    pub last: AtomicU64,
+    pub lines: Mutex<AddrMap<Option<u32>>>,
 }
 
 /// One decoded Python frame.

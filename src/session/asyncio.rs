@@ -4,8 +4,7 @@
 
 use super::report::{frame_report, interpreter_id, report as threads_report, thread_frame_report};
 use super::{once, Session};
-use crate::asyncio::{self, AsyncView, ThreadFrames};
-use crate::cpython::FrameItem;
+use crate::asyncio::{self, AsyncView, TaskView, ThreadFrames};
 use crate::error::Result;
 use crate::model::{AwaitingReport, FrameReport, LoopReport, Report, TaskReport};
 
@@ -47,46 +46,109 @@ pub fn take_report(s: &mut Session) -> Result<Report> {
     }
 }
 
-fn build_report(s: &Session) -> Result<Report> {
+/// [`take_report`] for a caller that reads nothing else of asyncio at this stop: the tasks of
+/// the stop's view become the report's, their names and lists moved, not copied, in the
+/// view's own memory (100,000 tasks: megabytes touched for the first time and 300,000
+/// allocations saved). A later [`view`] or [`report`] decodes the tasks again.
+pub fn take_report_once(s: &mut Session) -> Result<Report> {
+    if let Some(r) = s.async_report.take() {
+        return Ok(r);
+    }
     let mut r = threads_report(s, None, false)?;
+    view(s)?;
+    let Some(mut view) = s.async_view.take() else {
+        return build_report(s);
+    };
+    let s = &*s;
+    let tasks = std::mem::take(&mut view.tasks);
+    // In place: a `TaskReport` is smaller than a `TaskView`, so the tasks' vector holds them.
+    r.tasks = Some(
+        tasks
+            .into_iter()
+            .map(|mut t| {
+                let parts = TaskParts {
+                    name: std::mem::take(&mut t.raw.name),
+                    type_name: std::mem::take(&mut t.raw.type_name),
+                    awaiting_type: t
+                        .awaiting
+                        .as_mut()
+                        .map(|a| std::mem::take(&mut a.type_name)),
+                    awaited_by: std::mem::take(&mut t.awaited_by),
+                    owned_by: std::mem::take(&mut t.owned_by),
+                };
+                task_report(s, &t, parts)
+            })
+            .collect(),
+    );
+    r.loops = Some(loop_reports(s, &view));
+    r.cycles = Some(view.cycles);
+    r.errors.extend(view.errors);
+    Ok(r)
+}
+
+/// What a task's report owns of its task: its strings and lists.
+struct TaskParts {
+    name: String,
+    type_name: String,
+    awaiting_type: Option<String>,
+    awaited_by: Vec<u64>,
+    owned_by: Vec<u64>,
+}
+
+impl TaskParts {
+    fn copied(t: &TaskView) -> Self {
+        TaskParts {
+            name: t.raw.name.clone(),
+            type_name: t.raw.type_name.clone(),
+            awaiting_type: t.awaiting.as_ref().map(|a| a.type_name.clone()),
+            awaited_by: t.awaited_by.clone(),
+            owned_by: t.owned_by.clone(),
+        }
+    }
+}
+
+/// The report of task `t`, with `parts` as its strings and lists. Its frames run in the
+/// interpreter whose asyncio lists it.
+fn task_report(s: &Session, t: &TaskView, parts: TaskParts) -> TaskReport {
     let threads = s.threads();
-    let view = view(s)?;
     let native_id = |ti: Option<usize>| ti.and_then(|i| threads[i].info.native_id);
-    // A task's frames run in the interpreter whose asyncio lists it; a loop's are its
-    // thread's, from the loop outwards (into the interpreters the thread entered from).
-    let frame_reports = |items: &[FrameItem], interp: u64| -> Vec<FrameReport> {
-        let id = interpreter_id(s, interp);
-        items
+    let id = interpreter_id(s, t.interp);
+    TaskReport {
+        id: t.raw.addr,
+        name: parts.name,
+        state: t.raw.state,
+        on_cpu: t.on_cpu.is_some(),
+        native_id: native_id(t.thread),
+        type_name: parts.type_name,
+        supported: t.supported,
+        loop_: t.raw.loop_,
+        frames: t
+            .frames
             .iter()
             .map(|i| FrameReport {
                 interpreter_id: id,
                 ..frame_report(s, i, false)
             })
-            .collect()
-    };
+            .collect(),
+        awaiting: t.awaiting.as_ref().map(|a| AwaitingReport {
+            kind: a.kind,
+            id: a.id,
+            type_name: parts.awaiting_type.unwrap_or_default(),
+            executor_native_id: native_id(a.executor_thread),
+        }),
+        awaited_by: parts.awaited_by,
+        owned_by: parts.owned_by,
+        why: None,
+    }
+}
+
+fn build_report(s: &Session) -> Result<Report> {
+    let mut r = threads_report(s, None, false)?;
+    let view = view(s)?;
     r.tasks = Some(
         view.tasks
             .iter()
-            .map(|t| TaskReport {
-                id: t.raw.addr,
-                name: t.raw.name.clone(),
-                state: t.raw.state,
-                on_cpu: t.on_cpu.is_some(),
-                native_id: native_id(t.thread),
-                type_name: t.raw.type_name.clone(),
-                supported: t.supported,
-                loop_: t.raw.loop_,
-                frames: frame_reports(&t.frames, t.interp),
-                awaiting: t.awaiting.as_ref().map(|a| AwaitingReport {
-                    kind: a.kind,
-                    id: a.id,
-                    type_name: a.type_name.clone(),
-                    executor_native_id: native_id(a.executor_thread),
-                }),
-                awaited_by: t.awaited_by.clone(),
-                owned_by: t.owned_by.clone(),
-                why: None,
-            })
+            .map(|t| task_report(s, t, TaskParts::copied(t)))
             .collect(),
     );
     r.loops = Some(loop_reports(s, view));

@@ -168,6 +168,7 @@ pub fn task_groups(view: &AsyncView, whys: &mut [TaskWhy]) -> Vec<TaskGroup> {
         Option<u32>,
     );
     let mut index: HashMap<Key, usize> = HashMap::new();
+    let mut last: Option<(Key, usize)> = None;
     let mut groups: Vec<TaskGroup> = Vec::new();
     let mut files = LibraryFiles::default();
     let mut fs = Vec::new();
@@ -201,9 +202,21 @@ pub fn task_groups(view: &AsyncView, whys: &mut [TaskWhy]) -> Vec<TaskGroup> {
             file.clone(),
             line,
         );
+        // Tasks in a row often wait alike (a server's 100,000 tasks, one coroutine): their
+        // group is the last one, found without hashing the key's strings again.
+        if let Some((k, g)) = &last {
+            if *k == key {
+                groups[*g].tasks.push(t.raw.addr);
+                continue;
+            }
+        }
         match index.get(&key) {
-            Some(&g) => groups[g].tasks.push(t.raw.addr),
+            Some(&g) => {
+                groups[g].tasks.push(t.raw.addr);
+                last = Some((key, g));
+            }
             None => {
+                last = Some((key.clone(), groups.len()));
                 index.insert(key, groups.len());
                 groups.push(TaskGroup {
                     class,
