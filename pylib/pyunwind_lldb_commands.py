@@ -11,7 +11,7 @@ import pyunwind_frontend as fe
 import pyunwind_lldb_provider as provider
 from pyunwind_lldb_host import (HAS_PROVIDER_API, SETTING_CHOICES, LldbHost, lldb_name, prepare_target,
                                 session, set_script_module, settings, state)
-from pyunwind_lldb_hooks import ProviderStopHook, add_provider_stop_hook, prepare_existing, watch_new_targets
+from pyunwind_lldb_hooks import ProviderStopHook, add_provider_stop_hook, prepare_existing, provide, watch_new_targets
 from pyunwind_lldb_provider import (STAND_IN_SYMBOL, NoChildren, PythonLocalsRecognizer, repr_summary,
                                     sync_provider)
 
@@ -167,8 +167,9 @@ def register(debugger, script):
     first, _registered = not _registered, True
     for i in range(debugger.GetNumTargets()):
         if first:
-            sync_provider(debugger.GetTargetAtIndex(i))
-        prepare_existing(debugger.GetTargetAtIndex(i))
+            provide(debugger.GetTargetAtIndex(i))
+        else:
+            prepare_existing(debugger.GetTargetAtIndex(i))
     if not first:
         return
     # Every lldb: the stop hook prepares arm64 cores and remote processes (prepare_target)

@@ -10,15 +10,16 @@ import lldb
 
 import pyunwind_frontend as fe
 from pyunwind_lldb_host import LldbHost, lldb_name, prepare_target, write_error_line
-from pyunwind_lldb_provider import sync_provider
+from pyunwind_lldb_provider import make_providers, sync_provider
 
 # How often the new-target watcher looks for lldb's events.
 TARGET_POLL_SECONDS = 0.05
 
 
 class ProviderStopHook:
-    """Registers the frame provider on a target when it first stops (lldb 22+), and gives an
-    arm64 core what lldb lacks (prepare_target; every lldb). lldb copies the dummy target's
+    """Registers the frame provider on a target when it first stops and makes the providers of
+    each stop (lldb 22+; see provide), and gives an arm64 core what lldb lacks (prepare_target;
+    every lldb). lldb copies the dummy target's
     stop hooks to each target created later and runs them on the thread that attaches or loads
     the core, before anyone can ask that target for frames. The new-target watcher alone lost
     that race: lldb-dap answered `stackTrace` on a core before the watcher's thread saw the
@@ -28,21 +29,31 @@ class ProviderStopHook:
         pass
 
     def handle_stop(self, exe_ctx, stream):
-        target = exe_ctx.GetTarget()
-        # Registered before prepare_existing: the modules and the address mask it gives lldb
-        # change lldb's frames, so lldb drops the frame lists (and providers) its event thread
-        # made as it printed the stop. Registered after, those stayed, with the frames they
-        # had handed out there (an eval-loop frame among them).
-        sync_provider(target)
-        prepare_existing(target)
-        # It stays, and does nothing new at later stops (each step above is done once per
-        # target). A hook that deletes itself crashes lldb at the next resume: lldb 19 walks the
-        # hook list itself (every time, attached to a process, at `continue`), and lldb 22 did
-        # too in about one run of five attached to qemu's gdb stub (a crash in memcpy on its
-        # private state thread, at `continue` after `gdb-remote`).
+        provide(exe_ctx.GetTarget())
+        # It stays, and at later stops makes the stop's providers (see provide). A hook that
+        # deletes itself crashes lldb at the next resume: lldb 19 walks the hook list itself
+        # (every time, attached to a process, at `continue`), and lldb 22 did too in about one
+        # run of five attached to qemu's gdb stub (a crash in memcpy on its private state
+        # thread, at `continue` after `gdb-remote`).
 
         # True: the stop stands.
         return True
+
+
+def provide(target):
+    """prepare_target, our frame provider on `target` as the setting says, then every thread's
+    provider of this stop made under the API lock (make_providers): at the script's import and
+    at each stop (ProviderStopHook), before lldb reports the stop. lldb's event thread, printing
+    it, then finds them made, rather than make one while a command holds the lock, which lldb
+    would keep for the whole stop without lldb's frames (a target registered before it had a
+    process, by the new-target watcher; a later stop of a live process).
+
+    prepare_existing first: the modules and the address mask it gives lldb change lldb's frames
+    (lldb drops the frame lists, and providers, made before), and the frames read ahead of a
+    registration are read after them."""
+    prepare_existing(target)
+    sync_provider(target)
+    make_providers(target)
 
 
 def add_provider_stop_hook(debugger):
@@ -76,7 +87,8 @@ def watch_new_targets(debugger):
             elif lldb.SBTarget.EventIsTargetEvent(event):
                 target = lldb.SBTarget.GetTargetFromEvent(event)
                 if target.IsValid():
-                    sync_provider(target, read_ahead=False)
+                    # A process's frames read ahead (see pyunwind_lldb_provider._read_ahead).
+                    sync_provider(target, read_ahead=target.GetProcess().IsValid())
 
     threading.Thread(target=loop, name="pyunwind-targets", daemon=True).start()
 

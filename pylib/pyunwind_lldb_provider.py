@@ -9,7 +9,6 @@ import json
 import os
 import re
 import threading
-import time
 
 import lldb
 
@@ -19,15 +18,13 @@ from pyunwind_lldb_host import (HAS_PROVIDER_API, LLDB_INVALID_ADDRESS, MAX_NATI
                                 places_every_python_frame, plan_key, plan_levels, plan_registers,
                                 session, settings, state, thread_pointer, write_error_line)
 
-# How long a frame provider made off the main thread (lldb's event-handler thread, printing a
-# stop) waits for the target's API lock. A command holding it briefly lets go (the provider
-# then reads lldb's frames itself); one that waits for this thread's frames (a `bt`) never
-# does, and the plan then takes the frames read ahead (see _read_ahead), where there are any:
-# registered by the new-target watcher (lldb-dap's first stop of a core or attach) or after a
-# change of lldb's frames there are none, and the plan puts every Python frame after lldb's
-# frames. With 0.25 s and nothing read ahead, that fallback came under the suite's load when
-# a core's load held the lock; with no wait, lldb-dap's first stops fell back in one run.
-API_LOCK_WAIT_SECONDS = 5.0
+# A frame provider made off the main thread (lldb's event-handler thread, printing a stop) only
+# tries the target's API lock, never waits for it: a command that holds it may be waiting for
+# this very thread's frames (a `bt`), and lldb 22.1 keeps the provider it made, and every frame
+# it handed out, for the whole stop. So the providers of a stop are made before lldb prints it,
+# under the lock, by our own SB calls (make_providers: the stop hook, a registration); where
+# lldb's event thread makes one all the same (registering makes it print every thread's frame 0
+# again), the provider takes the frames read just before the registration (see _read_ahead).
 # target -> id of our frame provider registered on it, or REGISTERING.
 _providers = {}
 REGISTERING = 0
@@ -69,7 +66,8 @@ class LldbFrames:
     stop (and frame_changes) they were read at. Every field is read through SBFrame and
     SBProcess calls, which take the target's API lock."""
 
-    __slots__ = ("size", "names", "modules", "sps", "pcs", "tp", "regs", "anonymous0", "stop_id", "changes")
+    __slots__ = ("size", "names", "modules", "sps", "pcs", "tp", "regs", "anonymous0", "stop_id", "changes",
+                 "synthetic")
 
     def __init__(self, frames, process):
         """`frames`: the provider's input (an SBFrameList) or, before our provider is
@@ -86,6 +84,8 @@ class LldbFrames:
         self.anonymous0 = bool(read) and _in_anonymous_code(process, self.pcs[0])
         self.stop_id = process.GetStopID()
         self.changes = frame_changes()
+        # A provider's frame among them: not lldb's own frames (see _read_all_threads).
+        self.synthetic = any(f.IsSynthetic() for f in read if hasattr(f, "IsSynthetic"))
 
 
 # token (see _provider_args) -> {thread id: LldbFrames}: each thread's frames, read by the
@@ -93,7 +93,8 @@ class LldbFrames:
 # thread's frame 0 again on its event-handler thread, which then creates the providers; there
 # a command on the main thread may hold the API lock while it waits for those frames (a `bt`
 # right after the core's load or the script's import), and the provider could not read them.
-# Taken by the plan of a provider that read nothing itself, dropped by one that did.
+# Taken by a provider that could not read them itself (found by its thread's id, which needs no
+# lock), dropped by one that did.
 _read_ahead = {}
 
 
@@ -108,27 +109,23 @@ def _read_all_threads(target, token):
     ahead = _read_ahead[token] = {}
     try:
         for thread in process:
-            ahead[thread.GetThreadID()] = LldbFrames(thread, process)
+            read = LldbFrames(thread, process)
+            # Frames of a provider lldb still has (one removed a moment ago, whose frame lists
+            # lldb had not dropped yet) are not lldb's own: the plan would show its Python
+            # frames again.
+            if not read.synthetic:
+                ahead[thread.GetThreadID()] = read
     except Exception:
-        # A thread not read ahead: its provider reads itself, or waits (see _lldb_frames).
+        # A thread not read ahead: its provider reads itself (see _lldb_frames).
         pass
-
-
-def _try_lock(mutex):
-    """Take `mutex` if that happens within API_LOCK_WAIT_SECONDS."""
-    deadline = time.monotonic() + API_LOCK_WAIT_SECONDS
-    while not mutex.try_lock():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def sync_provider(target, read_ahead=True):
     """Register our frame provider on `target` or remove it, as the setting says. Returns an
     error message or None. `read_ahead`: the threads' frames first (see _read_ahead); not on
-    the new-target watcher's thread, which would hold the registration open meanwhile while
-    the thread that loads a core (the stop hook) must have registered before it returns."""
+    the new-target watcher's thread for a target without a process yet (nothing to read),
+    which would hold the registration open meanwhile while the thread that loads a core (the
+    stop hook) must have registered before it returns."""
     if not HAS_PROVIDER_API or target is None or not target.IsValid():
         return None
     key = target.GetDebugger().GetIndexOfTarget(target)
@@ -148,12 +145,32 @@ def sync_provider(target, read_ahead=True):
             _providers.pop(key, None)
             return "pyunwind: cannot register the frame provider: %s" % err.GetCString()
         _providers[key] = pid
+        make_providers(target)
     elif not want and have not in (None, REGISTERING):
         err = target.RemoveScriptedFrameProvider(have)
         del _providers[key]
         if err.Fail():
             return "pyunwind: cannot remove the frame provider: %s" % err.GetCString()
     return None
+
+
+def make_providers(target):
+    """Make the frame provider of each thread of `target`'s process, here, for this stop: at the
+    stop hook (before lldb prints the stop) and after a registration. Our SB call holds the
+    target's API lock as lldb makes the provider, so the provider reads lldb's frames itself
+    (see PythonFrameProvider._lldb_frames), and lldb's event thread, printing the stop, finds it
+    made. SBThread.GetFrames makes the thread's frame list, and with it the provider, without
+    asking it for a frame."""
+    if not HAS_PROVIDER_API or target is None or not target.IsValid():
+        return
+    key = target.GetDebugger().GetIndexOfTarget(target)
+    if settings["frame-provider"] != "on" or _providers.get(key) in (None, REGISTERING):
+        return
+    process = target.GetProcess()
+    if not process.IsValid() or process.GetState() != lldb.eStateStopped:
+        return
+    for thread in process:
+        thread.GetFrames()
 
 
 # --- lldb 22+: Python frames in `bt` ------------------------------------------------------------
@@ -277,6 +294,8 @@ if HAS_PROVIDER_API:
             # Leading rows already handed out as lldb's own frames (see get_frame_at_index).
             self.committed = 0
             self.size = input_frames.GetSize()
+            # Frames taken from _read_ahead rather than read (see _read_earlier).
+            self.ahead = None
             self._take(self._lldb_frames())
             # Frame 0 handed out before the plan when it may be JIT code (see
             # get_frame_at_index): the plan names it.
@@ -295,17 +314,17 @@ if HAS_PROVIDER_API:
             aborts ("Resource deadlock avoided") when get_frame_at_index touches an input SBFrame,
             or even dumps the SBFrameList, since lldb then holds the thread's frame-list lock.
 
-            lldb's event-handler thread creates the providers as it prints a stop, and a command
+            lldb's event-handler thread may create the provider as it prints a stop, and a command
             on the main thread may then hold the target's API lock, which every SBFrame method
-            (and even SBThread.GetThreadID) takes, while it waits for this thread's frames. Off
-            the main thread the lock is waited for a while (API_LOCK_WAIT_SECONDS); without it
-            nothing is read here, and the plan (on the main thread) takes the frames the
-            registering thread read before lldb printed (_read_ahead)."""
+            takes, while it waits for this thread's frames. Off the main thread the lock is only
+            tried: without it nothing is read here, and the provider takes the frames read for its
+            thread before the registration that made lldb print (_read_ahead; the plan checks
+            their stop). SBFrameList.GetThread and SBThread.GetThreadID take no lock."""
             mutex = None
             if threading.current_thread() is not threading.main_thread():
                 mutex = _api_mutex(self.args)
-                if mutex is None or not _try_lock(mutex):
-                    return None
+                if mutex is None or not mutex.try_lock():
+                    return self._ahead()
             try:
                 thread = self.input_frames.GetThread()
                 _read_ahead.get(_token(self.args), {}).pop(thread.GetThreadID(), None)
@@ -316,13 +335,29 @@ if HAS_PROVIDER_API:
                 if mutex is not None:
                     mutex.unlock()
 
+        def _ahead(self):
+            """The frames _read_ahead holds for this provider's thread, if they are as many as its
+            input's and no change of lldb's frames came after them."""
+            try:
+                lwp = self.input_frames.GetThread().GetThreadID()
+            except Exception:
+                return None
+            ahead = _read_ahead.get(_token(self.args), {}).pop(lwp, None)
+            if ahead is None or ahead.size != self.size or ahead.changes != frame_changes():
+                return None
+            self.ahead = ahead
+            return ahead
+
         def _read_earlier(self, lwp):
-            """The frames _read_ahead holds for thread `lwp`, where nothing was read when this
-            provider was made and they are of this stop; else the plan puts every Python frame
-            after lldb's frames."""
+            """Check the frames taken from _read_ahead against this stop (else the plan puts every
+            Python frame after lldb's frames), or take them now where nothing was read when
+            this provider was made."""
+            now = (self.process.GetStopID(), frame_changes())
+            if self.ahead is not None and (self.ahead.stop_id, self.ahead.changes) != now:
+                self._take(None)
             ahead = _read_ahead.get(_token(self.args), {}).pop(lwp, None)
             if self.pcs is None and ahead is not None and ahead.size == self.size \
-                    and (ahead.stop_id, ahead.changes) == (self.process.GetStopID(), frame_changes()):
+                    and (ahead.stop_id, ahead.changes) == now:
                 self._take(ahead)
 
         def _plan(self):

@@ -11,9 +11,16 @@ The input frames are lldb's own (run it with `pyunwind set frame-provider off`).
     pyunwind-test-register-held   register our frame provider on the selected target while
         holding that target's API lock, as a command that waits for frames does, until lldb's
         event-handler thread (printing each thread's frame 0 again, as registering makes it
-        do) has made a provider; then print one `@@MADE THREAD LOCK` line per provider made
-        meanwhile (THREAD: main or other; LOCK: busy when another thread held the API lock
-        as the provider's __init__ returned, else free).
+        do) has made a provider; then print one `@@MADE THREAD LOCK FRAMES` line per provider
+        made meanwhile (THREAD: main or other; LOCK: busy when another thread held the API lock
+        as the provider's __init__ returned, else free; FRAMES: read, when it read lldb's
+        frames itself, ahead, when it took those read ahead, else none).
+
+    pyunwind-test-load-core-held CORE SECONDS   register our frame provider on the selected
+        target (made without a core) as the new-target watcher does before a process exists,
+        load CORE into it, and hold the target's API lock for SECONDS, as a command that runs
+        while lldb's event-handler thread prints the core's stop does; then print one
+        `@@MADE THREAD LOCK FRAMES` line per provider made until then.
 """
 
 import threading
@@ -64,6 +71,27 @@ def register_held(debugger, command, exe_ctx, result, internal_dict):
     target = debugger.GetSelectedTarget()
     mutex = target.GetAPIMutex()
     made = []
+    P.settings["frame-provider"] = "off"
+    P.sync_provider(target)
+    init = watch_providers(mutex, made)
+    mutex.lock()
+    try:
+        P.settings["frame-provider"] = "on"
+        error = P.sync_provider(target)
+        deadline = time.monotonic() + MAX_WAIT_SECONDS
+        while not any(not main for main, _, _ in made) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        mutex.unlock()
+        P.PythonFrameProvider.__init__ = init
+    if error:
+        print("@@ERROR %s" % error)
+    print_made(made)
+
+
+def watch_providers(mutex, made):
+    """Have each PythonFrameProvider made from now on noted in `made` (see print_made); returns
+    the class's own __init__, to be put back."""
     cls = P.PythonFrameProvider
     init = cls.__init__
 
@@ -72,27 +100,41 @@ def register_held(debugger, command, exe_ctx, result, internal_dict):
         busy = not mutex.try_lock()
         if not busy:
             mutex.unlock()
-        made.append((threading.current_thread() is threading.main_thread(), busy))
+        frames = "none" if self.pcs is None else "ahead" if self.ahead is not None else "read"
+        made.append((threading.current_thread() is threading.main_thread(), busy, frames))
 
-    P.settings["frame-provider"] = "off"
-    P.sync_provider(target)
     cls.__init__ = watched
-    mutex.lock()
+    return init
+
+
+def print_made(made):
+    for main, busy, frames in made:
+        print("@@MADE %s %s %s" % ("main" if main else "other", "busy" if busy else "free", frames))
+
+
+def load_core_held(debugger, command, exe_ctx, result, internal_dict):
+    core, seconds = command.split()
+    target = debugger.GetSelectedTarget()
+    mutex = target.GetAPIMutex()
+    made = []
+    P.sync_provider(target, read_ahead=False)
+    init = watch_providers(mutex, made)
     try:
-        P.settings["frame-provider"] = "on"
-        error = P.sync_provider(target)
-        deadline = time.monotonic() + MAX_WAIT_SECONDS
-        while not any(not main for main, _ in made) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        error = lldb.SBError()
+        target.LoadCore(core, error)
+        if error.Fail():
+            print("@@ERROR %s" % error.GetCString())
+        mutex.lock()
+        try:
+            time.sleep(float(seconds))
+        finally:
+            mutex.unlock()
     finally:
-        mutex.unlock()
-        cls.__init__ = init
-    if error:
-        print("@@ERROR %s" % error)
-    for main, busy in made:
-        print("@@MADE %s %s" % ("main" if main else "other", "busy" if busy else "free"))
+        P.PythonFrameProvider.__init__ = init
+    print_made(made)
 
 
 def __lldb_init_module(debugger, internal_dict):
     debugger.HandleCommand("command script add -f %s.rows pyunwind-test-provider-rows" % __name__)
     debugger.HandleCommand("command script add -f %s.register_held pyunwind-test-register-held" % __name__)
+    debugger.HandleCommand("command script add -f %s.load_core_held pyunwind-test-load-core-held" % __name__)
