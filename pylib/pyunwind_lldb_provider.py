@@ -167,7 +167,7 @@ def make_providers(target):
     if settings["frame-provider"] != "on" or _providers.get(key) in (None, REGISTERING):
         return
     process = target.GetProcess()
-    if not process.IsValid() or process.GetState() != lldb.eStateStopped:
+    if not process.IsValid():
         return
     for thread in process:
         thread.GetFrames()
