@@ -174,7 +174,7 @@ def register(debugger, script):
         return
     # Every lldb: the stop hook prepares arm64 cores and remote processes (prepare_target)
     # as they are loaded or attached.
-    add_provider_stop_hook(debugger)
+    hooked = add_provider_stop_hook(debugger)
     if not HAS_PROVIDER_API:
         return
     # Locals' reprs are char8_t arrays (a type C programs do not use): shown as their text.
@@ -185,4 +185,8 @@ def register(debugger, script):
     debugger.HandleCommand("frame recognizer add -l %s -x -s python -n '%s' -f false"
                            % (lldb_name("PythonLocalsRecognizer"), STAND_IN_SYMBOL.pattern))
     debugger.HandleCommand("settings set target.display-recognized-arguments true")
-    watch_new_targets(debugger)
+    # Targets made later copy the dummy target's hook, which registers the provider at their
+    # first stop: a watcher registering it meanwhile would make lldb's event thread make
+    # providers as the hook makes them (see make_providers).
+    if not hooked:
+        watch_new_targets(debugger)

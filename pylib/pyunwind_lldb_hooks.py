@@ -9,8 +9,8 @@ import time
 import lldb
 
 import pyunwind_frontend as fe
-from pyunwind_lldb_host import LldbHost, lldb_name, prepare_target, write_error_line
-from pyunwind_lldb_provider import make_providers, sync_provider
+from pyunwind_lldb_host import HAS_PROVIDER_API, LldbHost, lldb_name, prepare_target, write_error_line
+from pyunwind_lldb_provider import make_providers, registered, sync_provider
 
 # How often the new-target watcher looks for lldb's events.
 TARGET_POLL_SECONDS = 0.05
@@ -41,35 +41,42 @@ class ProviderStopHook:
 
 
 def provide(target):
-    """prepare_target, our frame provider on `target` as the setting says, then every thread's
-    provider of this stop made under the API lock (make_providers): at the script's import and
-    at each stop (ProviderStopHook), before lldb reports the stop. lldb's event thread, printing
-    it, then finds them made, rather than make one while a command holds the lock, which lldb
-    would keep for the whole stop without lldb's frames (a target registered before it had a
-    process, by the new-target watcher; a later stop of a live process).
+    """prepare_target, then our frame provider on `target` as the setting says: at the script's
+    import and at each stop (ProviderStopHook), before lldb reports the stop. Registered here,
+    every thread's frames are read ahead (see pyunwind_lldb_provider._read_ahead); registered
+    before (a later stop; a target registered before it had a process), every thread's provider
+    of this stop is made here, under the API lock (make_providers). lldb's event thread,
+    printing the stop, then finds them made, rather than make one while a command holds the
+    lock, which lldb would keep for the whole stop without lldb's frames.
 
     prepare_existing first: the modules and the address mask it gives lldb change lldb's frames
     (lldb drops the frame lists, and providers, made before), and the frames read ahead of a
     registration are read after them."""
     prepare_existing(target)
+    before = registered(target)
     sync_provider(target)
-    make_providers(target)
+    if before:
+        make_providers(target)
 
 
 def add_provider_stop_hook(debugger):
     """ProviderStopHook on the dummy target, where `target stop-hook add` puts a hook while no
-    target is selected (~/.lldbinit, lldb-dap's initCommands). With a target selected it would
-    go to that target, which has the provider already: the watcher covers targets made later."""
-    if debugger.GetSelectedTarget().IsValid():
-        return
+    target is selected (~/.lldbinit, lldb-dap's initCommands), and which every target made later
+    copies; returns whether it went there. With a target selected it goes to that target (lldb
+    22+, for its later stops; see provide), and the watcher registers the provider on targets
+    made later."""
+    selected = debugger.GetSelectedTarget().IsValid()
+    if selected and not HAS_PROVIDER_API:
+        return False
     result = lldb.SBCommandReturnObject()
     debugger.GetCommandInterpreter().HandleCommand(
         "target stop-hook add -P %s" % lldb_name("ProviderStopHook"), result)
+    return not selected
 
 
 def watch_new_targets(debugger):
-    """Register the provider on targets created after this script was imported (from
-    ~/.lldbinit, before `lldb EXE -c CORE` creates its target). lldb 22.1 sends class listeners
+    """Register the provider on targets created after this script was imported while a target
+    was selected (none copies the hook it added to that target). lldb 22.1 sends class listeners
     no eBroadcastBitNewTargetCreated, but a new target loads its modules at once, and a
     provider registered on the dummy target is not copied to new ones."""
     listener = lldb.SBListener("pyunwind-targets")

@@ -93,8 +93,7 @@ class LldbFrames:
 # thread's frame 0 again on its event-handler thread, which then creates the providers; there
 # a command on the main thread may hold the API lock while it waits for those frames (a `bt`
 # right after the core's load or the script's import), and the provider could not read them.
-# Taken by a provider that could not read them itself (found by its thread's id, which needs no
-# lock), dropped by one that did.
+# Taken by a provider that could not read them itself, dropped by one that did.
 _read_ahead = {}
 
 
@@ -145,7 +144,6 @@ def sync_provider(target, read_ahead=True):
             _providers.pop(key, None)
             return "pyunwind: cannot register the frame provider: %s" % err.GetCString()
         _providers[key] = pid
-        make_providers(target)
     elif not want and have not in (None, REGISTERING):
         err = target.RemoveScriptedFrameProvider(have)
         del _providers[key]
@@ -154,17 +152,26 @@ def sync_provider(target, read_ahead=True):
     return None
 
 
+def registered(target):
+    """Whether our frame provider is registered on `target`."""
+    key = target.GetDebugger().GetIndexOfTarget(target)
+    return _providers.get(key) not in (None, REGISTERING)
+
+
 def make_providers(target):
-    """Make the frame provider of each thread of `target`'s process, here, for this stop: at the
-    stop hook (before lldb prints the stop) and after a registration. Our SB call holds the
-    target's API lock as lldb makes the provider, so the provider reads lldb's frames itself
-    (see PythonFrameProvider._lldb_frames), and lldb's event thread, printing the stop, finds it
-    made. SBThread.GetFrames makes the thread's frame list, and with it the provider, without
-    asking it for a frame."""
+    """Make the frame provider of each thread of `target`'s process, here, at the stop hook,
+    before lldb prints the stop: our SB call holds the target's API lock as lldb makes the
+    provider, so the provider reads lldb's frames itself (see PythonFrameProvider._lldb_frames),
+    and lldb's event thread, printing the stop, finds it made. SBThread.GetFrames makes the
+    thread's frame list, and with it the provider, without asking it for a frame.
+
+    Never right after a registration: lldb's event thread then makes providers of its own
+    (registering makes it print every thread's frame 0 again), and our SB calls keep the GIL:
+    one waiting for the thread's frame list that the event thread holds while it waits for the
+    GIL to run the provider's __init__ never returns (the frames read ahead serve those)."""
     if not HAS_PROVIDER_API or target is None or not target.IsValid():
         return
-    key = target.GetDebugger().GetIndexOfTarget(target)
-    if settings["frame-provider"] != "on" or _providers.get(key) in (None, REGISTERING):
+    if settings["frame-provider"] != "on" or not registered(target):
         return
     process = target.GetProcess()
     if not process.IsValid():
@@ -294,7 +301,7 @@ if HAS_PROVIDER_API:
             # Leading rows already handed out as lldb's own frames (see get_frame_at_index).
             self.committed = 0
             self.size = input_frames.GetSize()
-            # Frames taken from _read_ahead rather than read (see _read_earlier).
+            # (thread id, LldbFrames) taken from _read_ahead rather than read (see _ahead).
             self.ahead = None
             self._take(self._lldb_frames())
             # Frame 0 handed out before the plan when it may be JIT code (see
@@ -318,8 +325,7 @@ if HAS_PROVIDER_API:
             on the main thread may then hold the target's API lock, which every SBFrame method
             takes, while it waits for this thread's frames. Off the main thread the lock is only
             tried: without it nothing is read here, and the provider takes the frames read for its
-            thread before the registration that made lldb print (_read_ahead; the plan checks
-            their stop). SBFrameList.GetThread and SBThread.GetThreadID take no lock."""
+            thread before the registration that made lldb print (_read_ahead)."""
             mutex = None
             if threading.current_thread() is not threading.main_thread():
                 mutex = _api_mutex(self.args)
@@ -336,26 +342,25 @@ if HAS_PROVIDER_API:
                     mutex.unlock()
 
         def _ahead(self):
-            """The frames _read_ahead holds for this provider's thread, if they are as many as its
-            input's and no change of lldb's frames came after them."""
-            try:
-                lwp = self.input_frames.GetThread().GetThreadID()
-            except Exception:
+            """The frames _read_ahead holds for this provider's thread, as far as it can tell
+            without the API lock, which SBThread.GetThreadID takes: the one thread read ahead
+            with as many frames as its input. The plan checks them (_read_earlier); until then
+            they serve only frame 0 (get_frame_at_index), where a JIT frame is to be named."""
+            ahead = _read_ahead.get(_token(self.args), {})
+            same = [(lwp, a) for lwp, a in ahead.items() if a.size == self.size and a.changes == frame_changes()]
+            if len(same) != 1:
                 return None
-            ahead = _read_ahead.get(_token(self.args), {}).pop(lwp, None)
-            if ahead is None or ahead.size != self.size or ahead.changes != frame_changes():
-                return None
-            self.ahead = ahead
-            return ahead
+            self.ahead = same[0]
+            return same[0][1]
 
         def _read_earlier(self, lwp):
-            """Check the frames taken from _read_ahead against this stop (else the plan puts every
-            Python frame after lldb's frames), or take them now where nothing was read when
-            this provider was made."""
+            """Check the frames taken from _read_ahead against this thread and stop (else the plan
+            puts every Python frame after lldb's frames), or take them now where nothing was
+            read when this provider was made."""
             now = (self.process.GetStopID(), frame_changes())
-            if self.ahead is not None and (self.ahead.stop_id, self.ahead.changes) != now:
-                self._take(None)
             ahead = _read_ahead.get(_token(self.args), {}).pop(lwp, None)
+            if self.ahead is not None and (self.ahead[0] != lwp or (self.ahead[1].stop_id, self.ahead[1].changes) != now):
+                self._take(None)
             if self.pcs is None and ahead is not None and ahead.size == self.size \
                     and (ahead.stop_id, ahead.changes) == now:
                 self._take(ahead)

@@ -84,8 +84,8 @@ def test_providers_made_while_the_lock_is_held_show_python_frames(shapes):
     which creates the providers there, while a command on the main thread may hold the target's
     API lock (here the whole time; a `bt` right after the import holds it while it waits for
     those frames). The providers take the frames read by the registering thread as they are made
-    (found by their thread's id): the next `bt` on the main thread has the Python frames in place
-    of the eval loop, none after lldb's."""
+    (the one thread read ahead with as many frames; the plan checks it is theirs): the next `bt`
+    on the main thread has the Python frames in place of the eval loop, none after lldb's."""
     cmd = [lldb_path(), "-b", "--no-lldbinit", INTERP.exe, "-c", shapes.make_core(),
            "-o", "command script import %s" % SCRIPT,
            "-o", "command script import %s" % HELPER,
@@ -123,16 +123,14 @@ def test_provider_registered_on_a_core_loaded_after_import(shapes):
 
 
 def test_the_stop_hook_makes_the_providers_of_a_stop(shapes):
-    """The new-target watcher registers the provider before the target has a process (nothing
-    to read ahead: lldb-dap's core), and a command holds the API lock while lldb's event thread
-    prints the core's stop: a provider made there would have none of lldb's frames, and lldb
-    would keep it for the whole stop. The stop hook made every thread's provider as the core
-    loaded, under the lock, with lldb's frames: `bt` has the Python frames in place."""
+    """The provider registered on a target before it has a process (nothing to read ahead, as
+    `pyunwind set frame-provider on` or a py-* command there does), and a command holds the API
+    lock while lldb's event thread prints the core's stop: a provider made there would have none
+    of lldb's frames, and lldb would keep it for the whole stop. The stop hook made every
+    thread's provider as the core loaded, under the lock, with lldb's frames: `bt` has the
+    Python frames in place."""
     cmd = [lldb_path(), "-b", "--no-lldbinit", "-o", "command script import %s" % SCRIPT,
            "-o", "command script import %s" % HELPER,
-           # The watcher's next look is an hour away once its current sleep ends.
-           "-o", "script import time, pyunwind_lldb_hooks; pyunwind_lldb_hooks.TARGET_POLL_SECONDS = 3600; "
-                 "time.sleep(0.3)",
            "-o", "target create %s" % INTERP.exe,
            "-o", "pyunwind-test-load-core-held %s 1" % shapes.make_core(),
            "-o", "script print('@@BT')", "-o", "bt"]
