@@ -186,7 +186,7 @@ def register(debugger, script):
                            % (lldb_name("PythonLocalsRecognizer"), STAND_IN_SYMBOL.pattern))
     debugger.HandleCommand("settings set target.display-recognized-arguments true")
     # Targets made later copy the dummy target's hook, which registers the provider at their
-    # first stop: a watcher registering it meanwhile would make lldb's event thread make
-    # providers as the hook makes them (see make_providers).
+    # first stop with every thread's frames read ahead; a watcher would register it first,
+    # before the target had a process (lldb-dap's core) and with nothing read ahead.
     if not hooked:
         watch_new_targets(debugger)

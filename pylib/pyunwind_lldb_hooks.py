@@ -9,17 +9,16 @@ import time
 import lldb
 
 import pyunwind_frontend as fe
-from pyunwind_lldb_host import HAS_PROVIDER_API, LldbHost, lldb_name, prepare_target, write_error_line
-from pyunwind_lldb_provider import make_providers, registered, sync_provider
+from pyunwind_lldb_host import LldbHost, lldb_name, prepare_target, write_error_line
+from pyunwind_lldb_provider import sync_provider
 
 # How often the new-target watcher looks for lldb's events.
 TARGET_POLL_SECONDS = 0.05
 
 
 class ProviderStopHook:
-    """Registers the frame provider on a target when it first stops and makes the providers of
-    each stop (lldb 22+; see provide), and gives an arm64 core what lldb lacks (prepare_target;
-    every lldb). lldb copies the dummy target's
+    """Registers the frame provider on a target when it first stops (lldb 22+), and gives an
+    arm64 core what lldb lacks (prepare_target; every lldb). lldb copies the dummy target's
     stop hooks to each target created later and runs them on the thread that attaches or loads
     the core, before anyone can ask that target for frames. The new-target watcher alone lost
     that race: lldb-dap answered `stackTrace` on a core before the watcher's thread saw the
@@ -30,7 +29,8 @@ class ProviderStopHook:
 
     def handle_stop(self, exe_ctx, stream):
         provide(exe_ctx.GetTarget())
-        # It stays, and at later stops makes the stop's providers (see provide). A hook that
+        # It stays, and does nothing new at later stops (each step is done once per target,
+        # or a process's modules at each stop where it has more). A hook that
         # deletes itself crashes lldb at the next resume: lldb 19 walks the hook list itself
         # (every time, attached to a process, at `continue`), and lldb 22 did too in about one
         # run of five attached to qemu's gdb stub (a crash in memcpy on its private state
@@ -41,37 +41,26 @@ class ProviderStopHook:
 
 
 def provide(target):
-    """prepare_target, then our frame provider on `target` as the setting says: at the script's
-    import and at each stop (ProviderStopHook), before lldb reports the stop. Registered here,
-    every thread's frames are read ahead (see pyunwind_lldb_provider._read_ahead); registered
-    before (a later stop; a target registered before it had a process), every thread's provider
-    of this stop is made here, under the API lock (make_providers). lldb's event thread,
-    printing the stop, then finds them made, rather than make one while a command holds the
-    lock, which lldb would keep for the whole stop without lldb's frames.
-
-    prepare_existing first: the modules and the address mask it gives lldb change lldb's frames
-    (lldb drops the frame lists, and providers, made before), and the frames read ahead of a
-    registration are read after them."""
+    """prepare_target, then our frame provider on `target` as the setting says, every thread's
+    frames read ahead (see pyunwind_lldb_provider._read_ahead): at the script's import and at
+    each stop (ProviderStopHook), before lldb reports the stop. prepare_existing first: the
+    modules and the address mask it gives lldb change lldb's frames (lldb drops the frame lists,
+    and providers, made before), and the frames read ahead are read after them."""
     prepare_existing(target)
-    before = registered(target)
     sync_provider(target)
-    if before:
-        make_providers(target)
 
 
 def add_provider_stop_hook(debugger):
     """ProviderStopHook on the dummy target, where `target stop-hook add` puts a hook while no
     target is selected (~/.lldbinit, lldb-dap's initCommands), and which every target made later
-    copies; returns whether it went there. With a target selected it goes to that target (lldb
-    22+, for its later stops; see provide), and the watcher registers the provider on targets
-    made later."""
-    selected = debugger.GetSelectedTarget().IsValid()
-    if selected and not HAS_PROVIDER_API:
+    copies; returns whether it went there. With a target selected it would go to that target,
+    which has the provider already: the watcher covers targets made later."""
+    if debugger.GetSelectedTarget().IsValid():
         return False
     result = lldb.SBCommandReturnObject()
     debugger.GetCommandInterpreter().HandleCommand(
         "target stop-hook add -P %s" % lldb_name("ProviderStopHook"), result)
-    return not selected
+    return True
 
 
 def watch_new_targets(debugger):

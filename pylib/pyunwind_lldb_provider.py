@@ -21,10 +21,11 @@ from pyunwind_lldb_host import (HAS_PROVIDER_API, LLDB_INVALID_ADDRESS, MAX_NATI
 # A frame provider made off the main thread (lldb's event-handler thread, printing a stop) only
 # tries the target's API lock, never waits for it: a command that holds it may be waiting for
 # this very thread's frames (a `bt`), and lldb 22.1 keeps the provider it made, and every frame
-# it handed out, for the whole stop. So the providers of a stop are made before lldb prints it,
-# under the lock, by our own SB calls (make_providers: the stop hook, a registration); where
-# lldb's event thread makes one all the same (registering makes it print every thread's frame 0
-# again), the provider takes the frames read just before the registration (see _read_ahead).
+# it handed out, for the whole stop. Registering makes lldb's event thread print every thread's
+# frame 0 again and make the providers there: they take the frames read just before the
+# registration (see _read_ahead). Our own SB calls cannot make them first: they keep the GIL,
+# and one waiting for a thread's frame list that the event thread holds, while it waits for the
+# GIL to run the provider's __init__, never returns.
 # target -> id of our frame provider registered on it, or REGISTERING.
 _providers = {}
 REGISTERING = 0
@@ -150,34 +151,6 @@ def sync_provider(target, read_ahead=True):
         if err.Fail():
             return "pyunwind: cannot remove the frame provider: %s" % err.GetCString()
     return None
-
-
-def registered(target):
-    """Whether our frame provider is registered on `target`."""
-    key = target.GetDebugger().GetIndexOfTarget(target)
-    return _providers.get(key) not in (None, REGISTERING)
-
-
-def make_providers(target):
-    """Make the frame provider of each thread of `target`'s process, here, at the stop hook,
-    before lldb prints the stop: our SB call holds the target's API lock as lldb makes the
-    provider, so the provider reads lldb's frames itself (see PythonFrameProvider._lldb_frames),
-    and lldb's event thread, printing the stop, finds it made. SBThread.GetFrames makes the
-    thread's frame list, and with it the provider, without asking it for a frame.
-
-    Never right after a registration: lldb's event thread then makes providers of its own
-    (registering makes it print every thread's frame 0 again), and our SB calls keep the GIL:
-    one waiting for the thread's frame list that the event thread holds while it waits for the
-    GIL to run the provider's __init__ never returns (the frames read ahead serve those)."""
-    if not HAS_PROVIDER_API or target is None or not target.IsValid():
-        return
-    if settings["frame-provider"] != "on" or not registered(target):
-        return
-    process = target.GetProcess()
-    if not process.IsValid():
-        return
-    for thread in process:
-        thread.GetFrames()
 
 
 # --- lldb 22+: Python frames in `bt` ------------------------------------------------------------

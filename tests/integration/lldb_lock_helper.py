@@ -16,11 +16,9 @@ The input frames are lldb's own (run it with `pyunwind set frame-provider off`).
         as the provider's __init__ returned, else free; FRAMES: read, when it read lldb's
         frames itself, ahead, when it took those read ahead, else none).
 
-    pyunwind-test-load-core-held CORE SECONDS   register our frame provider on the selected
-        target (made without a core) as the new-target watcher does before a process exists,
-        load CORE into it, and hold the target's API lock for SECONDS, as a command that runs
-        while lldb's event-handler thread prints the core's stop does; then print one
-        `@@MADE THREAD LOCK FRAMES` line per provider made until then.
+    pyunwind-test-watch-made, then pyunwind-test-print-made   note each of our frame providers
+        made in between, and print one `@@MADE THREAD LOCK FRAMES` line for each, then
+        `@@WATCHERS N`: how many new-target watcher threads run.
 """
 
 import threading
@@ -112,29 +110,23 @@ def print_made(made):
         print("@@MADE %s %s %s" % ("main" if main else "other", "busy" if busy else "free", frames))
 
 
-def load_core_held(debugger, command, exe_ctx, result, internal_dict):
-    core, seconds = command.split()
-    target = debugger.GetSelectedTarget()
-    mutex = target.GetAPIMutex()
-    made = []
-    P.sync_provider(target, read_ahead=False)
-    init = watch_providers(mutex, made)
-    try:
-        error = lldb.SBError()
-        target.LoadCore(core, error)
-        if error.Fail():
-            print("@@ERROR %s" % error.GetCString())
-        mutex.lock()
-        try:
-            time.sleep(float(seconds))
-        finally:
-            mutex.unlock()
-    finally:
-        P.PythonFrameProvider.__init__ = init
-    print_made(made)
+# What pyunwind-test-watch-made notes (see print_made) and the __init__ to put back.
+_watched = {"made": [], "init": None}
+
+
+def watch_made(debugger, command, exe_ctx, result, internal_dict):
+    _watched["init"] = watch_providers(debugger.GetSelectedTarget().GetAPIMutex(), _watched["made"])
+
+
+def print_watched(debugger, command, exe_ctx, result, internal_dict):
+    P.PythonFrameProvider.__init__ = _watched["init"]
+    print_made(_watched["made"])
+    watchers = [t for t in threading.enumerate() if t.name == "pyunwind-targets"]
+    print("@@WATCHERS %d" % len(watchers))
 
 
 def __lldb_init_module(debugger, internal_dict):
     debugger.HandleCommand("command script add -f %s.rows pyunwind-test-provider-rows" % __name__)
     debugger.HandleCommand("command script add -f %s.register_held pyunwind-test-register-held" % __name__)
-    debugger.HandleCommand("command script add -f %s.load_core_held pyunwind-test-load-core-held" % __name__)
+    debugger.HandleCommand("command script add -f %s.watch_made pyunwind-test-watch-made" % __name__)
+    debugger.HandleCommand("command script add -f %s.print_watched pyunwind-test-print-made" % __name__)

@@ -122,22 +122,22 @@ def test_provider_registered_on_a_core_loaded_after_import(shapes):
     assert "Class:pyunwind_lldb.ProviderStopHook" in hooks and "Hook: 2" in hooks, hooks
 
 
-def test_the_stop_hook_makes_the_providers_of_a_stop(shapes):
-    """The provider registered on a target before it has a process (nothing to read ahead, as
-    `pyunwind set frame-provider on` or a py-* command there does), and a command holds the API
-    lock while lldb's event thread prints the core's stop: a provider made there would have none
-    of lldb's frames, and lldb would keep it for the whole stop. The stop hook made every
-    thread's provider as the core loaded, under the lock, with lldb's frames: `bt` has the
-    Python frames in place."""
+def test_a_provider_registered_before_its_process(shapes):
+    """Imported before any target (~/.lldbinit, lldb-dap's initCommands), the script starts no
+    new-target watcher: it registered the provider as a target was made, before its process
+    (lldb-dap's core), with nothing to read ahead. Registered there all the same (`pyunwind set
+    frame-provider on` on a target without a process), the providers of the attach's stop read
+    lldb's frames: `bt` has the Python frames in place."""
     cmd = [lldb_path(), "-b", "--no-lldbinit", "-o", "command script import %s" % SCRIPT,
            "-o", "command script import %s" % HELPER,
-           "-o", "target create %s" % INTERP.exe,
-           "-o", "pyunwind-test-load-core-held %s 1" % shapes.make_core(),
+           "-o", "target create %s" % INTERP.exe, "-o", "pyunwind set frame-provider on",
+           "-o", "pyunwind-test-watch-made", "-o", "process attach -p %d" % shapes.pid,
+           "-o", "script import time; time.sleep(0.3)", "-o", "pyunwind-test-print-made",
            "-o", "script print('@@BT')", "-o", "bt"]
     rc, out, err = harness.run(cmd, 180, env=harness.child_env(INTERP.env))
     assert rc == 0 and "Traceback" not in out + err, out + err
     made, bt = out.split("\n@@BT\n")
-    assert "@@ERROR" not in made, out
+    assert "@@WATCHERS 0" in made.splitlines(), out
     assert re.findall(r"^@@MADE \w+ \w+ (\w+)$", made, re.M) == ["read"] * len(shapes.truth["threads"]), out
     assert re.findall(r"frame #\d+: (\S+ at \S+\.py:\d+)", bt) == python_rows(shapes), bt
     assert "[from thread state]" not in bt and "_PyEval_EvalFrameDefault" not in bt, bt
