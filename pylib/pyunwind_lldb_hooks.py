@@ -10,7 +10,7 @@ import lldb
 
 import pyunwind_frontend as fe
 from pyunwind_lldb_host import LldbHost, lldb_name, prepare_target, write_error_line
-from pyunwind_lldb_provider import sync_provider
+from pyunwind_lldb_provider import forget_earlier_stops, sync_provider
 
 # How often the new-target watcher looks for lldb's events.
 TARGET_POLL_SECONDS = 0.05
@@ -45,8 +45,10 @@ def provide(target):
     frames read ahead (see pyunwind_lldb_provider._read_ahead): at the script's import and at
     each stop (ProviderStopHook), before lldb reports the stop. prepare_existing first: the
     modules and the address mask it gives lldb change lldb's frames (lldb drops the frame lists,
-    and providers, made before), and the frames read ahead are read after them."""
+    and providers, made before), and the frames read ahead are read after them. Frames read
+    ahead at an earlier stop are dropped (forget_earlier_stops)."""
     prepare_existing(target)
+    forget_earlier_stops(target)
     sync_provider(target)
 
 

@@ -120,6 +120,19 @@ def _read_all_threads(target, token):
         pass
 
 
+def forget_earlier_stops(target):
+    """Drop the frames read ahead on `target` at an earlier stop: a provider made without the API
+    lock would take them for frame 0 (see PythonFrameProvider._ahead)."""
+    process = target.GetProcess()
+    if not process.IsValid():
+        return
+    stop = process.GetStopID()
+    for token, ahead in _read_ahead.items():
+        if _provider_targets.get(token) == target:
+            for lwp in [lwp for lwp, a in ahead.items() if a.stop_id != stop]:
+                del ahead[lwp]
+
+
 def sync_provider(target, read_ahead=True):
     """Register our frame provider on `target` or remove it, as the setting says. Returns an
     error message or None. `read_ahead`: the threads' frames first (see _read_ahead); not on
