@@ -11,7 +11,7 @@ import pyunwind_frontend as fe
 import pyunwind_lldb_provider as provider
 from pyunwind_lldb_host import (HAS_PROVIDER_API, SETTING_CHOICES, LldbHost, lldb_name, prepare_target,
                                 session, set_script_module, settings, state)
-from pyunwind_lldb_hooks import ProviderStopHook, add_provider_stop_hook, prepare_existing, watch_new_targets
+from pyunwind_lldb_hooks import ProviderStopHook, add_provider_stop_hook, prepare_existing, provide, watch_new_targets
 from pyunwind_lldb_provider import (STAND_IN_SYMBOL, NoChildren, PythonLocalsRecognizer, repr_summary,
                                     sync_provider)
 
@@ -167,13 +167,14 @@ def register(debugger, script):
     first, _registered = not _registered, True
     for i in range(debugger.GetNumTargets()):
         if first:
-            sync_provider(debugger.GetTargetAtIndex(i))
-        prepare_existing(debugger.GetTargetAtIndex(i))
+            provide(debugger.GetTargetAtIndex(i))
+        else:
+            prepare_existing(debugger.GetTargetAtIndex(i))
     if not first:
         return
     # Every lldb: the stop hook prepares arm64 cores and remote processes (prepare_target)
     # as they are loaded or attached.
-    add_provider_stop_hook(debugger)
+    hooked = add_provider_stop_hook(debugger)
     if not HAS_PROVIDER_API:
         return
     # Locals' reprs are char8_t arrays (a type C programs do not use): shown as their text.
@@ -184,4 +185,8 @@ def register(debugger, script):
     debugger.HandleCommand("frame recognizer add -l %s -x -s python -n '%s' -f false"
                            % (lldb_name("PythonLocalsRecognizer"), STAND_IN_SYMBOL.pattern))
     debugger.HandleCommand("settings set target.display-recognized-arguments true")
-    watch_new_targets(debugger)
+    # Targets made later copy the dummy target's hook, which registers the provider at their
+    # first stop with every thread's frames read ahead; a watcher would register it first,
+    # before the target had a process (lldb-dap's core) and with nothing read ahead.
+    if not hooked:
+        watch_new_targets(debugger)

@@ -10,7 +10,7 @@ import lldb
 
 import pyunwind_frontend as fe
 from pyunwind_lldb_host import LldbHost, lldb_name, prepare_target, write_error_line
-from pyunwind_lldb_provider import sync_provider
+from pyunwind_lldb_provider import forget_earlier_stops, sync_provider
 
 # How often the new-target watcher looks for lldb's events.
 TARGET_POLL_SECONDS = 0.05
@@ -28,37 +28,46 @@ class ProviderStopHook:
         pass
 
     def handle_stop(self, exe_ctx, stream):
-        target = exe_ctx.GetTarget()
-        # Registered before prepare_existing: the modules and the address mask it gives lldb
-        # change lldb's frames, so lldb drops the frame lists (and providers) its event thread
-        # made as it printed the stop. Registered after, those stayed, with the frames they
-        # had handed out there (an eval-loop frame among them).
-        sync_provider(target)
-        prepare_existing(target)
-        # It stays, and does nothing new at later stops (each step above is done once per
-        # target). A hook that deletes itself crashes lldb at the next resume: lldb 19 walks the
-        # hook list itself (every time, attached to a process, at `continue`), and lldb 22 did
-        # too in about one run of five attached to qemu's gdb stub (a crash in memcpy on its
-        # private state thread, at `continue` after `gdb-remote`).
+        provide(exe_ctx.GetTarget())
+        # It stays, and does nothing new at later stops (each step is done once per target,
+        # or a process's modules at each stop where it has more). A hook that
+        # deletes itself crashes lldb at the next resume: lldb 19 walks the hook list itself
+        # (every time, attached to a process, at `continue`), and lldb 22 did too in about one
+        # run of five attached to qemu's gdb stub (a crash in memcpy on its private state
+        # thread, at `continue` after `gdb-remote`).
 
         # True: the stop stands.
         return True
 
 
+def provide(target):
+    """prepare_target, then our frame provider on `target` as the setting says, every thread's
+    frames read ahead (see pyunwind_lldb_provider._read_ahead): at the script's import and at
+    each stop (ProviderStopHook), before lldb reports the stop. prepare_existing first: the
+    modules and the address mask it gives lldb change lldb's frames (lldb drops the frame lists,
+    and providers, made before), and the frames read ahead are read after them. Frames read
+    ahead at an earlier stop are dropped (forget_earlier_stops)."""
+    prepare_existing(target)
+    forget_earlier_stops(target)
+    sync_provider(target)
+
+
 def add_provider_stop_hook(debugger):
     """ProviderStopHook on the dummy target, where `target stop-hook add` puts a hook while no
-    target is selected (~/.lldbinit, lldb-dap's initCommands). With a target selected it would
-    go to that target, which has the provider already: the watcher covers targets made later."""
+    target is selected (~/.lldbinit, lldb-dap's initCommands), and which every target made later
+    copies; returns whether it went there. With a target selected it would go to that target,
+    which has the provider already: the watcher covers targets made later."""
     if debugger.GetSelectedTarget().IsValid():
-        return
+        return False
     result = lldb.SBCommandReturnObject()
     debugger.GetCommandInterpreter().HandleCommand(
         "target stop-hook add -P %s" % lldb_name("ProviderStopHook"), result)
+    return True
 
 
 def watch_new_targets(debugger):
-    """Register the provider on targets created after this script was imported (from
-    ~/.lldbinit, before `lldb EXE -c CORE` creates its target). lldb 22.1 sends class listeners
+    """Register the provider on targets created after this script was imported while a target
+    was selected (none copies the hook it added to that target). lldb 22.1 sends class listeners
     no eBroadcastBitNewTargetCreated, but a new target loads its modules at once, and a
     provider registered on the dummy target is not copied to new ones."""
     listener = lldb.SBListener("pyunwind-targets")
@@ -76,7 +85,8 @@ def watch_new_targets(debugger):
             elif lldb.SBTarget.EventIsTargetEvent(event):
                 target = lldb.SBTarget.GetTargetFromEvent(event)
                 if target.IsValid():
-                    sync_provider(target, read_ahead=False)
+                    # A process's frames read ahead (see pyunwind_lldb_provider._read_ahead).
+                    sync_provider(target, read_ahead=target.GetProcess().IsValid())
 
     threading.Thread(target=loop, name="pyunwind-targets", daemon=True).start()
 

@@ -75,6 +75,11 @@ def thread_pointer(frames):
         tp = _register(f, "fs_base")
         if tp is not None:
             return tp
+        if not (hasattr(f, "IsSynthetic") and f.IsSynthetic()):
+            # lldb's own frame without it (arm64 has none): nor has any frame further out. Read
+            # while a command defers (see _deferred), each frame read is one the frame provider
+            # hands out as lldb's own and keeps (an eval-loop frame among 8).
+            break
     return None
 
 

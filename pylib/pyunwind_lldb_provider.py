@@ -9,7 +9,6 @@ import json
 import os
 import re
 import threading
-import time
 
 import lldb
 
@@ -19,15 +18,14 @@ from pyunwind_lldb_host import (HAS_PROVIDER_API, LLDB_INVALID_ADDRESS, MAX_NATI
                                 places_every_python_frame, plan_key, plan_levels, plan_registers,
                                 session, settings, state, thread_pointer, write_error_line)
 
-# How long a frame provider made off the main thread (lldb's event-handler thread, printing a
-# stop) waits for the target's API lock. A command holding it briefly lets go (the provider
-# then reads lldb's frames itself); one that waits for this thread's frames (a `bt`) never
-# does, and the plan then takes the frames read ahead (see _read_ahead), where there are any:
-# registered by the new-target watcher (lldb-dap's first stop of a core or attach) or after a
-# change of lldb's frames there are none, and the plan puts every Python frame after lldb's
-# frames. With 0.25 s and nothing read ahead, that fallback came under the suite's load when
-# a core's load held the lock; with no wait, lldb-dap's first stops fell back in one run.
-API_LOCK_WAIT_SECONDS = 5.0
+# A frame provider made off the main thread (lldb's event-handler thread, printing a stop) only
+# tries the target's API lock, never waits for it: a command that holds it may be waiting for
+# this very thread's frames (a `bt`), and lldb 22.1 keeps the provider it made, and every frame
+# it handed out, for the whole stop. Registering makes lldb's event thread print every thread's
+# frame 0 again and make the providers there: they take the frames read just before the
+# registration (see _read_ahead). Our own SB calls cannot make them first: they keep the GIL,
+# and one waiting for a thread's frame list that the event thread holds, while it waits for the
+# GIL to run the provider's __init__, never returns.
 # target -> id of our frame provider registered on it, or REGISTERING.
 _providers = {}
 REGISTERING = 0
@@ -69,7 +67,8 @@ class LldbFrames:
     stop (and frame_changes) they were read at. Every field is read through SBFrame and
     SBProcess calls, which take the target's API lock."""
 
-    __slots__ = ("size", "names", "modules", "sps", "pcs", "tp", "regs", "anonymous0", "stop_id", "changes")
+    __slots__ = ("size", "names", "modules", "sps", "pcs", "tp", "regs", "anonymous0", "stop_id", "changes",
+                 "synthetic")
 
     def __init__(self, frames, process):
         """`frames`: the provider's input (an SBFrameList) or, before our provider is
@@ -86,6 +85,8 @@ class LldbFrames:
         self.anonymous0 = bool(read) and _in_anonymous_code(process, self.pcs[0])
         self.stop_id = process.GetStopID()
         self.changes = frame_changes()
+        # A provider's frame among them: not lldb's own frames (see _read_all_threads).
+        self.synthetic = any(f.IsSynthetic() for f in read if hasattr(f, "IsSynthetic"))
 
 
 # token (see _provider_args) -> {thread id: LldbFrames}: each thread's frames, read by the
@@ -93,7 +94,7 @@ class LldbFrames:
 # thread's frame 0 again on its event-handler thread, which then creates the providers; there
 # a command on the main thread may hold the API lock while it waits for those frames (a `bt`
 # right after the core's load or the script's import), and the provider could not read them.
-# Taken by the plan of a provider that read nothing itself, dropped by one that did.
+# Taken by a provider that could not read them itself, dropped by one that did.
 _read_ahead = {}
 
 
@@ -108,27 +109,36 @@ def _read_all_threads(target, token):
     ahead = _read_ahead[token] = {}
     try:
         for thread in process:
-            ahead[thread.GetThreadID()] = LldbFrames(thread, process)
+            read = LldbFrames(thread, process)
+            # Frames of a provider lldb still has (one removed a moment ago, whose frame lists
+            # lldb had not dropped yet) are not lldb's own: the plan would show its Python
+            # frames again.
+            if not read.synthetic:
+                ahead[thread.GetThreadID()] = read
     except Exception:
-        # A thread not read ahead: its provider reads itself, or waits (see _lldb_frames).
+        # A thread not read ahead: its provider reads itself (see _lldb_frames).
         pass
 
 
-def _try_lock(mutex):
-    """Take `mutex` if that happens within API_LOCK_WAIT_SECONDS."""
-    deadline = time.monotonic() + API_LOCK_WAIT_SECONDS
-    while not mutex.try_lock():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+def forget_earlier_stops(target):
+    """Drop the frames read ahead on `target` at an earlier stop: a provider made without the API
+    lock would take them for frame 0 (see PythonFrameProvider._ahead)."""
+    process = target.GetProcess()
+    if not process.IsValid():
+        return
+    stop = process.GetStopID()
+    for token, ahead in _read_ahead.items():
+        if _provider_targets.get(token) == target:
+            for lwp in [lwp for lwp, a in ahead.items() if a.stop_id != stop]:
+                del ahead[lwp]
 
 
 def sync_provider(target, read_ahead=True):
     """Register our frame provider on `target` or remove it, as the setting says. Returns an
     error message or None. `read_ahead`: the threads' frames first (see _read_ahead); not on
-    the new-target watcher's thread, which would hold the registration open meanwhile while
-    the thread that loads a core (the stop hook) must have registered before it returns."""
+    the new-target watcher's thread for a target without a process yet (nothing to read),
+    which would hold the registration open meanwhile while the thread that loads a core (the
+    stop hook) must have registered before it returns."""
     if not HAS_PROVIDER_API or target is None or not target.IsValid():
         return None
     key = target.GetDebugger().GetIndexOfTarget(target)
@@ -277,6 +287,8 @@ if HAS_PROVIDER_API:
             # Leading rows already handed out as lldb's own frames (see get_frame_at_index).
             self.committed = 0
             self.size = input_frames.GetSize()
+            # (thread id, LldbFrames) taken from _read_ahead rather than read (see _ahead).
+            self.ahead = None
             self._take(self._lldb_frames())
             # Frame 0 handed out before the plan when it may be JIT code (see
             # get_frame_at_index): the plan names it.
@@ -295,17 +307,16 @@ if HAS_PROVIDER_API:
             aborts ("Resource deadlock avoided") when get_frame_at_index touches an input SBFrame,
             or even dumps the SBFrameList, since lldb then holds the thread's frame-list lock.
 
-            lldb's event-handler thread creates the providers as it prints a stop, and a command
+            lldb's event-handler thread may create the provider as it prints a stop, and a command
             on the main thread may then hold the target's API lock, which every SBFrame method
-            (and even SBThread.GetThreadID) takes, while it waits for this thread's frames. Off
-            the main thread the lock is waited for a while (API_LOCK_WAIT_SECONDS); without it
-            nothing is read here, and the plan (on the main thread) takes the frames the
-            registering thread read before lldb printed (_read_ahead)."""
+            takes, while it waits for this thread's frames. Off the main thread the lock is only
+            tried: without it nothing is read here, and the provider takes the frames read for its
+            thread before the registration that made lldb print (_read_ahead)."""
             mutex = None
             if threading.current_thread() is not threading.main_thread():
                 mutex = _api_mutex(self.args)
-                if mutex is None or not _try_lock(mutex):
-                    return None
+                if mutex is None or not mutex.try_lock():
+                    return self._ahead()
             try:
                 thread = self.input_frames.GetThread()
                 _read_ahead.get(_token(self.args), {}).pop(thread.GetThreadID(), None)
@@ -316,13 +327,28 @@ if HAS_PROVIDER_API:
                 if mutex is not None:
                     mutex.unlock()
 
+        def _ahead(self):
+            """The frames _read_ahead holds for this provider's thread, as far as it can tell
+            without the API lock, which SBThread.GetThreadID takes: the one thread read ahead
+            with as many frames as its input. The plan checks them (_read_earlier); until then
+            they serve only frame 0 (get_frame_at_index), where a JIT frame is to be named."""
+            ahead = _read_ahead.get(_token(self.args), {})
+            same = [(lwp, a) for lwp, a in ahead.items() if a.size == self.size and a.changes == frame_changes()]
+            if len(same) != 1:
+                return None
+            self.ahead = same[0]
+            return same[0][1]
+
         def _read_earlier(self, lwp):
-            """The frames _read_ahead holds for thread `lwp`, where nothing was read when this
-            provider was made and they are of this stop; else the plan puts every Python frame
-            after lldb's frames."""
+            """Check the frames taken from _read_ahead against this thread and stop (else the plan
+            puts every Python frame after lldb's frames), or take them now where nothing was
+            read when this provider was made."""
+            now = (self.process.GetStopID(), frame_changes())
             ahead = _read_ahead.get(_token(self.args), {}).pop(lwp, None)
+            if self.ahead is not None and (self.ahead[0] != lwp or (self.ahead[1].stop_id, self.ahead[1].changes) != now):
+                self._take(None)
             if self.pcs is None and ahead is not None and ahead.size == self.size \
-                    and (ahead.stop_id, ahead.changes) == (self.process.GetStopID(), frame_changes()):
+                    and (ahead.stop_id, ahead.changes) == now:
                 self._take(ahead)
 
         def _plan(self):

@@ -11,9 +11,14 @@ The input frames are lldb's own (run it with `pyunwind set frame-provider off`).
     pyunwind-test-register-held   register our frame provider on the selected target while
         holding that target's API lock, as a command that waits for frames does, until lldb's
         event-handler thread (printing each thread's frame 0 again, as registering makes it
-        do) has made a provider; then print one `@@MADE THREAD LOCK` line per provider made
-        meanwhile (THREAD: main or other; LOCK: busy when another thread held the API lock
-        as the provider's __init__ returned, else free).
+        do) has made a provider; then print one `@@MADE THREAD LOCK FRAMES` line per provider
+        made meanwhile (THREAD: main or other; LOCK: busy when another thread held the API lock
+        as the provider's __init__ returned, else free; FRAMES: read, when it read lldb's
+        frames itself, ahead, when it took those read ahead, else none).
+
+    pyunwind-test-watch-made, then pyunwind-test-print-made   note each of our frame providers
+        made in between, and print one `@@MADE THREAD LOCK FRAMES` line for each, then
+        `@@WATCHERS N`: how many new-target watcher threads run.
 """
 
 import threading
@@ -64,6 +69,27 @@ def register_held(debugger, command, exe_ctx, result, internal_dict):
     target = debugger.GetSelectedTarget()
     mutex = target.GetAPIMutex()
     made = []
+    P.settings["frame-provider"] = "off"
+    P.sync_provider(target)
+    init = watch_providers(mutex, made)
+    mutex.lock()
+    try:
+        P.settings["frame-provider"] = "on"
+        error = P.sync_provider(target)
+        deadline = time.monotonic() + MAX_WAIT_SECONDS
+        while not any(not main for main, _, _ in made) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        mutex.unlock()
+        P.PythonFrameProvider.__init__ = init
+    if error:
+        print("@@ERROR %s" % error)
+    print_made(made)
+
+
+def watch_providers(mutex, made):
+    """Have each PythonFrameProvider made from now on noted in `made` (see print_made); returns
+    the class's own __init__, to be put back."""
     cls = P.PythonFrameProvider
     init = cls.__init__
 
@@ -72,27 +98,35 @@ def register_held(debugger, command, exe_ctx, result, internal_dict):
         busy = not mutex.try_lock()
         if not busy:
             mutex.unlock()
-        made.append((threading.current_thread() is threading.main_thread(), busy))
+        frames = "none" if self.pcs is None else "ahead" if self.ahead is not None else "read"
+        made.append((threading.current_thread() is threading.main_thread(), busy, frames))
 
-    P.settings["frame-provider"] = "off"
-    P.sync_provider(target)
     cls.__init__ = watched
-    mutex.lock()
-    try:
-        P.settings["frame-provider"] = "on"
-        error = P.sync_provider(target)
-        deadline = time.monotonic() + MAX_WAIT_SECONDS
-        while not any(not main for main, _ in made) and time.monotonic() < deadline:
-            time.sleep(0.01)
-    finally:
-        mutex.unlock()
-        cls.__init__ = init
-    if error:
-        print("@@ERROR %s" % error)
-    for main, busy in made:
-        print("@@MADE %s %s" % ("main" if main else "other", "busy" if busy else "free"))
+    return init
+
+
+def print_made(made):
+    for main, busy, frames in made:
+        print("@@MADE %s %s %s" % ("main" if main else "other", "busy" if busy else "free", frames))
+
+
+# What pyunwind-test-watch-made notes (see print_made) and the __init__ to put back.
+_watched = {"made": [], "init": None}
+
+
+def watch_made(debugger, command, exe_ctx, result, internal_dict):
+    _watched["init"] = watch_providers(debugger.GetSelectedTarget().GetAPIMutex(), _watched["made"])
+
+
+def print_watched(debugger, command, exe_ctx, result, internal_dict):
+    P.PythonFrameProvider.__init__ = _watched["init"]
+    print_made(_watched["made"])
+    watchers = [t for t in threading.enumerate() if t.name == "pyunwind-targets"]
+    print("@@WATCHERS %d" % len(watchers))
 
 
 def __lldb_init_module(debugger, internal_dict):
     debugger.HandleCommand("command script add -f %s.rows pyunwind-test-provider-rows" % __name__)
     debugger.HandleCommand("command script add -f %s.register_held pyunwind-test-register-held" % __name__)
+    debugger.HandleCommand("command script add -f %s.watch_made pyunwind-test-watch-made" % __name__)
+    debugger.HandleCommand("command script add -f %s.print_watched pyunwind-test-print-made" % __name__)

@@ -1,7 +1,9 @@
 """lldb 22's frame provider off lldb's main thread (lldb's event-handler thread printing a stop)
 only tries the API lock of its own target: while a command holds it, the provider does not
-read its input frames and falls back to lldb's own frames followed by every Python frame read
-from the thread state. The lock of another (the selected) target does not make it fall back.
+read its input frames, and with nothing read ahead falls back to lldb's own frames followed by
+every Python frame read from the thread state. The lock of another (the selected) target does
+not make it fall back. The script makes the providers of a stop itself, under the lock, before
+lldb prints the stop, and reads every thread's frames ahead of a registration.
 """
 
 import os
@@ -81,7 +83,8 @@ def test_providers_made_while_the_lock_is_held_show_python_frames(shapes):
     """Registering the provider makes lldb's event-handler thread print each thread's frame 0,
     which creates the providers there, while a command on the main thread may hold the target's
     API lock (here the whole time; a `bt` right after the import holds it while it waits for
-    those frames). The providers use the frames read by the registering thread: the next `bt`
+    those frames). The providers take the frames read by the registering thread as they are made
+    (the one thread read ahead with as many frames; the plan checks it is theirs): the next `bt`
     on the main thread has the Python frames in place of the eval loop, none after lldb's."""
     cmd = [lldb_path(), "-b", "--no-lldbinit", INTERP.exe, "-c", shapes.make_core(),
            "-o", "command script import %s" % SCRIPT,
@@ -91,7 +94,7 @@ def test_providers_made_while_the_lock_is_held_show_python_frames(shapes):
     assert rc == 0 and "Traceback" not in out + err, out + err
     made, bt = out.split("\n@@BT\n")
     # Made on the event thread while the main thread held the lock (each thread of the core).
-    assert re.findall(r"^@@MADE (\w+ \w+)$", made, re.M) == ["other busy"] * len(shapes.truth["threads"]), out
+    assert re.findall(r"^@@MADE (\w+ \w+ \w+)$", made, re.M) == ["other busy ahead"] * len(shapes.truth["threads"]), out
     assert re.findall(r"frame #\d+: (\S+ at \S+\.py:\d+)", bt) == python_rows(shapes), bt
     assert "[from thread state]" not in bt and "_PyEval_EvalFrameDefault" not in bt, bt
 
@@ -117,3 +120,24 @@ def test_provider_registered_on_a_core_loaded_after_import(shapes):
     assert "@@USER-HOOK" in out
     # By the name the docs give: the class as lldb finds it in the module it imported.
     assert "Class:pyunwind_lldb.ProviderStopHook" in hooks and "Hook: 2" in hooks, hooks
+
+
+def test_a_provider_registered_before_its_process(shapes):
+    """Imported before any target (~/.lldbinit, lldb-dap's initCommands), the script starts no
+    new-target watcher: it registered the provider as a target was made, before its process
+    (lldb-dap's core), with nothing to read ahead. Registered there all the same (`pyunwind set
+    frame-provider on` on a target without a process), the providers of the attach's stop read
+    lldb's frames: `bt` has the Python frames in place."""
+    cmd = [lldb_path(), "-b", "--no-lldbinit", "-o", "command script import %s" % SCRIPT,
+           "-o", "command script import %s" % HELPER,
+           "-o", "target create %s" % INTERP.exe, "-o", "pyunwind set frame-provider on",
+           "-o", "pyunwind-test-watch-made", "-o", "process attach -p %d" % shapes.pid,
+           "-o", "script import time; time.sleep(0.3)", "-o", "pyunwind-test-print-made",
+           "-o", "script print('@@BT')", "-o", "bt"]
+    rc, out, err = harness.run(cmd, 180, env=harness.child_env(INTERP.env))
+    assert rc == 0 and "Traceback" not in out + err, out + err
+    made, bt = out.split("\n@@BT\n")
+    assert "@@WATCHERS 0" in made.splitlines(), out
+    assert re.findall(r"^@@MADE \w+ \w+ (\w+)$", made, re.M) == ["read"] * len(shapes.truth["threads"]), out
+    assert re.findall(r"frame #\d+: (\S+ at \S+\.py:\d+)", bt) == python_rows(shapes), bt
+    assert "[from thread state]" not in bt and "_PyEval_EvalFrameDefault" not in bt, bt
