@@ -159,7 +159,7 @@ bench: build pythons
 	bench python3 bench/many.py; \
 	bench python3 bench/tree.py; \
 	bench python3 bench/why_bench.py; \
-	bench python3 bench/heap.py; \
+	bench python3 bench/heap.py --big; \
 	bench python3 bench/torch_native.py; \
 	bench python3 bench/record_cost.py; \
 	if [ "$${#failed[@]}" -gt 0 ]; then \

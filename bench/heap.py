@@ -9,8 +9,8 @@
         of peak RSS.
   diff  `pyunwind diff OLD NEW --json` of the 1M process's live report and its core's
         (target < 1 s), its types checked.
-  10M   the same with 10,000,000 objects (`--big`, not in `make bench`: a 1.5 GB process and
-        a 1 GB core): wall time (target < 20 s) and peak RSS (target < 4.5 GiB: the census's
+  10M   the same with 10,000,000 objects (`--big`, which `make bench` passes: a 1.5 GB process
+        and a 1 GB core): wall time (target < 20 s) and peak RSS (target < 4.5 GiB: the census's
         own allowance, 4 GiB, and the stop's 512 MiB). A run that meets a budget must say so
         (`complete: false`, an error naming the limit), and is NOT MEASURED, never met.
 
