@@ -15,9 +15,9 @@
 //! 7. [`asyncio`], [`greenlet`], [`native`];
 //! 8. [`session`] (one stop, with its features as modules over it);
 //! 9. [`why`];
-//! 10. [`heap`]: the census of a stop and what grew between two reports (the walk over the
-//!     target's objects and its dominator tree are [`cpython::heap`]'s; the text is
-//!     [`report`]'s);
+//! 10. [`heap`]: the census of a stop, what keeps the most alive (the dominator tree of the
+//!     graph the walk hands over, the paths from the roots) and what grew between two reports
+//!     (the walk over the target's objects is [`cpython::heap`]'s; the text is [`report`]'s);
 //! 11. [`report`]: the model's text, grouping and merging;
 //! 12. [`sample`] (a live target read over a window);
 //! 13. the frontends: [`cli`], `python` (pyo3, which runs the command line).

@@ -5,7 +5,8 @@ A file depends on another when it names an item of it: through `use crate::…`/
 or a path that starts at `crate`, `super`, `self` or a name a `use` bound to a module. A module
 naming its own submodules (declared with `mod`) is not counted: that is how Rust nests, and the
 submodule is the part; what is counted is a part naming its whole or a sibling. Comments, doc
-links and `#[cfg(test)]` items are ignored.
+links and `#[cfg(test)]` items are ignored, and so are the files of test modules
+(`#[cfg(test)] mod tests;`): test code may build fixtures from any layer.
 """
 import os
 import re
@@ -28,7 +29,16 @@ def modules(root):
             if is_dir:
                 parts = parts[:-1]
             out[tuple(parts)] = (path, is_dir)
-    return out
+    return {m: v for m, v in out.items() if not test_only(m, out)}
+
+
+def test_only(module, mods):
+    """Whether `module`'s file is a test module: its parent declares it `#[cfg(test)] mod`."""
+    if len(module) < 1 or module[:-1] not in mods:
+        return False
+    parent = open(mods[module[:-1]][0], encoding="utf-8").read()
+    pattern = r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+%s\s*;" % re.escape(module[-1])
+    return re.search(pattern, parent) is not None
 
 
 def blank(text):

@@ -1,10 +1,11 @@
 //! `--heap` over a stop: the census of the interpreters' objects ([`crate::cpython::heap`])
-//! added to a report (its text is [`crate::report::heap_text`]).
+//! and what keeps the most alive ([`super::retainers`]) added to a report (its text is
+//! [`crate::report::heap_text`]).
 
-use crate::cpython::heap::{LocalRoot, Retainer, Roots};
+use super::retainers;
+use crate::cpython::heap::{LocalRoot, Roots};
 use crate::cpython::{FrameItem, StackRef};
 use crate::error::ReadError;
-use crate::model::HeapRetainer;
 use crate::model::{
     ErrorReport, HeapCount, HeapObject, HeapProcess, HeapReport, HeapType, HeapUnreached, Report,
     SizeSource,
@@ -35,7 +36,15 @@ pub fn add_to(s: &Session, r: &mut Report, top: usize) {
         modules: modules(s, &interps, &mut errors),
         locals: frame_locals(s, &mut errors),
     };
-    let c = s.snap.heap_census(&interps, &roots, top.min(MAX_TOP));
+    let top = top.min(MAX_TOP);
+    let mut c = s.snap.heap_census(&interps, &roots, top);
+    let retainers = match c.graph.take() {
+        Some(graph) => retainers::top(&s.snap, graph, &roots, top).unwrap_or_else(|e| {
+            c.note(e);
+            Vec::new()
+        }),
+        None => Vec::new(),
+    };
     r.errors.extend(
         errors
             .iter()
@@ -64,7 +73,7 @@ pub fn add_to(s: &Session, r: &mut Report, top: usize) {
                 len: o.len,
             })
             .collect(),
-        retainers: c.retainers.into_iter().map(retainer).collect(),
+        retainers,
         objects: c.objects,
         bytes: c.bytes,
         unreached: HeapUnreached {
@@ -175,17 +184,6 @@ fn frame_locals(s: &Session, errors: &mut Vec<ReadError>) -> Vec<LocalRoot> {
         }
     }
     out
-}
-
-fn retainer(r: Retainer) -> HeapRetainer {
-    HeapRetainer {
-        address: r.address,
-        type_name: r.type_name,
-        len: r.len,
-        bytes: r.bytes,
-        retained: r.retained,
-        held_by: r.held_by,
-    }
 }
 
 #[cfg(test)]

@@ -112,7 +112,7 @@ fn native_report_in(
         .iter()
         .filter_map(|&(start, _)| set.find(start))
         .collect();
-    let jit: Option<&JitMap> = (s.snap.layout.version.minor >= 13).then(|| jit::map(s));
+    let jit: Option<&JitMap> = s.snap.layout.may_jit().then(|| jit::map(s));
     let unwind_lwp = |lwp: u64| {
         let (start, _) = regs.by_lwp.get(&lwp)?;
         Some(match regs.stacks.get(&lwp) {
@@ -449,7 +449,7 @@ pub fn own_natives(
     start: unwind::regs::Regs,
     inlined: bool,
 ) -> (Natives, Option<String>) {
-    let jit = (s.snap.layout.version.minor >= 13).then(|| jit::map(s));
+    let jit = s.snap.layout.may_jit().then(|| jit::map(s));
     s.with_modules(|set| own_natives_in(s, set, start, jit, inlined))
 }
 

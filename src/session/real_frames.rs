@@ -154,7 +154,7 @@ pub fn return_watch(s: &Session, key: ThreadKey, index: usize) -> Result<ReturnW
             for _ in 0..run.min(MAX_CFRAMES) {
                 cf = mem.read_ptr(field(cf, current_frame + CFRAME_PREVIOUS_AFTER_CURRENT)?)?;
             }
-            if f.entry && layout.version.minor == 11 {
+            if f.entry && layout.entry_frame_restores_cframe() {
                 let outer =
                     mem.read_ptr(field(cf, current_frame + CFRAME_PREVIOUS_AFTER_CURRENT)?)?;
                 return Ok(ReturnWatch {

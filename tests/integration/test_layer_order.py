@@ -34,7 +34,12 @@ def test_each_use_of_a_later_layer_is_named(tmp_path):
                   "pub mod unwind;\npub mod cli;\npub mod python;\n",
         "model/mod.rs": "pub struct Report;\n",
         # Reaches up twice (a `use` and a path), and names the model, which is allowed.
-        "memory/mod.rs": "mod crash;\nuse crate::model::Report;\n",
+        "memory/mod.rs": "mod crash;\nuse crate::model::Report;\n#[cfg(test)]\nmod tests;\n"
+                         "mod checks;\n",
+        # A test module's own file may build fixtures from any layer; a module that is not
+        # one, though named like one, may not.
+        "memory/tests.rs": "use crate::report::text;\n",
+        "memory/checks.rs": "\nuse crate::report::text;\n",
         "memory/crash.rs": "// crate::report::Crash in a comment does not count\n"
                            "use crate::report::text;\n"
                            "fn f() { crate::unwind::step(); }\n"
@@ -52,6 +57,7 @@ def test_each_use_of_a_later_layer_is_named(tmp_path):
     assert rc == 1
     assert out == [
         "%s/cli/mod.rs:1: cli uses python, listed after it" % src,
+        "%s/memory/checks.rs:2: memory uses report, listed after it" % src,
         "%s/memory/crash.rs:2: memory uses report, listed after it" % src,
         "%s/memory/crash.rs:3: memory uses unwind, listed after it" % src,
         "%s/target.rs:1: target uses unwind, listed after it" % src,

@@ -31,7 +31,8 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn len(&self) -> Option<u64> {
+    /// The object's length (`len(o)`), for the kinds that have one.
+    pub fn object_len(&self) -> Option<u64> {
         (self.len != NO_LEN).then_some(u64::from(self.len))
     }
 }

@@ -22,11 +22,13 @@
 //! The modules: this one runs the walk (roots, the visited set, budgets, totals); `visit`
 //! sizes and counts one object by its kind; `sizes` models the `__sizeof__`s that are not
 //! `object.__sizeof__`; `referents` reads what a container holds; `types` reads what the walk
-//! needs of a type (its kind, sizes, `__slots__`, name).
+//! needs of a type (its kind, sizes, `__slots__`, name); `graph` keeps every object reached
+//! and its referents, handed over whole as an `object_graph` (what it keeps alive is the heap
+//! layer's, `crate::heap::retainers`), whose hops `steps` names.
 
 mod graph;
+mod object_graph;
 mod referents;
-mod retainers;
 mod roots;
 mod sizes;
 mod steps;
@@ -42,11 +44,11 @@ use std::collections::BinaryHeap;
 use super::snapshot::Snapshot;
 use crate::error::{ReadError, ReadErrorKind};
 use crate::memory::addr_map::AddrMap;
-use graph::Graph;
+pub use graph::{Graph, Node, ROOT};
+pub use object_graph::ObjectGraph;
 pub use referents::MAX_HEAP_ITEMS;
-pub use retainers::Retainer;
 pub use roots::{LocalRoot, Roots};
-pub use steps::Step;
+pub use steps::{Hop, Step};
 use types::TypeRec;
 
 /// The referrer's name in `unreadable_by` of objects the walk began at (a GC list's, a
@@ -95,10 +97,20 @@ pub struct Census {
     pub unreadable_by: Vec<(String, u64)>,
     /// The walk stopped early (a budget, or a GC list cut): the totals are a lower bound.
     pub complete: bool,
-    /// The objects that keep the most alive, the most first; empty when the walk did not
-    /// finish (an error says so).
-    pub retainers: Vec<Retainer>,
+    /// What the walk reached and read, for what keeps the most alive
+    /// (`crate::heap::retainers`); None when the walk did not see the whole graph (an error
+    /// says so).
+    pub graph: Option<ObjectGraph>,
     pub errors: Vec<ReadError>,
+}
+
+impl Census {
+    /// Keeps `e` among the first few errors, as the walk does.
+    pub fn note(&mut self, e: ReadError) {
+        if self.errors.len() < MAX_ERRORS {
+            self.errors.push(e);
+        }
+    }
 }
 
 /// One of the largest objects while the walk runs: (bytes, address, type, len), ordered by
@@ -139,7 +151,7 @@ struct Walk<'a> {
 impl Snapshot {
     /// The census of every interpreter's objects: the walk starts at their GC lists (default
     /// builds) and at `roots` (sys.modules, the objects the threads' frames hold); `top` of
-    /// the largest objects and of the retainers are kept.
+    /// the largest objects are kept.
     pub fn heap_census(&self, interps: &[u64], roots: &Roots, top: usize) -> Census {
         let _reads = self.budget.census_reads();
         let mut w = Walk {
@@ -223,8 +235,7 @@ impl Snapshot {
         if w.stopped {
             complete = false;
         }
-        let retainers = w.retainers_of_whole(roots, top, complete);
-        w.finish(complete, retainers)
+        w.finish(complete)
     }
 }
 
@@ -303,27 +314,9 @@ impl Walk<'_> {
         }
     }
 
-    /// The retainers, from a graph the walk finished; none (with an error) from one it did
-    /// not, where what an object keeps alive cannot be told.
-    fn retainers_of_whole(&mut self, roots: &Roots, top: usize, complete: bool) -> Vec<Retainer> {
-        if !complete || self.graph.cut {
-            let e = ReadError::corrupt(0, "retainers: the walk did not see the whole graph");
-            if self.errors.len() < MAX_ERRORS {
-                self.errors.push(e);
-            }
-            return Vec::new();
-        }
-        self.link_roots(roots);
-        match self.retainers(roots, top) {
-            Ok(r) => r,
-            Err(e) => {
-                self.error(e);
-                Vec::new()
-            }
-        }
-    }
-
-    fn finish(mut self, complete: bool, retainers: Vec<Retainer>) -> Census {
+    /// The totals in order, and the graph when the walk saw all of it: from a graph it did
+    /// not, what an object keeps alive cannot be told.
+    fn finish(mut self, complete: bool) -> Census {
         let name = |types: &AddrMap<Option<TypeRec>>, tp: u64| {
             types
                 .get(&tp)
@@ -382,6 +375,18 @@ impl Walk<'_> {
             })
             .collect();
         unreadable_by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let graph = if complete && !self.graph.cut {
+            Some(ObjectGraph {
+                graph: self.graph,
+                types: self.types,
+            })
+        } else {
+            let e = ReadError::corrupt(0, "retainers: the walk did not see the whole graph");
+            if self.errors.len() < MAX_ERRORS {
+                self.errors.push(e);
+            }
+            None
+        };
         Census {
             types,
             largest,
@@ -391,7 +396,7 @@ impl Walk<'_> {
             unreadable: self.unreadable,
             unreadable_by,
             complete,
-            retainers,
+            graph,
             errors: self.errors,
         }
     }

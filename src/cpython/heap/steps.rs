@@ -1,11 +1,11 @@
-//! A path from a root put in words (`held_by`): each hop from an object to one of its
-//! referents, named by where the referent sits in it.
+//! One hop of a path from a root (`held_by`, put together by `crate::heap::retainers`): from an
+//! object to one of its referents, named by where the referent sits in it, which takes reading
+//! the object again (its dict's keys, its list's items, a function's closure).
 
-use super::graph::ROOT;
-use super::roots::Roots;
+use super::object_graph::ObjectGraph;
 use super::types::Kind;
-use super::Walk;
 use crate::cpython::layout::localkind;
+use crate::cpython::snapshot::Snapshot;
 use crate::cpython::values::field;
 
 /// Items of a container searched for the referent (a path's containers are read again).
@@ -17,7 +17,7 @@ const MAX_KEY_CHARS: usize = 80;
 pub use crate::model::HeldStep as Step;
 
 /// One hop in words.
-pub(super) enum Hop {
+pub enum Hop {
     Step(Step),
     /// A function's closure down to the cell's content: the step, and the hops it covers
     /// after this one.
@@ -31,12 +31,12 @@ pub(super) enum Hop {
     Silent,
 }
 
-impl Walk<'_> {
-    /// The hop from node `from` to node `to`; `namespace`: `from` is a namespace dict.
-    /// `rest`: the path's nodes after `to`.
-    pub(super) fn hop(
+impl ObjectGraph {
+    /// The hop from node `from` (not the root) to node `to`; `namespace`: `from` is a
+    /// namespace dict. `rest`: the path's nodes after `to`.
+    pub fn hop(
         &self,
-        roots: &Roots,
+        snap: &Snapshot,
         from: u32,
         to: u32,
         namespace: bool,
@@ -44,11 +44,7 @@ impl Walk<'_> {
     ) -> Hop {
         let g = &self.graph;
         let obj = g.nodes[to as usize].addr;
-        if from == ROOT {
-            return root_step(roots, obj);
-        }
         let parent = g.nodes[from as usize];
-        let snap = self.snap;
         let lay = &snap.layout;
         let via = || Hop::Step(Step::Via(self.type_name(parent.tp)));
         let p = parent.addr;
@@ -74,9 +70,9 @@ impl Walk<'_> {
                 Ok(items) => match items.iter().find(|kv| kv.1 == obj) {
                     Some(&(k, _)) if namespace => match snap.read_name(k) {
                         Ok(name) => Hop::Step(Step::Attr(name)),
-                        Err(_) => Hop::Step(Step::Key(self.key_repr(k))),
+                        Err(_) => Hop::Step(Step::Key(key_repr(snap, k))),
                     },
-                    Some(&(k, _)) => Hop::Step(Step::Key(self.key_repr(k))),
+                    Some(&(k, _)) => Hop::Step(Step::Key(key_repr(snap, k))),
                     None => via(),
                 },
                 Err(_) => via(),
@@ -90,7 +86,7 @@ impl Walk<'_> {
                     Err(_) => via(),
                 }
             }
-            Some(Kind::Function) => self.function_hop(p, obj, rest),
+            Some(Kind::Function) => self.function_hop(snap, p, obj, rest),
             _ if self.is_instance(parent.tp) => match snap.instance_items(p) {
                 Ok(items) => match items.iter().find(|kv| kv.1 == obj) {
                     Some(&(k, _)) => match snap.read_name(k) {
@@ -110,8 +106,7 @@ impl Walk<'_> {
 
     /// From function `f` to `obj`: its closure (down to the cell's content, named by the
     /// free variable), defaults, code or `__dict__`.
-    fn function_hop(&self, f: u64, obj: u64, rest: Option<&[u32]>) -> Hop {
-        let snap = self.snap;
+    fn function_hop(&self, snap: &Snapshot, f: u64, obj: u64, rest: Option<&[u32]>) -> Hop {
         let lay = &snap.layout;
         let word = |off: u64| field(f, off).and_then(|a| snap.mem.read_ptr(a)).ok();
         if word(lay.function_closure()) == Some(obj) {
@@ -164,36 +159,19 @@ impl Walk<'_> {
             .and_then(|t| t.as_ref())
             .is_some_and(|t| t.heap && t.kind == Kind::Plain)
     }
-
-    /// A dict key as `held_by` shows it: the repr of a str, int, bytes or tuple key, at most
-    /// [`MAX_KEY_CHARS`] characters; another key's type.
-    fn key_repr(&self, k: u64) -> String {
-        let snap = self.snap;
-        let name = snap.type_of(k).map(|t| t.name.clone()).unwrap_or_default();
-        if !matches!(name.as_str(), "str" | "int" | "bytes" | "tuple") {
-            return format!("<{name}>");
-        }
-        let r = snap.repr(k);
-        if r.chars().count() > MAX_KEY_CHARS {
-            r.chars().take(MAX_KEY_CHARS).collect::<String>() + "..."
-        } else {
-            r
-        }
-    }
 }
 
-/// The root's hop to `obj`: the module first, else the first local holding it.
-fn root_step(roots: &Roots, obj: u64) -> Hop {
-    if let Some((_, name)) = roots.modules.iter().find(|m| m.0 == obj) {
-        return Hop::Step(Step::Module(name.clone()));
+/// A dict key as `held_by` shows it: the repr of a str, int, bytes or tuple key, at most
+/// [`MAX_KEY_CHARS`] characters; another key's type.
+fn key_repr(snap: &Snapshot, k: u64) -> String {
+    let name = snap.type_of(k).map(|t| t.name.clone()).unwrap_or_default();
+    if !matches!(name.as_str(), "str" | "int" | "bytes" | "tuple") {
+        return format!("<{name}>");
     }
-    match roots.locals.iter().find(|l| l.obj == obj) {
-        Some(l) => Hop::Step(Step::Local {
-            name: l.name.clone(),
-            function: l.function.clone(),
-            thread: l.thread,
-            thread_name: l.thread_name.clone(),
-        }),
-        None => Hop::Step(Step::Via("roots".into())),
+    let r = snap.repr(k);
+    if r.chars().count() > MAX_KEY_CHARS {
+        r.chars().take(MAX_KEY_CHARS).collect::<String>() + "..."
+    } else {
+        r
     }
 }

@@ -62,6 +62,7 @@ pub(super) enum Kind {
 }
 
 /// What the walk needs of a type, read once.
+#[derive(Debug)]
 pub(super) struct TypeRec {
     pub(super) name: String,
     pub(super) kind: Kind,

@@ -6,6 +6,7 @@
 //! frame objects vs 3.11+ interpreter frames, the two line-table formats, the int header) the
 //! layout names the strategy; decoders never test version numbers.
 
+mod eval;
 mod mimalloc;
 mod objects;
 mod v3_10;

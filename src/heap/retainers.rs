@@ -1,6 +1,7 @@
-//! `heap.retainers`: what each object keeps alive, and the shortest way to it from a root.
+//! `heap.retainers`: what each object keeps alive, and the shortest way to it from a root, over
+//! the object graph a finished census walk hands over ([`ObjectGraph`]).
 //!
-//! The roots are one node (`graph::ROOT`) whose referents are every module of `sys.modules`
+//! The roots are one node ([`ROOT`]) whose referents are every module of `sys.modules`
 //! (first, so that where two shortest paths tie a module's wins) and every object a thread's
 //! frame holds in its locals. An object's retained size is its own and that of everything
 //! reachable only through it: its subtree in the dominator tree of that graph (petgraph's
@@ -12,12 +13,10 @@ use std::collections::VecDeque;
 use petgraph::algo::dominators::simple_fast;
 use petgraph::csr::Csr;
 
-use super::graph::{Graph, ROOT};
-use super::roots::Roots;
-use super::steps::{Hop, Step};
-use super::types::Kind;
-use super::Walk;
+use crate::cpython::heap::{Graph, Hop, ObjectGraph, Roots, Step, ROOT};
+use crate::cpython::Snapshot;
 use crate::error::ReadError;
+use crate::model::HeapRetainer;
 
 /// Steps of a path kept; a longer one is null.
 const MAX_PATH: usize = 64;
@@ -27,99 +26,59 @@ const CANDIDATES_PER_SLOT: usize = 64;
 /// No node (the BFS parent of the root and of what no root reaches).
 const NONE: u32 = u32::MAX;
 
-/// One of the objects that keep the most alive.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Retainer {
-    pub address: u64,
-    pub type_name: String,
-    pub len: Option<u64>,
-    /// Its own `sys.getsizeof`.
-    pub bytes: u64,
-    /// Its own and that of everything reachable only through it.
-    pub retained: u64,
-    /// From a root to it; None when longer than [`MAX_PATH`].
-    pub held_by: Option<Vec<Step>>,
-}
-
-impl Walk<'_> {
-    /// The root's referents: modules first, then locals.
-    pub(super) fn link_roots(&mut self, roots: &Roots) {
-        let objs = roots.modules.iter().map(|m| m.0);
-        let out: Vec<u32> = objs
-            .chain(roots.locals.iter().map(|l| l.obj))
-            .filter_map(|obj| self.graph.id(obj))
-            .collect();
-        self.graph.link(ROOT, out);
+/// The `top` objects that keep the most alive, the roots' namespaces left out, over `og` (its
+/// root linked to `roots` here).
+pub fn top(
+    snap: &Snapshot,
+    mut og: ObjectGraph,
+    roots: &Roots,
+    top: usize,
+) -> Result<Vec<HeapRetainer>, ReadError> {
+    og.link_roots(roots);
+    let g = og.graph();
+    if top == 0 || g.out(ROOT).is_empty() {
+        return Ok(Vec::new());
     }
-
-    /// The `top` objects that keep the most alive, the roots' namespaces left out.
-    pub(super) fn retainers(&self, roots: &Roots, top: usize) -> Result<Vec<Retainer>, ReadError> {
-        let g = &self.graph;
-        if top == 0 || g.out(ROOT).is_empty() {
-            return Ok(Vec::new());
+    let idom = dominators(g)?;
+    let retained = retained_sizes(g, &idom);
+    let parent = bfs_parents(g);
+    let mut order: Vec<u32> = (1..g.nodes.len() as u32)
+        .filter(|&v| idom[v as usize] != NONE && og.may_list(v))
+        .collect();
+    let mut out = Vec::new();
+    let want = top.saturating_mul(CANDIDATES_PER_SLOT).min(order.len());
+    if want == 0 {
+        return Ok(out);
+    }
+    // The most retained first, then by address: the order a reader can check.
+    let by_retained = |a: &u32, b: &u32| {
+        retained[*b as usize]
+            .cmp(&retained[*a as usize])
+            .then(g.nodes[*a as usize].addr.cmp(&g.nodes[*b as usize].addr))
+    };
+    order.select_nth_unstable_by(want - 1, by_retained);
+    order.truncate(want);
+    order.sort_unstable_by(by_retained);
+    for v in order {
+        if out.len() >= top {
+            break;
         }
-        let idom = dominators(g)?;
-        let retained = retained_sizes(g, &idom);
-        let parent = bfs_parents(g);
-        let mut order: Vec<u32> = (1..g.nodes.len() as u32)
-            .filter(|&v| idom[v as usize] != NONE && self.may_list(v))
-            .collect();
-        let mut out = Vec::new();
-        let want = top.saturating_mul(CANDIDATES_PER_SLOT).min(order.len());
-        if want == 0 {
-            return Ok(out);
+        let path = path_to(&parent, v);
+        let labelled = path.as_ref().map(|p| label(snap, &og, roots, p));
+        if labelled.as_ref().is_some_and(|l| l.unlisted) {
+            continue;
         }
-        // The most retained first, then by address: the order a reader can check.
-        let by_retained = |a: &u32, b: &u32| {
-            retained[*b as usize]
-                .cmp(&retained[*a as usize])
-                .then(g.nodes[*a as usize].addr.cmp(&g.nodes[*b as usize].addr))
-        };
-        order.select_nth_unstable_by(want - 1, by_retained);
-        order.truncate(want);
-        order.sort_unstable_by(by_retained);
-        for v in order {
-            if out.len() >= top {
-                break;
-            }
-            let path = path_to(&parent, v);
-            let labelled = path.as_ref().map(|p| self.label(roots, p));
-            if labelled.as_ref().is_some_and(|l| l.unlisted) {
-                continue;
-            }
-            let n = g.nodes[v as usize];
-            out.push(Retainer {
-                address: n.addr,
-                type_name: self.type_name(n.tp),
-                len: n.len(),
-                bytes: n.bytes,
-                retained: retained[v as usize],
-                held_by: labelled.map(|l| l.steps),
-            });
-        }
-        Ok(out)
+        let n = g.nodes[v as usize];
+        out.push(HeapRetainer {
+            address: n.addr,
+            type_name: og.type_name(n.tp),
+            len: n.object_len(),
+            bytes: n.bytes,
+            retained: retained[v as usize],
+            held_by: labelled.map(|l| l.steps),
+        });
     }
-
-    /// Modules, classes, functions, code and cells hold everything: the containers they
-    /// hold are listed instead.
-    fn may_list(&self, v: u32) -> bool {
-        let n = self.graph.nodes[v as usize];
-        !matches!(
-            self.kind(n.tp),
-            None | Some(Kind::Module | Kind::Type | Kind::Function | Kind::Code | Kind::Cell)
-        )
-    }
-
-    pub(super) fn kind(&self, tp: u64) -> Option<Kind> {
-        self.types.get(&tp).and_then(|t| t.as_ref()).map(|t| t.kind)
-    }
-
-    pub(super) fn type_name(&self, tp: u64) -> String {
-        self.types
-            .get(&tp)
-            .and_then(|t| t.as_ref())
-            .map_or_else(|| format!("<type {tp:#x}>"), |t| t.name.clone())
-    }
+    Ok(out)
 }
 
 /// Each node's immediate dominator (NONE: unreached, and the root's own).
@@ -244,36 +203,53 @@ fn path_to(parent: &[u32], v: u32) -> Option<Vec<u32>> {
 }
 
 /// A path put in words.
-pub(super) struct Labelled {
-    pub steps: Vec<Step>,
+struct Labelled {
+    steps: Vec<Step>,
     /// Its last hop is into a namespace (a module's, a class's or an instance's `__dict__`),
     /// a function's closure or defaults: its owner is the one to list.
-    pub unlisted: bool,
+    unlisted: bool,
 }
 
-impl Walk<'_> {
-    fn label(&self, roots: &Roots, path: &[u32]) -> Labelled {
-        let mut steps = Vec::new();
-        let mut unlisted = false;
-        let mut namespace = false;
-        let mut i = 0;
-        while i < path.len() {
-            let from = if i == 0 { ROOT } else { path[i - 1] };
-            let hop = self.hop(roots, from, path[i], namespace, path.get(i + 1..));
-            namespace = matches!(hop, Hop::Namespace);
-            unlisted = matches!(hop, Hop::Namespace | Hop::Owned);
-            match hop {
-                Hop::Step(s) => steps.push(s),
-                Hop::Closure(s, skip) => {
-                    steps.push(s);
-                    i += skip;
-                    unlisted = false;
-                }
-                Hop::Namespace | Hop::Silent | Hop::Owned => {}
+fn label(snap: &Snapshot, og: &ObjectGraph, roots: &Roots, path: &[u32]) -> Labelled {
+    let mut steps = Vec::new();
+    let mut unlisted = false;
+    let mut namespace = false;
+    let mut i = 0;
+    while i < path.len() {
+        let hop = if i == 0 {
+            root_step(roots, og.nodes()[path[0] as usize].addr)
+        } else {
+            og.hop(snap, path[i - 1], path[i], namespace, path.get(i + 1..))
+        };
+        namespace = matches!(hop, Hop::Namespace);
+        unlisted = matches!(hop, Hop::Namespace | Hop::Owned);
+        match hop {
+            Hop::Step(s) => steps.push(s),
+            Hop::Closure(s, skip) => {
+                steps.push(s);
+                i += skip;
+                unlisted = false;
             }
-            i += 1;
+            Hop::Namespace | Hop::Silent | Hop::Owned => {}
         }
-        Labelled { steps, unlisted }
+        i += 1;
+    }
+    Labelled { steps, unlisted }
+}
+
+/// The root's hop to `obj`: the module first, else the first local holding it.
+fn root_step(roots: &Roots, obj: u64) -> Hop {
+    if let Some((_, name)) = roots.modules.iter().find(|m| m.0 == obj) {
+        return Hop::Step(Step::Module(name.clone()));
+    }
+    match roots.locals.iter().find(|l| l.obj == obj) {
+        Some(l) => Hop::Step(Step::Local {
+            name: l.name.clone(),
+            function: l.function.clone(),
+            thread: l.thread,
+            thread_name: l.thread_name.clone(),
+        }),
+        None => Hop::Step(Step::Via("roots".into())),
     }
 }
 
