@@ -1,11 +1,11 @@
 //! Text of the asyncio views: per-task async backtraces (`py-bt-async`), the task tree (like
 //! `python -m asyncio pstree`) and the task table (like `python -m asyncio ps`).
 
-use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 use std::rc::Rc;
 
 use super::text::{errors, frames, thread_header, traceback, Sources};
+use crate::memory::addr_map::{AddrMap, AddrSet};
 use crate::model::{AwaitingKind, FrameKind, FrameReport, LoopReport, Report, TaskReport};
 
 /// Most await paths shown for one task (fan-in multiplies them).
@@ -16,7 +16,7 @@ const MAX_TREE_LINES: usize = 1_000_000;
 /// level), so lines alone do not bound it.
 const MAX_TREE_BYTES: usize = 64 << 20;
 
-fn by_id(r: &Report) -> HashMap<u64, &TaskReport> {
+fn by_id(r: &Report) -> AddrMap<&TaskReport> {
     r.tasks.iter().flatten().map(|t| (t.id, t)).collect()
 }
 
@@ -25,7 +25,7 @@ pub fn task_label(t: &TaskReport) -> String {
     format!("Task {:?} ({:#x})", t.name, t.id)
 }
 
-fn awaiting_text(t: &TaskReport, tasks: &HashMap<u64, &TaskReport>) -> Option<String> {
+fn awaiting_text(t: &TaskReport, tasks: &AddrMap<&TaskReport>) -> Option<String> {
     let a = t.awaiting.as_ref()?;
     let what = match tasks.get(&a.id) {
         Some(other) if a.kind == AwaitingKind::Task => task_label(other),
@@ -39,7 +39,7 @@ fn awaiting_text(t: &TaskReport, tasks: &HashMap<u64, &TaskReport>) -> Option<St
 }
 
 /// Every chain of awaiters from `t` up to a root (or a cycle), `MAX_PATHS` at most.
-fn await_paths(t: &TaskReport, tasks: &HashMap<u64, &TaskReport>) -> (Vec<Vec<u64>>, bool) {
+fn await_paths(t: &TaskReport, tasks: &AddrMap<&TaskReport>) -> (Vec<Vec<u64>>, bool) {
     let mut paths = Vec::new();
     let mut truncated = false;
     // (path so far), depth-first with an explicit stack.
@@ -69,8 +69,8 @@ fn await_paths(t: &TaskReport, tasks: &HashMap<u64, &TaskReport>) -> (Vec<Vec<u6
 
 fn task_stack(
     t: &TaskReport,
-    tasks: &HashMap<u64, &TaskReport>,
-    loops: &HashMap<u64, &LoopReport>,
+    tasks: &AddrMap<&TaskReport>,
+    loops: &AddrMap<&LoopReport>,
     src: &mut Sources,
     out: &mut String,
 ) {
@@ -148,9 +148,9 @@ fn task_stack(
 pub fn async_bt(r: &Report, src: &mut Sources) -> String {
     let mut out = String::new();
     let tasks = by_id(r);
-    let loops: HashMap<u64, &LoopReport> = r.loops.iter().flatten().map(|l| (l.id, l)).collect();
+    let loops: AddrMap<&LoopReport> = r.loops.iter().flatten().map(|l| (l.id, l)).collect();
     let all: Vec<&TaskReport> = r.tasks.iter().flatten().collect();
-    let mut shown: HashSet<u64> = HashSet::new();
+    let mut shown: AddrSet = AddrSet::default();
     for (i, th) in r.threads.iter().enumerate() {
         if i > 0 {
             out.push('\n');
@@ -198,7 +198,7 @@ pub fn async_bt(r: &Report, src: &mut Sources) -> String {
     out
 }
 
-fn cycles(r: &Report, tasks: &HashMap<u64, &TaskReport>, out: &mut String) {
+fn cycles(r: &Report, tasks: &AddrMap<&TaskReport>, out: &mut String) {
     let name = |id: &u64| tasks.get(id).map_or(format!("{id:#x}"), |t| t.name.clone());
     for c in r.cycles.iter().flatten() {
         let mut names: Vec<String> = c.iter().map(name).collect();
@@ -209,15 +209,20 @@ fn cycles(r: &Report, tasks: &HashMap<u64, &TaskReport>, out: &mut String) {
     }
 }
 
-fn frame_short(f: &FrameReport) -> String {
+/// A frame as the tree shows it, `function file:line`, written at the end of `out`.
+fn frame_short(f: &FrameReport, out: &mut String) {
     match f.kind {
-        FrameKind::Python | FrameKind::Jit => format!(
-            "{} {}:{}",
-            f.function.as_deref().unwrap_or("???"),
-            f.file.as_deref().unwrap_or("???"),
-            f.line.map_or("?".into(), |l| l.to_string())
-        ),
-        _ => format!("(unreadable frame at {:#x})", f.address.unwrap_or(0)),
+        FrameKind::Python | FrameKind::Jit => {
+            out.push_str(f.function.as_deref().unwrap_or("???"));
+            out.push(' ');
+            out.push_str(f.file.as_deref().unwrap_or("???"));
+            out.push(':');
+            match f.line {
+                Some(l) => write!(out, "{l}").unwrap(),
+                None => out.push('?'),
+            }
+        }
+        _ => write!(out, "(unreadable frame at {:#x})", f.address.unwrap_or(0)).unwrap(),
     }
 }
 
@@ -225,10 +230,15 @@ fn frame_short(f: &FrameReport) -> String {
 /// frame the tasks it awaits (or owns), like `python -m asyncio pstree`. Tasks in await
 /// cycles have no root: the cycles are listed instead.
 pub fn tree(r: &Report) -> String {
-    let tasks = by_id(r);
+    let mut out = String::new();
+    tree_into(r, &by_id(r), &mut out);
+    out
+}
+
+fn tree_into(r: &Report, tasks: &AddrMap<&TaskReport>, out: &mut String) {
     let all: Vec<&TaskReport> = r.tasks.iter().flatten().collect();
     // children[parent] = tasks the parent awaits or owns.
-    let mut children: HashMap<u64, Vec<(u64, bool)>> = HashMap::new();
+    let mut children: AddrMap<Vec<(u64, bool)>> = AddrMap::default();
     for t in &all {
         for p in &t.awaited_by {
             children.entry(*p).or_default().push((t.id, false));
@@ -237,17 +247,35 @@ pub fn tree(r: &Report) -> String {
             children.entry(*p).or_default().push((t.id, true));
         }
     }
-    let mut out = String::new();
     let roots: Vec<&TaskReport> = all
         .iter()
         .filter(|t| t.awaited_by.is_empty() && t.owned_by.is_empty())
         .copied()
         .collect();
-    if !tree_nodes(&roots, &tasks, &children, &mut out) {
+    if !tree_nodes(&roots, tasks, &children, out) {
         out.push_str("(tree cut: too many lines)\n");
     }
-    cycles(r, &tasks, &mut out);
-    out
+    cycles(r, tasks, out);
+}
+
+/// The tree's lines, counted and bounded.
+struct Lines<'a> {
+    out: &'a mut String,
+    /// Where the tree began in `out`.
+    start: usize,
+    count: usize,
+}
+
+impl Lines<'_> {
+    /// Room for one more line: false once the tree is at [`MAX_TREE_LINES`] or
+    /// [`MAX_TREE_BYTES`].
+    fn room(&mut self) -> bool {
+        if self.count >= MAX_TREE_LINES || self.out.len() - self.start >= MAX_TREE_BYTES {
+            return false;
+        }
+        self.count += 1;
+        true
+    }
 }
 
 /// One step of the task tree's depth-first walk.
@@ -275,14 +303,19 @@ enum Step<'a> {
 /// tree was cut at [`MAX_TREE_LINES`] or [`MAX_TREE_BYTES`].
 fn tree_nodes(
     roots: &[&TaskReport],
-    tasks: &HashMap<u64, &TaskReport>,
-    children: &HashMap<u64, Vec<(u64, bool)>>,
+    tasks: &AddrMap<&TaskReport>,
+    children: &AddrMap<Vec<(u64, bool)>>,
     out: &mut String,
 ) -> bool {
-    let mut lines = 0usize;
+    let start = out.len();
+    let mut lines = Lines {
+        out,
+        start,
+        count: 0,
+    };
     // The tasks from the root down to the one being printed, for cycle checks.
     let mut branch: Vec<u64> = Vec::new();
-    let mut on_branch: HashSet<u64> = HashSet::new();
+    let mut on_branch: AddrSet = AddrSet::default();
     let root_prefix: Rc<str> = Rc::from("");
     let mut stack: Vec<Step> = roots
         .iter()
@@ -295,17 +328,11 @@ fn tree_nodes(
             last: i + 1 == roots.len(),
         })
         .collect();
-    let mut line = |out: &mut String, text: std::fmt::Arguments| -> bool {
-        if lines >= MAX_TREE_LINES || out.len() >= MAX_TREE_BYTES {
-            return false;
-        }
-        writeln!(out, "{text}").unwrap();
-        lines += 1;
-        true
-    };
     let branch_mark = |last: bool| if last { "└── " } else { "├── " };
+    // The prefix of the lines under the task being printed, grown a level per frame.
+    let mut prefix = String::new();
     while let Some(step) = stack.pop() {
-        let (t, owned, prefix, last) = match step {
+        let (t, owned, parent_prefix, last) = match step {
             Step::Leave => {
                 if let Some(id) = branch.pop() {
                     on_branch.remove(&id);
@@ -313,10 +340,15 @@ fn tree_nodes(
                 continue;
             }
             Step::Cycle { name, prefix, last } => {
-                let mark = branch_mark(last);
-                if !line(out, format_args!("{prefix}{mark}(T) {name} (await cycle)")) {
+                if !lines.room() {
                     return false;
                 }
+                let out = &mut *lines.out;
+                out.push_str(&prefix);
+                out.push_str(branch_mark(last));
+                out.push_str("(T) ");
+                out.push_str(name);
+                out.push_str(" (await cycle)\n");
                 continue;
             }
             Step::Node {
@@ -326,49 +358,65 @@ fn tree_nodes(
                 last,
             } => (t, owned, prefix, last),
         };
-        let mut label = format!("(T) {} [{:#x}]", t.name, t.id);
-        if owned {
-            label.push_str(" (owned, not awaited)");
-        }
-        if t.on_cpu {
-            label.push_str(" (running)");
-        }
-        if !line(out, format_args!("{prefix}{}{label}", branch_mark(last))) {
+        if !lines.room() {
             return false;
         }
-        let mut prefix = format!("{prefix}{}", if last { "    " } else { "│   " });
+        let out = &mut *lines.out;
+        out.push_str(&parent_prefix);
+        out.push_str(branch_mark(last));
+        write!(out, "(T) {} [{:#x}]", t.name, t.id).unwrap();
+        if owned {
+            out.push_str(" (owned, not awaited)");
+        }
+        if t.on_cpu {
+            out.push_str(" (running)");
+        }
+        out.push('\n');
+        prefix.clear();
+        prefix.push_str(&parent_prefix);
+        prefix.push_str(if last { "    " } else { "│   " });
         // Frames outermost first, each nested under the previous.
         for f in t.frames.iter().rev() {
-            if !line(out, format_args!("{prefix}└──  {}", frame_short(f))) {
+            if !lines.room() {
                 return false;
             }
+            let out = &mut *lines.out;
+            out.push_str(&prefix);
+            out.push_str("└──  ");
+            frame_short(f, out);
+            out.push('\n');
             prefix.push_str("    ");
         }
         if let Some(a) = &t.awaiting {
             if a.kind != AwaitingKind::Task && a.kind != AwaitingKind::Gather {
-                let text = format_args!(
-                    "{prefix}└──  awaits {} {:#x} ({})",
+                if !lines.room() {
+                    return false;
+                }
+                let out = &mut *lines.out;
+                out.push_str(&prefix);
+                writeln!(
+                    out,
+                    "└──  awaits {} {:#x} ({})",
                     a.type_name,
                     a.id,
                     a.kind.as_str()
-                );
-                if !line(out, text) {
-                    return false;
-                }
+                )
+                .unwrap();
             }
         }
         branch.push(t.id);
         on_branch.insert(t.id);
         stack.push(Step::Leave);
-        let prefix: Rc<str> = Rc::from(prefix);
         let kids = children.get(&t.id).map(Vec::as_slice).unwrap_or_default();
         let kids: Vec<(&TaskReport, bool, bool)> = kids
             .iter()
             .filter_map(|(kid, owned)| Some((*tasks.get(kid)?, *owned, on_branch.contains(kid))))
             .collect();
+        // The children share one prefix: made once, for a task that has any.
+        let shared: Option<Rc<str>> = (!kids.is_empty()).then(|| Rc::from(prefix.as_str()));
         for (i, &(k, owned, cycle)) in kids.iter().enumerate().rev() {
             let last = i + 1 == kids.len();
-            let prefix = prefix.clone();
+            let Some(prefix) = shared.clone() else { break };
             stack.push(if cycle {
                 Step::Cycle {
                     name: &k.name,
@@ -388,92 +436,147 @@ fn tree_nodes(
     true
 }
 
+/// The task table's columns.
+const COLUMNS: usize = 7;
+/// The widest a column is padded to (a longer cell is not cut).
+const MAX_COLUMN: usize = 60;
+
 /// The task table: one row per task, like `python -m asyncio ps`.
 pub fn table(r: &Report) -> String {
-    let tasks = by_id(r);
-    let mut rows: Vec<[String; 7]> = vec![[
-        "thread".into(),
-        "task id".into(),
-        "name".into(),
-        "state".into(),
-        "awaiting".into(),
-        "coroutine stack".into(),
-        "awaited by".into(),
-    ]];
-    for t in r.tasks.iter().flatten() {
-        let stack: Vec<String> = t
-            .frames
-            .iter()
-            .filter_map(|f| f.function.as_deref().map(str::to_string))
-            .collect();
-        let by: Vec<String> = t
-            .awaited_by
-            .iter()
-            .map(|id| tasks.get(id).map_or(format!("{id:#x}"), |x| x.name.clone()))
-            .chain(t.owned_by.iter().map(|id| {
-                format!(
-                    "{} (owner)",
-                    tasks.get(id).map_or(format!("{id:#x}"), |x| x.name.clone())
-                )
-            }))
-            .collect();
-        let state = if t.on_cpu {
-            format!("{} (running)", t.state)
-        } else {
-            t.state.to_string()
-        };
-        rows.push([
-            t.native_id.map_or("-".into(), |n| n.to_string()),
-            format!("{:#x}", t.id),
-            t.name.clone(),
-            state,
-            t.awaiting.as_ref().map_or("-".into(), |a| {
-                format!("{} {}", a.kind.as_str(), a.type_name)
-            }),
-            if stack.is_empty() {
-                "-".into()
-            } else {
-                stack.join(" <- ")
-            },
-            if by.is_empty() {
-                "-".into()
-            } else {
-                by.join(", ")
-            },
-        ]);
-    }
-    let mut widths = [0usize; 7];
-    for row in &rows {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count()).min(60);
+    let mut out = String::new();
+    table_into(r, &by_id(r), &mut out);
+    out
+}
+
+/// The table written at the end of `out`: each row's cells are made twice, once to measure
+/// the columns and once to write them, into one buffer, so no row keeps strings of its own.
+fn table_into(r: &Report, tasks: &AddrMap<&TaskReport>, out: &mut String) {
+    let mut cell = String::new();
+    let mut ends = [0usize; COLUMNS];
+    let mut widths = [0usize; COLUMNS];
+    let rows = || std::iter::once(None).chain(r.tasks.iter().flatten().map(Some));
+    for row in rows() {
+        row_cells(row, tasks, &mut cell, &mut ends);
+        for (c, w) in ends.iter().enumerate() {
+            let text = &cell[if c == 0 { 0 } else { ends[c - 1] }..*w];
+            widths[c] = widths[c].max(text.chars().count()).min(MAX_COLUMN);
         }
     }
-    let mut out = String::new();
-    for row in &rows {
-        let mut line = String::new();
-        for (i, (c, w)) in row.iter().zip(widths).enumerate() {
-            if i + 1 == row.len() {
-                line.push_str(c);
-            } else {
-                write!(line, "{c:<w$}  ").unwrap();
+    for row in rows() {
+        row_cells(row, tasks, &mut cell, &mut ends);
+        let start = out.len();
+        for (c, &end) in ends.iter().enumerate() {
+            let text = &cell[if c == 0 { 0 } else { ends[c - 1] }..end];
+            out.push_str(text);
+            if c + 1 < COLUMNS {
+                // As `{text:<width$}`, then the two spaces between columns.
+                let pad = widths[c].saturating_sub(text.chars().count());
+                out.extend(std::iter::repeat_n(' ', pad + 2));
             }
         }
-        writeln!(out, "{}", line.trim_end()).unwrap();
+        let kept = out[start..].trim_end().len();
+        out.truncate(start + kept);
+        out.push('\n');
     }
-    out
+}
+
+/// One row's cells, written one after another into `cell` (cleared), each ending at its
+/// `ends` entry; None: the heading.
+fn row_cells(
+    t: Option<&TaskReport>,
+    tasks: &AddrMap<&TaskReport>,
+    cell: &mut String,
+    ends: &mut [usize; COLUMNS],
+) {
+    cell.clear();
+    let Some(t) = t else {
+        let heading = [
+            "thread",
+            "task id",
+            "name",
+            "state",
+            "awaiting",
+            "coroutine stack",
+            "awaited by",
+        ];
+        for (c, h) in heading.iter().enumerate() {
+            cell.push_str(h);
+            ends[c] = cell.len();
+        }
+        return;
+    };
+    match t.native_id {
+        Some(n) => write!(cell, "{n}").unwrap(),
+        None => cell.push('-'),
+    }
+    ends[0] = cell.len();
+    write!(cell, "{:#x}", t.id).unwrap();
+    ends[1] = cell.len();
+    cell.push_str(&t.name);
+    ends[2] = cell.len();
+    cell.push_str(t.state);
+    if t.on_cpu {
+        cell.push_str(" (running)");
+    }
+    ends[3] = cell.len();
+    match &t.awaiting {
+        Some(a) => {
+            cell.push_str(a.kind.as_str());
+            cell.push(' ');
+            cell.push_str(&a.type_name);
+        }
+        None => cell.push('-'),
+    }
+    ends[4] = cell.len();
+    // Counted, not measured: an empty name is still a name.
+    let mut n = 0;
+    for f in t.frames.iter().filter_map(|f| f.function.as_deref()) {
+        if n > 0 {
+            cell.push_str(" <- ");
+        }
+        cell.push_str(f);
+        n += 1;
+    }
+    if n == 0 {
+        cell.push('-');
+    }
+    ends[5] = cell.len();
+    let name = |cell: &mut String, id: &u64| match tasks.get(id) {
+        Some(x) => cell.push_str(&x.name),
+        None => write!(cell, "{id:#x}").unwrap(),
+    };
+    let by = t
+        .awaited_by
+        .iter()
+        .map(|id| (id, ""))
+        .chain(t.owned_by.iter().map(|id| (id, " (owner)")));
+    let mut n = 0;
+    for (id, owner) in by {
+        if n > 0 {
+            cell.push_str(", ");
+        }
+        name(cell, id);
+        cell.push_str(owner);
+        n += 1;
+    }
+    if n == 0 {
+        cell.push('-');
+    }
+    ends[6] = cell.len();
 }
 
 /// The task tree and/or the task table (`py-tasks`), then the report's errors.
 pub fn tree_and_table(r: &Report, tree: bool, table: bool) -> String {
     let mut out = String::new();
+    let tasks = by_id(r);
     if tree {
-        out.push_str(&self::tree(r));
+        tree_into(r, &tasks, &mut out);
     }
     if table {
         if tree {
             out.push('\n');
         }
-        out.push_str(&self::table(r));
+        table_into(r, &tasks, &mut out);
     }
     errors(r, &mut out);
     out
