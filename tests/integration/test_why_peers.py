@@ -12,7 +12,12 @@ record, on real programs at the versions tools/aioservices.sh pins:
 - threads in `recv` on a loopback TCP connection and on a `socketpair` end, whose other ends
   only a child process holds: `peer_process` is the child's pid and comm; and on a
   `socketpair` end whose other end both processes hold: none is named, and the error says
-  which hold it.
+  which hold it;
+- a server process listening on a unix socket at a path and on an abstract one that never
+  accepts: threads in `recv` and asyncio tasks awaiting a stream read on connections that wait
+  in the listeners' queues, not accepted yet. `peer_process` is the server (the kernel's
+  `unix_diag` names the listener whose queue holds each connection), `peer` the listener's
+  address.
 
 Live (`pid P --why --tasks --json`, the text verdict's line) and from a gcore core, where the
 fields /proc gives are null: the fd and direction survive, `local`, `peer` and `peer_process`
@@ -35,6 +40,7 @@ SOURCES = ["live", "core"]
 # The ABIs tools/aioservices.sh installs for.
 AIO_INTERPS = ["pyenv-3.11", "pyenv-3.12", "pyenv-3.13"]
 THREAD_INTERPS = ["pyenv-3.10", "pyenv-3.12", "debian-3.14"]
+UNACCEPTED_INTERPS = ["pyenv-3.11", "pyenv-3.13", "debian-3.14"]
 PG_START_SECONDS = 60
 
 
@@ -113,6 +119,12 @@ def aiohttp_scenario(request):
 @pytest.fixture(scope="module", params=THREAD_INTERPS)
 def threads_scenario(request):
     with start(request.param, "threads") as sc:
+        yield sc
+
+
+@pytest.fixture(scope="module", params=UNACCEPTED_INTERPS)
+def unaccepted_scenario(request):
+    with start(request.param, "unaccepted") as sc:
         yield sc
 
 
@@ -249,3 +261,60 @@ def test_the_verdict_names_the_server_of_the_client(aiohttp_scenario, source):
     sc = aiohttp_scenario
     me = {"pid": sc.pid, "command": sc.truth["comm"]}
     assert task_lines(sc, source) == [task_line(sc, source, "aiohttp_main.<locals>.client", me)]
+
+
+def unaccepted_wait(sc, rec, source):
+    """The wait on a connection not accepted yet: its peer the listener's address, its
+    `peer_process` the server; an unbound client has no name (Python says "")."""
+    server = sc.truth["server"]
+    assert rec["local"] == "" and rec["peer"] in (server["path"], server["abstract"]), rec
+    want = socket_wait(rec, "recv", source, {"pid": server["pid"], "command": server["comm"]})
+    want["local"] = None
+    return want
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_connections_not_accepted_yet_name_the_server(unaccepted_scenario, source):
+    sc = unaccepted_scenario
+    r = report(sc, source, "--tasks")
+    server = sc.truth["server"]
+    for key, address in (("path", server["path"]), ("abstract", server["abstract"])):
+        rec = sc.truth["readers"][key]
+        w = dict(thread_of(r, rec["native_id"])["waiting"])
+        assert w.pop("frame") == 0
+        assert w == unaccepted_wait(sc, rec, source), (key, w)
+        task = sc.truth["clients"][key]
+        (t,) = [t for t in r["tasks"] if t["id"] == task["task"]["id"]]
+        assert t["name"] == task["task"]["name"]
+        w = dict(t["waiting"])
+        assert t["frames"][w.pop("frame")]["function"] == "StreamReader._wait_for_data"
+        assert w == unaccepted_wait(sc, task["sock"], source), (key, w)
+        if source == "live":
+            assert w["peer"] == address
+    if source == "live":
+        assert r["errors"] == [], r["errors"]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_verdict_names_the_server_not_accepting(unaccepted_scenario, source):
+    """Live each wait names the server; from a core, the two tasks' waits (no peer known) are
+    one group."""
+    sc = unaccepted_scenario
+    server = sc.truth["server"]
+    lines = cli(sc, source, "--tasks").split("\n\n", 1)[0].splitlines()
+    line = sc.truth["clients"]["path"]["task"]["line"]
+    for key, address in (("path", server["path"]), ("abstract", server["abstract"])):
+        words = ("recv from %s (%s, pid %d)" % (address, server["comm"], server["pid"])
+                 if source == "live" else "recv")
+        rec = sc.truth["readers"][key]
+        assert 'thread %d "%s_reader" waits on socket fd %d (%s)' % (
+            rec["native_id"], key, rec["fd"], words) in lines, lines
+        task = sc.truth["clients"][key]
+        assert task["task"]["line"] == line
+        if source == "live":
+            assert 'task %#x "%s" waits on socket fd %d (%s) in unaccepted_client (why_peers.py:%d)' % (
+                task["task"]["id"], task["task"]["name"], task["sock"]["fd"], words,
+                line) in lines, lines
+    if source == "core":
+        assert "2 tasks wait on sockets (recv) in unaccepted_client (why_peers.py:%d)" % line \
+            in lines, lines
