@@ -21,7 +21,9 @@ record, on real programs at the versions tools/aioservices.sh pins:
 
 Live (`pid P --why --tasks --json`, the text verdict's line) and from a gcore core, where the
 fields /proc gives are null: the fd and direction survive, `local`, `peer` and `peer_process`
-do not."""
+do not. gdb's `py-why` attached to the live threads, asyncpg and not-accepted scenarios (memory
+read directly and through gdb) prints the CLI's verdict, with the record's `(postgres, pid N)`
+and `(python3, pid N)`; lldb's: test_lldb_why.py."""
 
 import glob
 import os
@@ -34,13 +36,16 @@ import pytest
 
 import harness
 from test_why_waits import cli
-from test_stacks import json_from
+from test_why_gdb import verdict
+from test_stacks import json_from, run_gdb
 
 SOURCES = ["live", "core"]
 # The ABIs tools/aioservices.sh installs for.
 AIO_INTERPS = ["pyenv-3.11", "pyenv-3.12", "pyenv-3.13"]
 THREAD_INTERPS = ["pyenv-3.10", "pyenv-3.12", "debian-3.14"]
 UNACCEPTED_INTERPS = ["pyenv-3.11", "pyenv-3.13", "debian-3.14"]
+# gdb's py-why on the live scenarios, memory read directly and through gdb.
+MEMORY = ["auto", "debugger"]
 PG_START_SECONDS = 60
 
 
@@ -215,10 +220,8 @@ def test_threads_wait_on_their_child(threads_scenario, source):
                                        *holders)}], r["errors"]
 
 
-@pytest.mark.parametrize("source", SOURCES)
-def test_the_verdict_names_the_peer_process(threads_scenario, source):
-    sc = threads_scenario
-    lines = cli(sc, source).split("\n\n", 1)[0].splitlines()
+def thread_lines(sc, source):
+    """The verdict's lines of the threads scenario's readers whose peer one process holds."""
     tcp, unix, child = sc.truth["tcp"], sc.truth["unix"], sc.truth["child"]
     if source == "live":
         want_tcp = "recv from %s (%s, pid %d), local %s" % (tcp["peer"], child["comm"],
@@ -226,10 +229,17 @@ def test_the_verdict_names_the_peer_process(threads_scenario, source):
         want_unix = "recv from pid %d (%s)" % (child["pid"], child["comm"])
     else:
         want_tcp = want_unix = "recv"
-    assert 'thread %d "tcp_reader" waits on socket fd %d (%s)' % (
-        tcp["native_id"], tcp["fd"], want_tcp) in lines, lines
-    assert 'thread %d "unix_reader" waits on socket fd %d (%s)' % (
-        unix["native_id"], unix["fd"], want_unix) in lines, lines
+    return ['thread %d "tcp_reader" waits on socket fd %d (%s)' % (
+        tcp["native_id"], tcp["fd"], want_tcp), 'thread %d "unix_reader" waits on socket fd %d (%s)' % (
+        unix["native_id"], unix["fd"], want_unix)]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_verdict_names_the_peer_process(threads_scenario, source):
+    sc = threads_scenario
+    lines = cli(sc, source).split("\n\n", 1)[0].splitlines()
+    for line in thread_lines(sc, source):
+        assert line in lines, lines
 
 
 def task_line(sc, source, function, by):
@@ -295,26 +305,77 @@ def test_connections_not_accepted_yet_name_the_server(unaccepted_scenario, sourc
         assert r["errors"] == [], r["errors"]
 
 
-@pytest.mark.parametrize("source", SOURCES)
-def test_the_verdict_names_the_server_not_accepting(unaccepted_scenario, source):
-    """Live each wait names the server; from a core, the two tasks' waits (no peer known) are
-    one group."""
-    sc = unaccepted_scenario
+def unaccepted_lines(sc, source):
+    """The verdict's lines of the connections not accepted yet: live each names the server;
+    from a core the two tasks' waits (no peer known) are one group."""
     server = sc.truth["server"]
-    lines = cli(sc, source, "--tasks").split("\n\n", 1)[0].splitlines()
     line = sc.truth["clients"]["path"]["task"]["line"]
+    lines = []
     for key, address in (("path", server["path"]), ("abstract", server["abstract"])):
         words = ("recv from %s (%s, pid %d)" % (address, server["comm"], server["pid"])
                  if source == "live" else "recv")
         rec = sc.truth["readers"][key]
-        assert 'thread %d "%s_reader" waits on socket fd %d (%s)' % (
-            rec["native_id"], key, rec["fd"], words) in lines, lines
+        lines.append('thread %d "%s_reader" waits on socket fd %d (%s)' % (
+            rec["native_id"], key, rec["fd"], words))
         task = sc.truth["clients"][key]
         assert task["task"]["line"] == line
         if source == "live":
-            assert 'task %#x "%s" waits on socket fd %d (%s) in unaccepted_client (why_peers.py:%d)' % (
-                task["task"]["id"], task["task"]["name"], task["sock"]["fd"], words,
-                line) in lines, lines
+            lines.append('task %#x "%s" waits on socket fd %d (%s) in unaccepted_client '
+                         '(why_peers.py:%d)' % (task["task"]["id"], task["task"]["name"],
+                                                task["sock"]["fd"], words, line))
     if source == "core":
-        assert "2 tasks wait on sockets (recv) in unaccepted_client (why_peers.py:%d)" % line \
-            in lines, lines
+        lines.append("2 tasks wait on sockets (recv) in unaccepted_client (why_peers.py:%d)"
+                     % line)
+    return lines
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_verdict_names_the_server_not_accepting(unaccepted_scenario, source):
+    sc = unaccepted_scenario
+    lines = cli(sc, source, "--tasks").split("\n\n", 1)[0].splitlines()
+    for line in unaccepted_lines(sc, source):
+        assert line in lines, lines
+
+
+def live_peer_lines(sc):
+    """The lines of a live verdict that name the process at a wait's other end, from the
+    scenario's record: `(postgres, pid N)`, `(python3, pid N)`."""
+    if sc.truth["mode"] == "asyncpg":
+        return [task_line(sc, "live", "query", {"pid": sc.truth["server_pid"],
+                                                "command": sc.truth["server_comm"]})]
+    return (thread_lines if sc.truth["mode"] == "threads" else unaccepted_lines)(sc, "live")
+
+
+def debugger_verdict(out, marker):
+    """The verdict a debugger's `py-why` printed after `marker`, less the debugger's echo of
+    the command (lldb's)."""
+    text = out.split(marker, 1)[1].split("py-why\n", 1)[-1].lstrip("\n")
+    return verdict(text)
+
+
+def gdb_why_is_the_cli_why(sc, memory):
+    """gdb attached to the live scenario (memory read directly, or through gdb): `py-why`'s
+    verdict is the CLI's `pid --why`, and names the processes the record does."""
+    want = verdict(cli(sc, "live"))
+    out, err = run_gdb(sc.interp, "set pyunwind-memory %s" % memory, "echo @@TEXT@@\\n", "py-why",
+                       pid=sc.pid)
+    got = debugger_verdict(out, "@@TEXT@@")
+    assert got == want, (got, want, err)
+    lines = got.splitlines()
+    for line in live_peer_lines(sc):
+        assert line in lines, (line, lines)
+
+
+@pytest.mark.parametrize("memory", MEMORY)
+def test_gdb_py_why_names_the_child(threads_scenario, memory):
+    gdb_why_is_the_cli_why(threads_scenario, memory)
+
+
+@pytest.mark.parametrize("memory", MEMORY)
+def test_gdb_py_why_names_the_backend(asyncpg_scenario, memory):
+    gdb_why_is_the_cli_why(asyncpg_scenario, memory)
+
+
+@pytest.mark.parametrize("memory", MEMORY)
+def test_gdb_py_why_names_the_server_not_accepting(unaccepted_scenario, memory):
+    gdb_why_is_the_cli_why(unaccepted_scenario, memory)
