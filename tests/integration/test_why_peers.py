@@ -346,11 +346,10 @@ def live_peer_lines(sc):
     return (thread_lines if sc.truth["mode"] == "threads" else unaccepted_lines)(sc, "live")
 
 
-def debugger_verdict(out, marker):
-    """The verdict a debugger's `py-why` printed after `marker`, less the debugger's echo of
-    the command (lldb's)."""
-    text = out.split(marker, 1)[1].split("py-why\n", 1)[-1].lstrip("\n")
-    return verdict(text)
+def debugger_verdict(text):
+    """The verdict a debugger's `py-why` printed in `text` (what followed its marker), less the
+    debugger's echo of the command (lldb's)."""
+    return verdict(text.split("py-why\n", 1)[-1].lstrip("\n"))
 
 
 def gdb_why_is_the_cli_why(sc, memory):
@@ -359,7 +358,7 @@ def gdb_why_is_the_cli_why(sc, memory):
     want = verdict(cli(sc, "live"))
     out, err = run_gdb(sc.interp, "set pyunwind-memory %s" % memory, "echo @@TEXT@@\\n", "py-why",
                        pid=sc.pid)
-    got = debugger_verdict(out, "@@TEXT@@")
+    got = debugger_verdict(out.split("@@TEXT@@", 1)[1])
     assert got == want, (got, want, err)
     lines = got.splitlines()
     for line in live_peer_lines(sc):
