@@ -229,9 +229,9 @@ def thread_lines(sc, source):
         want_unix = "recv from pid %d (%s)" % (child["pid"], child["comm"])
     else:
         want_tcp = want_unix = "recv"
-    return ['thread %d "tcp_reader" waits on socket fd %d (%s)' % (
-        tcp["native_id"], tcp["fd"], want_tcp), 'thread %d "unix_reader" waits on socket fd %d (%s)' % (
-        unix["native_id"], unix["fd"], want_unix)]
+    line = 'thread %d "%s" waits on socket fd %d (%s)'
+    return [line % (tcp["native_id"], "tcp_reader", tcp["fd"], want_tcp),
+            line % (unix["native_id"], "unix_reader", unix["fd"], want_unix)]
 
 
 @pytest.mark.parametrize("source", SOURCES)
