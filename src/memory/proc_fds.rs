@@ -22,7 +22,7 @@
 //! cannot be done (a kernel before 5.6). The net tables are those of the process's network
 //! namespace (a container's own). A unix
 //! socket's peer is not in them: the kernel's socket diagnosis (`NETLINK_SOCK_DIAG`,
-//! net/unix/diag.c) names it, for our own namespace only ([`crate::memory::unix_diag::unix_peer_inode`]).
+//! net/unix/diag.c) names it, for our own namespace only ([`crate::memory::unix_diag::unix_peer`]).
 //!
 //! ```no_run
 //! use pyunwind::memory::proc_fds::{fd_link, FdLink, NetTables};

@@ -161,6 +161,10 @@ pub struct Session {
     /// per stop, when a socket wait's peer is first found to be on this host
     /// ([`crate::why::resources`]).
     pub(crate) socket_holders: OnceLock<crate::memory::socket_holders::SocketHolders>,
+    /// The listening unix sockets of this machine's network namespace and the connections in
+    /// their queues, dumped at most once per stop, when a unix socket wait's other end is
+    /// first found not accepted yet ([`crate::why::resources`]).
+    pub(crate) unix_listeners: OnceLock<crate::memory::unix_diag::UnixListeners>,
     /// `record` without `--idle`: the threads (by LWP) whose frames are walked; the others
     /// are listed with none. None: every thread's.
     walk_only: Option<HashSet<u64>>,
@@ -207,6 +211,7 @@ impl Session {
             debugger_names: OnceLock::new(),
             net_tables: Default::default(),
             socket_holders: OnceLock::new(),
+            unix_listeners: OnceLock::new(),
             walk_only: None,
         }
     }

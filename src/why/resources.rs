@@ -466,7 +466,19 @@ fn socket_ends(pid: u32, fd: i64, inode: u64, tables: &Tables) -> Ends {
                 "fd {fd}: unix socket {inode}: its peer is not shown (another network namespace)"
             ));
         } else {
-            match unix_diag::unix_peer_inode(inode) {
+            // A connection not accepted yet: its peer's name is the listener's, whose queue
+            // holds it (net/unix/af_unix.c `unix_stream_connect` gives the embryo socket the
+            // listener's address).
+            let other = match unix_diag::unix_peer(inode) {
+                Ok(p) if p.inode == Some(0) => Ok(once(
+                    &tables.session.unix_listeners,
+                    unix_diag::unix_listeners,
+                )
+                .listener_of(inode)),
+                Ok(p) => Ok(p.inode),
+                Err(e) => Err(e),
+            };
+            match other {
                 Ok(Some(other)) => match tables.unix().get(other) {
                     Some(e) => peer = e.local.clone(),
                     None => {

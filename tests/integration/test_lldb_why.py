@@ -2,7 +2,10 @@
 of the lock-order deadlock scenario (the gdb side: test_why_gdb.py); and on a live process lldb
 attached, each thread's state and system call, as the kernel shows them at that stop
 (tests/scenarios/why_state.py; the arm64 side, from lldb's registers through qemu's stub:
-test_lldb_arm64_live.py). Runs under `make integration-lldb` ($PYUNWIND_LLDB)."""
+test_lldb_arm64_live.py); on live processes whose socket waits have a peer process (a child,
+a PostgreSQL backend, a server that never accepts: tests/scenarios/why_peers.py), the CLI's
+verdict with the process the record names. Runs under `make integration-lldb`
+($PYUNWIND_LLDB)."""
 
 import json
 
@@ -11,7 +14,13 @@ import pytest
 import harness
 from test_lldb import json_from, mark, run_lldb, split
 from test_why_gdb import cli_why, verdict, why_core, why_fields  # noqa: F401
+from test_why_peers import debugger_verdict, live_peer_lines, postgres, start  # noqa: F401
 from test_why_state import DOING, NAMES, uvloop_env
+from test_why_waits import cli
+
+# The why_peers scenarios lldb attaches to: (mode, interpreter).
+PEER_SCENARIOS = [("threads", "pyenv-3.12"), ("asyncpg", "pyenv-3.12"),
+                  ("unaccepted", "pyenv-3.13")]
 
 
 def test_lldb_py_why_is_the_cli_why(why_core):  # noqa: F811
@@ -91,4 +100,28 @@ def test_lldb_py_why_leads_with_the_blocked_loop(blocked_loop):
     assert (loop["state"], loop["overdue_s"], loop["blocked_by"]) == ("blocked", None, {
         "task": r["id"], "task_name": "slow", "function": "slow", "file": r["file"],
         "line": r["line"], "call": "time.sleep"})
+    assert harness.panic_in(out) is None, out
+
+
+@pytest.fixture(scope="module", params=PEER_SCENARIOS, ids=lambda p: "-".join(p))
+def peers(request):
+    mode, interp = request.param
+    args = (request.getfixturevalue("postgres"),) if mode == "asyncpg" else ()
+    with start(interp, mode, *args) as sc:
+        yield sc
+
+
+@pytest.mark.parametrize("memory", ["auto", "debugger"])
+def test_lldb_py_why_names_the_peer_process_live(peers, memory):
+    """lldb attached to a live why_peers scenario, memory read directly and through lldb:
+    `py-why` prints the CLI's `pid --why` verdict, whose socket waits name the process at the
+    other end as the scenario recorded it, `(postgres, pid N)`, `(python3, pid N)`."""
+    sc = peers
+    want = verdict(cli(sc, "live"))
+    out = run_lldb(sc.interp, "pyunwind set memory %s" % memory, mark("TEXT"), "py-why",
+                   pid=sc.pid)
+    got = debugger_verdict(split(out, ["TEXT"])["TEXT"])
+    assert got == want, (got, want)
+    for line in live_peer_lines(sc):
+        assert line in got.splitlines(), (line, got)
     assert harness.panic_in(out) is None, out

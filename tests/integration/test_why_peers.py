@@ -12,11 +12,18 @@ record, on real programs at the versions tools/aioservices.sh pins:
 - threads in `recv` on a loopback TCP connection and on a `socketpair` end, whose other ends
   only a child process holds: `peer_process` is the child's pid and comm; and on a
   `socketpair` end whose other end both processes hold: none is named, and the error says
-  which hold it.
+  which hold it;
+- a server process listening on a unix socket at a path and on an abstract one that never
+  accepts: threads in `recv` and asyncio tasks awaiting a stream read on connections that wait
+  in the listeners' queues, not accepted yet. `peer_process` is the server (the kernel's
+  `unix_diag` names the listener whose queue holds each connection), `peer` the listener's
+  address.
 
 Live (`pid P --why --tasks --json`, the text verdict's line) and from a gcore core, where the
 fields /proc gives are null: the fd and direction survive, `local`, `peer` and `peer_process`
-do not."""
+do not. gdb's `py-why` attached to the live threads, asyncpg and not-accepted scenarios (memory
+read directly and through gdb) prints the CLI's verdict, with the record's `(postgres, pid N)`
+and `(python3, pid N)`; lldb's: test_lldb_why.py."""
 
 import glob
 import os
@@ -29,12 +36,16 @@ import pytest
 
 import harness
 from test_why_waits import cli
-from test_stacks import json_from
+from test_why_gdb import verdict
+from test_stacks import json_from, run_gdb
 
 SOURCES = ["live", "core"]
 # The ABIs tools/aioservices.sh installs for.
 AIO_INTERPS = ["pyenv-3.11", "pyenv-3.12", "pyenv-3.13"]
 THREAD_INTERPS = ["pyenv-3.10", "pyenv-3.12", "debian-3.14"]
+UNACCEPTED_INTERPS = ["pyenv-3.11", "pyenv-3.13", "debian-3.14"]
+# gdb's py-why on the live scenarios, memory read directly and through gdb.
+MEMORY = ["auto", "debugger"]
 PG_START_SECONDS = 60
 
 
@@ -113,6 +124,12 @@ def aiohttp_scenario(request):
 @pytest.fixture(scope="module", params=THREAD_INTERPS)
 def threads_scenario(request):
     with start(request.param, "threads") as sc:
+        yield sc
+
+
+@pytest.fixture(scope="module", params=UNACCEPTED_INTERPS)
+def unaccepted_scenario(request):
+    with start(request.param, "unaccepted") as sc:
         yield sc
 
 
@@ -203,10 +220,8 @@ def test_threads_wait_on_their_child(threads_scenario, source):
                                        *holders)}], r["errors"]
 
 
-@pytest.mark.parametrize("source", SOURCES)
-def test_the_verdict_names_the_peer_process(threads_scenario, source):
-    sc = threads_scenario
-    lines = cli(sc, source).split("\n\n", 1)[0].splitlines()
+def thread_lines(sc, source):
+    """The verdict's lines of the threads scenario's readers whose peer one process holds."""
     tcp, unix, child = sc.truth["tcp"], sc.truth["unix"], sc.truth["child"]
     if source == "live":
         want_tcp = "recv from %s (%s, pid %d), local %s" % (tcp["peer"], child["comm"],
@@ -214,10 +229,17 @@ def test_the_verdict_names_the_peer_process(threads_scenario, source):
         want_unix = "recv from pid %d (%s)" % (child["pid"], child["comm"])
     else:
         want_tcp = want_unix = "recv"
-    assert 'thread %d "tcp_reader" waits on socket fd %d (%s)' % (
-        tcp["native_id"], tcp["fd"], want_tcp) in lines, lines
-    assert 'thread %d "unix_reader" waits on socket fd %d (%s)' % (
-        unix["native_id"], unix["fd"], want_unix) in lines, lines
+    line = 'thread %d "%s" waits on socket fd %d (%s)'
+    return [line % (tcp["native_id"], "tcp_reader", tcp["fd"], want_tcp),
+            line % (unix["native_id"], "unix_reader", unix["fd"], want_unix)]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_verdict_names_the_peer_process(threads_scenario, source):
+    sc = threads_scenario
+    lines = cli(sc, source).split("\n\n", 1)[0].splitlines()
+    for line in thread_lines(sc, source):
+        assert line in lines, lines
 
 
 def task_line(sc, source, function, by):
@@ -249,3 +271,110 @@ def test_the_verdict_names_the_server_of_the_client(aiohttp_scenario, source):
     sc = aiohttp_scenario
     me = {"pid": sc.pid, "command": sc.truth["comm"]}
     assert task_lines(sc, source) == [task_line(sc, source, "aiohttp_main.<locals>.client", me)]
+
+
+def unaccepted_wait(sc, rec, source):
+    """The wait on a connection not accepted yet: its peer the listener's address, its
+    `peer_process` the server; an unbound client has no name (Python says "")."""
+    server = sc.truth["server"]
+    assert rec["local"] == "" and rec["peer"] in (server["path"], server["abstract"]), rec
+    want = socket_wait(rec, "recv", source, {"pid": server["pid"], "command": server["comm"]})
+    want["local"] = None
+    return want
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_connections_not_accepted_yet_name_the_server(unaccepted_scenario, source):
+    sc = unaccepted_scenario
+    r = report(sc, source, "--tasks")
+    server = sc.truth["server"]
+    for key, address in (("path", server["path"]), ("abstract", server["abstract"])):
+        rec = sc.truth["readers"][key]
+        w = dict(thread_of(r, rec["native_id"])["waiting"])
+        assert w.pop("frame") == 0
+        assert w == unaccepted_wait(sc, rec, source), (key, w)
+        task = sc.truth["clients"][key]
+        (t,) = [t for t in r["tasks"] if t["id"] == task["task"]["id"]]
+        assert t["name"] == task["task"]["name"]
+        w = dict(t["waiting"])
+        assert t["frames"][w.pop("frame")]["function"] == "StreamReader._wait_for_data"
+        assert w == unaccepted_wait(sc, task["sock"], source), (key, w)
+        if source == "live":
+            assert w["peer"] == address
+    if source == "live":
+        assert r["errors"] == [], r["errors"]
+
+
+def unaccepted_lines(sc, source):
+    """The verdict's lines of the connections not accepted yet: live each names the server;
+    from a core the two tasks' waits (no peer known) are one group."""
+    server = sc.truth["server"]
+    line = sc.truth["clients"]["path"]["task"]["line"]
+    lines = []
+    for key, address in (("path", server["path"]), ("abstract", server["abstract"])):
+        words = ("recv from %s (%s, pid %d)" % (address, server["comm"], server["pid"])
+                 if source == "live" else "recv")
+        rec = sc.truth["readers"][key]
+        lines.append('thread %d "%s_reader" waits on socket fd %d (%s)' % (
+            rec["native_id"], key, rec["fd"], words))
+        task = sc.truth["clients"][key]
+        assert task["task"]["line"] == line
+        if source == "live":
+            lines.append('task %#x "%s" waits on socket fd %d (%s) in unaccepted_client '
+                         '(why_peers.py:%d)' % (task["task"]["id"], task["task"]["name"],
+                                                task["sock"]["fd"], words, line))
+    if source == "core":
+        lines.append("2 tasks wait on sockets (recv) in unaccepted_client (why_peers.py:%d)"
+                     % line)
+    return lines
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_verdict_names_the_server_not_accepting(unaccepted_scenario, source):
+    sc = unaccepted_scenario
+    lines = cli(sc, source, "--tasks").split("\n\n", 1)[0].splitlines()
+    for line in unaccepted_lines(sc, source):
+        assert line in lines, lines
+
+
+def live_peer_lines(sc):
+    """The lines of a live verdict that name the process at a wait's other end, from the
+    scenario's record: `(postgres, pid N)`, `(python3, pid N)`."""
+    if sc.truth["mode"] == "asyncpg":
+        return [task_line(sc, "live", "query", {"pid": sc.truth["server_pid"],
+                                                "command": sc.truth["server_comm"]})]
+    return (thread_lines if sc.truth["mode"] == "threads" else unaccepted_lines)(sc, "live")
+
+
+def debugger_verdict(text):
+    """The verdict a debugger's `py-why` printed in `text` (what followed its marker), less the
+    debugger's echo of the command (lldb's)."""
+    return verdict(text.split("py-why\n", 1)[-1].lstrip("\n"))
+
+
+def gdb_why_is_the_cli_why(sc, memory):
+    """gdb attached to the live scenario (memory read directly, or through gdb): `py-why`'s
+    verdict is the CLI's `pid --why`, and names the processes the record does."""
+    want = verdict(cli(sc, "live"))
+    out, err = run_gdb(sc.interp, "set pyunwind-memory %s" % memory, "echo @@TEXT@@\\n", "py-why",
+                       pid=sc.pid)
+    got = debugger_verdict(out.split("@@TEXT@@", 1)[1])
+    assert got == want, (got, want, err)
+    lines = got.splitlines()
+    for line in live_peer_lines(sc):
+        assert line in lines, (line, lines)
+
+
+@pytest.mark.parametrize("memory", MEMORY)
+def test_gdb_py_why_names_the_child(threads_scenario, memory):
+    gdb_why_is_the_cli_why(threads_scenario, memory)
+
+
+@pytest.mark.parametrize("memory", MEMORY)
+def test_gdb_py_why_names_the_backend(asyncpg_scenario, memory):
+    gdb_why_is_the_cli_why(asyncpg_scenario, memory)
+
+
+@pytest.mark.parametrize("memory", MEMORY)
+def test_gdb_py_why_names_the_server_not_accepting(unaccepted_scenario, memory):
+    gdb_why_is_the_cli_why(unaccepted_scenario, memory)

@@ -17,9 +17,12 @@ POLL_SECONDS = 0.01
 
 def address(sockaddr):
     """``sock.getsockname()`` / ``getpeername()`` as the report writes it: ``"ip:port"``,
-    IPv6 as ``"[ip]:port"``, a unix socket's path."""
+    IPv6 as ``"[ip]:port"``, a unix socket's path, ``"@name"`` for an abstract one (Python
+    gives it as bytes, its leading NUL included)."""
     if isinstance(sockaddr, str):
         return sockaddr
+    if isinstance(sockaddr, bytes):
+        return "@" + sockaddr[1:].decode()
     host, port = sockaddr[:2]
     return ("[%s]:%d" if ":" in host else "%s:%d") % (host, port)
 

@@ -14,6 +14,12 @@ MODE:
   end only the child holds, and thread "shared_reader" in ``recv`` on a ``socketpair`` end
   whose other end both this process and the child hold (no one process is named). The child
   exits when its connection closes.
+- ``unaccepted``: a child process listens on a unix socket at a path and on an abstract one and
+  never accepts; threads "path_reader" and "abstract_reader" are in ``recv`` on a connection
+  to each, and tasks "path_client" and "abstract_client" (asyncio streams,
+  ``open_unix_connection``) await a read on one more connection to each: four connections
+  that wait in the listeners' queues, not accepted yet. The child exits when its stdin closes
+  (this process is gone).
 
 ``PYUNWIND_AIO`` names the folder holding asyncpg and aiohttp (tools/aioservices.sh). The
 asyncio modes run the loop in thread "loop"; the main thread records the truth and blocks in
@@ -23,7 +29,9 @@ waiting task's socket); asyncpg: ``server_pid`` (``conn.get_server_pid()``, the 
 ``server_comm``; aiohttp: ``accepted`` (the server's end of the client's connection, its
 local and peer as the server saw them); threads: ``child`` {pid, comm}, ``tcp``, ``unix`` and
 ``shared`` {native_id, fd, local, peer, id, type}, and ``shared_other``, the inode of the
-shared end.
+shared end; unaccepted: ``server`` {pid, comm, path, abstract} (the listeners' addresses as
+the report writes them), ``readers`` {path, abstract: {native_id, fd, local, peer, id, type}}
+and ``clients`` {path, abstract: {task: {id, name, line}, sock}}.
 """
 
 import asyncio
@@ -184,10 +192,86 @@ def threads_main():
             "shared_other": os.fstat(shared_other.fileno()).st_ino}
 
 
+# --- unaccepted --------------------------------------------------------------------------------
+
+# The server of ``unaccepted``: listens at the path and the abstract name it is given, and never
+# accepts; exits when its stdin closes.
+SERVER = """
+import socket, sys
+kept = []
+for address in (sys.argv[1], b"\\0" + sys.argv[2].encode()):
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(address)
+    s.listen(8)
+    kept.append(s)
+print("listening", flush=True)
+sys.stdin.read()
+"""
+
+
+def unix_connection(address):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(address)
+    return s
+
+
+async def unaccepted_client(address):
+    reader, writer = await asyncio.open_unix_connection(address)
+    KEEP.append(writer)
+    RECORD.setdefault("socks", {})[asyncio.current_task().get_name()] = \
+        why_helpers.sock_record(writer.transport._sock)
+    await reader.read(1)  # unaccepted client waits
+
+
+async def unaccepted_tasks(addresses, parked):
+    loop = asyncio.get_running_loop()
+    tasks = {key: loop.create_task(unaccepted_client(address), name=key + "_client")
+             for key, address in addresses.items()}
+    line = task_record(next(iter(tasks.values())), "unaccepted client waits")["line"]
+    deadline = time.monotonic() + _truth.MAX_SETTLE_SECONDS
+    while any(t._fut_waiter is None or t.get_stack()[-1].f_lineno != line
+              for t in tasks.values()):
+        if time.monotonic() > deadline:
+            _truth.fail("the clients never waited")
+        await asyncio.sleep(0.01)
+    RECORD["tasks"] = {key: {"task": task_record(t, "unaccepted client waits"),
+                             "sock": RECORD["socks"][t.get_name()]} for key, t in tasks.items()}
+    parked.set()
+    await asyncio.Event().wait()
+
+
+def unaccepted_main():
+    path = os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])),
+                        "why_peers-%d.sock" % os.getpid())
+    name = "pyunwind-why-peers-%d" % os.getpid()
+    server = subprocess.Popen([sys.executable, "-c", SERVER, path, name], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE)
+    KEEP.append(server)
+    if server.stdout.readline() != b"listening\n":
+        _truth.fail("the server did not listen")
+    addresses = {"path": path, "abstract": b"\0" + name.encode()}
+    _truth.start_threads({
+        key + "_reader": (lambda started, key=key: reader(unix_connection(addresses[key]), key,
+                                                          started))
+        for key in addresses})
+    parked = threading.Event()
+    threading.Thread(target=run_loop, args=(lambda p: unaccepted_tasks(addresses, p), parked),
+                     name="loop", daemon=True).start()
+    if not parked.wait(_truth.MAX_START_SECONDS + _truth.MAX_SETTLE_SECONDS):
+        _truth.fail("the tasks never waited")
+    why_helpers.wait_blocked(os.getpid(), [RECORD["loop_native_id"]] +
+                             [RECORD[k]["native_id"] for k in addresses])
+    return {"server": {"pid": server.pid, "comm": comm(server.pid), "path": path,
+                       "abstract": why_helpers.address(addresses["abstract"])},
+            "readers": {k: RECORD[k] for k in addresses}, "clients": RECORD["tasks"]}
+
+
 def main():
     extra = {}
     if MODE == "threads":
         extra = threads_main()
+    elif MODE == "unaccepted":
+        extra = unaccepted_main()
     else:
         parked = threading.Event()
         main = asyncpg_main if MODE == "asyncpg" else aiohttp_main

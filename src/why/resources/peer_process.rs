@@ -2,7 +2,8 @@
 //! the peer socket of a loopback TCP connection or a unix socket, for a live local target.
 
 use super::{net_tables, Ends};
-use crate::memory::{proc_fds, socket_holders, unix_diag};
+use crate::memory::unix_diag::{self, UnixPeer, SHUTDOWN_MASK};
+use crate::memory::{proc_fds, socket_holders};
 use crate::model::PeerProcess;
 use crate::session::{once, Session};
 
@@ -15,8 +16,9 @@ const TCP_ESTABLISHED: u8 = 0x01;
 /// once per stop). The peer socket of a TCP connection on the loopback is the row of the
 /// target's `net/tcp` or `net/tcp6` whose ends are this socket's, swapped; a unix socket's is
 /// the one the kernel's `unix_diag` names. Other sockets (a remote peer, UDP, none) have none,
-/// and say nothing. A connection the peer has not accepted yet (ESTABLISHED, no inode: in its
-/// listener's backlog) is the process's that holds the one listener taking the peer's address.
+/// and say nothing. A connection the peer has not accepted yet (TCP: ESTABLISHED, no inode, in
+/// its listener's backlog; unix: in the queue of the listener the kernel names,
+/// [`unix_other`]) is the process's that holds that listener, the one that would accept it.
 /// Where the peer socket or its one process is not found: None and why.
 pub(super) fn peer_process(
     session: &Session,
@@ -25,32 +27,16 @@ pub(super) fn peer_process(
     inode: u64,
     ends: &Ends,
 ) -> (Option<PeerProcess>, Option<String>) {
+    // Where the other end waits in a listener's queue, the process named is the listener's.
+    let mut pending = false;
     let other = match ends.family {
-        Some(1) => {
-            if !unix_diag::same_net_namespace(pid) {
-                return (
-                    None,
-                    Some(format!(
-                        "fd {fd}: unix socket {inode}: the process at its other end is not shown (another network namespace)"
-                    )),
-                );
+        Some(1) => match unix_other(session, pid, fd, inode) {
+            Ok((other, in_queue)) => {
+                pending = in_queue;
+                other
             }
-            match unix_diag::unix_peer_inode(inode) {
-                // A connection in a listener's queue, not accepted yet: the kernel's socket at
-                // the other end has no inode, so no fd holds it.
-                Ok(Some(0)) => {
-                    return (
-                        None,
-                        Some(format!(
-                            "fd {fd}: unix socket {inode}: its other end is not accepted yet: no process holds it"
-                        )),
-                    )
-                }
-                Ok(Some(other)) => other,
-                Ok(None) => return (None, None),
-                Err(e) => return (None, Some(format!("fd {fd}: its peer's process: {e}"))),
-            }
-        }
+            Err(why) => return (None, why),
+        },
         Some(2 | 10) => {
             let (Some(local), Some(peer)) = (ends.local.as_deref(), ends.peer.as_deref()) else {
                 return (None, None);
@@ -74,7 +60,10 @@ pub(super) fn peer_process(
                     let listeners: Vec<u64> =
                         tcp.iter().flat_map(|t| t.tcp_listeners_of(peer)).collect();
                     match listeners[..] {
-                        [one] => one,
+                        [one] => {
+                            pending = true;
+                            one
+                        }
                         _ => {
                             return (
                                 None,
@@ -107,10 +96,15 @@ pub(super) fn peer_process(
         _ => return (None, None),
     };
     let holders = once(&session.socket_holders, socket_holders::socket_holders);
+    let what = if pending {
+        format!("its other end is not accepted yet: the listening socket whose queue holds it, socket {other},")
+    } else {
+        format!("its peer, socket {other},")
+    };
     match holders.of(other) {
         [] => {
             let mut why = format!(
-                "fd {fd}: its peer, socket {other}, is in none of the fds of the {} processes read",
+                "fd {fd}: {what} is in none of the fds of the {} processes read",
                 holders.processes
             );
             if holders.unreadable > 0 {
@@ -131,7 +125,7 @@ pub(super) fn peer_process(
                 }),
                 holders.cut.as_ref().map(|cut| {
                     format!(
-                        "fd {fd}: its peer, socket {other}, is held by process {holder}; the scan of /proc/*/fd stopped {cut}: another process past it may hold the socket too"
+                        "fd {fd}: {what} is held by process {holder}; the scan of /proc/*/fd stopped {cut}: another process past it may hold the socket too"
                     )
                 }),
             ),
@@ -142,11 +136,63 @@ pub(super) fn peer_process(
             (
                 None,
                 Some(format!(
-                    "fd {fd}: its peer, socket {other}, is held by {} processes ({}): none is named",
+                    "fd {fd}: {what} is held by {} processes ({}): none is named",
                     several.len(),
                     pids.join(", ")
                 )),
             )
         }
+    }
+}
+
+/// The socket at the other end of unix socket `inode` (fd `fd` of process `pid`), as the
+/// kernel's `unix_diag` names it, and whether it is the listener in whose queue a connection
+/// not accepted yet waits. Err: no such socket, with why (None: there is none to name, a
+/// listening or unconnected socket).
+///
+/// A connection not accepted yet has an other end with no inode (the listener's embryo socket,
+/// net/unix/af_unix.c `unix_stream_connect`), as has one whose other end was closed. The dump
+/// of the listeners' queues (`UDIAG_SHOW_ICONS`, net/unix/diag.c `sk_diag_dump_icons`), made
+/// once per stop and only for such a socket, tells them apart: a socket in a listener's queue
+/// waits for that listener. One in none is closed where the kernel shut it down both ways
+/// (`unix_release_sock` does so to the peer of a closed stream socket): an error says so.
+fn unix_other(
+    session: &Session,
+    pid: u32,
+    fd: i64,
+    inode: u64,
+) -> Result<(u64, bool), Option<String>> {
+    if !unix_diag::same_net_namespace(pid) {
+        return Err(Some(format!(
+            "fd {fd}: unix socket {inode}: the process at its other end is not shown (another network namespace)"
+        )));
+    }
+    match unix_diag::unix_peer(inode) {
+        Ok(UnixPeer {
+            inode: Some(0),
+            shutdown,
+        }) => {
+            let listeners = once(&session.unix_listeners, unix_diag::unix_listeners);
+            if let Some(listener) = listeners.listener_of(inode) {
+                return Ok((listener, true));
+            }
+            Err(Some(match (&listeners.cut, shutdown) {
+                (Some(cut), _) => format!(
+                    "fd {fd}: unix socket {inode}: its other end has no inode, and the queues of the listening sockets were not all read ({cut})"
+                ),
+                (None, Some(SHUTDOWN_MASK)) => format!(
+                    "fd {fd}: unix socket {inode}: its other end was closed: no process holds it"
+                ),
+                (None, _) => format!(
+                    "fd {fd}: unix socket {inode}: its other end has no inode and is in the queue of none of the {} listening sockets read (it connected or closed meanwhile)",
+                    listeners.listeners
+                ),
+            }))
+        }
+        Ok(UnixPeer {
+            inode: Some(other), ..
+        }) => Ok((other, false)),
+        Ok(UnixPeer { inode: None, .. }) => Err(None),
+        Err(e) => Err(Some(format!("fd {fd}: its peer's process: {e}"))),
     }
 }
