@@ -25,10 +25,10 @@ STABLE_ABI_HEADERS = "/usr/include/python3.11"
 
 
 def build_extension(interp, directory, source="why_native_ext.cpp", name="pyunwind_blocker",
-                    compiler="g++", optimize="-O2"):
+                    compiler="g++", optimize="-O2", extra=()):
     """tests/scenarios/``source`` (why_native_ext.cpp) built with ``compiler`` as
-    ``name<EXT_SUFFIX>`` (`pyunwind_blocker`) in ``directory``, for ``interp``. ``source``
-    may also be a path."""
+    ``name<EXT_SUFFIX>`` (`pyunwind_blocker`) in ``directory``, for ``interp``, with ``extra``
+    (more options: macros, libraries). ``source`` may also be a path."""
     rc, out, err = harness.run(
         [interp.exe, "-c", "import sysconfig; print(sysconfig.get_paths()['include']);"
          " print(sysconfig.get_config_var('EXT_SUFFIX'))"], BUILD_TIMEOUT,
@@ -45,7 +45,7 @@ def build_extension(interp, directory, source="why_native_ext.cpp", name="pyunwi
     src = harness.scenarios_dir() / source
     rc, out, err = harness.run([compiler, "-shared", "-fPIC", optimize, "-g"] + flags
                                + ["-I", include, str(src),
-                                  "-o", os.path.join(directory, name + suffix)],
+                                  "-o", os.path.join(directory, name + suffix)] + list(extra),
                                BUILD_TIMEOUT)
     assert rc == 0, "building the extension %s failed:\n%s%s" % (src, out, err)
 

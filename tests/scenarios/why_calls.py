@@ -12,20 +12,24 @@ the value stack:
   ``std::condition_variable`` under ``calls::park_forever(int)``;
 - ``cffier`` calls the same library's ``calls_wait`` through cffi's ABI mode
   (``ffi.dlopen``): ``lib.calls_wait`` is a cdata function pointer;
+- ``cffi_apier`` calls the same entry through a cffi API-mode module the test built
+  (``why_calls_api``): ``lib.calls_wait`` is a builtin bound to the module's ``Lib`` object;
 - ``cythoner`` calls ``why_calls_cy.Worker().block()``, a Cython method
   (tests/scenarios/why_calls_cy.pyx) that releases the GIL and waits in libc's ``pause``;
 - ``partialer`` calls ``functools.partial(time.sleep, 3600)``: a ``sleep`` wait;
 - ``caller`` calls ``operator.methodcaller("pause")`` on the ``signal`` module, whose C type's
   ``tp_call`` calls ``signal.pause``.
 
-PYUNWIND_CALLS_DIR names the folder the test built the C++ library (``libpyunwind_calls.so``)
-and the Cython module into; PYUNWIND_CFFI the folder with cffi for this interpreter.
+PYUNWIND_CALLS_DIR names the folder the test built the C++ library (``libpyunwind_calls.so``),
+the Cython module and the cffi API-mode module into; PYUNWIND_CFFI the folder with cffi for
+this interpreter.
 
 The main thread records the truth and blocks in ``_truth.HELD``. The truth has each thread's
 native id under its name, ``pause``: ``signal.pause`` as native waits name it, ``cython``: the
 Cython function's ``__module__`` and ``__qualname__``, ``methodcaller``: the ``tp_name`` of
-``operator.methodcaller`` (its type's ``__module__`` and ``__qualname__``), ``library``: the
-C++ library's file name, and ``cffi_type``: the type of ``lib.calls_wait``.
+``operator.methodcaller``, ``library``: the C++ library's file name, ``cffi_type``: the type
+of ABI mode's ``lib.calls_wait``, and ``cffi_lib`` and ``cffi_lib_type``: the API-mode
+module's ``lib`` (its id) and its type's ``tp_name``.
 """
 
 import ctypes
@@ -44,6 +48,7 @@ sys.path.insert(0, os.environ["PYUNWIND_CFFI"])
 import _truth  # noqa: E402
 import why_helpers  # noqa: E402
 import cffi  # noqa: E402
+import why_calls_api  # noqa: E402
 import why_calls_cy  # noqa: E402
 
 LOCK = threading.Lock()
@@ -80,6 +85,10 @@ def cffier(started):
     started.set(); CLIB.calls_wait(2)  # noqa: E702
 
 
+def cffi_apier(started):
+    started.set(); why_calls_api.lib.calls_wait(3)  # noqa: E702
+
+
 def cythoner(started):
     started.set(); why_calls_cy.Worker().block()  # noqa: E702
 
@@ -94,7 +103,8 @@ def caller(started):
 
 def main():
     names = {"sleeper": sleeper, "pauser": pauser, "ctyper": ctyper, "cpp_ctyper": cpp_ctyper,
-             "cffier": cffier, "cythoner": cythoner, "partialer": partialer, "caller": caller}
+             "cffier": cffier, "cffi_apier": cffi_apier, "cythoner": cythoner,
+             "partialer": partialer, "caller": caller}
     _truth.start_threads(names)
     ids = {t.name: t.native_id for t in threading.enumerate() if t.name in names}
     why_helpers.wait_blocked(os.getpid(), list(ids.values()))
@@ -102,10 +112,12 @@ def main():
     pause = "%s.%s" % (signal.pause.__module__, signal.pause.__name__)
     block = why_calls_cy.Worker.block
     cython = "%s.%s" % (block.__module__, block.__qualname__)
-    methodcaller = "%s.%s" % (type(PAUSE).__module__, type(PAUSE).__qualname__)
+    methodcaller = _truth.type_name(type(PAUSE))
     cffi_type = "%s.%s" % (type(CLIB.calls_wait).__module__, type(CLIB.calls_wait).__qualname__)
     _truth.ready(pause=pause, cython=cython, methodcaller=methodcaller,
-                 library=os.path.basename(LIBRARY), cffi_type=cffi_type, **ids)
+                 library=os.path.basename(LIBRARY), cffi_type=cffi_type,
+                 cffi_lib=id(why_calls_api.lib),
+                 cffi_lib_type=_truth.type_name(type(why_calls_api.lib)), **ids)
     _truth.HELD.acquire()
 
 
