@@ -72,8 +72,9 @@ elif ! fresh "$dir" "$CFFI $PYCPARSER (built)"; then
         -d "$src" "$CFFI" >&2
     tar -xzf "$src"/cffi-*.tar.gz -C "$src"
     tree=("$src"/cffi-*/)
-    suffix="$("$ft/bin/python3.13t" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")"
-    include="$("$ft/bin/python3.13t" -c "import sysconfig; print(sysconfig.get_paths()['include'])")"
+    config() { "$ft/bin/python3.13t" -c "import sysconfig; print(sysconfig.$1)"; }
+    suffix="$(config "get_config_var('EXT_SUFFIX')")"
+    include="$(config "get_paths()['include']")"
     gcc -shared -fPIC -O2 -DFFI_BUILDING=1 -DUSE__THREAD -DHAVE_SYNC_SYNCHRONIZE \
         -I "$include" "${tree[0]}src/c/_cffi_backend.c" -lffi \
         -o "$dir.tmp/_cffi_backend$suffix" >&2

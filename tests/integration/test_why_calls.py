@@ -74,8 +74,8 @@ def build(interp, directory):
     ``directory``; the name of the C function the Cython method runs."""
     rc, out, err = harness.run(
         ["g++", "-shared", "-fPIC", "-O1", "-g",
-         str(harness.scenarios_dir() / "why_calls_lib.cpp"), "-o", os.path.join(directory, LIBRARY)],
-        BUILD_TIMEOUT)
+         str(harness.scenarios_dir() / "why_calls_lib.cpp"),
+         "-o", os.path.join(directory, LIBRARY)], BUILD_TIMEOUT)
     assert rc == 0, "building the C++ library failed:\n%s%s" % (out, err)
     source, cython_function = cythonize(directory)
     build_extension(interp, directory, source, "why_calls_cy", "gcc", "-O0")
