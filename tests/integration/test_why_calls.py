@@ -30,9 +30,12 @@ CPP_FUNCTION = "calls::park_forever(int)"
 LIBRARY = "libpyunwind_calls.so"
 
 
-def cffi_dir(interp):
-    """Where tools/calls.sh put cffi for ``interp``'s ABI."""
-    abi = "cp313t" if interp.id == "ft-3.13t" else "cp3%d" % interp.minor
+def cffi_dir(interp=None):
+    """Where tools/calls.sh put cffi for ``interp``'s ABI (default: the test venv's)."""
+    if interp is None:
+        abi = "cp3%d" % sys.version_info.minor
+    else:
+        abi = "cp313t" if interp.id == "ft-3.13t" else "cp3%d" % interp.minor
     path = harness.cache_dir() / "calls" / "cffi" / abi
     assert (path / "STAMP").exists(), "no cffi for %s in %s: run tools/calls.sh" % (abi, path)
     return str(path)
@@ -58,12 +61,12 @@ def cythonize(directory):
 def cffi_api_source(directory):
     """The C of a cffi API-mode module, `why_calls_api`, whose `lib.calls_wait` calls
     why_calls_lib.cpp's entry: written in ``directory`` by tools/calls.sh's cffi, run by the
-    test venv's Python (3.11)."""
+    test venv's Python."""
     out = os.path.join(directory, "why_calls_api.c")
     code = ("import cffi, sys; ffi = cffi.FFI(); ffi.cdef('int calls_wait(int why);');"
             " ffi.set_source('why_calls_api', 'int calls_wait(int why);');"
             " ffi.emit_c_code(sys.argv[1])")
-    env = dict(os.environ, PYTHONPATH=cffi_dir(harness.pick(["pyenv-3.11"])[0]))
+    env = dict(os.environ, PYTHONPATH=cffi_dir())
     rc, _, err = harness.run([sys.executable, "-c", code, out], BUILD_TIMEOUT, env=env)
     assert rc == 0, "cffi failed:\n%s" % err
     return out
