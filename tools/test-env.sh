@@ -20,6 +20,7 @@
 # - gunicorn (pure Python) from PyPI for the verdict tests on real servers (tools/gunicorn.sh).
 # - asyncpg and aiohttp from PyPI (tools/aioservices.sh) and Debian's postgresql, for the
 #   peer-process tests (tests/integration/test_why_peers.py).
+# - Cython and cffi from PyPI for the native-wait tests (tools/calls.sh).
 # - gdb 18 from PyPI for the DAP tests (tools/gdb18.sh), in $PYUNWIND_CACHE/gdb18.
 # - Debian's debuginfod server, and the .debs it serves in the debuginfod tests (python3.11-dbg,
 #   libc6-dbg and python3.11-minimal at the installed versions, unpacked by
@@ -51,6 +52,8 @@ command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
 # The C extension test_native.py builds (tests/scenarios/native_cext.c) for Debian's 3.11 too.
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 [ -f /usr/include/python3.11/Python.h ] || missing+=(libpython3.11-dev)
+# libffi's headers: cffi's backend for the free-threaded 3.13 is built from source (tools/calls.sh).
+[ -f /usr/include/x86_64-linux-gnu/ffi.h ] || missing+=(libffi-dev)
 # A second tracer, to check that `pid --native` refuses when it cannot ptrace.
 command -v strace >/dev/null 2>&1 || missing+=(strace)
 dpkg-query -W -f='${Status}' python3.11-venv 2>/dev/null | grep -q 'ok installed' || missing+=(python3.11-venv)
@@ -114,6 +117,9 @@ bash "$(dirname "$0")/asgi.sh" "$VENV/bin/pip"
 
 # --- asyncpg and aiohttp for the task verdicts on real clients (tests/integration/test_why_peers.py)
 bash "$(dirname "$0")/aioservices.sh" "$VENV/bin/pip"
+
+# --- Cython and cffi for the native-wait tests (tests/integration/test_why_calls.py) ---------
+bash "$(dirname "$0")/calls.sh" "$VENV/bin/pip"
 
 # --- gdb 18 (its DAP server) for tests/integration/test_dap.py --------------------------------
 bash "$(dirname "$0")/gdb18.sh" "$base" >/dev/null

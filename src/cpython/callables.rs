@@ -247,7 +247,10 @@ impl Snapshot {
     /// A C callable's name as a verdict gives it: a method as its type's name, a dot and its
     /// name (`torch._C._EngineBase.run_backward`, from a `method_descriptor` or a builtin
     /// bound to an object), a module's builtin as the module's name (its `m_module`) and its
-    /// own (`time.sleep`), else the name alone. None for an object that is no C callable.
+    /// own (`time.sleep`), else the name alone; a `ctypes` function pointer by its name and
+    /// library, and Cython functions, `partial`s and other C types' instances as
+    /// [`super::callable_kinds`] names them. None for an object that is no C callable, and
+    /// for a cffi function pointer (see [`Snapshot::is_cffi_function_pointer`]).
     pub fn c_callable_name(&self, obj: u64) -> Option<String> {
         let t = self.type_of(obj).ok()?;
         if t.name == "method_descriptor" {
@@ -255,7 +258,10 @@ impl Snapshot {
             return Some(format!("{}.{name}", self.type_at(d_type).ok()?.name));
         }
         if !is_cfunction_type(&t.name) {
-            return self.ctypes_function_name(obj);
+            return self.ctypes_function_name(obj).or_else(|| {
+                let kind = self.callable_kind(obj)?;
+                self.kind_name(obj, &kind)
+            });
         }
         let (name, this) = self.cfunction_name_and_self(obj).ok()?;
         if this != 0 {
@@ -469,7 +475,8 @@ impl Snapshot {
     /// `method_descriptor`'s `d_method->ml_meth` (`PyMethodDescrObject` {PyDescr_COMMON;
     /// d_method; vectorcall}, Include/cpython/descrobject.h 3.10 to 3.15), a `ctypes`
     /// function pointer's target (the address its `b_ptr` holds: `*(void **)self->b_ptr`,
-    /// Modules/_ctypes/_ctypes.c `PyCFuncPtr_FromDll`). None for other objects.
+    /// Modules/_ctypes/_ctypes.c `PyCFuncPtr_FromDll`), and for the kinds of
+    /// [`super::callable_kinds`] what they call. None for other objects.
     pub fn c_entry(&self, obj: u64) -> Option<u64> {
         let t = self.type_of(obj).ok()?;
         let f = self.object_fields(obj).ok()?;
@@ -485,7 +492,8 @@ impl Snapshot {
             let b_ptr = self.mem.read_ptr(field(f, CDATA_B_PTR).ok()?).ok()?;
             return self.mem.read_ptr(b_ptr).ok().filter(|&e| e != 0);
         } else {
-            return None;
+            let kind = self.callable_kind(obj)?;
+            return self.kind_entry(obj, &kind);
         };
         self.mem
             .read_ptr(field(ml, METHODDEF_ML_METH).ok()?)
@@ -495,24 +503,25 @@ impl Snapshot {
 
     /// Of the C callables `candidates` (value-stack objects), the one whose C function
     /// ([`Snapshot::c_entry`]) a frame of `natives` (innermost first, the innermost Python
-    /// frame's callees) is running, the nearest past its entry winning.
+    /// frame's callees) is running, the nearest past its entry winning; with the index in
+    /// `natives` of that frame.
     pub fn running_c_callable(
         &self,
         candidates: impl IntoIterator<Item = u64>,
         natives: &[NativeFrame],
-    ) -> Option<u64> {
-        let mut best: Option<(u64, u64)> = None;
+    ) -> Option<(u64, usize)> {
+        let mut best: Option<(u64, u64, usize)> = None;
         for v in candidates {
             let Some(entry) = self.c_entry(v) else {
                 continue;
             };
-            if let Some((dist, _)) = self.running(entry, natives, 0) {
+            if let Some((dist, k)) = self.running(entry, natives, 0) {
                 if best.is_none_or(|b| dist < b.0) {
-                    best = Some((dist, v));
+                    best = Some((dist, v, k));
                 }
             }
         }
-        best.map(|b| b.1)
+        best.map(|b| (b.1, b.2))
     }
 
     /// A method-wrapper's C functions: its descriptor's `wrapper` and the slot it wraps.

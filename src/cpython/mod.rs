@@ -1,6 +1,7 @@
 //! CPython's data structures: version, layout, objects, code, frames, threads.
 
 pub mod budget;
+pub mod callable_kinds;
 pub mod callables;
 pub mod code;
 pub mod debug_offsets;

@@ -11,7 +11,7 @@
 
 use crate::cpython::callables::NativeFrame;
 use crate::cpython::{FrameItem, PyFrame, Snapshot};
-use crate::model::{FrameKind, ThreadReport, WaitKind, Waiting, WaitsOn};
+use crate::model::{FrameKind, FrameReport, ThreadReport, WaitKind, Waiting, WaitsOn};
 use crate::session::DecodedThread;
 
 /// Modules of the C and C++ runtimes and the dynamic loader, by file name prefix: a wait's
@@ -32,6 +32,8 @@ const RUNTIME_MODULES: &[&str] = &[
     // libffi, which calls the C function a `ctypes` pointer names.
     "_ctypes.",
     "libffi.so",
+    // cffi's, which calls a cffi function pointer's target through libffi.
+    "_cffi_backend.",
 ];
 
 /// C functions that are a sleep the program asked for.
@@ -48,16 +50,18 @@ fn is_interpreter(module: &str) -> bool {
 /// ([`Snapshot::block_depth`]: a `with` block's `__exit__` only sits there, and is called
 /// when the block ends). A call in progress is the live stack's top and slots above it are
 /// stale, so a callable below it is live; one of a call nested in another C call's arguments
-/// (`len(os.read(fd, n))`) is named by the outer call.
+/// (`len(os.read(fd, n))`) is named by the outer call. None where that callable has no name
+/// without native frames (a cffi function pointer).
 pub(crate) fn called_c_function(snap: &Snapshot, p: &PyFrame) -> Option<String> {
-    lowest_c_callable(snap, &candidates(snap, p)).map(|(_, name)| name)
+    lowest_c_callable(snap, &candidates(snap, p)).and_then(|(_, name)| name)
 }
 
-/// The lowest C callable of [`candidates`], with its name.
-fn lowest_c_callable(snap: &Snapshot, slots: &[u64]) -> Option<(u64, String)> {
-    slots
-        .iter()
-        .find_map(|&v| Some((v, snap.c_callable_name(v)?)))
+/// The lowest C callable of [`candidates`], with its name (None for a cffi function pointer).
+fn lowest_c_callable(snap: &Snapshot, slots: &[u64]) -> Option<(u64, Option<String>)> {
+    slots.iter().find_map(|&v| match snap.c_callable_name(v) {
+        Some(name) => Some((v, Some(name))),
+        None => snap.is_cffi_function_pointer(v).then_some((v, None)),
+    })
 }
 
 /// The objects on `p`'s value stack, bottom first, that a call it makes now may be calling:
@@ -70,26 +74,44 @@ fn candidates(snap: &Snapshot, p: &PyFrame) -> Vec<u64> {
 
 /// With native frames (`t`'s above its innermost Python frame): the C callable on the value
 /// stack of `p` whose C function one of them runs (a builtin's `ml_meth`, a method
-/// descriptor's, a `ctypes` pointer's target), with its name. None without native frames or
-/// when none runs one: the value-stack rule ([`called_c_function`]) then names the call.
-fn matched_c_callable(snap: &Snapshot, t: &ThreadReport, slots: &[u64]) -> Option<(u64, String)> {
-    let natives: Vec<NativeFrame> = t
+/// descriptor's, a `ctypes` or cffi pointer's target, a Cython function's `ml_meth`, a C
+/// type's `tp_call`), with its name: a cffi pointer's is that frame's function and module
+/// (`calls_wait (libcalls.so)`), as a `ctypes` pointer's is named. None without native frames
+/// or when none runs one: the value-stack rule ([`called_c_function`]) then names the call.
+fn matched_c_callable(
+    snap: &Snapshot,
+    t: &ThreadReport,
+    slots: &[u64],
+) -> Option<(u64, Option<String>)> {
+    let (frames, natives): (Vec<&FrameReport>, Vec<NativeFrame>) = t
         .frames
         .iter()
         .take_while(|f| f.kind != FrameKind::Python)
         .filter(|f| f.kind == FrameKind::Native)
         .filter_map(|f| {
-            Some(NativeFrame {
+            let n = NativeFrame {
                 name: f.function.as_deref().map(str::to_string),
                 pc: f.address?,
-            })
+            };
+            Some((f, n))
         })
-        .collect();
+        .unzip();
     if natives.is_empty() {
         return None;
     }
-    let v = snap.running_c_callable(slots.iter().copied(), &natives)?;
-    Some((v, snap.c_callable_name(v)?))
+    let (v, k) = snap.running_c_callable(slots.iter().copied(), &natives)?;
+    if let Some(name) = snap.c_callable_name(v) {
+        return Some((v, Some(name)));
+    }
+    let f = frames.get(k)?;
+    let name = match (f.function.as_deref(), f.module()) {
+        (Some(function), Some(module)) => Some(format!(
+            "{function} ({})",
+            module.rsplit('/').next().unwrap_or(module)
+        )),
+        _ => None,
+    };
+    Some((v, name))
 }
 
 /// The innermost native frame above `t`'s innermost Python frame that is neither the
@@ -123,7 +145,7 @@ pub fn native_wait(snap: &Snapshot, t: &ThreadReport, d: &DecodedThread) -> Opti
     let slots = candidates(snap, p);
     let (callable, function) =
         matched_c_callable(snap, t, &slots).or_else(|| lowest_c_callable(snap, &slots))?;
-    if SLEEPS.contains(&function.as_str()) {
+    if function.as_deref().is_some_and(|f| SLEEPS.contains(&f)) {
         return Some(Waiting {
             kind: WaitKind::Sleep,
             object: None,
@@ -143,7 +165,7 @@ pub fn native_wait(snap: &Snapshot, t: &ThreadReport, d: &DecodedThread) -> Opti
         owner: None,
         frame,
         on: Some(WaitsOn::Native {
-            function: Some(function),
+            function,
             native_function: native_function(t),
         }),
     })

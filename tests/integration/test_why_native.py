@@ -24,8 +24,11 @@ NATIVE_FUNCTION = "blocker::park(int)"
 STABLE_ABI_HEADERS = "/usr/include/python3.11"
 
 
-def build_extension(interp, directory):
-    """why_native_ext.cpp as `pyunwind_blocker<EXT_SUFFIX>` in ``directory``, for ``interp``."""
+def build_extension(interp, directory, source="why_native_ext.cpp", name="pyunwind_blocker",
+                    compiler="g++", optimize="-O2", extra=()):
+    """tests/scenarios/``source`` (why_native_ext.cpp) built with ``compiler`` as
+    ``name<EXT_SUFFIX>`` (`pyunwind_blocker`) in ``directory``, for ``interp``, with ``extra``
+    (more options: macros, libraries). ``source`` may also be a path."""
     rc, out, err = harness.run(
         [interp.exe, "-c", "import sysconfig; print(sysconfig.get_paths()['include']);"
          " print(sysconfig.get_config_var('EXT_SUFFIX'))"], BUILD_TIMEOUT,
@@ -39,12 +42,12 @@ def build_extension(interp, directory):
         # (libpython3.11-dev, tools/test-env.sh), which 3.14 and 3.15 load as `.abi3.so`.
         include, suffix = STABLE_ABI_HEADERS, ".abi3.so"
         flags = ["-DPy_LIMITED_API=0x030a0000"]
-    src = harness.scenarios_dir() / "why_native_ext.cpp"
-    rc, out, err = harness.run(["g++", "-shared", "-fPIC", "-O2", "-g"] + flags
+    src = harness.scenarios_dir() / source
+    rc, out, err = harness.run([compiler, "-shared", "-fPIC", optimize, "-g"] + flags
                                + ["-I", include, str(src),
-                                  "-o", os.path.join(directory, "pyunwind_blocker" + suffix)],
+                                  "-o", os.path.join(directory, name + suffix)] + list(extra),
                                BUILD_TIMEOUT)
-    assert rc == 0, "building the C++ extension failed:\n%s%s" % (out, err)
+    assert rc == 0, "building the extension %s failed:\n%s%s" % (src, out, err)
 
 
 @pytest.fixture(scope="module", params=INTERPS, ids=lambda i: i.id)
