@@ -33,8 +33,7 @@ pub struct Snapshot {
     pub budget: Arc<Budget>,
     /// numpy's (major, minor) version, read once from `numpy.__version__`
     /// (`Snapshot::numpy_version`).
-    pub(crate) numpy:
-        OnceLock<Result<Option<super::numpy_scalars::NumpyVersion>, crate::error::ReadError>>,
+    pub(crate) numpy: OnceLock<Result<Option<(u8, u16)>, crate::error::ReadError>>,
     /// `torch.__version__`, read once (`Snapshot::torch_version`); None without torch.
     pub(crate) torch: OnceLock<Result<Option<String>, crate::error::ReadError>>,
     /// Where dict keys were found, at this stop and those before it ([`super::KeyHints`]).

@@ -4,7 +4,8 @@ tests/scenarios/heap_arrays.py's own record: `numpy.ndarray` counts what `sys.ge
 and of the list of views (each keeping its base alive) are the program's; numpy scalars and
 arrays in a frame's locals read as numpy's own repr and as a summary. numpy 1.26.4 on 3.10,
 numpy 2.5.5 on 3.12 and sid's 3.14, numpy 2.4.6 on the free-threaded 3.13t (tools/numpy.sh),
-live and from a gcore core; gdb's `py-locals` on a core."""
+live and from a gcore core; gdb's `py-locals` and `py-print` on a core (lldb's:
+test_lldb_arrays.py)."""
 
 import json
 
@@ -106,14 +107,23 @@ def test_locals_read_as_numpy_prints_them(scenario, source):
     assert {n: got.get(n) for n in want} == want
 
 
-@pytest.mark.parametrize("interp", harness.pick(["pyenv-3.12"]), ids=lambda i: i.id)
+# The locals printed again by `py-print` in gdb and lldb (test_lldb_arrays.py).
+PRINTED = ["grid", "part", "h_max", "c128_neg", "ld_third", "text_uni", "nat_s"]
+
+
+@pytest.mark.parametrize("interp", harness.pick(["pyenv-3.10", "pyenv-3.12"]), ids=lambda i: i.id)
 def test_py_locals_in_gdb(interp, numpy_root):
     env = {"PYUNWIND_NUMPY": str(numpy_root / SETS[interp.id])}
     with harness.Scenario(interp, "heap_arrays", env=env) as sc:
-        out, _ = run_gdb(interp, "thread 1", "py-locals", core=sc.make_core())
+        out, _ = run_gdb(interp, "thread 1", "py-locals", "echo @@PRINT@@\\n",
+                         *("py-print %s" % n for n in PRINTED), core=sc.make_core())
         harness.assert_no_panic(out)
-        for name, text in expected_locals(sc.truth).items():
-            assert "%s = %s\n" % (name, text) in out, (name, text, out)
+        locals_part, print_part = out.split("@@PRINT@@")
+        want = expected_locals(sc.truth)
+        for name, text in want.items():
+            assert "%s = %s\n" % (name, text) in locals_part, (name, text, out)
+        for name in PRINTED:
+            assert "local '%s' = %s\n" % (name, want[name]) in print_part, (name, out)
 
 
 # --- heap.process -----------------------------------------------------------------------------
