@@ -83,6 +83,7 @@ enum Kind {
     Bytes,
     Datetime,
     Timedelta,
+    Void,
 }
 
 fn kind_of(name: &str) -> Option<Kind> {
@@ -108,14 +109,15 @@ fn kind_of(name: &str) -> Option<Kind> {
         "bytes_" => Some(Kind::Bytes),
         "datetime64" => Some(Kind::Datetime),
         "timedelta64" => Some(Kind::Timedelta),
+        "void" => Some(Kind::Void),
         _ => None,
     }
 }
 
 impl Snapshot {
     /// numpy's own `repr` of the scalar at `obj` of type `numpy.<name>`; None for a type it
-    /// does not decode (`np.void`, `np.object_`), a value it cannot print exactly, or where
-    /// numpy's version is unknown.
+    /// does not decode (`np.object_`, a structured `np.void`), a value it cannot print
+    /// exactly, or where numpy's version is unknown.
     pub fn numpy_scalar_repr(&self, obj: u64, type_name: &str) -> Option<String> {
         let name = type_name.strip_prefix("numpy.")?;
         let kind = kind_of(name)?;
@@ -177,7 +179,34 @@ impl Snapshot {
                 let num = m.read_i32(at.checked_add(12)?).ok()?;
                 time_repr(kind == Kind::Datetime, value, base, num, v)?
             }
+            Kind::Void => {
+                let hex = self.void_hex(at, v)?;
+                format!("{}void(b'{hex}')", if np2 { "np." } else { "" })
+            }
         })
+    }
+
+    /// The bytes of an unstructured `np.void` as `voidtype_repr`'s `_void_to_hex` writes them
+    /// (`\x61\x62`, upper-case digits); None for a structured one (its descriptor has
+    /// `names`), whose text numpy makes in Python. `PyVoidScalarObject` (arrayscalars.h) is
+    /// `PyObject_VAR_HEAD`, `char *obval`, `PyArray_Descr *descr`; the descriptor's `names`
+    /// is at 40 after its header in 1.x (`PyArray_Descr`), at 88 in 2.x
+    /// (`_PyArray_LegacyDescr`, ndarraytypes.h), and the length is its `elsize`.
+    fn void_hex(&self, at: u64, v: NumpyVersion) -> Option<String> {
+        let m = &self.mem;
+        let data = m.read_ptr(at.checked_add(8)?).ok()?;
+        let descr = m.read_ptr(at.checked_add(16)?).ok()?;
+        let names = if v.0 >= 2 { 88 } else { 40 };
+        let h = self.layout.pyobject.header_size();
+        if m.read_ptr(descr.checked_add(h + names)?).ok()? != 0 {
+            return None;
+        }
+        let dtype = self.numpy_dtype(descr, v.0).ok()?;
+        if dtype.kind != b'V' || dtype.elsize > MAX_NUMPY_BYTES {
+            return None;
+        }
+        let b = m.read_vec(data, dtype.elsize, MAX_NUMPY_BYTES).ok()?;
+        Some(b.iter().map(|c| format!("\\x{c:02X}")).collect())
     }
 
     /// Part `index` (0: the real, 1: the imaginary) of the float scalar at `obj` whose header
@@ -407,7 +436,6 @@ mod tests {
             repr(&1e6f32.to_le_bytes(), "float32", V1).unwrap(),
             "1000000.0"
         );
-        assert_eq!(repr(&[0], "void", V2), None);
     }
 
     #[test]
@@ -456,6 +484,35 @@ mod tests {
         // An unnormal (no integer bit) has no text.
         b[7] = 0x40;
         assert_eq!(repr(&b, "longdouble", V2), None);
+    }
+
+    #[test]
+    fn unstructured_voids_as_hex() {
+        // The scalar: obval (0x200) and descr (0x300) after ob_size; the descriptor's kind
+        // and elsize for each major, names at 88 (2.x) or 40 (1.x) after its header.
+        for (v, elsize_at, names_at, want) in [
+            (V2, 24, 88, "np.void(b'\\x61\\xFF')"),
+            (V1, 16, 40, "void(b'\\x61\\xFF')"),
+        ] {
+            let mut b = [0u8; 24];
+            b[8..16].copy_from_slice(&0x200u64.to_le_bytes());
+            b[16..24].copy_from_slice(&0x300u64.to_le_bytes());
+            let l = Layout::builtin(Version::new(3, 12, 1)).unwrap();
+            let mut m = FakeMemory::new();
+            m.put(0x100, &[0u8; 64])
+                .put(0x110, &b)
+                .put(0x200, &[0x61, 0xff]);
+            m.put(0x300, &[0u8; 128]).put(0x318, b"V");
+            m.put(0x310 + elsize_at, &2u32.to_le_bytes());
+            let s = Snapshot::for_test(m.clone(), l.clone());
+            let _ = s.numpy.set(Ok(Some(v)));
+            assert_eq!(s.numpy_scalar_repr(0x100, "numpy.void").unwrap(), want);
+            // A structured one (names set) is left to the caller.
+            m.put_u64(0x310 + names_at, 0x999);
+            let s = Snapshot::for_test(m, l);
+            let _ = s.numpy.set(Ok(Some(v)));
+            assert_eq!(s.numpy_scalar_repr(0x100, "numpy.void"), None);
+        }
     }
 
     fn time(value: i64, base: i32, num: i32) -> Vec<u8> {

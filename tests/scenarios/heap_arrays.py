@@ -9,9 +9,10 @@ $PYUNWIND_NUMPY (tools/numpy.sh), put first on sys.path.
   array of it, so no list dominates it;
 - the main thread's frame ``stop`` has numpy scalars of every kind pyunwind prints (integers,
   bool, float16/32/64, longdouble, complex64/128, clongdouble, str_, bytes_, datetime64,
-  timedelta64; edge values: nan, inf, -0.0, a subnormal float16, large and small exponents, a
+  timedelta64, void; edge values: nan, inf, -0.0, a subnormal float16, large and small exponents, a
   float32 halfway between two shortest texts, non-ASCII text, NaT) and an array and a view as
-  locals: the truth's ``locals`` are their ``repr``.
+  locals: the truth's ``locals`` are their ``repr``; and a structured ``np.void``, which
+  pyunwind does not print.
 
 The truth has ``arrays``: `{id: [getsizeof, nbytes, owns]}` for every array made here (the
 views' bases too), ``lists``: the two lists' address, ``len``, ``sys.getsizeof`` and retained
@@ -136,6 +137,10 @@ def stop():
     span_nat_s = np.timedelta64("NaT", "s")  # noqa: F841
     span_10ms = np.timedelta64(3, "10ms")  # noqa: F841
     span_back = np.timedelta64(-7, "D")  # noqa: F841
+    blob = np.void(b"a\xff\x00")  # noqa: F841
+    blob_empty = np.void(b"")  # noqa: F841
+    # Structured: numpy makes its text in Python; pyunwind shows it as any other object.
+    structured = np.zeros(1, dtype=[("a", "i4"), ("b", "f8")])[0]  # noqa: F841
     grid = np.zeros((1000, 1000))
     part = grid[::2, ::5]
     _truth.ready(with_locals=True, rss=rss(), **record(grid, part))
