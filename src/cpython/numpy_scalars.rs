@@ -515,6 +515,37 @@ mod tests {
         }
     }
 
+    #[test]
+    fn any_bytes_give_text_or_none_never_a_panic() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let kinds = [
+            "float16",
+            "float32",
+            "float64",
+            "longdouble",
+            "complex64",
+            "complex128",
+            "clongdouble",
+            "datetime64",
+            "timedelta64",
+            "int16",
+            "bool",
+            "void",
+            "bytes_",
+        ];
+        for i in 0..4000 {
+            let mut b = [0u8; 32];
+            for c in b.chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                c.copy_from_slice(&x.to_le_bytes());
+            }
+            let v = if i % 2 == 0 { V2 } else { V1 };
+            let _ = repr(&b, kinds[i % kinds.len()], v);
+        }
+    }
+
     fn time(value: i64, base: i32, num: i32) -> Vec<u8> {
         [
             value.to_le_bytes().as_slice(),
