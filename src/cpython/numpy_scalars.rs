@@ -60,6 +60,26 @@ impl FloatType {
         }
     }
 
+    /// The name numpy 2's repr of a real scalar of this type writes (scalartypes.c.src's
+    /// `repr_format`).
+    fn real_name(self) -> &'static str {
+        match self {
+            FloatType::Half => "float16",
+            FloatType::Single => "float32",
+            FloatType::Double => "float64",
+            FloatType::Long => "longdouble",
+        }
+    }
+
+    /// The same of a complex scalar (`crepr_format`; no complex float16).
+    fn complex_name(self) -> &'static str {
+        match self {
+            FloatType::Half | FloatType::Single => "complex64",
+            FloatType::Double => "complex128",
+            FloatType::Long => "clongdouble",
+        }
+    }
+
     /// `max_positional` of `<type>type_repr_either` (scalartypes.c.src): 1e16 for every type
     /// until numpy 2.3 made it 1e3 for float16 and 1e6 for float32.
     fn max_positional(self, v: NumpyVersion) -> u64 {
@@ -125,10 +145,11 @@ impl Snapshot {
         let at = self.object_fields(obj).ok()?;
         let m = &self.mem;
         let np2 = v.0 >= 2;
-        // numpy 2's repr names the type (NEP 51); numpy 1's is the value's text alone.
-        let wrap = |text: String| {
+        // numpy 2's repr names the type (NEP 51) by its canonical name, whatever alias it was
+        // made by (`np.longlong(5)` is `np.int64(5)`); numpy 1's is the value's text alone.
+        let wrap = |np_name: &str, text: String| {
             if np2 {
-                format!("np.{name}({text})")
+                format!("np.{np_name}({text})")
             } else {
                 text
             }
@@ -138,12 +159,16 @@ impl Snapshot {
                 let mut b = [0u8; 8];
                 m.read_into(at, &mut b[..size]).ok()?;
                 let u = u64::from_le_bytes(b);
-                wrap(if signed {
-                    let shift = 64 - 8 * size as u32;
-                    (((u << shift) as i64) >> shift).to_string()
-                } else {
-                    u.to_string()
-                })
+                let np_name = format!("{}int{}", if signed { "" } else { "u" }, size * 8);
+                wrap(
+                    &np_name,
+                    if signed {
+                        let shift = 64 - 8 * size as u32;
+                        (((u << shift) as i64) >> shift).to_string()
+                    } else {
+                        u.to_string()
+                    },
+                )
             }
             Kind::Bool => {
                 let t = m.read_u8(at).ok()? != 0;
@@ -157,21 +182,21 @@ impl Snapshot {
                 let text = either(x, ty.max_positional(v), Trim::LeaveOneZero, false);
                 match ty {
                     FloatType::Long if np2 => format!("np.longdouble('{text}')"),
-                    _ => wrap(text),
+                    _ => wrap(ty.real_name(), text),
                 }
             }
             Kind::Complex(ty) => {
                 let re = self.numpy_float(obj, at, ty, 0)?;
                 let im = self.numpy_float(obj, at, ty, 1)?;
-                complex_repr(re, im, ty, v, name)
+                complex_repr(re, im, ty, v)
             }
-            Kind::Str => wrap(str_repr(&self.read_str(obj).ok()?)),
+            Kind::Str => wrap("str_", str_repr(&self.read_str(obj).ok()?)),
             Kind::Bytes => {
                 let (b, len) = self.read_bytes(obj, MAX_NUMPY_BYTES).ok()?;
                 if len > b.len() as u64 {
                     return None;
                 }
-                wrap(bytes_repr(&b))
+                wrap("bytes_", bytes_repr(&b))
             }
             Kind::Datetime | Kind::Timedelta => {
                 let value = m.read_i64(at).ok()?;
@@ -237,7 +262,8 @@ impl Snapshot {
 /// `c<type>type_repr` (scalartypes.c.src): `1+2j`, `-0-1j`, `nan+infj`, and a real part that
 /// is +0 left out (`1j`); numpy 2 wraps it as `np.complex128(1+2j)` (`np.clongdouble('1+2j')`),
 /// numpy 1 puts the two parts in parentheses (`(1+2j)`).
-fn complex_repr(re: Float, im: Float, ty: FloatType, v: NumpyVersion, name: &str) -> String {
+fn complex_repr(re: Float, im: Float, ty: FloatType, v: NumpyVersion) -> String {
+    let name = ty.complex_name();
     let max = ty.max_positional(v);
     let plus_zero = matches!(
         re,
@@ -435,6 +461,20 @@ mod tests {
         assert_eq!(
             repr(&1e6f32.to_le_bytes(), "float32", V1).unwrap(),
             "1000000.0"
+        );
+        // Aliases print under the canonical name, as numpy's repr does.
+        assert_eq!(
+            repr(&[5, 0, 0, 0, 0, 0, 0, 0], "longlong", V2).unwrap(),
+            "np.int64(5)"
+        );
+        assert_eq!(repr(&[5, 0, 0, 0], "uintc", V2).unwrap(), "np.uint32(5)");
+        assert_eq!(
+            repr(&1.5f64.to_le_bytes(), "double", V2).unwrap(),
+            "np.float64(1.5)"
+        );
+        assert_eq!(
+            repr(&c128(1.0, 2.0), "cdouble", V2).unwrap(),
+            "np.complex128(1+2j)"
         );
     }
 

@@ -82,6 +82,9 @@ def stop():
     f64 = np.float64(1.5)  # noqa: F841
     f32 = np.float32(0.1)  # noqa: F841
     flag = np.True_  # noqa: F841
+    # An alias type of its own (tp_name numpy.longlong): numpy 2 writes np.int64(5).
+    ll = np.longlong(5)  # noqa: F841
+    ull = np.ulonglong(3)  # noqa: F841
     h = np.float16(1.5)  # noqa: F841
     h_max = np.float16(65504)  # noqa: F841
     h_sub = np.float16(6e-08)  # noqa: F841
