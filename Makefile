@@ -119,7 +119,8 @@ integration-lldb: build wheel arm64
 	      tests/integration/test_lldb_robust.py tests/integration/test_lldb_crash.py \
 	      tests/integration/test_lldb_why.py tests/integration/test_lldb_jit.py \
 	      tests/integration/test_lldb_greenlets.py tests/integration/test_lldb_thread_names.py \
-	      tests/integration/test_lldb_heap.py tests/integration/test_lldb_subinterpreters.py $$lock \
+	      tests/integration/test_lldb_heap.py tests/integration/test_lldb_arrays.py \
+	      tests/integration/test_lldb_subinterpreters.py $$lock \
 	      || exit 1; \
 	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST) tests/integration/test_lldb_sources.py \
 	      tests/integration/test_lldb_arm64.py tests/integration/test_lldb_arm64_live.py $$dap \

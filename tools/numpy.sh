@@ -3,11 +3,17 @@
 # own folder the scenario puts on sys.path ($PYUNWIND_NUMPY): $PYUNWIND_CACHE/numpy/<set>/<abi>.
 # Safe to run again and again: a folder whose STAMP names exactly what it should hold is kept.
 #
-# Sets:
+# Sets (the scalars' text changes with the minor version too: src/cpython/numpy_scalars.rs):
 #   np1/cp310   numpy 1.26.4: the last 1.x (PyArray_Descr's int `elsize` at 32).
+#   np2/cp310   numpy 2.2.6: the last for 3.10; floats positional up to 1e16, a NaT without
+#               its unit.
+#   np2/cp311   numpy 2.3.5: the last for 3.11; float16/float32 positional up to 1e3/1e6.
 #   np2/cp312   numpy 2.5.5 (PyArray_Descr's npy_intp `elsize` at 40).
+#   np2/cp313   numpy 2.5.5.
 #   np2/cp314   numpy 2.5.5.
-#   np2/cp313t  numpy 2.4.6: the newest with a free-threaded 3.13 wheel (2.5 ships none).
+#   np2/cp315   numpy 2.5.5.
+#   np2/cp313t  numpy 2.4.6: the newest with a free-threaded 3.13 wheel (2.5 ships none); a
+#               NaT with its unit.
 #
 # numpy has no runtime dependencies: --no-deps installs all of it. --ignore-requires-python: the
 # pip runs on 3.11, and its check of numpy 2.5's `>=3.12` reads the running Python, not
@@ -38,6 +44,10 @@ install() {
 }
 
 install np1 cp310 3.10 numpy==1.26.4
+install np2 cp310 3.10 numpy==2.2.6
+install np2 cp311 3.11 numpy==2.3.5
 install np2 cp312 3.12 numpy==2.5.5
+install np2 cp313 3.13 numpy==2.5.5
 install np2 cp314 3.14 numpy==2.5.5
+install np2 cp315 3.15 numpy==2.5.5
 install np2 cp313t 3.13 numpy==2.4.6

@@ -16,6 +16,8 @@ mod known_codes;
 pub mod layout;
 pub mod mimalloc;
 pub mod numpy;
+pub mod numpy_float;
+pub mod numpy_scalars;
 pub mod objects;
 pub mod proxy_repr;
 pub mod refcount;

@@ -1,8 +1,8 @@
 //! numpy's arrays and scalars, read from numpy's public struct layout
 //! (`numpy/_core/include/numpy/ndarraytypes.h`, `numpy/core/include/numpy/ndarraytypes.h` in
 //! 1.x) for numpy 1.x and 2.x: what `ndarray.__sizeof__` counts (the heap census), a summary
-//! of an array (`<numpy.ndarray shape=(1000, 1000) dtype=float64 at 0x…>`) and the value of a
-//! scalar as numpy's own `repr` prints it (locals).
+//! of an array (`<numpy.ndarray shape=(1000, 1000) dtype=float64 at 0x…>`) for locals, and
+//! the version the scalars' text depends on (`numpy_scalars.rs`).
 //!
 //! The one field whose place differs between the two majors is `PyArray_Descr.elsize` (an
 //! `int` at 16 bytes after the object header in 1.x, an `npy_intp` at 24 in 2.x, after 2.0's
@@ -10,7 +10,7 @@
 //! guessed from the bytes. Every field is read after the object header, so a free-threaded
 //! build's longer header moves them all alike.
 
-use super::objects::{float32_repr, float_repr};
+use super::numpy_scalars::NumpyVersion;
 use super::snapshot::Snapshot;
 use super::values::field;
 use crate::error::ReadError;
@@ -105,10 +105,10 @@ impl NdArray {
 }
 
 impl Snapshot {
-    /// The major version of the numpy the target imported (`numpy.__version__` in the first
-    /// interpreter's `sys.modules` that has numpy), read once a stop; None when no
+    /// The version (major, minor) of the numpy the target imported (`numpy.__version__` in
+    /// the first interpreter's `sys.modules` that has numpy), read once a stop; None when no
     /// interpreter imported numpy.
-    pub fn numpy_major(&self) -> Result<Option<u8>, ReadError> {
+    pub fn numpy_version(&self) -> Result<Option<NumpyVersion>, ReadError> {
         *self.numpy.get_or_init(|| {
             for interp in self.interpreters()? {
                 let Some(modules) = self.sys_modules(interp)? else {
@@ -121,13 +121,18 @@ impl Snapshot {
                     return Err(ReadError::corrupt(dict, "numpy module without __version__"));
                 };
                 let text = self.read_name(v)?;
-                return match major_of(&text) {
-                    Some(m @ (1 | 2)) => Ok(Some(m)),
+                return match version_of(&text) {
+                    Some(v @ (1 | 2, _)) => Ok(Some(v)),
                     _ => Err(ReadError::corrupt(v, "numpy version (not 1.x or 2.x)")),
                 };
             }
             Ok(None)
         })
+    }
+
+    /// The major version of the numpy the target imported ([`Snapshot::numpy_version`]).
+    pub fn numpy_major(&self) -> Result<Option<u8>, ReadError> {
+        Ok(self.numpy_version()?.map(|v| v.0))
     }
 
     /// The fields of the array at `obj`, its dimensions bounded by [`MAX_NDIM`].
@@ -212,65 +217,19 @@ impl Snapshot {
             a.shape_text()
         ))
     }
-
-    /// numpy's own `repr` of the scalar at `obj` of type `numpy.<name>` (`np.int8(3)` on
-    /// numpy 2, `3` on numpy 1); None for a scalar type it does not decode (float16,
-    /// longdouble, complex, str, bytes, datetime) or where the major is unknown.
-    pub fn numpy_scalar_repr(&self, obj: u64, type_name: &str) -> Option<String> {
-        let name = type_name.strip_prefix("numpy.")?;
-        let major = self.numpy_major().ok()??;
-        // The value (`obval`) follows the object header in every numpy scalar
-        // (scalartypes.h's `Py<Name>ScalarObject`: PyObject_HEAD, obval).
-        let at = self.object_fields(obj).ok()?;
-        let m = &self.mem;
-        let (size, signed) = match name {
-            "int8" | "byte" => (1, true),
-            "int16" | "short" => (2, true),
-            "int32" | "intc" => (4, true),
-            "int64" | "longlong" | "long" | "int_" => (8, true),
-            "uint8" | "ubyte" => (1, false),
-            "uint16" | "ushort" => (2, false),
-            "uint32" | "uintc" => (4, false),
-            "uint64" | "ulonglong" | "ulong" | "uint" => (8, false),
-            _ => (0, false),
-        };
-        let value = if size > 0 {
-            let mut b = [0u8; 8];
-            m.read_into(at, &mut b[..size]).ok()?;
-            let u = u64::from_le_bytes(b);
-            if signed {
-                let shift = 64 - 8 * size as u32;
-                (((u << shift) as i64) >> shift).to_string()
-            } else {
-                u.to_string()
-            }
-        } else {
-            match name {
-                "float64" | "double" => float_repr(f64::from_bits(m.read_u64(at).ok()?)),
-                "float32" | "single" => float32_repr(f32::from_bits(m.read_u32(at).ok()?)),
-                "bool" | "bool_" => {
-                    let t = m.read_u8(at).ok()? != 0;
-                    return Some(match (major, t) {
-                        (1, true) => "True".into(),
-                        (1, false) => "False".into(),
-                        (_, true) => "np.True_".into(),
-                        (_, false) => "np.False_".into(),
-                    });
-                }
-                _ => return None,
-            }
-        };
-        Some(if major >= 2 {
-            format!("np.{name}({value})")
-        } else {
-            value
-        })
-    }
 }
 
-/// The leading number of a version string: 2 of `2.5.5`, 1 of `1.26.4`.
-fn major_of(v: &str) -> Option<u8> {
-    v.split('.').next()?.parse().ok()
+/// The leading two numbers of a version string: (2, 5) of `2.5.5`, (1, 26) of `1.26.4`,
+/// (2, 5) of `2.5.0rc1`.
+fn version_of(v: &str) -> Option<NumpyVersion> {
+    let mut parts = v.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor: String = parts
+        .next()?
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    Some((major, minor.parse().ok()?))
 }
 
 #[cfg(test)]
@@ -306,7 +265,7 @@ mod tests {
             m.put(DESCR + 16 + DESCR_ELSIZE_V1, &8i32.to_le_bytes());
         }
         let snap = Snapshot::for_test(m, l);
-        let _ = snap.numpy.set(Ok(Some(major)));
+        let _ = snap.numpy.set(Ok(Some((major, 0))));
         snap
     }
 
@@ -391,43 +350,12 @@ mod tests {
     }
 
     #[test]
-    fn scalars_read_as_numpy_prints_them() {
-        for (major, int8, f64s, f32s, t) in [
-            (
-                2,
-                "np.int8(-3)",
-                "np.float64(1.5)",
-                "np.float32(0.1)",
-                "np.True_",
-            ),
-            (1, "-3", "1.5", "0.1", "True"),
-        ] {
-            let l = Layout::builtin(Version::new(3, 12, 1)).unwrap();
-            let mut m = FakeMemory::new();
-            m.put(0x100, &[0u8; 32]).put(0x110, &[0xfd]);
-            m.put(0x200, &[0u8; 32]).put_u64(0x210, 1.5f64.to_bits());
-            m.put(0x300, &[0u8; 32])
-                .put(0x310, &0.1f32.to_bits().to_le_bytes());
-            m.put(0x400, &[0u8; 32]).put(0x410, &[1]);
-            let s = Snapshot::for_test(m, l);
-            let _ = s.numpy.set(Ok(Some(major)));
-            assert_eq!(s.numpy_scalar_repr(0x100, "numpy.int8").unwrap(), int8);
-            assert_eq!(s.numpy_scalar_repr(0x200, "numpy.float64").unwrap(), f64s);
-            assert_eq!(s.numpy_scalar_repr(0x300, "numpy.float32").unwrap(), f32s);
-            let b = if major == 1 {
-                "numpy.bool_"
-            } else {
-                "numpy.bool"
-            };
-            assert_eq!(s.numpy_scalar_repr(0x400, b).unwrap(), t);
-            assert_eq!(s.numpy_scalar_repr(0x400, "numpy.float16"), None);
-        }
-    }
-
-    #[test]
     fn versions() {
-        assert_eq!(major_of("2.5.5"), Some(2));
-        assert_eq!(major_of("1.26.4"), Some(1));
-        assert_eq!(major_of("x"), None);
+        assert_eq!(version_of("2.5.5"), Some((2, 5)));
+        assert_eq!(version_of("1.26.4"), Some((1, 26)));
+        assert_eq!(version_of("2.5.0rc1"), Some((2, 5)));
+        assert_eq!(version_of("2.5rc1"), Some((2, 5)));
+        assert_eq!(version_of("x"), None);
+        assert_eq!(version_of("2"), None);
     }
 }

@@ -524,15 +524,6 @@ pub fn float_repr(x: f64) -> String {
     shortest_repr(&format!("{x:e}"))
 }
 
-/// numpy's `repr` of a float32's value: its own shortest round-trip digits (not those of the
-/// f64 it widens to), in Python's notation.
-pub fn float32_repr(x: f32) -> String {
-    if x.is_nan() || x.is_infinite() {
-        return float_repr(x as f64);
-    }
-    shortest_repr(&format!("{x:e}"))
-}
-
 /// Rust's shortest `{:e}` digits in Python's notation: fixed for 1e-4 <= |x| < 1e16.
 fn shortest_repr(e: &str) -> String {
     let (mant, exp) = e.split_once('e').unwrap_or((e, "0"));

@@ -31,8 +31,9 @@ pub struct Snapshot {
     pub(crate) types: Mutex<AddrMap<Arc<TypeInfo>>>,
     /// What this stop has spent (its reads through `mem` are charged to it).
     pub budget: Arc<Budget>,
-    /// numpy's major version, read once from `numpy.__version__` (`Snapshot::numpy_major`).
-    pub(crate) numpy: OnceLock<Result<Option<u8>, crate::error::ReadError>>,
+    /// numpy's (major, minor) version, read once from `numpy.__version__`
+    /// (`Snapshot::numpy_version`).
+    pub(crate) numpy: OnceLock<Result<Option<(u8, u16)>, crate::error::ReadError>>,
     /// `torch.__version__`, read once (`Snapshot::torch_version`); None without torch.
     pub(crate) torch: OnceLock<Result<Option<String>, crate::error::ReadError>>,
     /// Where dict keys were found, at this stop and those before it ([`super::KeyHints`]).

@@ -2,9 +2,10 @@
 tests/scenarios/heap_arrays.py's own record: `numpy.ndarray` counts what `sys.getsizeof` gives
 (its data when it owns it, none for a view), so the retained bytes of the list of owning arrays
 and of the list of views (each keeping its base alive) are the program's; numpy scalars and
-arrays in a frame's locals read as numpy's own repr and as a summary. numpy 1.26.4 on 3.10,
-numpy 2.5.5 on 3.12 and sid's 3.14, numpy 2.4.6 on the free-threaded 3.13t (tools/numpy.sh),
-live and from a gcore core; gdb's `py-locals` on a core."""
+arrays in a frame's locals read as numpy's own repr and as a summary. numpy 1.26.4 and 2.2.6 on
+3.10, 2.3.5 on 3.11, 2.5.5 on 3.12, 3.13 and sid's 3.14 and 3.15, 2.4.6 on the free-threaded
+3.13t (tools/numpy.sh: RUNS), live and from a gcore core; gdb's `py-locals` and `py-print` on a core (lldb's:
+test_lldb_arrays.py)."""
 
 import json
 
@@ -16,13 +17,16 @@ from test_stacks import run_gdb
 
 INSTALL_TIMEOUT_SECONDS = 600
 NUMPY_SH = harness.repo_root() / "tools" / "numpy.sh"
-# Each interpreter and the numpy set (tools/numpy.sh) it runs with.
-SETS = {"pyenv-3.10": "np1/cp310", "pyenv-3.12": "np2/cp312", "debian-3.14": "np2/cp314",
-        "ft-3.13t": "np2/cp313t"}
-INTERPS = harness.pick(list(SETS))
+# Each interpreter and a numpy set (tools/numpy.sh) it runs with: every numpy minor whose
+# scalars' text differs (1.26; 2.2: no NaT unit, 1e16 for every float; 2.3: 1e3 for float16
+# and 1e6 for float32; 2.4 on: a NaT's unit), numpy 2 on every interpreter.
+RUNS = [("pyenv-3.10", "np1/cp310"), ("pyenv-3.10", "np2/cp310"), ("pyenv-3.11", "np2/cp311"),
+        ("pyenv-3.12", "np2/cp312"), ("pyenv-3.13", "np2/cp313"), ("debian-3.14", "np2/cp314"),
+        ("debian-3.15", "np2/cp315"), ("ft-3.13t", "np2/cp313t")]
+# The set gdb and lldb read an interpreter's core with (test_lldb_arrays.py).
+SETS = {"pyenv-3.10": "np1/cp310", "pyenv-3.12": "np2/cp312", "ft-3.13t": "np2/cp313t"}
 # Enough retainers that the list of views (120 KiB retained) is among them.
 TOP = 60
-SCALARS = ["i8", "u16", "i64", "f64", "f32", "flag"]
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +38,11 @@ def numpy_root():
     return harness.cache_dir() / "numpy"
 
 
-@pytest.fixture(scope="module", params=INTERPS, ids=lambda i: i.id)
+@pytest.fixture(scope="module", params=RUNS, ids=lambda r: "%s-%s" % (r[0], r[1].split("/")[0]))
 def scenario(request, numpy_root):
-    interp = request.param
-    env = {"PYUNWIND_NUMPY": str(numpy_root / SETS[interp.id])}
+    interp_id, numpy_set = request.param
+    (interp,) = harness.pick([interp_id])
+    env = {"PYUNWIND_NUMPY": str(numpy_root / numpy_set)}
     with harness.Scenario(interp, "heap_arrays", env=env) as sc:
         sc.interp = interp
         sc.core = sc.make_core()
@@ -53,11 +58,11 @@ def test_arrays_count_what_getsizeof_gives(scenario, source):
     h = report["heap"]
     assert h["complete"] is True
     arrays = sc.truth["arrays"]
-    # numpy 2 keeps no array of its own: every array of the process is one the scenario made;
-    # numpy 1.26 keeps 75 more (its import makes them).
+    # numpy 2.4 on keeps no array of its own: every array of the process is one the scenario
+    # made; older ones keep more (their import makes them: 75 in 1.26, 36 in 2.2 and 2.3).
     (nd,) = [t for t in h["types"] if t["type"] == "numpy.ndarray"]
     made = (len(arrays), sum(a[0] for a in arrays.values()))
-    if sc.truth["numpy"].startswith("2."):
+    if tuple(int(p) for p in sc.truth["numpy"].split(".")[:2]) >= (2, 4):
         assert (nd["count"], nd["bytes"]) == made, nd
     else:
         assert nd["count"] > made[0] and nd["bytes"] > made[1], nd
@@ -87,8 +92,15 @@ def main_frame_locals(report, truth):
 
 
 def expected_locals(truth):
+    """{local: text} of the frame's numpy scalars (their repr in the program) and arrays (the
+    summaries it wrote)."""
     frame = truth["threads"][0]["frames"][0]
-    want = {n: frame["locals"][n] for n in SCALARS}
+    want = {n: frame["locals"][n] for n, o in frame["local_objects"].items()
+            if o["type"].startswith("numpy.") and o["type"] != "numpy.ndarray"}
+    assert len(want) >= 60, want
+    # The one it leaves as any other object.
+    structured = frame["local_objects"]["structured"]
+    want["structured"] = "<numpy.void object at %#x>" % structured["id"]
     want.update(truth["summaries"])
     return want
 
@@ -103,14 +115,23 @@ def test_locals_read_as_numpy_prints_them(scenario, source):
     assert {n: got.get(n) for n in want} == want
 
 
-@pytest.mark.parametrize("interp", harness.pick(["pyenv-3.12"]), ids=lambda i: i.id)
+# The locals printed again by `py-print` in gdb and lldb (test_lldb_arrays.py).
+PRINTED = ["grid", "part", "h_max", "c128_neg", "ld_third", "text_uni", "nat_s"]
+
+
+@pytest.mark.parametrize("interp", harness.pick(["pyenv-3.10", "pyenv-3.12"]), ids=lambda i: i.id)
 def test_py_locals_in_gdb(interp, numpy_root):
     env = {"PYUNWIND_NUMPY": str(numpy_root / SETS[interp.id])}
     with harness.Scenario(interp, "heap_arrays", env=env) as sc:
-        out, _ = run_gdb(interp, "thread 1", "py-locals", core=sc.make_core())
+        out, _ = run_gdb(interp, "thread 1", "py-locals", "echo @@PRINT@@\\n",
+                         *("py-print %s" % n for n in PRINTED), core=sc.make_core())
         harness.assert_no_panic(out)
-        for name, text in expected_locals(sc.truth).items():
-            assert "%s = %s\n" % (name, text) in out, (name, text, out)
+        locals_part, print_part = out.split("@@PRINT@@")
+        want = expected_locals(sc.truth)
+        for name, text in want.items():
+            assert "%s = %s\n" % (name, text) in locals_part, (name, text, out)
+        for name in PRINTED:
+            assert "local '%s' = %s\n" % (name, want[name]) in print_part, (name, out)
 
 
 # --- heap.process -----------------------------------------------------------------------------

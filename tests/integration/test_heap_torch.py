@@ -3,7 +3,8 @@ tests/scenarios/heap_torch.py's own record: `torch.Tensor`'s `data_bytes` is the
 distinct storage its tensors keep (`untyped_storage().nbytes()`, once per storage by its
 `data_ptr()`, views included), and the lists' retained bytes include the storages only they
 keep (a storage two lists share is retained by neither). torch 2.15.0 from PyPI on pyenv
-3.12.1 (tools/torch.sh), live and from a gcore core."""
+3.12.1 (tools/torch.sh), live and from a gcore core; the tensors' summaries in `--locals` and in
+gdb's `py-locals` and `py-print` (lldb's: test_lldb_arrays.py)."""
 
 import json
 
@@ -14,6 +15,7 @@ from test_heap_arrays import check_lists
 from test_heap import human
 from test_heap_diff import grow
 from test_heap_holders import cli, target
+from test_stacks import run_gdb
 from test_why_torch import torch_interp  # noqa: F401 (the fixture)
 
 # The lists of views retain about 80 KB each: among the 60 that keep most (the 60th of the
@@ -60,6 +62,19 @@ def test_tensor_locals_summaries(scenario, source):
     got = {lc["name"]: lc["repr"] for lc in frame["locals"]}
     want = sc.truth["summaries"]
     assert {n: got.get(n) for n in want} == want
+
+
+def test_tensor_locals_in_gdb(scenario, torch_interp):  # noqa: F811
+    """gdb's `py-locals` and `py-print` on the core show each tensor as `--locals` does."""
+    sc = scenario
+    want = sc.truth["summaries"]
+    out, _ = run_gdb(torch_interp, "thread 1", "py-locals", "echo @@PRINT@@\\n",
+                     *("py-print %s" % n for n in want), core=sc.core)
+    harness.assert_no_panic(out)
+    locals_part, print_part = out.split("@@PRINT@@")
+    for name, text in want.items():
+        assert "%s = %s\n" % (name, text) in locals_part, (name, text, out)
+        assert "local '%s' = %s\n" % (name, text) in print_part, (name, text, out)
 
 
 # This one grows the scenario: it runs last, after every test of the process as it started.
