@@ -16,9 +16,15 @@ DEMO_PYTHON ?= /usr/bin/python3.11
 # carries no hash of its features, so in one target dir each build overwrote the other's
 # libpyunwind.so and every `make build` (twice per `make test`) compiled the crate again. The
 # module is then copied to target/release/_pyunwind.so, where the scripts look for it.
+# A new MODULE_TARGET starts as a copy of the CLI's build: the same dependencies, features and
+# profile, so only pyo3 and the crate are compiled there, not every dependency a second time
+# (59 s instead of 123 s on a new 2-core machine).
 MODULE_TARGET := $(CURDIR)/target/module
 build:
 	$(CARGO) build --release --bin pyunwind
+	@[ -d $(MODULE_TARGET)/release ] || { mkdir -p $(MODULE_TARGET) && \
+	  cp -a --reflink=auto target/release $(MODULE_TARGET)/release.tmp && \
+	  mv $(MODULE_TARGET)/release.tmp $(MODULE_TARGET)/release; }
 	CARGO_TARGET_DIR=$(MODULE_TARGET) $(CARGO) build --release --lib --features python
 	# A copy then a rename: gdb and lldb processes that have the module loaded keep the old file.
 	cp $(MODULE_TARGET)/release/libpyunwind.so target/release/_pyunwind.so.tmp && mv -f target/release/_pyunwind.so.tmp target/release/_pyunwind.so
