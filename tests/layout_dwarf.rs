@@ -1048,7 +1048,7 @@ fn object_offsets_match_dwarf() {
     run(|v, dw, l, errs| {
         let to = &l.type_object;
         let present = |b: bool| b.then_some(1);
-        let rows: [(&str, &str, Option<u64>); 25] = [
+        let rows: [(&str, &str, Option<u64>); 26] = [
             ("PyObject", "sizeof", Some(l.pyobject.header_size())),
             ("PyVarObject", "sizeof", Some(l.var_header_size())),
             ("PyTypeObject", "tp_dict", Some(to.tp_dict())),
@@ -1056,6 +1056,7 @@ fn object_offsets_match_dwarf() {
             ("PyTypeObject", "tp_mro", Some(to.tp_mro())),
             ("PyTypeObject", "tp_members", Some(to.tp_members())),
             ("PyTypeObject", "tp_subclasses", Some(to.tp_subclasses())),
+            ("PyTypeObject", "tp_call", Some(to.tp_call())),
             (
                 "PyTypeObject",
                 "tp_vectorcall_offset",

@@ -38,11 +38,6 @@ const CT_FUNCTIONPTR: u32 = 0x100;
 const CFFI_CDATA: &str = "_cffi_backend._CDataBase";
 // `partialobject` {PyObject_HEAD; fn; args; ...} (Modules/_functoolsmodule.c, 3.10 to 3.15).
 const PARTIAL_FN: u64 = 0;
-// `PyTypeObject`'s `tp_call`, 13 fields past `tp_name` (tp_basicsize, tp_itemsize,
-// tp_dealloc, tp_vectorcall_offset, tp_getattr, tp_setattr, tp_as_async, tp_repr,
-// tp_as_number, tp_as_sequence, tp_as_mapping, tp_hash; Include/cpython/object.h 3.10 to
-// 3.15).
-const TP_CALL_FROM_TP_NAME: u64 = 13 * 8;
 // `tp_flags` bits (Include/object.h, 3.10 to 3.15): a class statement makes a heap type that
 // is never immutable; CPython's static types and C extensions' heap types from a spec are.
 const TPFLAGS_IMMUTABLETYPE: u64 = 1 << 8;
@@ -129,7 +124,7 @@ impl Snapshot {
     }
 
     fn tp_call(&self, tp: u64) -> Option<u64> {
-        let at = field(tp, self.layout.type_object.tp_name + TP_CALL_FROM_TP_NAME).ok()?;
+        let at = field(tp, self.layout.type_object.tp_call()).ok()?;
         self.mem.read_ptr(at).ok().filter(|&f| f != 0)
     }
 

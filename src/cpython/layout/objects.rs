@@ -33,6 +33,13 @@ impl TypeObject {
         self.tp_name + 336
     }
 
+    /// `tp_call`, 13 words after `tp_name` (tp_basicsize, tp_itemsize, tp_dealloc,
+    /// tp_vectorcall_offset, tp_getattr, tp_setattr, tp_as_async, tp_repr, tp_as_number,
+    /// tp_as_sequence, tp_as_mapping, tp_hash between; Include/cpython/object.h 3.10 to 3.15).
+    pub fn tp_call(&self) -> u64 {
+        self.tp_name + 13 * 8
+    }
+
     /// `tp_vectorcall_offset`, 24 bytes after `tp_basicsize` (`tp_itemsize`, `tp_dealloc`
     /// between).
     pub fn tp_vectorcall_offset(&self) -> u64 {
