@@ -34,14 +34,21 @@ pub fn analyze(
     let (leaves, tops) = place_tasks(snap, objects, threads, &mut tasks, errors);
     view.loops = find_loops(snap, &lay, objects, threads, &mut tasks, &tops, errors);
     link_tasks(objects, &mut tasks, errors);
-    // What each suspended task awaits.
+    // What each suspended task awaits (in parallel).
     let executor_workers = executor_jobs(objects, threads);
-    for (t, leaf) in tasks.iter_mut().zip(leaves) {
-        let Some(leaf) = leaf else { continue };
-        if t.on_cpu.is_some() {
-            continue;
-        }
-        t.awaiting = awaiting(objects, t, leaf, &executor_workers);
+    let suspended: Vec<(usize, Leaf)> = leaves
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, leaf)| Some((i, leaf?)).filter(|_| tasks[i].on_cpu.is_none()))
+        .collect();
+    let found = crate::parallel::map(
+        &suspended,
+        PARALLEL_BATCH,
+        snap.mem.any_thread(),
+        |(i, leaf)| awaiting(objects, &tasks[*i], leaf.clone(), &executor_workers),
+    );
+    for ((i, _), a) in suspended.iter().zip(found) {
+        tasks[*i].awaiting = a;
     }
     // Cycles over "awaits" edges (owned edges are not waits).
     let mut awaits: AddrMap<Vec<u64>> = AddrMap::default();

@@ -88,6 +88,16 @@ pub(super) struct Output {
     pub(super) json: bool,
 }
 
+impl Output {
+    /// The tasks' text and JSON come from the report this target's run builds, its tasks
+    /// moved out of the stop's view rather than copied: nothing added to it (a verdict, the
+    /// heap, greenlets, and their errors) is in the tasks' text, which shows only the stop's
+    /// asyncio report. Otherwise that text is rendered from the session's own report.
+    pub(super) fn tasks_from_report(&self) -> bool {
+        (self.async_ || self.tasks) && !self.why && !self.heap && !self.greenlets
+    }
+}
+
 #[derive(clap::Args)]
 pub(super) struct Files {
     /// Look up the files the target names (executable, libpython, ...) under DIR first, as

@@ -6,6 +6,7 @@ use super::layout::{tpflags, LongObject};
 use super::snapshot::Snapshot;
 use super::values::{field, is_cfunction_type, TypeInfo};
 use crate::error::ReadError;
+use crate::model::number_text::push_decimal;
 
 /// Longest string (in characters) we decode; names and reprs never need more.
 pub const MAX_STR_CHARS: u64 = 1 << 20;
@@ -461,30 +462,15 @@ impl Snapshot {
     }
 }
 
-/// Base-2^30 digits (least significant first) to decimal.
 /// The value of an int's first two 30-bit digits as stored (little-endian u32s, low first);
 /// None when a digit is out of range.
-/// Appends `v` in decimal.
-fn push_decimal(text: &mut String, mut v: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    text.extend(digits[at..].iter().map(|&d| d as char));
-}
-
 fn two_digits(b: [u8; 8]) -> Option<u64> {
     let lo = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
     let hi = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
     (lo < 1 << 30 && hi < 1 << 30).then_some((u64::from(hi) << 30) | u64::from(lo))
 }
 
+/// Base-2^30 digits (least significant first) to decimal.
 fn digits_to_decimal(digits: &[u32]) -> String {
     let mut n: Vec<u32> = digits.to_vec();
     while n.last() == Some(&0) {
