@@ -7,7 +7,6 @@ mod error_report;
 mod heap;
 mod held_by;
 mod json_names;
-mod json_parallel;
 pub mod number_text;
 mod source_kind;
 #[cfg(test)]
@@ -63,10 +62,7 @@ pub struct Report {
     /// first, then by age; one no thread runs in is listed here only.
     pub interpreters: Vec<InterpreterReport>,
     /// asyncio tasks (when asked for): every pending task, placed and linked.
-    #[serde(
-        serialize_with = "json_parallel::long_list",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tasks: Option<Vec<TaskReport>>,
     /// Await cycles (deadlocks), each as task ids in await order, each once.
     #[serde(skip_serializing_if = "Option::is_none")]
