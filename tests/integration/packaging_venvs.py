@@ -65,17 +65,19 @@ def _root():
 
 def _pip_target_dir():
     """Where `pip install <checkout>` builds: $PYUNWIND_CACHE/pip-target, kept between runs as
-    `make wheel`'s target dir is. A new one starts as a copy of that one (a prerequisite of
-    `make integration`): the same crate, features and profile, so only pyo3 (configured for 3.12
-    here, 3.11 there) and the crate are compiled, not every dependency again (about 100 s
-    instead of 280 s on 2 busy cores); after that, only the crate when it changed."""
+    `make wheel`'s target dir is. A new one starts as a copy of the checkout's target/module
+    (`make build`'s, a prerequisite of `make integration`, finished before any test starts): the
+    same crate, features and profile, so only pyo3 (configured for the venv's 3.12) and the crate
+    are compiled, not every dependency again; after that, only the crate when it changed. Not a
+    copy of `make wheel`'s target dir: the background wheels job may still be writing it (a copy
+    on a new machine failed on a temporary file of its build that vanished)."""
     cache = harness.cache_dir()
-    pip, wheel = cache / "pip-target", cache / "wheel-target"
-    if not pip.exists() and wheel.is_dir():
+    pip, seed = cache / "pip-target", harness.repo_root() / "target" / "module"
+    if not pip.exists() and (seed / "release").is_dir():
         tmp = cache / "pip-target.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        rc, out, err = harness.run(["cp", "-a", "--reflink=auto", wheel, tmp], 600)
-        assert rc == 0, "copying %s to %s failed:\n%s" % (wheel, tmp, err)
+        rc, out, err = harness.run(["cp", "-a", "--reflink=auto", seed, tmp], 600)
+        assert rc == 0, "copying %s to %s failed:\n%s" % (seed, tmp, err)
         tmp.rename(pip)
     return pip
 

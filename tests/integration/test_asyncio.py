@@ -105,6 +105,8 @@ def check_case(scenario, interp, case, impl):
     s = start(scenario, interp, case, impl)
     truth = s.truth
     check_async(json.loads(cli("pid", s.pid, "--async", "--json")), truth, live_cli=True)
+    if impl == "c" and interp.id in STDLIB_IDS:
+        check_same_as_stdlib_ps(s, interp, case)
     core = s.make_core()
     check_async(json.loads(cli("core", core, "--async", "--json")), truth)
     # One gdb session, as a user who looks at the core and then attaches to the process: the
@@ -137,6 +139,8 @@ def test_uvloop(scenario, interp, case):
     truth = s.truth
     assert all(lp["frames"] for lp in truth["loops"]), "the loop thread's Python frames"
     check_async(json.loads(cli("pid", s.pid, "--tasks", "--json")), truth, live_cli=True)
+    if interp.id in STDLIB_IDS:
+        check_same_as_stdlib_ps(s, interp, case)
     core = s.make_core()
     report = json.loads(cli("core", core, "--tasks", "--json"))
     check_async(report, truth)
@@ -153,18 +157,14 @@ import asyncio.tools, json, sys
 rows = asyncio.tools.build_task_table(asyncio.tools.get_all_awaited_by(int(sys.argv[1])))
 print(json.dumps(rows))
 """
-STDLIB_INTERPS = [i for i in INTERPS if i.minor >= 14]
+# 3.14+ has `asyncio ps`: test_async_graph (C tasks) and test_uvloop check it on their own live
+# program, every case of each, rather than starting each program once more.
+STDLIB_IDS = {i.id for i in INTERPS if i.minor >= 14}
 
 
-@pytest.mark.parametrize("interp,case,impl",
-                         [(i, c, m) for i in STDLIB_INTERPS for c in CASES for m in ("c", "uvloop")
-                          if m == "c" or c in UVLOOP_CASES],
-                         ids=lambda x: getattr(x, "id", x))
-def test_same_as_stdlib_ps(scenario, interp, case, impl):
+def check_same_as_stdlib_ps(s, interp, case):
     """Our native tasks are exactly those `python -m asyncio ps` lists, and every awaiter edge
     it shows is ours too (ours may have more: the edges done callbacks give)."""
-    env = {"PYUNWIND_UVLOOP": str(harness.cache_dir() / "uvloop" / ("cp3%d" % interp.minor))}
-    s = start(scenario, interp, case, impl, env=env)
     rc, out, err = harness.run([interp.exe, "-c", STDLIB_PS, str(s.pid)], 60,
                                env=harness.child_env(interp.env))
     assert rc == 0, err
