@@ -461,6 +461,7 @@ fn table_into(r: &Report, tasks: &AddrMap<&TaskReport>, out: &mut String) {
     let mut widths = [0usize; COLUMNS];
     let mut cell = String::new();
     let mut ends = [0usize; COLUMNS];
+    // The heading, measured with the rows and written first.
     row_cells(None, tasks, &mut cell, &mut ends);
     measure(&cell, &ends, &mut widths);
     let measured = crate::parallel::map(&parts, 1, true, |part| {
@@ -477,7 +478,6 @@ fn table_into(r: &Report, tasks: &AddrMap<&TaskReport>, out: &mut String) {
             widths[c] = widths[c].max(w);
         }
     }
-    row_cells(None, tasks, &mut cell, &mut ends);
     write_row(&cell, &ends, &widths, out);
     let written = crate::parallel::map(&parts, 1, true, |part| {
         let mut text = String::new();
@@ -498,17 +498,22 @@ const TABLE_PART: usize = 4096;
 
 /// Widens `widths` to this row's cells (up to [`MAX_COLUMN`]).
 fn measure(cell: &str, ends: &[usize; COLUMNS], widths: &mut [usize; COLUMNS]) {
-    for (c, w) in ends.iter().enumerate() {
-        let text = &cell[if c == 0 { 0 } else { ends[c - 1] }..*w];
+    for (c, text) in cells(cell, ends).enumerate() {
         widths[c] = widths[c].max(text.chars().count()).min(MAX_COLUMN);
     }
+}
+
+/// A row's cells, as [`row_cells`] wrote them one after another into `cell`.
+fn cells<'a>(cell: &'a str, ends: &'a [usize; COLUMNS]) -> impl Iterator<Item = &'a str> {
+    ends.iter()
+        .enumerate()
+        .map(move |(c, &end)| &cell[if c == 0 { 0 } else { ends[c - 1] }..end])
 }
 
 /// One row, its cells padded to `widths`, trailing spaces cut.
 fn write_row(cell: &str, ends: &[usize; COLUMNS], widths: &[usize; COLUMNS], out: &mut String) {
     let start = out.len();
-    for (c, &end) in ends.iter().enumerate() {
-        let text = &cell[if c == 0 { 0 } else { ends[c - 1] }..end];
+    for (c, text) in cells(cell, ends).enumerate() {
         out.push_str(text);
         if c + 1 < COLUMNS {
             // As `{text:<width$}`, then the two spaces between columns.
