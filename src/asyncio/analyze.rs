@@ -36,20 +36,20 @@ pub fn analyze(
     link_tasks(objects, &mut tasks, errors);
     // What each suspended task awaits (in parallel).
     let executor_workers = executor_jobs(objects, threads);
-    let suspended: Vec<(usize, Leaf)> = leaves
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, leaf)| Some((i, leaf?)).filter(|_| tasks[i].on_cpu.is_none()))
+    // By index, and the results taken as the workers made them: 100,000 tasks' leaves and
+    // results copied into vectors of their own were 22 MB of fresh memory.
+    let suspended: Vec<usize> = (0..leaves.len())
+        .filter(|&i| leaves[i].is_some() && tasks[i].on_cpu.is_none())
         .collect();
-    let found = crate::parallel::map(
-        &suspended,
-        PARALLEL_BATCH,
-        snap.mem.any_thread(),
-        |(i, leaf)| awaiting(objects, &tasks[*i], leaf.clone(), &executor_workers),
-    );
-    for ((i, _), a) in suspended.iter().zip(found) {
-        tasks[*i].awaiting = a;
+    let found =
+        crate::parallel::map_iter(&suspended, PARALLEL_BATCH, snap.mem.any_thread(), |&i| {
+            let leaf = leaves[i].clone()?;
+            awaiting(objects, &tasks[i], leaf, &executor_workers)
+        });
+    for (&i, a) in suspended.iter().zip(found) {
+        tasks[i].awaiting = a;
     }
+    drop(leaves);
     // Cycles over "awaits" edges (owned edges are not waits).
     let mut awaits: AddrMap<Vec<u64>> = AddrMap::default();
     for t in &tasks {

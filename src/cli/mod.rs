@@ -10,6 +10,7 @@ use clap::Parser;
 use crate::error::{Error, Result};
 use crate::model::{Hosted, Report};
 use crate::report::text as render;
+use crate::report::text_out::TextOut;
 use crate::report::{heap_text, tasks as task_text};
 use crate::sample::window::{self, Plan};
 use crate::session::native_stacks::ThreadRegs;
@@ -401,7 +402,12 @@ fn emit_one(session: &Session, report: &Report, out: &Output, host: &str) -> Res
         })?;
         return Ok((String::new(), 0));
     }
-    Ok((render_text(session, report, out)?, 0))
+    // Written out as it is made: the text of 100,000 tasks is 41 MB.
+    let mut stdout = stdout_file();
+    let mut text = TextOut::streamed(&mut stdout);
+    render_text_into(session, report, out, &mut text)?;
+    broken_pipe_ok(text.finish().map(drop))?;
+    Ok((String::new(), 0))
 }
 
 /// `pid PID --why --for SECONDS`: the process sampled over the window, then its report made
@@ -514,23 +520,24 @@ fn with_report<T>(
 /// duplicate of standard output's descriptor, not through `Stdout`, whose line buffering
 /// searches every 64 KiB block for a newline that compact JSON does not have.
 fn write_json<T: serde::Serialize>(v: &T) -> Result<()> {
-    use std::os::fd::AsFd;
-    let stdout = std::io::stdout();
-    let _ = stdout.lock().flush();
-    let mut w = match stdout.as_fd().try_clone_to_owned() {
-        Ok(fd) => std::io::BufWriter::with_capacity(
-            1 << 16,
-            Box::new(std::fs::File::from(fd)) as Box<dyn Write>,
-        ),
-        Err(_) => {
-            std::io::BufWriter::with_capacity(1 << 16, Box::new(stdout.lock()) as Box<dyn Write>)
-        }
-    };
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, stdout_file());
     let written = serde_json::to_writer(&mut w, v)
         .map_err(std::io::Error::from)
         .and_then(|()| w.write_all(b"\n"))
         .and_then(|()| w.flush());
     broken_pipe_ok(written)
+}
+
+/// Standard output for large writes: a duplicate of its descriptor, after what `Stdout` holds
+/// is flushed (`Stdout` when it cannot be duplicated).
+fn stdout_file() -> Box<dyn Write> {
+    use std::os::fd::AsFd;
+    let stdout = std::io::stdout();
+    let _ = stdout.lock().flush();
+    match stdout.as_fd().try_clone_to_owned() {
+        Ok(fd) => Box::new(std::fs::File::from(fd)),
+        Err(_) => Box::new(stdout.lock()),
+    }
 }
 
 /// A closed pipe (`| head`) is not an error worth a message.
@@ -545,16 +552,30 @@ fn broken_pipe_ok(r: std::io::Result<()>) -> Result<()> {
 
 /// The text of one target's report.
 fn render_text(session: &Session, report: &Report, out: &Output) -> Result<String> {
+    let mut text = TextOut::kept();
+    render_text_into(session, report, out, &mut text)?;
+    Ok(text.finish().unwrap_or_default())
+}
+
+/// [`render_text`] into `all`, which may write it out as it grows.
+fn render_text_into(
+    session: &Session,
+    report: &Report,
+    out: &Output,
+    all: &mut TextOut,
+) -> Result<()> {
     let asyncio = out.async_ || out.tasks;
     let py = session::report::python_report(session);
     // A crash is the first thing to say; with --why, the whole verdict.
-    let mut text = if out.why {
-        crate::report::verdict_text::verdict(report) + "\n"
-    } else {
-        crate::report::verdict_text::report_crash_line(report)
-            .map_or_else(String::new, |l| l + "\n")
-    };
-    text += &format!(
+    let text = all.text();
+    if out.why {
+        text.push_str(&crate::report::verdict_text::verdict(report));
+        text.push('\n');
+    } else if let Some(l) = crate::report::verdict_text::report_crash_line(report) {
+        text.push_str(&l);
+        text.push('\n');
+    }
+    *text += &format!(
         "Python {} ({} {})\n\n",
         py.version,
         py.source,
@@ -568,30 +589,30 @@ fn render_text(session: &Session, report: &Report, out: &Output) -> Result<Strin
             session::asyncio::report(session)?
         };
         if out.async_ {
-            text.push_str(&task_text::async_bt(
+            all.push_part(&task_text::async_bt(
                 tasks_report,
                 &mut render::Sources::default(),
             ));
         }
         if out.tasks {
             if out.async_ {
-                text.push('\n');
+                all.text().push('\n');
             }
-            task_text::tree_and_table_into(tasks_report, true, true, &mut text);
+            task_text::tree_and_table_into(tasks_report, true, true, all);
         }
     }
     if !asyncio {
-        render::threads(report, &mut render::Sources::default(), &mut text);
-        render::native_stops(report, &mut text);
+        render::threads(report, &mut render::Sources::default(), all.text());
+        render::native_stops(report, all.text());
     }
     if let Some(h) = &report.heap {
-        text.push('\n');
-        text.push_str(&heap_text::render(
+        all.text().push('\n');
+        all.text().push_str(&heap_text::render(
             h,
             out.heap_top.unwrap_or(crate::heap::census::DEFAULT_TOP),
         ));
     }
-    Ok(text)
+    Ok(())
 }
 
 fn path_str(p: &Path) -> Result<String> {

@@ -17,6 +17,7 @@ pub mod tasks;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub mod text;
+pub mod text_out;
 pub mod tree;
 pub mod verdict_text;
 pub mod views;

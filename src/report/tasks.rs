@@ -5,6 +5,7 @@ use std::fmt::Write;
 use std::rc::Rc;
 
 use super::text::{errors, frames, thread_header, traceback, Sources};
+use super::text_out::TextOut;
 use crate::memory::addr_map::{AddrMap, AddrSet};
 use crate::model::number_text::{push_decimal, push_hex};
 use crate::model::{AwaitingKind, FrameKind, FrameReport, LoopReport, Report, TaskReport};
@@ -231,12 +232,17 @@ fn frame_short(f: &FrameReport, out: &mut String) {
 /// frame the tasks it awaits (or owns), like `python -m asyncio pstree`. Tasks in await
 /// cycles have no root: the cycles are listed instead.
 pub fn tree(r: &Report) -> String {
-    let mut out = String::new();
+    let mut out = TextOut::kept();
     tree_into(r, &by_id(r), &mut out);
-    out
+    kept(out)
 }
 
-fn tree_into(r: &Report, tasks: &AddrMap<&TaskReport>, out: &mut String) {
+/// Kept text, which has no sink to fail.
+fn kept(out: TextOut) -> String {
+    out.finish().unwrap_or_default()
+}
+
+fn tree_into(r: &Report, tasks: &AddrMap<&TaskReport>, out: &mut TextOut) {
     let all: Vec<&TaskReport> = r.tasks.iter().flatten().collect();
     // children[parent] = tasks the parent awaits or owns.
     let mut children: AddrMap<Vec<(u64, bool)>> = AddrMap::default();
@@ -254,23 +260,24 @@ fn tree_into(r: &Report, tasks: &AddrMap<&TaskReport>, out: &mut String) {
         .copied()
         .collect();
     if !tree_nodes(&roots, tasks, &children, out) {
-        out.push_str("(tree cut: too many lines)\n");
+        out.text().push_str("(tree cut: too many lines)\n");
     }
-    cycles(r, tasks, out);
+    cycles(r, tasks, out.text());
 }
 
 /// The tree's lines, counted and bounded.
-struct Lines<'a> {
-    out: &'a mut String,
+struct Lines<'a, 'o> {
+    out: &'a mut TextOut<'o>,
     /// Where the tree began in `out`.
     start: usize,
     count: usize,
 }
 
-impl Lines<'_> {
+impl Lines<'_, '_> {
     /// Room for one more line: false once the tree is at [`MAX_TREE_LINES`] or
-    /// [`MAX_TREE_BYTES`].
+    /// [`MAX_TREE_BYTES`]. The lines so far are written out when the text streams.
     fn room(&mut self) -> bool {
+        self.out.spill();
         if self.count >= MAX_TREE_LINES || self.out.len() - self.start >= MAX_TREE_BYTES {
             return false;
         }
@@ -306,7 +313,7 @@ fn tree_nodes(
     roots: &[&TaskReport],
     tasks: &AddrMap<&TaskReport>,
     children: &AddrMap<Vec<(u64, bool)>>,
-    out: &mut String,
+    out: &mut TextOut,
 ) -> bool {
     let start = out.len();
     let mut lines = Lines {
@@ -344,7 +351,7 @@ fn tree_nodes(
                 if !lines.room() {
                     return false;
                 }
-                let out = &mut *lines.out;
+                let out = lines.out.text();
                 out.push_str(&prefix);
                 out.push_str(branch_mark(last));
                 out.push_str("(T) ");
@@ -362,7 +369,7 @@ fn tree_nodes(
         if !lines.room() {
             return false;
         }
-        let out = &mut *lines.out;
+        let out = lines.out.text();
         out.push_str(&parent_prefix);
         out.push_str(branch_mark(last));
         out.push_str("(T) ");
@@ -385,7 +392,7 @@ fn tree_nodes(
             if !lines.room() {
                 return false;
             }
-            let out = &mut *lines.out;
+            let out = lines.out.text();
             out.push_str(&prefix);
             out.push_str("└──  ");
             frame_short(f, out);
@@ -397,7 +404,7 @@ fn tree_nodes(
                 if !lines.room() {
                     return false;
                 }
-                let out = &mut *lines.out;
+                let out = lines.out.text();
                 out.push_str(&prefix);
                 out.push_str("└──  awaits ");
                 out.push_str(&a.type_name);
@@ -447,15 +454,15 @@ const MAX_COLUMN: usize = 60;
 
 /// The task table: one row per task, like `python -m asyncio ps`.
 pub fn table(r: &Report) -> String {
-    let mut out = String::new();
+    let mut out = TextOut::kept();
     table_into(r, &by_id(r), &mut out);
-    out
+    kept(out)
 }
 
 /// The table written at the end of `out`: each row's cells are made twice, once to measure
 /// the columns and once to write them, into one buffer, so no row keeps strings of its own.
 /// Both passes go over the rows in parts, on every core (100,000 rows: 20 MB of text).
-fn table_into(r: &Report, tasks: &AddrMap<&TaskReport>, out: &mut String) {
+fn table_into(r: &Report, tasks: &AddrMap<&TaskReport>, out: &mut TextOut) {
     let all: Vec<&TaskReport> = r.tasks.iter().flatten().collect();
     let parts: Vec<&[&TaskReport]> = all.chunks(TABLE_PART).collect();
     let mut widths = [0usize; COLUMNS];
@@ -478,7 +485,7 @@ fn table_into(r: &Report, tasks: &AddrMap<&TaskReport>, out: &mut String) {
             widths[c] = widths[c].max(w);
         }
     }
-    write_row(&cell, &ends, &widths, out);
+    write_row(&cell, &ends, &widths, out.text());
     let written = crate::parallel::map(&parts, 1, true, |part| {
         let mut text = String::new();
         let (mut cell, mut ends) = (String::new(), [0usize; COLUMNS]);
@@ -489,7 +496,7 @@ fn table_into(r: &Report, tasks: &AddrMap<&TaskReport>, out: &mut String) {
         text
     });
     for text in written {
-        out.push_str(&text);
+        out.push_part(&text);
     }
 }
 
@@ -623,24 +630,25 @@ fn row_cells(
 
 /// The task tree and/or the task table (`py-tasks`), then the report's errors.
 pub fn tree_and_table(r: &Report, tree: bool, table: bool) -> String {
-    let mut out = String::new();
+    let mut out = TextOut::kept();
     tree_and_table_into(r, tree, table, &mut out);
-    out
+    kept(out)
 }
 
-/// [`tree_and_table`] at the end of `out` (100,000 tasks: 41 MB not copied again).
-pub fn tree_and_table_into(r: &Report, tree: bool, table: bool, out: &mut String) {
+/// [`tree_and_table`] at the end of `out` (100,000 tasks: 41 MB written out as it is made
+/// where `out` streams).
+pub fn tree_and_table_into(r: &Report, tree: bool, table: bool, out: &mut TextOut) {
     let tasks = by_id(r);
     if tree {
         tree_into(r, &tasks, out);
     }
     if table {
         if tree {
-            out.push('\n');
+            out.text().push('\n');
         }
         table_into(r, &tasks, out);
     }
-    errors(r, out);
+    errors(r, out.text());
 }
 
 #[cfg(test)]
