@@ -450,10 +450,18 @@ class LldbHost(fe.Host):
         t = self.thread_
         if t is None or not t.IsValid() or session is None:
             return self.native_frames(session)
-        regs = None
-        if not _provider_on():
-            regs = frame_registers(t.GetFrameAtIndex(0))
-        own = fe.own_unnumbered_natives(session, lwp=self.thread()[0], regs=regs)
+        lwp = self.thread()[0]
+        own = None
+        if _provider_on():
+            # A core's registers first; a live thread's innermost frame then (it makes the
+            # provider plan this thread, as listing every provided frame below would, and more:
+            # after that listing lldb 22 took 20 s for the next `bt` of a 1,000-level recursion).
+            own = fe.own_unnumbered_natives(session, lwp=lwp)
+            f0 = t.GetFrameAtIndex(0) if own is None else None
+            if f0 is not None and not (hasattr(f0, "IsSynthetic") and f0.IsSynthetic()):
+                own = fe.own_unnumbered_natives(session, lwp=lwp, regs=frame_registers(f0))
+        else:
+            own = fe.own_unnumbered_natives(session, lwp=lwp, regs=frame_registers(t.GetFrameAtIndex(0)))
         return own or self.native_frames(session)
 
     def _places_every_python_frame(self, session, natives):
