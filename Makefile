@@ -41,8 +41,15 @@ cross:
 # (tools/test-env.sh installs it): x86-64 in its own target dir, apart from `make build`, then
 # aarch64 by tools/cross-aarch64.sh. That target dir is kept in $(PYUNWIND_CACHE), as the
 # aarch64 one is: a fresh clone then compiles only the crate, not its dependencies again.
+# A new WHEEL_TARGET starts as a copy of the module's (MODULE_TARGET, when `make build` made
+# one): the same dependencies, features and profile, so only pyo3 and the crate compile there
+# (106 CPU-seconds instead of about 500 on a new 2-core machine, beside the integration tests).
 WHEEL_TARGET := $(PYUNWIND_CACHE)/wheel-target
 wheel:
+	@[ -d $(WHEEL_TARGET)/release ] || [ ! -d $(MODULE_TARGET)/release ] || { \
+	  rm -rf $(WHEEL_TARGET)/release.tmp && mkdir -p $(WHEEL_TARGET) && \
+	  cp -a --reflink=auto $(MODULE_TARGET)/release $(WHEEL_TARGET)/release.tmp && \
+	  mv $(WHEEL_TARGET)/release.tmp $(WHEEL_TARGET)/release; }
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  CARGO_TARGET_DIR=$(WHEEL_TARGET) "$$(dirname "$$py")/maturin" build --release --out target/wheels && \
 	  bash tools/cross-aarch64.sh wheel "$$(dirname "$$py")/maturin"
@@ -85,15 +92,17 @@ unit: pythons
 	$(CARGO) test --release
 
 # The lldb tests (test_lldb*.py) run under integration-lldb, once per lldb version.
-# pytest-xdist spreads the test files over PYTEST_WORKERS processes (most of a test's time is
-# gdb, gcore or the scenario, one core each). --dist loadfile keeps each file on one worker: its
+# pytest-xdist spreads the test files over PYTEST_WORKERS processes: three on a 2-core machine,
+# because a test waits for much of its time (a scenario settling, gcore, a debugger's start):
+# test_asyncio's graph cases used 65% of two cores with two workers, and took 30% less time
+# with four. --dist loadfile keeps each file on one worker: its
 # module fixtures (costly cores, the pip venvs at a fixed path) are made once. (--dist loadgroup
 # does not group under pytest 9: xdist 3.8 renames `item._nodeid`, which pytest 9 no longer reads.)
 # Files that take minutes with few tests are marked long_file and run first (conftest.py):
 # xdist's own order, by number of tests, ran them last, on one worker after the other had run
 # out of work. --durations and conftest's summary (each file's and each worker's time) show in
 # the log where the time goes.
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 PYTEST_DURATIONS ?= 25
 PYTEST := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --durations=$(PYTEST_DURATIONS)
 # test_lldb.py holds most lldb tests: those files spread test by test. test_lldb_sources (the pip
@@ -102,7 +111,7 @@ PYTEST := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile 
 PYTEST_LOAD := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist load --durations=$(PYTEST_DURATIONS)
 # The pip packages and the aarch64 CLI (`make wheel cross`, minutes of compiling on a fresh
 # machine) build in the background (tools/wheels.sh) while the test files that do not need them
-# run: a 2-worker run leaves about a third of the CPUs idle. The files that do (marked
+# run, on the CPU time their waits leave. The files that do (marked
 # after_wheels) run last and wait for them; the lldb tests run after they ended.
 integration: build pythons arm64
 	bash tools/prefetch.sh start wheels
