@@ -594,6 +594,53 @@ def wait_on_cpu(pid, tid, reads=3, timeout=10):
         time.sleep(0.01)
 
 
+def syscalls(pid, tids):
+    """What /proc/PID/task/TID/syscall starts with for each thread: a system call's number,
+    `running`, or -1 (stopped outside a system call); None when unreadable."""
+    out = []
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%d/syscall" % (pid, tid), encoding="ascii") as f:
+                out.append(f.read().split()[0])
+        except (OSError, IndexError):
+            out.append(None)
+    return out
+
+
+def all_stopped(pid, tids):
+    for tid in tids:
+        with open("/proc/%d/task/%d/stat" % (pid, tid), encoding="ascii") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] != "T":
+                return False
+    return True
+
+
+STOP_TRIES = 50
+STOP_POLL_SECONDS = 0.01
+
+
+def stop_idle(pid, tids, timeout=120):
+    """SIGSTOP process `pid` with each of its threads `tids` in the system call it idles in
+    (the same over two looks a while apart), for a process that wakes now and then (gunicorn's
+    arbiter every second, a gevent worker's loop): read while awake, it is not idle. A stop
+    that catches a thread elsewhere is undone and tried again."""
+    for _ in range(STOP_TRIES):
+        idle = syscalls(pid, tids)
+        time.sleep(STOP_POLL_SECONDS)
+        if syscalls(pid, tids) != idle or any(c in (None, "running", "-1") for c in idle):
+            continue
+        os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        while not all_stopped(pid, tids):
+            assert time.monotonic() < deadline, "process %d does not stop" % pid
+            time.sleep(STOP_POLL_SECONDS)
+        if syscalls(pid, tids) == idle:
+            return
+        os.kill(pid, signal.SIGCONT)
+    raise AssertionError("process %d: not stopped where it idles in %d tries: %r, then %r"
+                         % (pid, STOP_TRIES, idle, syscalls(pid, tids)))
+
+
 def signalling_thread(truth):
     """The native id of the thread that wrote `ready` to the FIFO: the `ready-signal` thread of
     `_truth.signal_when_blocked` (it adds itself last), else the recording thread (first)."""

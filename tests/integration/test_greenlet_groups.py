@@ -37,7 +37,6 @@ import os
 import signal
 import socket
 import subprocess
-import time
 
 import pytest
 
@@ -51,9 +50,6 @@ CLI_TIMEOUT_SECONDS = 120
 # Requests of each kind (upstream, sleep): over 2 workers.
 PER_KIND = 4
 KINDS = ["upstream", "sleep"]
-# Tries at stopping a worker where it idles, and the gap between two looks at its threads.
-STOP_TRIES = 50
-STOP_POLL_SECONDS = 0.01
 INTERPS = [i for i in harness.pick(["pyenv-3.12", "pyenv-3.10", "debian-3.14"])
            if i.id not in GEVENT_ABSENT]
 
@@ -83,56 +79,12 @@ def job(request):
         stopped = []
         try:
             for pid in sc.workers:
-                stop_idle(pid, sc.truth["tasks"][str(pid)])
+                harness.stop_idle(pid, sc.truth["tasks"][str(pid)])
                 stopped.append(pid)
             yield sc
         finally:
             for pid in stopped:
                 os.kill(pid, signal.SIGCONT)
-
-
-def syscalls(pid, tids):
-    """What /proc/PID/task/TID/syscall starts with for each thread: a system call's number,
-    `running`, or -1 (stopped outside a system call); None when unreadable."""
-    out = []
-    for tid in tids:
-        try:
-            with open("/proc/%d/task/%d/syscall" % (pid, tid), encoding="ascii") as f:
-                out.append(f.read().split()[0])
-        except (OSError, IndexError):
-            out.append(None)
-    return out
-
-
-def all_stopped(pid, tids):
-    for tid in tids:
-        with open("/proc/%d/task/%d/stat" % (pid, tid), encoding="ascii") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] != "T":
-                return False
-    return True
-
-
-def stop_idle(pid, tids):
-    """SIGSTOP worker `pid` with each of its threads `tids` in the system call it idles in
-    (the same over two looks a while apart): its main thread then runs its hub, blocked in the
-    event loop, as the census found it (the hub aside, which the census itself had switched
-    from). The worker's loop (`GeventWorker.run`) wakes for a moment every second; a stop
-    that catches a thread elsewhere is undone and tried again."""
-    for _ in range(STOP_TRIES):
-        idle = syscalls(pid, tids)
-        time.sleep(STOP_POLL_SECONDS)
-        if syscalls(pid, tids) != idle or any(c in (None, "running", "-1") for c in idle):
-            continue
-        os.kill(pid, signal.SIGSTOP)
-        deadline = time.monotonic() + CLI_TIMEOUT_SECONDS
-        while not all_stopped(pid, tids):
-            assert time.monotonic() < deadline, "worker %d does not stop" % pid
-            time.sleep(STOP_POLL_SECONDS)
-        if syscalls(pid, tids) == idle:
-            return
-        os.kill(pid, signal.SIGCONT)
-    raise AssertionError("worker %d: not stopped where it idles in %d tries: %r, then %r"
-                         % (pid, STOP_TRIES, idle, syscalls(pid, tids)))
 
 
 # --- the truths ------------------------------------------------------------------------------
@@ -163,7 +115,7 @@ def suspended(sc):
     - `me`, the greenlet that took the census: it ended right after (dead, or freed);
     - `hub`, the worker's hub: suspended at the census (it had switched to `me`), running
       while the worker is read (its main thread is stopped in the hub's event loop, see
-      `stop_idle`);
+      `harness.stop_idle`);
     - active with no `gr_frame`: it runs in another thread (a gevent pool thread's
       `_WorkerGreenlet`): its stack is its thread's, not suspended. A started greenlet that
       does not run always has a frame to resume in (a main greenlet the one it switched away

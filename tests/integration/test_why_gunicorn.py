@@ -58,25 +58,30 @@ def server(request):
         truth = sc.truth
         sc.arbiter = truth["arbiter"]["pid"]
         sc.workers = sorted(w["pid"] for w in truth["workers"])
-        sc.cores = {pid: core_of(sc, pid) for pid in [sc.arbiter] + truth["busy"]}
-        yield sc
+        # Every process stopped where it idles, for the module's length: the arbiter wakes
+        # every second to tend its workers, a gevent worker's hub too (and its GC list, on
+        # which greenlets are found, may change then); read or dumped while awake, a process
+        # is not idle (CI once caught the arbiter so, with three test workers on two cores).
+        stopped = []
+        try:
+            for pid in [sc.arbiter] + sc.workers:
+                harness.stop_idle(pid, truth["tasks"][str(pid)])
+                stopped.append(pid)
+            sc.cores = {pid: core_of(sc, pid) for pid in [sc.arbiter] + truth["busy"]}
+            yield sc
+        finally:
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
 
 
 def tree(sc):
     """{pid: report} of `pid --children ARBITER --why --greenlets --json`: the whole tree at
-    once, live (read once per scenario). The workers are stopped (SIGSTOP) while it is read:
-    a running gevent worker's hub wakes every second, and its GC list, on which greenlets are
-    found, could change under the reader. Read once, with no error."""
+    once, live (read once per scenario, every process stopped where it idles: see `server`).
+    Read once, with no error."""
     if not hasattr(sc, "tree"):
-        for pid in sc.workers:
-            os.kill(pid, signal.SIGSTOP)
-        try:
-            proc = subprocess.run([str(harness.cli_path()), "pid", "--children", str(sc.arbiter),
-                                   "--why", "--greenlets", "--json"], capture_output=True,
-                                  text=True, timeout=CLI_TIMEOUT, stdin=subprocess.DEVNULL)
-        finally:
-            for pid in sc.workers:
-                os.kill(pid, signal.SIGCONT)
+        proc = subprocess.run([str(harness.cli_path()), "pid", "--children", str(sc.arbiter),
+                               "--why", "--greenlets", "--json"], capture_output=True,
+                              text=True, timeout=CLI_TIMEOUT, stdin=subprocess.DEVNULL)
         harness.assert_no_panic(proc.stderr, proc.returncode)
         assert proc.returncode == 0, proc.stderr
         reports = {}
