@@ -11,23 +11,18 @@ DEMO_PYTHON ?= /usr/bin/python3.11
 
 .PHONY: build cross wheel demo pythons arm64 test unit integration integration-lldb lint bench fuzz install uninstall clean
 
-# The CLI is built without the `python` feature (it must not need libpython symbols); the
-# extension module with it, in a target dir of its own (MODULE_TARGET): a cdylib's file name
-# carries no hash of its features, so in one target dir each build overwrote the other's
-# libpyunwind.so and every `make build` (twice per `make test`) compiled the crate again. The
-# module is then copied to target/release/_pyunwind.so, where the scripts look for it.
-# A new MODULE_TARGET starts as a copy of the CLI's build: the same dependencies, features and
-# profile, so only pyo3 and the crate are compiled there, not every dependency a second time
-# (59 s instead of 123 s on a new 2-core machine).
-MODULE_TARGET := $(CURDIR)/target/module
+# The CLI and the extension module in one build, with the `python` feature: the crate compiles
+# once, not once without it for the CLI and once more with it for the module (106 s on a new
+# 2-core machine). The CLI still needs no libpython symbols: pyo3 is built for an extension
+# module (it links no libpython) and the binary uses none of `src/python`, which the linker drops
+# (tests/integration/test_packaging_checkout.py checks that it references no `Py*` symbol). The
+# unit tests and clippy use the same feature, so no build of the crate without it overwrites
+# target/release/libpyunwind.so (a cdylib's file name carries no hash of its features). The
+# module is copied to target/release/_pyunwind.so, where the scripts look for it.
 build:
-	$(CARGO) build --release --bin pyunwind
-	@[ -d $(MODULE_TARGET)/release ] || { mkdir -p $(MODULE_TARGET) && \
-	  cp -a --reflink=auto target/release $(MODULE_TARGET)/release.tmp && \
-	  mv $(MODULE_TARGET)/release.tmp $(MODULE_TARGET)/release; }
-	CARGO_TARGET_DIR=$(MODULE_TARGET) $(CARGO) build --release --lib --features python
+	$(CARGO) build --release --features python --bin pyunwind --lib
 	# A copy then a rename: gdb and lldb processes that have the module loaded keep the old file.
-	cp $(MODULE_TARGET)/release/libpyunwind.so target/release/_pyunwind.so.tmp && mv -f target/release/_pyunwind.so.tmp target/release/_pyunwind.so
+	cp target/release/libpyunwind.so target/release/_pyunwind.so.tmp && mv -f target/release/_pyunwind.so.tmp target/release/_pyunwind.so
 
 # The CLI for arm64 (aarch64) Linux, cross-compiled into
 # target/aarch64-unknown-linux-gnu/release/pyunwind by tools/cross-aarch64.sh (it installs the
@@ -41,14 +36,14 @@ cross:
 # (tools/test-env.sh installs it): x86-64 in its own target dir, apart from `make build`, then
 # aarch64 by tools/cross-aarch64.sh. That target dir is kept in $(PYUNWIND_CACHE), as the
 # aarch64 one is: a fresh clone then compiles only the crate, not its dependencies again.
-# A new WHEEL_TARGET starts as a copy of the module's (MODULE_TARGET, when `make build` made
-# one): the same dependencies, features and profile, so only pyo3 and the crate compile there
-# (106 CPU-seconds instead of about 500 on a new 2-core machine, beside the integration tests).
+# A new WHEEL_TARGET starts as a copy of `make build`'s target/release (when there is one): the
+# same dependencies, features and profile, so only pyo3 and the crate compile there (106
+# CPU-seconds instead of about 500 on a new 2-core machine, beside the integration tests).
 WHEEL_TARGET := $(PYUNWIND_CACHE)/wheel-target
 wheel:
-	@[ -d $(WHEEL_TARGET)/release ] || [ ! -d $(MODULE_TARGET)/release ] || { \
+	@[ -d $(WHEEL_TARGET)/release ] || [ ! -d target/release ] || { \
 	  rm -rf $(WHEEL_TARGET)/release.tmp && mkdir -p $(WHEEL_TARGET) && \
-	  cp -a --reflink=auto $(MODULE_TARGET)/release $(WHEEL_TARGET)/release.tmp && \
+	  cp -a --reflink=auto target/release $(WHEEL_TARGET)/release.tmp && \
 	  mv $(WHEEL_TARGET)/release.tmp $(WHEEL_TARGET)/release; }
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  CARGO_TARGET_DIR=$(WHEEL_TARGET) "$$(dirname "$$py")/maturin" build --release --out target/wheels && \
@@ -89,7 +84,7 @@ lint:
 	CARGO_TARGET_DIR=$(CURDIR)/target $(CARGO) check --release --manifest-path fuzz/Cargo.toml
 
 unit: pythons
-	$(CARGO) test --release
+	$(CARGO) test --release --features python
 
 # The lldb tests (test_lldb*.py) run under integration-lldb, once per lldb version.
 # pytest-xdist spreads the test files over PYTEST_WORKERS processes: three on a 2-core machine,

@@ -65,18 +65,19 @@ def _root():
 
 def _pip_target_dir():
     """Where `pip install <checkout>` builds: $PYUNWIND_CACHE/pip-target, kept between runs as
-    `make wheel`'s target dir is. A new one starts as a copy of the checkout's target/module
+    `make wheel`'s target dir is. A new one starts as a copy of the checkout's target/release
     (`make build`'s, a prerequisite of `make integration`, finished before any test starts): the
     same crate, features and profile, so only pyo3 (configured for the venv's 3.12) and the crate
     are compiled, not every dependency again; after that, only the crate when it changed. Not a
     copy of `make wheel`'s target dir: the background wheels job may still be writing it (a copy
     on a new machine failed on a temporary file of its build that vanished)."""
     cache = harness.cache_dir()
-    pip, seed = cache / "pip-target", harness.repo_root() / "target" / "module"
-    if not pip.exists() and (seed / "release").is_dir():
+    pip, seed = cache / "pip-target", harness.repo_root() / "target" / "release"
+    if not pip.exists() and seed.is_dir():
         tmp = cache / "pip-target.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        rc, out, err = harness.run(["cp", "-a", "--reflink=auto", seed, tmp], 600)
+        tmp.mkdir()
+        rc, out, err = harness.run(["cp", "-a", "--reflink=auto", seed, tmp / "release"], 600)
         assert rc == 0, "copying %s to %s failed:\n%s" % (seed, tmp, err)
         tmp.rename(pip)
     return pip
