@@ -12,8 +12,7 @@ DEMO_PYTHON ?= /usr/bin/python3.11
 .PHONY: build cross wheel demo pythons arm64 test unit integration integration-lldb lint bench fuzz install uninstall clean
 
 # The CLI and the extension module in one build, with the `python` feature: the crate compiles
-# once, not once without it for the CLI and once more with it for the module (106 s on a new
-# 2-core machine). The CLI still needs no libpython symbols: pyo3 is built for an extension
+# once per change, not once without it for the CLI and once more with it for the module. The CLI still needs no libpython symbols: pyo3 is built for an extension
 # module (it links no libpython) and the binary uses none of `src/python`, which the linker drops
 # (tests/integration/test_packaging_checkout.py checks that it references no `Py*` symbol). The
 # unit tests and clippy use the same feature, so no build of the crate without it overwrites
