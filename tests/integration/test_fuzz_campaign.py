@@ -139,6 +139,13 @@ def test_campaign_counts_a_caught_panic(root, monkeypatch):
     assert all("internal error in cli at src/panic.rs:" in f["detail"] for f in failures), failures
 
 
+def test_a_batch_that_drew_no_cores_runs_nothing(root):
+    """`make fuzz` with fewer cores than bases leaves a batch of bases with no spec: it runs
+    nothing (it once fell back to every spec of the run, which it is not given: a TypeError)."""
+    counts, failures = campaign.campaign([], None, 1, root, {}, indexed=[])
+    assert counts == dict.fromkeys(campaign.COUNTS, 0) and failures == []
+
+
 @pytest.mark.parametrize("path", SPECS, ids=[os.path.basename(p)[:-5] for p in SPECS])
 def test_regression_spec(path, root):
     spec = json.load(open(path))

@@ -934,7 +934,8 @@ def campaign(bases, specs, jobs, root, debugger_sample, text_every=TEXT_EVERY,
     counts = dict.fromkeys(COUNTS, 0)
     failures = []
     work = []
-    for i, spec in indexed or enumerate(specs):
+    # An empty `indexed` (a batch whose bases drew no cores) runs nothing, not every spec.
+    for i, spec in enumerate(specs) if indexed is None else indexed:
         native = None
         if native_every and i % native_every == 1:
             native = "text" if i // native_every % 2 else "json"
