@@ -554,7 +554,7 @@ fn broken_pipe_ok(r: std::io::Result<()>) -> Result<()> {
 fn render_text(session: &Session, report: &Report, out: &Output) -> Result<String> {
     let mut text = TextOut::kept();
     render_text_into(session, report, out, &mut text)?;
-    Ok(text.finish().unwrap_or_default())
+    Ok(text.into_kept())
 }
 
 /// [`render_text`] into `all`, which may write it out as it grows.

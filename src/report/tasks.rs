@@ -234,12 +234,7 @@ fn frame_short(f: &FrameReport, out: &mut String) {
 pub fn tree(r: &Report) -> String {
     let mut out = TextOut::kept();
     tree_into(r, &by_id(r), &mut out);
-    kept(out)
-}
-
-/// Kept text, which has no sink to fail.
-fn kept(out: TextOut) -> String {
-    out.finish().unwrap_or_default()
+    out.into_kept()
 }
 
 fn tree_into(r: &Report, tasks: &AddrMap<&TaskReport>, out: &mut TextOut) {
@@ -456,7 +451,7 @@ const MAX_COLUMN: usize = 60;
 pub fn table(r: &Report) -> String {
     let mut out = TextOut::kept();
     table_into(r, &by_id(r), &mut out);
-    kept(out)
+    out.into_kept()
 }
 
 /// The table written at the end of `out`: each row's cells are made twice, once to measure
@@ -632,7 +627,7 @@ fn row_cells(
 pub fn tree_and_table(r: &Report, tree: bool, table: bool) -> String {
     let mut out = TextOut::kept();
     tree_and_table_into(r, tree, table, &mut out);
-    kept(out)
+    out.into_kept()
 }
 
 /// [`tree_and_table`] at the end of `out` (100,000 tasks: 41 MB written out as it is made

@@ -72,6 +72,11 @@ impl<'a> TextOut<'a> {
         self.written += part.len();
     }
 
+    /// The text of a [`TextOut::kept`], which has no sink to fail.
+    pub fn into_kept(self) -> String {
+        self.finish().unwrap_or_default()
+    }
+
     /// The kept text (empty when it went to a sink), or the sink's first error.
     pub fn finish(mut self) -> std::io::Result<String> {
         if self.sink.is_none() {
