@@ -9,6 +9,7 @@ address, in a copy of the core.
     patched = core.patched_copy(dest, {addr: struct.pack("<Q", value)})
     core.mapped_files()                 # NT_FILE: (start, end, file offset, path) of each mapping
     core.stack_pointers()               # NT_PRSTATUS: {LWP: rsp}
+    core.system_calls()                 # NT_PRSTATUS: {LWP: (orig_rax, rdi)}
 """
 
 import os
@@ -20,8 +21,10 @@ PT_NOTE = 4
 NT_PRSTATUS = 1
 NT_FILE = 0x46494C45
 # `struct elf_prstatus` of x86-64 (linux/elfcore.h): pr_pid at 32, pr_reg (user_regs_struct,
-# sys/user.h) at 112; rsp is its 20th register.
+# sys/user.h) at 112; rdi, orig_rax and rsp are its 15th, 16th and 20th registers.
 PRSTATUS_PID = 32
+PRSTATUS_RDI = 112 + 8 * 14
+PRSTATUS_ORIG_RAX = 112 + 8 * 15
 PRSTATUS_RSP = 112 + 8 * 19
 
 
@@ -128,6 +131,15 @@ class CoreFile:
         """{LWP: rsp} of every thread (its NT_PRSTATUS note)."""
         return {struct.unpack_from("<I", desc, PRSTATUS_PID)[0]:
                 struct.unpack_from("<Q", desc, PRSTATUS_RSP)[0]
+                for n_type, name, desc in self.notes()
+                if n_type == NT_PRSTATUS and name == b"CORE"}
+
+    def system_calls(self):
+        """{LWP: (orig_rax, rdi)} of every thread (its NT_PRSTATUS note): the number of the
+        system call it is in (2**64 - 1 for none) and that call's first argument."""
+        return {struct.unpack_from("<I", desc, PRSTATUS_PID)[0]:
+                (struct.unpack_from("<Q", desc, PRSTATUS_ORIG_RAX)[0],
+                 struct.unpack_from("<Q", desc, PRSTATUS_RDI)[0])
                 for n_type, name, desc in self.notes()
                 if n_type == NT_PRSTATUS and name == b"CORE"}
 

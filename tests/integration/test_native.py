@@ -14,6 +14,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -23,7 +24,8 @@ import time
 import pytest
 
 import jit_harness as jh
-from harness import (Interp, Scenario, cache_dir, cli_path, gdb_argv, interpreters,
+from corefile import CoreFile
+from harness import (Interp, Scenario, all_stopped, cache_dir, cli_path, gdb_argv, interpreters,
                      provisioned_interpreters, repo_root, run)
 
 INTERP_IDS = ("pyenv-3.10", "pyenv-3.10-stripped", "pyenv-3.12", "pyenv-3.12-stripped", "pyenv-3.13",
@@ -35,6 +37,10 @@ INTERP_IDS = ("pyenv-3.10", "pyenv-3.10-stripped", "pyenv-3.12", "pyenv-3.12-str
 # 3.14 it prints "Unable to merge native stack").
 PYSTACK_IDS = ("pyenv-3.10", "pyenv-3.12", "pyenv-3.13", "debian-3.11", "pyenv-3.11-cext", "debian-3.11-cext")
 TIMEOUT = 120
+# What `time.thread_time()` makes the vDSO call (linux/time.h CLOCK_THREAD_CPUTIME_ID; x86-64's
+# syscall table, arch/x86/entry/syscalls/syscall_64.tbl: clock_gettime).
+SYS_CLOCK_GETTIME = 228
+CLOCK_THREAD_CPUTIME_ID = 3
 # Plain gdb unwinds through JIT code only where CPython registers that code with gdb's JIT
 # interface (3.15: a `py::jit:executor` symbol and CFI for rip/rsp/rbp). 3.14 registers nothing
 # and its JIT code has no unwind information anywhere, so gdb's frames older than a 3.14 JIT
@@ -688,7 +694,13 @@ def test_a_thread_stopped_in_the_vdso(interp_id):
     it is nearly always in the vDSO's `clock_gettime` (the kernel's image, no file). From a
     core in which it is (the first of ten), its native frames are plain gdb's, each one, the
     innermost `clock_gettime` in `[vdso]` then the C library's; its Python frames follow,
-    innermost `clock` at its line. Live, the same, from the first read that stops it there."""
+    innermost `clock` at its line. Live, the same, from the first read that stops it there.
+
+    "In which it is" is the kernel's record: the thread is in the vDSO and in the system call
+    `clock_gettime(CLOCK_THREAD_CPUTIME_ID, ...)` that `time.thread_time()` makes there. The
+    vDSO alone is not enough: a thread that gave up the GIL at its loop's jump (line 19) takes
+    it back through a timed wait that reads CLOCK_MONOTONIC in the same vDSO function, with no
+    system call (CI caught such a core)."""
     interp = _interp(interp_id)
     with Scenario(interp, "vdso_clock") as sc:
         maps = pathlib.Path("/proc/%d/maps" % sc.pid).read_text().splitlines()
@@ -696,9 +708,13 @@ def test_a_thread_stopped_in_the_vdso(interp_id):
         start, end = (int(x, 16) for x in line.split()[0].split("-"))
         tid = next(t["native_id"] for t in sc.truth["threads"] if t["name"] == "clock")
 
-        def clock_in_vdso(report):
+        def in_vdso(report):
             t = next(t for t in report["threads"] if t["native_id"] == tid)
             return start <= t["frames"][0].get("address", 0) < end
+
+        def clock_in_vdso(core, report):
+            return in_vdso(report) and CoreFile(core).system_calls()[tid] == (
+                SYS_CLOCK_GETTIME, CLOCK_THREAD_CPUTIME_ID)
 
         def check(report):
             t = next(t for t in report["threads"] if t["native_id"] == tid)
@@ -714,7 +730,7 @@ def test_a_thread_stopped_in_the_vdso(interp_id):
         for attempt in range(10):
             core = sc.make_core_named("vdso%d" % attempt)
             report = _json([cli_path(), "core", core, "--native-all", "--json"])
-            if clock_in_vdso(report):
+            if clock_in_vdso(core, report):
                 break
         else:
             pytest.fail("ten cores and never was the clock thread stopped in the vDSO")
@@ -722,8 +738,19 @@ def test_a_thread_stopped_in_the_vdso(interp_id):
         check_native_frames_match_gdb(report["threads"], _gdb_frames(
             {"interp": interp, "sc": sc, "core": core}), [], False)
         for attempt in range(10):
-            report = _json([cli_path(), "pid", sc.pid, "--native", "--json"])
-            if clock_in_vdso(report):
+            # Stopped (SIGSTOP) for the read, so that /proc's record of the system call is
+            # the one of the read.
+            os.kill(sc.pid, signal.SIGSTOP)
+            try:
+                while not all_stopped(sc.pid, [tid]):
+                    time.sleep(0.01)
+                with open("/proc/%d/task/%d/syscall" % (sc.pid, tid), encoding="ascii") as f:
+                    kernel = f.read().split()[:2]
+                report = _json([cli_path(), "pid", sc.pid, "--native", "--json"])
+            finally:
+                os.kill(sc.pid, signal.SIGCONT)
+            if (in_vdso(report) and kernel == [str(SYS_CLOCK_GETTIME),
+                                               hex(CLOCK_THREAD_CPUTIME_ID)]):
                 break
         else:
             pytest.fail("ten reads and never was the clock thread stopped in the vDSO")
