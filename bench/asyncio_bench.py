@@ -12,7 +12,8 @@ same core, median of REPEAT runs:
   CLI --tasks    target/release/pyunwind core CORE --tasks
 
 and prints each time, the gdb times beyond start-up, and the target (under 1 s beyond
-start-up). Every run's output is checked to list all 10,000 tasks.
+start-up). Every run's output (written to a file, as every run here: `run_to_file`) is
+checked to list all 10,000 tasks.
 
 On 3.14 and 3.15 the last column times CPython's own `python -m asyncio ps PID` on the live
 program, beside our CLI on the same live program (`pid --tasks --json`).
@@ -36,6 +37,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -74,12 +76,28 @@ class Failure(Exception):
     """A run of ours did not list what it must; the message says why."""
 
 
+def run_to_file(argv):
+    """(seconds, completed process) of one run of `argv`, its standard output written to a
+    file and read (as text) once the clock has stopped: through a pipe, the time would be
+    this script's reading too (100,000 tasks are 60 MB of JSON, which `subprocess.run(text=
+    True)` also decodes before it returns), as `pyunwind ... > out.json` does not."""
+    with tempfile.TemporaryFile() as out:
+        start = time.monotonic()
+        p = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, timeout=TIMEOUT)
+        took = time.monotonic() - start
+        out.seek(0)
+        p.stdout = out.read().decode("utf-8", "replace")
+    p.stderr = p.stderr.decode("utf-8", "replace")
+    return took, p
+
+
 def timed(argv, check, repeat=REPEAT, best=False):
+    """The median (or best) of `repeat` runs of `argv` (`run_to_file`), each checked by
+    `check`."""
     times = []
     for _ in range(repeat):
-        start = time.monotonic()
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT)
-        times.append(time.monotonic() - start)
+        took, p = run_to_file(argv)
+        times.append(took)
         problem = check(p)
         if problem:
             raise Failure("%s: %s\n%s" % (" ".join(argv), problem, p.stderr[-2000:]))
@@ -110,14 +128,11 @@ def stdlib_ps(interp, pid, tasks, verdicts):
     if interp.minor < 14:
         return None, "needs 3.14"
     what = "%s: python -m asyncio ps of %d tasks" % (interp.id, tasks)
-    start = time.monotonic()
     try:
-        p = subprocess.run([interp.exe, "-m", "asyncio", "ps", str(pid)], capture_output=True,
-                           text=True, timeout=TIMEOUT)
+        took, p = run_to_file([interp.exe, "-m", "asyncio", "ps", str(pid)])
     except subprocess.TimeoutExpired:
         verdicts.not_measured(what, "timed out after %d s" % TIMEOUT)
         return TIMEOUT, "failed: timed out"
-    took = time.monotonic() - start
     said = (p.stdout + p.stderr).strip()
     if p.returncode == 0:
         # One row per task: fewer, and the time is not that of listing them all.

@@ -4,6 +4,8 @@
 //! and their threads ([`find_loops`]), who awaits whom ([`link_tasks`]), then what each
 //! suspended task awaits and the await cycles.
 
+use std::collections::HashSet;
+
 use super::*;
 
 /// An error entry: (address, what).
@@ -422,50 +424,36 @@ fn find_loops(
 /// owners: a TaskGroup, a gather).
 fn link_tasks(objects: &Objects, tasks: &mut [TaskView], errors: &mut Errors) {
     let mut err = |addr: u64, what: String| view_err(errors, addr, what);
-    // Edges: waiter -> tasks it awaits.
-    let ids: AddrSet = tasks.iter().map(|t| t.raw.addr).collect();
+    let index: AddrMap<usize> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.raw.addr, i))
+        .collect();
     let on_cpu: AddrSet = tasks
         .iter()
         .filter(|t| t.on_cpu.is_some())
         .map(|t| t.raw.addr)
         .collect();
-    let mut resolver = Resolver {
-        o: objects,
-        memo: AddrMap::default(),
-        by_callback: AddrMap::default(),
-        active: AddrSet::default(),
-        errors: Vec::new(),
-    };
-    let mut edges: Vec<(u64, u64)> = Vec::new(); // (awaited, waiter)
-    for t in tasks.iter().filter(|t| t.supported) {
-        let fw = t.raw.fut_waiter;
-        if fw != 0 && ids.contains(&fw) && fw != t.raw.addr {
-            edges.push((fw, t.raw.addr));
-        }
-        // 3.14+: the awaiters the runtime records.
-        for w in &t.raw.awaited_by {
-            if *w != t.raw.addr && ids.contains(w) {
-                edges.push((t.raw.addr, *w));
-            }
-        }
-        let c = t.raw.c;
-        for w in resolver.waiters(t.raw.addr, c, 0) {
-            if w != t.raw.addr && ids.contains(&w) {
-                edges.push((t.raw.addr, w));
+    // Edges (awaited, waiter), found for each batch of tasks in parallel, each batch with a
+    // resolver of its own: a done callback that many tasks share (gather's) is followed once
+    // a batch, and an error met in several batches is said once, where the first met it.
+    let batches: Vec<&[TaskView]> = tasks.chunks(LINK_BATCH).collect();
+    let found = crate::parallel::map_iter(&batches, 1, objects.snap.mem.any_thread(), |b| {
+        batch_edges(objects, b, &index)
+    });
+    let mut edges: Vec<(u64, u64)> = Vec::new();
+    let mut said: HashSet<(u64, String)> = HashSet::new();
+    for (mut e, errs) in found {
+        edges.append(&mut e);
+        for e in errs {
+            if said.insert((e.address, e.what.clone())) {
+                err(e.address, e.what);
             }
         }
     }
     // In order, each once (a set's order, without its nodes).
     edges.sort_unstable();
     edges.dedup();
-    for e in std::mem::take(&mut resolver.errors) {
-        err(e.address, e.what);
-    }
-    let index: AddrMap<usize> = tasks
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.raw.addr, i))
-        .collect();
     for (awaited, waiter) in &edges {
         if let Some(t) = index.get(awaited).map(|&i| &mut tasks[i]) {
             if on_cpu.contains(waiter) {
@@ -475,4 +463,42 @@ fn link_tasks(objects: &Objects, tasks: &mut [TaskView], errors: &mut Errors) {
             }
         }
     }
+}
+
+/// Tasks one resolver of [`link_tasks`] links.
+const LINK_BATCH: usize = 4096;
+
+/// The edges (awaited, waiter) between `tasks` and the tasks of `index`, from the waiters of
+/// each (its `_fut_waiter`, 3.14's awaiters, its done callbacks), and the errors met.
+fn batch_edges(
+    objects: &Objects,
+    tasks: &[TaskView],
+    index: &AddrMap<usize>,
+) -> (Vec<(u64, u64)>, Vec<ErrorReport>) {
+    let mut resolver = Resolver {
+        o: objects,
+        memo: AddrMap::default(),
+        by_callback: AddrMap::default(),
+        active: AddrSet::default(),
+        errors: Vec::new(),
+    };
+    let mut edges = Vec::new();
+    for t in tasks.iter().filter(|t| t.supported) {
+        let fw = t.raw.fut_waiter;
+        if fw != 0 && index.contains_key(&fw) && fw != t.raw.addr {
+            edges.push((fw, t.raw.addr));
+        }
+        // 3.14+: the awaiters the runtime records.
+        for w in &t.raw.awaited_by {
+            if *w != t.raw.addr && index.contains_key(w) {
+                edges.push((t.raw.addr, *w));
+            }
+        }
+        for w in resolver.waiters(t.raw.addr, t.raw.c, 0) {
+            if w != t.raw.addr && index.contains_key(&w) {
+                edges.push((t.raw.addr, w));
+            }
+        }
+    }
+    (edges, resolver.errors)
 }

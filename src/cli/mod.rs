@@ -395,11 +395,17 @@ fn read_targets(targets: Targets) -> Result<(String, i32)> {
 /// One target's report as `out` asks: its JSON written out (with `host`), else its text.
 fn emit_one(session: &Session, report: &Report, out: &Output, host: &str) -> Result<(String, i32)> {
     if out.json {
-        write_json(&Hosted {
+        let hosted = Hosted {
             host,
             pid: None,
             report,
-        })?;
+        };
+        match &report.tasks {
+            Some(tasks) => {
+                write_json_with(|w| crate::model::task_list_json::to_writer(w, &hosted, tasks))?
+            }
+            None => write_json(&hosted)?,
+        }
         return Ok((String::new(), 0));
     }
     // Written out as it is made: the text of 100,000 tasks is 41 MB.
@@ -520,8 +526,15 @@ fn with_report<T>(
 /// duplicate of standard output's descriptor, not through `Stdout`, whose line buffering
 /// searches every 64 KiB block for a newline that compact JSON does not have.
 fn write_json<T: serde::Serialize>(v: &T) -> Result<()> {
+    write_json_with(|w| serde_json::to_writer(w, v))
+}
+
+/// [`write_json`] with `to_writer` making the JSON.
+fn write_json_with(
+    to_writer: impl FnOnce(&mut std::io::BufWriter<Box<dyn Write>>) -> serde_json::Result<()>,
+) -> Result<()> {
     let mut w = std::io::BufWriter::with_capacity(1 << 16, stdout_file());
-    let written = serde_json::to_writer(&mut w, v)
+    let written = to_writer(&mut w)
         .map_err(std::io::Error::from)
         .and_then(|()| w.write_all(b"\n"))
         .and_then(|()| w.flush());

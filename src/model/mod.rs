@@ -9,6 +9,7 @@ mod held_by;
 mod json_names;
 pub mod number_text;
 mod source_kind;
+pub mod task_list_json;
 #[cfg(test)]
 mod test_words;
 mod thread_state;
@@ -62,7 +63,10 @@ pub struct Report {
     /// first, then by age; one no thread runs in is listed here only.
     pub interpreters: Vec<InterpreterReport>,
     /// asyncio tasks (when asked for): every pending task, placed and linked.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "task_list_json::tasks"
+    )]
     pub tasks: Option<Vec<TaskReport>>,
     /// Await cycles (deadlocks), each as task ids in await order, each once.
     #[serde(skip_serializing_if = "Option::is_none")]
