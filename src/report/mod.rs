@@ -13,6 +13,7 @@ pub mod merge;
 pub mod names;
 pub mod straggler;
 pub mod task_text;
+mod task_tree;
 pub mod tasks;
 #[cfg(test)]
 pub(crate) mod test_support;

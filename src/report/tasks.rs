@@ -2,25 +2,17 @@
 //! `python -m asyncio pstree`) and the task table (like `python -m asyncio ps`).
 
 use std::fmt::Write;
-use std::rc::Rc;
 
+pub use super::task_tree::tree;
+use super::task_tree::{by_id, cycles, tree_into};
 use super::text::{errors, frames, thread_header, traceback, Sources};
 use super::text_out::TextOut;
 use crate::memory::addr_map::{AddrMap, AddrSet};
 use crate::model::number_text::{push_decimal, push_hex};
-use crate::model::{AwaitingKind, FrameKind, FrameReport, LoopReport, Report, TaskReport};
+use crate::model::{AwaitingKind, LoopReport, Report, TaskReport};
 
 /// Most await paths shown for one task (fan-in multiplies them).
 const MAX_PATHS: usize = 64;
-/// Most lines of the task tree.
-const MAX_TREE_LINES: usize = 1_000_000;
-/// Most bytes of the task tree: a deep chain indents every line further (4 characters a
-/// level), so lines alone do not bound it.
-const MAX_TREE_BYTES: usize = 64 << 20;
-
-fn by_id(r: &Report) -> AddrMap<&TaskReport> {
-    r.tasks.iter().flatten().map(|t| (t.id, t)).collect()
-}
 
 /// `Task "name" (0x7f..)`.
 pub fn task_label(t: &TaskReport) -> String {
@@ -198,248 +190,6 @@ pub fn async_bt(r: &Report, src: &mut Sources) -> String {
     cycles(r, &tasks, &mut out);
     errors(r, &mut out);
     out
-}
-
-fn cycles(r: &Report, tasks: &AddrMap<&TaskReport>, out: &mut String) {
-    let name = |id: &u64| tasks.get(id).map_or(format!("{id:#x}"), |t| t.name.clone());
-    for c in r.cycles.iter().flatten() {
-        let mut names: Vec<String> = c.iter().map(name).collect();
-        if let Some(first) = c.first() {
-            names.push(name(first));
-        }
-        writeln!(out, "cycle: {}", names.join(" -> ")).unwrap();
-    }
-}
-
-/// A frame as the tree shows it, `function file:line`, written at the end of `out`.
-fn frame_short(f: &FrameReport, out: &mut String) {
-    match f.kind {
-        FrameKind::Python | FrameKind::Jit => {
-            out.push_str(f.function.as_deref().unwrap_or("???"));
-            out.push(' ');
-            out.push_str(f.file.as_deref().unwrap_or("???"));
-            out.push(':');
-            match f.line {
-                Some(l) => push_decimal(out, l.into()),
-                None => out.push('?'),
-            }
-        }
-        _ => write!(out, "(unreadable frame at {:#x})", f.address.unwrap_or(0)).unwrap(),
-    }
-}
-
-/// The task tree: each root task, its coroutine frames outermost first, and under its innermost
-/// frame the tasks it awaits (or owns), like `python -m asyncio pstree`. Tasks in await
-/// cycles have no root: the cycles are listed instead.
-pub fn tree(r: &Report) -> String {
-    let mut out = TextOut::kept();
-    tree_into(r, &by_id(r), &mut out);
-    out.into_kept()
-}
-
-fn tree_into(r: &Report, tasks: &AddrMap<&TaskReport>, out: &mut TextOut) {
-    let all: Vec<&TaskReport> = r.tasks.iter().flatten().collect();
-    // children[parent] = tasks the parent awaits or owns.
-    let mut children: AddrMap<Vec<(u64, bool)>> = AddrMap::default();
-    for t in &all {
-        for p in &t.awaited_by {
-            children.entry(*p).or_default().push((t.id, false));
-        }
-        for p in &t.owned_by {
-            children.entry(*p).or_default().push((t.id, true));
-        }
-    }
-    let roots: Vec<&TaskReport> = all
-        .iter()
-        .filter(|t| t.awaited_by.is_empty() && t.owned_by.is_empty())
-        .copied()
-        .collect();
-    if !tree_nodes(&roots, tasks, &children, out) {
-        out.text().push_str("(tree cut: too many lines)\n");
-    }
-    cycles(r, tasks, out.text());
-}
-
-/// The tree's lines, counted and bounded.
-struct Lines<'a, 'o> {
-    out: &'a mut TextOut<'o>,
-    /// Where the tree began in `out`.
-    start: usize,
-    count: usize,
-}
-
-impl Lines<'_, '_> {
-    /// Room for one more line: false once the tree is at [`MAX_TREE_LINES`] or
-    /// [`MAX_TREE_BYTES`]. The lines so far are written out when the text streams.
-    fn room(&mut self) -> bool {
-        self.out.spill();
-        if self.count >= MAX_TREE_LINES || self.out.len() - self.start >= MAX_TREE_BYTES {
-            return false;
-        }
-        self.count += 1;
-        true
-    }
-}
-
-/// One step of the task tree's depth-first walk.
-enum Step<'a> {
-    /// Print a task and plan its children.
-    Node {
-        t: &'a TaskReport,
-        owned: bool,
-        /// The prefix of the parent's children, shared by all of them.
-        prefix: Rc<str>,
-        last: bool,
-    },
-    /// A child already on the branch: one line, no subtree.
-    Cycle {
-        name: &'a str,
-        prefix: Rc<str>,
-        last: bool,
-    },
-    /// The walk leaves the last task entered.
-    Leave,
-}
-
-/// Prints the trees under `roots`, depth-first with an explicit stack: an await chain read
-/// from the target can be as deep as it likes, the debugger's own stack is not. False when the
-/// tree was cut at [`MAX_TREE_LINES`] or [`MAX_TREE_BYTES`].
-fn tree_nodes(
-    roots: &[&TaskReport],
-    tasks: &AddrMap<&TaskReport>,
-    children: &AddrMap<Vec<(u64, bool)>>,
-    out: &mut TextOut,
-) -> bool {
-    let start = out.len();
-    let mut lines = Lines {
-        out,
-        start,
-        count: 0,
-    };
-    // The tasks from the root down to the one being printed, for cycle checks.
-    let mut branch: Vec<u64> = Vec::new();
-    let mut on_branch: AddrSet = AddrSet::default();
-    let root_prefix: Rc<str> = Rc::from("");
-    let mut stack: Vec<Step> = roots
-        .iter()
-        .enumerate()
-        .rev()
-        .map(|(i, t)| Step::Node {
-            t,
-            owned: false,
-            prefix: root_prefix.clone(),
-            last: i + 1 == roots.len(),
-        })
-        .collect();
-    let branch_mark = |last: bool| if last { "└── " } else { "├── " };
-    // The prefix of the lines under the task being printed, grown a level per frame.
-    let mut prefix = String::new();
-    while let Some(step) = stack.pop() {
-        let (t, owned, parent_prefix, last) = match step {
-            Step::Leave => {
-                if let Some(id) = branch.pop() {
-                    on_branch.remove(&id);
-                }
-                continue;
-            }
-            Step::Cycle { name, prefix, last } => {
-                if !lines.room() {
-                    return false;
-                }
-                let out = lines.out.text();
-                out.push_str(&prefix);
-                out.push_str(branch_mark(last));
-                out.push_str("(T) ");
-                out.push_str(name);
-                out.push_str(" (await cycle)\n");
-                continue;
-            }
-            Step::Node {
-                t,
-                owned,
-                prefix,
-                last,
-            } => (t, owned, prefix, last),
-        };
-        if !lines.room() {
-            return false;
-        }
-        let out = lines.out.text();
-        out.push_str(&parent_prefix);
-        out.push_str(branch_mark(last));
-        out.push_str("(T) ");
-        out.push_str(&t.name);
-        out.push_str(" [");
-        push_hex(out, t.id);
-        out.push(']');
-        if owned {
-            out.push_str(" (owned, not awaited)");
-        }
-        if t.on_cpu {
-            out.push_str(" (running)");
-        }
-        out.push('\n');
-        prefix.clear();
-        prefix.push_str(&parent_prefix);
-        prefix.push_str(if last { "    " } else { "│   " });
-        // Frames outermost first, each nested under the previous.
-        for f in t.frames.iter().rev() {
-            if !lines.room() {
-                return false;
-            }
-            let out = lines.out.text();
-            out.push_str(&prefix);
-            out.push_str("└──  ");
-            frame_short(f, out);
-            out.push('\n');
-            prefix.push_str("    ");
-        }
-        if let Some(a) = &t.awaiting {
-            if a.kind != AwaitingKind::Task && a.kind != AwaitingKind::Gather {
-                if !lines.room() {
-                    return false;
-                }
-                let out = lines.out.text();
-                out.push_str(&prefix);
-                out.push_str("└──  awaits ");
-                out.push_str(&a.type_name);
-                out.push(' ');
-                push_hex(out, a.id);
-                out.push_str(" (");
-                out.push_str(a.kind.as_str());
-                out.push_str(")\n");
-            }
-        }
-        branch.push(t.id);
-        on_branch.insert(t.id);
-        stack.push(Step::Leave);
-        let kids = children.get(&t.id).map(Vec::as_slice).unwrap_or_default();
-        let kids: Vec<(&TaskReport, bool, bool)> = kids
-            .iter()
-            .filter_map(|(kid, owned)| Some((*tasks.get(kid)?, *owned, on_branch.contains(kid))))
-            .collect();
-        // The children share one prefix: made once, for a task that has any.
-        let shared: Option<Rc<str>> = (!kids.is_empty()).then(|| Rc::from(prefix.as_str()));
-        for (i, &(k, owned, cycle)) in kids.iter().enumerate().rev() {
-            let last = i + 1 == kids.len();
-            let Some(prefix) = shared.clone() else { break };
-            stack.push(if cycle {
-                Step::Cycle {
-                    name: &k.name,
-                    prefix,
-                    last,
-                }
-            } else {
-                Step::Node {
-                    t: k,
-                    owned,
-                    prefix,
-                    last,
-                }
-            });
-        }
-    }
-    true
 }
 
 /// The task table's columns.
@@ -738,7 +488,11 @@ mod tests {
             "{}",
             &out[out.len() - 200..]
         );
-        assert!(out.len() < MAX_TREE_BYTES + (1 << 20), "{}", out.len());
+        assert!(
+            out.len() < super::super::task_tree::MAX_TREE_BYTES + (1 << 20),
+            "{}",
+            out.len()
+        );
         assert!(out.starts_with("└── (T) t1 [0x1]\n    └── (T) t2 [0x2]\n"));
     }
 }
