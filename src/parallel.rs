@@ -56,16 +56,36 @@ pub fn map_iter<T: Sync, R: Send>(
             .unwrap_or_else(|e| e.into_inner())
             .push((start, out));
     };
+    on_threads(threads, work, work, || {});
+    let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    done.sort_unstable_by_key(|d| d.0);
+    Parts::new(done.into_iter().map(|(_, part)| part).collect())
+}
+
+/// `help` on `threads - 1` new threads and `mine` on the calling thread, each to its end;
+/// then the first panic of any goes on in the caller as that panic (the [`crate::panic`]
+/// boundary names where it happened). `stop` runs as soon as one of them panicked, for the
+/// others that wait on it.
+fn on_threads(threads: usize, help: impl Fn() + Sync, mine: impl FnOnce(), stop: impl Fn() + Sync) {
     let panicked = std::thread::scope(|s| {
         // A thread the system refuses only leaves more for the others.
         let helpers: Vec<_> = (1..threads)
             .filter_map(|_| {
                 std::thread::Builder::new()
-                    .spawn_scoped(s, || crate::panic::in_worker(work))
+                    .spawn_scoped(s, || {
+                        let r = crate::panic::in_worker(&help);
+                        if r.is_err() {
+                            stop();
+                        }
+                        r
+                    })
                     .ok()
             })
             .collect();
-        let mine = crate::panic::in_worker(work);
+        let mine = crate::panic::in_worker(mine);
+        if mine.is_err() {
+            stop();
+        }
         let mut first = mine.err();
         for h in helpers {
             if let Ok(Err(p)) = h.join() {
@@ -77,9 +97,6 @@ pub fn map_iter<T: Sync, R: Send>(
     if let Some(p) = panicked {
         crate::panic::resume(p);
     }
-    let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
-    done.sort_unstable_by_key(|d| d.0);
-    Parts::new(done.into_iter().map(|(_, part)| part).collect())
 }
 
 /// Batches made ahead of the one [`map_each`]'s sink takes next, per thread: enough that no
@@ -145,66 +162,38 @@ pub fn map_each<T: Sync, R: Send, E>(
         shared.changed.notify_all();
     };
     let mut result = Ok(());
-    let panicked = std::thread::scope(|s| {
-        // A thread the system refuses only leaves more for the others.
-        let helpers: Vec<_> = (1..threads)
-            .filter_map(|_| {
-                std::thread::Builder::new()
-                    .spawn_scoped(s, || {
-                        let r = crate::panic::in_worker(help);
-                        if r.is_err() {
-                            shared.stop();
-                        }
-                        r
-                    })
-                    .ok()
-            })
-            .collect();
-        let mine = crate::panic::in_worker(|| {
-            for k in 0..batches {
-                let out = loop {
-                    let mut st = shared.lock();
-                    if st.stop {
-                        return;
-                    }
-                    if let Some(out) = st.ready.remove(&k) {
-                        st.sunk = k + 1;
-                        drop(st);
-                        shared.changed.notify_all();
-                        break out;
-                    }
-                    // Not made yet: make the next batch here, or wait for the one being made.
-                    if st.taken < batches && st.taken < st.sunk + ahead {
-                        st.taken += 1;
-                        let j = st.taken - 1;
-                        drop(st);
-                        let out = make(j);
-                        shared.lock().ready.insert(j, out);
-                    } else {
-                        drop(shared.wait(st));
-                    }
-                };
-                if let Err(e) = out.into_iter().try_for_each(&mut sink) {
-                    result = Err(e);
-                    shared.stop();
+    let mine = || {
+        for k in 0..batches {
+            let out = loop {
+                let mut st = shared.lock();
+                if st.stop {
                     return;
                 }
+                if let Some(out) = st.ready.remove(&k) {
+                    st.sunk = k + 1;
+                    drop(st);
+                    shared.changed.notify_all();
+                    break out;
+                }
+                // Not made yet: make the next batch here, or wait for the one being made.
+                if st.taken < batches && st.taken < st.sunk + ahead {
+                    st.taken += 1;
+                    let j = st.taken - 1;
+                    drop(st);
+                    let out = make(j);
+                    shared.lock().ready.insert(j, out);
+                } else {
+                    drop(shared.wait(st));
+                }
+            };
+            if let Err(e) = out.into_iter().try_for_each(&mut sink) {
+                result = Err(e);
+                shared.stop();
+                return;
             }
-        });
-        if mine.is_err() {
-            shared.stop();
         }
-        let mut first = mine.err();
-        for h in helpers {
-            if let Ok(Err(p)) = h.join() {
-                first = first.or(Some(p));
-            }
-        }
-        first
-    });
-    if let Some(p) = panicked {
-        crate::panic::resume(p);
-    }
+    };
+    on_threads(threads, help, mine, || shared.stop());
     result
 }
 

@@ -100,7 +100,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::model::{FrameKind, FrameReport, Hosted, PythonReport, Report, SourceKind};
+    use crate::model::{FrameKind, FrameReport, Hosted, Report};
 
     fn task(id: u64) -> TaskReport {
         let frame = |f: &str, line| FrameReport {
@@ -131,28 +131,9 @@ mod tests {
     }
 
     fn report(tasks: Vec<TaskReport>) -> Report {
-        Report {
-            python: PythonReport {
-                version: "3.14.0".into(),
-                free_threaded: false,
-                jit: false,
-                found_by: "test".into(),
-                source: SourceKind::Core,
-                pid: None,
-            },
-            crash: None,
-            threads: Vec::new(),
-            interpreters: Vec::new(),
-            tasks: Some(tasks),
-            greenlets: None,
-            cycles: Some(vec![vec![1, 2]]),
-            loops: Some(Vec::new()),
-            native_stops: None,
-            deadlocks: None,
-            task_waits: None,
-            heap: None,
-            errors: Vec::new(),
-        }
+        let mut r = crate::report::test_support::tasks_report(tasks);
+        r.cycles = Some(vec![vec![1, 2]]);
+        r
     }
 
     #[test]

@@ -420,9 +420,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::model::{
-        AwaitingReport, FrameKind, FrameReport, PythonReport, SourceKind, TaskReport,
-    };
+    use crate::model::{AwaitingReport, FrameKind, FrameReport, TaskReport};
 
     fn frame(function: &str, line: u32) -> FrameReport {
         FrameReport {
@@ -477,28 +475,7 @@ mod tests {
         }));
         tasks.push(task(9000, &[], &[]));
         tasks.extend((9001..9010).map(|i| task(i, &[9000], &[])));
-        Report {
-            python: PythonReport {
-                version: "3.14.0".into(),
-                free_threaded: false,
-                jit: false,
-                found_by: "test".into(),
-                source: SourceKind::Core,
-                pid: None,
-            },
-            crash: None,
-            threads: Vec::new(),
-            interpreters: Vec::new(),
-            tasks: Some(tasks),
-            greenlets: None,
-            cycles: Some(Vec::new()),
-            loops: Some(Vec::new()),
-            native_stops: None,
-            deadlocks: None,
-            task_waits: None,
-            heap: None,
-            errors: Vec::new(),
-        }
+        crate::report::test_support::tasks_report(tasks)
     }
 
     fn drawn(r: &Report, limits: Limits, parallel: bool, streamed: bool) -> String {

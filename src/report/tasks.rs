@@ -399,7 +399,6 @@ pub fn tree_and_table_into(r: &Report, tree: bool, table: bool, out: &mut TextOu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{PythonReport, SourceKind};
 
     fn task(id: u64, awaited_by: &[u64]) -> TaskReport {
         TaskReport {
@@ -420,28 +419,7 @@ mod tests {
     }
 
     fn report(tasks: Vec<TaskReport>) -> Report {
-        Report {
-            python: PythonReport {
-                version: "3.14.0".into(),
-                free_threaded: false,
-                jit: false,
-                found_by: "test".into(),
-                source: SourceKind::Core,
-                pid: None,
-            },
-            crash: None,
-            threads: Vec::new(),
-            interpreters: Vec::new(),
-            tasks: Some(tasks),
-            greenlets: None,
-            cycles: Some(Vec::new()),
-            loops: Some(Vec::new()),
-            native_stops: None,
-            deadlocks: None,
-            task_waits: None,
-            heap: None,
-            errors: Vec::new(),
-        }
+        crate::report::test_support::tasks_report(tasks)
     }
 
     #[test]

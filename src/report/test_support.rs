@@ -1,6 +1,8 @@
 //! What the report model's unit tests build their reports from.
 
-use crate::model::{FrameKind, FrameReport, PythonReport, Report, SourceKind, ThreadReport};
+use crate::model::{
+    FrameKind, FrameReport, PythonReport, Report, SourceKind, TaskReport, ThreadReport,
+};
 
 /// A Python frame of `function` in `file` at `line` (its address made up from the line).
 pub(crate) fn python_frame(function: &str, file: &str, line: u32) -> FrameReport {
@@ -40,6 +42,18 @@ pub(crate) fn report_of(version: &str, pid: u32, threads: Vec<ThreadReport>) -> 
         heap: None,
         errors: Vec::new(),
     }
+}
+
+/// A core's report (CPython 3.14) of `tasks`, with no await cycle and no loop.
+pub(crate) fn tasks_report(tasks: Vec<TaskReport>) -> Report {
+    let mut r = report_of("3.14.0", 0, Vec::new());
+    r.python.found_by = "test".into();
+    r.python.source = SourceKind::Core;
+    r.python.pid = None;
+    r.tasks = Some(tasks);
+    r.cycles = Some(Vec::new());
+    r.loops = Some(Vec::new());
+    r
 }
 
 /// A Python thread `lwp` (its native id and thread id), named `t<lwp>`, with `frames`.
