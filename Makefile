@@ -12,8 +12,9 @@ DEMO_PYTHON ?= /usr/bin/python3.11
 .PHONY: build cross wheel demo pythons arm64 test unit integration integration-lldb lint bench fuzz install uninstall clean
 
 # The CLI and the extension module in one build, with the `python` feature: the crate compiles
-# once per change, not once without it for the CLI and once more with it for the module. The CLI still needs no libpython symbols: pyo3 is built for an extension
-# module (it links no libpython) and the binary uses none of `src/python`, which the linker drops
+# once per change, not once without it for the CLI and once more with it for the module. The
+# CLI still needs no libpython symbols: pyo3 is built for an extension module (it links no
+# libpython) and the binary uses none of `src/python`, which the linker drops
 # (tests/integration/test_packaging_checkout.py checks that it references no `Py*` symbol). The
 # unit tests and clippy use the same feature, so no build of the crate without it overwrites
 # target/release/libpyunwind.so (a cdylib's file name carries no hash of its features). The

@@ -149,13 +149,11 @@ pub fn map_each<T: Sync, R: Send, E>(
                 if st.stop || st.taken >= batches {
                     return;
                 }
-                if st.taken < st.sunk + ahead {
-                    break;
+                if let Some(k) = st.take(batches, ahead) {
+                    break k;
                 }
                 st = shared.wait(st);
             }
-            st.taken += 1;
-            st.taken - 1
         };
         let out = make(k);
         shared.lock().ready.insert(k, out);
@@ -176,9 +174,7 @@ pub fn map_each<T: Sync, R: Send, E>(
                     break out;
                 }
                 // Not made yet: make the next batch here, or wait for the one being made.
-                if st.taken < batches && st.taken < st.sunk + ahead {
-                    st.taken += 1;
-                    let j = st.taken - 1;
+                if let Some(j) = st.take(batches, ahead) {
                     drop(st);
                     let out = make(j);
                     shared.lock().ready.insert(j, out);
@@ -211,6 +207,18 @@ struct OrderedState<R> {
     sunk: usize,
     /// The sink failed or a thread panicked: nothing more is made.
     stop: bool,
+}
+
+impl<R> OrderedState<R> {
+    /// The next of `batches` batches to make, unless it would be more than `ahead` batches
+    /// ahead of the sink.
+    fn take(&mut self, batches: usize, ahead: usize) -> Option<usize> {
+        if self.taken >= batches || self.taken >= self.sunk + ahead {
+            return None;
+        }
+        self.taken += 1;
+        Some(self.taken - 1)
+    }
 }
 
 impl<R> Ordered<R> {

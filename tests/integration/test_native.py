@@ -698,9 +698,9 @@ def test_a_thread_stopped_in_the_vdso(interp_id):
 
     "In which it is" is the kernel's record: the thread is in the vDSO and in the system call
     `clock_gettime(CLOCK_THREAD_CPUTIME_ID, ...)` that `time.thread_time()` makes there. The
-    vDSO alone is not enough: a thread that gave up the GIL at its loop's jump (line 19) takes
-    it back through a timed wait that reads CLOCK_MONOTONIC in the same vDSO function, with no
-    system call (CI caught such a core)."""
+    vDSO alone is not enough: CI caught a core with the thread in the same vDSO function at its
+    loop's line 19, most likely reading CLOCK_MONOTONIC (no system call) for the timed wait of
+    a thread that gave up the GIL at its loop's jump and takes it back."""
     interp = _interp(interp_id)
     with Scenario(interp, "vdso_clock") as sc:
         maps = pathlib.Path("/proc/%d/maps" % sc.pid).read_text().splitlines()
@@ -742,7 +742,9 @@ def test_a_thread_stopped_in_the_vdso(interp_id):
             # the one of the read.
             os.kill(sc.pid, signal.SIGSTOP)
             try:
+                deadline = time.monotonic() + TIMEOUT
                 while not all_stopped(sc.pid, [tid]):
+                    assert time.monotonic() < deadline, "the scenario does not stop"
                     time.sleep(0.01)
                 with open("/proc/%d/task/%d/syscall" % (sc.pid, tid), encoding="ascii") as f:
                     kernel = f.read().split()[:2]
