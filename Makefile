@@ -9,7 +9,7 @@ LLDBINIT ?= $(HOME)/.lldbinit
 LLDB_VERSIONS ?= 19 22
 DEMO_PYTHON ?= /usr/bin/python3.11
 
-.PHONY: build cross wheel demo pythons arm64 test unit integration integration-lldb lint bench fuzz install uninstall clean
+.PHONY: build wheel demo pythons arm64 test unit integration integration-lldb lint bench fuzz install uninstall clean
 
 # The CLI and the extension module in one build, with the `python` feature: the crate compiles
 # once per change, not once without it for the CLI and once more with it for the module. The
@@ -24,14 +24,6 @@ build:
 	# A copy then a rename: gdb and lldb processes that have the module loaded keep the old file.
 	cp target/release/libpyunwind.so target/release/_pyunwind.so.tmp && mv -f target/release/_pyunwind.so.tmp target/release/_pyunwind.so
 
-# The CLI for arm64 (aarch64) Linux, cross-compiled into
-# target/aarch64-unknown-linux-gnu/release/pyunwind by tools/cross-aarch64.sh (it installs the
-# rust target and Debian's cross gcc when missing; builds and their outputs are kept in
-# $(PYUNWIND_CACHE)/cross-aarch64, so a fresh clone compiles only what changed in the crate, and
-# nothing when no source did). tests/integration/test_arm64_cross.py runs it under qemu.
-cross:
-	bash tools/cross-aarch64.sh cli
-
 # The pip packages (abi3, manylinux) in target/wheels, built by maturin from the test venv
 # (tools/test-env.sh installs it): x86-64 in its own target dir, apart from `make build`, then
 # aarch64 by tools/cross-aarch64.sh. That target dir is kept in $(PYUNWIND_CACHE), as the
@@ -39,14 +31,21 @@ cross:
 # A new WHEEL_TARGET starts as a copy of `make build`'s target/release (when there is one): the
 # same dependencies, features and profile, so only pyo3 and the crate compile there (106
 # CPU-seconds instead of about 500 on a new 2-core machine, beside the integration tests).
+# WHEEL_PYTHON: the interpreter maturin builds the x86-64 wheel for (abi3: any CPython >= 3.8
+# runs it); empty, maturin's choice. pyo3's build script keys its output on that interpreter's
+# path (maturin passes it as PYO3_PYTHON), so tools/wheels.sh names the one `pip install
+# <checkout>` builds with in test_packaging_checkout.py, which builds in WHEEL_TARGET too: that
+# build then finds the crate compiled, instead of compiling it once more.
 WHEEL_TARGET := $(PYUNWIND_CACHE)/wheel-target
+WHEEL_PYTHON ?=
 wheel:
 	@[ -d $(WHEEL_TARGET)/release ] || [ ! -d target/release ] || { \
 	  rm -rf $(WHEEL_TARGET)/release.tmp && mkdir -p $(WHEEL_TARGET) && \
 	  cp -a --reflink=auto target/release $(WHEEL_TARGET)/release.tmp && \
 	  mv $(WHEEL_TARGET)/release.tmp $(WHEEL_TARGET)/release; }
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
-	  CARGO_TARGET_DIR=$(WHEEL_TARGET) "$$(dirname "$$py")/maturin" build --release --out target/wheels && \
+	  CARGO_TARGET_DIR=$(WHEEL_TARGET) "$$(dirname "$$py")/maturin" build --release \
+	    $(if $(WHEEL_PYTHON),--interpreter "$(WHEEL_PYTHON)") --out target/wheels && \
 	  bash tools/cross-aarch64.sh wheel "$$(dirname "$$py")/maturin"
 
 demo: build
@@ -104,10 +103,9 @@ PYTEST := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile 
 # venvs at a fixed path), test_lldb_arm64 (qemu cores made once per module), test_lldb_arm64_live
 # (lldb on qemu's gdb stub) and test_lldb_dap (one scenario and core per interpreter) run by file.
 PYTEST_LOAD := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist load --durations=$(PYTEST_DURATIONS)
-# The pip packages and the aarch64 CLI (`make wheel cross`, minutes of compiling on a fresh
-# machine) build in the background (tools/wheels.sh) while the test files that do not need them
-# run, on the CPU time their waits leave. The files that do (marked
-# after_wheels) run last and wait for them; the lldb tests run after they ended.
+# The pip packages (`make wheel`, minutes of compiling on a fresh machine) build in the
+# background (tools/wheels.sh) while the test files that do not need them run. The files that
+# do (marked after_wheels) run last and wait for them; the lldb tests run after they ended.
 integration: build pythons arm64
 	bash tools/prefetch.sh start wheels
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
@@ -118,7 +116,10 @@ integration: build pythons arm64
 # tools/lldb-env.sh installs each lldb in turn (removing the other's Python package) and fails
 # the run when one cannot be installed. The frame provider exists from lldb 22 on: its lock test
 # and the lldb-dap tests run there (test_lldb_arm64 checks it on 22 only, inside the file).
-integration-lldb: build wheel arm64
+# The wheels as tools/wheels.sh builds them (for test_lldb_sources' `pip install <checkout>`'s
+# interpreter): after `make integration`, seconds.
+integration-lldb: build arm64
+	bash tools/wheels.sh
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  for v in $(LLDB_VERSIONS); do \
 	    lldb=$$(bash tools/lldb-env.sh $$v) || exit 1; \

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# pyunwind built for aarch64 (arm64) Linux on this x86-64 machine, for the tests that run it
-# under qemu-user (tests/integration/test_arm64_cross.py); safe to run again and again.
+# pyunwind's pip package built for aarch64 (arm64) Linux on this x86-64 machine, for the tests
+# that run it under qemu-user (tests/integration/test_arm64_cross.py); safe to run again and
+# again.
 #
-#   tools/cross-aarch64.sh cli            the CLI (no `python` feature, as `make build` builds
-#                                         it), target/aarch64-unknown-linux-gnu/release/pyunwind
 #   tools/cross-aarch64.sh wheel MATURIN  the abi3 manylinux wheel (`make wheel`), built by that
 #                                         maturin into target/wheels/pyunwind-*_aarch64.whl
+#
+# No standalone aarch64 CLI: the wheel's `pyunwind` command is the same Rust command line, and
+# building the binary too would compile the crate once more for aarch64.
 #
 # Toolchain, installed only when missing: rustup's aarch64-unknown-linux-gnu target, and
 # Debian's gcc-aarch64-linux-gnu (the linker, and the C compiler of the static liblzma) with
@@ -29,7 +31,7 @@ RECIPE=cross-aarch64-1
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(dirname "$HERE")"
 CACHE="${PYUNWIND_CACHE:-$HOME/.cache/pyunwind}/cross-aarch64"
-# What the CLI and the wheel are made from (the wheel's python/ links into the script dirs).
+# What the wheel is made from (the wheel's python/ links into the script dirs).
 INPUTS=(Cargo.toml Cargo.lock build.rs .cargo src pyproject.toml README.md python pylib
     gdb-scripts lldb-scripts tools/cross-aarch64.sh)
 KEEP=4
@@ -117,28 +119,6 @@ keep_newest() {
     for o in $old; do rm -rf "${1:?}/$o"; done
 }
 
-build_cli() {
-    local key out="$REPO/target/$TARGET/release/pyunwind" kept
-    key=$(inputs_hash cli cargo)
-    kept="$CACHE/out/cli/$key/pyunwind"
-    if [ ! -f "$kept" ]; then
-        log "cargo build --release --target $TARGET --bin pyunwind in $STAGE"
-        stage
-        (cd "$STAGE" && cargo build --release --target "$TARGET" --bin pyunwind >&2) \
-            || die "the aarch64 build of the CLI failed"
-        mkdir -p "$CACHE/out/cli/$key.tmp"
-        cp "$CARGO_TARGET_DIR/$TARGET/release/pyunwind" "$CACHE/out/cli/$key.tmp/"
-        rm -rf "$CACHE/out/cli/$key" && mv "$CACHE/out/cli/$key.tmp" "$CACHE/out/cli/$key"
-        keep_newest "$CACHE/out/cli"
-    else
-        log "the CLI of these sources is built: $kept"
-        touch "$CACHE/out/cli/$key"
-    fi
-    mkdir -p "$(dirname "$out")"
-    cp "$kept" "$out.tmp" && mv -f "$out.tmp" "$out"
-    echo "$out"
-}
-
 build_wheel() {
     local maturin=$1 key kept whl
     [ -x "$maturin" ] || die "no maturin at $maturin"
@@ -166,19 +146,12 @@ build_wheel() {
     echo "$REPO/target/wheels/$(basename "$whl")"
 }
 
-case "${1:-}" in
-cli) ;;
-wheel) [ $# -eq 2 ] || die "usage: $0 wheel MATURIN" ;;
-*) die "usage: $0 cli | wheel MATURIN" ;;
-esac
+[ "${1:-}" = wheel ] && [ $# -eq 2 ] || die "usage: $0 wheel MATURIN"
 toolchain
 mkdir -p "$CACHE"
 # One build at a time (clones and CI runs share the target dir).
 exec 9>"$CACHE/.lock"
 flock 9
 started=$SECONDS
-case "$1" in
-cli) build_cli ;;
-wheel) build_wheel "$2" ;;
-esac
-log "$1 ready in $((SECONDS - started)) s"
+build_wheel "$2"
+log "wheel ready in $((SECONDS - started)) s"

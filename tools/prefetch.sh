@@ -12,7 +12,7 @@
 # and host apt-get goes through tools/apt-install.sh's lock, so a second run cannot clash.
 #
 # `make integration` starts one more job the same way, `wheels` (tools/wheels.sh: the pip
-# packages and the aarch64 CLI, minutes of compiling on a fresh machine), while the test files
+# packages, minutes of compiling on a fresh machine), while the test files
 # that do not need them run; those that do wait for it (harness.wait_for_wheels).
 #
 # Where nothing is missing, every script returns within seconds and this costs nothing.

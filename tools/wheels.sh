@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # The builds only some integration tests need: the pip packages (`make wheel`: x86-64, then
-# aarch64) and the aarch64 CLI (`make cross`). On a fresh machine they are about four minutes
-# of compiling (three release builds of the crate in target dirs of their own), which
-# `make integration` no longer waits for: it starts this script in the background
-# (tools/prefetch.sh start wheels) and runs the test files that do not need them meanwhile;
-# those that do (marked `after_wheels`, run last) wait for it (harness.wait_for_wheels), and
-# the lldb tests run after it ended. Where the caches hold these sources' builds, seconds.
+# aarch64). On a fresh machine they are minutes of compiling (two release builds of the crate
+# in target dirs of their own), which `make integration` does not wait for: it starts this
+# script in the background (tools/prefetch.sh start wheels) and runs the test files that do not
+# need them meanwhile; those that do (marked `after_wheels`, run last) wait for it
+# (harness.wait_for_wheels), and the lldb tests run after it ended. Where the caches hold these
+# sources' builds, seconds.
+#
+# The x86-64 wheel is built for the interpreter test_packaging_checkout.py's `pip install
+# <checkout>` builds with (its venv's python, made here when missing), in the target dir that
+# build uses: pip's build of the same sources then compiles nothing (`make wheel`'s
+# WHEEL_PYTHON).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
+py=$(bash "$REPO/tools/test-env.sh" | tail -n 1)
+builder=$("$py" "$REPO/tests/integration/packaging_venvs.py" checkout-python)
 # Started from a make recipe: its MAKEFLAGS (a jobserver's descriptors) are not ours.
-exec env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$REPO" --no-print-directory wheel cross
+exec env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$REPO" --no-print-directory wheel \
+    WHEEL_PYTHON="$builder"

@@ -47,7 +47,7 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "long_file: a test file that takes minutes with few tests; it runs first")
     config.addinivalue_line(
-        "markers", "after_wheels: a test file that needs the pip packages or the aarch64 CLI, "
+        "markers", "after_wheels: a test file that needs the pip packages, "
         "which `make integration` builds in the background (tools/wheels.sh); it runs last")
     # pytest-xdist's own reordering (by number of tests) would undo pytest_collection_modifyitems'.
     if hasattr(config.option, "loadscopereorder"):

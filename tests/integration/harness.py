@@ -392,10 +392,10 @@ _WHEELS_READY = []
 
 
 def wait_for_wheels():
-    """The pip packages and the aarch64 CLI are built by tools/wheels.sh, which `make
-    integration` runs in the background while the files that do not need them run: wait until
-    it ended (HarnessError, with its log, if it failed). Where it was not started (a plain
-    pytest run), nothing to wait for: the tests then find the builds of `make wheel cross`."""
+    """The pip packages are built by tools/wheels.sh, which `make integration` runs in the
+    background while the files that do not need them run: wait until it ended (HarnessError,
+    with its log, if it failed). Where it was not started (a plain pytest run), nothing to wait
+    for: the tests then find the builds of `make wheel`."""
     if _WHEELS_READY:
         return
     rc, out, err = run(["bash", repo_root() / "tools" / "prefetch.sh", "wait", "wheels"], 3600)

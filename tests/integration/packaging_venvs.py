@@ -6,10 +6,14 @@ pyenv's 3.12 ("pip-checkout-pyenv-3.12") and the wheel of `make wheel` on Debian
 is made the first time a test of the module asks for it, so a module that tests one venv
 makes only that one. The checks both debuggers' test files run on each venv are here too.
 
-`make integration` runs the test files by file on two workers: test_packaging_checkout.py
-(the checkout's build, minutes on a fresh clone) and test_packaging.py (the wheel, seconds)
-make different venvs, so they can run at the same time. test_lldb_sources.py makes both, in
+`make integration` runs the test files by file on several workers: test_packaging_checkout.py
+(`pip install <checkout>`) and test_packaging.py (the wheel) make different venvs, so they can
+run at the same time; both wait for the background wheels job (tools/wheels.sh), whose x86-64
+build leaves pip's build nothing to compile. test_lldb_sources.py makes both venvs, in
 `make integration-lldb`, after them.
+
+Run as a script (`packaging_venvs.py checkout-python`, by tools/wheels.sh): prints
+`checkout_python()`.
 """
 
 import glob
@@ -17,7 +21,6 @@ import json
 import os
 import pathlib
 import re
-import shutil
 
 import pytest
 
@@ -63,35 +66,38 @@ def _root():
     return root
 
 
-def _pip_target_dir():
-    """Where `pip install <checkout>` builds: $PYUNWIND_CACHE/pip-target, kept between runs as
-    `make wheel`'s target dir is. A new one starts as a copy of the checkout's target/release
-    (`make build`'s, a prerequisite of `make integration`, finished before any test starts): the
-    same crate, features and profile, so only pyo3 (configured for the venv's 3.12) and the crate
-    are compiled, not every dependency again; after that, only the crate when it changed. Not a
-    copy of `make wheel`'s target dir: the background wheels job may still be writing it (a copy
-    on a new machine failed on a temporary file of its build that vanished)."""
-    cache = harness.cache_dir()
-    pip, seed = cache / "pip-target", harness.repo_root() / "target" / "release"
-    if not pip.exists() and seed.is_dir():
-        tmp = cache / "pip-target.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        rc, out, err = harness.run(["cp", "-a", "--reflink=auto", seed, tmp / "release"], 600)
-        assert rc == 0, "copying %s to %s failed:\n%s" % (seed, tmp, err)
-        tmp.rename(pip)
-    return pip
+def _checkout_base():
+    return harness.pick(["pyenv-3.12"], among=harness.interpreters())[0].exe
+
+
+def checkout_python():
+    """The interpreter `pip install <checkout>` builds with: its venv's python (made here,
+    without packages, when missing). tools/wheels.sh builds the x86-64 wheel for it (`make
+    wheel WHEEL_PYTHON=...`), in the target dir that `pip install` builds in: pyo3's build script
+    keys its output on the interpreter's path, so pip's build of the same sources then finds
+    everything compiled (a crate compile less, about 100 CPU-seconds, on every run whose sources
+    changed). The venv is made again, fresh, by `checkout_venv`, at the same path."""
+    venv = _root() / "pyenv-3.12"
+    if not os.access(venv / "bin" / "python", os.X_OK):
+        rc, out, err = harness.run([_checkout_base(), "-m", "venv", venv], 120)
+        assert rc == 0, err
+    return venv / "bin" / "python"
+
+
+def _wheel_target_dir():
+    """`make wheel`'s WHEEL_TARGET: $PYUNWIND_CACHE/wheel-target (the Makefile seeds it)."""
+    return harness.cache_dir() / "wheel-target"
 
 
 def checkout_venv():
     """`pip install <checkout>` builds with maturin (from PyPI, through pip's cache) into
-    $PYUNWIND_CACHE/pip-target; pyo3 rebuilds when the building interpreter's path changes, so the venv's path
-    is fixed and the build is not isolated (pip's isolated build environments have random
-    paths): after the first run the build is a no-op."""
-    pyenv312 = harness.pick(["pyenv-3.12"])[0].exe
-    venv = _fresh_venv(pyenv312, _root() / "pyenv-3.12")
+    `make wheel`'s target dir, after the background wheels job built the x86-64 wheel there for
+    this venv's python (`checkout_python`): the build is not isolated (pip's isolated build
+    environments have random paths, and pyo3 rebuilds when the interpreter's path changes)."""
+    harness.wait_for_wheels()
+    venv = _fresh_venv(_checkout_base(), checkout_python().parent.parent)
     _pip(venv, "maturin>=1.5,<2")
-    env = harness.child_env({"CARGO_TARGET_DIR": str(_pip_target_dir())})
+    env = harness.child_env({"CARGO_TARGET_DIR": str(_wheel_target_dir())})
     env["PATH"] = "%s:%s" % (venv / "bin", env.get("PATH", ""))  # the build hook runs `maturin`
     _pip(venv, "--no-build-isolation", harness.repo_root(), env=env)
     return venv
@@ -204,3 +210,10 @@ def check_install_gdb_is_idempotent_and_reversible(venv, shapes, tmp_path):
     assert rc == 0 and gdbinit.read_text() == "set pagination off\n", err
     rc, out, err = pyunwind(venv, "uninstall-gdb", env=env)
     assert rc == 0 and "has no" in out
+
+
+if __name__ == "__main__":
+    import sys
+    if sys.argv[1:] != ["checkout-python"]:
+        sys.exit("usage: packaging_venvs.py checkout-python")
+    print(checkout_python())

@@ -49,7 +49,7 @@ CLI_TIMEOUT = 120
 GDB_TIMEOUT = 300
 SCENARIOS = ["recursion", "threads", "locals"]
 # A C library with DWARF (tests/scenarios/native_dwarf.c), built for arm64 by Debian's cross
-# compiler (`make cross` installs it), called through ctypes: the one frame of these stops
+# compiler (`make arm64` installs it), called through ctypes: the one frame of these stops
 # with a file, a line and an inlined function (the roots' own packages are stripped).
 DWARF_LIB = "libnative_dwarf.so"
 CROSS_CC = "aarch64-linux-gnu-gcc"
@@ -181,7 +181,7 @@ def stop(request):
 def build_dwarf_lib(path):
     """tests/scenarios/native_dwarf.c built for arm64 at `path`, with DWARF (-g) and CFI."""
     cc = shutil.which(CROSS_CC)
-    assert cc, "%s is missing (make cross: tools/cross-aarch64.sh installs it)" % CROSS_CC
+    assert cc, "%s is missing (`make arm64`: tools/arm64.sh installs it)" % CROSS_CC
     src = harness.repo_root() / "tests" / "scenarios" / "native_dwarf.c"
     rc, out, err = harness.run([cc, "-shared", "-fPIC", "-O2", "-g", "-fasynchronous-unwind-tables",
                                 str(src), "-o", str(path)], CLI_TIMEOUT)

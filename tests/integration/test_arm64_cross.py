@@ -1,22 +1,25 @@
-"""pyunwind built for arm64 (aarch64) and run here, on x86-64, under qemu-user. The builds
-come from tools/cross-aarch64.sh: `make cross` makes the CLI, and `make wheel` makes the wheel
-next to the x86-64 one. They run in the arm64 roots that tools/arm64.sh makes (`make arm64`).
+"""pyunwind built for arm64 (aarch64) and run here, on x86-64, under qemu-user: the aarch64 wheel
+(target/wheels/pyunwind-*_aarch64.whl), which `make wheel` builds next to the x86-64 one
+(tools/cross-aarch64.sh), run in the arm64 roots that tools/arm64.sh makes (`make arm64`).
 
-- The CLI is target/aarch64-unknown-linux-gnu/release/pyunwind, run as `qemu-aarch64 -L ROOT`.
-  It reads qemu's arm64 cores of bookworm's python3.11 and sid's python3.14 (arm64_harness),
-  and a gcore core of an x86-64 pyenv 3.12. Its output (`--json`, the text, `--locals`,
+- The wheel: abi3, aarch64, with a manylinux tag that is the newest glibc symbol version its
+  module needs. Unpacked, its `_pyunwind` is imported by sid's arm64 python3.14 under qemu and
+  reads a core: the same report as the x86-64 module gives.
+- The CLI arm64 users get: the wheel's `pyunwind` console entry point (entry_points.txt), run
+  by the root's arm64 python under `qemu-aarch64 -L ROOT` (the Rust command line of
+  `_pyunwind.cli_main`, the standalone binary's code). It reads qemu's arm64 cores of
+  bookworm's python3.11 and sid's python3.14 (arm64_harness), and a gcore core of an x86-64
+  pyenv 3.12 (run by bookworm's python3.11). Its output (`--json`, the text, `--locals`,
   `--native-all`) is exactly the x86-64 CLI's, and that output is the scenario's truth. Cores
   are data: the reader's own architecture does not change what it reads.
-- The wheel is target/wheels/pyunwind-*_aarch64.whl: abi3, aarch64, with a manylinux tag that
-  is the newest glibc symbol version its module needs. Unpacked, its `_pyunwind` is imported by
-  sid's arm64 python3.14 under qemu and reads a core: the same report as the x86-64 module
-  gives. Its `pyunwind` console entry point gives the x86-64 CLI's output.
 - `pyunwind pid` on an arm64 interpreter running under qemu-user, read by the aarch64 CLI
   under qemu (qemu-user 7.2 has no process_vm_readv: ENOSYS, and the CLI reads the process's
   /proc/PID/mem instead) and by the x86-64 CLI on the host. qemu maps a 64-bit guest's
   addresses one to one, and /proc/PID/maps lists the guest's files, so both give the truth,
   and the same report.
 
+No standalone aarch64 binary is built: it would compile the crate once more for aarch64 (about
+100 CPU-seconds on every run whose sources changed), and what arm64 users install is the wheel.
 The cores are made once for the module. A missing build, root or qemu fails the tests: nothing
 is skipped.
 """
@@ -36,29 +39,17 @@ import harness
 from test_arm64 import expected_crash, text_threads
 from test_stacks import check_report, expected
 
-# The aarch64 CLI and wheel: `make integration` builds them while the other files run
-# (tools/wheels.sh).
+# The aarch64 wheel: `make integration` builds it while the other files run (tools/wheels.sh).
 pytestmark = pytest.mark.after_wheels
 
-TARGET = "aarch64-unknown-linux-gnu"
 # Under qemu the CLI runs several times slower than natively.
 QEMU_TIMEOUT = 300
 # One stop per arm64 root, and the x86-64 core: "<interpreter id>:<scenario>".
 ARM64_STOPS = ["arm64-bookworm-3.11:threads", "arm64-sid-3.14:locals"]
 X86_STOP = "pyenv-3.12:threads"
-# The root the aarch64 CLI runs in for the x86-64 core, and the one whose python runs the wheel.
-CLI_ROOT = "bookworm"
+# The arm64 interpreter whose python runs the CLI on the x86-64 core.
+X86_STOP_CLI = "arm64-bookworm-3.11"
 WHEEL_STOP = "arm64-sid-3.14:locals"
-WHEEL_PYTHON = "python3.14"
-
-
-def aarch64_cli():
-    """The aarch64 CLI `make cross` built, else HarnessError."""
-    harness.wait_for_wheels()
-    path = harness.repo_root() / "target" / TARGET / "release" / "pyunwind"
-    if not os.access(path, os.X_OK):
-        raise harness.HarnessError("no aarch64 CLI at %s: run `make cross`" % path)
-    return path
 
 
 def aarch64_wheel():
@@ -90,20 +81,53 @@ def elf_machine(path):
     return struct.unpack_from("<H", head, 18)[0]
 
 
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """The aarch64 wheel, unpacked: (its path, the directory)."""
+    path = aarch64_wheel()
+    where = tmp_path_factory.mktemp("wheel-aarch64")
+    with zipfile.ZipFile(path) as z:
+        z.extractall(where)
+    return path, where
+
+
+# Puts the unpacked wheel (argv[2]) first on sys.path and drops it and the "-" before it from
+# argv, so that the code sees the arguments after them.
+PRELUDE = "import sys; sys.path.insert(0, sys.argv[2]); del sys.argv[1:3]\n"
+
+
+def wheel_python(wheel, interp, code, *args):
+    """arm64 interpreter ``interp``'s python under qemu (in its root) with the unpacked wheel
+    first on sys.path, running ``code`` with ``args``."""
+    return guest(interp.root, interp.guest_exe, "-c", PRELUDE + code, "-", str(wheel[1]), *args)
+
+
+def aarch64_cli(wheel, interp, *args):
+    """The wheel's `pyunwind` console entry point (entry_points.txt) run by ``interp``'s arm64
+    python: (exit status, stdout, stderr)."""
+    entry = (next(wheel[1].glob("pyunwind-*.dist-info")) / "entry_points.txt").read_text()
+    m = re.search(r"^pyunwind\s*=\s*([\w.]+):(\w+)\s*$", entry, re.M)
+    assert m, entry
+    code = ("sys.argv[0] = 'pyunwind'\n"
+            "from %s import %s as main\n"
+            "sys.exit(main())\n" % m.groups())
+    return wheel_python(wheel, interp, code, *args)
+
+
 class CrossStop:
     """A core read by both CLIs: ``root`` is its sysroot (None for an x86-64 core of this
-    machine), ``cli_root`` the root the aarch64 CLI runs in."""
+    machine), ``cli`` the arm64 interpreter whose python runs the aarch64 CLI."""
 
-    def __init__(self, interp, sc, core, root, cli_root, live):
+    def __init__(self, interp, sc, core, root, cli, wheel, live):
         self.interp, self.sc, self.core, self.truth = interp, sc, core, sc.truth
-        self.root, self.cli_root, self.live = root, cli_root, live
+        self.root, self.cli, self.wheel, self.live = root, cli, wheel, live
 
     def x86(self, *args):
         cmd = [harness.cli_path(), "core", self.core, *self._sysroot(), *args]
         return ok(harness.run(cmd, QEMU_TIMEOUT), " ".join(map(str, cmd)))
 
     def aarch64(self, *args):
-        out = ok(guest(self.cli_root, aarch64_cli(), "core", self.core, *self._sysroot(), *args),
+        out = ok(aarch64_cli(self.wheel, self.cli, "core", self.core, *self._sysroot(), *args),
                  "the aarch64 CLI on %s" % self.core)
         if "--json" in args:
             harness.check_report_schema(json.loads(out))
@@ -114,24 +138,24 @@ class CrossStop:
 
 
 @pytest.fixture(scope="module")
-def stop(request):
+def stop(request, wheel):
     """The stop's core, made once. The bookworm scenario is first read live (``stop.live``),
     while it still runs: making qemu's core ends it."""
     interp_id, kind = request.param.split(":")
     if interp_id.startswith("arm64-"):
-        interp = arm64_harness.pick(interp_id)
+        interp = cli = arm64_harness.pick(interp_id)
         sc = arm64_harness.Scenario(interp, kind)
-        root = cli_root = interp.root
+        root = interp.root
     else:
-        interp = harness.pick([interp_id])[0]
+        interp, cli = harness.pick([interp_id])[0], arm64_harness.pick(X86_STOP_CLI)
         sc = harness.Scenario(interp, kind)
-        root, cli_root = None, str(arm64_harness.root(CLI_ROOT))
+        root = None
     try:
         live = {}
         if interp_id == "arm64-bookworm-3.11":
-            live["aarch64"] = guest(cli_root, aarch64_cli(), "pid", str(sc.pid), "--json")
+            live["aarch64"] = aarch64_cli(wheel, cli, "pid", str(sc.pid), "--json")
             live["x86"] = harness.run([harness.cli_path(), "pid", sc.pid, "--json"], QEMU_TIMEOUT)
-        yield CrossStop(interp, sc, sc.make_core(), root, cli_root, live)
+        yield CrossStop(interp, sc, sc.make_core(), root, cli, wheel, live)
     finally:
         sc.close()
 
@@ -143,18 +167,12 @@ def on(ids):
 # --- the aarch64 CLI -------------------------------------------------------------------------
 
 
-def test_cli_is_aarch64():
-    """The CLI is an arm64 executable (EM_AARCH64, glibc's arm64 dynamic linker), and under
-    qemu it prints the x86-64 CLI's help and version."""
-    cli = aarch64_cli()
-    assert elf_machine(cli) == arm64_harness.EM_AARCH64
-    rc, out, err = harness.run(["readelf", "-l", "-W", cli], 30)
-    assert rc == 0, err
-    assert "[Requesting program interpreter: /lib/ld-linux-aarch64.so.1]" in out, out
-    root = str(arm64_harness.root(CLI_ROOT))
+def test_cli_prints_the_x86_cli_help(wheel):
+    """Under qemu the aarch64 CLI prints the x86-64 CLI's help and version."""
+    cli = arm64_harness.pick(X86_STOP_CLI)
     for args in (["--help"], ["--version"], ["core", "--help"]):
         x86 = ok(harness.run([harness.cli_path(), *args], 30), "pyunwind %s" % args)
-        assert ok(guest(root, cli, *args), "aarch64 pyunwind %s" % args) == x86
+        assert ok(aarch64_cli(wheel, cli, *args), "aarch64 pyunwind %s" % args) == x86
 
 
 @on(ARM64_STOPS + [X86_STOP])
@@ -233,16 +251,6 @@ def glibc_versions(so):
     return {tuple(map(int, v.split("."))) for v in re.findall(r"Name: GLIBC_([0-9.]+)", out)}
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory):
-    """The aarch64 wheel, unpacked: (its path, the directory)."""
-    path = aarch64_wheel()
-    where = tmp_path_factory.mktemp("wheel-aarch64")
-    with zipfile.ZipFile(path) as z:
-        z.extractall(where)
-    return path, where
-
-
 def test_wheel_is_abi3_manylinux_aarch64(wheel):
     """The name and the WHEEL file say abi3 (CPython 3.8+), manylinux, aarch64. The manylinux
     glibc is the newest GLIBC_ symbol version the module needs (maturin's audit), and the
@@ -258,15 +266,6 @@ def test_wheel_is_abi3_manylinux_aarch64(wheel):
     assert max(glibc_versions(so)) == (2, int(m.group(1))), sorted(glibc_versions(so))
 
 
-def wheel_python(wheel, code, *args):
-    """sid's arm64 python3.14 under qemu with the unpacked wheel first on sys.path."""
-    _, where = wheel
-    root = arm64_harness.root("sid")
-    prelude = "import sys; sys.path.insert(0, sys.argv[1]); del sys.argv[1]\n"
-    return guest(str(root), str(root / "usr" / "bin" / WHEEL_PYTHON), "-c", prelude + code,
-                 str(where), *args)
-
-
 @on([WHEEL_STOP])
 def test_wheel_module_reads_a_core(stop, wheel):
     """sid's arm64 python3.14 imports the wheel's `_pyunwind` (from the wheel, not elsewhere)
@@ -275,27 +274,9 @@ def test_wheel_module_reads_a_core(stop, wheel):
             "print(_pyunwind.__file__)\n"
             "s = _pyunwind.Session.core(sys.argv[1], sysroot=sys.argv[2])\n"
             "print(s.report(all_threads=True))\n")
-    out = ok(wheel_python(wheel, code, stop.core, stop.root), "the wheel's module")
+    out = ok(wheel_python(wheel, stop.interp, code, stop.core, stop.root), "the wheel's module")
     module, report = out.splitlines()
     assert module.startswith(str(wheel[1] / "pyunwind" / "_pyunwind")), module
     x86 = harness.core_module().Session.core(stop.core, sysroot=stop.root)
     assert json.loads(report) == json.loads(x86.report(all_threads=True))
     check_report(json.loads(report), stop.truth)
-
-
-@on([WHEEL_STOP])
-def test_wheel_console_script(stop, wheel):
-    """The wheel's `pyunwind` console entry point (entry_points.txt), run by the arm64
-    python3.14: the x86-64 CLI's `--json`."""
-    _, where = wheel
-    entry = (next(where.glob("pyunwind-*.dist-info")) / "entry_points.txt").read_text()
-    m = re.search(r"^pyunwind\s*=\s*([\w.]+):(\w+)\s*$", entry, re.M)
-    assert m, entry
-    code = ("sys.argv[0] = 'pyunwind'\n"
-            "from %s import %s as main\n"
-            "sys.exit(main())\n" % m.groups())
-    out = ok(wheel_python(wheel, code, "core", stop.core, "--sysroot", stop.root, "--json"),
-             "the wheel's pyunwind")
-    assert out == stop.x86("--json")
-    check_report(json.loads(out), stop.truth)
-

@@ -1,8 +1,9 @@
 """The pip package built from this checkout: `pip install <checkout>` (maturin, in a fresh venv
 on pyenv's 3.12) passes the checks test_packaging.py runs on the wheel (packaging_venvs.py).
-A file of its own: the build takes minutes on a fresh clone, and `make integration` runs files
-on several workers. Also: the checkout's CLI, built with the `python` feature as the module is
-(`make build`), references no libpython symbol."""
+It runs after the background wheels job (tools/wheels.sh), which compiles the crate for this
+venv's interpreter in the target dir pip's build uses (packaging_venvs.checkout_python): pip's
+build then compiles nothing. Also: the checkout's CLI, built with the `python` feature as the
+module is (`make build`), references no libpython symbol."""
 
 import pytest
 
@@ -10,8 +11,8 @@ import harness
 import packaging_venvs as pv
 from packaging_venvs import shapes, venvs  # noqa: F401
 
-# Minutes on a fresh clone (the build): it runs first under pytest-xdist (conftest.py).
-pytestmark = pytest.mark.long_file
+# After the wheels job, whose x86-64 build is the one pip's finds done (conftest.py).
+pytestmark = pytest.mark.after_wheels
 
 
 @pytest.mark.parametrize("name", [pv.CHECKOUT_VENV])
