@@ -7,6 +7,7 @@ GDBINIT ?= $(HOME)/.gdbinit
 LLDBINIT ?= $(HOME)/.lldbinit
 # lldb versions the tests drive, one after the other (their Python packages conflict).
 LLDB_VERSIONS ?= 19 22
+export LLDB_VERSIONS
 DEMO_PYTHON ?= /usr/bin/python3.11
 
 .PHONY: build wheel demo pythons arm64 test unit integration integration-lldb lint bench fuzz install uninstall clean
@@ -114,7 +115,8 @@ integration: build pythons arm64
 	$(MAKE) integration-lldb
 
 # tools/lldb-env.sh installs each lldb in turn (removing the other's Python package) and fails
-# the run when one cannot be installed. The frame provider exists from lldb 22 on: its lock test
+# the run when one cannot be installed (after `make test`'s prefetch, tools/lldb.sh, a switch
+# between installed .debs). The frame provider exists from lldb 22 on: its lock test
 # and the lldb-dap tests run there (test_lldb_arm64 checks it on 22 only, inside the file).
 # The wheels as tools/wheels.sh builds them (for test_lldb_sources' `pip install <checkout>`'s
 # interpreter): after `make integration`, seconds.
@@ -139,7 +141,7 @@ integration-lldb: build arm64
 	  done
 
 # On a fresh machine `make pythons` and the downloads the integration tests need (arm64 roots,
-# the test venv, torch) run in the background while the crate builds and lints
+# the test venv, torch, the lldb versions) run in the background while the crate builds and lints
 # (tools/prefetch.sh); the unit tests' `make pythons` waits for the first. Where everything is
 # in place this costs seconds.
 test:

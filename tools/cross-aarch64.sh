@@ -27,7 +27,7 @@ set -euo pipefail
 
 TARGET=aarch64-unknown-linux-gnu
 # Bumped when the way an output is made changes (its hash, so the output, changes with it).
-RECIPE=cross-aarch64-1
+RECIPE=cross-aarch64-2
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(dirname "$HERE")"
 CACHE="${PYUNWIND_CACHE:-$HOME/.cache/pyunwind}/cross-aarch64"
@@ -59,6 +59,10 @@ toolchain() {
     export AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar
     export CARGO_TARGET_DIR="$CACHE/target"
     export CARGO_INCREMENTAL=1
+    # No debug info: maturin strips the module (pyproject.toml's `strip = true`, rustc's
+    # -C strip=symbols), so the release profile's `debug = 1` would be compiled, for every
+    # dependency, only to be thrown away.
+    export CARGO_PROFILE_RELEASE_DEBUG=0
 }
 
 # --- the inputs ------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test` on a fresh machine downloads gigabytes (the arm64 roots, the test venv's packages,
-# torch) that the integration tests need only after the builds, the lints and the unit tests,
+# torch, lldb) that the integration tests need only after the builds, the lints and the unit tests,
 # and builds a free-threaded 3.13 from source (`make pythons`, about 4 minutes), which the unit
 # tests need. The crate's build leaves a core idle for long stretches (its last crate compiles
 # on one). `prefetch.sh start` runs those provisioning scripts in the background, in parallel,
@@ -25,7 +25,7 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
 DIR="${PYUNWIND_CACHE:-$HOME/.cache/pyunwind}/prefetch"
-JOBS=(pythons arm64 test-env torch)
+JOBS=(pythons arm64 test-env torch lldb)
 ACTION="${1:-}"
 [ "$#" -gt 0 ] && shift
 [ "$#" -gt 0 ] && JOBS=("$@")
