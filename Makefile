@@ -30,8 +30,8 @@ build:
 # aarch64 by tools/cross-aarch64.sh. That target dir is kept in $(PYUNWIND_CACHE), as the
 # aarch64 one is: a fresh clone then compiles only the crate, not its dependencies again.
 # A new WHEEL_TARGET starts as a copy of `make build`'s target/release (when there is one): the
-# same dependencies, features and profile, so only pyo3 and the crate compile there (106
-# CPU-seconds instead of about 500 on a new 2-core machine, beside the integration tests).
+# same dependencies, features and profile, so only pyo3 and the crate compile there (about 105
+# CPU-seconds instead of the 223 of a build from nothing, beside the integration tests).
 # WHEEL_PYTHON: the interpreter maturin builds the x86-64 wheel for (abi3: any CPython >= 3.8
 # runs it); empty, maturin's choice. pyo3's build script keys its output on that interpreter's
 # path (maturin passes it as PYO3_PYTHON), so tools/wheels.sh names the one `pip install
