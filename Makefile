@@ -10,7 +10,7 @@ LLDB_VERSIONS ?= 19 22
 export LLDB_VERSIONS
 DEMO_PYTHON ?= /usr/bin/python3.11
 
-.PHONY: build wheel demo pythons arm64 test unit integration integration-lldb lint bench fuzz install uninstall clean
+.PHONY: build wheel wheel-x86_64 wheel-aarch64 demo pythons arm64 test unit integration integration-lldb lint bench fuzz install uninstall clean
 
 # The CLI and the extension module in one build, with the `python` feature: the crate compiles
 # once per change, not once without it for the CLI and once more with it for the module. The
@@ -26,7 +26,7 @@ build:
 	cp target/release/libpyunwind.so target/release/_pyunwind.so.tmp && mv -f target/release/_pyunwind.so.tmp target/release/_pyunwind.so
 
 # The pip packages (abi3, manylinux) in target/wheels, built by maturin from the test venv
-# (tools/test-env.sh installs it): x86-64 in its own target dir, apart from `make build`, then
+# (tools/test-env.sh installs it): x86-64 in its own target dir, apart from `make build`, and
 # aarch64 by tools/cross-aarch64.sh. That target dir is kept in $(PYUNWIND_CACHE), as the
 # aarch64 one is: a fresh clone then compiles only the crate, not its dependencies again.
 # A new WHEEL_TARGET starts as a copy of `make build`'s target/release (when there is one): the
@@ -34,19 +34,24 @@ build:
 # CPU-seconds instead of the 223 of a build from nothing, beside the integration tests).
 # WHEEL_PYTHON: the interpreter maturin builds the x86-64 wheel for (abi3: any CPython >= 3.8
 # runs it); empty, maturin's choice. pyo3's build script keys its output on that interpreter's
-# path (maturin passes it as PYO3_PYTHON), so tools/wheels.sh names the one `pip install
+# path (maturin passes it as PYO3_PYTHON), so tools/wheel-x86_64.sh names the one `pip install
 # <checkout>` builds with in test_packaging_checkout.py, which builds in WHEEL_TARGET too: that
 # build then finds the crate compiled, instead of compiling it once more.
 WHEEL_TARGET := $(PYUNWIND_CACHE)/wheel-target
 WHEEL_PYTHON ?=
-wheel:
+wheel: wheel-x86_64 wheel-aarch64
+
+wheel-x86_64:
 	@[ -d $(WHEEL_TARGET)/release ] || [ ! -d target/release ] || { \
 	  rm -rf $(WHEEL_TARGET)/release.tmp && mkdir -p $(WHEEL_TARGET) && \
 	  cp -a --reflink=auto target/release $(WHEEL_TARGET)/release.tmp && \
 	  mv $(WHEEL_TARGET)/release.tmp $(WHEEL_TARGET)/release; }
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  CARGO_TARGET_DIR=$(WHEEL_TARGET) "$$(dirname "$$py")/maturin" build --release \
-	    $(if $(WHEEL_PYTHON),--interpreter "$(WHEEL_PYTHON)") --out target/wheels && \
+	    $(if $(WHEEL_PYTHON),--interpreter "$(WHEEL_PYTHON)") --out target/wheels
+
+wheel-aarch64:
+	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  bash tools/cross-aarch64.sh wheel "$$(dirname "$$py")/maturin"
 
 demo: build
@@ -104,24 +109,33 @@ PYTEST := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile 
 # venvs at a fixed path), test_lldb_arm64 (qemu cores made once per module), test_lldb_arm64_live
 # (lldb on qemu's gdb stub) and test_lldb_dap (one scenario and core per interpreter) run by file.
 PYTEST_LOAD := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist load --durations=$(PYTEST_DURATIONS)
-# The pip packages (`make wheel`, minutes of compiling on a fresh machine) build in the
-# background (tools/wheels.sh) while the test files that do not need them run. The files that
-# do (marked after_wheels) run last and wait for them; the lldb tests run after they ended.
+# The x86-64 pip package (minutes of compiling on a fresh machine) builds in the background
+# (tools/wheel-x86_64.sh) while the test files that do not need it run. The files that do
+# (marked after_wheels) run last and wait for it; the lldb tests run after it ended. The aarch64
+# one builds at the lowest priority (tools/wheel-aarch64.sh; `make test` starts it first thing):
+# the files that need it (marked aarch64_wheel) run after the lldb tests, which leave a fifth of
+# the CPU to its build. Its own foreground run then checks that it was built from these sources
+# (seconds).
 integration: build pythons arm64
-	bash tools/prefetch.sh start wheels
+	bash tools/prefetch.sh start wheel-x86_64
+	bash tools/prefetch.sh start-idle wheel-aarch64
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
-	  "$$py" $(PYTEST) tests/integration --ignore-glob='*/test_lldb*.py'
-	bash tools/prefetch.sh wait wheels
+	  "$$py" $(PYTEST) tests/integration --ignore-glob='*/test_lldb*.py' -m 'not aarch64_wheel'
+	bash tools/prefetch.sh wait wheel-x86_64
 	$(MAKE) integration-lldb
+	bash tools/prefetch.sh wait wheel-aarch64
+	bash tools/wheel-aarch64.sh
+	@py=$$(bash tools/test-env.sh | tail -n 1) && \
+	  "$$py" $(PYTEST) tests/integration --ignore-glob='*/test_lldb*.py' -m aarch64_wheel
 
 # tools/lldb-env.sh installs each lldb in turn (removing the other's Python package) and fails
 # the run when one cannot be installed (after `make test`'s prefetch, tools/lldb.sh, a switch
 # between installed .debs). The frame provider exists from lldb 22 on: its lock test
 # and the lldb-dap tests run there (test_lldb_arm64 checks it on 22 only, inside the file).
-# The wheels as tools/wheels.sh builds them (for test_lldb_sources' `pip install <checkout>`'s
-# interpreter): after `make integration`, seconds.
+# The x86-64 wheel as tools/wheel-x86_64.sh builds it (for test_lldb_sources' `pip install
+# <checkout>`'s interpreter): after `make integration`'s, seconds.
 integration-lldb: build arm64
-	bash tools/wheels.sh
+	bash tools/wheel-x86_64.sh
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
 	  for v in $(LLDB_VERSIONS); do \
 	    lldb=$$(bash tools/lldb-env.sh $$v) || exit 1; \
@@ -142,10 +156,12 @@ integration-lldb: build arm64
 
 # On a fresh machine `make pythons` and the downloads the integration tests need (arm64 roots,
 # the test venv, torch, the lldb versions) run in the background while the crate builds and lints
-# (tools/prefetch.sh); the unit tests' `make pythons` waits for the first. Where everything is
-# in place this costs seconds.
+# (tools/prefetch.sh); the unit tests' `make pythons` waits for the first. The aarch64 wheel
+# starts building too, at the lowest priority, on what CPU the others leave (`make integration`
+# waits for it after the lldb tests). Where everything is in place this costs seconds.
 test:
 	bash tools/prefetch.sh start
+	bash tools/prefetch.sh start-idle wheel-aarch64
 	$(MAKE) build lint unit
 	bash tools/prefetch.sh wait
 	$(MAKE) integration

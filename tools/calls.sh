@@ -25,10 +25,10 @@ PYCPARSER=pycparser==3.11
 log() { printf 'calls: %s\n' "$*" >&2; }
 
 # One run at a time: `make integration` runs tools/test-env.sh (and so this) while the
-# background `make wheel` does too (tools/wheels.sh); two runs that both find cffi's backend
-# for 3.13t missing (3.13t is built after the first test-env run) built it in one folder. The
-# second waits, then finds it made. Nothing started here outlives the script (pip, tar, gcc),
-# so the lock ends with it.
+# background wheel jobs do too (tools/wheel-x86_64.sh, tools/wheel-aarch64.sh); two runs that
+# both find cffi's backend for 3.13t missing (3.13t is built after the first test-env run) built
+# it in one folder. The second waits, then finds it made. Nothing started here outlives the
+# script (pip, tar, gcc), so the lock ends with it.
 mkdir -p "$DEST"
 exec 9>"$DEST/.lock"
 flock 9

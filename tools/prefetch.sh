@@ -11,14 +11,18 @@
 # re-checks it in seconds; and each takes its own lock or writes through a temporary folder,
 # and host apt-get goes through tools/apt-install.sh's lock, so a second run cannot clash.
 #
-# `make integration` starts one more job the same way, `wheels` (tools/wheels.sh: the pip
-# packages, minutes of compiling on a fresh machine), while the test files
-# that do not need them run; those that do wait for it (harness.wait_for_wheels).
+# `make integration` starts one more job the same way, `wheel-x86_64` (tools/wheel-x86_64.sh: the
+# pip package, minutes of compiling on a fresh machine), while the test files that do not need
+# it run; those that do wait for it (harness.wait_for_wheels). `make test` also starts
+# `wheel-aarch64` (the arm64 pip package, as long again) with `start-idle`: it builds on what CPU
+# the others leave (the lldb tests leave a fifth of it), and its tests run last.
 #
 # Where nothing is missing, every script returns within seconds and this costs nothing.
 # Logs: $PYUNWIND_CACHE/prefetch/NAME.log, exit status in NAME.rc.
 #
-#   prefetch.sh start [JOB...]   (default: the provisioning jobs)
+#   prefetch.sh start [JOB...]   (default: the provisioning jobs); a job still running (its
+#                                lock held) is not started again
+#   prefetch.sh start-idle JOB...  the same, at the lowest CPU priority
 #   prefetch.sh wait [JOB...]    a job never started here is not waited for (exit 0); one that
 #                                was and ended without a status fails
 set -euo pipefail
@@ -38,18 +42,33 @@ log() { printf 'prefetch: %s\n' "$*" >&2; }
 running() { ! flock -n "$DIR/$1.lock" true 2>/dev/null; }
 
 case "$ACTION" in
-start)
+start|start-idle)
     mkdir -p "$DIR"
+    # Each job runs in a session of its own (setsid), and Linux's autogroup scheduling
+    # (/proc/sys/kernel/sched_autogroup_enabled) shares the CPU between sessions as wholes: a
+    # busy job gets a core however many tests run in the caller's session, whatever its nice
+    # value. An idle job sets its session's own nice (/proc/self/autogroup) to 19, and its
+    # processes' too, for kernels without autogroups.
+    prio=()
+    [ "$ACTION" = start-idle ] && prio=(bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' _)
+    started=()
     for job in "${JOBS[@]}"; do
         [ -f "$HERE/$job.sh" ] || { log "error: no tools/$job.sh"; exit 2; }
+        if running "$job"; then
+            log "$job: still running from an earlier start; not started again"
+            continue
+        fi
         rm -f "$DIR/$job.rc"
         date +%s >"$DIR/$job.started"
         # setsid: the job outlives this shell; its status file says when it ended.
-        # flock: a job left running by an interrupted `make test` finishes before its next run.
-        setsid flock "$DIR/$job.lock" bash -c 'bash "$1/$2.sh" >"$3/$2.log" 2>&1 </dev/null; echo $? >"$3/$2.rc.tmp"; mv "$3/$2.rc.tmp" "$3/$2.rc"' \
+        # flock: held while the job runs (`running`); a second start that does not see it yet
+        # (the same instant) waits for the first to end.
+        setsid "${prio[@]}" flock "$DIR/$job.lock" bash -c 'bash "$1/$2.sh" >"$3/$2.log" 2>&1 </dev/null; echo $? >"$3/$2.rc.tmp"; mv "$3/$2.rc.tmp" "$3/$2.rc"' \
             _ "$HERE" "$job" "$DIR" </dev/null >/dev/null 2>&1 &
+        started+=("$job")
     done
-    log "started ${JOBS[*]} in the background (logs in $DIR)"
+    [ "${#started[@]}" -eq 0 ] \
+        || log "started ${started[*]} in the background${prio[*]:+ at the lowest priority} (logs in $DIR)"
     ;;
 wait)
     failed=()
@@ -81,7 +100,7 @@ wait)
     log "${JOBS[*]}: ready"
     ;;
 *)
-    echo "usage: $0 start|wait [JOB...]" >&2
+    echo "usage: $0 start|start-idle|wait [JOB...]" >&2
     exit 2
     ;;
 esac

@@ -48,7 +48,11 @@ def pytest_configure(config):
         "markers", "long_file: a test file that takes minutes with few tests; it runs first")
     config.addinivalue_line(
         "markers", "after_wheels: a test file that needs the pip packages, "
-        "which `make integration` builds in the background (tools/wheels.sh); it runs last")
+        "which `make integration` builds in the background (tools/wheel-x86_64.sh); it runs last")
+    config.addinivalue_line(
+        "markers", "aarch64_wheel: a test file that needs the aarch64 pip package, which "
+        "`make integration` builds at the lowest priority (tools/wheel-aarch64.sh) and runs "
+        "these files after the lldb tests (`-m aarch64_wheel`)")
     # pytest-xdist's own reordering (by number of tests) would undo pytest_collection_modifyitems'.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
@@ -61,7 +65,7 @@ def pytest_collection_modifyitems(items):
     (`pytestmark = pytest.mark.long_file`) come first, then the others by number of tests, most
     first (as pytest-xdist orders them by itself); a file's tests keep their order unless it
     names another (`scenario_key`). Files marked `after_wheels` come after all those, in the same
-    order among themselves: they wait for tools/wheels.sh, which builds while the others run."""
+    order among themselves: they wait for tools/wheel-x86_64.sh, which builds while the others run."""
     per_file = {}
     for item in items:
         per_file.setdefault(item.nodeid.split("::")[0], []).append(item)

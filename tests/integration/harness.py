@@ -388,21 +388,22 @@ def run(cmd, timeout, *, env=None, cwd=None, input=None, text=True):
     return proc.returncode, out, err
 
 
-_WHEELS_READY = []
+_WHEELS_READY = set()
 
 
-def wait_for_wheels():
-    """The pip packages are built by tools/wheels.sh, which `make integration` runs in the
-    background while the files that do not need them run: wait until it ended (HarnessError,
-    with its log, if it failed). Where it was not started (a plain pytest run), nothing to wait
-    for: the tests then find the builds of `make wheel`."""
-    if _WHEELS_READY:
+def wait_for_wheels(arch="x86_64"):
+    """The pip package of `arch` (x86_64 or aarch64) is built by tools/wheel-ARCH.sh, which
+    `make integration` runs in the background while the files that do not need it run: wait
+    until it ended (HarnessError, with its log, if it failed). Where it was not started (a plain
+    pytest run), nothing to wait for: the tests then find the builds of `make wheel`."""
+    if arch in _WHEELS_READY:
         return
-    rc, out, err = run(["bash", repo_root() / "tools" / "prefetch.sh", "wait", "wheels"], 3600)
+    job = "wheel-" + arch
+    rc, out, err = run(["bash", repo_root() / "tools" / "prefetch.sh", "wait", job], 3600)
     if rc != 0:
-        raise HarnessError("the background build of the wheels failed (tools/wheels.sh):\n%s%s"
-                           % (out, err))
-    _WHEELS_READY.append(True)
+        raise HarnessError("the background build of the %s wheel failed (tools/%s.sh):\n%s%s"
+                           % (arch, job, out, err))
+    _WHEELS_READY.add(arch)
 
 
 def payload_core(exe, script, prefix, env=None):

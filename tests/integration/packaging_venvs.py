@@ -8,11 +8,11 @@ makes only that one. The checks both debuggers' test files run on each venv are 
 
 `make integration` runs the test files by file on several workers: test_packaging_checkout.py
 (`pip install <checkout>`) and test_packaging.py (the wheel) make different venvs, so they can
-run at the same time; both wait for the background wheels job (tools/wheels.sh), whose x86-64
+run at the same time; both wait for the background wheel job (tools/wheel-x86_64.sh), whose x86-64
 build leaves pip's build nothing to compile. test_lldb_sources.py makes both venvs, in
 `make integration-lldb`, after them.
 
-Run as a script (`packaging_venvs.py checkout-python`, by tools/wheels.sh): prints
+Run as a script (`packaging_venvs.py checkout-python`, by tools/wheel-x86_64.sh): prints
 `checkout_python()`.
 """
 
@@ -72,7 +72,7 @@ def _checkout_base():
 
 def checkout_python():
     """The interpreter `pip install <checkout>` builds with: its venv's python (made here,
-    without packages, when missing). tools/wheels.sh builds the x86-64 wheel for it (`make
+    without packages, when missing). tools/wheel-x86_64.sh builds the x86-64 wheel for it (`make
     wheel WHEEL_PYTHON=...`), in the target dir that `pip install` builds in: pyo3's build script
     keys its output on the interpreter's path, so pip's build of the same sources then finds
     everything compiled (a crate compile less, about 100 CPU-seconds, on every run whose sources
@@ -91,7 +91,7 @@ def _wheel_target_dir():
 
 def checkout_venv():
     """`pip install <checkout>` builds with maturin (from PyPI, through pip's cache) into
-    `make wheel`'s target dir, after the background wheels job built the x86-64 wheel there for
+    `make wheel`'s target dir, after the background wheel job built the x86-64 wheel there for
     this venv's python (`checkout_python`): the build is not isolated (pip's isolated build
     environments have random paths, and pyo3 rebuilds when the interpreter's path changes)."""
     harness.wait_for_wheels()

@@ -39,8 +39,9 @@ import harness
 from test_arm64 import expected_crash, text_threads
 from test_stacks import check_report, expected
 
-# The aarch64 wheel: `make integration` builds it while the other files run (tools/wheels.sh).
-pytestmark = pytest.mark.after_wheels
+# The aarch64 wheel: `make integration` builds it at the lowest priority and runs this file after
+# the lldb tests (tools/wheel-aarch64.sh).
+pytestmark = pytest.mark.aarch64_wheel
 
 # Under qemu the CLI runs several times slower than natively.
 QEMU_TIMEOUT = 300
@@ -54,7 +55,7 @@ WHEEL_STOP = "arm64-sid-3.14:locals"
 
 def aarch64_wheel():
     """The aarch64 wheel `make wheel` built, else HarnessError."""
-    harness.wait_for_wheels()
+    harness.wait_for_wheels("aarch64")
     found = glob.glob(str(harness.repo_root() / "target" / "wheels" / "pyunwind-*_aarch64.whl"))
     if not found:
         raise harness.HarnessError("no aarch64 wheel in target/wheels: run `make wheel`")

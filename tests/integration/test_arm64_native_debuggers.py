@@ -49,9 +49,10 @@ from test_lldb_arm64 import (check_lldb_arm64_asyncio, check_lldb_arm64_core,
                              check_lldb_arm64_locals_list)
 from test_stacks import check_report, expected, expected_locals, json_from, traceback_frames
 
-# Minutes with few tests: it runs first under pytest-xdist (conftest.py).
-# It needs the aarch64 wheel, which `make integration` builds while the other files run.
-pytestmark = [pytest.mark.long_file, pytest.mark.after_wheels]
+# It needs the aarch64 wheel, which `make integration` builds at the lowest priority: it runs
+# after the lldb tests, with test_arm64_cross.py (the aarch64_wheel marker). Minutes with few
+# tests: it runs first of those under pytest-xdist (conftest.py).
+pytestmark = [pytest.mark.long_file, pytest.mark.aarch64_wheel]
 
 BOOKWORM, SID = "arm64-bookworm-3.11", "arm64-sid-3.14"
 # The debugger's Python names the `_pyunwind` it loaded and the machine it runs on.

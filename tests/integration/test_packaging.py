@@ -14,7 +14,7 @@ import harness
 import packaging_venvs as pv
 from packaging_venvs import shapes, venvs  # noqa: F401
 
-# The wheels `make integration` builds while the other files run (tools/wheels.sh).
+# The x86-64 wheel `make integration` builds while the other files run (tools/wheel-x86_64.sh).
 pytestmark = pytest.mark.after_wheels
 
 SUBCOMMANDS = ["pid", "core", "gdb-script", "lldb-script", "install-gdb", "install-lldb",

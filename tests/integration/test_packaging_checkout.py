@@ -1,6 +1,6 @@
 """The pip package built from this checkout: `pip install <checkout>` (maturin, in a fresh venv
 on pyenv's 3.12) passes the checks test_packaging.py runs on the wheel (packaging_venvs.py).
-It runs after the background wheels job (tools/wheels.sh), which compiles the crate for this
+It runs after the background wheel job (tools/wheel-x86_64.sh), which compiles the crate for this
 venv's interpreter in the target dir pip's build uses (packaging_venvs.checkout_python): pip's
 build then compiles nothing. Also: the checkout's CLI, built with the `python` feature as the
 module is (`make build`), references no libpython symbol."""
@@ -11,7 +11,7 @@ import harness
 import packaging_venvs as pv
 from packaging_venvs import shapes, venvs  # noqa: F401
 
-# After the wheels job, whose x86-64 build is the one pip's finds done (conftest.py).
+# After the wheel job, whose x86-64 build is the one pip's finds done (conftest.py).
 pytestmark = pytest.mark.after_wheels
 
 
