@@ -204,6 +204,21 @@ impl Arch {
         }
     }
 
+    /// The values of `syscall_register_names` in registers read while the thread was stopped
+    /// (`syscall`: x86-64's `orig_rax`, which `Regs` does not hold). None where they lack one.
+    pub fn syscall_register_values(self, regs: &Regs, syscall: Option<u64>) -> Option<Vec<u64>> {
+        let first = match self {
+            Arch::X86_64 => vec![syscall?],
+            Arch::Aarch64 => vec![regs.pc(), regs.get(aarch64::SYSCALL_NR)?],
+        };
+        let args = self.syscall_arg_registers().map(|r| regs.get(r));
+        first
+            .into_iter()
+            .map(Some)
+            .chain(args)
+            .collect::<Option<Vec<u64>>>()
+    }
+
     /// The system call (number, arguments) that the values of `syscall_register_names` say:
     /// u64::MAX as the number outside a call; None when they cannot say (missing values, code
     /// that cannot be read). `read` reads one 32-bit word of the target.
@@ -295,6 +310,39 @@ mod tests {
         assert_eq!(
             Arch::Aarch64.syscall_from_registers(&arm[..7], &no_svc),
             None
+        );
+    }
+
+    /// A stop's registers (`pid --native`'s ptrace stop) give the values a debugger's give,
+    /// which say the same call.
+    #[test]
+    fn syscalls_from_a_stops_registers() {
+        let args = [1, 2, 3, 4, 5, 6];
+        let none = |_: u64| None;
+        for arch in [Arch::X86_64, Arch::Aarch64] {
+            let mut regs = Regs::new(arch);
+            for (r, v) in arch.syscall_arg_registers().into_iter().zip(args) {
+                regs.set(r, v);
+            }
+            if arch == Arch::Aarch64 {
+                regs.set_pc(0x1000);
+                regs.set(aarch64::SYSCALL_NR, 98);
+            }
+            let values = arch.syscall_register_values(&regs, Some(202));
+            let svc_before_pc = |a: u64| Some(if a == 0x1000 - 4 { 0xd400_0001 } else { 0 });
+            let nr = if arch == Arch::X86_64 { 202 } else { 98 };
+            assert_eq!(
+                arch.syscall_from_registers(&values.unwrap(), &svc_before_pc),
+                Some((nr, args)),
+                "{arch:?}"
+            );
+        }
+        // x86-64 without orig_rax: nothing to say.
+        let regs = Regs::new(Arch::X86_64);
+        assert_eq!(Arch::X86_64.syscall_register_values(&regs, None), None);
+        assert_eq!(
+            Arch::X86_64.syscall_from_registers(&[u64::MAX, 0, 0, 0, 0, 0, 0], &none),
+            Some((u64::MAX, [0; 6]))
         );
     }
 }

@@ -474,6 +474,8 @@ fn with_report<T>(
             Some(pid) => {
                 let regs = ThreadRegs::of_live(pid, session.target.arch)?;
                 session.set_thread_ids(regs.thread_ids());
+                // `--why`'s states: as the stop found each thread, with its native stack.
+                session.set_stopped_syscalls(regs.syscalls.clone());
                 regs
             }
             None => ThreadRegs::of_core(&session),

@@ -255,7 +255,7 @@ impl PySession {
     ) -> PyResult<String> {
         guard("Session.why", || {
             if let Some(calls) = syscalls {
-                self.inner.set_debugger_syscalls(calls);
+                self.inner.set_stopped_syscalls(calls);
             }
             let r = self.off_gil(py, || -> crate::Result<crate::model::Report> {
                 Ok(crate::why::report(

@@ -147,9 +147,12 @@ pub struct Session {
     modules: Mutex<Option<ModuleSet>>,
     /// The fatal signal a core records, and what was wrong with its notes.
     pub(crate) crash: (Option<Crash>, Vec<ErrorReport>),
-    /// Each thread's system call as the debugger's registers show it (memory read through
-    /// the debugger has no notes or /proc to say): (lwp, orig_rax, argument registers).
-    debugger_syscalls: OnceLock<Vec<(u64, Vec<u64>)>>,
+    /// Each thread's system call as its registers showed it while it was stopped: the
+    /// debugger's (memory read through the debugger has no notes or /proc to say), or the
+    /// stop of `pid --native` (/proc, read after it, can find a thread that our interrupt
+    /// woke from its call and that has not gone back into it yet, on a busy machine for
+    /// milliseconds): (lwp, the values of `Arch::syscall_register_names`).
+    stopped_syscalls: OnceLock<Vec<(u64, Vec<u64>)>>,
     /// Each thread's name as the debugger shows it, by LWP ([`names`]).
     debugger_names: OnceLock<HashMap<u64, String>>,
     /// A live local target's `/proc/PID/net/{tcp,tcp6,udp,udp6,unix}` (in
@@ -207,7 +210,7 @@ impl Session {
             remembered: found.remembered(),
             modules: Mutex::new(None),
             crash,
-            debugger_syscalls: OnceLock::new(),
+            stopped_syscalls: OnceLock::new(),
             debugger_names: OnceLock::new(),
             net_tables: Default::default(),
             socket_holders: OnceLock::new(),
@@ -255,16 +258,17 @@ impl Session {
         self.remembered.clone()
     }
 
-    /// The debugger's registers of each thread's system call, `(lwp, values)` with the values
-    /// of `Arch::syscall_register_names`; the first call of a stop sets them.
-    pub fn set_debugger_syscalls(&self, calls: Vec<(u64, Vec<u64>)>) {
-        let _ = self.debugger_syscalls.set(calls);
+    /// The registers of each thread's system call as a stop showed them (the debugger's, or
+    /// `pid --native`'s), `(lwp, values)` with the values of `Arch::syscall_register_names`;
+    /// the first call of a stop sets them.
+    pub fn set_stopped_syscalls(&self, calls: Vec<(u64, Vec<u64>)>) {
+        let _ = self.stopped_syscalls.set(calls);
     }
 
-    /// What the debugger's registers say of thread `lwp`'s system call (see
-    /// `set_debugger_syscalls`).
-    pub fn debugger_syscall(&self, lwp: u64) -> Option<&[u64]> {
-        self.debugger_syscalls
+    /// What the stop's registers say of thread `lwp`'s system call (see
+    /// `set_stopped_syscalls`).
+    pub fn stopped_syscall(&self, lwp: u64) -> Option<&[u64]> {
+        self.stopped_syscalls
             .get()?
             .iter()
             .find(|c| c.0 == lwp)

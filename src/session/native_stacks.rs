@@ -44,6 +44,9 @@ pub struct ThreadRegs {
     pub stacks: HashMap<u64, (u64, Vec<u8>)>,
     /// Live threads: how long each was stopped, in microseconds.
     pub stopped_us: Vec<(u64, u64)>,
+    /// Live threads: `(lwp, values)`, the values of `Arch::syscall_register_names` as the
+    /// stop's registers showed them ([`Session::set_stopped_syscalls`]).
+    pub syscalls: Vec<(u64, Vec<u64>)>,
 }
 
 impl ThreadRegs {
@@ -69,6 +72,9 @@ impl ThreadRegs {
             ..ThreadRegs::default()
         };
         for t in threads {
+            if let Some(values) = arch.syscall_register_values(&t.regs, t.syscall) {
+                r.syscalls.push((t.tid, values));
+            }
             r.by_lwp.insert(t.tid, (t.regs, t.thread_pointer));
             r.stopped_us.push((
                 t.tid,

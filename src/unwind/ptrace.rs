@@ -31,6 +31,9 @@ pub struct StoppedThread {
     pub regs: Regs,
     /// The thread pointer, as a core's `NT_PRSTATUS` gives it ([`crate::arch::PrStatus`]).
     pub thread_pointer: u64,
+    /// The system call it was stopped in, as a core's `NT_PRSTATUS` gives it (x86-64
+    /// `orig_rax`; None on arm64, whose call is told from the code at its pc).
+    pub syscall: Option<u64>,
     /// The bytes from the stack pointer up to the end of its mapping (capped), as they were.
     pub stack: (u64, Vec<u8>),
     /// How long the thread was stopped.
@@ -204,6 +207,7 @@ fn stopped(
             tid: tid as u64,
             regs: status.regs,
             thread_pointer: status.thread_pointer,
+            syscall: status.syscall,
             stack,
             stopped_for: Duration::ZERO,
         },

@@ -543,9 +543,19 @@ fn not_in_tables(pid: u32, fd: i64, inode: u64, tables: &Tables) -> String {
     s
 }
 
+/// How many times, 1 ms apart, a thread that `pid --native`'s stop found in a call is looked
+/// for back in it (see [`still_in`]).
+const BACK_IN_CALL_TRIES: u32 = 50;
+
 /// Whether thread `t` of a live process is still in `call` after /proc was read (a process
 /// read live is not stopped: a call that ended may have freed its fd or reaped its child). An
 /// error says so when it is not. Other sources are stopped: always true.
+///
+/// A call that `pid --native`'s stop found (its registers) was interrupted by that stop: the
+/// thread goes back into it when it is next scheduled, which on a busy machine can be
+/// milliseconds later (/proc shows it running until then), and the kernel resumes a call
+/// that counts its time left (poll, a futex wait with a timeout, nanosleep) as
+/// `restart_syscall`.
 fn still_in(
     session: &Session,
     t: &ThreadReport,
@@ -558,16 +568,25 @@ fn still_in(
     let (Some(pid), Some(lwp)) = (session.target.pid, t.native_id) else {
         return true;
     };
-    match proc_syscall(pid, lwp) {
-        Some(ProcSyscall::In { nr, args }) if nr == call.nr && args == call.args => true,
-        _ => {
-            errors.push(problem(
-                t,
-                "left its system call while /proc was read: what it waited on is not given",
-            ));
-            false
+    let stopped = session.stopped_syscall(lwp).is_some();
+    let restart = |nr: u64| session.target.arch.syscall_name(nr) == Some("restart_syscall");
+    for _ in 0..if stopped { BACK_IN_CALL_TRIES } else { 1 } {
+        match proc_syscall(pid, lwp) {
+            Some(ProcSyscall::In { nr, args }) if nr == call.nr && args == call.args => {
+                return true
+            }
+            Some(ProcSyscall::In { nr, .. }) if stopped && restart(nr) => return true,
+            Some(ProcSyscall::Running) if stopped => {
+                std::thread::sleep(std::time::Duration::from_millis(1))
+            }
+            _ => break,
         }
     }
+    errors.push(problem(
+        t,
+        "left its system call while /proc was read: what it waited on is not given",
+    ));
+    false
 }
 
 /// What `call`'s arguments say (a call of `arch`; `snap` for a poll's array).

@@ -1,6 +1,7 @@
 //! What each thread is doing, in one word: running Python, waiting for the GIL, collecting
 //! garbage, blocked in a system call (its name: from a core's NT_PRSTATUS registers, live from
-//! /proc/PID/task/TID/syscall), or an event loop idle in its selector.
+//! /proc/PID/task/TID/syscall, or from the registers `pid --native`'s stop read), or an event
+//! loop idle in its selector.
 //!
 //! Each word needs its evidence, else the state is null:
 //!
@@ -16,7 +17,7 @@
 //! The first that holds wins, in that order, but for `idle`, checked before `loop_idle`: a row of
 //! the idle table that waits in a selector (socketserver's `serve_forever`) is not an event
 //! loop. The debugger's memory source has no notes: the
-//! frontend gives the debugger's registers (`Session::set_debugger_syscalls`), else /proc
+//! frontend gives the debugger's registers (`Session::set_stopped_syscalls`), else /proc
 //! where the process is local, else only `gc` can show there.
 
 use crate::cpython::FrameItem;
@@ -217,12 +218,13 @@ pub(crate) fn syscall(session: &Session, t: &ThreadReport) -> Option<Option<Sysc
                     .map(|r| ct.regs.get(r).unwrap_or(0)),
             }))
         }
-        SourceKind::Live => kernel_syscall(session.target.pid?, lwp),
-        // Memory read through the debugger: its registers, where the frontend gave them; else,
-        // for a process of this machine (the frontends give a pid only then), /proc (lldb
-        // shows no orig_rax on x86-64).
-        SourceKind::Debugger => {
-            let Some(values) = session.debugger_syscall(lwp) else {
+        // Registers read while the thread was stopped, where a stop gave them: the debugger's
+        // (the frontend's), or `pid --native`'s own, with which the thread's native stack was
+        // read (after that stop /proc can show a thread still on its way back into its call);
+        // else, for a process of this machine (the frontends give a pid only then), /proc
+        // (lldb shows no orig_rax on x86-64).
+        SourceKind::Live | SourceKind::Debugger => {
+            let Some(values) = session.stopped_syscall(lwp) else {
                 return kernel_syscall(session.target.pid?, lwp);
             };
             let read = |a: u64| session.snap.mem.read_u32(a).ok();
