@@ -115,11 +115,13 @@ PYTEST_LOAD := -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist load
 # one builds at the lowest priority (tools/wheel-aarch64.sh; `make test` starts it first thing):
 # the files that need it (marked aarch64_wheel) run after the lldb tests, which leave a fifth of
 # the CPU to its build. Its own foreground run then checks that it was built from these sources
-# (seconds).
+# (seconds). tests/integration/abi_pyc.py byte-compiles the packages installed for other ABIs
+# with their own interpreters, once (pip compiled them for the test venv's 3.11 only).
 integration: build pythons arm64
 	bash tools/prefetch.sh start wheel-x86_64
 	bash tools/prefetch.sh start-idle wheel-aarch64
 	@py=$$(bash tools/test-env.sh | tail -n 1) && \
+	  "$$py" tests/integration/abi_pyc.py && \
 	  "$$py" $(PYTEST) tests/integration --ignore-glob='*/test_lldb*.py' -m 'not aarch64_wheel'
 	bash tools/prefetch.sh wait wheel-x86_64
 	$(MAKE) integration-lldb

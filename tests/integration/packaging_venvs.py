@@ -42,7 +42,7 @@ def wheel_path():
     found = sorted(glob.glob(str(harness.repo_root() / "target" / "wheels" / "pyunwind-*_x86_64.whl")),
                    key=os.path.getmtime)
     if not found:
-        raise harness.HarnessError("no x86-64 wheel in target/wheels: run `make wheel`")
+        raise harness.HarnessError("no x86-64 wheel in target/wheels: run `make wheel-x86_64`")
     return pathlib.Path(found[-1])
 
 

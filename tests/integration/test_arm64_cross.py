@@ -58,7 +58,7 @@ def aarch64_wheel():
     harness.wait_for_wheels("aarch64")
     found = glob.glob(str(harness.repo_root() / "target" / "wheels" / "pyunwind-*_aarch64.whl"))
     if not found:
-        raise harness.HarnessError("no aarch64 wheel in target/wheels: run `make wheel`")
+        raise harness.HarnessError("no aarch64 wheel in target/wheels: run `make wheel-aarch64`")
     return pathlib.Path(max(found, key=os.path.getmtime))
 
 
