@@ -472,10 +472,10 @@ fn with_report<T>(
     let native_report = if native {
         let regs = match live_pid {
             Some(pid) => {
-                let regs = ThreadRegs::of_live(pid, session.target.arch)?;
+                let mut regs = ThreadRegs::of_live(pid, session.target.arch)?;
                 session.set_thread_ids(regs.thread_ids());
                 // `--why`'s states: as the stop found each thread, with its native stack.
-                session.set_stopped_syscalls(regs.syscalls.clone());
+                session.set_stopped_syscalls(std::mem::take(&mut regs.syscalls));
                 regs
             }
             None => ThreadRegs::of_core(&session),

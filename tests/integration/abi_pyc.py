@@ -13,16 +13,12 @@ removes with it). gunicorn (one pure-Python folder for all) is compiled by each 
 Run by `make integration` before the test files (`abi_pyc.py`); seconds once the folders are
 marked."""
 
-import pathlib
-import re
 import subprocess
 import sys
 
 import harness
 
 STAMP = "PYC_STAMP"
-# <set>/cp3XY[t] and <set>/<version>/cp3XY[t]: the folders tools/*.sh install per ABI.
-ABI_DIR = re.compile(r"cp3(\d+)(t?)$")
 
 
 def interpreters_by_abi():
@@ -49,24 +45,23 @@ def compile_dir(exe, folder):
 def main():
     cache = harness.cache_dir()
     exes = interpreters_by_abi()
+    every = sorted(set(exes.values()))
     done = 0
-    for folder in sorted(p for p in cache.glob("*/cp3*") if p.is_dir()) + \
-            sorted(p for p in cache.glob("*/*/cp3*") if p.is_dir()):
-        m = ABI_DIR.match(folder.name)
-        if not m or (folder / STAMP).exists():
-            continue
+    # <set>/cp3XY[t] and <set>/<version>/cp3XY[t]: the folders tools/*.sh install per ABI.
+    for folder in sorted(cache.glob("*/cp3*")) + sorted(cache.glob("*/*/cp3*")):
         exe = exes.get(folder.name)
-        if exe is None:
-            continue  # an ABI no test interpreter has: nothing runs it
+        # An ABI no test interpreter has: nothing runs it.
+        if exe is None or not folder.is_dir() or (folder / STAMP).exists():
+            continue
         compile_dir(exe, folder)
         (folder / STAMP).write_text(exe + "\n")
         done += 1
     for folder in sorted(p for p in (cache / "gunicorn").glob("*") if p.is_dir()):
         if (folder / STAMP).exists():
             continue
-        for exe in sorted(set(exes.values())):
+        for exe in every:
             compile_dir(exe, folder)
-        (folder / STAMP).write_text("\n".join(sorted(set(exes.values()))) + "\n")
+        (folder / STAMP).write_text("\n".join(every) + "\n")
         done += 1
     print("abi_pyc: %d folders byte-compiled by their ABI's interpreter" % done, file=sys.stderr)
 
