@@ -3,11 +3,17 @@
 # and again (quick when they already are). Debian bookworm's python3-lldb-X packages conflict
 # with each other, so installing one removes the other: the lldb tests run one version, then
 # call this again for the next. apt keeps the downloaded .debs, so switching back is quick.
+# A version bookworm has no package of (24: LLVM's main branch) comes from Debian's newer suites
+# in a private root instead, beside the installed one (tools/lldb-root.sh).
 #
 # Everything is logged to stderr; the last (and only) line on stdout is the lldb to run.
 set -euo pipefail
 
 VERSION="${1:?usage: tools/lldb-env.sh VERSION}"
+case "$VERSION" in
+19 | 22) ;;
+*) exec bash "$(dirname "$0")/lldb-root.sh" "$VERSION" ;;
+esac
 LLDB="/usr/bin/lldb-$VERSION"
 PACKAGES=("lldb-$VERSION" "python3-lldb-$VERSION")
 

@@ -8,13 +8,14 @@
 
 The input frames are lldb's own (run it with `pyunwind set frame-provider off`).
 
-    pyunwind-test-register-held   register our frame provider on the selected target while
-        holding that target's API lock, as a command that waits for frames does, until lldb's
-        event-handler thread (printing each thread's frame 0 again, as registering makes it
-        do) has made a provider; then print one `@@MADE THREAD LOCK FRAMES` line per provider
-        made meanwhile (THREAD: main or other; LOCK: busy when another thread held the API lock
-        as the provider's __init__ returned, else free; FRAMES: read, when it read lldb's
-        frames itself, ahead, when it took those read ahead, else none).
+    pyunwind-test-register-held [no-ahead]   register our frame provider on the selected
+        target while holding that target's API lock, as a command that waits for frames does,
+        until lldb's event-handler thread (printing each thread's frame 0 again, as registering
+        makes it do) has made a provider; then print one `@@MADE THREAD LOCK FRAMES` line per
+        provider made meanwhile (THREAD: main or other; LOCK: busy when the provider's __init__
+        could not take the API lock as it returned, else free; FRAMES: read, when it read
+        lldb's frames itself, ahead, when it took those read ahead, else none). `no-ahead`:
+        nothing read ahead of the registration, as at a later stop.
 
     pyunwind-test-watch-made, then pyunwind-test-print-made   note each of our frame providers
         made in between, and print one `@@MADE THREAD LOCK FRAMES` line for each, then
@@ -72,6 +73,9 @@ def register_held(debugger, command, exe_ctx, result, internal_dict):
     P.settings["frame-provider"] = "off"
     P.sync_provider(target)
     init = watch_providers(mutex, made)
+    read_all_threads = P._read_all_threads
+    if command.strip() == "no-ahead":
+        P._read_all_threads = lambda target, token: None
     mutex.lock()
     try:
         P.settings["frame-provider"] = "on"
@@ -82,6 +86,7 @@ def register_held(debugger, command, exe_ctx, result, internal_dict):
     finally:
         mutex.unlock()
         P.PythonFrameProvider.__init__ = init
+        P._read_all_threads = read_all_threads
     if error:
         print("@@ERROR %s" % error)
     print_made(made)

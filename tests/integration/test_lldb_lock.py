@@ -4,6 +4,9 @@ read its input frames, and with nothing read ahead falls back to lldb's own fram
 every Python frame read from the thread state. The lock of another (the selected) target does
 not make it fall back. The script makes the providers of a stop itself, under the lock, before
 lldb prints the stop, and reads every thread's frames ahead of a registration.
+
+From lldb 24 (llvm PR #208242; 23.1.x lacks it), code that lldb calls back takes no API lock:
+the provider lldb's event thread makes while a command holds the lock reads its frames itself.
 """
 
 import os
@@ -18,6 +21,13 @@ from test_stacks import expected
 INTERP = harness.pick(["pyenv-3.12"])[0]
 HELPER = harness.repo_root() / "tests" / "integration" / "lldb_lock_helper.py"
 SCRIPT = harness.repo_root() / "lldb-scripts" / "pyunwind_lldb.py"
+
+
+def callbacks_skip_the_api_lock():
+    """Whether this lldb's callbacks into a provider (its __init__, get_frame_at_index) skip the
+    target's API lock (lldb 24+): there the lock test's `try_lock` succeeds, another thread's
+    hold notwithstanding."""
+    return lldb_major() >= 24
 
 
 def provider_rows(core, held):
@@ -93,10 +103,40 @@ def test_providers_made_while_the_lock_is_held_show_python_frames(shapes):
     rc, out, err = harness.run(cmd, 180, env=harness.child_env(INTERP.env))
     assert rc == 0 and "Traceback" not in out + err, out + err
     made, bt = out.split("\n@@BT\n")
-    # Made on the event thread while the main thread held the lock (each thread of the core).
-    assert re.findall(r"^@@MADE (\w+ \w+ \w+)$", made, re.M) == ["other busy ahead"] * len(shapes.truth["threads"]), out
+    # Made on the event thread while the main thread held the lock (each thread of the core);
+    # lldb 24 lets them read lldb's frames there.
+    want = "other free read" if callbacks_skip_the_api_lock() else "other busy ahead"
+    assert re.findall(r"^@@MADE (\w+ \w+ \w+)$", made, re.M) == [want] * len(shapes.truth["threads"]), out
     assert re.findall(r"frame #\d+: (\S+ at \S+\.py:\d+)", bt) == python_rows(shapes), bt
     assert "[from thread state]" not in bt and "_PyEval_EvalFrameDefault" not in bt, bt
+
+
+def test_providers_made_at_a_later_stop_while_the_lock_is_held(shapes):
+    """As above with nothing read ahead, as at a stop after the registration: the providers
+    lldb's event thread makes while a command holds the API lock. lldb 24 lets them read lldb's
+    frames there (its callbacks take no API lock): `bt` has the Python frames in place. Before
+    24 they cannot, and lldb keeps what such a provider hands out for the whole stop: `bt` is
+    lldb's own frames, then every Python frame of the thread state."""
+    cmd = [lldb_path(), "-b", "--no-lldbinit", INTERP.exe, "-c", shapes.make_core(),
+           "-o", "command script import %s" % SCRIPT,
+           "-o", "command script import %s" % HELPER,
+           "-o", "pyunwind-test-register-held no-ahead", "-o", "script print('@@BT')", "-o", "bt"]
+    rc, out, err = harness.run(cmd, 180, env=harness.child_env(INTERP.env))
+    assert rc == 0 and "Traceback" not in out + err, out + err
+    made, bt = out.split("\n@@BT\n")
+    threads = len(shapes.truth["threads"])
+    if callbacks_skip_the_api_lock():
+        assert re.findall(r"^@@MADE (\w+ \w+ \w+)$", made, re.M) == ["other free read"] * threads, out
+        assert re.findall(r"frame #\d+: (\S+ at \S+\.py:\d+)", bt) == python_rows(shapes), bt
+        assert "[from thread state]" not in bt and "_PyEval_EvalFrameDefault" not in bt, bt
+    else:
+        assert re.findall(r"^@@MADE (\w+ \w+ \w+)$", made, re.M) == ["other busy none"] * threads, out
+        names = re.findall(r"frame #\d+: (?:0x[0-9a-f]+ [^`\s]+`)?([^\s(]+)", bt)
+        last = names.index("_start")
+        assert "_PyEval_EvalFrameDefault" in names[:last], bt
+        python = re.findall(r"frame #(\d+): (\S+ \[from thread state\] at \S+\.py:\d+)", bt)
+        assert [int(n) for n, _ in python] == list(range(last + 1, len(names))), bt
+        assert [row for _, row in python] == python_rows(shapes, " [from thread state]"), bt
 
 
 def test_provider_registered_on_a_core_loaded_after_import(shapes):
