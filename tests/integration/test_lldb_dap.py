@@ -82,9 +82,16 @@ def test_lldb_dap_attach_without_stop_on_entry(stopped, name):
         client.request("configurationDone")
         client.response(seq, "attach")
         # lldb-dap resumes the process after configurationDone, with no event to say so: the
-        # pause button is refused ("Process is not running") until it has.
-        thread = client.request("threads")["threads"][0]["id"]
+        # pause button is refused ("Process is not running") until it has, and lldb-dap 24
+        # answers no thread list while the process is between stopped and running.
         deadline = time.monotonic() + 30
+        while True:
+            try:
+                thread = client.request("threads")["threads"][0]["id"]
+                break
+            except DapError as e:
+                assert "failed to retrieve threads" in str(e) and time.monotonic() < deadline, e
+                time.sleep(0.1)
         while True:
             try:
                 client.request("pause", threadId=thread)
