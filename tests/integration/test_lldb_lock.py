@@ -89,6 +89,19 @@ def test_another_targets_lock_does_not(shapes):
     assert all(r in it for r in kept), (kept, native)
 
 
+def register_held(shapes, *args):
+    """`pyunwind-test-register-held ARGS` on the core of `shapes`, then `bt`: the `@@MADE` lines'
+    THREAD LOCK FRAMES, and what `bt` printed (after lldb's echo of the commands before it)."""
+    cmd = [lldb_path(), "-b", "--no-lldbinit", INTERP.exe, "-c", shapes.make_core(),
+           "-o", "command script import %s" % SCRIPT,
+           "-o", "command script import %s" % HELPER,
+           "-o", " ".join(("pyunwind-test-register-held",) + args), "-o", "script print('@@BT')", "-o", "bt"]
+    rc, out, err = harness.run(cmd, 180, env=harness.child_env(INTERP.env))
+    assert rc == 0 and "Traceback" not in out + err, out + err
+    made, bt = out.split("\n@@BT\n")
+    return re.findall(r"^@@MADE (\w+ \w+ \w+)$", made, re.M), out[len(made):]
+
+
 def test_providers_made_while_the_lock_is_held_show_python_frames(shapes):
     """Registering the provider makes lldb's event-handler thread print each thread's frame 0,
     which creates the providers there, while a command on the main thread may hold the target's
@@ -96,17 +109,11 @@ def test_providers_made_while_the_lock_is_held_show_python_frames(shapes):
     those frames). The providers take the frames read by the registering thread as they are made
     (the one thread read ahead with as many frames; the plan checks it is theirs): the next `bt`
     on the main thread has the Python frames in place of the eval loop, none after lldb's."""
-    cmd = [lldb_path(), "-b", "--no-lldbinit", INTERP.exe, "-c", shapes.make_core(),
-           "-o", "command script import %s" % SCRIPT,
-           "-o", "command script import %s" % HELPER,
-           "-o", "pyunwind-test-register-held", "-o", "script print('@@BT')", "-o", "bt"]
-    rc, out, err = harness.run(cmd, 180, env=harness.child_env(INTERP.env))
-    assert rc == 0 and "Traceback" not in out + err, out + err
-    made, bt = out.split("\n@@BT\n")
+    made, bt = register_held(shapes)
     # Made on the event thread while the main thread held the lock (each thread of the core);
     # lldb 24 lets them read lldb's frames there.
     want = "other free read" if callbacks_skip_the_api_lock() else "other busy ahead"
-    assert re.findall(r"^@@MADE (\w+ \w+ \w+)$", made, re.M) == [want] * len(shapes.truth["threads"]), out
+    assert made == [want] * len(shapes.truth["threads"]), bt
     assert re.findall(r"frame #\d+: (\S+ at \S+\.py:\d+)", bt) == python_rows(shapes), bt
     assert "[from thread state]" not in bt and "_PyEval_EvalFrameDefault" not in bt, bt
 
@@ -117,20 +124,14 @@ def test_providers_made_at_a_later_stop_while_the_lock_is_held(shapes):
     frames there (its callbacks take no API lock): `bt` has the Python frames in place. Before
     24 they cannot, and lldb keeps what such a provider hands out for the whole stop: `bt` is
     lldb's own frames, then every Python frame of the thread state."""
-    cmd = [lldb_path(), "-b", "--no-lldbinit", INTERP.exe, "-c", shapes.make_core(),
-           "-o", "command script import %s" % SCRIPT,
-           "-o", "command script import %s" % HELPER,
-           "-o", "pyunwind-test-register-held no-ahead", "-o", "script print('@@BT')", "-o", "bt"]
-    rc, out, err = harness.run(cmd, 180, env=harness.child_env(INTERP.env))
-    assert rc == 0 and "Traceback" not in out + err, out + err
-    made, bt = out.split("\n@@BT\n")
+    made, bt = register_held(shapes, "no-ahead")
     threads = len(shapes.truth["threads"])
     if callbacks_skip_the_api_lock():
-        assert re.findall(r"^@@MADE (\w+ \w+ \w+)$", made, re.M) == ["other free read"] * threads, out
+        assert made == ["other free read"] * threads, bt
         assert re.findall(r"frame #\d+: (\S+ at \S+\.py:\d+)", bt) == python_rows(shapes), bt
         assert "[from thread state]" not in bt and "_PyEval_EvalFrameDefault" not in bt, bt
     else:
-        assert re.findall(r"^@@MADE (\w+ \w+ \w+)$", made, re.M) == ["other busy none"] * threads, out
+        assert made == ["other busy none"] * threads, bt
         rows = bt_rows(bt)
         names = [re.match(r"(?:0x[0-9a-f]+ [^`\s]+`)?([^\s(]+)", row).group(1) for row in rows]
         last = names.index("_start")
