@@ -68,6 +68,17 @@ def test_lldb_dap_attach_and_core(stopped, name):
         check_stack(client, s.sc.truth)
 
 
+def request_until(client, deadline, refusal, command, **arguments):
+    """`command`'s answer, asked again while lldb-dap refuses it with `refusal` (a state it
+    passes through), until `deadline`; any other failure fails the test."""
+    while True:
+        try:
+            return client.request(command, **arguments)
+        except DapError as e:
+            assert refusal in str(e) and time.monotonic() < deadline, e
+            time.sleep(0.1)
+
+
 @pytest.mark.parametrize("name", ["shapes", "locals"])
 def test_lldb_dap_attach_without_stop_on_entry(stopped, name):
     """An attach configuration without `stopOnEntry`: lldb-dap lets the process run on after
@@ -85,20 +96,8 @@ def test_lldb_dap_attach_without_stop_on_entry(stopped, name):
         # pause button is refused ("Process is not running") until it has, and lldb-dap 24
         # answers no thread list while the process is between stopped and running.
         deadline = time.monotonic() + 30
-        while True:
-            try:
-                thread = client.request("threads")["threads"][0]["id"]
-                break
-            except DapError as e:
-                assert "failed to retrieve threads" in str(e) and time.monotonic() < deadline, e
-                time.sleep(0.1)
-        while True:
-            try:
-                client.request("pause", threadId=thread)
-                break
-            except DapError as e:
-                assert "not running" in str(e) and time.monotonic() < deadline, e
-                time.sleep(0.1)
+        threads = request_until(client, deadline, "failed to retrieve threads", "threads")
+        request_until(client, deadline, "not running", "pause", threadId=threads["threads"][0]["id"])
         client.wait_event("stopped")
         check_stack(client, s.sc.truth)
 
