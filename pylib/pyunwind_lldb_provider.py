@@ -319,6 +319,12 @@ if HAS_PROVIDER_API:
                     return self._ahead()
             try:
                 thread = self.input_frames.GetThread()
+                if not thread.IsValid():
+                    # Made on lldb's event thread while the process is not yet stopped as the SB
+                    # API sees it: at an attach's first stop, the private state thread still runs
+                    # the stop hooks (ProviderStopHook registered us there). Every frame then
+                    # reads as invalid, with no name or pc, and the plan would find no eval loop.
+                    return self._ahead()
                 _read_ahead.get(_token(self.args), {}).pop(thread.GetThreadID(), None)
                 return LldbFrames(self.input_frames, thread.GetProcess())
             except Exception:

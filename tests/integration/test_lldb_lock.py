@@ -191,3 +191,21 @@ def test_a_provider_registered_before_its_process(shapes):
     assert re.findall(r"^@@MADE \w+ \w+ (\w+)$", made, re.M) == ["read"] * len(shapes.truth["threads"]), out
     assert re.findall(r"frame #\d+: (\S+ at \S+\.py:\d+)", bt) == python_rows(shapes), bt
     assert "[from thread state]" not in bt and "_PyEval_EvalFrameDefault" not in bt, bt
+
+
+def test_attach_from_lldbinit_shows_python_frames_in_place(shapes, tmp_path):
+    """A user's `lldb -p PID` with the script imported from ~/.lldbinit (as `pyunwind
+    install-lldb` sets up): the stop hook registers the provider on lldb's private state thread
+    while it handles the attach's stop, and lldb's event thread makes the providers of the stop
+    it prints meanwhile. There the SB API sees no stopped process: the input's thread and frames
+    read as invalid (no names, no pcs), and such a provider takes the frames read ahead. Each run
+    of three has the Python frames in place of the eval loop (it fell back in every run on lldb
+    24 and in about half on lldb 22 before)."""
+    (tmp_path / ".lldbinit").write_text("command script import %s\n" % SCRIPT)
+    env = dict(harness.child_env(INTERP.env), HOME=str(tmp_path))
+    for _ in range(3):
+        rc, out, err = harness.run([lldb_path(), "-b", "-p", str(shapes.pid), "-o", "bt"], 120, env=env)
+        assert rc == 0 and "Traceback" not in out + err, out + err
+        bt = out[out.index("(lldb) bt\n"):]
+        assert re.findall(r"frame #\d+: (\S+ at \S+\.py:\d+)", bt) == python_rows(shapes), bt
+        assert "[from thread state]" not in bt and "_PyEval_EvalFrameDefault" not in bt, bt
