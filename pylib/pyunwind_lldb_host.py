@@ -12,6 +12,7 @@ import bisect
 import contextlib
 import json
 import os
+import re
 import sys
 
 import lldb
@@ -38,6 +39,17 @@ _deferring = False
 
 # lldb 22+: scripted frame providers, which put Python frames into lldb's own `bt`.
 HAS_PROVIDER_API = hasattr(lldb.SBTarget, "RegisterScriptedFrameProvider")
+
+
+def _lldb_major():
+    """lldb's major version (`lldb version 24.0.0`), 0 where its version string says none."""
+    m = re.match(r"lldb version (\d+)", lldb.SBDebugger.GetVersionString() or "")
+    return int(m.group(1)) if m else 0
+
+
+# lldb 24+ (llvm PR #208242; 23.1 lacks it): the SB calls of code lldb calls back (a frame
+# provider's __init__ and get_frame_at_index) take no API lock, whichever thread lldb calls it on.
+CALLBACKS_SKIP_API_LOCK = _lldb_major() >= 24
 
 # The module lldb imported (lldb-scripts/pyunwind_lldb.py): lldb is given our classes and
 # functions by their names in it (`pyunwind_lldb.ProviderStopHook`, which `target stop-hook

@@ -13,7 +13,7 @@ import threading
 import lldb
 
 import pyunwind_frontend as fe
-from pyunwind_lldb_host import (HAS_PROVIDER_API, LLDB_INVALID_ADDRESS, MAX_NATIVE_FRAMES, LldbHost,
+from pyunwind_lldb_host import (CALLBACKS_SKIP_API_LOCK, HAS_PROVIDER_API, LLDB_INVALID_ADDRESS, MAX_NATIVE_FRAMES, LldbHost,
                                 PcIndex, deferring, frame_changes, frame_registers, function_name, lldb_name,
                                 places_every_python_frame, plan_key, plan_levels, plan_registers,
                                 session, settings, state, thread_pointer, write_error_line)
@@ -289,6 +289,9 @@ if HAS_PROVIDER_API:
             self.size = input_frames.GetSize()
             # (thread id, LldbFrames) taken from _read_ahead rather than read (see _ahead).
             self.ahead = None
+            # lldb's frames read from the input (not taken from _read_ahead), on lldb 24+, whose
+            # callbacks take no API lock: the plan can be made off the main thread (_plan_here).
+            self.read_here = False
             self._take(self._lldb_frames())
             # Frame 0 handed out before the plan when it may be JIT code (see
             # get_frame_at_index): the plan names it.
@@ -326,7 +329,9 @@ if HAS_PROVIDER_API:
                     # reads as invalid, with no name or pc, and the plan would find no eval loop.
                     return self._ahead()
                 _read_ahead.get(_token(self.args), {}).pop(thread.GetThreadID(), None)
-                return LldbFrames(self.input_frames, thread.GetProcess())
+                read = LldbFrames(self.input_frames, thread.GetProcess())
+                self.read_here = CALLBACKS_SKIP_API_LOCK
+                return read
             except Exception:
                 return None
             finally:
@@ -477,14 +482,25 @@ if HAS_PROVIDER_API:
                 return native["input"]
             return {"pc": native["pc"]}
 
+        def _plan_here(self):
+            """Whether the plan can be made on this thread now. Not while a py-* command reads
+            registers, which the plan wants to know first. Off the main thread (lldb's
+            event-handler thread, printing a stop), before lldb 24, any SB call that takes the
+            target's API lock (the stop id, memory) would deadlock against a command on the main
+            thread that holds that lock and waits for this thread's frames. From 24 it can, with
+            lldb's frames read from the input and the thread valid (see _lldb_frames): lldb 24
+            asks for frames 0 and 1 there as it prints a stop, and keeps them, and a JIT frame's
+            caller is not lldb's frame 1."""
+            if deferring():
+                return False
+            if threading.current_thread() is threading.main_thread():
+                return True
+            return self.read_here and self.input_frames.GetThread().IsValid()
+
         def get_frame_at_index(self, index):
             if self.rows is None:
-                if deferring() or threading.current_thread() is not threading.main_thread():
-                    # lldb's event-handler thread, printing a stop: any SB call that takes the
-                    # target's API lock (the stop id, memory) would deadlock against a command
-                    # on the main thread that holds that lock and waits for this thread's
-                    # frames. Or a py-* command reading registers, which the plan wants to
-                    # know first. Hand out lldb's own frame; the plan is made around it later.
+                if not self._plan_here():
+                    # Hand out lldb's own frame; the plan is made around it later.
                     if index >= self.size:
                         return None
                     self.committed = max(self.committed, index + 1)
