@@ -8,7 +8,7 @@ LLDBINIT ?= $(HOME)/.lldbinit
 # lldb versions the tests drive, one after the other (their Python packages conflict). 24 is
 # LLVM's main branch (Debian experimental's snapshot, in a private root: tools/lldb-root.sh), the
 # first whose callbacks into the frame provider take no API lock: only the provider's own test
-# files and its JIT file run there (LLDB_PROVIDER_ONLY).
+# files, its JIT file and the arm64 cores' file run there (LLDB_PROVIDER_ONLY).
 LLDB_VERSIONS ?= 19 22 24
 LLDB_PROVIDER_ONLY ?= 24
 export LLDB_VERSIONS
@@ -138,7 +138,8 @@ integration: build pythons arm64
 # the run when one cannot be installed (after `make test`'s prefetch, tools/lldb.sh, a switch
 # between installed .debs). The frame provider exists from lldb 22 on: its lock test
 # and the lldb-dap tests run there (test_lldb_arm64 checks it on 22 only, inside the file); on
-# the versions in LLDB_PROVIDER_ONLY, only they and test_lldb_jit (where lldb 24 differed).
+# the versions in LLDB_PROVIDER_ONLY, only they, test_lldb_jit and test_lldb_arm64 (where lldb
+# 24 differed: the frames it keeps as it prints a stop, the modules it makes of no file).
 # The x86-64 wheel as tools/wheel-x86_64.sh builds it (for test_lldb_sources' `pip install
 # <checkout>`'s interpreter): after `make integration`'s, seconds.
 integration-lldb: build arm64
@@ -150,7 +151,7 @@ integration-lldb: build arm64
 	    lock=$$([ $$v -ge 22 ] && echo tests/integration/test_lldb_lock.py tests/integration/test_lldb_provider.py); \
 	    dap=$$([ $$v -ge 22 ] && echo tests/integration/test_lldb_dap.py); \
 	    if [[ " $(LLDB_PROVIDER_ONLY) " == *" $$v "* ]]; then \
-	      PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST) $$lock $$dap tests/integration/test_lldb_jit.py || exit 1; \
+	      PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST) $$lock $$dap tests/integration/test_lldb_jit.py tests/integration/test_lldb_arm64.py || exit 1; \
 	      continue; \
 	    fi; \
 	    PYUNWIND_LLDB=$$lldb "$$py" $(PYTEST_LOAD) tests/integration/test_lldb.py \

@@ -165,6 +165,11 @@ def _is_remote(host):
     return host.process.IsValid() and host.core_file() is None and not host.is_local()
 
 
+def _on_disk(module):
+    """Whether lldb read `module` from a file of this machine."""
+    return os.path.isfile(module.GetFileSpec().fullpath or "")
+
+
 def prepare_target(host, modules=True):
     """Gives lldb what an arm64 core without NT_FILE (qemu-user writes none), or a process
     behind a remote stub (qemu-user's `-g PORT`), leaves it without, from the files under the
@@ -211,8 +216,13 @@ def prepare_target(host, modules=True):
         write_error_line(debugger, "pyunwind: cannot list %s modules: %s" % (what, why[why.startswith("pyunwind: ") and 10:]))
         return
     for m in listing["modules"]:
-        if target.ResolveLoadAddress(m["base"]).GetModule().IsValid():
-            continue
+        there = target.ResolveLoadAddress(m["base"]).GetModule()
+        if there.IsValid():
+            # lldb 24 puts a module of no file where the dynamic linker's list names one it
+            # cannot find (the core's path, not the sysroot's): the file found replaces it.
+            if _on_disk(there) or not os.path.isfile(m["file"] or ""):
+                continue
+            target.RemoveModule(there)
         module = target.AddModule(m["file"], target.GetTriple(), None)
         if module.IsValid():
             header = module.GetObjectFileHeaderAddress().GetFileAddress()
