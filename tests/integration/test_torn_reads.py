@@ -38,7 +38,9 @@ def test_a_generator_that_yields_while_read_tears_the_stack_never_shortens_it(in
         genexpr = "<genexpr>" if interp.minor == 10 else "work.<locals>.<genexpr>"
         # The program's own frames, innermost first, each with the lines it can be at: in
         # the generator, in `work` (entered, or at its sum), in `loop` (between two calls).
-        own = [(genexpr, {lines["sum-line"]}),
+        # 3.10's generator starts at GEN_START, an instruction of no line (CPython's own
+        # `f_lineno` is None there): a read at that moment shows its frame without a line.
+        own = [(genexpr, {lines["sum-line"]} | ({None} if interp.minor == 10 else set())),
                ("work", {lines["work-def"], lines["sum-line"]}),
                ("loop", {lines["loop-while"], lines["call-line"]})]
         outer = None
@@ -59,7 +61,7 @@ def test_a_generator_that_yields_while_read_tears_the_stack_never_shortens_it(in
                                             if f["reason"] in e["what"]], (f, report["errors"])
                 else:
                     assert f["kind"] == "python", frames
-            py = [(f["function"], f["file"], f["line"]) for f in frames if f["kind"] == "python"]
+            py = [(f["function"], f["file"], f.get("line")) for f in frames if f["kind"] == "python"]
             k = sum(1 for f in py if f[1] == here)
             assert [f[1] == here for f in py[:k]] == [True] * k and k <= 3, py
 
