@@ -165,7 +165,7 @@ def _is_remote(host):
     return host.process.IsValid() and host.core_file() is None and not host.is_local()
 
 
-def _on_disk(module):
+def on_disk(module):
     """Whether lldb read `module` from a file of this machine."""
     return os.path.isfile(module.GetFileSpec().fullpath or "")
 
@@ -220,7 +220,7 @@ def prepare_target(host, modules=True):
         if there.IsValid():
             # lldb 24 puts a module of no file where the dynamic linker's list names one it
             # cannot find (the core's path, not the sysroot's): the file found replaces it.
-            if _on_disk(there) or not os.path.isfile(m["file"] or ""):
+            if on_disk(there) or not os.path.isfile(m["file"] or ""):
                 continue
             target.RemoveModule(there)
         module = target.AddModule(m["file"], target.GetTriple(), None)

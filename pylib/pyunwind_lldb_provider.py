@@ -13,10 +13,10 @@ import threading
 import lldb
 
 import pyunwind_frontend as fe
-from pyunwind_lldb_host import (CALLBACKS_SKIP_API_LOCK, HAS_PROVIDER_API, LLDB_INVALID_ADDRESS, MAX_NATIVE_FRAMES, LldbHost,
-                                PcIndex, deferring, frame_changes, frame_registers, function_name, lldb_name,
-                                places_every_python_frame, plan_key, plan_levels, plan_registers,
-                                session, settings, state, thread_pointer, write_error_line)
+from pyunwind_lldb_host import (CALLBACKS_SKIP_API_LOCK, HAS_PROVIDER_API, LLDB_INVALID_ADDRESS, MAX_NATIVE_FRAMES,
+                                LldbHost, PcIndex, deferring, frame_changes, frame_registers, function_name,
+                                lldb_name, on_disk, places_every_python_frame, plan_key, plan_levels,
+                                plan_registers, session, settings, state, thread_pointer, write_error_line)
 
 # A frame provider made off the main thread (lldb's event-handler thread, printing a stop) only
 # tries the target's API lock, never waits for it: a command that holds it may be waiting for
@@ -289,8 +289,7 @@ if HAS_PROVIDER_API:
             self.size = input_frames.GetSize()
             # (thread id, LldbFrames) taken from _read_ahead rather than read (see _ahead).
             self.ahead = None
-            # lldb's frames read from the input (not taken from _read_ahead), on lldb 24+, whose
-            # callbacks take no API lock: the plan can be made off the main thread (_plan_here).
+            # lldb's frames read from the input, not taken from _read_ahead (see _plan_here).
             self.read_here = False
             self._take(self._lldb_frames())
             # Frame 0 handed out before the plan when it may be JIT code (see
@@ -330,7 +329,7 @@ if HAS_PROVIDER_API:
                     return self._ahead()
                 _read_ahead.get(_token(self.args), {}).pop(thread.GetThreadID(), None)
                 read = LldbFrames(self.input_frames, thread.GetProcess())
-                self.read_here = CALLBACKS_SKIP_API_LOCK
+                self.read_here = True
                 return read
             except Exception:
                 return None
@@ -495,7 +494,7 @@ if HAS_PROVIDER_API:
                 return False
             if threading.current_thread() is threading.main_thread():
                 return True
-            return self.read_here and self.input_frames.GetThread().IsValid()
+            return CALLBACKS_SKIP_API_LOCK and self.read_here and self.input_frames.GetThread().IsValid()
 
         def get_frame_at_index(self, index):
             if self.rows is None:
@@ -593,7 +592,7 @@ def _in_anonymous_code(process, pc):
     # A core without NT_FILE (qemu-user's) names no mapping: code of a file lldb loaded is not
     # anonymous (3.15's executors are modules of no file).
     module = process.GetTarget().ResolveLoadAddress(pc).GetModule()
-    return not (module.IsValid() and os.path.isfile(module.GetFileSpec().fullpath or ""))
+    return not (module.IsValid() and on_disk(module))
 
 
 # --- Python locals: a frame recognizer ----------------------------------------------------------
